@@ -1,0 +1,34 @@
+# AMP-MLIR: the two commands.
+#   make demo   set up, build, and run the main job
+#   make test   set up, build, and run every test suite under ctest
+BUILD ?= build
+CMAKE_FLAGS ?=
+
+.PHONY: demo test build setup configure clean
+
+setup:
+	@scripts/setup.sh
+
+configure: setup
+	@if [ ! -f $(BUILD)/build.ninja ]; then \
+	  cmake -S . -B $(BUILD) -G Ninja \
+	    -DCMAKE_BUILD_TYPE=Release \
+	    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+	    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+	    -DCMAKE_C_COMPILER_LAUNCHER=ccache \
+	    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+	    -DPython3_EXECUTABLE=$(CURDIR)/.venv/bin/python \
+	    $(CMAKE_FLAGS); \
+	fi
+
+build: configure
+	@cmake --build $(BUILD)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,34 @@
+//===- AMPOps.h - amp dialect operations ------------------------*- C++ -*-===//
+
+#ifndef AMP_DIALECT_AMP_IR_AMPOPS_H
+#define AMP_DIALECT_AMP_IR_AMPOPS_H
+
+#include "amp/Dialect/AMP/IR/AMPDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::amp {
+
+/// Result types are compatible with the inferred ones when element types are
+/// equal and shapes agree wherever both are static.
+bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
+
+/// True when every value of type `from` is exactly representable in `to`
+/// (f16 -> f32, bf16 -> f32, i8 -> i32, i1 -> anything, ...). Element types or
+/// tensors of them.
+bool isExactConversion(Type from, Type to);
+
+/// Width class of a float element type, for the autocast rules: f16 and bf16
+/// are "low", f32 is "full".
+bool isLowPrecisionFloat(Type elementType);
+
+} // namespace mlir::amp
+
+#define GET_OP_CLASSES
+#include "amp/Dialect/AMP/IR/AMPOps.h.inc"
+
+#endif // AMP_DIALECT_AMP_IR_AMPOPS_H

@@ -1,0 +1,431 @@
+//===- AMPOps.td - amp dialect operations ------------------*- tablegen -*-===//
+//
+// Every op states its ONNX counterpart. Result types are inferred from the
+// operands and attributes (InferTypeOpInterface): the ONNX shape rules live in
+// lib/Dialect/AMP/IR/AMPShapes.cpp, so the verifier, the importer and any C++
+// builder share one implementation. A declared result type may be more static
+// than the inferred one (value_info may know a dimension the rules cannot).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMP_DIALECT_AMP_IR_AMPOPS_TD
+#define AMP_DIALECT_AMP_IR_AMPOPS_TD
+
+include "amp/Dialect/AMP/IR/AMPDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def AMP_FloatElt : AnyTypeOf<[F32, F16, BF16]>;
+def AMP_IntElt : AnyTypeOf<[I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
+
+def AMP_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def AMP_NumTensor : RankedTensorOf<[F32, F16, BF16, I8, I16, I32, I64, UI8,
+                                    UI16, UI32, UI64]>;
+def AMP_AnyTensor : RankedTensorOf<[F32, F16, BF16, I1, I8, I16, I32, I64, UI8,
+                                    UI16, UI32, UI64]>;
+def AMP_IndexTensor : RankedTensorOf<[I32, I64]>;
+def AMP_BoolTensor : RankedTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class AMP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<AMP_Dialect, mnemonic, traits>;
+
+// An op whose result types come from the ONNX shape rules in C++.
+class AMP_InferredOp<string mnemonic, list<Trait> traits = []>
+    : AMP_Op<mnemonic, traits # [InferTypeOpAdaptorWithIsCompatible]> {
+  let extraClassDefinition = [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange l,
+                                            ::mlir::TypeRange r) {
+      return ::mlir::amp::areCompatibleResultTypes(l, r);
+    }
+  }];
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// Elementwise op with one operand whose result has the operand's type.
+class AMP_UnaryOp<string mnemonic, Type tensorType, list<Trait> traits = []>
+    : AMP_Op<mnemonic, traits # [Pure, SameOperandsAndResultType,
+                                 DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+// Elementwise binary op with multidirectional (numpy) broadcasting.
+class AMP_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : AMP_InferredOp<mnemonic, traits # [Pure]> {
+  let arguments = (ins AMP_NumTensor:$lhs, AMP_NumTensor:$rhs);
+  let results = (outs AMP_NumTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Element type change
+//===----------------------------------------------------------------------===//
+
+def AMP_CastOp : AMP_Op<"cast", [Pure]> {
+  let summary = "Change of element type (ONNX Cast)";
+  let description = [{
+    Converts each element to the result's element type with the shape kept.
+    Float to narrower float rounds to nearest even (overflow gives inf, the
+    IEEE subnormal or zero on underflow); float to integer truncates toward
+    zero; anything to i1 is `x != 0`.
+
+    Folding keeps numerics exact: a cast to the same type folds away; a chain
+    `A -> B -> C` whose first step is exact (every A value is a B value)
+    becomes `A -> C`, and so `low -> f32 -> low` folds to the input, while the
+    lossy `f32 -> low -> f32` never folds.
+  }];
+  let arguments = (ins AMP_AnyTensor:$input);
+  let results = (outs AMP_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($output)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products and convolution
+//===----------------------------------------------------------------------===//
+
+def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure]> {
+  let summary = "Matrix product with numpy semantics (ONNX MatMul)";
+  let description = [{
+    Batched matrix product: 1-D operands are promoted and the promoted
+    dimension removed, leading (batch) dimensions broadcast.
+  }];
+  let arguments = (ins AMP_NumTensor:$lhs, AMP_NumTensor:$rhs);
+  let results = (outs AMP_NumTensor:$output);
+}
+
+def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure]> {
+  let summary = "alpha * op(A) * op(B) + beta * C (ONNX Gemm)";
+  let description = [{
+    A and B are 2-D, `trans_a` / `trans_b` transpose them first; C (optional)
+    is unidirectionally broadcast to the M x N result.
+  }];
+  let arguments = (ins AMP_NumTensor:$a, AMP_NumTensor:$b,
+                   Optional<AMP_NumTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs AMP_NumTensor:$output);
+}
+
+def AMP_ConvOp : AMP_InferredOp<"conv", [Pure]> {
+  let summary = "N-d convolution, NCHW layout (ONNX Conv)";
+  let description = [{
+    X is [N, C, D1..Dn], W is [M, C/group, k1..kn], the optional bias B is
+    [M]. Missing `strides` / `dilations` are 1, missing `pads` 0 and
+    `kernel_shape` comes from W. `auto_pad` is NOTSET, SAME_UPPER, SAME_LOWER
+    or VALID.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$w,
+                   Optional<AMP_FloatTensor>:$bias,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs AMP_FloatTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and pooling
+//===----------------------------------------------------------------------===//
+
+def AMP_BatchNormOp : AMP_InferredOp<"batch_norm", [Pure]> {
+  let summary = "Batch normalisation (ONNX BatchNormalization)";
+  let description = [{
+    X is [N, C, ...]; scale, bias, mean and var are [C]. In training mode the
+    batch statistics normalise X and the results `running_mean` /
+    `running_var` are `mean * momentum + batch_stat * (1 - momentum)`; in
+    inference mode the given statistics normalise X and are returned
+    unchanged.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$scale,
+                   AMP_FloatTensor:$bias, AMP_FloatTensor:$mean,
+                   AMP_FloatTensor:$var,
+                   DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon,
+                   DefaultValuedAttr<F32Attr, "0.9f">:$momentum,
+                   DefaultValuedAttr<BoolAttr, "false">:$training_mode);
+  let results = (outs AMP_FloatTensor:$output, AMP_FloatTensor:$running_mean,
+                 AMP_FloatTensor:$running_var);
+}
+
+def AMP_LayerNormOp : AMP_InferredOp<"layer_norm", [Pure]> {
+  let summary = "Layer normalisation over the dims from `axis` on";
+  let description = [{
+    ONNX LayerNormalization. Besides Y, returns the f32 statistics `mean` and
+    `inv_std_dev` with shape X[:axis] + [1] * (rank - axis), which the
+    backward pass reuses. Statistics are computed in f32 (stash_type 1).
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$scale,
+                   Optional<AMP_FloatTensor>:$bias,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon,
+                   DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs AMP_FloatTensor:$output, AMP_FloatTensor:$mean,
+                 AMP_FloatTensor:$inv_std_dev);
+}
+
+def AMP_MaxPoolOp : AMP_InferredOp<"max_pool", [Pure]> {
+  let summary = "Max pooling, NCHW layout (ONNX MaxPool)";
+  let description = [{
+    The second result is the flat index of each maximum (i64), as ONNX's
+    optional Indices output computes it (row-major over the whole input;
+    `storage_order` 1 means column-major); the backward pass uses it, and a
+    lowering may skip computing it when it has no users.
+  }];
+  let arguments = (ins AMP_NumTensor:$x,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   DefaultValuedAttr<I64Attr, "0">:$storage_order,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs AMP_NumTensor:$output, RankedTensorOf<[I64]>:$indices);
+}
+
+def AMP_AveragePoolOp : AMP_InferredOp<"average_pool", [Pure]> {
+  let summary = "Average pooling, NCHW layout (ONNX AveragePool)";
+  let arguments = (ins AMP_FloatTensor:$x,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs AMP_FloatTensor:$output);
+}
+
+def AMP_GlobalAveragePoolOp : AMP_InferredOp<"global_average_pool", [Pure]> {
+  let summary = "Mean over all spatial dims: [N, C, ...] -> [N, C, 1, ...]";
+  let arguments = (ins AMP_FloatTensor:$x);
+  let results = (outs AMP_FloatTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def AMP_FlattenOp : AMP_InferredOp<"flatten", [Pure]> {
+  let summary = "Reshape to 2-D around `axis` (ONNX Flatten)";
+  let arguments = (ins AMP_AnyTensor:$input,
+                   DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_ReshapeOp : AMP_InferredOp<"reshape", [Pure]> {
+  let summary = "Reshape to a constant shape (ONNX Reshape)";
+  let description = [{
+    `shape` may hold one -1 (inferred from the element count) and, unless
+    `allowzero` is set, zeros that copy the input's dimension.
+  }];
+  let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$shape,
+                   DefaultValuedAttr<BoolAttr, "false">:$allowzero);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_TransposeOp : AMP_InferredOp<"transpose", [Pure]> {
+  let summary = "Permute dims (ONNX Transpose); no `perm` reverses them";
+  let arguments = (ins AMP_AnyTensor:$input,
+                   OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_ConcatOp : AMP_InferredOp<"concat", [Pure]> {
+  let summary = "Concatenate along `axis` (ONNX Concat)";
+  let arguments = (ins Variadic<AMP_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_SliceOp : AMP_InferredOp<"slice", [Pure]> {
+  let summary = "Strided slice with constant bounds (ONNX Slice)";
+  let description = [{
+    Bounds are clamped as ONNX does; negative starts / ends count from the
+    end. Missing `axes` means [0, 1, ...], missing `steps` means 1.
+  }];
+  let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   OptionalAttr<DenseI64ArrayAttr>:$steps);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_SqueezeOp : AMP_InferredOp<"squeeze", [Pure]> {
+  let summary = "Remove size-1 dims (ONNX Squeeze); no `axes` removes all";
+  let arguments = (ins AMP_AnyTensor:$input,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_UnsqueezeOp : AMP_InferredOp<"unsqueeze", [Pure]> {
+  let summary = "Insert size-1 dims at `axes` of the result (ONNX Unsqueeze)";
+  let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_GatherOp : AMP_InferredOp<"gather", [Pure]> {
+  let summary = "Take entries along `axis` (ONNX Gather)";
+  let description = [{
+    Result shape: data[:axis] + indices.shape + data[axis+1:]. Negative
+    indices count from the end; an index out of range is a run-time error.
+  }];
+  let arguments = (ins AMP_AnyTensor:$data, AMP_IndexTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_ExpandOp : AMP_InferredOp<"expand", [Pure]> {
+  let summary = "Broadcast to a constant shape (ONNX Expand)";
+  let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_WhereOp : AMP_InferredOp<"where", [Pure]> {
+  let summary = "Select by a condition, broadcasting all three (ONNX Where)";
+  let arguments = (ins AMP_BoolTensor:$condition, AMP_AnyTensor:$x,
+                   AMP_AnyTensor:$y);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
+def AMP_IdentityOp : AMP_UnaryOp<"identity", AMP_AnyTensor> {
+  let summary = "The input, unchanged (ONNX Identity)";
+}
+
+def AMP_DropoutOp : AMP_InferredOp<"dropout"> {
+  let summary = "Random zeroing with 1/(1-ratio) rescaling (ONNX Dropout)";
+  let description = [{
+    Outside training mode (or with ratio 0) the output is the input and the
+    mask all true. Not pure in training mode: each execution draws a new mask
+    from the runtime's generator (seeded by `seed` when given).
+  }];
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "0.5f">:$ratio,
+                   DefaultValuedAttr<BoolAttr, "false">:$training_mode,
+                   OptionalAttr<I64Attr>:$seed);
+  let results = (outs AMP_FloatTensor:$output, AMP_BoolTensor:$mask);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic
+//===----------------------------------------------------------------------===//
+
+def AMP_AddOp : AMP_BinaryOp<"add", [Commutative]> { let summary = "lhs + rhs"; }
+def AMP_SubOp : AMP_BinaryOp<"sub"> { let summary = "lhs - rhs"; }
+def AMP_MulOp : AMP_BinaryOp<"mul", [Commutative]> { let summary = "lhs * rhs"; }
+def AMP_DivOp : AMP_BinaryOp<"div"> {
+  let summary = "lhs / rhs (integer division truncates)";
+}
+def AMP_PowOp : AMP_BinaryOp<"pow"> {
+  let summary = "lhs ^ rhs (ONNX Pow: the exponent may have another type)";
+}
+
+def AMP_SqrtOp : AMP_UnaryOp<"sqrt", AMP_FloatTensor> { let summary = "Square root"; }
+def AMP_ExpOp : AMP_UnaryOp<"exp", AMP_FloatTensor> { let summary = "e^x"; }
+def AMP_LogOp : AMP_UnaryOp<"log", AMP_FloatTensor> { let summary = "Natural logarithm"; }
+def AMP_ErfOp : AMP_UnaryOp<"erf", AMP_FloatTensor> { let summary = "Error function"; }
+def AMP_TanhOp : AMP_UnaryOp<"tanh", AMP_FloatTensor> { let summary = "Hyperbolic tangent"; }
+def AMP_SigmoidOp : AMP_UnaryOp<"sigmoid", AMP_FloatTensor> {
+  let summary = "1 / (1 + e^-x)";
+}
+def AMP_ReluOp : AMP_UnaryOp<"relu", AMP_NumTensor> { let summary = "max(x, 0)"; }
+
+def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor> {
+  let summary = "x if x >= 0 else alpha * x";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "0.01f">:$alpha);
+}
+
+def AMP_GeluOp : AMP_UnaryOp<"gelu", AMP_FloatTensor> {
+  let summary = "x * Phi(x); `approximate` is \"none\" (erf) or \"tanh\"";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+
+def AMP_SoftmaxOp : AMP_UnaryOp<"softmax", AMP_FloatTensor> {
+  let summary = "Softmax along one axis (ONNX Softmax, opset 13 semantics)";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let hasVerifier = 1;
+}
+
+def AMP_LogSoftmaxOp : AMP_UnaryOp<"log_softmax", AMP_FloatTensor> {
+  let summary = "Log of softmax along one axis (opset 13 semantics)";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class AMP_ReduceOp<string mnemonic, Type tensorType>
+    : AMP_InferredOp<mnemonic, [Pure]> {
+  let description = [{
+    Reduces over `axes` (all dims when absent or empty, unless
+    `noop_with_empty_axes`, which then returns the input); `keepdims` keeps
+    reduced dims as 1.
+  }];
+  let arguments = (ins tensorType:$input,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$noop_with_empty_axes);
+  let results = (outs tensorType:$output);
+}
+
+def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor> {
+  let summary = "Sum over axes";
+}
+def AMP_ReduceMeanOp : AMP_ReduceOp<"reduce_mean", AMP_FloatTensor> {
+  let summary = "Mean over axes";
+}
+def AMP_ReduceMaxOp : AMP_ReduceOp<"reduce_max", AMP_NumTensor> {
+  let summary = "Maximum over axes";
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def AMP_SoftmaxCrossEntropyLossOp
+    : AMP_InferredOp<"softmax_cross_entropy_loss", [Pure]> {
+  let summary = "Cross entropy of softmax(scores) against class labels";
+  let description = [{
+    ONNX SoftmaxCrossEntropyLoss. scores [N, C, D1..Dk], labels [N, D1..Dk],
+    optional class weights [C]. `reduction` is "mean" (weighted mean over
+    the labels not equal to `ignore_index`), "sum" or "none". The second
+    result is log_softmax(scores) along C.
+  }];
+  let arguments = (ins AMP_FloatTensor:$scores, AMP_IndexTensor:$labels,
+                   Optional<AMP_FloatTensor>:$weights,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AMP_FloatTensor:$loss, AMP_FloatTensor:$log_prob);
+}
+
+def AMP_NLLLossOp : AMP_InferredOp<"nll_loss", [Pure]> {
+  let summary = "Negative log likelihood (ONNX NegativeLogLikelihoodLoss)";
+  let arguments = (ins AMP_FloatTensor:$input, AMP_IndexTensor:$target,
+                   Optional<AMP_FloatTensor>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AMP_FloatTensor:$loss);
+}
+
+#endif // AMP_DIALECT_AMP_IR_AMPOPS_TD

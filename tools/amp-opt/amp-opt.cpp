@@ -1,0 +1,28 @@
+//===- amp-opt.cpp - the AMP-MLIR optimizer driver -----------------------===//
+//
+// mlir-opt with the amp dialect and passes, and only the upstream dialects
+// that amp programs contain (func, arith, tensor, scf).
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Dialect/AMP/IR/AMPDialect.h"
+#include "amp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::amp::AMPDialect, mlir::arith::ArithDialect,
+                  mlir::func::FuncDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect>();
+  mlir::registerTransformsPasses();
+  mlir::amp::registerAMPPasses();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "AMP-MLIR optimizer driver\n", registry));
+}
