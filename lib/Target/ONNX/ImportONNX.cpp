@@ -1,0 +1,1725 @@
+//===- ImportONNX.cpp - ONNX model -> amp dialect ------------------------===//
+//
+// Graph inputs become arguments (`amp.input`), float initializers become
+// parameters (`amp.param`, initial value in `amp.init`), graph outputs become
+// results (`amp.output`). Every node maps to amp ops through a handler that
+// knows the node's opset; result types come from the amp ops' shape rules,
+// and value_info, where present, is checked against them. Shape-like inputs
+// (Reshape's shape, Slice's bounds, reduction axes, ...) must be constants;
+// small constant subgraphs on shapes (Shape, Gather, Concat, ...) are folded.
+//
+// Errors are collected, not thrown: every unsupported node, every bad tensor
+// and every rule a node breaks is reported, each naming the file and the
+// node, and nothing is returned.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Target/ONNX/ImportONNX.h"
+
+#include "ONNXModel.h"
+
+#include "amp/Dialect/AMP/IR/AMPOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <queue>
+#include <functional>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::amp;
+using namespace onnx_import;
+
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+struct Importer;
+
+/// One node being imported: its identity for messages and its attributes.
+struct NodeCtx {
+  Importer &im;
+  const onnx::NodeProto &node;
+  std::string name;   // node name, or its first output when unnamed
+  std::string domain; // "ai.onnx" for the default domain
+  int64_t opset;
+  Location loc;
+
+  std::string describe() const;
+  /// Records an error about this node; returns failure.
+  LogicalResult fail(const llvm::Twine &msg) const;
+
+  const onnx::AttributeProto *attr(llvm::StringRef n) const {
+    for (const auto &a : node.attribute())
+      if (a.name() == n)
+        return &a;
+    return nullptr;
+  }
+  /// Fails on any attribute not in `known` (nothing is silently ignored).
+  LogicalResult allowAttrs(std::initializer_list<llvm::StringRef> known) const;
+  FailureOr<int64_t> getInt(llvm::StringRef n, std::optional<int64_t> def) const;
+  FailureOr<float> getFloat(llvm::StringRef n, std::optional<float> def) const;
+  FailureOr<std::string> getString(llvm::StringRef n,
+                                   std::optional<std::string> def) const;
+  FailureOr<std::optional<std::vector<int64_t>>>
+  getInts(llvm::StringRef n) const;
+
+  size_t numInputs() const { return node.input_size(); }
+  bool hasInput(size_t i) const {
+    return (int)i < node.input_size() && !node.input(i).empty();
+  }
+  bool hasOutput(size_t i) const {
+    return (int)i < node.output_size() && !node.output(i).empty();
+  }
+  /// The MLIR value of input i (materialising a constant if needed).
+  FailureOr<Value> input(size_t i) const;
+  Value optInput(size_t i) const;
+  /// The compile-time value of input i, which must be known.
+  FailureOr<const HostTensor *> constInput(size_t i,
+                                           llvm::StringRef role) const;
+  FailureOr<std::vector<int64_t>> constInts(size_t i,
+                                            llvm::StringRef role) const;
+  /// Binds output i to `v` (an absent output is skipped).
+  void setOutput(size_t i, Value v) const;
+  void setConstOutput(size_t i, HostTensor t) const;
+};
+
+using Handler = std::function<LogicalResult(NodeCtx &)>;
+struct OpInfo {
+  int minOpset;
+  Handler handle;
+  /// Inputs read as compile-time values (attributes), not as tensors.
+  std::vector<int> attributeInputs;
+};
+
+const std::map<std::string, OpInfo> &opTable();
+
+struct Importer {
+  Importer(MLIRContext *ctx, llvm::StringRef path, onnx::ModelProto &model,
+           const ONNXImportOptions &opts)
+      : ctx(ctx), path(path.str()), model(model), opts(opts), b(ctx) {
+    llvm::SmallString<256> d(path == "-" ? "." : path);
+    llvm::sys::path::remove_filename(d);
+    dir = d.empty() ? "." : std::string(d);
+    fileName = path == "-" ? "<stdin>" : path.str();
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+  void error(Location loc, const llvm::Twine &msg) {
+    errors.emplace_back(loc, (fileName + ": " + msg).str());
+  }
+  void errorAt(const llvm::Twine &msg) { error(UnknownLoc::get(ctx), msg); }
+
+  Location fileLoc() { return FileLineColLoc::get(ctx, fileName, 0, 0); }
+
+  FailureOr<Type> elementType(int32_t dtype, const llvm::Twine &what);
+  FailureOr<RankedTensorType> valueInfoType(const onnx::ValueInfoProto &vi,
+                                            const llvm::Twine &what,
+                                            SmallVectorImpl<std::string> *dimNames);
+  /// A constant op for a host tensor (inline or as a dense_resource blob).
+  FailureOr<Value> materialize(const HostTensor &t, llvm::StringRef name,
+                               Location loc);
+  ElementsAttr elementsAttr(const HostTensor &t, RankedTensorType type,
+                            llvm::StringRef name);
+  FailureOr<Value> lookup(const std::string &name, Location loc);
+
+  /// Creates `opName` with inferred result types; errors name the node.
+  FailureOr<Operation *> create(NodeCtx &n, llvm::StringRef opName,
+                                ValueRange operands,
+                                ArrayRef<NamedAttribute> attrs,
+                                unsigned numResults);
+
+  MLIRContext *ctx;
+  std::string path, dir, fileName;
+  onnx::ModelProto &model;
+  const ONNXImportOptions &opts;
+  OpBuilder b;
+  llvm::StringMap<int64_t> opsets;
+  llvm::StringMap<Value> values;
+  llvm::StringMap<HostTensor> consts;
+  llvm::StringMap<onnx::TensorProto *> initializers;
+  llvm::StringSet<> poisoned;
+  std::vector<std::pair<Location, std::string>> errors;
+  NodeCtx *current = nullptr;
+  unsigned blobCounter = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// NodeCtx
+//===----------------------------------------------------------------------===//
+
+std::string NodeCtx::describe() const {
+  return "node '" + name + "' (" + node.op_type() + ", domain " + domain +
+         ", opset " + std::to_string(opset) + ")";
+}
+
+LogicalResult NodeCtx::fail(const llvm::Twine &msg) const {
+  im.error(loc, describe() + ": " + msg);
+  return failure();
+}
+
+LogicalResult
+NodeCtx::allowAttrs(std::initializer_list<llvm::StringRef> known) const {
+  bool ok = true;
+  for (const auto &a : node.attribute()) {
+    if (std::find(known.begin(), known.end(), a.name()) == known.end()) {
+      (void)fail("attribute '" + a.name() + "' is not supported by the "
+                 "importer's " + node.op_type() + " (known: " +
+                 llvm::join(known, ", ") + ")");
+      ok = false;
+    }
+  }
+  return success(ok);
+}
+
+static const char *attrTypeName(int t) {
+  switch (t) {
+  case onnx::AttributeProto::FLOAT: return "FLOAT";
+  case onnx::AttributeProto::INT: return "INT";
+  case onnx::AttributeProto::STRING: return "STRING";
+  case onnx::AttributeProto::TENSOR: return "TENSOR";
+  case onnx::AttributeProto::GRAPH: return "GRAPH";
+  case onnx::AttributeProto::FLOATS: return "FLOATS";
+  case onnx::AttributeProto::INTS: return "INTS";
+  case onnx::AttributeProto::STRINGS: return "STRINGS";
+  case onnx::AttributeProto::TENSORS: return "TENSORS";
+  case onnx::AttributeProto::GRAPHS: return "GRAPHS";
+  case onnx::AttributeProto::SPARSE_TENSOR: return "SPARSE_TENSOR";
+  case onnx::AttributeProto::TYPE_PROTO: return "TYPE_PROTO";
+  default: return "UNDEFINED";
+  }
+}
+
+/// The attribute's type, trusting `type` and falling back to the field that
+/// is set (very old files leave `type` empty).
+static int attrType(const onnx::AttributeProto &a) {
+  if (a.type() != onnx::AttributeProto::UNDEFINED)
+    return a.type();
+  if (a.has_f()) return onnx::AttributeProto::FLOAT;
+  if (a.has_i()) return onnx::AttributeProto::INT;
+  if (a.has_s()) return onnx::AttributeProto::STRING;
+  if (a.has_t()) return onnx::AttributeProto::TENSOR;
+  if (a.ints_size()) return onnx::AttributeProto::INTS;
+  if (a.floats_size()) return onnx::AttributeProto::FLOATS;
+  return onnx::AttributeProto::UNDEFINED;
+}
+
+FailureOr<int64_t> NodeCtx::getInt(llvm::StringRef n,
+                                   std::optional<int64_t> def) const {
+  const auto *a = attr(n);
+  if (!a) {
+    if (def)
+      return *def;
+    return fail("attribute '" + n + "' is required");
+  }
+  if (attrType(*a) != onnx::AttributeProto::INT)
+    return fail("attribute '" + n + "' must be INT, got " +
+                attrTypeName(attrType(*a)));
+  return a->i();
+}
+
+FailureOr<float> NodeCtx::getFloat(llvm::StringRef n,
+                                   std::optional<float> def) const {
+  const auto *a = attr(n);
+  if (!a) {
+    if (def)
+      return *def;
+    return fail("attribute '" + n + "' is required");
+  }
+  if (attrType(*a) != onnx::AttributeProto::FLOAT)
+    return fail("attribute '" + n + "' must be FLOAT, got " +
+                attrTypeName(attrType(*a)));
+  return a->f();
+}
+
+FailureOr<std::string>
+NodeCtx::getString(llvm::StringRef n, std::optional<std::string> def) const {
+  const auto *a = attr(n);
+  if (!a) {
+    if (def)
+      return *def;
+    return fail("attribute '" + n + "' is required");
+  }
+  if (attrType(*a) != onnx::AttributeProto::STRING)
+    return fail("attribute '" + n + "' must be STRING, got " +
+                attrTypeName(attrType(*a)));
+  return a->s();
+}
+
+FailureOr<std::optional<std::vector<int64_t>>>
+NodeCtx::getInts(llvm::StringRef n) const {
+  const auto *a = attr(n);
+  if (!a)
+    return std::optional<std::vector<int64_t>>();
+  if (attrType(*a) != onnx::AttributeProto::INTS &&
+      !(attrType(*a) == onnx::AttributeProto::UNDEFINED && !a->ints_size()))
+    return fail("attribute '" + n + "' must be INTS, got " +
+                attrTypeName(attrType(*a)));
+  return std::optional<std::vector<int64_t>>(
+      std::vector<int64_t>(a->ints().begin(), a->ints().end()));
+}
+
+FailureOr<Value> NodeCtx::input(size_t i) const {
+  if (!hasInput(i))
+    return fail("input " + llvm::Twine(i) + " is required");
+  return im.lookup(node.input(i), loc);
+}
+
+Value NodeCtx::optInput(size_t i) const {
+  if (!hasInput(i))
+    return {};
+  auto v = input(i);
+  return succeeded(v) ? *v : Value();
+}
+
+FailureOr<const HostTensor *> NodeCtx::constInput(size_t i,
+                                                  llvm::StringRef role) const {
+  if (!hasInput(i))
+    return fail("input " + llvm::Twine(i) + " ('" + role + "') is required");
+  auto it = im.consts.find(node.input(i));
+  if (it == im.consts.end())
+    return fail("input " + llvm::Twine(i) + " ('" + role + "' = '" +
+                node.input(i) +
+                "') must be a constant (an initializer, a Constant node, or "
+                "a graph input bound with --const-input); it is computed at "
+                "run time");
+  return &it->second;
+}
+
+FailureOr<std::vector<int64_t>> NodeCtx::constInts(size_t i,
+                                                   llvm::StringRef role) const {
+  auto t = constInput(i, role);
+  if (failed(t))
+    return failure();
+  int32_t dt = (*t)->dtype;
+  if (dt != onnx::TensorProto::INT64 && dt != onnx::TensorProto::INT32)
+    return fail("input " + llvm::Twine(i) + " ('" + role +
+                "') must hold INT64 or INT32 values, got " + dataTypeName(dt));
+  if ((*t)->shape.size() > 1)
+    return fail("input " + llvm::Twine(i) + " ('" + role +
+                "') must be a scalar or 1-D");
+  return (*t)->toInt64();
+}
+
+void NodeCtx::setOutput(size_t i, Value v) const {
+  if (hasOutput(i))
+    im.values[node.output(i)] = v;
+}
+
+void NodeCtx::setConstOutput(size_t i, HostTensor t) const {
+  if (hasOutput(i))
+    im.consts[node.output(i)] = std::move(t);
+}
+
+//===----------------------------------------------------------------------===//
+// Importer helpers
+//===----------------------------------------------------------------------===//
+
+FailureOr<Type> Importer::elementType(int32_t dtype, const llvm::Twine &what) {
+  switch (dtype) {
+  case onnx::TensorProto::FLOAT: return b.getF32Type();
+  case onnx::TensorProto::FLOAT16: return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
+  case onnx::TensorProto::BOOL: return b.getI1Type();
+  case onnx::TensorProto::INT8: return b.getIntegerType(8);
+  case onnx::TensorProto::INT16: return b.getIntegerType(16);
+  case onnx::TensorProto::INT32: return b.getIntegerType(32);
+  case onnx::TensorProto::INT64: return b.getIntegerType(64);
+  case onnx::TensorProto::UINT8: return b.getIntegerType(8, false);
+  case onnx::TensorProto::UINT16: return b.getIntegerType(16, false);
+  case onnx::TensorProto::UINT32: return b.getIntegerType(32, false);
+  case onnx::TensorProto::UINT64: return b.getIntegerType(64, false);
+  default:
+    if (current)
+      (void)current->fail(what + " has element type " + dataTypeName(dtype) +
+                          ", which amp does not support (supported: FLOAT, "
+                          "FLOAT16, BFLOAT16, BOOL and the integer types)");
+    else
+      errorAt(what + " has element type " + dataTypeName(dtype) +
+              ", which amp does not support (supported: FLOAT, FLOAT16, "
+              "BFLOAT16, BOOL and the integer types)");
+    return failure();
+  }
+}
+
+FailureOr<RankedTensorType>
+Importer::valueInfoType(const onnx::ValueInfoProto &vi, const llvm::Twine &what,
+                        SmallVectorImpl<std::string> *dimNames) {
+  if (!vi.has_type() || !vi.type().has_tensor_type()) {
+    errorAt(what + " '" + vi.name() +
+            "' is not a tensor (sequences, maps and optionals are not "
+            "supported) or has no type");
+    return failure();
+  }
+  const auto &tt = vi.type().tensor_type();
+  auto elt = elementType(tt.elem_type(), what + " '" + vi.name() + "'");
+  if (failed(elt))
+    return failure();
+  if (!tt.has_shape()) {
+    errorAt(what + " '" + vi.name() +
+            "' has no shape; the importer needs at least its rank");
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  for (const auto &d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) {
+        errorAt(what + " '" + vi.name() + "' has a negative dimension " +
+                llvm::Twine(d.dim_value()));
+        return failure();
+      }
+      shape.push_back(d.dim_value());
+      if (dimNames)
+        dimNames->push_back("");
+    } else {
+      shape.push_back(kDyn);
+      if (dimNames)
+        dimNames->push_back(d.has_dim_param() ? d.dim_param() : "");
+    }
+  }
+  return RankedTensorType::get(shape, *elt);
+}
+
+ElementsAttr Importer::elementsAttr(const HostTensor &t, RankedTensorType type,
+                                    llvm::StringRef name) {
+  int64_t n = t.numElements();
+  Type elt = type.getElementType();
+  if (elt.isInteger(1)) {
+    SmallVector<bool> bits(n);
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = t.data()[i] != 0;
+    return DenseElementsAttr::get(type, ArrayRef<bool>(bits));
+  }
+  ArrayRef<char> raw(t.data(), t.bytes->size());
+  if (n <= opts.inlineElementLimit)
+    return DenseElementsAttr::getFromRawBuffer(type, raw);
+  size_t align = elementSize(t.dtype);
+  // Adopt the bytes when they are aligned (they usually are: heap memory);
+  // the blob keeps the buffer alive.
+  AsmResourceBlob blob;
+  if (reinterpret_cast<uintptr_t>(t.data()) % align == 0) {
+    std::shared_ptr<std::string> keep = t.bytes;
+    blob = AsmResourceBlob(
+        raw, align,
+        [keep](void *, size_t, size_t) mutable { keep.reset(); },
+        /*dataIsMutable=*/false);
+  } else {
+    blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(raw, align);
+  }
+  std::string key = name.empty() ? "constant" : name.str();
+  return DenseResourceElementsAttr::get(type, key, std::move(blob));
+}
+
+FailureOr<Value> Importer::materialize(const HostTensor &t,
+                                       llvm::StringRef name, Location loc) {
+  auto elt = elementType(t.dtype, "constant '" + name + "'");
+  if (failed(elt))
+    return failure();
+  auto type = RankedTensorType::get(t.shape, *elt);
+  auto attr = elementsAttr(t, type, name);
+  return arith::ConstantOp::create(b, loc, type, cast<TypedAttr>(attr))
+      .getResult();
+}
+
+FailureOr<Value> Importer::lookup(const std::string &name, Location loc) {
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  auto c = consts.find(name);
+  if (c != consts.end()) {
+    // Constants are materialised once, at the top of the function.
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(b.getInsertionBlock());
+    auto v = materialize(c->second, name, NameLoc::get(b.getStringAttr(name), fileLoc()));
+    if (failed(v))
+      return failure();
+    values[name] = *v;
+    return *v;
+  }
+  // The graph checks ran before: a name with no value here was produced by
+  // a node that failed, which reported its own error.
+  return failure();
+}
+
+FailureOr<Operation *> Importer::create(NodeCtx &n, llvm::StringRef opName,
+                                        ValueRange operands,
+                                        ArrayRef<NamedAttribute> attrs,
+                                        unsigned numResults) {
+  OperationState state(n.loc, opName);
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  state.addTypes(SmallVector<Type>(numResults, b.getNoneType()));
+  Operation *op = b.create(state);
+  SmallVector<Type> types;
+  // Shape-rule errors go to the context's diagnostics; capture them so that
+  // they are reported with the node that caused them.
+  std::string captured;
+  LogicalResult inferred = failure();
+  {
+    ScopedDiagnosticHandler h(ctx, [&](Diagnostic &d) {
+      if (!captured.empty())
+        captured += "; ";
+      captured += d.str();
+      return success();
+    });
+    auto iface = dyn_cast<InferTypeOpInterface>(op);
+    if (iface)
+      inferred = iface.inferReturnTypes(
+          ctx, n.loc, op->getOperands(), op->getRawDictionaryAttrs(),
+          op->getPropertiesStorage(), op->getRegions(), types);
+  }
+  if (failed(inferred) || types.size() != numResults) {
+    op->erase();
+    return n.fail(captured.empty() ? "cannot infer the result types of " +
+                                         opName
+                                   : llvm::Twine(captured));
+  }
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  return op;
+}
+
+//===----------------------------------------------------------------------===//
+// Op handlers
+//===----------------------------------------------------------------------===//
+
+NamedAttribute named(NodeCtx &n, llvm::StringRef name, Attribute a) {
+  return NamedAttribute(StringAttr::get(n.im.ctx, name), a);
+}
+Attribute i64(NodeCtx &n, int64_t v) { return n.im.b.getI64IntegerAttr(v); }
+Attribute f32(NodeCtx &n, float v) { return n.im.b.getF32FloatAttr(v); }
+Attribute boolean(NodeCtx &n, bool v) { return n.im.b.getBoolAttr(v); }
+Attribute str(NodeCtx &n, llvm::StringRef v) {
+  return n.im.b.getStringAttr(v);
+}
+Attribute ints(NodeCtx &n, ArrayRef<int64_t> v) {
+  return n.im.b.getDenseI64ArrayAttr(v);
+}
+
+/// Maps every input to a value; fails if any is missing.
+FailureOr<SmallVector<Value>> tensorInputs(NodeCtx &n,
+                                           std::initializer_list<int> idx) {
+  SmallVector<Value> out;
+  for (int i : idx) {
+    auto v = n.input(i);
+    if (failed(v))
+      return failure();
+    out.push_back(*v);
+  }
+  return out;
+}
+
+/// One-result op on the given inputs; binds output 0.
+LogicalResult simple(NodeCtx &n, llvm::StringRef opName,
+                     std::initializer_list<int> idx,
+                     SmallVector<NamedAttribute> attrs = {}) {
+  auto in = tensorInputs(n, idx);
+  if (failed(in))
+    return failure();
+  auto op = n.im.create(n, opName, *in, attrs, 1);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  return success();
+}
+
+LogicalResult binary(NodeCtx &n, llvm::StringRef opName) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  return simple(n, opName, {0, 1});
+}
+
+LogicalResult unary(NodeCtx &n, llvm::StringRef opName) {
+  // consumed_inputs: a legacy (opset < 6) hint with no semantics.
+  if (failed(n.allowAttrs({"consumed_inputs"})))
+    return failure();
+  return simple(n, opName, {0});
+}
+
+/// Pooling / convolution window attributes shared by Conv and the pools.
+LogicalResult windowAttrs(NodeCtx &n, SmallVector<NamedAttribute> &attrs,
+                          bool withCeil) {
+  auto autoPad = n.getString("auto_pad", std::string("NOTSET"));
+  auto dil = n.getInts("dilations");
+  auto pads = n.getInts("pads");
+  auto strides = n.getInts("strides");
+  auto ks = n.getInts("kernel_shape");
+  if (failed(autoPad) || failed(dil) || failed(pads) || failed(strides) ||
+      failed(ks))
+    return failure();
+  attrs.push_back(named(n, "auto_pad", str(n, *autoPad)));
+  if (*dil)
+    attrs.push_back(named(n, "dilations", ints(n, **dil)));
+  if (*pads)
+    attrs.push_back(named(n, "pads", ints(n, **pads)));
+  if (*strides)
+    attrs.push_back(named(n, "strides", ints(n, **strides)));
+  if (*ks)
+    attrs.push_back(named(n, "kernel_shape", ints(n, **ks)));
+  if (withCeil) {
+    auto ceil = n.getInt("ceil_mode", 0);
+    if (failed(ceil))
+      return failure();
+    attrs.push_back(named(n, "ceil_mode", boolean(n, *ceil != 0)));
+  }
+  return success();
+}
+
+LogicalResult handleGemm(NodeCtx &n) {
+  if (failed(n.allowAttrs({"alpha", "beta", "transA", "transB", "broadcast"})))
+    return failure();
+  auto alpha = n.getFloat("alpha", 1.0f), beta = n.getFloat("beta", 1.0f);
+  auto ta = n.getInt("transA", 0), tb = n.getInt("transB", 0);
+  if (failed(alpha) || failed(beta) || failed(ta) || failed(tb))
+    return failure();
+  auto a = n.input(0), bb = n.input(1);
+  if (failed(a) || failed(bb))
+    return failure();
+  SmallVector<Value> operands{*a, *bb};
+  if (Value c = n.optInput(2))
+    operands.push_back(c);
+  else if (n.hasInput(2))
+    return failure();
+  auto op = n.im.create(n, "amp.gemm", operands,
+                        {named(n, "alpha", f32(n, *alpha)),
+                         named(n, "beta", f32(n, *beta)),
+                         named(n, "trans_a", boolean(n, *ta != 0)),
+                         named(n, "trans_b", boolean(n, *tb != 0))},
+                        1);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  return success();
+}
+
+LogicalResult handleConv(NodeCtx &n) {
+  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape",
+                           "pads", "strides"})))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  auto group = n.getInt("group", 1);
+  if (failed(group) || failed(windowAttrs(n, attrs, false)))
+    return failure();
+  attrs.push_back(named(n, "group", i64(n, *group)));
+  auto x = n.input(0), w = n.input(1);
+  if (failed(x) || failed(w))
+    return failure();
+  SmallVector<Value> operands{*x, *w};
+  if (n.hasInput(2)) {
+    auto bias = n.input(2);
+    if (failed(bias))
+      return failure();
+    operands.push_back(*bias);
+  }
+  auto op = n.im.create(n, "amp.conv", operands, attrs, 1);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  return success();
+}
+
+LogicalResult handleBatchNorm(NodeCtx &n) {
+  if (failed(n.allowAttrs({"epsilon", "momentum", "training_mode", "spatial",
+                           "is_test", "consumed_inputs"})))
+    return failure();
+  auto eps = n.getFloat("epsilon", 1e-5f), mom = n.getFloat("momentum", 0.9f);
+  auto spatial = n.getInt("spatial", 1);
+  if (failed(eps) || failed(mom) || failed(spatial))
+    return failure();
+  if (*spatial != 1)
+    return n.fail("spatial = 0 (per-activation statistics) is not supported");
+  bool training;
+  if (n.opset >= 14) {
+    auto tm = n.getInt("training_mode", 0);
+    if (failed(tm))
+      return failure();
+    training = *tm != 0;
+  } else {
+    training = n.hasOutput(1) || n.hasOutput(2);
+  }
+  if (n.hasOutput(3) || n.hasOutput(4))
+    return n.fail("the saved_mean / saved_var outputs (opset < 14 training) "
+                  "are not supported; export with opset >= 14");
+  auto in = tensorInputs(n, {0, 1, 2, 3, 4});
+  if (failed(in))
+    return failure();
+  auto op = n.im.create(n, "amp.batch_norm", *in,
+                        {named(n, "epsilon", f32(n, *eps)),
+                         named(n, "momentum", f32(n, *mom)),
+                         named(n, "training_mode", boolean(n, training))},
+                        3);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+LogicalResult handleMaxPool(NodeCtx &n) {
+  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "dilations",
+                           "kernel_shape", "pads", "storage_order",
+                           "strides"})))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  auto so = n.getInt("storage_order", 0);
+  if (failed(so) || failed(windowAttrs(n, attrs, true)))
+    return failure();
+  if (!n.attr("kernel_shape"))
+    return n.fail("attribute 'kernel_shape' is required");
+  attrs.push_back(named(n, "storage_order", i64(n, *so)));
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto op = n.im.create(n, "amp.max_pool", {*x}, attrs, 2);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  n.setOutput(1, (*op)->getResult(1));
+  return success();
+}
+
+LogicalResult handleAveragePool(NodeCtx &n) {
+  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "count_include_pad",
+                           "dilations", "kernel_shape", "pads", "strides"})))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  auto cip = n.getInt("count_include_pad", 0);
+  if (failed(cip) || failed(windowAttrs(n, attrs, true)))
+    return failure();
+  if (!n.attr("kernel_shape"))
+    return n.fail("attribute 'kernel_shape' is required");
+  attrs.push_back(named(n, "count_include_pad", boolean(n, *cip != 0)));
+  return simple(n, "amp.average_pool", {0}, attrs);
+}
+
+LogicalResult handleSoftmax(NodeCtx &n, llvm::StringRef opName) {
+  if (failed(n.allowAttrs({"axis"})))
+    return failure();
+  auto axis = n.getInt("axis", n.opset >= 13 ? -1 : 1);
+  auto x = n.input(0);
+  if (failed(axis) || failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  int64_t rank = xt.getRank();
+  int64_t a = *axis < 0 ? *axis + rank : *axis;
+  if (n.opset >= 13 || a == rank - 1)
+    return simple(n, opName, {0}, {named(n, "axis", i64(n, *axis))});
+  // Before opset 13 the input is coerced to 2-D at `axis` and normalised
+  // over the second dim: flatten, normalise the last dim, reshape back.
+  if (!xt.hasStaticShape())
+    return n.fail("opset < 13 Softmax with axis != rank - 1 needs a static "
+                  "input shape");
+  auto flat = n.im.create(n, "amp.flatten", {*x},
+                          {named(n, "axis", i64(n, *axis))}, 1);
+  if (failed(flat))
+    return failure();
+  auto sm = n.im.create(n, opName, {(*flat)->getResult(0)},
+                        {named(n, "axis", i64(n, -1))}, 1);
+  if (failed(sm))
+    return failure();
+  auto back = n.im.create(n, "amp.reshape", {(*sm)->getResult(0)},
+                          {named(n, "shape", ints(n, xt.getShape()))}, 1);
+  if (failed(back))
+    return failure();
+  n.setOutput(0, (*back)->getResult(0));
+  return success();
+}
+
+LogicalResult handleLayerNorm(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis", "epsilon", "stash_type"})))
+    return failure();
+  auto axis = n.getInt("axis", -1);
+  auto eps = n.getFloat("epsilon", 1e-5f);
+  auto stash = n.getInt("stash_type", 1);
+  auto x = n.input(0), s = n.input(1);
+  if (failed(axis) || failed(eps) || failed(stash) || failed(x) || failed(s))
+    return failure();
+  SmallVector<Value> operands{*x, *s};
+  if (n.hasInput(2)) {
+    auto bias = n.input(2);
+    if (failed(bias))
+      return failure();
+    operands.push_back(*bias);
+  }
+  auto op = n.im.create(n, "amp.layer_norm", operands,
+                        {named(n, "axis", i64(n, *axis)),
+                         named(n, "epsilon", f32(n, *eps)),
+                         named(n, "stash_type", i64(n, *stash))},
+                        3);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+/// Axes from the attribute (old opsets) or the constant input 1 (new ones).
+FailureOr<std::optional<std::vector<int64_t>>>
+axesOf(NodeCtx &n, int inputSince) {
+  if (n.opset >= inputSince) {
+    if (n.attr("axes"))
+      return n.fail("'axes' is an input since opset " +
+                    llvm::Twine(inputSince) + ", not an attribute");
+    if (!n.hasInput(1))
+      return std::optional<std::vector<int64_t>>();
+    auto v = n.constInts(1, "axes");
+    if (failed(v))
+      return failure();
+    return std::optional<std::vector<int64_t>>(*v);
+  }
+  return n.getInts("axes");
+}
+
+LogicalResult handleReduce(NodeCtx &n, llvm::StringRef opName,
+                           int axesInputSince) {
+  if (failed(n.allowAttrs({"axes", "keepdims", "noop_with_empty_axes"})))
+    return failure();
+  auto keep = n.getInt("keepdims", 1);
+  auto noop = n.getInt("noop_with_empty_axes", 0);
+  auto axes = axesOf(n, axesInputSince);
+  if (failed(keep) || failed(noop) || failed(axes))
+    return failure();
+  SmallVector<NamedAttribute> attrs{
+      named(n, "keepdims", boolean(n, *keep != 0)),
+      named(n, "noop_with_empty_axes", boolean(n, *noop != 0))};
+  if (*axes)
+    attrs.push_back(named(n, "axes", ints(n, **axes)));
+  return simple(n, opName, {0}, attrs);
+}
+
+LogicalResult handleReshape(NodeCtx &n) {
+  if (failed(n.allowAttrs({"allowzero", "shape", "consumed_inputs"})))
+    return failure();
+  auto az = n.getInt("allowzero", 0);
+  if (failed(az))
+    return failure();
+  std::vector<int64_t> shape;
+  if (n.opset < 5) {
+    auto s = n.getInts("shape");
+    if (failed(s))
+      return failure();
+    if (!*s)
+      return n.fail("attribute 'shape' is required");
+    shape = **s;
+  } else {
+    auto s = n.constInts(1, "shape");
+    if (failed(s))
+      return failure();
+    shape = *s;
+  }
+  return simple(n, "amp.reshape", {0},
+                {named(n, "shape", ints(n, shape)),
+                 named(n, "allowzero", boolean(n, *az != 0))});
+}
+
+LogicalResult handleSlice(NodeCtx &n) {
+  if (failed(n.allowAttrs({"starts", "ends", "axes"})))
+    return failure();
+  std::vector<int64_t> starts, ends;
+  std::optional<std::vector<int64_t>> axes, steps;
+  if (n.opset < 10) {
+    auto s = n.getInts("starts"), e = n.getInts("ends"), a = n.getInts("axes");
+    if (failed(s) || failed(e) || failed(a))
+      return failure();
+    if (!*s || !*e)
+      return n.fail("attributes 'starts' and 'ends' are required");
+    starts = **s;
+    ends = **e;
+    axes = *a;
+  } else {
+    auto s = n.constInts(1, "starts"), e = n.constInts(2, "ends");
+    if (failed(s) || failed(e))
+      return failure();
+    starts = *s;
+    ends = *e;
+    if (n.hasInput(3)) {
+      auto a = n.constInts(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+    if (n.hasInput(4)) {
+      auto st = n.constInts(4, "steps");
+      if (failed(st))
+        return failure();
+      steps = *st;
+    }
+  }
+  SmallVector<NamedAttribute> attrs{named(n, "starts", ints(n, starts)),
+                                    named(n, "ends", ints(n, ends))};
+  if (axes)
+    attrs.push_back(named(n, "axes", ints(n, *axes)));
+  if (steps)
+    attrs.push_back(named(n, "steps", ints(n, *steps)));
+  return simple(n, "amp.slice", {0}, attrs);
+}
+
+LogicalResult handleSqueeze(NodeCtx &n, bool unsqueeze) {
+  if (failed(n.allowAttrs({"axes"})))
+    return failure();
+  auto axes = axesOf(n, 13);
+  if (failed(axes))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  if (*axes)
+    attrs.push_back(named(n, "axes", ints(n, **axes)));
+  else if (unsqueeze)
+    return n.fail("'axes' is required");
+  return simple(n, unsqueeze ? "amp.unsqueeze" : "amp.squeeze", {0}, attrs);
+}
+
+LogicalResult handleDropout(NodeCtx &n) {
+  if (failed(n.allowAttrs({"ratio", "seed", "is_test", "consumed_inputs"})))
+    return failure();
+  float ratio = 0.5f;
+  bool training = false;
+  if (n.opset < 12) {
+    auto r = n.getFloat("ratio", 0.5f);
+    auto t = n.getInt("is_test", 0);
+    if (failed(r) || failed(t))
+      return failure();
+    ratio = *r;
+    // Before opset 7 `is_test` = 0 meant training; since 7 Dropout is
+    // inference-only unless the runtime says otherwise.
+    training = n.opset < 7 && *t == 0;
+  } else {
+    if (n.hasInput(1)) {
+      auto r = n.constInput(1, "ratio");
+      if (failed(r))
+        return failure();
+      if ((*r)->numElements() != 1)
+        return n.fail("'ratio' must hold one value");
+      ratio = (float)(*r)->toDouble()[0];
+    }
+    if (n.hasInput(2)) {
+      auto t = n.constInput(2, "training_mode");
+      if (failed(t))
+        return failure();
+      if ((*t)->numElements() != 1)
+        return n.fail("'training_mode' must hold one value");
+      training = (*t)->toInt64()[0] != 0;
+    }
+  }
+  auto seed = n.attr("seed") ? n.getInt("seed", 0) : FailureOr<int64_t>(-1);
+  if (failed(seed))
+    return failure();
+  SmallVector<NamedAttribute> attrs{
+      named(n, "ratio", f32(n, ratio)),
+      named(n, "training_mode", boolean(n, training))};
+  if (n.attr("seed"))
+    attrs.push_back(named(n, "seed", i64(n, *seed)));
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto op = n.im.create(n, "amp.dropout", {*x}, attrs, 2);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  n.setOutput(1, (*op)->getResult(1));
+  return success();
+}
+
+LogicalResult handleLoss(NodeCtx &n, llvm::StringRef opName, int results) {
+  if (failed(n.allowAttrs({"reduction", "ignore_index"})))
+    return failure();
+  auto red = n.getString("reduction", std::string("mean"));
+  if (failed(red))
+    return failure();
+  SmallVector<NamedAttribute> attrs{named(n, "reduction", str(n, *red))};
+  if (n.attr("ignore_index")) {
+    auto ii = n.getInt("ignore_index", 0);
+    if (failed(ii))
+      return failure();
+    attrs.push_back(named(n, "ignore_index", i64(n, *ii)));
+  }
+  auto s = n.input(0), l = n.input(1);
+  if (failed(s) || failed(l))
+    return failure();
+  SmallVector<Value> operands{*s, *l};
+  if (n.hasInput(2)) {
+    auto w = n.input(2);
+    if (failed(w))
+      return failure();
+    operands.push_back(*w);
+  }
+  auto op = n.im.create(n, opName, operands, attrs, results);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < results; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+LogicalResult handleCast(NodeCtx &n) {
+  if (failed(n.allowAttrs({"to", "saturate"})))
+    return failure();
+  auto to = n.getInt("to", std::nullopt);
+  if (failed(to))
+    return failure();
+  // A cast of a compile-time integer (shape arithmetic) stays a constant.
+  auto c = n.im.consts.find(n.hasInput(0) ? n.node.input(0) : "");
+  if (c != n.im.consts.end() && elementSize(*to) &&
+      (*to == onnx::TensorProto::INT64 || *to == onnx::TensorProto::INT32) &&
+      c->second.dtype != onnx::TensorProto::FLOAT &&
+      c->second.dtype != onnx::TensorProto::DOUBLE &&
+      c->second.dtype != onnx::TensorProto::FLOAT16 &&
+      c->second.dtype != onnx::TensorProto::BFLOAT16) {
+    std::vector<int64_t> v = c->second.toInt64();
+    HostTensor t = makeInt64(c->second.shape, v);
+    if (*to == onnx::TensorProto::INT32) {
+      t.dtype = onnx::TensorProto::INT32;
+      auto bytes = std::make_shared<std::string>(v.size() * 4, '\0');
+      for (size_t i = 0; i < v.size(); ++i) {
+        int32_t x = (int32_t)v[i];
+        std::memcpy(bytes->data() + 4 * i, &x, 4);
+      }
+      t.bytes = bytes;
+    }
+    n.setConstOutput(0, std::move(t));
+    return success();
+  }
+  auto elt = n.im.elementType((int32_t)*to, "the cast's target type");
+  auto x = n.input(0);
+  if (failed(elt) || failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  auto op = CastOp::create(n.im.b, n.loc, RankedTensorType::get(xt.getShape(), *elt), *x);
+  n.setOutput(0, op.getResult());
+  return success();
+}
+
+LogicalResult handleConstant(NodeCtx &n) {
+  if (n.node.attribute_size() != 1)
+    return n.fail("needs exactly one of value, value_float(s), value_int(s)");
+  const auto &a = n.node.attribute(0);
+  HostTensor t;
+  if (a.name() == "value") {
+    onnx::TensorProto copy = a.t();
+    auto d = decodeTensor(copy, n.im.dir, n.name);
+    if (!d)
+      return n.fail(llvm::toString(d.takeError()));
+    t = std::move(*d);
+  } else if (a.name() == "value_int") {
+    t = makeInt64({}, {a.i()});
+  } else if (a.name() == "value_ints") {
+    t = makeInt64({(int64_t)a.ints_size()},
+                  std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+  } else if (a.name() == "value_float" || a.name() == "value_floats") {
+    std::vector<float> v;
+    if (a.name() == "value_float")
+      v.push_back(a.f());
+    else
+      v.assign(a.floats().begin(), a.floats().end());
+    t.dtype = onnx::TensorProto::FLOAT;
+    if (a.name() == "value_floats")
+      t.shape = {(int64_t)v.size()};
+    t.bytes = std::make_shared<std::string>(v.size() * 4, '\0');
+    std::memcpy(t.bytes->data(), v.data(), v.size() * 4);
+  } else {
+    return n.fail("attribute '" + a.name() +
+                  "' is not supported (sparse or string constants)");
+  }
+  n.setConstOutput(0, std::move(t));
+  return success();
+}
+
+/// Shape of a statically shaped value, folded to a constant.
+LogicalResult handleShape(NodeCtx &n) {
+  if (failed(n.allowAttrs({"start", "end"})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto t = cast<RankedTensorType>(x->getType());
+  int64_t r = t.getRank();
+  auto start = n.getInt("start", 0), end = n.getInt("end", r);
+  if (failed(start) || failed(end))
+    return failure();
+  int64_t s = std::clamp<int64_t>(*start < 0 ? *start + r : *start, 0, r);
+  int64_t e = std::clamp<int64_t>(*end < 0 ? *end + r : *end, 0, r);
+  std::vector<int64_t> dims;
+  for (int64_t i = s; i < e; ++i) {
+    if (t.isDynamicDim(i))
+      return n.fail("the shape of '" + n.node.input(0) + "' (" +
+                    llvm::Twine(i) +
+                    "-th dim) is only known at run time; shapes computed at "
+                    "run time are not supported (export with static shapes)");
+    dims.push_back(t.getDimSize(i));
+  }
+  n.setConstOutput(0, makeInt64({(int64_t)dims.size()}, dims));
+  return success();
+}
+
+/// Integer constant folding for the small shape subgraphs exporters emit.
+/// Returns success() with the output bound when it folded, failure() when
+/// it did not apply (the node is then imported as an op).
+LogicalResult foldIntegerNode(NodeCtx &n) {
+  const std::string &op = n.node.op_type();
+  std::vector<const HostTensor *> in;
+  for (int i = 0; i < n.node.input_size(); ++i) {
+    if (n.node.input(i).empty()) {
+      in.push_back(nullptr);
+      continue;
+    }
+    auto it = n.im.consts.find(n.node.input(i));
+    if (it == n.im.consts.end())
+      return failure();
+    int32_t dt = it->second.dtype;
+    if (dt != onnx::TensorProto::INT64 && dt != onnx::TensorProto::INT32)
+      return failure();
+    in.push_back(&it->second);
+  }
+  if (in.empty() || !in[0])
+    return failure();
+  auto vals = [](const HostTensor *t) { return t->toInt64(); };
+  if (op == "Identity") {
+    n.setConstOutput(0, *in[0]);
+    return success();
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    std::vector<int64_t> axes;
+    if (n.opset >= 13) {
+      if (in.size() > 1 && in[1])
+        axes = vals(in[1]);
+    } else if (auto a = n.attr("axes")) {
+      axes.assign(a->ints().begin(), a->ints().end());
+    }
+    std::vector<int64_t> shape = in[0]->shape;
+    if (op == "Unsqueeze") {
+      int64_t r = shape.size() + axes.size();
+      for (int64_t &a : axes)
+        if (a < 0)
+          a += r;
+      std::sort(axes.begin(), axes.end());
+      for (int64_t a : axes) {
+        if (a < 0 || a > (int64_t)shape.size())
+          return failure();
+        shape.insert(shape.begin() + a, 1);
+      }
+    } else {
+      std::vector<int64_t> out;
+      int64_t r = shape.size();
+      for (int64_t i = 0; i < r; ++i) {
+        bool drop = axes.empty()
+                        ? shape[i] == 1
+                        : std::find_if(axes.begin(), axes.end(), [&](int64_t a) {
+                            return (a < 0 ? a + r : a) == i;
+                          }) != axes.end();
+        if (!drop)
+          out.push_back(shape[i]);
+      }
+      shape = out;
+    }
+    n.setConstOutput(0, makeInt64(shape, vals(in[0])));
+    return success();
+  }
+  if (op == "Concat") {
+    std::vector<int64_t> out;
+    for (const HostTensor *t : in) {
+      if (!t || t->shape.size() != 1)
+        return failure();
+      auto v = vals(t);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    n.setConstOutput(0, makeInt64({(int64_t)out.size()}, out));
+    return success();
+  }
+  if (op == "Gather") {
+    if (in.size() < 2 || !in[1] || in[0]->shape.size() != 1)
+      return failure();
+    auto data = vals(in[0]), idx = vals(in[1]);
+    std::vector<int64_t> out;
+    int64_t len = data.size();
+    for (int64_t i : idx) {
+      if (i < -len || i >= len)
+        return n.fail("index " + llvm::Twine(i) + " is out of range for " +
+                      llvm::Twine(len) + " values");
+      out.push_back(data[i < 0 ? i + len : i]);
+    }
+    n.setConstOutput(0, makeInt64(in[1]->shape, out));
+    return success();
+  }
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") &&
+      in.size() == 2 && in[1] && in[0]->numElements() == in[1]->numElements() &&
+      in[0]->shape == in[1]->shape) {
+    auto a = vals(in[0]), c = vals(in[1]);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (op == "Add") a[i] += c[i];
+      else if (op == "Sub") a[i] -= c[i];
+      else if (op == "Mul") a[i] *= c[i];
+      else {
+        if (c[i] == 0)
+          return n.fail("integer division by zero in a shape computation");
+        a[i] /= c[i];
+      }
+    }
+    n.setConstOutput(0, makeInt64(in[0]->shape, a));
+    return success();
+  }
+  return failure();
+}
+
+const std::map<std::string, OpInfo> &opTable() {
+  static const std::map<std::string, OpInfo> table = [] {
+    std::map<std::string, OpInfo> t;
+    auto bin = [](const char *name) {
+      return [name](NodeCtx &n) { return binary(n, name); };
+    };
+    auto un = [](const char *name) {
+      return [name](NodeCtx &n) { return unary(n, name); };
+    };
+    t["Add"] = {7, bin("amp.add")};
+    t["Sub"] = {7, bin("amp.sub")};
+    t["Mul"] = {7, bin("amp.mul")};
+    t["Div"] = {7, bin("amp.div")};
+    t["Pow"] = {7, bin("amp.pow")};
+    t["MatMul"] = {1, bin("amp.matmul")};
+    t["Sqrt"] = {1, un("amp.sqrt")};
+    t["Exp"] = {1, un("amp.exp")};
+    t["Log"] = {1, un("amp.log")};
+    t["Erf"] = {9, un("amp.erf")};
+    t["Tanh"] = {1, un("amp.tanh")};
+    t["Sigmoid"] = {1, un("amp.sigmoid")};
+    t["Relu"] = {1, un("amp.relu")};
+    t["Identity"] = {1, un("amp.identity")};
+    t["LeakyRelu"] = {1, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))
+        return failure();
+      auto alpha = n.getFloat("alpha", 0.01f);
+      if (failed(alpha))
+        return failure();
+      return simple(n, "amp.leaky_relu", {0}, {named(n, "alpha", f32(n, *alpha))});
+    }};
+    t["Gelu"] = {20, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"approximate"})))
+        return failure();
+      auto ap = n.getString("approximate", std::string("none"));
+      if (failed(ap))
+        return failure();
+      return simple(n, "amp.gelu", {0}, {named(n, "approximate", str(n, *ap))});
+    }};
+    t["Where"] = {9, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({})))
+        return failure();
+      return simple(n, "amp.where", {0, 1, 2});
+    }};
+    t["Gemm"] = {7, handleGemm};
+    t["Conv"] = {1, handleConv};
+    t["BatchNormalization"] = {9, handleBatchNorm};
+    t["MaxPool"] = {1, handleMaxPool};
+    t["AveragePool"] = {1, handleAveragePool};
+    t["GlobalAveragePool"] = {1, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({})))
+        return failure();
+      return simple(n, "amp.global_average_pool", {0});
+    }};
+    t["Flatten"] = {1, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"axis"})))
+        return failure();
+      auto axis = n.getInt("axis", 1);
+      if (failed(axis))
+        return failure();
+      return simple(n, "amp.flatten", {0}, {named(n, "axis", i64(n, *axis))});
+    }};
+    t["Reshape"] = {1, handleReshape, {1}};
+    t["Transpose"] = {1, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"perm"})))
+        return failure();
+      auto perm = n.getInts("perm");
+      if (failed(perm))
+        return failure();
+      SmallVector<NamedAttribute> attrs;
+      if (*perm)
+        attrs.push_back(named(n, "perm", ints(n, **perm)));
+      return simple(n, "amp.transpose", {0}, attrs);
+    }};
+    t["Concat"] = {1, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"axis"})))
+        return failure();
+      auto axis = n.getInt("axis", n.opset < 4 ? std::optional<int64_t>(1)
+                                               : std::nullopt);
+      if (failed(axis))
+        return failure();
+      SmallVector<Value> in;
+      for (size_t i = 0; i < n.numInputs(); ++i) {
+        auto v = n.input(i);
+        if (failed(v))
+          return failure();
+        in.push_back(*v);
+      }
+      auto op = n.im.create(n, "amp.concat", in,
+                            {named(n, "axis", i64(n, *axis))}, 1);
+      if (failed(op))
+        return failure();
+      n.setOutput(0, (*op)->getResult(0));
+      return success();
+    }};
+    t["Slice"] = {1, handleSlice, {1, 2, 3, 4}};
+    t["Squeeze"] = {1, [](NodeCtx &n) { return handleSqueeze(n, false); }, {1}};
+    t["Unsqueeze"] = {1, [](NodeCtx &n) { return handleSqueeze(n, true); }, {1}};
+    t["Gather"] = {1, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"axis"})))
+        return failure();
+      auto axis = n.getInt("axis", 0);
+      if (failed(axis))
+        return failure();
+      return simple(n, "amp.gather", {0, 1}, {named(n, "axis", i64(n, *axis))});
+    }};
+    t["Expand"] = {8, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({})))
+        return failure();
+      auto shape = n.constInts(1, "shape");
+      if (failed(shape))
+        return failure();
+      return simple(n, "amp.expand", {0}, {named(n, "shape", ints(n, *shape))});
+    }, {1}};
+    t["Dropout"] = {1, handleDropout, {1, 2}};
+    t["Softmax"] = {1, [](NodeCtx &n) { return handleSoftmax(n, "amp.softmax"); }};
+    t["LogSoftmax"] = {1, [](NodeCtx &n) {
+      return handleSoftmax(n, "amp.log_softmax");
+    }};
+    t["LayerNormalization"] = {17, handleLayerNorm};
+    t["ReduceSum"] = {1, [](NodeCtx &n) {
+      return handleReduce(n, "amp.reduce_sum", 13);
+    }, {1}};
+    t["ReduceMean"] = {1, [](NodeCtx &n) {
+      return handleReduce(n, "amp.reduce_mean", 18);
+    }, {1}};
+    t["ReduceMax"] = {1, [](NodeCtx &n) {
+      return handleReduce(n, "amp.reduce_max", 18);
+    }, {1}};
+    t["SoftmaxCrossEntropyLoss"] = {12, [](NodeCtx &n) {
+      return handleLoss(n, "amp.softmax_cross_entropy_loss", 2);
+    }};
+    t["NegativeLogLikelihoodLoss"] = {12, [](NodeCtx &n) {
+      return handleLoss(n, "amp.nll_loss", 1);
+    }};
+    t["Cast"] = {6, handleCast};
+    t["Constant"] = {1, handleConstant};
+    t["Shape"] = {1, handleShape};
+    return t;
+  }();
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// The graph
+//===----------------------------------------------------------------------===//
+
+bool isFloatType(int32_t dt) {
+  return dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::FLOAT16 ||
+         dt == onnx::TensorProto::BFLOAT16 || dt == onnx::TensorProto::DOUBLE;
+}
+
+OwningOpRef<ModuleOp> Importer::run() {
+  onnx::GraphProto &g = *model.mutable_graph();
+  Location moduleLoc = fileLoc();
+
+  // Opsets by domain; "" and "ai.onnx" are the same domain.
+  for (const auto &os : model.opset_import()) {
+    std::string d = os.domain() == "ai.onnx" ? "" : os.domain();
+    if (opsets.count(d) && opsets[d] != os.version())
+      errorAt("the model imports domain '" +
+              (d.empty() ? std::string("ai.onnx") : d) +
+              "' twice, with versions " + llvm::Twine(opsets[d]) + " and " +
+              llvm::Twine(os.version()));
+    opsets[d] = os.version();
+  }
+
+  // Names: every value is produced once.
+  llvm::StringMap<std::string> producer; // value -> what produces it
+  auto define = [&](const std::string &name, const std::string &what) {
+    if (name.empty())
+      return;
+    auto [it, inserted] = producer.try_emplace(name, what);
+    if (!inserted)
+      errorAt("the name '" + name + "' is defined twice: by " + it->second +
+              " and by " + what);
+  };
+  for (auto &init : *g.mutable_initializer()) {
+    if (init.name().empty()) {
+      errorAt("an initializer has no name");
+      continue;
+    }
+    if (initializers.count(init.name()))
+      errorAt("the name '" + init.name() + "' is defined twice: by two "
+              "initializers");
+    initializers[init.name()] = &init;
+  }
+  for (const auto &[name, t] : initializers)
+    producer[name] = "initializer '" + name.str() + "'";
+  std::vector<const onnx::ValueInfoProto *> graphInputs;
+  llvm::StringSet<> inputNames;
+  for (const auto &in : g.input()) {
+    if (!inputNames.insert(in.name()).second) {
+      errorAt("the graph input '" + in.name() + "' is listed twice");
+      continue;
+    }
+    if (initializers.count(in.name()))
+      continue; // IR < 4: initializers are also listed as inputs
+    define(in.name(), "graph input '" + in.name() + "'");
+    graphInputs.push_back(&in);
+  }
+  std::vector<std::string> nodeNames(g.node_size());
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto &node = g.node(i);
+    nodeNames[i] = !node.name().empty()       ? node.name()
+                   : node.output_size() > 0 && !node.output(0).empty()
+                       ? node.output(0)
+                       : node.op_type() + "_" + std::to_string(i);
+    for (const auto &o : node.output())
+      define(o, "node '" + nodeNames[i] + "' (" + node.op_type() + ")");
+  }
+  // Constant graph inputs given on the command line.
+  for (const auto &[name, file] : opts.constantInputs) {
+    if (!inputNames.count(name)) {
+      errorAt("--const-input names '" + name + "', which is not a graph input");
+      continue;
+    }
+    auto buf = llvm::MemoryBuffer::getFile(file, false, false);
+    onnx::TensorProto tp;
+    if (!buf || !tp.ParseFromArray((*buf)->getBufferStart(),
+                                   (int)(*buf)->getBufferSize())) {
+      errorAt("--const-input " + name + "=" + file +
+              ": not a readable TensorProto file");
+      continue;
+    }
+    auto d = decodeTensor(tp, dir, name);
+    if (!d) {
+      errorAt(llvm::toString(d.takeError()));
+      continue;
+    }
+    consts[name] = std::move(*d);
+  }
+  for (const auto &f : opts.frozen)
+    if (!initializers.count(f))
+      errorAt("frozen parameter '" + f + "' is not an initializer of the "
+              "model");
+
+  // Topological order; dangling names and cycles are errors.
+  std::vector<int> order;
+  {
+    llvm::StringMap<int> producedBy;
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const auto &o : g.node(i).output())
+        if (!o.empty())
+          producedBy[o] = i;
+    std::vector<int> pending(g.node_size(), 0);
+    std::vector<std::vector<int>> users(g.node_size());
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const auto &in : g.node(i).input()) {
+        if (in.empty())
+          continue;
+        auto p = producedBy.find(in);
+        if (p != producedBy.end()) {
+          ++pending[i];
+          users[p->second].push_back(i);
+        } else if (!producer.count(in)) {
+          errorAt("node '" + nodeNames[i] + "' (" + g.node(i).op_type() +
+                  ") reads '" + in + "', which no node, input or "
+                  "initializer defines");
+        }
+      }
+      // Subgraph attributes (If / Loop / Scan bodies) are not supported;
+      // the op itself is reported as unsupported below.
+    }
+    // Smallest index first: a file already in order keeps its order.
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < g.node_size(); ++i)
+      if (!pending[i])
+        ready.push(i);
+    while (!ready.empty()) {
+      int i = ready.top();
+      ready.pop();
+      order.push_back(i);
+      for (int u : users[i])
+        if (--pending[u] == 0)
+          ready.push(u);
+    }
+    if ((int)order.size() != g.node_size()) {
+      std::string cyc;
+      int shown = 0;
+      for (int i = 0; i < g.node_size(); ++i)
+        if (pending[i] && shown++ < 8)
+          cyc += (cyc.empty() ? "'" : ", '") + nodeNames[i] + "'";
+      errorAt("the graph has a cycle through node(s) " + cyc);
+    }
+  }
+  for (const auto &out : g.output())
+    if (!producer.count(out.name()))
+      errorAt("graph output '" + out.name() + "' is not produced by any "
+              "node, input or initializer");
+
+  // Every op must be known: report all unsupported nodes at once.
+  const auto &table = opTable();
+  for (int i : order) {
+    const auto &node = g.node(i);
+    std::string domain =
+        node.domain() == "ai.onnx" ? std::string() : node.domain();
+    std::string shownDomain = domain.empty() ? "ai.onnx" : domain;
+    auto os = opsets.find(domain);
+    Location loc = NameLoc::get(b.getStringAttr(nodeNames[i]), moduleLoc);
+    if (os == opsets.end()) {
+      error(loc, "node '" + nodeNames[i] + "' (" + node.op_type() +
+                     ", domain " + shownDomain + "): the model imports no "
+                     "opset for domain " + shownDomain);
+      continue;
+    }
+    std::string desc = "node '" + nodeNames[i] + "' (" + node.op_type() +
+                       ", domain " + shownDomain + ", opset " +
+                       std::to_string(os->second) + ")";
+    auto it = domain.empty() ? table.find(node.op_type()) : table.end();
+    if (it == table.end()) {
+      error(loc, desc + ": unsupported op " + shownDomain + "." +
+                     node.op_type());
+      continue;
+    }
+    if (os->second < it->second.minOpset)
+      error(loc, desc + ": unsupported op version: " + node.op_type() +
+                     " is supported from opset " +
+                     llvm::Twine(it->second.minOpset));
+  }
+  if (!errors.empty())
+    return nullptr;
+
+  // Which initializers are parameters: float ones read as tensors.
+  llvm::StringSet<> readAsTensor;
+  for (const auto &node : g.node()) {
+    auto it = table.find(node.op_type());
+    const std::vector<int> *attrIn =
+        it != table.end() ? &it->second.attributeInputs : nullptr;
+    for (int k = 0; k < node.input_size(); ++k)
+      if (!attrIn ||
+          std::find(attrIn->begin(), attrIn->end(), k) == attrIn->end())
+        readAsTensor.insert(node.input(k));
+  }
+  for (const auto &out : g.output())
+    readAsTensor.insert(out.name());
+  std::set<std::string> frozen(opts.frozen.begin(), opts.frozen.end());
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(moduleLoc);
+  b.setInsertionPointToEnd(module->getBody());
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<std::string> argNames;
+
+  // Parameters first (the train_step order: params, state, batch).
+  std::vector<std::pair<std::string, HostTensor>> params;
+  for (auto &init : *g.mutable_initializer()) {
+    if (init.name().empty())
+      continue;
+    auto d = decodeTensor(init, dir, init.name());
+    if (!d) {
+      errorAt(llvm::toString(d.takeError()));
+      continue;
+    }
+    bool isParam = isFloatType(d->dtype) && readAsTensor.count(init.name()) &&
+                   !frozen.count(init.name());
+    if (isParam)
+      params.emplace_back(init.name(), std::move(*d));
+    else
+      consts[init.name()] = std::move(*d);
+  }
+  for (auto &[name, t] : params) {
+    auto elt = elementType(t.dtype, "initializer '" + name + "'");
+    if (failed(elt))
+      continue;
+    auto type = RankedTensorType::get(t.shape, *elt);
+    argTypes.push_back(type);
+    argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("amp.param", b.getStringAttr(name)),
+         b.getNamedAttr("amp.init", elementsAttr(t, type, name))}));
+    argNames.push_back(name);
+  }
+  for (const auto *in : graphInputs) {
+    if (consts.count(in->name()))
+      continue; // bound with --const-input
+    SmallVector<std::string> dimNames;
+    auto type = valueInfoType(*in, "graph input", &dimNames);
+    if (failed(type))
+      continue;
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr("amp.input", b.getStringAttr(in->name()))};
+    if (llvm::any_of(dimNames, [](const std::string &s) { return !s.empty(); })) {
+      SmallVector<Attribute> names;
+      for (const auto &s : dimNames)
+        names.push_back(b.getStringAttr(s));
+      attrs.push_back(b.getNamedAttr("amp.dim_names", b.getArrayAttr(names)));
+    }
+    argTypes.push_back(*type);
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
+    argNames.push_back(in->name());
+  }
+  if (!errors.empty())
+    return nullptr;
+
+  auto func = func::FuncOp::create(b, moduleLoc, opts.funcName,
+                                   b.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (unsigned i = 0; i < argTypes.size(); ++i) {
+    func.setArgAttrs(i, argAttrs[i]);
+    values[argNames[i]] = entry->getArgument(i);
+  }
+  b.setInsertionPointToEnd(entry);
+
+  // value_info types, checked against inferred ones.
+  llvm::StringMap<const onnx::ValueInfoProto *> declared;
+  for (const auto &vi : g.value_info())
+    declared[vi.name()] = &vi;
+  for (const auto &vi : g.output())
+    declared[vi.name()] = &vi;
+
+  for (int i : order) {
+    auto &node = *g.mutable_node(i);
+    std::string domain =
+        node.domain() == "ai.onnx" ? std::string() : node.domain();
+    NodeCtx n{*this,
+              node,
+              nodeNames[i],
+              domain.empty() ? "ai.onnx" : domain,
+              opsets[domain],
+              NameLoc::get(b.getStringAttr(nodeNames[i]), moduleLoc)};
+    bool blocked = false;
+    for (const auto &in : node.input())
+      blocked |= !in.empty() && poisoned.count(in);
+    if (blocked) {
+      for (const auto &o : node.output())
+        poisoned.insert(o);
+      continue;
+    }
+    current = &n;
+    const OpInfo &info = table.at(node.op_type());
+    LogicalResult ok = succeeded(foldIntegerNode(n)) ? success()
+                                                     : info.handle(n);
+    current = nullptr;
+    if (failed(ok)) {
+      for (const auto &o : node.output())
+        poisoned.insert(o);
+      continue;
+    }
+    // Check value_info of the outputs we produced.
+    for (const auto &o : node.output()) {
+      auto v = values.find(o);
+      auto d = declared.find(o);
+      if (o.empty() || v == values.end() || d == declared.end() ||
+          !d->second->has_type() || !d->second->type().has_tensor_type())
+        continue;
+      const auto &tt = d->second->type().tensor_type();
+      auto got = cast<RankedTensorType>(v->second.getType());
+      bool mismatch = false;
+      if (tt.elem_type()) {
+        auto elt = elementType(tt.elem_type(), "value '" + o + "'");
+        mismatch = failed(elt) || *elt != got.getElementType();
+      }
+      if (!mismatch && tt.has_shape()) {
+        if (tt.shape().dim_size() != got.getRank())
+          mismatch = true;
+        for (int k = 0; !mismatch && k < tt.shape().dim_size(); ++k) {
+          const auto &dim = tt.shape().dim(k);
+          mismatch = dim.has_dim_value() && !got.isDynamicDim(k) &&
+                     dim.dim_value() != got.getDimSize(k);
+        }
+      }
+      if (mismatch) {
+        std::string s;
+        llvm::raw_string_ostream os(s);
+        os << got;
+        (void)n.fail("output '" + o + "' is declared (value_info) with a "
+                     "type or shape that contradicts the op's rule, which "
+                     "gives " + s);
+      }
+    }
+  }
+
+  // Results.
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resAttrs;
+  for (const auto &out : g.output()) {
+    if (poisoned.count(out.name()))
+      continue;
+    auto v = lookup(out.name(), NameLoc::get(b.getStringAttr(out.name()), moduleLoc));
+    if (failed(v))
+      continue;
+    results.push_back(*v);
+    resAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("amp.output", b.getStringAttr(out.name()))}));
+  }
+  if (!errors.empty())
+    return nullptr;
+  func::ReturnOp::create(b, moduleLoc, results);
+  func.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (unsigned i = 0; i < resAttrs.size(); ++i)
+    func.setResultAttrs(i, resAttrs[i]);
+  if (model.has_producer_name())
+    (*module)->setAttr("amp.producer",
+                       b.getStringAttr(model.producer_name() + " " +
+                                       model.producer_version()));
+  if (failed(verify(*module))) {
+    errorAt("the imported module does not verify (an importer bug; the "
+            "messages above say where)");
+    return nullptr;
+  }
+  return module;
+}
+
+/// Names in a hostile file may hold control characters (terminal escapes)
+/// or invalid UTF-8: messages show those bytes as \xNN.
+std::string printable(llvm::StringRef s) {
+  bool utf8 = llvm::json::isUTF8(s);
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7f && (c < 0x80 || utf8))) {
+      out.push_back(c);
+      continue;
+    }
+    out += llvm::formatv("\\x{0:x-2}", (unsigned)c).str();
+  }
+  return out;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
+                                                MLIRContext *ctx,
+                                                const ONNXImportOptions &opts) {
+  ctx->loadDialect<AMPDialect, arith::ArithDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (llvm::Error e = loadModel(path, model)) {
+    emitError(FileLineColLoc::get(ctx, path, 0, 0)) << llvm::toString(std::move(e));
+    return nullptr;
+  }
+  Importer im(ctx, path, model, opts);
+  OwningOpRef<ModuleOp> module = im.run();
+  for (auto &[loc, msg] : im.errors)
+    emitError(loc) << printable(msg);
+  if (!im.errors.empty())
+    return nullptr;
+  return module;
+}
+
+void mlir::amp::registerONNXImportDialects(DialectRegistry &registry) {
+  registry.insert<AMPDialect, arith::ArithDialect, func::FuncDialect>();
+}
+
+std::vector<std::pair<std::string, int>> mlir::amp::supportedONNXOps() {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto &[name, info] : opTable())
+    out.emplace_back(name, info.minOpset);
+  return out;
+}

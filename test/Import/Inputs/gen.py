@@ -1,0 +1,331 @@
+"""Writes the small ONNX models the import tests read.
+
+    python gen.py NAME OUT.onnx
+
+Each generator builds a model with onnx.helper the way exporters write
+them (field by field, so that old IR versions, typed data fields and
+external data can be exercised), without running onnx.checker: some are
+meant to be wrong.
+"""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP, helper as H, numpy_helper as NH
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, value_info=(), domains=None):
+    g = H.make_graph(nodes, "g", inputs, outputs, list(inits), value_info=list(value_info))
+    ops = domains if domains is not None else [H.make_opsetid("", opset)]
+    m = H.make_model(g, opset_imports=ops, producer_name="gen.py")
+    m.ir_version = ir
+    return m
+
+
+def vi(name, dtype, shape):
+    return H.make_tensor_value_info(name, dtype, shape)
+
+
+def rnd(*shape):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def mlp():
+    from amp_mlir.examples import mlp as make
+    return make(batch=4)
+
+
+def elementwise():
+    n = [H.make_node("Add", ["a", "b"], ["s"], name="add"),
+         H.make_node("Sub", ["s", "b"], ["d"], name="sub"),
+         H.make_node("Mul", ["d", "a"], ["m"], name="mul"),
+         H.make_node("Div", ["m", "b"], ["q"], name="div"),
+         H.make_node("Pow", ["q", "e"], ["p"], name="pow"),
+         H.make_node("Sqrt", ["p"], ["r"], name="sqrt"),
+         H.make_node("Exp", ["r"], ["x"], name="exp"),
+         H.make_node("Log", ["x"], ["l"], name="log"),
+         H.make_node("Erf", ["l"], ["f"], name="erf"),
+         H.make_node("Tanh", ["f"], ["t"], name="tanh"),
+         H.make_node("Sigmoid", ["t"], ["g"], name="sigmoid"),
+         H.make_node("Relu", ["g"], ["u"], name="relu"),
+         H.make_node("LeakyRelu", ["u"], ["k"], name="leaky", alpha=0.2),
+         H.make_node("Where", ["c", "k", "a"], ["w"], name="where"),
+         H.make_node("Identity", ["w"], ["y"], name="identity")]
+    return model(n, [vi("a", TP.FLOAT, [2, 3]), vi("b", TP.FLOAT, [3]),
+                     vi("e", TP.INT64, [1]), vi("c", TP.BOOL, [2, 1])],
+                 [vi("y", TP.FLOAT, [2, 3])])
+
+
+def cnn():
+    from amp_mlir.examples import cnn as make
+    return make(batch=2)
+
+
+def transformer():
+    from amp_mlir.examples import transformer_block as make
+    return make(batch=2, seq=4, dim=8, heads=2)
+
+
+def shapes():
+    """Reshape with a constant shape, Slice (opset 13 inputs), Squeeze /
+    Unsqueeze with axes inputs, Transpose, Concat, Gather, Expand, and a
+    Shape -> Gather -> Unsqueeze -> Concat chain that folds to a constant."""
+    inits = [NH.from_array(np.array([0, -1], np.int64), "shape2"),
+             NH.from_array(np.array([1], np.int64), "starts"),
+             NH.from_array(np.array([9223372036854775807], np.int64), "ends"),
+             NH.from_array(np.array([-1], np.int64), "axes_last"),
+             NH.from_array(np.array([0], np.int64), "axes0"),
+             NH.from_array(np.array([1], np.int64), "idx1"),
+             NH.from_array(np.array([-1], np.int64), "minus1"),
+             NH.from_array(np.array([3, 1, 1], np.int64), "expand_to"),
+             NH.from_array(np.array([2, 0], np.int64), "gidx")]
+    n = [H.make_node("Reshape", ["x", "shape2"], ["r"], name="reshape"),
+         H.make_node("Slice", ["r", "starts", "ends", "axes_last"], ["s"], name="slice"),
+         H.make_node("Unsqueeze", ["s", "axes0"], ["u"], name="unsqueeze"),
+         H.make_node("Squeeze", ["u", "axes0"], ["q"], name="squeeze"),
+         H.make_node("Transpose", ["q"], ["t"], name="transpose", perm=[1, 0]),
+         H.make_node("Concat", ["t", "t"], ["c"], name="concat", axis=1),
+         H.make_node("Gather", ["c", "gidx"], ["g"], name="gather", axis=0),
+         H.make_node("Shape", ["x"], ["shp"], name="shape"),
+         H.make_node("Gather", ["shp", "idx1"], ["d1"], name="shape_gather"),
+         H.make_node("Concat", ["minus1", "d1"], ["newshape"], name="shape_concat", axis=0),
+         H.make_node("Reshape", ["x", "newshape"], ["y2"], name="reshape_folded"),
+         H.make_node("Expand", ["b", "expand_to"], ["y3"], name="expand")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3, 4]), vi("b", TP.FLOAT, [4])],
+                 [vi("g", TP.FLOAT, [2, 4]), vi("y2", TP.FLOAT, [8, 3]),
+                  vi("y3", TP.FLOAT, [3, 1, 4])], inits, opset=13)
+
+
+def old_opsets():
+    """Opset 9 forms: Slice and Squeeze/Unsqueeze take attributes;
+    Softmax on axis 1 of a 3-D input coerces to 2-D."""
+    n = [H.make_node("Slice", ["x"], ["s"], name="slice9", starts=[0], ends=[2], axes=[2]),
+         H.make_node("Unsqueeze", ["s"], ["u"], name="unsqueeze9", axes=[0]),
+         H.make_node("Squeeze", ["u"], ["q"], name="squeeze9", axes=[0]),
+         H.make_node("Softmax", ["q"], ["y"], name="softmax9", axis=1),
+         H.make_node("ReduceSum", ["y"], ["z"], name="reducesum9", axes=[1], keepdims=0)]
+    return model(n, [vi("x", TP.FLOAT, [2, 3, 4])], [vi("y", TP.FLOAT, [2, 3, 2]),
+                                                    vi("z", TP.FLOAT, [2, 2])], opset=9)
+
+
+def reductions():
+    inits = [NH.from_array(np.array([1], np.int64), "axes")]
+    n = [H.make_node("ReduceSum", ["x", "axes"], ["s"], name="sum", keepdims=1),
+         H.make_node("ReduceMean", ["x"], ["m"], name="mean", axes=[0, 2], keepdims=0),
+         H.make_node("ReduceMax", ["x"], ["mx"], name="max"),
+         H.make_node("Softmax", ["x"], ["sm"], name="softmax", axis=1),
+         H.make_node("LogSoftmax", ["x"], ["lsm"], name="logsoftmax")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3, 4])],
+                 [vi("s", TP.FLOAT, [2, 1, 4]), vi("m", TP.FLOAT, [3]),
+                  vi("mx", TP.FLOAT, [1, 1, 1]), vi("sm", TP.FLOAT, [2, 3, 4]),
+                  vi("lsm", TP.FLOAT, [2, 3, 4])], inits, opset=13)
+
+
+def losses():
+    n = [H.make_node("SoftmaxCrossEntropyLoss", ["x", "y", "w"], ["l", "lp"], name="sce",
+                     reduction="sum", ignore_index=2),
+         H.make_node("NegativeLogLikelihoodLoss", ["lp", "y"], ["n"], name="nll", reduction="none"),
+         H.make_node("LayerNormalization", ["x", "g"], ["ln"], name="ln", axis=1, epsilon=1e-3),
+         H.make_node("Dropout", ["ln"], ["d", "mask"], name="dropout", seed=3)]
+    return model(n, [vi("x", TP.FLOAT, [4, 5]), vi("y", TP.INT64, [4]), vi("w", TP.FLOAT, [5]),
+                     vi("g", TP.FLOAT, [5])],
+                 [vi("l", TP.FLOAT, []), vi("n", TP.FLOAT, [4]), vi("d", TP.FLOAT, [4, 5]),
+                  vi("mask", TP.BOOL, [4, 5])], opset=17)
+
+
+def constants():
+    """Every tensor encoding: typed float_data, raw f16, bf16 in int32_data,
+    int64_data, bool, and Constant nodes with value / value_floats / value_ints."""
+    f16 = np.array([1.0, -2.5, 65504.0], np.float16)
+    t_f16 = H.make_tensor("c_f16", TP.FLOAT16, [3], f16.tobytes(), raw=True)
+    bf16_bits = [0x3F80, 0xC020, 0x7F7F]  # 1.0, -2.5, max bf16
+    t_bf16 = onnx.TensorProto(name="c_bf16", data_type=TP.BFLOAT16, dims=[3])
+    t_bf16.int32_data.extend(bf16_bits)
+    t_f32 = H.make_tensor("c_f32", TP.FLOAT, [3], [0.5, 1.5, 2.5])
+    t_i64 = onnx.TensorProto(name="c_i64", data_type=TP.INT64, dims=[2])
+    t_i64.int64_data.extend([7, -9])
+    t_bool = H.make_tensor("c_bool", TP.BOOL, [3], [1, 0, 1])
+    n = [H.make_node("Constant", [], ["k1"], name="const_floats", value_floats=[1.0, 2.0, 3.0]),
+         H.make_node("Constant", [], ["k2"], name="const_tensor",
+                     value=H.make_tensor("v", TP.FLOAT, [3], [4.0, 5.0, 6.0])),
+         H.make_node("Add", ["k1", "k2"], ["k3"], name="add_consts"),
+         H.make_node("Add", ["x", "k3"], ["y"], name="add"),
+         H.make_node("Add", ["h", "c_f16"], ["yh"], name="add_f16"),
+         H.make_node("Add", ["bh", "c_bf16"], ["yb"], name="add_bf16"),
+         H.make_node("Mul", ["x", "c_f32"], ["yf"], name="mul_f32"),
+         H.make_node("Add", ["i", "c_i64"], ["yi"], name="add_i64"),
+         H.make_node("Where", ["c_bool", "x", "yf"], ["yw"], name="where_bool"),
+         H.make_node("Cast", ["x"], ["xc"], name="cast_bf16", to=TP.BFLOAT16)]
+    return model(n, [vi("x", TP.FLOAT, [3]), vi("h", TP.FLOAT16, [3]), vi("bh", TP.BFLOAT16, [3]),
+                     vi("i", TP.INT64, [2])],
+                 [vi("y", TP.FLOAT, [3]), vi("yh", TP.FLOAT16, [3]), vi("yb", TP.BFLOAT16, [3]),
+                  vi("yi", TP.INT64, [2]), vi("yw", TP.FLOAT, [3]), vi("xc", TP.BFLOAT16, [3])],
+                 [t_f16, t_bf16, t_f32, t_i64, t_bool], opset=13)
+
+
+def symbolic():
+    n = [H.make_node("MatMul", ["x", "w"], ["y"], name="matmul")]
+    return model(n, [vi("x", TP.FLOAT, ["batch", "seq", 8])], [vi("y", TP.FLOAT, ["batch", "seq", 4])],
+                 [NH.from_array(rnd(8, 4), "w")])
+
+
+def ir3():
+    """IR 3: initializers are also listed as graph inputs."""
+    w = NH.from_array(rnd(3, 2), "w")
+    n = [H.make_node("MatMul", ["x", "w"], ["y"], name="matmul")]
+    return model(n, [vi("x", TP.FLOAT, [1, 3]), vi("w", TP.FLOAT, [3, 2])],
+                 [vi("y", TP.FLOAT, [1, 2])], [w], opset=7, ir=3)
+
+
+def no_default_domain():
+    """Like ONNX's test_adam: only ai.onnx.preview.training is imported."""
+    n = [H.make_node("Adam", ["r", "t", "x", "g", "v", "h"], ["x2", "v2", "h2"], name="adam",
+                     domain="ai.onnx.preview.training", alpha=0.9)]
+    ins = [vi("r", TP.FLOAT, []), vi("t", TP.INT64, []), vi("x", TP.FLOAT, [2]),
+           vi("g", TP.FLOAT, [2]), vi("v", TP.FLOAT, [2]), vi("h", TP.FLOAT, [2])]
+    return model(n, ins, [vi("x2", TP.FLOAT, [2]), vi("v2", TP.FLOAT, [2]), vi("h2", TP.FLOAT, [2])],
+                 domains=[H.make_opsetid("ai.onnx.preview.training", 1)])
+
+
+def _external(location, data=None, length=None, offset=None):
+    """A Gemm whose weight lives in an external file next to the model."""
+    w = onnx.TensorProto(name="w", data_type=TP.FLOAT, dims=[4, 3])
+    w.data_location = TP.EXTERNAL
+    for k, v in (("location", location), ("offset", offset), ("length", length)):
+        if v is not None:
+            e = w.external_data.add()
+            e.key, e.value = k, str(v)
+    n = [H.make_node("Gemm", ["x", "w"], ["y"], name="gemm_ext")]
+    return model(n, [vi("x", TP.FLOAT, [2, 4])], [vi("y", TP.FLOAT, [2, 3])], [w])
+
+
+def external_ok():
+    return _external("weights.bin", offset=0, length=48)
+
+
+def external_traversal():
+    return _external("../outside.bin", offset=0, length=48)
+
+
+def external_absolute():
+    return _external("/etc/passwd")
+
+
+def external_missing():
+    return _external("missing.bin")
+
+
+def external_short():
+    return _external("short.bin")
+
+
+def external_link():
+    return _external("link.bin")
+
+
+def unknown_ops():
+    n = [H.make_node("FooBar", ["x"], ["a"], name="first_unknown"),
+         H.make_node("Relu", ["a"], ["b"], name="relu"),
+         H.make_node("Bogus", ["b"], ["y"], name="second_unknown", domain="com.example")]
+    return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])],
+                 domains=[H.make_opsetid("", 17), H.make_opsetid("com.example", 1)])
+
+
+def shape_contradiction():
+    """value_info claims a shape the Gemm rule cannot give."""
+    w = NH.from_array(rnd(4, 3), "w")
+    n = [H.make_node("Gemm", ["x", "w"], ["h"], name="gemm"),
+         H.make_node("Relu", ["h"], ["y"], name="relu")]
+    return model(n, [vi("x", TP.FLOAT, [2, 4])], [vi("y", TP.FLOAT, [2, 3])], [w],
+                 value_info=[vi("h", TP.FLOAT, [5, 5])])
+
+
+def rule_violation():
+    """MatMul of [4, 3] by [4, 5]: contracted dims differ."""
+    n = [H.make_node("MatMul", ["a", "b"], ["y"], name="bad_matmul")]
+    return model(n, [vi("a", TP.FLOAT, [4, 3]), vi("b", TP.FLOAT, [4, 5])], [vi("y", TP.FLOAT, [4, 5])])
+
+
+def duplicate_names():
+    n = [H.make_node("Relu", ["x"], ["y"], name="relu1"),
+         H.make_node("Sigmoid", ["x"], ["y"], name="sigmoid_same_output")]
+    return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])])
+
+
+def duplicate_initializers():
+    a = NH.from_array(rnd(2), "w")
+    b = NH.from_array(rnd(2), "w")
+    n = [H.make_node("Add", ["x", "w"], ["y"], name="add")]
+    return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])], [a, b])
+
+
+def cycle():
+    n = [H.make_node("Relu", ["b"], ["a"], name="node_a"),
+         H.make_node("Relu", ["a"], ["b"], name="node_b"),
+         H.make_node("Add", ["x", "b"], ["y"], name="add")]
+    return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])])
+
+
+def dangling():
+    n = [H.make_node("Add", ["x", "nowhere"], ["y"], name="add_dangling")]
+    return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])])
+
+
+def bad_raw_data():
+    w = onnx.TensorProto(name="w", data_type=TP.FLOAT, dims=[4, 3], raw_data=b"\0" * 20)
+    n = [H.make_node("Gemm", ["x", "w"], ["y"], name="gemm")]
+    return model(n, [vi("x", TP.FLOAT, [2, 4])], [vi("y", TP.FLOAT, [2, 3])], [w])
+
+
+def bad_attribute():
+    n = [H.make_node("Softmax", ["x"], ["y"], name="softmax_float_axis", axis=1.5)]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=13)
+
+
+def unknown_attribute():
+    n = [H.make_node("Relu", ["x"], ["y"], name="relu_extra", frobnicate=3)]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=13)
+
+
+def double_input():
+    n = [H.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(n, [vi("x", TP.DOUBLE, [2])], [vi("y", TP.DOUBLE, [2])])
+
+
+def negative_dim():
+    t = onnx.TensorProto(name="w", data_type=TP.FLOAT, dims=[-4, 3])
+    n = [H.make_node("Add", ["x", "w"], ["y"], name="add")]
+    return model(n, [vi("x", TP.FLOAT, [3])], [vi("y", TP.FLOAT, [3])], [t])
+
+
+def reshape_runtime_shape():
+    n = [H.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3, 4]), vi("shape", TP.INT64, [2])],
+                 [vi("y", TP.FLOAT, [6, 4])])
+
+
+def main():
+    name, out = sys.argv[1], sys.argv[2]
+    m = globals()[name]()
+    folder = os.path.dirname(os.path.abspath(out))
+    if name == "external_ok":
+        rnd(4, 3).tofile(os.path.join(folder, "weights.bin"))
+    if name == "external_short":
+        np.zeros(5, np.float32).tofile(os.path.join(folder, "short.bin"))
+    if name == "external_link":
+        target = os.path.join(os.path.dirname(folder), "outside_target.bin")
+        rnd(4, 3).tofile(target)
+        link = os.path.join(folder, "link.bin")
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(target, link)
+    with open(out, "wb") as f:
+        f.write(m.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+//===- amp-translate.cpp - model files <-> the amp dialect ---------------===//
+//
+//   amp-translate --import-onnx model.onnx [-o out.mlir]
+//
+// Prints the model as a module in the amp dialect. On any error: one message
+// per problem on stderr, exit code 1, and no output file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Target/ONNX/ImportONNX.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+static cl::OptionCategory category("amp-translate options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
+                                      cl::Required, cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(category));
+static cl::opt<bool> importOnnx("import-onnx",
+                                cl::desc("Import an ONNX model into the amp dialect"),
+                                cl::cat(category));
+static cl::opt<std::string> funcName("func-name", cl::desc("Name of the imported function"),
+                                     cl::init("main"), cl::cat(category));
+static cl::list<std::string> frozen(
+    "freeze", cl::desc("Import these float initializers as constants, not parameters"),
+    cl::CommaSeparated, cl::value_desc("name,..."), cl::cat(category));
+static cl::list<std::string> constInputs(
+    "const-input",
+    cl::desc("Bind a graph input to the TensorProto in a .pb file (name=file.pb)"),
+    cl::value_desc("name=file.pb"), cl::cat(category));
+static cl::opt<int64_t> inlineLimit(
+    "inline-limit",
+    cl::desc("Print tensors up to this many elements inline, larger ones as resources"),
+    cl::init(256), cl::cat(category));
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR model translator\n");
+
+  if (!importOnnx) {
+    errs() << "amp-translate: error: no translation given; use --import-onnx\n";
+    return 1;
+  }
+  mlir::amp::ONNXImportOptions opts;
+  opts.funcName = funcName;
+  opts.frozen.assign(frozen.begin(), frozen.end());
+  opts.inlineElementLimit = inlineLimit;
+  for (const std::string &kv : constInputs) {
+    auto [name, file] = StringRef(kv).split('=');
+    if (name.empty() || file.empty()) {
+      errs() << "amp-translate: error: --const-input needs name=file.pb, got '"
+             << kv << "'\n";
+      return 1;
+    }
+    opts.constantInputs[name.str()] = file.str();
+  }
+
+  mlir::DialectRegistry registry;
+  mlir::amp::registerONNXImportDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  unsigned numErrors = 0;
+  ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+      ++numErrors;
+    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error"
+                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning
+                          ? "warning"
+                          : "note";
+    errs() << "amp-translate: " << sev << ": " << d.str() << "\n";
+    for (auto &note : d.getNotes())
+      errs() << "amp-translate: note: " << note.str() << "\n";
+    return mlir::success();
+  });
+
+  auto module = mlir::amp::importONNXFile(inputFile, &ctx, opts);
+  if (!module) {
+    if (!numErrors)
+      errs() << "amp-translate: error: " << inputFile << ": import failed\n";
+    return 1;
+  }
+  std::string err;
+  auto out = mlir::openOutputFile(outputFile, &err);
+  if (!out) {
+    errs() << "amp-translate: error: cannot write '" << outputFile << "': " << err << "\n";
+    return 1;
+  }
+  module->print(out->os(), mlir::OpPrintingFlags());
+  out->os().flush();
+  if (out->os().has_error()) {
+    errs() << "amp-translate: error: writing '" << outputFile << "' failed\n";
+    out->os().clear_error();
+    return 1;
+  }
+  out->keep();
+  return 0;
+}
