@@ -125,16 +125,17 @@ def transformer_block(batch: int = 8, seq: int = 16, dim: int = 64, heads: int =
         inits[ln + ".bias"] = np.zeros(dim, np.float32)
     inits["shape_heads"] = np.array([batch, seq, heads, dh], np.int64)
     inits["shape_model"] = np.array([batch, seq, dim], np.int64)
-    inits["scale"] = np.array(1.0 / math.sqrt(dh), np.float32)
-    inits["sqrt2"] = np.array(math.sqrt(2.0), np.float32)
-    inits["one"] = np.array(1.0, np.float32)
-    inits["half"] = np.array(0.5, np.float32)
+    # Scalars are Constant nodes, as torch.onnx.export writes them: they are
+    # not parameters.
+    consts = {"scale": 1.0 / math.sqrt(dh), "sqrt2": math.sqrt(2.0), "one": 1.0, "half": 0.5}
 
     def lin(x, name, out):
         return [helper.make_node("MatMul", [x, name + ".weight"], [out + "_mm"], name=f"/{name}/MatMul"),
                 helper.make_node("Add", [out + "_mm", name + ".bias"], [out], name=f"/{name}/Add")]
 
-    n = []
+    n = [helper.make_node("Constant", [], [k], name=f"/Constant_{k}",
+                          value=numpy_helper.from_array(np.array(v, np.float32), k))
+         for k, v in consts.items()]
     n.append(helper.make_node("LayerNormalization", ["input", "ln1.weight", "ln1.bias"], ["x1"],
                               name="/ln1/LayerNormalization", axis=-1, epsilon=1e-5))
     for p in ("q", "k", "v"):
