@@ -570,3 +570,42 @@ func.func @identity_type(%x: tensor<3xf64>) {
   return
 }
 
+// -----
+
+func.func @sqrt_int(%x: tensor<3xi32>) {
+  // expected-error @+1 {{'amp.sqrt' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<3xi32>'}}
+  %r = "amp.sqrt"(%x) : (tensor<3xi32>) -> tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @log_result_type(%x: tensor<3xf32>) {
+  // expected-error @+1 {{'amp.log' op requires the same type for all operands and results}}
+  %r = "amp.log"(%x) : (tensor<3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @erf_bool(%x: tensor<3xi1>) {
+  // expected-error @+1 {{'amp.erf' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<3xi1>'}}
+  %r = "amp.erf"(%x) : (tensor<3xi1>) -> tensor<3xi1>
+  return
+}
+
+// -----
+
+func.func @tanh_result_type(%x: tensor<3xbf16>) {
+  // expected-error @+1 {{'amp.tanh' op requires the same type for all operands and results}}
+  %r = "amp.tanh"(%x) : (tensor<3xbf16>) -> tensor<3xf16>
+  return
+}
+
+// -----
+
+func.func @leaky_relu_alpha_type(%x: tensor<3xf32>) {
+  // expected-error @+1 {{'amp.leaky_relu' op attribute 'alpha' failed to satisfy constraint: 32-bit float attribute}}
+  %r = "amp.leaky_relu"(%x) {alpha = 1 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+  return
+}
