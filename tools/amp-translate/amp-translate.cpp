@@ -41,6 +41,11 @@ static cl::list<std::string> constInputs(
     "const-input",
     cl::desc("Bind a graph input to the TensorProto in a .pb file (name=file.pb)"),
     cl::value_desc("name=file.pb"), cl::cat(category));
+static cl::opt<bool> noLocations(
+    "no-locations",
+    cl::desc("Do not print op locations (the ONNX node names); by default they "
+             "are printed so that later tools can name the user's nodes"),
+    cl::cat(category));
 static cl::opt<int64_t> inlineLimit(
     "inline-limit",
     cl::desc("Print tensors up to this many elements inline, larger ones as resources"),
@@ -100,7 +105,10 @@ int main(int argc, char **argv) {
     errs() << "amp-translate: error: cannot write '" << outputFile << "': " << err << "\n";
     return 1;
   }
-  module->print(out->os(), mlir::OpPrintingFlags());
+  mlir::OpPrintingFlags flags;
+  if (!noLocations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(out->os(), flags);
   out->os().flush();
   if (out->os().has_error()) {
     errs() << "amp-translate: error: writing '" << outputFile << "' failed\n";

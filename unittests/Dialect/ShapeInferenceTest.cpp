@@ -54,12 +54,13 @@ Type tensor(MLIRContext *ctx, ArrayRef<int64_t> shape) {
 
 TEST_F(ShapeInference, MatMulBroadcastsBatchAndPromotesVectors) {
   Location loc = UnknownLoc::get(&ctx);
-  auto m = MatMulOp::create(builder, loc, arg({2, 1, 3, 4}), arg({5, 4, 6}));
+  auto m = MatMulOp::create(builder, loc, arg({2, 1, 3, 4}), arg({5, 4, 6}),
+                            TypeAttr());
   EXPECT_EQ(m.getType(), tensor(&ctx, {2, 5, 3, 6}));
-  auto v = MatMulOp::create(builder, loc, arg({4}), arg({3, 4, 6}));
+  auto v = MatMulOp::create(builder, loc, arg({4}), arg({3, 4, 6}), TypeAttr());
   EXPECT_EQ(v.getType(), tensor(&ctx, {3, 6}));
   auto d = MatMulOp::create(builder, loc, arg({ShapedType::kDynamic, 7, 4}),
-                            arg({4, 8}));
+                            arg({4, 8}), TypeAttr());
   EXPECT_EQ(d.getType(), tensor(&ctx, {ShapedType::kDynamic, 7, 8}));
 }
 
@@ -67,7 +68,8 @@ TEST_F(ShapeInference, GemmTransposes) {
   auto g = GemmOp::create(builder, UnknownLoc::get(&ctx), arg({4, 3}),
                           arg({5, 4}), arg({5}), builder.getF32FloatAttr(1.0f),
                           builder.getF32FloatAttr(1.0f),
-                          builder.getBoolAttr(true), builder.getBoolAttr(true));
+                          builder.getBoolAttr(true), builder.getBoolAttr(true),
+                          TypeAttr());
   EXPECT_EQ(g.getType(), tensor(&ctx, {3, 5}));
 }
 
@@ -77,7 +79,7 @@ TEST_F(ShapeInference, ConvAndPoolOutputSizes) {
   auto c = ConvOp::create(builder, loc, arg({1, 1, 5, 5}), arg({1, 1, 3, 3}),
                           Value(), "NOTSET", nullptr, 1, nullptr,
                           builder.getDenseI64ArrayAttr({1, 1, 1, 1}),
-                          builder.getDenseI64ArrayAttr({2, 2}));
+                          builder.getDenseI64ArrayAttr({2, 2}), TypeAttr());
   EXPECT_EQ(c.getType(), tensor(&ctx, {1, 1, 3, 3}));
   // maxpool_2d_ceil: 4x4, kernel 3, stride 2, ceil -> 2x2.
   auto p = MaxPoolOp::create(builder, loc, arg({1, 1, 4, 4}), "NOTSET", true,

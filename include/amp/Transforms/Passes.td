@@ -21,4 +21,45 @@ def AMPFoldCasts : Pass<"amp-fold-casts"> {
   let dependentDialects = ["::mlir::amp::AMPDialect"];
 }
 
+def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
+  let summary = "Put every op in the precision its policy class allows";
+  let description = [{
+    Classes (AMP-REFERENCE.md section 2): `lower` ops (matrix products,
+    convolutions) compute in the target type and accumulate in f32 (the
+    `accumulate` attribute says so); `fp32` ops (softmax, normalisation,
+    reductions, exp / log / pow, losses) compute in f32; `follow` ops compute
+    in the target type only when every activation input already is; `promote`
+    ops cast mixed inputs to the widest. Parameters (`amp.param`) stay f32
+    masters and are cast once per function per type; integer and boolean
+    values are never touched; function results keep their declared types
+    (unless keep-io-types=false). Ops carrying `amp.differentiates = "<node>"`
+    (backward ops) take the precision of that forward node unless the policy
+    names them.
+
+    The policy is data: policies/default.json is compiled in; `policy=<file>`
+    amends it (or replaces it with "extends": "none"). `report=<file>` writes
+    one JSON entry per op (node, op, class, compute_type, accumulate, reason)
+    and a summary; `dot=<file>` a Graphviz picture coloured by precision (SVG
+    and PNG too when `dot` is installed); `why=<node>` explains one decision
+    as a remark.
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"f16\"",
+           "Low-precision type: f16 or bf16">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "JSON policy file amending (or replacing) the default">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write the per-op decision report (JSON) here">,
+    Option<"dot", "dot", "std::string", /*default=*/"\"\"",
+           "Write a Graphviz picture of the result here (.dot)">,
+    Option<"keepIOTypes", "keep-io-types", "bool", /*default=*/"true",
+           "Keep float inputs and results in their declared types">,
+    ListOption<"blockList", "block-list", "std::string",
+               "ONNX node names to keep in fp32">,
+    Option<"why", "why", "std::string", /*default=*/"\"\"",
+           "Explain the decision for this node (a remark)">
+  ];
+}
+
 #endif // AMP_TRANSFORMS_PASSES_TD

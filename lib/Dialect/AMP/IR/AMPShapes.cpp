@@ -203,6 +203,20 @@ FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r,
   return out;
 }
 
+/// `accumulate` (matrix products, convolution): f32, or the operand type.
+LogicalResult checkAccumulate(const Rules &r, std::optional<Type> acc,
+                              Type operandElt) {
+  if (!acc)
+    return success();
+  if (!isa<FloatType>(operandElt))
+    return r.fail("accumulate is only meaningful for float operands, got ",
+                  operandElt);
+  if (!acc->isF32() && *acc != operandElt)
+    return r.fail("accumulate type ", *acc, " must be f32 or the operand type ",
+                  operandElt);
+  return success();
+}
+
 LogicalResult checkReduction(const Rules &r, StringRef reduction) {
   if (reduction == "mean" || reduction == "sum" || reduction == "none")
     return success();
@@ -366,6 +380,8 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
   if (failed(a) || failed(b) ||
       failed(r.sameElementType(*a, *b, "lhs", "rhs")))
     return failure();
+  if (failed(checkAccumulate(r, adaptor.getAccumulate(), a->getElementType())))
+    return failure();
   if (a->getRank() == 0 || b->getRank() == 0)
     return r.fail("operands must have rank >= 1, got ",
                   shapeString(a->getShape()), " and ",
@@ -403,6 +419,8 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
   auto a = r.ranked(adaptor.getA(), "a");
   auto b = r.ranked(adaptor.getB(), "b");
   if (failed(a) || failed(b) || failed(r.sameElementType(*a, *b, "a", "b")))
+    return failure();
+  if (failed(checkAccumulate(r, adaptor.getAccumulate(), a->getElementType())))
     return failure();
   if (a->getRank() != 2 || b->getRank() != 2)
     return r.fail("a and b must be 2-D, got ", shapeString(a->getShape()),
@@ -442,6 +460,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   auto x = r.ranked(adaptor.getX(), "x");
   auto w = r.ranked(adaptor.getW(), "w");
   if (failed(x) || failed(w) || failed(r.sameElementType(*x, *w, "x", "w")))
+    return failure();
+  if (failed(checkAccumulate(r, adaptor.getAccumulate(), x->getElementType())))
     return failure();
   if (x->getRank() < 3)
     return r.fail("x must be [N, C, D1, ...] with at least one spatial dim, "

@@ -102,7 +102,8 @@ def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure]> {
     Batched matrix product: 1-D operands are promoted and the promoted
     dimension removed, leading (batch) dimensions broadcast.
   }];
-  let arguments = (ins AMP_NumTensor:$lhs, AMP_NumTensor:$rhs);
+  let arguments = (ins AMP_NumTensor:$lhs, AMP_NumTensor:$rhs,
+                   OptionalAttr<TypeAttr>:$accumulate);
   let results = (outs AMP_NumTensor:$output);
 }
 
@@ -117,7 +118,8 @@ def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure]> {
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
                    DefaultValuedAttr<F32Attr, "1.0f">:$beta,
                    DefaultValuedAttr<BoolAttr, "false">:$trans_a,
-                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                   OptionalAttr<TypeAttr>:$accumulate);
   let results = (outs AMP_NumTensor:$output);
 }
 
@@ -136,7 +138,8 @@ def AMP_ConvOp : AMP_InferredOp<"conv", [Pure]> {
                    DefaultValuedAttr<I64Attr, "1">:$group,
                    OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$pads,
-                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+                   OptionalAttr<DenseI64ArrayAttr>:$strides,
+                   OptionalAttr<TypeAttr>:$accumulate);
   let results = (outs AMP_FloatTensor:$output);
 }
 

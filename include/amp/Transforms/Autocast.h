@@ -1,0 +1,98 @@
+//===- Autocast.h - precision policy and the autocast rewrite ---*- C++ -*-===//
+//
+// The policy (which op computes in which precision) is data: the default
+// lives in policies/default.json and is compiled in; users replace or amend
+// it from a JSON file, the pass options or this API. runAutocast applies it
+// to one function and returns a per-op report of every decision.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMP_TRANSFORMS_AUTOCAST_H
+#define AMP_TRANSFORMS_AUTOCAST_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::amp {
+
+enum class PrecisionClass { Lower, FP32, Follow, Promote };
+
+llvm::StringRef stringifyPrecisionClass(PrecisionClass c);
+std::optional<PrecisionClass> parsePrecisionClass(llvm::StringRef s);
+
+struct PolicyRule {
+  PrecisionClass cls;
+  /// Accumulation type for `lower` matrix products ("f32" by default).
+  std::string accumulate = "f32";
+  /// Where the rule comes from, for the report ("default policy",
+  /// "policy file p.json", "block list", ...).
+  std::string source;
+};
+
+struct Policy {
+  llvm::StringMap<PolicyRule> ops;   // by op name, e.g. "amp.matmul"
+  llvm::StringMap<PolicyRule> nodes; // by ONNX node name
+
+  /// The compiled-in default (policies/default.json).
+  static Policy getDefault();
+  /// Reads a policy file on top of `base` (replacing it when the file says
+  /// "extends": "none"). Errors name the file and the offending key: bad
+  /// JSON, unknown class, unknown op name (not an op of a loaded dialect).
+  static FailureOr<Policy> load(llvm::StringRef path, const Policy &base,
+                                MLIRContext *ctx,
+                                function_ref<InFlightDiagnostic()> emitError);
+  /// Parses policy JSON text (`source` names it in messages).
+  static FailureOr<Policy> parse(llvm::StringRef text, llvm::StringRef source,
+                                 const Policy &base, MLIRContext *ctx,
+                                 function_ref<InFlightDiagnostic()> emitError);
+};
+
+struct AutocastOptions {
+  /// "f16" or "bf16".
+  std::string target = "f16";
+  Policy policy = Policy::getDefault();
+  /// Keep the float inputs and results of the function in their declared
+  /// types; when false, float graph inputs (not parameters) and results take
+  /// the target type.
+  bool keepIOTypes = true;
+  /// Node names forced to fp32.
+  std::vector<std::string> blockList;
+};
+
+/// One decision, as the report shows it.
+struct AutocastDecision {
+  std::string node, op, cls, computeType, accumulate, reason;
+};
+
+struct AutocastReport {
+  std::string target;
+  std::vector<AutocastDecision> ops;
+  unsigned castsBefore = 0, castsAfter = 0, paramsCast = 0;
+  llvm::json::Value toJSON() const;
+};
+
+/// Rewrites `func` by the options' policy; appends every decision to
+/// `report`. Fails (with an error at the function) when the options are
+/// invalid (target, a block-listed or policy node that no op has).
+LogicalResult runAutocast(func::FuncOp func, const AutocastOptions &options,
+                          AutocastReport &report);
+
+/// The name an op is reported under: its ONNX node name (the NameLoc the
+/// importer gives it) or its printed location.
+std::string nodeNameOf(Operation *op);
+
+/// Writes a Graphviz picture of `func` coloured by element type; when `dot`
+/// is on PATH also renders <path without .dot>.svg and .png. Returns the
+/// files written.
+FailureOr<std::vector<std::string>> writePrecisionGraph(func::FuncOp func,
+                                                        llvm::StringRef path);
+
+} // namespace mlir::amp
+
+#endif // AMP_TRANSFORMS_AUTOCAST_H

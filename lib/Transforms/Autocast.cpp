@@ -1,0 +1,622 @@
+//===- Autocast.cpp - amp-autocast ---------------------------------------===//
+//
+// Puts every amp op in the precision the policy gives its class:
+//
+//   lower    computes in the target type (f16 / bf16), accumulating in f32;
+//   fp32     computes in f32;
+//   follow   computes in the target type only when every activation input
+//            is already in it, else in f32;
+//   promote  casts mixed inputs to the widest.
+//
+// Parameters (amp.param arguments) and constants are "weak": they never
+// force a type on a follow / promote op, and are cast to whatever the op
+// computes in, once per (value, type), right after their definition, so an
+// f32 master weight is cast exactly once however many ops read it. Casts back
+// to a wider type appear only where an op or a function result needs them;
+// amp-fold-casts then removes exact round trips. Integer and boolean values
+// are never touched.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Transforms/Autocast.h"
+#include "amp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::amp {
+#define GEN_PASS_DEF_AMPAUTOCAST
+#include "amp/Transforms/Passes.h.inc"
+} // namespace mlir::amp
+
+using namespace mlir;
+using namespace mlir::amp;
+
+std::string mlir::amp::nodeNameOf(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (auto n = dyn_cast<NameLoc>(l))
+        return n.getName().str();
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return (f.getFilename().getValue() + ":" + llvm::Twine(f.getLine()) + ":" +
+            llvm::Twine(f.getColumn()))
+        .str();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+static std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+static FloatType floatElement(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t ? dyn_cast<FloatType>(t.getElementType()) : FloatType();
+}
+
+namespace {
+
+class Autocaster {
+public:
+  Autocaster(func::FuncOp func, const AutocastOptions &opts,
+             AutocastReport &report, Type low)
+      : func(func), opts(opts), report(report), low(low),
+        f32(Float32Type::get(func.getContext())), b(func.getContext()) {
+    for (const auto &n : opts.blockList)
+      blocked.insert(n);
+  }
+
+  LogicalResult run();
+
+  /// Node names seen in this function, for the unknown-name check.
+  llvm::StringSet<> seenNodes;
+
+private:
+  struct Decision {
+    PrecisionClass cls;
+    Type compute; // null: untouched
+    std::string reason;
+    std::string accumulate;
+  };
+
+  Decision decide(Operation *op, ArrayRef<Value> floats);
+  Value castTo(Value v, Type elt);
+  bool isWeak(Value v) const { return weak.contains(v); }
+  static Type widest(ArrayRef<Type> types, Type f32);
+
+  func::FuncOp func;
+  const AutocastOptions &opts;
+  AutocastReport &report;
+  Type low, f32;
+  OpBuilder b;
+  llvm::StringSet<> blocked;
+  DenseMap<std::pair<Value, Type>, Value> castCache;
+  DenseSet<Value> weak;
+  DenseSet<Value> castParams;
+  DenseMap<Value, Type> originalType; // values whose type the pass changed
+  llvm::StringMap<Decision> byNode;
+};
+
+Type Autocaster::widest(ArrayRef<Type> types, Type f32) {
+  Type w;
+  for (Type t : types) {
+    if (!w)
+      w = t;
+    else if (w != t)
+      w = f32; // f16 with bf16, or either with f32: only f32 holds both
+  }
+  return w ? w : f32;
+}
+
+Value Autocaster::castTo(Value v, Type elt) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getElementType() == elt)
+    return v;
+  auto key = std::make_pair(v, elt);
+  if (Value c = castCache.lookup(key))
+    return c;
+  OpBuilder::InsertionGuard g(b);
+  Location loc = func.getLoc();
+  if (Operation *def = v.getDefiningOp()) {
+    b.setInsertionPointAfter(def);
+    loc = def->getLoc();
+  } else {
+    b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  }
+  Value c = CastOp::create(b, loc, RankedTensorType::get(t.getShape(), elt), v);
+  castCache[key] = c;
+  if (isWeak(v))
+    weak.insert(c);
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (func.getArgAttr(arg.getArgNumber(), "amp.param") && elt == low)
+      castParams.insert(v);
+  return c;
+}
+
+Autocaster::Decision Autocaster::decide(Operation *op,
+                                        ArrayRef<Value> floats) {
+  std::string name = nodeNameOf(op);
+  llvm::StringRef opName = op->getName().getStringRef();
+  std::optional<PolicyRule> rule;
+  std::string why;
+  if (blocked.contains(name)) {
+    rule = PolicyRule{PrecisionClass::FP32, "f32", "block list"};
+    why = "node '" + name + "' is on the block list";
+  } else if (auto it = opts.policy.nodes.find(name);
+             it != opts.policy.nodes.end()) {
+    rule = it->second;
+    why = "node override in " + it->second.source;
+  } else if (auto fwd = op->getAttrOfType<StringAttr>("amp.differentiates")) {
+    auto f = byNode.find(fwd.getValue());
+    if (f != byNode.end()) {
+      Decision d = f->second;
+      d.reason = "backward of '" + fwd.getValue().str() + "', which is " +
+                 stringifyPrecisionClass(d.cls).str() + " in " +
+                 (d.compute ? typeName(d.compute) : std::string("its types"));
+      return d;
+    }
+  }
+  if (!rule) {
+    if (auto it = opts.policy.ops.find(opName); it != opts.policy.ops.end()) {
+      rule = it->second;
+      why = it->second.source + " lists " + opName.str() + " as " +
+            stringifyPrecisionClass(it->second.cls).str();
+    } else {
+      rule = PolicyRule{PrecisionClass::FP32, "f32", "fallback"};
+      why = opName.str() + " is not in the policy: fp32, the safe default";
+    }
+  }
+
+  Decision d{rule->cls, Type(), why, ""};
+  SmallVector<Type> strong, all;
+  Value decidingInput;
+  for (Value v : floats) {
+    Type t = floatElement(v);
+    all.push_back(t);
+    if (!isWeak(v)) {
+      strong.push_back(t);
+      if (!decidingInput || t != low)
+        decidingInput = v;
+    }
+  }
+  auto describe = [&](Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      "amp.input"))
+        return "input '" + in.getValue().str() + "'";
+      return "argument #" + std::to_string(arg.getArgNumber());
+    }
+    return "'" + nodeNameOf(v.getDefiningOp()) + "'";
+  };
+  switch (rule->cls) {
+  case PrecisionClass::Lower:
+    d.compute = low;
+    d.accumulate = rule->accumulate;
+    break;
+  case PrecisionClass::FP32:
+    d.compute = f32;
+    break;
+  case PrecisionClass::Follow:
+    if (strong.empty()) {
+      d.compute = widest(all, f32);
+      d.reason += "; only parameters / constants in: keeps " +
+                  typeName(d.compute);
+    } else if (llvm::all_of(strong, [&](Type t) { return t == low; })) {
+      d.compute = low;
+      d.reason += "; every activation input is " + typeName(low) + " (from " +
+                  describe(decidingInput) + ")";
+    } else {
+      d.compute = f32;
+      d.reason += "; input from " + describe(decidingInput) + " is " +
+                  typeName(floatElement(decidingInput));
+    }
+    break;
+  case PrecisionClass::Promote:
+    d.compute = widest(strong.empty() ? all : strong, f32);
+    d.reason += "; widest activation input is " + typeName(d.compute);
+    break;
+  }
+  return d;
+}
+
+LogicalResult Autocaster::run() {
+  Block &entry = func.getBody().front();
+  // Weak values: parameters and constants (and casts / data movement of
+  // them, which stay weak as the walk goes).
+  for (BlockArgument arg : entry.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), "amp.param"))
+      weak.insert(arg);
+  func.walk([&](arith::ConstantOp c) { weak.insert(c.getResult()); });
+
+  // keep-io-types=false: float graph inputs take the target type.
+  if (!opts.keepIOTypes) {
+    SmallVector<Type> argTypes(func.getArgumentTypes());
+    for (BlockArgument arg : entry.getArguments()) {
+      auto t = dyn_cast<RankedTensorType>(arg.getType());
+      if (!t || !isa<FloatType>(t.getElementType()) ||
+          func.getArgAttr(arg.getArgNumber(), "amp.param"))
+        continue;
+      originalType[arg] = t.getElementType();
+      arg.setType(RankedTensorType::get(t.getShape(), low));
+      argTypes[arg.getArgNumber()] = arg.getType();
+    }
+    func.setFunctionType(
+        FunctionType::get(func.getContext(), argTypes, func.getResultTypes()));
+  }
+
+  WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+    if (!isa<AMPDialect>(op->getDialect()) || isa<CastOp>(op))
+      return WalkResult::advance();
+    std::string name = nodeNameOf(op);
+    seenNodes.insert(name);
+    SmallVector<Value> floats;
+    for (Value v : op->getOperands())
+      if (floatElement(v))
+        floats.push_back(v);
+    AutocastDecision rec{name, op->getName().getStringRef().str(), "", "", "",
+                         ""};
+    if (floats.empty()) {
+      rec.cls = "none";
+      rec.computeType = "none";
+      rec.reason = "no float operands: untouched";
+      report.ops.push_back(rec);
+      return WalkResult::advance();
+    }
+    Decision d = decide(op, floats);
+    rec.cls = stringifyPrecisionClass(d.cls).str();
+    rec.computeType = typeName(d.compute);
+    rec.reason = d.reason;
+
+    // Operands to the compute type; weak-only ops keep weak results.
+    bool allWeak = true;
+    for (OpOperand &use : op->getOpOperands()) {
+      if (!floatElement(use.get()))
+        continue;
+      allWeak &= isWeak(use.get());
+      use.set(castTo(use.get(), d.compute));
+    }
+    // Results from the shape rules, on the new operand types.
+    if (auto iface = dyn_cast<InferTypeOpInterface>(op)) {
+      SmallVector<Type> types;
+      if (failed(iface.inferReturnTypes(
+              op->getContext(), op->getLoc(), op->getOperands(),
+              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+              op->getRegions(), types)))
+        return op->emitOpError("autocast: cannot re-infer the result types "
+                               "in ")
+               << d.compute;
+      for (auto [r, t] : llvm::zip(op->getResults(), types)) {
+        if (r.getType() != t) {
+          if (!originalType.count(r))
+            originalType[r] = getElementTypeOrSelf(r.getType());
+          r.setType(t);
+        }
+      }
+    }
+    if (allWeak)
+      for (Value r : op->getResults())
+        weak.insert(r);
+    if (d.cls == PrecisionClass::Lower &&
+        isa<MatMulOp, GemmOp, ConvOp>(op)) {
+      Type acc = d.accumulate == "f16"    ? Type(Float16Type::get(op->getContext()))
+                 : d.accumulate == "bf16" ? Type(BFloat16Type::get(op->getContext()))
+                                          : f32;
+      if (acc != f32 && acc != d.compute)
+        return op->emitOpError("autocast: accumulate type ")
+               << acc << " differs from the compute type " << d.compute
+               << "; only f32 or the compute type can accumulate";
+      op->setAttr("accumulate", TypeAttr::get(acc));
+      rec.accumulate = typeName(acc);
+    }
+    byNode[name] = d;
+    report.ops.push_back(rec);
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+
+  // Users outside the dialect (return, scf, arith) get the types they had.
+  // Casts read any type (a cast from the new type to its own target is the
+  // same value), and the ones this pass made are already right.
+  auto returnOp = cast<func::ReturnOp>(entry.getTerminator());
+  SmallVector<std::pair<OpOperand *, Type>> fixes;
+  for (auto [v, orig] : originalType) {
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<AMPDialect>(user->getDialect()))
+        continue;
+      if (user == returnOp.getOperation() && !opts.keepIOTypes)
+        continue;
+      fixes.push_back({&use, orig});
+    }
+  }
+  for (auto [use, orig] : fixes)
+    use->set(castTo(use->get(), orig));
+
+  // Results: declared types, or the target type when io types are not kept.
+  SmallVector<Type> resultTypes(func.getResultTypes());
+  for (OpOperand &use : returnOp->getOpOperands()) {
+    unsigned i = use.getOperandNumber();
+    Type want = getElementTypeOrSelf(resultTypes[i]);
+    if (!opts.keepIOTypes && isa<FloatType>(want) &&
+        !func.getResultAttr(i, "amp.grad"))
+      want = low;
+    if (isa<FloatType>(want) && floatElement(use.get()))
+      use.set(castTo(use.get(), want));
+    resultTypes[i] = use.get().getType();
+  }
+  func.setFunctionType(FunctionType::get(
+      func.getContext(), func.getArgumentTypes(), resultTypes));
+  report.paramsCast += castParams.size();
+  return success();
+}
+
+} // namespace
+
+static unsigned countCasts(Operation *root) {
+  unsigned n = 0;
+  root->walk([&](CastOp) { ++n; });
+  return n;
+}
+
+LogicalResult mlir::amp::runAutocast(func::FuncOp func,
+                                     const AutocastOptions &opts,
+                                     AutocastReport &report) {
+  MLIRContext *ctx = func.getContext();
+  Type low;
+  if (opts.target == "f16")
+    low = Float16Type::get(ctx);
+  else if (opts.target == "bf16")
+    low = BFloat16Type::get(ctx);
+  else
+    return func.emitError("amp-autocast: target must be f16 or bf16, got '")
+           << opts.target << "'";
+  if (func.isExternal())
+    return success();
+  report.target = opts.target;
+  report.castsBefore += countCasts(func);
+  Autocaster a(func, opts, report, low);
+  if (failed(a.run()))
+    return failure();
+  foldAndMergeCasts(func);
+  report.castsAfter += countCasts(func);
+  return success();
+}
+
+llvm::json::Value AutocastReport::toJSON() const {
+  llvm::json::Array list;
+  std::map<std::string, int64_t> byType;
+  for (const auto &d : ops) {
+    llvm::json::Object o{{"node", d.node},
+                         {"op", d.op},
+                         {"class", d.cls},
+                         {"compute_type", d.computeType},
+                         {"reason", d.reason}};
+    if (!d.accumulate.empty())
+      o["accumulate"] = d.accumulate;
+    list.push_back(std::move(o));
+    ++byType[d.computeType];
+  }
+  llvm::json::Object perType;
+  for (auto &[t, n] : byType)
+    perType[t] = n;
+  return llvm::json::Object{
+      {"target", target},
+      {"ops", std::move(list)},
+      {"summary",
+       llvm::json::Object{
+           {"ops", (int64_t)ops.size()},
+           {"ops_by_compute_type", std::move(perType)},
+           {"casts_before", castsBefore},
+           {"casts_after", castsAfter},
+           {"casts_inserted",
+            (int64_t)castsAfter - (int64_t)castsBefore > 0
+                ? (int64_t)castsAfter - (int64_t)castsBefore
+                : 0},
+           {"params_cast_to_target", paramsCast}}}};
+}
+
+//===----------------------------------------------------------------------===//
+// The picture
+//===----------------------------------------------------------------------===//
+
+static const char *colourOf(Type t) {
+  Type e = getElementTypeOrSelf(t);
+  if (e.isF16())
+    return "#f4a261"; // orange
+  if (e.isBF16())
+    return "#e76f51"; // red-orange
+  if (e.isF32())
+    return "#8ecae6"; // blue
+  return "#e9ecef";   // integers, booleans
+}
+
+static std::string dotEscape(llvm::StringRef s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out.push_back('\\');
+    if (c == '\n')
+      out += "\\n";
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
+FailureOr<std::vector<std::string>>
+mlir::amp::writePrecisionGraph(func::FuncOp func, llvm::StringRef path) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "digraph \"" << dotEscape(func.getSymName()) << "\" {\n"
+     << "  rankdir=TB; node [style=filled, fontname=\"Helvetica\", "
+        "fontsize=10];\n"
+     << "  subgraph cluster_legend { label=\"element type\"; fontsize=10;\n"
+     << "    l16 [label=\"f16\", fillcolor=\"#f4a261\"]; "
+        "lb16 [label=\"bf16\", fillcolor=\"#e76f51\"]; "
+        "l32 [label=\"f32\", fillcolor=\"#8ecae6\"]; "
+        "lint [label=\"int / bool\", fillcolor=\"#e9ecef\"]; }\n";
+  DenseMap<Value, std::string> ids;
+  unsigned next = 0;
+  for (BlockArgument arg : func.getArguments()) {
+    std::string id = "a" + std::to_string(arg.getArgNumber());
+    ids[arg] = id;
+    std::string label;
+    if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.param"))
+      label = "param " + p.getValue().str();
+    else if (auto i = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.input"))
+      label = "input " + i.getValue().str();
+    else
+      label = "arg " + std::to_string(arg.getArgNumber());
+    os << "  " << id << " [shape=box, label=\"" << dotEscape(label) << "\\n"
+       << dotEscape(typeName(arg.getType())) << "\", fillcolor=\""
+       << colourOf(arg.getType()) << "\"];\n";
+  }
+  func.walk([&](Operation *op) {
+    if (op == func.getOperation())
+      return;
+    std::string id = "n" + std::to_string(next++);
+    for (Value r : op->getResults())
+      ids[r] = id;
+    Type shown = op->getNumResults() ? op->getResult(0).getType() : Type();
+    bool isCast = isa<CastOp>(op);
+    std::string label = op->getName().getStringRef().str();
+    if (!isa<func::ReturnOp, arith::ConstantOp>(op) && !isCast)
+      label = nodeNameOf(op) + "\\n" + label;
+    os << "  " << id << " [label=\"" << dotEscape(label);
+    if (shown)
+      os << "\\n" << dotEscape(typeName(shown));
+    os << "\", shape=" << (isCast ? "cds" : "ellipse") << ", fillcolor=\""
+       << (shown ? colourOf(shown) : "#ffffff") << "\"];\n";
+    for (Value v : op->getOperands()) {
+      auto it = ids.find(v);
+      if (it != ids.end())
+        os << "  " << it->second << " -> " << id << ";\n";
+    }
+  });
+  os << "}\n";
+  if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
+        out << text;
+        return llvm::Error::success();
+      }))
+    return LogicalResult(func.emitError("cannot write '")
+                   << path << "': " << llvm::toString(std::move(e)));
+  std::vector<std::string> written{path.str()};
+  if (auto dot = llvm::sys::findProgramByName("dot")) {
+    for (llvm::StringRef fmt : {"svg", "png"}) {
+      llvm::SmallString<256> out(path);
+      llvm::sys::path::replace_extension(out, fmt);
+      std::string flag = ("-T" + fmt).str(), o = ("-o" + out).str();
+      llvm::StringRef args[] = {*dot, flag, o, path};
+      if (llvm::sys::ExecuteAndWait(*dot, args) == 0)
+        written.push_back(out.str().str());
+      else
+        return LogicalResult(func.emitError("graphviz 'dot' failed to render ")
+                       << out);
+    }
+  }
+  return written;
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
+  using AMPAutocastBase::AMPAutocastBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    AutocastOptions opts;
+    opts.target = target;
+    opts.keepIOTypes = keepIOTypes;
+    opts.blockList.assign(blockList.begin(), blockList.end());
+    if (!policy.empty()) {
+      auto p = Policy::load(policy, Policy::getDefault(), &getContext(),
+                            [&] { return module.emitError(); });
+      if (failed(p))
+        return signalPassFailure();
+      opts.policy = std::move(*p);
+    }
+    AutocastReport rep;
+    llvm::StringSet<> seen;
+    std::vector<func::FuncOp> funcs(module.getOps<func::FuncOp>().begin(),
+                                    module.getOps<func::FuncOp>().end());
+    for (func::FuncOp f : funcs) {
+      f.walk([&](Operation *op) {
+        if (isa<AMPDialect>(op->getDialect()))
+          seen.insert(nodeNameOf(op));
+      });
+      if (failed(runAutocast(f, opts, rep)))
+        return signalPassFailure();
+    }
+    // Names that match nothing are mistakes, not no-ops.
+    for (const auto &n : opts.blockList)
+      if (!seen.contains(n)) {
+        module.emitError("amp-autocast: block-list names node '")
+            << n << "', but no op has that name";
+        return signalPassFailure();
+      }
+    if (!policy.empty())
+      for (const auto &kv : opts.policy.nodes)
+        if (!seen.contains(kv.first())) {
+          module.emitError("amp-autocast: ")
+              << kv.second.source << " names node '" << kv.first()
+              << "', but no op has that name";
+          return signalPassFailure();
+        }
+    if (!why.empty()) {
+      bool found = false;
+      for (const auto &d : rep.ops)
+        if (d.node == why) {
+          found = true;
+          module.emitRemark("amp-autocast: node '")
+              << d.node << "' (" << d.op << "): " << d.cls << " -> "
+              << d.computeType
+              << (d.accumulate.empty() ? "" : ", accumulate " + d.accumulate)
+              << ": " << d.reason;
+        }
+      if (!found) {
+        module.emitError("amp-autocast: why=") << why << ": no op has that name";
+        return signalPassFailure();
+      }
+    }
+    if (!report.empty()) {
+      // Written to a temporary file and renamed: never half a report.
+      if (llvm::Error e =
+              llvm::writeToOutput(report, [&](llvm::raw_ostream &out) {
+                out << llvm::formatv("{0:2}", rep.toJSON()) << "\n";
+                return llvm::Error::success();
+              })) {
+        module.emitError("amp-autocast: cannot write report '")
+            << report << "': " << llvm::toString(std::move(e));
+        return signalPassFailure();
+      }
+    }
+    if (!dot.empty()) {
+      if (funcs.empty())
+        return;
+      if (failed(writePrecisionGraph(funcs.front(), dot)))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace

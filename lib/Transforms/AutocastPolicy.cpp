@@ -1,0 +1,204 @@
+//===- AutocastPolicy.cpp - reading precision policies --------------------===//
+//
+// A policy file is JSON:
+//
+//   {
+//     "extends": "default",            // or "none": replace the default
+//     "ops":   { "amp.matmul": {"class": "lower", "accumulate": "f32"},
+//                "amp.exp": "fp32" },   // a class alone is enough
+//     "nodes": { "/fc1/Gemm": "fp32" }  // ONNX node names: overrides
+//   }
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Transforms/Autocast.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+using namespace mlir::amp;
+
+static const char kDefaultPolicy[] =
+#include "DefaultPolicy.inc"
+    ;
+
+llvm::StringRef mlir::amp::stringifyPrecisionClass(PrecisionClass c) {
+  switch (c) {
+  case PrecisionClass::Lower:
+    return "lower";
+  case PrecisionClass::FP32:
+    return "fp32";
+  case PrecisionClass::Follow:
+    return "follow";
+  case PrecisionClass::Promote:
+    return "promote";
+  }
+  return "unknown";
+}
+
+std::optional<PrecisionClass> mlir::amp::parsePrecisionClass(llvm::StringRef s) {
+  if (s == "lower")
+    return PrecisionClass::Lower;
+  if (s == "fp32")
+    return PrecisionClass::FP32;
+  if (s == "follow")
+    return PrecisionClass::Follow;
+  if (s == "promote")
+    return PrecisionClass::Promote;
+  return std::nullopt;
+}
+
+/// ONNX op types users may write by habit, with the op to write instead.
+static llvm::StringRef onnxHint(llvm::StringRef name) {
+  static const std::pair<const char *, const char *> hints[] = {
+      {"MatMul", "amp.matmul"},   {"Gemm", "amp.gemm"},
+      {"Conv", "amp.conv"},       {"Softmax", "amp.softmax"},
+      {"LayerNormalization", "amp.layer_norm"},
+      {"BatchNormalization", "amp.batch_norm"},
+      {"Relu", "amp.relu"},       {"Add", "amp.add"},
+      {"Mul", "amp.mul"},         {"ReduceSum", "amp.reduce_sum"},
+      {"ReduceMean", "amp.reduce_mean"},
+      {"SoftmaxCrossEntropyLoss", "amp.softmax_cross_entropy_loss"}};
+  for (auto [onnx, amp] : hints)
+    if (name == onnx)
+      return amp;
+  return {};
+}
+
+static LogicalResult parseRule(const llvm::json::Value &v, llvm::StringRef key,
+                               llvm::StringRef source, PolicyRule &rule,
+                               function_ref<InFlightDiagnostic()> emitError) {
+  std::string clsName;
+  if (auto s = v.getAsString()) {
+    clsName = s->str();
+  } else if (auto *obj = v.getAsObject()) {
+    for (const auto &kv : *obj)
+      if (kv.first != "class" && kv.first != "accumulate")
+        return emitError() << source << ": '" << key << "': unknown field '"
+                           << kv.first.str()
+                           << "' (known: class, accumulate)";
+    auto cls = obj->getString("class");
+    if (!cls)
+      return emitError() << source << ": '" << key
+                         << "' needs a \"class\" string";
+    clsName = cls->str();
+    if (auto acc = obj->getString("accumulate")) {
+      if (*acc != "f32" && *acc != "f16" && *acc != "bf16")
+        return emitError() << source << ": '" << key << "': accumulate must be "
+                           << "f32, f16 or bf16, got '" << *acc << "'";
+      rule.accumulate = acc->str();
+    } else if (obj->get("accumulate")) {
+      return emitError() << source << ": '" << key
+                         << "': accumulate must be a string";
+    }
+  } else {
+    return emitError() << source << ": '" << key
+                       << "' must be a class name or an object";
+  }
+  auto cls = parsePrecisionClass(clsName);
+  if (!cls)
+    return emitError() << source << ": '" << key << "': unknown class '"
+                       << clsName << "' (known: lower, fp32, follow, promote)";
+  rule.cls = *cls;
+  rule.source = source.str();
+  return success();
+}
+
+FailureOr<Policy>
+Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
+              MLIRContext *ctx, function_ref<InFlightDiagnostic()> emitError) {
+  auto json = llvm::json::parse(text);
+  if (!json) {
+    std::string msg = llvm::toString(json.takeError());
+    return LogicalResult(emitError() << source << ": not valid JSON: " << msg);
+  }
+  auto *root = json->getAsObject();
+  if (!root)
+    return LogicalResult(emitError() << source << ": the policy must be a JSON object");
+  for (const auto &kv : *root)
+    if (kv.first != "ops" && kv.first != "nodes" && kv.first != "extends" &&
+        kv.first != "description")
+      return LogicalResult(emitError()
+                     << source << ": unknown top-level key '" << kv.first.str()
+                     << "' (known: extends, ops, nodes, description)");
+  Policy p = base;
+  if (auto ext = root->getString("extends")) {
+    if (*ext == "none")
+      p = Policy();
+    else if (*ext != "default")
+      return LogicalResult(emitError() << source << ": \"extends\" must be "
+                                 << "\"default\" or \"none\", got '" << *ext
+                                 << "'");
+  }
+  std::vector<std::string> unknown;
+  if (const auto *v = root->get("ops")) {
+    auto *ops = v->getAsObject();
+    if (!ops)
+      return LogicalResult(emitError() << source << ": \"ops\" must be an object");
+    for (const auto &kv : *ops) {
+      llvm::StringRef name = kv.first;
+      if (ctx && !RegisteredOperationName::lookup(name, ctx)) {
+        llvm::StringRef hint = onnxHint(name);
+        unknown.push_back("'" + name.str() + "'" +
+                          (hint.empty() ? std::string()
+                                        : " (did you mean '" + hint.str() +
+                                              "'?)"));
+        continue;
+      }
+      PolicyRule rule;
+      if (failed(parseRule(kv.second, name, source, rule, emitError)))
+        return failure();
+      p.ops[name] = rule;
+    }
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto &u : unknown)
+      list += (list.empty() ? "" : ", ") + u;
+    return LogicalResult(emitError() << source << ": unknown op name(s) " << list
+                               << "; use registered op names such as "
+                                  "'amp.matmul'");
+  }
+  if (const auto *v = root->get("nodes")) {
+    auto *nodes = v->getAsObject();
+    if (!nodes)
+      return LogicalResult(emitError() << source << ": \"nodes\" must be an object");
+    for (const auto &kv : *nodes) {
+      PolicyRule rule;
+      if (failed(parseRule(kv.second, kv.first, source, rule, emitError)))
+        return failure();
+      p.nodes[kv.first] = rule;
+    }
+  }
+  return p;
+}
+
+FailureOr<Policy> Policy::load(llvm::StringRef path, const Policy &base,
+                               MLIRContext *ctx,
+                               function_ref<InFlightDiagnostic()> emitError) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return LogicalResult(emitError() << "cannot read policy file '" << path
+                               << "': " << buf.getError().message());
+  return parse((*buf)->getBuffer(), ("policy file " + path).str(), base, ctx,
+               emitError);
+}
+
+Policy Policy::getDefault() {
+  static const Policy def = [] {
+    Policy p;
+    // The default is checked by a unit test; op names are not validated
+    // here because no context is at hand.
+    auto parsed = parse(kDefaultPolicy, "default policy", Policy(), nullptr,
+                        [] () -> InFlightDiagnostic {
+                          llvm::report_fatal_error(
+                              "the compiled-in default policy is invalid");
+                        });
+    if (succeeded(parsed))
+      p = *parsed;
+    return p;
+  }();
+  return def;
+}
