@@ -499,7 +499,7 @@ mlir::amp::writePrecisionGraph(func::FuncOp func, llvm::StringRef path) {
     bool isCast = isa<CastOp>(op);
     std::string label = op->getName().getStringRef().str();
     if (!isa<func::ReturnOp, arith::ConstantOp>(op) && !isCast)
-      label = nodeNameOf(op) + "\\n" + label;
+      label = nodeNameOf(op) + "\n" + label;
     os << "  " << id << " [label=\"" << dotEscape(label);
     if (shown)
       os << "\\n" << dotEscape(typeName(shown));

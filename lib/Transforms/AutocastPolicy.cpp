@@ -154,6 +154,7 @@ Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
     }
   }
   if (!unknown.empty()) {
+    llvm::sort(unknown); // JSON objects do not keep their order
     std::string list;
     for (const auto &u : unknown)
       list += (list.empty() ? "" : ", ") + u;
