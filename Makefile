@@ -4,7 +4,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: demo test build setup configure clean
+.PHONY: demo test build setup configure clean bench-deps
 
 setup:
 	@scripts/setup.sh
@@ -29,6 +29,10 @@ demo: build
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure
+
+# The peers of the benchmarks in bench/ (TVM, onnxruntime): optional.
+bench-deps: setup
+	.venv/bin/python -m pip install -q -r bench/requirements.txt
 
 clean:
 	rm -rf $(BUILD)

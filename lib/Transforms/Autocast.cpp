@@ -85,9 +85,6 @@ public:
 
   LogicalResult run();
 
-  /// Node names seen in this function, for the unknown-name check.
-  llvm::StringSet<> seenNodes;
-
 private:
   struct Decision {
     PrecisionClass cls;
@@ -111,7 +108,8 @@ private:
   DenseSet<Value> weak;
   DenseSet<Value> castParams;
   DenseMap<Value, Type> originalType; // values whose type the pass changed
-  llvm::StringMap<Decision> byNode;
+  /// Forward decisions by node name, for backward ops.
+  llvm::StringMap<std::pair<PrecisionClass, Type>> byNode;
 };
 
 Type Autocaster::widest(ArrayRef<Type> types, Type f32) {
@@ -166,11 +164,12 @@ Autocaster::Decision Autocaster::decide(Operation *op,
   } else if (auto fwd = op->getAttrOfType<StringAttr>("amp.differentiates")) {
     auto f = byNode.find(fwd.getValue());
     if (f != byNode.end()) {
-      Decision d = f->second;
-      d.reason = "backward of '" + fwd.getValue().str() + "', which is " +
-                 stringifyPrecisionClass(d.cls).str() + " in " +
-                 (d.compute ? typeName(d.compute) : std::string("its types"));
-      return d;
+      auto [cls, compute] = f->second;
+      return Decision{cls, compute,
+                      "backward of '" + fwd.getValue().str() + "', which is " +
+                          stringifyPrecisionClass(cls).str() + " in " +
+                          typeName(compute),
+                      cls == PrecisionClass::Lower ? "f32" : ""};
     }
   }
   if (!rule) {
@@ -243,7 +242,6 @@ LogicalResult Autocaster::run() {
   for (BlockArgument arg : entry.getArguments())
     if (func.getArgAttr(arg.getArgNumber(), "amp.param"))
       weak.insert(arg);
-  func.walk([&](arith::ConstantOp c) { weak.insert(c.getResult()); });
 
   // keep-io-types=false: float graph inputs take the target type.
   if (!opts.keepIOTypes) {
@@ -262,10 +260,13 @@ LogicalResult Autocaster::run() {
   }
 
   WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      weak.insert(c.getResult()); // constants come before their users
+      return WalkResult::advance();
+    }
     if (!isa<AMPDialect>(op->getDialect()) || isa<CastOp>(op))
       return WalkResult::advance();
     std::string name = nodeNameOf(op);
-    seenNodes.insert(name);
     SmallVector<Value> floats;
     for (Value v : op->getOperands())
       if (floatElement(v))
@@ -276,7 +277,7 @@ LogicalResult Autocaster::run() {
       rec.cls = "none";
       rec.computeType = "none";
       rec.reason = "no float operands: untouched";
-      report.ops.push_back(rec);
+      report.ops.push_back(std::move(rec));
       return WalkResult::advance();
     }
     Decision d = decide(op, floats);
@@ -325,8 +326,8 @@ LogicalResult Autocaster::run() {
       op->setAttr("accumulate", TypeAttr::get(acc));
       rec.accumulate = typeName(acc);
     }
-    byNode[name] = d;
-    report.ops.push_back(rec);
+    byNode[name] = {d.cls, d.compute};
+    report.ops.push_back(std::move(rec));
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -557,17 +558,16 @@ struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
       opts.policy = std::move(*p);
     }
     AutocastReport rep;
-    llvm::StringSet<> seen;
     std::vector<func::FuncOp> funcs(module.getOps<func::FuncOp>().begin(),
                                     module.getOps<func::FuncOp>().end());
-    for (func::FuncOp f : funcs) {
-      f.walk([&](Operation *op) {
-        if (isa<AMPDialect>(op->getDialect()))
-          seen.insert(nodeNameOf(op));
-      });
+    for (func::FuncOp f : funcs)
       if (failed(runAutocast(f, opts, rep)))
         return signalPassFailure();
-    }
+    // Every op is in the report under its node name.
+    llvm::StringSet<> seen;
+    if (!opts.blockList.empty() || !opts.policy.nodes.empty())
+      for (const auto &d : rep.ops)
+        seen.insert(d.node);
     // Names that match nothing are mistakes, not no-ops.
     for (const auto &n : opts.blockList)
       if (!seen.contains(n)) {
