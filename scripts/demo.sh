@@ -29,5 +29,31 @@ for m in mlp cnn transformer_block; do
   echo "   $m: $params parameters; ops: ${ops%, }"
 done
 echo
-echo "Autocast, loss scaling, lowering and training are the next steps of the"
-echo "build order (see the README); the files above are in $OUT."
+echo "== 4. Autocast to f16: $BIN/amp-opt mlp.mlir --amp-autocast=\"target=f16 report=... dot=...\""
+"$BIN/amp-opt" "$OUT/mlp.mlir" \
+  --amp-autocast="target=f16 report=$OUT/mlp.autocast.json dot=$OUT/mlp.autocast.dot" \
+  -o "$OUT/mlp.f16.mlir"
+"$BIN/amp-opt" "$OUT/mlp.f16.mlir" --mlir-elide-resource-strings-if-larger=16 \
+  --mlir-elide-elementsattrs-if-larger=8 | sed -n '/^  func.func/,/^  }/p' | sed 's/^  //; s/amp.init = [^,]*, //g'
+echo
+echo "   decisions ($OUT/mlp.autocast.json):"
+.venv/bin/python - "$OUT/mlp.autocast.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for d in r["ops"]:
+    acc = f", accumulate {d['accumulate']}" if "accumulate" in d else ""
+    print(f"   {d['node']:32} {d['op']:32} {d['class']:7} -> {d['compute_type']}{acc}")
+s = r["summary"]
+print(f"   casts inserted: {s['casts_inserted']}, parameters cast to {r['target']}: {s['params_cast_to_target']}")
+PY
+ls "$OUT"/mlp.autocast.* | sed 's/^/   picture \/ report: /'
+for m in cnn transformer_block; do
+  for t in f16 bf16; do
+    "$BIN/amp-opt" "$OUT/$m.mlir" --amp-autocast="target=$t report=$OUT/$m.$t.json" -o /dev/null
+  done
+  .venv/bin/python -c "import json,sys; r=json.load(open('$OUT/$m.f16.json')); print('   $m (f16):', r['summary']['ops_by_compute_type'], 'casts', r['summary']['casts_inserted'])"
+done
+
+echo
+echo "Loss scaling, lowering and training are the next steps of the build"
+echo "order (see the README); the files above are in $OUT."
