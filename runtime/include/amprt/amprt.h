@@ -1,8 +1,25 @@
 /*===- amprt.h - the AMP-MLIR runtime C API ----------------------*- C -*-===*
  *
- * The runtime that compiled training steps call: element types, exact
- * fp16 / bf16 conversions and (as the runtime grows) the kernel ABI. Plain C,
- * no MLIR; errors are returned as codes, never by abort.
+ * The runtime that compiled training steps call, and that tests, the Python
+ * package and hand-written programs call the same way. Plain C, no MLIR.
+ *
+ *  - a context bound to a device ("cpu" now; "cuda" where built with CUDA);
+ *  - tensors: pointer, element type, shape, strides (in elements; a stride
+ *    of 0 broadcasts);
+ *  - an arena allocator (one block, offsets planned by the compiler);
+ *  - the kernel ABI: one function per op, element types in the tensor
+ *    descriptors of each call;
+ *  - the loss-scaling kernels, optimizer steps that read found_inf, gradient
+ *    clipping;
+ *  - checkpoints (safetensors) and metrics (JSON lines).
+ *
+ * Every function returns an amprt_status; on error amprt_last_error() holds
+ * one message naming the kernel and the problem. Nothing aborts.
+ *
+ * Numerics: f16 / bf16 results are the correctly rounded (nearest even)
+ * values of the f32 computation, exactly as a GPU stores them; matrix
+ * products and convolutions on f16 / bf16 accumulate in f32; elementwise ops
+ * on f16 / bf16 compute in f32 and round once.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -16,12 +33,14 @@
 extern "C" {
 #endif
 
+/*--- Types and errors -----------------------------------------------------*/
+
 /* Element types, numbered as in the compiler's lowering. */
 typedef enum amprt_dtype {
   AMPRT_F32 = 0,
   AMPRT_F16 = 1,
   AMPRT_BF16 = 2,
-  AMPRT_I1 = 3,
+  AMPRT_I1 = 3, /* one byte per element, 0 or 1 */
   AMPRT_I8 = 4,
   AMPRT_I16 = 5,
   AMPRT_I32 = 6,
@@ -41,11 +60,14 @@ typedef enum amprt_status {
   AMPRT_ERR_OUT_OF_MEMORY = 3,
   AMPRT_ERR_IO = 4,
   AMPRT_ERR_NO_DEVICE = 5,
-  AMPRT_ERR_NUMERIC = 6
+  AMPRT_ERR_NUMERIC = 6,
+  AMPRT_ERR_FORMAT = 7
 } amprt_status;
 
 /* The message of the last error on this thread ("" if none). */
 const char *amprt_last_error(void);
+/* Name of a status ("AMPRT_ERR_IO", ...). */
+const char *amprt_status_name(amprt_status s);
 
 /* Name ("f32", "bf16", ...) and size in bytes of an element type; NULL / 0
  * for an invalid value. */
@@ -63,9 +85,432 @@ uint16_t amprt_f32_to_bf16(float x);
 float amprt_bf16_to_f32(uint16_t b);
 
 /* Converts n elements between any two float element types (f32, f16,
- * bf16), using the widest vector instructions this CPU has. */
+ * bf16), using the vector instructions this CPU has. */
 amprt_status amprt_convert(const void *src, amprt_dtype src_type, void *dst,
                            amprt_dtype dst_type, size_t n);
+
+#define AMPRT_MAX_RANK 8
+
+typedef struct amprt_tensor {
+  void *data;
+  amprt_dtype dtype;
+  int32_t rank;
+  int64_t shape[AMPRT_MAX_RANK];
+  int64_t strides[AMPRT_MAX_RANK]; /* in elements; 0 broadcasts */
+} amprt_tensor;
+
+/* A contiguous (row-major) descriptor. */
+amprt_tensor amprt_tensor_make(void *data, amprt_dtype dtype, int32_t rank,
+                               const int64_t *shape);
+int64_t amprt_tensor_numel(const amprt_tensor *t);
+/* 1 when the strides are the row-major ones of the shape. */
+int amprt_tensor_is_contiguous(const amprt_tensor *t);
+
+/*--- Context, device, memory ----------------------------------------------*/
+
+typedef struct amprt_context amprt_context;
+
+/* device: "cpu", or "cuda" / "cuda:N" (AMPRT_ERR_NO_DEVICE without one). */
+amprt_status amprt_context_create(const char *device, amprt_context **out);
+void amprt_context_destroy(amprt_context *ctx);
+const char *amprt_context_device(const amprt_context *ctx);
+/* Seeds the context's random generator (dropout). */
+void amprt_context_seed(amprt_context *ctx, uint64_t seed);
+/* The generator state, for checkpoints. */
+uint64_t amprt_context_rng_state(const amprt_context *ctx);
+void amprt_context_set_rng_state(amprt_context *ctx, uint64_t state);
+
+/* CPU features found at run time (bit set of AMPRT_CPU_*). */
+enum {
+  AMPRT_CPU_AVX2 = 1 << 0,
+  AMPRT_CPU_F16C = 1 << 1,
+  AMPRT_CPU_AVX512F = 1 << 2,
+  AMPRT_CPU_AVX512_BF16 = 1 << 3,
+  AMPRT_CPU_AVX512_FP16 = 1 << 4,
+  AMPRT_CPU_AMX_BF16 = 1 << 5
+};
+uint32_t amprt_cpu_features(void);
+/* "avx2 f16c avx512f avx512_bf16 ..." */
+const char *amprt_cpu_features_string(void);
+
+/* One block of device memory; the compiler's memory plan places every
+ * intermediate at an offset in it. */
+typedef struct amprt_arena amprt_arena;
+amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
+                                amprt_arena **out);
+void amprt_arena_destroy(amprt_arena *arena);
+void *amprt_arena_base(amprt_arena *arena);
+size_t amprt_arena_size(const amprt_arena *arena);
+/* base + offset, checked against the arena's size. */
+amprt_status amprt_arena_at(amprt_arena *arena, size_t offset, size_t bytes,
+                            void **out);
+
+/*--- Elementwise ----------------------------------------------------------*
+ * Inputs broadcast to the output's shape (numpy rules). Float ops compute
+ * in f32 (f64 for the reference tests' purposes is not used) and round
+ * once to the output type. */
+
+typedef enum amprt_unary_op {
+  AMPRT_UNARY_IDENTITY = 0,
+  AMPRT_UNARY_RELU,
+  AMPRT_UNARY_SQRT,
+  AMPRT_UNARY_EXP,
+  AMPRT_UNARY_LOG,
+  AMPRT_UNARY_ERF,
+  AMPRT_UNARY_TANH,
+  AMPRT_UNARY_SIGMOID,
+  AMPRT_UNARY_GELU,      /* x * Phi(x), erf form */
+  AMPRT_UNARY_GELU_TANH, /* tanh approximation */
+  AMPRT_UNARY_LEAKY_RELU /* uses alpha */
+} amprt_unary_op;
+
+typedef enum amprt_binary_op {
+  AMPRT_BINARY_ADD = 0,
+  AMPRT_BINARY_SUB,
+  AMPRT_BINARY_MUL,
+  AMPRT_BINARY_DIV,
+  AMPRT_BINARY_POW,
+  AMPRT_BINARY_MAX,
+  AMPRT_BINARY_MIN
+} amprt_binary_op;
+
+amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
+                         const amprt_tensor *x, amprt_tensor *y);
+amprt_status amprt_binary(amprt_context *ctx, amprt_binary_op op,
+                          const amprt_tensor *a, const amprt_tensor *b,
+                          amprt_tensor *y);
+/* y = cond ? a : b (cond is i1). */
+amprt_status amprt_where(amprt_context *ctx, const amprt_tensor *cond,
+                         const amprt_tensor *a, const amprt_tensor *b,
+                         amprt_tensor *y);
+/* Element type change with the rules of amp.cast: floats round to nearest
+ * even, float -> int truncates toward zero, anything -> i1 is x != 0. */
+amprt_status amprt_cast(amprt_context *ctx, const amprt_tensor *x,
+                        amprt_tensor *y);
+/* Strided copy (transpose, expand, slice, reshape of contiguous data: the
+ * caller describes the source view). Same element type. */
+amprt_status amprt_copy(amprt_context *ctx, const amprt_tensor *x,
+                        amprt_tensor *y);
+/* Concatenation along axis. */
+amprt_status amprt_concat(amprt_context *ctx, const amprt_tensor *inputs,
+                          int32_t count, int32_t axis, amprt_tensor *y);
+/* ONNX Gather along axis; indices i32 / i64, negative counts from the end,
+ * out of range is AMPRT_ERR_INVALID_ARGUMENT. */
+amprt_status amprt_gather(amprt_context *ctx, const amprt_tensor *data,
+                          const amprt_tensor *indices, int32_t axis,
+                          amprt_tensor *y);
+/* Inverted dropout: y = x * mask / (1 - ratio), mask drawn from the
+ * context's generator (or all ones when ratio == 0). mask may be NULL. */
+amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
+                           float ratio, amprt_tensor *y, amprt_tensor *mask);
+
+/*--- Reductions and normalisation -----------------------------------------*
+ * Reductions accumulate in f32 (f16 / bf16 inputs) and round once. `axes`
+ * lists the reduced dims of x (normalised, ascending); y has x's rank with
+ * those dims of size 1 (keepdims form: callers reshape). */
+
+typedef enum amprt_reduce_op {
+  AMPRT_REDUCE_SUM = 0,
+  AMPRT_REDUCE_MEAN,
+  AMPRT_REDUCE_MAX
+} amprt_reduce_op;
+
+amprt_status amprt_reduce(amprt_context *ctx, amprt_reduce_op op,
+                          const amprt_tensor *x, const int32_t *axes,
+                          int32_t naxes, amprt_tensor *y);
+/* Softmax / log-softmax along one axis, computed in f32. */
+amprt_status amprt_softmax(amprt_context *ctx, const amprt_tensor *x,
+                           int32_t axis, int log, amprt_tensor *y);
+/* Layer norm over the dims from `axis` on; mean and inv_std_dev are f32 with
+ * shape x[:axis] (+ ones). scale / bias broadcast to x[axis:]; bias may be
+ * NULL. */
+amprt_status amprt_layer_norm(amprt_context *ctx, const amprt_tensor *x,
+                              const amprt_tensor *scale,
+                              const amprt_tensor *bias, int32_t axis,
+                              float epsilon, amprt_tensor *y,
+                              amprt_tensor *mean, amprt_tensor *inv_std_dev);
+/* Batch norm over [N, C, ...]. Training: normalise with the batch
+ * statistics (biased variance), write running_mean / running_var as
+ * momentum * old + (1 - momentum) * batch (unbiased variance, as ONNX and
+ * PyTorch), and the batch mean / inverse std (f32, [C]) for the backward
+ * pass when save_mean / save_inv_std are not NULL. Inference: normalise
+ * with mean / var, running outputs are copies. */
+amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x,
+                              const amprt_tensor *scale,
+                              const amprt_tensor *bias,
+                              const amprt_tensor *mean, const amprt_tensor *var,
+                              float epsilon, float momentum, int training,
+                              amprt_tensor *y, amprt_tensor *running_mean,
+                              amprt_tensor *running_var,
+                              amprt_tensor *save_mean,
+                              amprt_tensor *save_inv_std);
+
+/*--- Matrix products and convolution ----------------------------------------*
+ * f32 / f16 / bf16 inputs (a and b of one type), f32 accumulation, output in
+ * the output tensor's type (rounded once). oneDNN does the work (AMX /
+ * AVX512-BF16 for bf16 where the CPU has them). */
+
+/* y = alpha * op(a) @ op(b) + beta * c, a / b 2-D, c broadcast to [M, N]
+ * (may be NULL). */
+amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a,
+                        const amprt_tensor *b, const amprt_tensor *c,
+                        float alpha, float beta, int trans_a, int trans_b,
+                        amprt_tensor *y);
+/* numpy matmul: batch dims broadcast, 1-D operands promoted. */
+amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
+                          const amprt_tensor *b, amprt_tensor *y);
+
+typedef struct amprt_conv_params {
+  int32_t spatial; /* number of spatial dims, 1 to 3 */
+  int64_t strides[3], dilations[3];
+  int64_t pads_begin[3], pads_end[3];
+  int64_t group;
+} amprt_conv_params;
+
+/* y = conv(x, w) + bias; x [N, C, D...], w [M, C/group, K...], bias [M]
+ * or NULL. */
+amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x,
+                        const amprt_tensor *w, const amprt_tensor *bias,
+                        const amprt_conv_params *p, amprt_tensor *y);
+/* Gradients of amprt_conv: dx and / or dw and / or db (NULL to skip). */
+amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tensor *x,
+                                 const amprt_tensor *w, const amprt_tensor *dy,
+                                 const amprt_conv_params *p, amprt_tensor *dx,
+                                 amprt_tensor *dw, amprt_tensor *db);
+
+typedef struct amprt_pool_params {
+  int32_t spatial;
+  int64_t kernel[3], strides[3], dilations[3];
+  int64_t pads_begin[3], pads_end[3];
+  int32_t count_include_pad; /* average pooling */
+} amprt_pool_params;
+
+/* Max pooling; indices (i64, may be NULL) are flat row-major positions in
+ * x, as ONNX's MaxPool Indices output. */
+amprt_status amprt_max_pool(amprt_context *ctx, const amprt_tensor *x,
+                            const amprt_pool_params *p, amprt_tensor *y,
+                            amprt_tensor *indices);
+amprt_status amprt_average_pool(amprt_context *ctx, const amprt_tensor *x,
+                                const amprt_pool_params *p, amprt_tensor *y);
+
+/*--- Losses ------------------------------------------------------------------*
+ * scores [N, C, D...] (f32 / f16 / bf16; computed in f32), labels [N, D...]
+ * i32 / i64, weights [C] or NULL, ignore_index used when has_ignore_index.
+ * reduction: 0 none, 1 sum, 2 mean (weighted mean over non-ignored). */
+
+typedef enum amprt_reduction {
+  AMPRT_REDUCTION_NONE = 0,
+  AMPRT_REDUCTION_SUM = 1,
+  AMPRT_REDUCTION_MEAN = 2
+} amprt_reduction;
+
+amprt_status amprt_softmax_cross_entropy(
+    amprt_context *ctx, const amprt_tensor *scores, const amprt_tensor *labels,
+    const amprt_tensor *weights, amprt_reduction reduction,
+    int has_ignore_index, int64_t ignore_index, amprt_tensor *loss,
+    amprt_tensor *log_prob);
+amprt_status amprt_nll_loss(amprt_context *ctx, const amprt_tensor *log_prob,
+                            const amprt_tensor *labels,
+                            const amprt_tensor *weights,
+                            amprt_reduction reduction, int has_ignore_index,
+                            int64_t ignore_index, amprt_tensor *loss);
+
+/*--- Backward kernels ------------------------------------------------------*/
+
+/* dx = dy * f'(x) for relu, sigmoid, tanh, gelu (both forms), leaky_relu
+ * (alpha), exp, log, sqrt, erf; x is the forward input. */
+amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op,
+                              float alpha, const amprt_tensor *x,
+                              const amprt_tensor *dy, amprt_tensor *dx);
+/* From the forward output y: dx = y * (dy - sum(dy * y)) (softmax) or
+ * dy - exp(y) * sum(dy) (log-softmax). */
+amprt_status amprt_softmax_grad(amprt_context *ctx, const amprt_tensor *y,
+                                const amprt_tensor *dy, int32_t axis, int log,
+                                amprt_tensor *dx);
+amprt_status amprt_layer_norm_grad(amprt_context *ctx, const amprt_tensor *x,
+                                   const amprt_tensor *scale,
+                                   const amprt_tensor *mean,
+                                   const amprt_tensor *inv_std_dev,
+                                   const amprt_tensor *dy, int32_t axis,
+                                   amprt_tensor *dx, amprt_tensor *dscale,
+                                   amprt_tensor *dbias);
+/* Training-mode batch norm backward from the saved batch statistics. */
+amprt_status amprt_batch_norm_grad(amprt_context *ctx, const amprt_tensor *x,
+                                   const amprt_tensor *scale,
+                                   const amprt_tensor *save_mean,
+                                   const amprt_tensor *save_inv_std,
+                                   const amprt_tensor *dy, amprt_tensor *dx,
+                                   amprt_tensor *dscale, amprt_tensor *dbias);
+amprt_status amprt_max_pool_grad(amprt_context *ctx, const amprt_tensor *dy,
+                                 const amprt_tensor *indices, amprt_tensor *dx);
+amprt_status amprt_average_pool_grad(amprt_context *ctx,
+                                     const amprt_tensor *dy,
+                                     const amprt_pool_params *p,
+                                     amprt_tensor *dx);
+/* Gradient of the loss w.r.t. the scores, scaled by dloss (a scalar for
+ * sum / mean, [N, D...] for none). */
+amprt_status amprt_softmax_cross_entropy_grad(
+    amprt_context *ctx, const amprt_tensor *log_prob,
+    const amprt_tensor *labels, const amprt_tensor *weights,
+    amprt_reduction reduction, int has_ignore_index, int64_t ignore_index,
+    const amprt_tensor *dloss, amprt_tensor *dscores);
+amprt_status amprt_nll_loss_grad(amprt_context *ctx,
+                                 const amprt_tensor *labels,
+                                 const amprt_tensor *weights,
+                                 amprt_reduction reduction,
+                                 int has_ignore_index, int64_t ignore_index,
+                                 const amprt_tensor *dloss,
+                                 amprt_tensor *dinput);
+/* Sums `dy` down to `dx`'s shape (the gradient of a broadcast). */
+amprt_status amprt_reduce_to(amprt_context *ctx, const amprt_tensor *dy,
+                             amprt_tensor *dx);
+
+/*--- Loss scaling (AMP-REFERENCE.md section 3) ------------------------------*/
+
+/* For each of the n gradient tensors: out[i] = f32(grads[i]) * inv_scale,
+ * where inv_scale = (float)(1.0 / (double)*scale) is computed here, and
+ * *found_inf (f32 scalar) is set to 1.0 if any value of any input is inf or
+ * NaN (it is never reset here: callers zero it, as PyTorch does). outs[i]
+ * may alias grads[i] when both are f32. One pass over all tensors. */
+amprt_status amprt_unscale_and_check(amprt_context *ctx,
+                                     const amprt_tensor *grads,
+                                     amprt_tensor *outs, int32_t n,
+                                     const float *scale, float *found_inf);
+
+typedef struct amprt_scaler_config {
+  float growth_factor;   /* 2.0 */
+  float backoff_factor;  /* 0.5 */
+  int32_t growth_interval; /* 2000 */
+  int32_t hysteresis;    /* 1 = PyTorch; DeepSpeed / Megatron use 2 */
+  float min_scale;       /* 0 = no floor */
+} amprt_scaler_config;
+
+typedef struct amprt_scaler_state {
+  float scale;
+  int32_t growth_tracker;   /* clean steps since the last change */
+  int32_t hysteresis_left;  /* overflows still tolerated before backoff */
+  int32_t at_min_scale;     /* 1 when the last update hit min_scale */
+} amprt_scaler_state;
+
+/* The default configuration and a state at init_scale. */
+amprt_scaler_config amprt_scaler_default_config(void);
+amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
+                                     float init_scale);
+
+/* PyTorch's _amp_update_scale_ with DeepSpeed's hysteresis and a floor:
+ *   found_inf != 0: hysteresis_left -= 1; when it reaches 0 (or with
+ *     hysteresis 1): scale = max(scale * backoff, min_scale),
+ *     hysteresis_left = hysteresis; growth_tracker = 0;
+ *   else: growth_tracker += 1; when it reaches growth_interval: scale *=
+ *     growth_factor if the result is finite; growth_tracker = 0 (and, as
+ *     DeepSpeed, hysteresis_left is restored).
+ * found_inf is tested as != 0. Returns AMPRT_ERR_NUMERIC when the scale
+ * reached min_scale on this update (the state is still updated; callers
+ * decide whether that is fatal). */
+amprt_status amprt_update_scale(amprt_context *ctx,
+                                const amprt_scaler_config *cfg,
+                                amprt_scaler_state *state, float found_inf);
+
+/* Global L2 norm of the (unscaled) gradients, computed in double; when it
+ * exceeds max_norm every gradient is multiplied by max_norm / (norm + 1e-6)
+ * (PyTorch's clip_grad_norm_). Skipped (norm still reported) when found_inf
+ * != 0. */
+amprt_status amprt_clip_grad_norm(amprt_context *ctx, amprt_tensor *grads,
+                                  int32_t n, float max_norm, float found_inf,
+                                  float *total_norm);
+
+/*--- Optimizer steps --------------------------------------------------------*
+ * Parameters and moments are f32; gradients f32. When found_inf != 0 the
+ * step changes nothing: parameters, moments and the step counter stay
+ * bit-identical. */
+
+typedef struct amprt_sgd_config {
+  float lr, momentum, dampening, weight_decay;
+  int32_t nesterov;
+} amprt_sgd_config;
+
+/* PyTorch SGD: g += wd * p; with momentum: buf = g on the first step (step
+ * == 0), else buf = momentum * buf + (1 - dampening) * g; g = nesterov ? g
+ * + momentum * buf : buf; p -= lr * g. momentum_buf may be NULL when
+ * momentum == 0. *step counts applied steps. */
+amprt_status amprt_sgd_step(amprt_context *ctx, const amprt_sgd_config *cfg,
+                            amprt_tensor *param, const amprt_tensor *grad,
+                            amprt_tensor *momentum_buf, const int64_t *step,
+                            float found_inf);
+
+typedef struct amprt_adam_config {
+  float lr, beta1, beta2, eps, weight_decay;
+  int32_t decoupled; /* 1: AdamW (p *= 1 - lr * wd), 0: Adam (g += wd * p) */
+} amprt_adam_config;
+
+/* Adam / AdamW with bias correction (PyTorch's formulas, step counted from
+ * 1): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t)
+ * * m / (sqrt(v) / sqrt(1 - b2^t) + eps); t = *step + 1. */
+amprt_status amprt_adam_step(amprt_context *ctx, const amprt_adam_config *cfg,
+                             amprt_tensor *param, const amprt_tensor *grad,
+                             amprt_tensor *exp_avg, amprt_tensor *exp_avg_sq,
+                             const int64_t *step, float found_inf);
+
+/* *step += 1 unless found_inf != 0 (the one place the counter moves). */
+amprt_status amprt_step_count(amprt_context *ctx, int64_t *step,
+                              float found_inf);
+
+/*--- Checkpoints (safetensors) -----------------------------------------------*
+ * One file: the tensors by name, and string metadata (loss-scale state, step
+ * count, RNG state, anything the caller adds). Written to a temporary file in
+ * the same folder and renamed, so a crash never leaves half a checkpoint. */
+
+typedef struct amprt_named_tensor {
+  const char *name;
+  amprt_tensor tensor;
+} amprt_named_tensor;
+
+typedef struct amprt_metadata {
+  const char *key;
+  const char *value;
+} amprt_metadata;
+
+amprt_status amprt_checkpoint_save(const char *path,
+                                   const amprt_named_tensor *tensors,
+                                   int32_t n, const amprt_metadata *meta,
+                                   int32_t nmeta);
+
+typedef struct amprt_checkpoint amprt_checkpoint;
+
+/* Opens and validates a checkpoint (header, offsets, sizes): a truncated
+ * or foreign file is AMPRT_ERR_FORMAT naming the problem. */
+amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint **out);
+void amprt_checkpoint_close(amprt_checkpoint *ck);
+/* Copies the tensor `name` into `dst`, whose dtype and shape must match. */
+amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *name,
+                                   amprt_tensor *dst);
+/* The metadata value for `key` or NULL. */
+const char *amprt_checkpoint_metadata(amprt_checkpoint *ck, const char *key);
+int32_t amprt_checkpoint_count(amprt_checkpoint *ck);
+const char *amprt_checkpoint_name(amprt_checkpoint *ck, int32_t i);
+
+/*--- Metrics -----------------------------------------------------------------*/
+
+typedef struct amprt_metrics amprt_metrics;
+
+typedef struct amprt_step_metrics {
+  int64_t step;
+  double loss;
+  double loss_scale;
+  int32_t found_inf;
+  int64_t skipped_total;
+  double step_time_s;
+} amprt_step_metrics;
+
+/* JSON-lines writer: one object per step, flushed each line. append != 0
+ * keeps existing lines (resumed runs). */
+amprt_status amprt_metrics_open(const char *path, int append,
+                                amprt_metrics **out);
+amprt_status amprt_metrics_write(amprt_metrics *m, const amprt_step_metrics *s);
+void amprt_metrics_close(amprt_metrics *m);
+/* "step 120/200  loss 1.2345  scale 65536  skipped 3  12.3 ms/step" */
+int amprt_format_progress(char *buf, size_t size, const amprt_step_metrics *s,
+                          int64_t total_steps);
 
 #ifdef __cplusplus
 }

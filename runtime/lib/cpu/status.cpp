@@ -1,4 +1,4 @@
-//===- status.cpp - errors and element type facts ------------------------===//
+//===- status.cpp - errors, element types, tensor descriptors ------------===//
 
 #include "internal.h"
 
@@ -6,7 +6,7 @@
 #include <cstdio>
 
 namespace {
-thread_local char lastError[1024] = "";
+thread_local char lastError[2048] = "";
 } // namespace
 
 amprt_status amprt::fail(amprt_status status, const char *fmt, ...) {
@@ -18,6 +18,20 @@ amprt_status amprt::fail(amprt_status status, const char *fmt, ...) {
 }
 
 extern "C" const char *amprt_last_error(void) { return lastError; }
+
+extern "C" const char *amprt_status_name(amprt_status s) {
+  switch (s) {
+  case AMPRT_OK: return "AMPRT_OK";
+  case AMPRT_ERR_INVALID_ARGUMENT: return "AMPRT_ERR_INVALID_ARGUMENT";
+  case AMPRT_ERR_UNSUPPORTED: return "AMPRT_ERR_UNSUPPORTED";
+  case AMPRT_ERR_OUT_OF_MEMORY: return "AMPRT_ERR_OUT_OF_MEMORY";
+  case AMPRT_ERR_IO: return "AMPRT_ERR_IO";
+  case AMPRT_ERR_NO_DEVICE: return "AMPRT_ERR_NO_DEVICE";
+  case AMPRT_ERR_NUMERIC: return "AMPRT_ERR_NUMERIC";
+  case AMPRT_ERR_FORMAT: return "AMPRT_ERR_FORMAT";
+  }
+  return "AMPRT_ERR_UNKNOWN";
+}
 
 extern "C" const char *amprt_dtype_name(amprt_dtype t) {
   static const char *names[] = {"f32", "f16", "bf16", "i1",  "i8",  "i16",
@@ -32,4 +46,102 @@ extern "C" size_t amprt_dtype_size(amprt_dtype t) {
   if ((unsigned)t >= AMPRT_DTYPE_COUNT)
     return 0;
   return sizes[t];
+}
+
+void amprt::contiguousStrides(int32_t rank, const int64_t *shape,
+                              int64_t *strides) {
+  int64_t s = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+}
+
+extern "C" amprt_tensor amprt_tensor_make(void *data, amprt_dtype dtype,
+                                          int32_t rank, const int64_t *shape) {
+  amprt_tensor t;
+  std::memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = rank < 0 ? 0 : rank > AMPRT_MAX_RANK ? AMPRT_MAX_RANK : rank;
+  for (int32_t d = 0; d < t.rank; ++d)
+    t.shape[d] = shape[d];
+  amprt::contiguousStrides(t.rank, t.shape, t.strides);
+  return t;
+}
+
+extern "C" int64_t amprt_tensor_numel(const amprt_tensor *t) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < t->rank; ++d)
+    n *= t->shape[d];
+  return n;
+}
+
+extern "C" int amprt_tensor_is_contiguous(const amprt_tensor *t) {
+  int64_t s = 1;
+  for (int32_t d = t->rank - 1; d >= 0; --d) {
+    if (t->shape[d] != 1 && t->strides[d] != s)
+      return 0;
+    s *= t->shape[d];
+  }
+  return 1;
+}
+
+std::string amprt::shapeString(const amprt_tensor *t) {
+  std::string s = "[";
+  for (int32_t d = 0; d < t->rank; ++d) {
+    if (d)
+      s += ", ";
+    s += std::to_string(t->shape[d]);
+  }
+  return s + "]";
+}
+
+amprt_status amprt::check(const amprt_tensor *t, const char *what) {
+  if (!t)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: missing tensor", what);
+  if (!isValid(t->dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: invalid element type %d",
+                what, (int)t->dtype);
+  if (t->rank < 0 || t->rank > AMPRT_MAX_RANK)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", what,
+                t->rank, AMPRT_MAX_RANK);
+  int64_t n = 1;
+  for (int32_t d = 0; d < t->rank; ++d) {
+    if (t->shape[d] < 0)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: negative dimension %lld",
+                  what, (long long)t->shape[d]);
+    n *= t->shape[d];
+  }
+  if (n > 0 && !t->data)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null data for %lld elements",
+                what, (long long)n);
+  return AMPRT_OK;
+}
+
+amprt_status amprt::broadcastStrides(const amprt_tensor *x, int32_t rank,
+                                     const int64_t *shape, int64_t *strides,
+                                     const char *what) {
+  if (x->rank > rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: shape %s has more dims than the output's %d", what,
+                shapeString(x).c_str(), rank);
+  int32_t lead = rank - x->rank;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (d < lead) {
+      strides[d] = 0;
+      continue;
+    }
+    int64_t xs = x->shape[d - lead];
+    if (xs == shape[d])
+      strides[d] = shape[d] == 1 ? 0 : x->strides[d - lead];
+    else if (xs == 1)
+      strides[d] = 0;
+    else
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s: shape %s does not broadcast to the output's dim %d "
+                  "(%lld)",
+                  what, shapeString(x).c_str(), d, (long long)shape[d]);
+  }
+  return AMPRT_OK;
 }

@@ -1,0 +1,288 @@
+//===- amp.cpp - loss scaling, clipping, optimizer steps -----------------===//
+//
+// AMP-REFERENCE.md section 3. The formulas follow PyTorch op by op (f32
+// arithmetic where PyTorch uses f32, double where it uses Python floats) so
+// that a step here and a step there agree to the last bits where they can.
+// Every kernel that updates state reads found_inf and changes nothing at all
+// when it is non-zero.
+//
+//===----------------------------------------------------------------------===//
+
+#include "internal.h"
+
+#include <cmath>
+
+using namespace amprt;
+
+namespace {
+
+inline bool nonFinite(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return (b & 0x7f800000u) == 0x7f800000u;
+}
+
+amprt_status checkF32(const amprt_tensor *t, const char *what) {
+  AMPRT_CHECK(check(t, what));
+  if (t->dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(t))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be a contiguous f32 tensor, got %s %s",
+                what, amprt_dtype_name(t->dtype), shapeString(t).c_str());
+  return AMPRT_OK;
+}
+
+amprt_status sameCount(const amprt_tensor *a, const amprt_tensor *b,
+                       const char *kernel, const char *what) {
+  if (amprt_tensor_numel(a) != amprt_tensor_numel(b))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: %s has %s, the parameter %s",
+                kernel, what, shapeString(b).c_str(), shapeString(a).c_str());
+  return AMPRT_OK;
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_unscale_and_check(amprt_context *,
+                                                const amprt_tensor *grads,
+                                                amprt_tensor *outs, int32_t n,
+                                                const float *scale,
+                                                float *found_inf) {
+  if (n < 0 || (n > 0 && (!grads || !outs)) || !scale || !found_inf)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_unscale_and_check: null argument");
+  // PyTorch: scale.double().reciprocal().float().
+  float inv = (float)(1.0 / (double)*scale);
+  bool bad = false;
+  for (int32_t k = 0; k < n; ++k) {
+    const amprt_tensor *g = &grads[k];
+    amprt_tensor *o = &outs[k];
+    AMPRT_CHECK(check(g, "amprt_unscale_and_check: gradient"));
+    AMPRT_CHECK(checkF32(o, "amprt_unscale_and_check: output"));
+    if (!isFloat(g->dtype) || !amprt_tensor_is_contiguous(g) ||
+        amprt_tensor_numel(g) != amprt_tensor_numel(o))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_unscale_and_check: gradient %d (%s %s) must be a "
+                  "contiguous float tensor of its output's size",
+                  k, amprt_dtype_name(g->dtype), shapeString(g).c_str());
+    int64_t len = amprt_tensor_numel(g);
+    float *dst = static_cast<float *>(o->data);
+    uint32_t acc = 0;
+    if (g->dtype == AMPRT_F32) {
+      const float *src = static_cast<const float *>(g->data);
+      for (int64_t i = 0; i < len; ++i) {
+        uint32_t b;
+        std::memcpy(&b, &src[i], 4);
+        acc |= (b & 0x7f800000u) == 0x7f800000u;
+        dst[i] = src[i] * inv;
+      }
+    } else {
+      const uint16_t *src = static_cast<const uint16_t *>(g->data);
+      for (int64_t i = 0; i < len; ++i) {
+        float v = g->dtype == AMPRT_F16 ? amprt_f16_to_f32(src[i])
+                                        : amprt_bf16_to_f32(src[i]);
+        acc |= nonFinite(v);
+        dst[i] = v * inv;
+      }
+    }
+    bad |= acc != 0;
+  }
+  if (bad)
+    *found_inf = 1.0f;
+  return AMPRT_OK;
+}
+
+extern "C" amprt_scaler_config amprt_scaler_default_config(void) {
+  amprt_scaler_config c;
+  c.growth_factor = 2.0f;
+  c.backoff_factor = 0.5f;
+  c.growth_interval = 2000;
+  c.hysteresis = 1;
+  c.min_scale = 0.0f;
+  return c;
+}
+
+extern "C" amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
+                                                float init_scale) {
+  amprt_scaler_state s;
+  s.scale = init_scale;
+  s.growth_tracker = 0;
+  s.hysteresis_left = cfg && cfg->hysteresis > 0 ? cfg->hysteresis : 1;
+  s.at_min_scale = 0;
+  return s;
+}
+
+extern "C" amprt_status amprt_update_scale(amprt_context *,
+                                           const amprt_scaler_config *cfg,
+                                           amprt_scaler_state *st,
+                                           float found_inf) {
+  if (!cfg || !st)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_update_scale: null argument");
+  if (!(cfg->growth_factor > 1.0f) || !(cfg->backoff_factor > 0.0f) ||
+      !(cfg->backoff_factor < 1.0f) || cfg->growth_interval < 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_update_scale: needs growth_factor > 1, 0 < backoff_factor "
+                "< 1 and growth_interval >= 1 (got %g, %g, %d)",
+                cfg->growth_factor, cfg->backoff_factor, cfg->growth_interval);
+  int32_t hyst = cfg->hysteresis > 0 ? cfg->hysteresis : 1;
+  if (found_inf != 0.0f) {
+    bool floor = false;
+    if (hyst <= 1 || st->hysteresis_left <= 1) {
+      floor = cfg->min_scale > 0.0f && st->scale <= cfg->min_scale;
+      float next = st->scale * cfg->backoff_factor;
+      st->scale = next < cfg->min_scale ? cfg->min_scale : next;
+    } else {
+      --st->hysteresis_left;
+    }
+    st->growth_tracker = 0;
+    st->at_min_scale = floor;
+    if (floor)
+      return fail(AMPRT_ERR_NUMERIC,
+                  "amprt_update_scale: an overflow at the minimum loss scale "
+                  "%g: every step is being skipped (lower the learning rate, "
+                  "check the data and the fp16 ops)",
+                  cfg->min_scale);
+    return AMPRT_OK;
+  }
+  st->at_min_scale = 0;
+  int32_t successful = st->growth_tracker + 1;
+  if (successful == cfg->growth_interval) {
+    float grown = st->scale * cfg->growth_factor;
+    if (std::isfinite(grown))
+      st->scale = grown;
+    st->growth_tracker = 0;
+    st->hysteresis_left = hyst;
+  } else {
+    st->growth_tracker = successful;
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_clip_grad_norm(amprt_context *, amprt_tensor *grads,
+                                             int32_t n, float max_norm,
+                                             float found_inf, float *total_norm) {
+  if (n < 0 || (n > 0 && !grads))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_clip_grad_norm: null gradients");
+  if (!(max_norm > 0.0f))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_clip_grad_norm: max_norm must be > 0, got %g", max_norm);
+  double sq = 0.0;
+  for (int32_t k = 0; k < n; ++k) {
+    AMPRT_CHECK(checkF32(&grads[k], "amprt_clip_grad_norm: gradient"));
+    const float *g = static_cast<const float *>(grads[k].data);
+    int64_t len = amprt_tensor_numel(&grads[k]);
+    for (int64_t i = 0; i < len; ++i)
+      sq += (double)g[i] * g[i];
+  }
+  double norm = std::sqrt(sq);
+  if (total_norm)
+    *total_norm = (float)norm;
+  if (found_inf != 0.0f || !std::isfinite(norm))
+    return AMPRT_OK;
+  float coef = (float)((double)max_norm / (norm + 1e-6));
+  if (coef >= 1.0f)
+    return AMPRT_OK;
+  for (int32_t k = 0; k < n; ++k) {
+    float *g = static_cast<float *>(grads[k].data);
+    int64_t len = amprt_tensor_numel(&grads[k]);
+    for (int64_t i = 0; i < len; ++i)
+      g[i] *= coef;
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *cfg,
+                                       amprt_tensor *param, const amprt_tensor *grad,
+                                       amprt_tensor *buf, const int64_t *step,
+                                       float found_inf) {
+  const char *k = "amprt_sgd_step";
+  if (!cfg || !step)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null config or step", k);
+  AMPRT_CHECK(checkF32(param, "amprt_sgd_step: param"));
+  AMPRT_CHECK(checkF32(grad, "amprt_sgd_step: grad"));
+  AMPRT_CHECK(sameCount(param, grad, k, "grad"));
+  if (cfg->nesterov && (cfg->momentum <= 0.0f || cfg->dampening != 0.0f))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: nesterov needs momentum > 0 and dampening 0", k);
+  if (cfg->momentum != 0.0f) {
+    if (!buf)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: momentum %g needs a buffer", k,
+                  cfg->momentum);
+    AMPRT_CHECK(checkF32(buf, "amprt_sgd_step: momentum buffer"));
+    AMPRT_CHECK(sameCount(param, buf, k, "the momentum buffer"));
+  }
+  if (found_inf != 0.0f)
+    return AMPRT_OK;
+  float *p = static_cast<float *>(param->data);
+  const float *g = static_cast<const float *>(grad->data);
+  float *b = buf ? static_cast<float *>(buf->data) : nullptr;
+  int64_t len = amprt_tensor_numel(param);
+  bool first = *step == 0;
+  for (int64_t i = 0; i < len; ++i) {
+    float d = g[i];
+    if (cfg->weight_decay != 0.0f)
+      d = d + cfg->weight_decay * p[i];
+    if (cfg->momentum != 0.0f) {
+      b[i] = first ? d : b[i] * cfg->momentum + (1.0f - cfg->dampening) * d;
+      d = cfg->nesterov ? d + cfg->momentum * b[i] : b[i];
+    }
+    p[i] = p[i] + (-cfg->lr) * d;
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config *cfg,
+                                        amprt_tensor *param, const amprt_tensor *grad,
+                                        amprt_tensor *exp_avg, amprt_tensor *exp_avg_sq,
+                                        const int64_t *step, float found_inf) {
+  const char *k = "amprt_adam_step";
+  if (!cfg || !step)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null config or step", k);
+  AMPRT_CHECK(checkF32(param, "amprt_adam_step: param"));
+  AMPRT_CHECK(checkF32(grad, "amprt_adam_step: grad"));
+  AMPRT_CHECK(checkF32(exp_avg, "amprt_adam_step: exp_avg"));
+  AMPRT_CHECK(checkF32(exp_avg_sq, "amprt_adam_step: exp_avg_sq"));
+  AMPRT_CHECK(sameCount(param, grad, k, "grad"));
+  AMPRT_CHECK(sameCount(param, exp_avg, k, "exp_avg"));
+  AMPRT_CHECK(sameCount(param, exp_avg_sq, k, "exp_avg_sq"));
+  if (!(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f && cfg->beta2 >= 0.0f &&
+        cfg->beta2 < 1.0f && cfg->eps >= 0.0f))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: betas must be in [0, 1) and eps >= 0 (got %g, %g, %g)", k,
+                cfg->beta1, cfg->beta2, cfg->eps);
+  if (found_inf != 0.0f)
+    return AMPRT_OK;
+  double t = (double)(*step + 1);
+  double bc1 = 1.0 - std::pow((double)cfg->beta1, t);
+  double bc2 = 1.0 - std::pow((double)cfg->beta2, t);
+  float stepSize = (float)((double)cfg->lr / bc1);
+  float bc2Sqrt = (float)std::sqrt(bc2);
+  float w1 = 1.0f - cfg->beta1, w2 = 1.0f - cfg->beta2;
+  float decay = (float)(1.0 - (double)cfg->lr * (double)cfg->weight_decay);
+  float *p = static_cast<float *>(param->data);
+  const float *g = static_cast<const float *>(grad->data);
+  float *m = static_cast<float *>(exp_avg->data);
+  float *v = static_cast<float *>(exp_avg_sq->data);
+  int64_t len = amprt_tensor_numel(param);
+  for (int64_t i = 0; i < len; ++i) {
+    float gi = g[i];
+    if (cfg->weight_decay != 0.0f) {
+      if (cfg->decoupled)
+        p[i] = p[i] * decay;
+      else
+        gi = gi + cfg->weight_decay * p[i];
+    }
+    // lerp as PyTorch computes it (weight < 0.5 form).
+    m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
+    v[i] = v[i] * cfg->beta2 + w2 * gi * gi;
+    float denom = std::sqrt(v[i]) / bc2Sqrt + cfg->eps;
+    p[i] = p[i] + (-stepSize) * (m[i] / denom);
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_step_count(amprt_context *, int64_t *step,
+                                         float found_inf) {
+  if (!step)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_step_count: null step");
+  if (found_inf == 0.0f)
+    ++*step;
+  return AMPRT_OK;
+}

@@ -1,0 +1,438 @@
+//===- dnnl.cpp - matrix products and convolutions on oneDNN ------------===//
+//
+// oneDNN computes op(A) @ op(B) (and convolutions) into an f32 buffer: f32
+// inputs as they are, bf16 inputs as bf16 (AMX / AVX512-BF16 where the CPU
+// has them), f16 inputs widened to f32 first (exact; Debian's oneDNN 2.6
+// has no f16 matmul). Every path accumulates in f32. The epilogue (alpha,
+// beta * C, bias) runs in f32 and rounds once into the output type.
+//
+// oneDNN's C++ API throws dnnl::error; this file is built with exceptions
+// and turns every one into an AMPRT status.
+//
+//===----------------------------------------------------------------------===//
+
+#include "internal.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+using namespace amprt;
+
+namespace {
+
+dnnl::engine &cpuEngine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+/// A float buffer holding `t` (contiguous) as f32 or bf16 for oneDNN:
+/// f32 / bf16 contiguous data is used in place, f16 is widened.
+struct Operand {
+  const void *ptr = nullptr;
+  dnnl::memory::data_type dt = dnnl::memory::data_type::f32;
+  std::vector<float> widened;
+};
+
+Operand operandOf(const amprt_tensor *t) {
+  Operand o;
+  if (t->dtype == AMPRT_BF16) {
+    o.ptr = t->data;
+    o.dt = dnnl::memory::data_type::bf16;
+  } else if (t->dtype == AMPRT_F16) {
+    o.widened.resize(amprt_tensor_numel(t));
+    amprt_convert(t->data, AMPRT_F16, o.widened.data(), AMPRT_F32, o.widened.size());
+    o.ptr = o.widened.data();
+  } else {
+    o.ptr = t->data;
+  }
+  return o;
+}
+
+/// acc[M, N] = op(A)[M, K] @ op(B)[K, N] with strides in elements.
+struct GemmKey {
+  int64_t m, n, k, lda0, lda1, ldb0, ldb1;
+  int adt, bdt;
+  bool operator<(const GemmKey &o) const {
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt) <
+           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt);
+  }
+};
+
+struct GemmPrim {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c;
+};
+
+void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
+  static std::mutex mu;
+  static std::map<GemmKey, GemmPrim> cache;
+  GemmPrim *p;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      using dt = dnnl::memory::data_type;
+      dnnl::memory::desc ad({key.m, key.k}, (dt)key.adt, {key.lda0, key.lda1});
+      dnnl::memory::desc bd({key.k, key.n}, (dt)key.bdt, {key.ldb0, key.ldb1});
+      dnnl::memory::desc cd({key.m, key.n}, dt::f32, {key.n, 1});
+      dnnl::matmul::desc d(ad, bd, cd);
+      dnnl::matmul::primitive_desc pd(d, cpuEngine());
+      it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd}).first;
+    }
+    p = &it->second;
+  }
+  dnnl::stream s(cpuEngine());
+  dnnl::memory am(p->a, cpuEngine(), const_cast<void *>(a));
+  dnnl::memory bm(p->b, cpuEngine(), const_cast<void *>(b));
+  dnnl::memory cm(p->c, cpuEngine(), acc);
+  p->prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  s.wait();
+}
+
+amprt_status checkFloatContig(const amprt_tensor *t, const char *what) {
+  AMPRT_CHECK(check(t, what));
+  if (!isFloat(t->dtype) || !amprt_tensor_is_contiguous(t))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: must be a contiguous f32 / f16 / bf16 tensor, got %s %s", what,
+                amprt_dtype_name(t->dtype), shapeString(t).c_str());
+  return AMPRT_OK;
+}
+
+#define AMPRT_DNNL_TRY(kernel, ...)                                            \
+  try {                                                                        \
+    __VA_ARGS__                                                                \
+  } catch (const dnnl::error &e) {                                             \
+    return fail(AMPRT_ERR_UNSUPPORTED, "%s: oneDNN: %s", kernel, e.what());    \
+  } catch (const std::bad_alloc &) {                                           \
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "%s: out of memory", kernel);         \
+  }
+
+} // namespace
+
+extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
+                                   const amprt_tensor *b, const amprt_tensor *c,
+                                   float alpha, float beta, int trans_a,
+                                   int trans_b, amprt_tensor *y) {
+  const char *k = "amprt_gemm";
+  AMPRT_CHECK(checkFloatContig(a, "amprt_gemm: a"));
+  AMPRT_CHECK(checkFloatContig(b, "amprt_gemm: b"));
+  AMPRT_CHECK(checkFloatContig(y, "amprt_gemm: y"));
+  if (a->rank != 2 || b->rank != 2 || y->rank != 2 || a->dtype != b->dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: a %s and b %s must be 2-D of one type, y %s 2-D", k,
+                shapeString(a).c_str(), shapeString(b).c_str(),
+                shapeString(y).c_str());
+  int64_t m = trans_a ? a->shape[1] : a->shape[0];
+  int64_t kk = trans_a ? a->shape[0] : a->shape[1];
+  int64_t kb = trans_b ? b->shape[1] : b->shape[0];
+  int64_t n = trans_b ? b->shape[0] : b->shape[1];
+  if (kk != kb || y->shape[0] != m || y->shape[1] != n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: op(a) [%lld, %lld] @ op(b) [%lld, %lld] does not give y %s",
+                k, (long long)m, (long long)kk, (long long)kb, (long long)n,
+                shapeString(y).c_str());
+  int64_t cs[1][AMPRT_MAX_RANK] = {{0}};
+  if (c) {
+    AMPRT_CHECK(check(c, "amprt_gemm: c"));
+    AMPRT_CHECK(broadcastStrides(c, 2, y->shape, cs[0], "amprt_gemm: c"));
+  }
+  std::vector<float> acc(m * n);
+  if (m && n) {
+    if (kk == 0) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+    } else {
+      AMPRT_DNNL_TRY(k, {
+        Operand oa = operandOf(a), ob = operandOf(b);
+        GemmKey key{m, n, kk,
+                    trans_a ? 1 : a->shape[1], trans_a ? a->shape[1] : 1,
+                    trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1,
+                    (int)oa.dt, (int)ob.dt};
+        gemmAcc(key, oa.ptr, ob.ptr, acc.data());
+      })
+    }
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = alpha * acc[i * n + j];
+      if (c && beta != 0.0f)
+        v += beta * loadF(c->data, c->dtype, i * cs[0][0] + j * cs[0][1]);
+      storeF(y->data, y->dtype, i * n + j, v);
+    }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
+                                     const amprt_tensor *b, amprt_tensor *y) {
+  const char *k = "amprt_matmul";
+  AMPRT_CHECK(checkFloatContig(a, "amprt_matmul: a"));
+  AMPRT_CHECK(checkFloatContig(b, "amprt_matmul: b"));
+  AMPRT_CHECK(checkFloatContig(y, "amprt_matmul: y"));
+  if (a->dtype != b->dtype || a->rank < 1 || b->rank < 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: a and b must share a float type", k);
+  // Promote vectors, split batch dims.
+  int64_t as[AMPRT_MAX_RANK + 1], bs[AMPRT_MAX_RANK + 1];
+  int32_t ar = a->rank, br = b->rank;
+  for (int32_t d = 0; d < ar; ++d)
+    as[d] = a->shape[d];
+  for (int32_t d = 0; d < br; ++d)
+    bs[d] = b->shape[d];
+  if (ar == 1) {
+    as[1] = as[0];
+    as[0] = 1;
+    ar = 2;
+  }
+  if (br == 1) {
+    bs[1] = 1;
+    br = 2;
+  }
+  int64_t m = as[ar - 2], kk = as[ar - 1], kb = bs[br - 2], n = bs[br - 1];
+  if (kk != kb)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: contracted dims differ (%lld, %lld)",
+                k, (long long)kk, (long long)kb);
+  int32_t batchRank = std::max(ar, br) - 2;
+  int64_t batch[AMPRT_MAX_RANK] = {0};
+  int64_t astr[AMPRT_MAX_RANK], bstr[AMPRT_MAX_RANK];
+  const int64_t aMat = m * kk, bMat = kk * n;
+  // Batch strides in matrices, 0 for broadcast dims.
+  {
+    int64_t sa = 1, sb = 1;
+    for (int32_t d = batchRank - 1; d >= 0; --d) {
+      int32_t ad = d - (batchRank - (ar - 2)), bd = d - (batchRank - (br - 2));
+      int64_t da = ad >= 0 ? as[ad] : 1, db = bd >= 0 ? bs[bd] : 1;
+      if (da != db && da != 1 && db != 1)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "%s: batch dims %s and %s do not broadcast", k,
+                    shapeString(a).c_str(), shapeString(b).c_str());
+      batch[d] = std::max(da, db);
+      astr[d] = da == 1 ? 0 : sa;
+      bstr[d] = db == 1 ? 0 : sb;
+      sa *= da;
+      sb *= db;
+    }
+  }
+  int64_t batches = 1;
+  for (int32_t d = 0; d < batchRank; ++d)
+    batches *= batch[d];
+  if (amprt_tensor_numel(y) != batches * m * n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: y %s does not hold the result", k,
+                shapeString(y).c_str());
+  std::vector<float> acc(m * n);
+  AMPRT_DNNL_TRY(k, {
+    Operand oa = operandOf(a), ob = operandOf(b);
+    size_t ae = oa.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
+    size_t be = ob.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
+    GemmKey key{m, n, kk, kk, 1, n, 1, (int)oa.dt, (int)ob.dt};
+    int64_t idx[AMPRT_MAX_RANK] = {0};
+    for (int64_t bt = 0; bt < batches; ++bt) {
+      int64_t rem = bt, ao = 0, bo = 0;
+      for (int32_t d = batchRank - 1; d >= 0; --d) {
+        idx[d] = rem % batch[d];
+        rem /= batch[d];
+        ao += idx[d] * astr[d];
+        bo += idx[d] * bstr[d];
+      }
+      if (kk == 0)
+        std::fill(acc.begin(), acc.end(), 0.0f);
+      else if (m && n)
+        gemmAcc(key, static_cast<const char *>(oa.ptr) + ao * aMat * ae,
+                static_cast<const char *>(ob.ptr) + bo * bMat * be, acc.data());
+      for (int64_t i = 0; i < m * n; ++i)
+        storeF(y->data, y->dtype, bt * m * n + i, acc[i]);
+    }
+  })
+  return AMPRT_OK;
+}
+
+namespace {
+
+struct ConvDims {
+  dnnl::memory::dims src, wei, dst, bias, strides, dil, padL, padR;
+};
+
+amprt_status convDims(const amprt_tensor *x, const amprt_tensor *w,
+                      const amprt_tensor *y, const amprt_conv_params *p,
+                      const char *k, ConvDims &cd) {
+  if (!p || p->spatial < 1 || p->spatial > 3 || p->group < 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: bad parameters", k);
+  int32_t r = p->spatial + 2;
+  if (x->rank != r || w->rank != r || y->rank != r)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: x %s, w %s, y %s must have rank %d", k, shapeString(x).c_str(),
+                shapeString(w).c_str(), shapeString(y).c_str(), r);
+  int64_t g = p->group, c = x->shape[1], mo = w->shape[0];
+  if (c != w->shape[1] * g || mo % g || y->shape[1] != mo || y->shape[0] != x->shape[0])
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: channels do not agree: x %s, w %s, y %s, group %lld", k,
+                shapeString(x).c_str(), shapeString(w).c_str(),
+                shapeString(y).c_str(), (long long)g);
+  cd.src.assign(x->shape, x->shape + r);
+  cd.dst.assign(y->shape, y->shape + r);
+  if (g == 1) {
+    cd.wei.assign(w->shape, w->shape + r);
+  } else {
+    cd.wei = {g, mo / g, w->shape[1]};
+    for (int32_t d = 2; d < r; ++d)
+      cd.wei.push_back(w->shape[d]);
+  }
+  cd.bias = {mo};
+  for (int32_t i = 0; i < p->spatial; ++i) {
+    int64_t kd = w->shape[2 + i], dil = p->dilations[i] > 0 ? p->dilations[i] : 1;
+    int64_t st = p->strides[i] > 0 ? p->strides[i] : 1;
+    int64_t eff = (kd - 1) * dil + 1;
+    int64_t want = (x->shape[2 + i] + p->pads_begin[i] + p->pads_end[i] - eff) / st + 1;
+    if (want != y->shape[2 + i])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s: spatial dim %d of y is %lld, the window gives %lld", k, i,
+                  (long long)y->shape[2 + i], (long long)want);
+    cd.strides.push_back(st);
+    cd.dil.push_back(dil - 1); // oneDNN counts dilation from 0
+    cd.padL.push_back(p->pads_begin[i]);
+    cd.padR.push_back(p->pads_end[i]);
+  }
+  return AMPRT_OK;
+}
+
+dnnl::memory::format_tag plainTag(size_t rank) {
+  using t = dnnl::memory::format_tag;
+  switch (rank) {
+  case 1: return t::a;
+  case 2: return t::ab;
+  case 3: return t::abc;
+  case 4: return t::abcd;
+  case 5: return t::abcde;
+  default: return t::abcdef;
+  }
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
+                                   const amprt_tensor *w, const amprt_tensor *bias,
+                                   const amprt_conv_params *p, amprt_tensor *y) {
+  const char *k = "amprt_conv";
+  AMPRT_CHECK(checkFloatContig(x, "amprt_conv: x"));
+  AMPRT_CHECK(checkFloatContig(w, "amprt_conv: w"));
+  AMPRT_CHECK(checkFloatContig(y, "amprt_conv: y"));
+  if (x->dtype != w->dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: x and w must share a type", k);
+  ConvDims cd;
+  AMPRT_CHECK(convDims(x, w, y, p, k, cd));
+  std::vector<float> bf;
+  if (bias) {
+    AMPRT_CHECK(checkFloatContig(bias, "amprt_conv: bias"));
+    if (amprt_tensor_numel(bias) != cd.bias[0])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: bias must be [%lld]", k,
+                  (long long)cd.bias[0]);
+    bf.resize(cd.bias[0]);
+    amprt_convert(bias->data, bias->dtype, bf.data(), AMPRT_F32, bf.size());
+  }
+  std::vector<float> acc(amprt_tensor_numel(y));
+  if (!acc.empty()) {
+    AMPRT_DNNL_TRY(k, {
+      using dt = dnnl::memory::data_type;
+      Operand ox = operandOf(x), ow = operandOf(w);
+      dnnl::memory::desc xd(cd.src, ox.dt, plainTag(cd.src.size()));
+      dnnl::memory::desc wd(cd.wei, ow.dt, plainTag(cd.wei.size()));
+      dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
+      dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
+      auto d = bias ? dnnl::convolution_forward::desc(
+                          dnnl::prop_kind::forward_training,
+                          dnnl::algorithm::convolution_direct, xd, wd, bd, yd,
+                          cd.strides, cd.dil, cd.padL, cd.padR)
+                    : dnnl::convolution_forward::desc(
+                          dnnl::prop_kind::forward_training,
+                          dnnl::algorithm::convolution_direct, xd, wd, yd,
+                          cd.strides, cd.dil, cd.padL, cd.padR);
+      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      dnnl::stream s(cpuEngine());
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, dnnl::memory(xd, cpuEngine(), const_cast<void *>(ox.ptr))},
+          {DNNL_ARG_WEIGHTS, dnnl::memory(wd, cpuEngine(), const_cast<void *>(ow.ptr))},
+          {DNNL_ARG_DST, dnnl::memory(yd, cpuEngine(), acc.data())}};
+      if (bias)
+        args[DNNL_ARG_BIAS] = dnnl::memory(bd, cpuEngine(), bf.data());
+      dnnl::convolution_forward(pd).execute(s, args);
+      s.wait();
+    })
+  }
+  for (size_t i = 0; i < acc.size(); ++i)
+    storeF(y->data, y->dtype, (int64_t)i, acc[i]);
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor *x,
+                                            const amprt_tensor *w,
+                                            const amprt_tensor *dy,
+                                            const amprt_conv_params *p,
+                                            amprt_tensor *dx, amprt_tensor *dw,
+                                            amprt_tensor *db) {
+  const char *k = "amprt_conv_backward";
+  AMPRT_CHECK(checkFloatContig(x, "amprt_conv_backward: x"));
+  AMPRT_CHECK(checkFloatContig(w, "amprt_conv_backward: w"));
+  AMPRT_CHECK(checkFloatContig(dy, "amprt_conv_backward: dy"));
+  ConvDims cd;
+  AMPRT_CHECK(convDims(x, w, dy, p, k, cd));
+  for (amprt_tensor *t : {dx, dw, db})
+    if (t)
+      AMPRT_CHECK(checkFloatContig(t, "amprt_conv_backward: gradient"));
+  if ((dx && amprt_tensor_numel(dx) != amprt_tensor_numel(x)) ||
+      (dw && amprt_tensor_numel(dw) != amprt_tensor_numel(w)) ||
+      (db && amprt_tensor_numel(db) != cd.bias[0]))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: gradient shapes do not match", k);
+  AMPRT_DNNL_TRY(k, {
+    using dt = dnnl::memory::data_type;
+    // Gradients in f32 (the widest), rounded once into the outputs.
+    std::vector<float> xf(amprt_tensor_numel(x)), wf(amprt_tensor_numel(w)),
+        dyf(amprt_tensor_numel(dy));
+    amprt_convert(x->data, x->dtype, xf.data(), AMPRT_F32, xf.size());
+    amprt_convert(w->data, w->dtype, wf.data(), AMPRT_F32, wf.size());
+    amprt_convert(dy->data, dy->dtype, dyf.data(), AMPRT_F32, dyf.size());
+    dnnl::memory::desc xd(cd.src, dt::f32, plainTag(cd.src.size()));
+    dnnl::memory::desc wd(cd.wei, dt::f32, plainTag(cd.wei.size()));
+    dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
+    dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
+    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                       dnnl::algorithm::convolution_direct, xd, wd,
+                                       bd, yd, cd.strides, cd.dil, cd.padL, cd.padR);
+    dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
+    dnnl::stream s(cpuEngine());
+    auto mem = [&](const dnnl::memory::desc &d, void *ptr) {
+      return dnnl::memory(d, cpuEngine(), ptr);
+    };
+    if (dx) {
+      std::vector<float> g(xf.size());
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
+                                              xd, wd, yd, cd.strides, cd.dil,
+                                              cd.padL, cd.padR);
+      dnnl::convolution_backward_data::primitive_desc pd(d, cpuEngine(), fpd);
+      dnnl::convolution_backward_data(pd).execute(
+          s, {{DNNL_ARG_DIFF_DST, mem(yd, dyf.data())},
+              {DNNL_ARG_WEIGHTS, mem(wd, wf.data())},
+              {DNNL_ARG_DIFF_SRC, mem(xd, g.data())}});
+      s.wait();
+      amprt_convert(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
+    }
+    if (dw || db) {
+      std::vector<float> gw(wf.size()), gb(cd.bias[0]);
+      dnnl::convolution_backward_weights::desc d(
+          dnnl::algorithm::convolution_direct, xd, wd, bd, yd, cd.strides, cd.dil,
+          cd.padL, cd.padR);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, cpuEngine(), fpd);
+      dnnl::convolution_backward_weights(pd).execute(
+          s, {{DNNL_ARG_DIFF_DST, mem(yd, dyf.data())},
+              {DNNL_ARG_SRC, mem(xd, xf.data())},
+              {DNNL_ARG_DIFF_WEIGHTS, mem(wd, gw.data())},
+              {DNNL_ARG_DIFF_BIAS, mem(bd, gb.data())}});
+      s.wait();
+      if (dw)
+        amprt_convert(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
+      if (db)
+        amprt_convert(gb.data(), AMPRT_F32, db->data, db->dtype, gb.size());
+    }
+  })
+  return AMPRT_OK;
+}

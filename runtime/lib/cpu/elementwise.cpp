@@ -1,0 +1,470 @@
+//===- elementwise.cpp - elementwise ops, casts, data movement -----------===//
+//
+// Float math runs in f32 (as PyTorch's opmath does for f16 / bf16) and is
+// rounded once when stored. Integer math runs in int64 and wraps to the
+// output type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "internal.h"
+
+#include <algorithm>
+#include <vector>
+
+using namespace amprt;
+
+namespace {
+
+constexpr float kSqrt1_2 = 0.70710678118654752440f;
+
+// Phi(x) = 0.5 * erfc(-x / sqrt 2): unlike 0.5 * (1 + erf(x / sqrt 2)) it
+// keeps its relative accuracy in the negative tail (no cancellation).
+inline float normalCdf(float x) { return 0.5f * std::erfc(-x * kSqrt1_2); }
+inline float gelu(float x) { return x * normalCdf(x); }
+// 0.5 * (1 + tanh(u)) = 1 / (1 + exp(-2u)), again without cancellation.
+inline float geluTanh(float x) {
+  const float k = 0.79788456080286535588f; // sqrt(2 / pi)
+  float u = k * (x + 0.044715f * x * x * x);
+  return x / (1.0f + std::exp(-2.0f * u));
+}
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float applyUnary(amprt_unary_op op, float x, float alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return x;
+  case AMPRT_UNARY_RELU: return x > 0.0f ? x : (std::isnan(x) ? x : 0.0f);
+  case AMPRT_UNARY_SQRT: return std::sqrt(x);
+  case AMPRT_UNARY_EXP: return std::exp(x);
+  case AMPRT_UNARY_LOG: return std::log(x);
+  case AMPRT_UNARY_ERF: return std::erf(x);
+  case AMPRT_UNARY_TANH: return std::tanh(x);
+  case AMPRT_UNARY_SIGMOID: return sigmoid(x);
+  case AMPRT_UNARY_GELU: return gelu(x);
+  case AMPRT_UNARY_GELU_TANH: return geluTanh(x);
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
+  }
+  return x;
+}
+
+float unaryDerivative(amprt_unary_op op, float x, float alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return 1.0f;
+  case AMPRT_UNARY_RELU: return x > 0.0f ? 1.0f : 0.0f;
+  case AMPRT_UNARY_SQRT: return 0.5f / std::sqrt(x);
+  case AMPRT_UNARY_EXP: return std::exp(x);
+  case AMPRT_UNARY_LOG: return 1.0f / x;
+  case AMPRT_UNARY_ERF: return 1.12837916709551257390f * std::exp(-x * x);
+  case AMPRT_UNARY_TANH: {
+    float t = std::tanh(x);
+    return 1.0f - t * t;
+  }
+  case AMPRT_UNARY_SIGMOID: {
+    float s = sigmoid(x);
+    return s * (1.0f - s);
+  }
+  case AMPRT_UNARY_GELU: {
+    float cdf = normalCdf(x);
+    float pdf = 0.39894228040143267794f * std::exp(-0.5f * x * x);
+    return cdf + x * pdf;
+  }
+  case AMPRT_UNARY_GELU_TANH: {
+    const float k = 0.79788456080286535588f;
+    float inner = k * (x + 0.044715f * x * x * x);
+    float t = std::tanh(inner);
+    float dinner = k * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+  }
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
+  }
+  return 1.0f;
+}
+
+int64_t ipow(int64_t b, int64_t e) {
+  if (e < 0)
+    return b == 1 ? 1 : (b == -1 ? (e % 2 ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (e) {
+    if (e & 1)
+      r *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return r;
+}
+
+/// Shape of y must be the broadcast of the inputs: build per-input strides.
+amprt_status prepare(const char *kernel, const amprt_tensor *y,
+                     std::initializer_list<const amprt_tensor *> ins,
+                     int64_t (*strides)[AMPRT_MAX_RANK]) {
+  AMPRT_CHECK(check(y, kernel));
+  int k = 0;
+  for (const amprt_tensor *in : ins) {
+    AMPRT_CHECK(check(in, kernel));
+    AMPRT_CHECK(broadcastStrides(in, y->rank, y->shape, strides[k], kernel));
+    ++k;
+  }
+  for (int32_t d = 0; d < y->rank; ++d)
+    strides[k][d] = y->strides[d];
+  return AMPRT_OK;
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
+                                    float alpha, const amprt_tensor *x,
+                                    amprt_tensor *y) {
+  int64_t s[2][AMPRT_MAX_RANK];
+  AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
+  if ((unsigned)op > AMPRT_UNARY_LEAKY_RELU)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary: unknown op %d", op);
+  if (isFloat(y->dtype)) {
+    if (!isFloat(x->dtype))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_unary: float output needs a float input, got %s",
+                  amprt_dtype_name(x->dtype));
+    forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
+      storeF(y->data, y->dtype, o[1],
+             applyUnary(op, loadF(x->data, x->dtype, o[0]), alpha));
+    });
+    return AMPRT_OK;
+  }
+  if (op != AMPRT_UNARY_RELU && op != AMPRT_UNARY_IDENTITY)
+    return fail(AMPRT_ERR_UNSUPPORTED,
+                "amprt_unary: op %d on integers (only relu and identity)", op);
+  forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
+    int64_t v = loadI(x->data, x->dtype, o[0]);
+    storeI(y->data, y->dtype, o[1], op == AMPRT_UNARY_RELU && v < 0 ? 0 : v);
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
+                                         float alpha, const amprt_tensor *x,
+                                         const amprt_tensor *dy,
+                                         amprt_tensor *dx) {
+  int64_t s[3][AMPRT_MAX_RANK];
+  AMPRT_CHECK(prepare("amprt_unary_grad", dx, {x, dy}, s));
+  if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_unary_grad: x, dy and dx must be float");
+  forEach<3>(dx->rank, dx->shape, s, [&](const int64_t *o) {
+    float xv = loadF(x->data, x->dtype, o[0]);
+    float g = loadF(dy->data, dy->dtype, o[1]);
+    storeF(dx->data, dx->dtype, o[2], g * unaryDerivative(op, xv, alpha));
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
+                                     const amprt_tensor *a,
+                                     const amprt_tensor *b, amprt_tensor *y) {
+  int64_t s[3][AMPRT_MAX_RANK];
+  AMPRT_CHECK(prepare("amprt_binary", y, {a, b}, s));
+  if ((unsigned)op > AMPRT_BINARY_MIN)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: unknown op %d", op);
+  if (isFloat(y->dtype)) {
+    forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
+      float p = loadF(a->data, a->dtype, o[0]);
+      float q = loadF(b->data, b->dtype, o[1]);
+      float r;
+      switch (op) {
+      case AMPRT_BINARY_ADD: r = p + q; break;
+      case AMPRT_BINARY_SUB: r = p - q; break;
+      case AMPRT_BINARY_MUL: r = p * q; break;
+      case AMPRT_BINARY_DIV: r = p / q; break;
+      case AMPRT_BINARY_POW: r = std::pow(p, q); break;
+      case AMPRT_BINARY_MAX: r = (std::isnan(p) || p > q) ? p : q; break;
+      default: r = (std::isnan(p) || p < q) ? p : q; break;
+      }
+      storeF(y->data, y->dtype, o[2], r);
+    });
+    return AMPRT_OK;
+  }
+  bool divByZero = false;
+  forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
+    int64_t p = loadI(a->data, a->dtype, o[0]);
+    int64_t q = loadI(b->data, b->dtype, o[1]);
+    int64_t r;
+    switch (op) {
+    case AMPRT_BINARY_ADD: r = (int64_t)((uint64_t)p + (uint64_t)q); break;
+    case AMPRT_BINARY_SUB: r = (int64_t)((uint64_t)p - (uint64_t)q); break;
+    case AMPRT_BINARY_MUL: r = (int64_t)((uint64_t)p * (uint64_t)q); break;
+    case AMPRT_BINARY_DIV:
+      if (q == 0) {
+        divByZero = true;
+        r = 0;
+      } else {
+        r = (p == INT64_MIN && q == -1) ? p : p / q;
+      }
+      break;
+    case AMPRT_BINARY_POW: r = ipow(p, q); break;
+    case AMPRT_BINARY_MAX: r = std::max(p, q); break;
+    default: r = std::min(p, q); break;
+    }
+    storeI(y->data, y->dtype, o[2], r);
+  });
+  if (divByZero)
+    return fail(AMPRT_ERR_NUMERIC, "amprt_binary: integer division by zero");
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_where(amprt_context *, const amprt_tensor *cond,
+                                    const amprt_tensor *a,
+                                    const amprt_tensor *b, amprt_tensor *y) {
+  int64_t s[4][AMPRT_MAX_RANK];
+  AMPRT_CHECK(prepare("amprt_where", y, {cond, a, b}, s));
+  if (cond->dtype != AMPRT_I1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_where: condition must be i1");
+  if (a->dtype != y->dtype || b->dtype != y->dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_where: a, b and y must have one element type");
+  size_t es = amprt_dtype_size(y->dtype);
+  forEach<4>(y->rank, y->shape, s, [&](const int64_t *o) {
+    bool c = static_cast<const uint8_t *>(cond->data)[o[0]] != 0;
+    const char *src = c ? static_cast<const char *>(a->data) + o[1] * es
+                        : static_cast<const char *>(b->data) + o[2] * es;
+    std::memcpy(static_cast<char *>(y->data) + o[3] * es, src, es);
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
+                                   amprt_tensor *y) {
+  AMPRT_CHECK(check(x, "amprt_cast: x"));
+  AMPRT_CHECK(check(y, "amprt_cast: y"));
+  if (x->rank != y->rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cast: x %s and y %s differ",
+                shapeString(x).c_str(), shapeString(y).c_str());
+  for (int32_t d = 0; d < x->rank; ++d)
+    if (x->shape[d] != y->shape[d])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_cast: x %s and y %s differ", shapeString(x).c_str(),
+                  shapeString(y).c_str());
+  // Contiguous float -> float: the bulk converter (vector paths).
+  if (isFloat(x->dtype) && isFloat(y->dtype) && amprt_tensor_is_contiguous(x) &&
+      amprt_tensor_is_contiguous(y))
+    return amprt_convert(x->data, x->dtype, y->data, y->dtype,
+                         (size_t)amprt_tensor_numel(x));
+  int64_t s[2][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < y->rank; ++d) {
+    s[0][d] = x->strides[d];
+    s[1][d] = y->strides[d];
+  }
+  forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
+    if (y->dtype == AMPRT_I1) {
+      bool nz = isFloat(x->dtype) ? loadF(x->data, x->dtype, o[0]) != 0.0f
+                                  : loadI(x->data, x->dtype, o[0]) != 0;
+      storeI(y->data, y->dtype, o[1], nz);
+    } else if (isFloat(y->dtype)) {
+      // Integers above 2^24 round through double for a correctly rounded
+      // f32, then once more to f16 / bf16 as the GPU does.
+      float v = isFloat(x->dtype) ? loadF(x->data, x->dtype, o[0])
+                                  : (float)(double)loadI(x->data, x->dtype, o[0]);
+      storeF(y->data, y->dtype, o[1], v);
+    } else if (isFloat(x->dtype)) {
+      float v = loadF(x->data, x->dtype, o[0]);
+      // Truncation toward zero; NaN and out-of-range values are undefined
+      // in C, here they give 0 / saturate.
+      int64_t iv = std::isnan(v) ? 0
+                   : v >= 9.2233720368547758e18f ? INT64_MAX
+                   : v <= -9.2233720368547758e18f ? INT64_MIN
+                                                   : (int64_t)v;
+      storeI(y->data, y->dtype, o[1], iv);
+    } else {
+      storeI(y->data, y->dtype, o[1], loadI(x->data, x->dtype, o[0]));
+    }
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x,
+                                   amprt_tensor *y) {
+  AMPRT_CHECK(check(x, "amprt_copy: x"));
+  AMPRT_CHECK(check(y, "amprt_copy: y"));
+  if (x->dtype != y->dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_copy: element types differ (%s, %s); use amprt_cast",
+                amprt_dtype_name(x->dtype), amprt_dtype_name(y->dtype));
+  if (amprt_tensor_numel(x) != amprt_tensor_numel(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_copy: x %s and y %s hold different element counts",
+                shapeString(x).c_str(), shapeString(y).c_str());
+  size_t es = amprt_dtype_size(x->dtype);
+  if (amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y)) {
+    std::memmove(y->data, x->data, (size_t)amprt_tensor_numel(x) * es);
+    return AMPRT_OK;
+  }
+  // Same shape: a strided view copy (transpose, slice, expand). Different
+  // shapes with the same count: reshape of non-contiguous data, element
+  // order row-major on both sides.
+  bool sameShape = x->rank == y->rank;
+  for (int32_t d = 0; sameShape && d < x->rank; ++d)
+    sameShape = x->shape[d] == y->shape[d];
+  if (sameShape) {
+    int64_t s[2][AMPRT_MAX_RANK];
+    for (int32_t d = 0; d < y->rank; ++d) {
+      s[0][d] = x->strides[d];
+      s[1][d] = y->strides[d];
+    }
+    forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
+      std::memcpy(static_cast<char *>(y->data) + o[1] * es,
+                  static_cast<const char *>(x->data) + o[0] * es, es);
+    });
+    return AMPRT_OK;
+  }
+  std::vector<int64_t> xo, yo;
+  int64_t s1[1][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < x->rank; ++d)
+    s1[0][d] = x->strides[d];
+  forEach<1>(x->rank, x->shape, s1, [&](const int64_t *o) { xo.push_back(o[0]); });
+  for (int32_t d = 0; d < y->rank; ++d)
+    s1[0][d] = y->strides[d];
+  forEach<1>(y->rank, y->shape, s1, [&](const int64_t *o) { yo.push_back(o[0]); });
+  for (size_t i = 0; i < xo.size(); ++i)
+    std::memcpy(static_cast<char *>(y->data) + yo[i] * es,
+                static_cast<const char *>(x->data) + xo[i] * es, es);
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_concat(amprt_context *ctx,
+                                     const amprt_tensor *inputs, int32_t count,
+                                     int32_t axis, amprt_tensor *y) {
+  AMPRT_CHECK(check(y, "amprt_concat: y"));
+  if (count < 1 || !inputs)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_concat: no inputs");
+  if (axis < 0 || axis >= y->rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_concat: axis %d out of range for rank %d", axis, y->rank);
+  int64_t at = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    const amprt_tensor *x = &inputs[i];
+    AMPRT_CHECK(check(x, "amprt_concat: input"));
+    if (x->rank != y->rank || x->dtype != y->dtype)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_concat: input %d (%s %s) does not match y (%s %s)", i,
+                  amprt_dtype_name(x->dtype), shapeString(x).c_str(),
+                  amprt_dtype_name(y->dtype), shapeString(y).c_str());
+    // A view of y for this input's slab.
+    amprt_tensor view = *y;
+    view.shape[axis] = x->shape[axis];
+    view.data = static_cast<char *>(y->data) +
+                at * y->strides[axis] * (int64_t)amprt_dtype_size(y->dtype);
+    if (at + x->shape[axis] > y->shape[axis])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_concat: inputs exceed y's dim %d (%lld)", axis,
+                  (long long)y->shape[axis]);
+    AMPRT_CHECK(amprt_copy(ctx, x, &view));
+    at += x->shape[axis];
+  }
+  if (at != y->shape[axis])
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_concat: inputs fill %lld of y's %lld along axis %d",
+                (long long)at, (long long)y->shape[axis], axis);
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_gather(amprt_context *, const amprt_tensor *data,
+                                     const amprt_tensor *indices, int32_t axis,
+                                     amprt_tensor *y) {
+  AMPRT_CHECK(check(data, "amprt_gather: data"));
+  AMPRT_CHECK(check(indices, "amprt_gather: indices"));
+  AMPRT_CHECK(check(y, "amprt_gather: y"));
+  if (indices->dtype != AMPRT_I32 && indices->dtype != AMPRT_I64)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_gather: indices must be i32 or i64");
+  if (axis < 0 || axis >= data->rank || data->dtype != y->dtype ||
+      y->rank != data->rank - 1 + indices->rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_gather: data %s, indices %s and y %s do not agree "
+                "(axis %d)",
+                shapeString(data).c_str(), shapeString(indices).c_str(),
+                shapeString(y).c_str(), axis);
+  int64_t limit = data->shape[axis];
+  size_t es = amprt_dtype_size(data->dtype);
+  int64_t s[2][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < y->rank; ++d)
+    s[1][d] = y->strides[d];
+  // Walk y; split its index into (outer, indices..., inner).
+  std::vector<int64_t> idx(y->rank, 0);
+  int64_t total = amprt_tensor_numel(y);
+  for (int64_t lin = 0; lin < total; ++lin) {
+    int64_t rem = lin;
+    for (int32_t d = y->rank - 1; d >= 0; --d) {
+      idx[d] = rem % y->shape[d];
+      rem /= y->shape[d];
+    }
+    int64_t ioff = 0;
+    for (int32_t d = 0; d < indices->rank; ++d)
+      ioff += idx[axis + d] * indices->strides[d];
+    int64_t k = loadI(indices->data, indices->dtype, ioff);
+    if (k < -limit || k >= limit)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_gather: index %lld out of range [-%lld, %lld)",
+                  (long long)k, (long long)limit, (long long)limit);
+    if (k < 0)
+      k += limit;
+    int64_t doff = 0;
+    for (int32_t d = 0; d < axis; ++d)
+      doff += idx[d] * data->strides[d];
+    doff += k * data->strides[axis];
+    for (int32_t d = axis + 1; d < data->rank; ++d)
+      doff += idx[d - 1 + indices->rank] * data->strides[d];
+    int64_t yoff = 0;
+    for (int32_t d = 0; d < y->rank; ++d)
+      yoff += idx[d] * s[1][d];
+    std::memcpy(static_cast<char *>(y->data) + yoff * es,
+                static_cast<const char *>(data->data) + doff * es, es);
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
+                                      float ratio, amprt_tensor *y,
+                                      amprt_tensor *mask) {
+  int64_t s[2][AMPRT_MAX_RANK];
+  AMPRT_CHECK(prepare("amprt_dropout", y, {x}, s));
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_dropout: ratio %g outside [0, 1)", ratio);
+  if (mask) {
+    AMPRT_CHECK(check(mask, "amprt_dropout: mask"));
+    if (mask->dtype != AMPRT_I1 || amprt_tensor_numel(mask) != amprt_tensor_numel(y) ||
+        !amprt_tensor_is_contiguous(mask))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_dropout: mask must be a contiguous i1 tensor of y's "
+                  "size");
+  }
+  float keepScale = 1.0f / (1.0f - ratio);
+  int64_t i = 0;
+  forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
+    bool keep = ratio == 0.0f || nextUniform(ctx) >= ratio;
+    float v = keep ? loadF(x->data, x->dtype, o[0]) * keepScale : 0.0f;
+    storeF(y->data, y->dtype, o[1], v);
+    if (mask)
+      static_cast<uint8_t *>(mask->data)[i] = keep;
+    ++i;
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_reduce_to(amprt_context *, const amprt_tensor *dy,
+                                        amprt_tensor *dx) {
+  AMPRT_CHECK(check(dy, "amprt_reduce_to: dy"));
+  AMPRT_CHECK(check(dx, "amprt_reduce_to: dx"));
+  // dx's strides as seen from dy's shape: broadcast dims accumulate.
+  int64_t s[2][AMPRT_MAX_RANK];
+  AMPRT_CHECK(broadcastStrides(dx, dy->rank, dy->shape, s[1], "amprt_reduce_to"));
+  for (int32_t d = 0; d < dy->rank; ++d)
+    s[0][d] = dy->strides[d];
+  int64_t n = amprt_tensor_numel(dx);
+  std::vector<double> acc(n, 0.0);
+  // Map dx offsets to dense indices: dx is required contiguous here.
+  if (!amprt_tensor_is_contiguous(dx))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce_to: dx must be contiguous");
+  forEach<2>(dy->rank, dy->shape, s, [&](const int64_t *o) {
+    acc[o[1]] += loadF(dy->data, dy->dtype, o[0]);
+  });
+  for (int64_t i = 0; i < n; ++i)
+    storeF(dx->data, dx->dtype, i, (float)acc[i]);
+  return AMPRT_OK;
+}

@@ -1,0 +1,189 @@
+//===- pool.cpp - max / average pooling and their gradients --------------===//
+
+#include "internal.h"
+
+#include <limits>
+#include <vector>
+
+using namespace amprt;
+
+namespace {
+
+struct Window {
+  int64_t n, c, in[3], out[3], k[3], s[3], d[3], pb[3];
+};
+
+amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y,
+                      const amprt_pool_params *p, const char *k, Window &w) {
+  AMPRT_CHECK(check(x, k));
+  AMPRT_CHECK(check(y, k));
+  if (!p || p->spatial < 1 || p->spatial > 3 || x->rank != p->spatial + 2 ||
+      y->rank != x->rank || !amprt_tensor_is_contiguous(x) ||
+      !amprt_tensor_is_contiguous(y) || x->shape[0] != y->shape[0] ||
+      x->shape[1] != y->shape[1])
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: x %s and y %s must be contiguous [N, C, D...] with the "
+                "parameters' spatial rank",
+                k, shapeString(x).c_str(), shapeString(y).c_str());
+  w.n = x->shape[0];
+  w.c = x->shape[1];
+  for (int i = 0; i < 3; ++i) {
+    bool on = i < p->spatial;
+    w.in[i] = on ? x->shape[2 + i] : 1;
+    w.out[i] = on ? y->shape[2 + i] : 1;
+    w.k[i] = on ? p->kernel[i] : 1;
+    w.s[i] = on && p->strides[i] > 0 ? p->strides[i] : 1;
+    w.d[i] = on && p->dilations[i] > 0 ? p->dilations[i] : 1;
+    w.pb[i] = on ? p->pads_begin[i] : 0;
+    if (w.k[i] < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: kernel size %lld", k,
+                  (long long)w.k[i]);
+  }
+  return AMPRT_OK;
+}
+
+/// Calls f(output index, input index or -1 for padding) for every window
+/// position of every output element; begin(o) / end(o) bracket each window.
+template <typename Begin, typename Each, typename End>
+void forWindows(const Window &w, Begin begin, Each each, End end) {
+  int64_t plane = w.in[0] * w.in[1] * w.in[2];
+  int64_t oplane = w.out[0] * w.out[1] * w.out[2];
+  for (int64_t nc = 0; nc < w.n * w.c; ++nc)
+    for (int64_t o0 = 0; o0 < w.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < w.out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+          int64_t oi = nc * oplane + (o0 * w.out[1] + o1) * w.out[2] + o2;
+          begin(oi);
+          for (int64_t k0 = 0; k0 < w.k[0]; ++k0)
+            for (int64_t k1 = 0; k1 < w.k[1]; ++k1)
+              for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+                int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
+                int64_t i1 = o1 * w.s[1] - w.pb[1] + k1 * w.d[1];
+                int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
+                bool inside = i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1] &&
+                              i2 >= 0 && i2 < w.in[2];
+                // Positions past the padded input (ceil mode) do not count.
+                bool padded = i0 < w.in[0] + w.pb[0] && i1 < w.in[1] + w.pb[1] &&
+                              i2 < w.in[2] + w.pb[2];
+                if (inside)
+                  each(oi, nc * plane + (i0 * w.in[1] + i1) * w.in[2] + i2);
+                else if (padded)
+                  each(oi, -1);
+              }
+          end(oi);
+        }
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
+                                       const amprt_pool_params *p, amprt_tensor *y,
+                                       amprt_tensor *indices) {
+  Window w;
+  AMPRT_CHECK(windowOf(x, y, p, "amprt_max_pool", w));
+  if (indices && (indices->dtype != AMPRT_I64 ||
+                  amprt_tensor_numel(indices) != amprt_tensor_numel(y)))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_max_pool: indices must be i64 with y's size");
+  float best = 0;
+  int64_t arg = -1;
+  bool nan = false;
+  forWindows(
+      w, [&](int64_t) { best = -std::numeric_limits<float>::infinity(); arg = -1; nan = false; },
+      [&](int64_t, int64_t i) {
+        if (i < 0 || nan)
+          return;
+        float v = loadF(x->data, x->dtype, i);
+        if (std::isnan(v)) {
+          nan = true;
+          best = v;
+          arg = i;
+        } else if (arg < 0 || v > best) {
+          best = v;
+          arg = i;
+        }
+      },
+      [&](int64_t o) {
+        if (isFloat(y->dtype))
+          storeF(y->data, y->dtype, o, best);
+        else
+          storeI(y->data, y->dtype, o, arg >= 0 ? loadI(x->data, x->dtype, arg) : 0);
+        if (indices)
+          static_cast<int64_t *>(indices->data)[o] = arg;
+      });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *x,
+                                           const amprt_pool_params *p,
+                                           amprt_tensor *y) {
+  Window w;
+  AMPRT_CHECK(windowOf(x, y, p, "amprt_average_pool", w));
+  double sum = 0;
+  int64_t count = 0;
+  forWindows(
+      w, [&](int64_t) { sum = 0; count = 0; },
+      [&](int64_t, int64_t i) {
+        if (i >= 0)
+          sum += loadF(x->data, x->dtype, i);
+        if (i >= 0 || p->count_include_pad)
+          ++count;
+      },
+      [&](int64_t o) { storeF(y->data, y->dtype, o, count ? (float)(sum / count) : 0.0f); });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor *dy,
+                                            const amprt_tensor *indices,
+                                            amprt_tensor *dx) {
+  AMPRT_CHECK(check(dy, "amprt_max_pool_grad: dy"));
+  AMPRT_CHECK(check(indices, "amprt_max_pool_grad: indices"));
+  AMPRT_CHECK(check(dx, "amprt_max_pool_grad: dx"));
+  if (indices->dtype != AMPRT_I64 || amprt_tensor_numel(indices) != amprt_tensor_numel(dy) ||
+      !amprt_tensor_is_contiguous(dx) || !amprt_tensor_is_contiguous(dy))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_max_pool_grad: indices must be i64 with dy's size; dx, dy "
+                "contiguous");
+  int64_t nx = amprt_tensor_numel(dx), ny = amprt_tensor_numel(dy);
+  std::vector<double> acc(nx, 0.0);
+  for (int64_t o = 0; o < ny; ++o) {
+    int64_t i = static_cast<const int64_t *>(indices->data)[o];
+    if (i < 0)
+      continue;
+    if (i >= nx)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_max_pool_grad: index %lld out of range",
+                  (long long)i);
+    acc[i] += loadF(dy->data, dy->dtype, o);
+  }
+  for (int64_t i = 0; i < nx; ++i)
+    storeF(dx->data, dx->dtype, i, (float)acc[i]);
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_average_pool_grad(amprt_context *, const amprt_tensor *dy,
+                                                const amprt_pool_params *p,
+                                                amprt_tensor *dx) {
+  Window w;
+  AMPRT_CHECK(windowOf(dx, dy, p, "amprt_average_pool_grad", w));
+  std::vector<double> acc(amprt_tensor_numel(dx), 0.0);
+  std::vector<int64_t> members;
+  int64_t count = 0;
+  forWindows(
+      w, [&](int64_t) { members.clear(); count = 0; },
+      [&](int64_t, int64_t i) {
+        if (i >= 0)
+          members.push_back(i);
+        if (i >= 0 || p->count_include_pad)
+          ++count;
+      },
+      [&](int64_t o) {
+        if (!count)
+          return;
+        double g = loadF(dy->data, dy->dtype, o) / count;
+        for (int64_t i : members)
+          acc[i] += g;
+      });
+  for (size_t i = 0; i < acc.size(); ++i)
+    storeF(dx->data, dx->dtype, (int64_t)i, (float)acc[i]);
+  return AMPRT_OK;
+}

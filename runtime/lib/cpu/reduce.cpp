@@ -1,0 +1,689 @@
+//===- reduce.cpp - reductions, softmax, normalisation, losses -----------===//
+//
+// All of these compute in f32 or wider (sums in double) whatever the element
+// type, and round once on store: they are the ops AMP keeps in fp32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "internal.h"
+
+#include <limits>
+#include <vector>
+
+using namespace amprt;
+
+namespace {
+
+/// Iterates the "rows" of x along `axis`: calls f(base offset) for every
+/// index of the other dims. Offsets are in x's strides.
+template <typename F>
+void forEachRow(const amprt_tensor *x, int32_t axis, F &&f) {
+  int64_t shape[AMPRT_MAX_RANK];
+  int64_t s[1][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < x->rank; ++d) {
+    shape[d] = d == axis ? 1 : x->shape[d];
+    s[0][d] = x->strides[d];
+  }
+  forEach<1>(x->rank, shape, s, [&](const int64_t *o) { f(o[0]); });
+}
+
+bool sameShape(const amprt_tensor *a, const amprt_tensor *b) {
+  if (a->rank != b->rank)
+    return false;
+  for (int32_t d = 0; d < a->rank; ++d)
+    if (a->shape[d] != b->shape[d])
+      return false;
+  return true;
+}
+
+amprt_status checkFloat(const amprt_tensor *t, const char *what) {
+  AMPRT_CHECK(check(t, what));
+  if (!isFloat(t->dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be f32, f16 or bf16, got %s",
+                what, amprt_dtype_name(t->dtype));
+  return AMPRT_OK;
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
+                                     const amprt_tensor *x, const int32_t *axes,
+                                     int32_t naxes, amprt_tensor *y) {
+  AMPRT_CHECK(check(x, "amprt_reduce: x"));
+  AMPRT_CHECK(check(y, "amprt_reduce: y"));
+  if (y->rank != x->rank || y->dtype != x->dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_reduce: y (%s %s) must have x's rank and type (%s %s)",
+                amprt_dtype_name(y->dtype), shapeString(y).c_str(),
+                amprt_dtype_name(x->dtype), shapeString(x).c_str());
+  bool reduced[AMPRT_MAX_RANK] = {false};
+  for (int32_t i = 0; i < naxes; ++i) {
+    if (axes[i] < 0 || axes[i] >= x->rank)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce: axis %d out of range",
+                  axes[i]);
+    reduced[axes[i]] = true;
+  }
+  int64_t count = 1;
+  for (int32_t d = 0; d < x->rank; ++d) {
+    int64_t want = reduced[d] ? 1 : x->shape[d];
+    if (y->shape[d] != want)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_reduce: y %s is not x %s with the reduced dims as 1",
+                  shapeString(y).c_str(), shapeString(x).c_str());
+    if (reduced[d])
+      count *= x->shape[d];
+  }
+  // Accumulate per dense output index.
+  int64_t dense[AMPRT_MAX_RANK];
+  contiguousStrides(y->rank, y->shape, dense);
+  int64_t s[2][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < x->rank; ++d) {
+    s[0][d] = x->strides[d];
+    s[1][d] = reduced[d] ? 0 : dense[d];
+  }
+  int64_t n = amprt_tensor_numel(y);
+  bool isF = isFloat(x->dtype);
+  std::vector<double> acc(n, op == AMPRT_REDUCE_MAX
+                                 ? -std::numeric_limits<double>::infinity()
+                                 : 0.0);
+  std::vector<int64_t> iacc(n, op == AMPRT_REDUCE_MAX ? INT64_MIN : 0);
+  forEach<2>(x->rank, x->shape, s, [&](const int64_t *o) {
+    if (isF) {
+      double v = loadF(x->data, x->dtype, o[0]);
+      double &a = acc[o[1]];
+      if (op == AMPRT_REDUCE_MAX)
+        a = (std::isnan(v) || std::isnan(a) || v > a) ? (std::isnan(a) ? a : v) : a;
+      else
+        a += v;
+    } else {
+      int64_t v = loadI(x->data, x->dtype, o[0]);
+      int64_t &a = iacc[o[1]];
+      if (op == AMPRT_REDUCE_MAX)
+        a = std::max(a, v);
+      else
+        a += v;
+    }
+  });
+  int64_t ys[1][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < y->rank; ++d)
+    ys[0][d] = y->strides[d];
+  int64_t i = 0;
+  forEach<1>(y->rank, y->shape, ys, [&](const int64_t *o) {
+    if (isF) {
+      double v = acc[i];
+      if (op == AMPRT_REDUCE_MEAN)
+        v /= (double)count;
+      storeF(y->data, y->dtype, o[0], (float)v);
+    } else {
+      int64_t v = iacc[i];
+      if (op == AMPRT_REDUCE_MEAN)
+        v = count ? v / count : 0;
+      storeI(y->data, y->dtype, o[0], v);
+    }
+    ++i;
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
+                                      int32_t axis, int log, amprt_tensor *y) {
+  AMPRT_CHECK(checkFloat(x, "amprt_softmax: x"));
+  AMPRT_CHECK(checkFloat(y, "amprt_softmax: y"));
+  if (!sameShape(x, y) || axis < 0 || axis >= x->rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_softmax: x %s, y %s, axis %d do not agree",
+                shapeString(x).c_str(), shapeString(y).c_str(), axis);
+  int64_t len = x->shape[axis], xs = x->strides[axis], ys = y->strides[axis];
+  std::vector<float> row(len);
+  // y's base offset for a row: same index as x's, in y's strides.
+  int64_t shape[AMPRT_MAX_RANK];
+  int64_t s[2][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < x->rank; ++d) {
+    shape[d] = d == axis ? 1 : x->shape[d];
+    s[0][d] = x->strides[d];
+    s[1][d] = y->strides[d];
+  }
+  forEach<2>(x->rank, shape, s, [&](const int64_t *o) {
+    float m = -std::numeric_limits<float>::infinity();
+    bool nan = false;
+    for (int64_t i = 0; i < len; ++i) {
+      row[i] = loadF(x->data, x->dtype, o[0] + i * xs);
+      nan |= std::isnan(row[i]);
+      m = std::max(m, row[i]);
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < len; ++i)
+      sum += std::exp((double)row[i] - m);
+    double logSum = std::log(sum);
+    for (int64_t i = 0; i < len; ++i) {
+      double v = log ? (double)row[i] - m - logSum
+                     : std::exp((double)row[i] - m) / sum;
+      if (nan)
+        v = std::numeric_limits<double>::quiet_NaN();
+      storeF(y->data, y->dtype, o[1] + i * ys, (float)v);
+    }
+  });
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_softmax_grad(amprt_context *, const amprt_tensor *y,
+                                           const amprt_tensor *dy, int32_t axis,
+                                           int log, amprt_tensor *dx) {
+  AMPRT_CHECK(checkFloat(y, "amprt_softmax_grad: y"));
+  AMPRT_CHECK(checkFloat(dy, "amprt_softmax_grad: dy"));
+  AMPRT_CHECK(checkFloat(dx, "amprt_softmax_grad: dx"));
+  if (!sameShape(y, dy) || !sameShape(y, dx) || axis < 0 || axis >= y->rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_softmax_grad: shapes or axis do not agree");
+  int64_t len = y->shape[axis];
+  int64_t shape[AMPRT_MAX_RANK];
+  int64_t s[3][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < y->rank; ++d) {
+    shape[d] = d == axis ? 1 : y->shape[d];
+    s[0][d] = y->strides[d];
+    s[1][d] = dy->strides[d];
+    s[2][d] = dx->strides[d];
+  }
+  forEach<3>(y->rank, shape, s, [&](const int64_t *o) {
+    double dot = 0.0;
+    for (int64_t i = 0; i < len; ++i) {
+      double g = loadF(dy->data, dy->dtype, o[1] + i * dy->strides[axis]);
+      dot += log ? g : g * loadF(y->data, y->dtype, o[0] + i * y->strides[axis]);
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      double yv = loadF(y->data, y->dtype, o[0] + i * y->strides[axis]);
+      double g = loadF(dy->data, dy->dtype, o[1] + i * dy->strides[axis]);
+      double v = log ? g - std::exp(yv) * dot : yv * (g - dot);
+      storeF(dx->data, dx->dtype, o[2] + i * dx->strides[axis], (float)v);
+    }
+  });
+  return AMPRT_OK;
+}
+
+namespace {
+
+/// Rows x normalized-size view of a contiguous tensor split at `axis`.
+amprt_status splitAt(const amprt_tensor *x, int32_t axis, const char *kernel,
+                     int64_t &rows, int64_t &cols) {
+  if (!amprt_tensor_is_contiguous(x))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: x must be contiguous", kernel);
+  if (axis < 0 || axis >= x->rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: axis %d out of range for rank %d",
+                kernel, axis, x->rank);
+  rows = cols = 1;
+  for (int32_t d = 0; d < x->rank; ++d)
+    (d < axis ? rows : cols) *= x->shape[d];
+  return AMPRT_OK;
+}
+
+/// Offsets of a parameter broadcast over the normalized dims x[axis:].
+amprt_status paramOffsets(const amprt_tensor *x, int32_t axis,
+                          const amprt_tensor *p, const char *what,
+                          std::vector<int64_t> &out) {
+  AMPRT_CHECK(checkFloat(p, what));
+  int32_t nrank = x->rank - axis;
+  int64_t s[1][AMPRT_MAX_RANK];
+  AMPRT_CHECK(broadcastStrides(p, nrank, x->shape + axis, s[0], what));
+  out.clear();
+  forEach<1>(nrank, x->shape + axis, s, [&](const int64_t *o) { out.push_back(o[0]); });
+  return AMPRT_OK;
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
+                                         const amprt_tensor *scale,
+                                         const amprt_tensor *bias, int32_t axis,
+                                         float epsilon, amprt_tensor *y,
+                                         amprt_tensor *mean,
+                                         amprt_tensor *inv_std_dev) {
+  const char *k = "amprt_layer_norm";
+  AMPRT_CHECK(checkFloat(x, "amprt_layer_norm: x"));
+  AMPRT_CHECK(checkFloat(y, "amprt_layer_norm: y"));
+  if (!sameShape(x, y) || !amprt_tensor_is_contiguous(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: y must be contiguous with x's shape", k);
+  int64_t rows = 0, cols = 0;
+  AMPRT_CHECK(splitAt(x, axis, k, rows, cols));
+  std::vector<int64_t> so, bo;
+  AMPRT_CHECK(paramOffsets(x, axis, scale, "amprt_layer_norm: scale", so));
+  if (bias)
+    AMPRT_CHECK(paramOffsets(x, axis, bias, "amprt_layer_norm: bias", bo));
+  for (amprt_tensor *st : {mean, inv_std_dev})
+    if (st && (st->dtype != AMPRT_F32 || amprt_tensor_numel(st) != rows ||
+               !amprt_tensor_is_contiguous(st)))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s: mean / inv_std_dev must be contiguous f32 with %lld "
+                  "elements",
+                  k, (long long)rows);
+  std::vector<double> v(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      v[c] = loadF(x->data, x->dtype, r * cols + c);
+      sum += v[c];
+    }
+    double mu = sum / cols, var = 0.0;
+    for (int64_t c = 0; c < cols; ++c)
+      var += (v[c] - mu) * (v[c] - mu);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + (double)epsilon);
+    for (int64_t c = 0; c < cols; ++c) {
+      double out = (v[c] - mu) * rstd * loadF(scale->data, scale->dtype, so[c]);
+      if (bias)
+        out += loadF(bias->data, bias->dtype, bo[c]);
+      storeF(y->data, y->dtype, r * cols + c, (float)out);
+    }
+    if (mean)
+      static_cast<float *>(mean->data)[r] = (float)mu;
+    if (inv_std_dev)
+      static_cast<float *>(inv_std_dev->data)[r] = (float)rstd;
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_layer_norm_grad(
+    amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
+    const amprt_tensor *mean, const amprt_tensor *inv_std_dev,
+    const amprt_tensor *dy, int32_t axis, amprt_tensor *dx,
+    amprt_tensor *dscale, amprt_tensor *dbias) {
+  const char *k = "amprt_layer_norm_grad";
+  AMPRT_CHECK(checkFloat(x, "amprt_layer_norm_grad: x"));
+  AMPRT_CHECK(checkFloat(dy, "amprt_layer_norm_grad: dy"));
+  int64_t rows = 0, cols = 0;
+  AMPRT_CHECK(splitAt(x, axis, k, rows, cols));
+  if (!sameShape(x, dy) || !amprt_tensor_is_contiguous(dy))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: dy must be contiguous with x's shape", k);
+  std::vector<int64_t> so;
+  AMPRT_CHECK(paramOffsets(x, axis, scale, "amprt_layer_norm_grad: scale", so));
+  if (mean->dtype != AMPRT_F32 || inv_std_dev->dtype != AMPRT_F32 ||
+      amprt_tensor_numel(mean) != rows || amprt_tensor_numel(inv_std_dev) != rows)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: statistics must be f32 [%lld]", k,
+                (long long)rows);
+  int64_t np = amprt_tensor_numel(scale);
+  std::vector<double> gscale(np, 0.0), gbias(np, 0.0), xhat(cols), dxhat(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = static_cast<const float *>(mean->data)[r];
+    double rstd = static_cast<const float *>(inv_std_dev->data)[r];
+    double m1 = 0.0, m2 = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = loadF(dy->data, dy->dtype, r * cols + c);
+      xhat[c] = (loadF(x->data, x->dtype, r * cols + c) - mu) * rstd;
+      dxhat[c] = g * loadF(scale->data, scale->dtype, so[c]);
+      m1 += dxhat[c];
+      m2 += dxhat[c] * xhat[c];
+      gscale[so[c]] += g * xhat[c];
+      gbias[so[c]] += g;
+    }
+    m1 /= cols;
+    m2 /= cols;
+    if (dx)
+      for (int64_t c = 0; c < cols; ++c)
+        storeF(dx->data, dx->dtype, r * cols + c,
+               (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2)));
+  }
+  // so[] maps a normalized position to the scale's offset; scale is assumed
+  // contiguous (its natural layout) for the gradient.
+  if (dscale)
+    for (int64_t i = 0; i < np; ++i)
+      storeF(dscale->data, dscale->dtype, i, (float)gscale[i]);
+  if (dbias)
+    for (int64_t i = 0; i < np; ++i)
+      storeF(dbias->data, dbias->dtype, i, (float)gbias[i]);
+  return AMPRT_OK;
+}
+
+namespace {
+amprt_status checkChannel(const amprt_tensor *t, int64_t c, const char *what) {
+  AMPRT_CHECK(checkFloat(t, what));
+  if (amprt_tensor_numel(t) != c || !amprt_tensor_is_contiguous(t))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be contiguous [%lld]", what,
+                (long long)c);
+  return AMPRT_OK;
+}
+} // namespace
+
+extern "C" amprt_status amprt_batch_norm(
+    amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
+    const amprt_tensor *bias, const amprt_tensor *mean, const amprt_tensor *var,
+    float epsilon, float momentum, int training, amprt_tensor *y,
+    amprt_tensor *running_mean, amprt_tensor *running_var,
+    amprt_tensor *save_mean, amprt_tensor *save_inv_std) {
+  AMPRT_CHECK(checkFloat(x, "amprt_batch_norm: x"));
+  AMPRT_CHECK(checkFloat(y, "amprt_batch_norm: y"));
+  if (x->rank < 2 || !amprt_tensor_is_contiguous(x) || !sameShape(x, y) ||
+      !amprt_tensor_is_contiguous(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_batch_norm: x and y must be contiguous [N, C, ...] of "
+                "one shape");
+  int64_t n = x->shape[0], c = x->shape[1], inner = 1;
+  for (int32_t d = 2; d < x->rank; ++d)
+    inner *= x->shape[d];
+  AMPRT_CHECK(checkChannel(scale, c, "amprt_batch_norm: scale"));
+  AMPRT_CHECK(checkChannel(bias, c, "amprt_batch_norm: bias"));
+  AMPRT_CHECK(checkChannel(mean, c, "amprt_batch_norm: mean"));
+  AMPRT_CHECK(checkChannel(var, c, "amprt_batch_norm: var"));
+  for (amprt_tensor *t : {running_mean, running_var})
+    if (t)
+      AMPRT_CHECK(checkChannel(t, c, "amprt_batch_norm: running statistics"));
+  for (amprt_tensor *t : {save_mean, save_inv_std})
+    if (t && (t->dtype != AMPRT_F32 || amprt_tensor_numel(t) != c))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_batch_norm: saved statistics must be f32 [%lld]",
+                  (long long)c);
+  int64_t m = n * inner;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mu, variance;
+    double oldMean = loadF(mean->data, mean->dtype, ch);
+    double oldVar = loadF(var->data, var->dtype, ch);
+    if (training) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i)
+          sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+      mu = sum / m;
+      double sq = 0.0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
+          sq += d * d;
+        }
+      variance = sq / m;
+      double unbiased = m > 1 ? sq / (m - 1) : sq;
+      if (running_mean)
+        storeF(running_mean->data, running_mean->dtype, ch,
+               (float)(momentum * oldMean + (1.0 - momentum) * mu));
+      if (running_var)
+        storeF(running_var->data, running_var->dtype, ch,
+               (float)(momentum * oldVar + (1.0 - momentum) * unbiased));
+    } else {
+      mu = oldMean;
+      variance = oldVar;
+      if (running_mean)
+        storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
+      if (running_var)
+        storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
+    }
+    double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
+    if (save_mean)
+      static_cast<float *>(save_mean->data)[ch] = (float)mu;
+    if (save_inv_std)
+      static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
+    double g = loadF(scale->data, scale->dtype, ch);
+    double bb = loadF(bias->data, bias->dtype, ch);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t o = (b * c + ch) * inner + i;
+        storeF(y->data, y->dtype, o,
+               (float)((loadF(x->data, x->dtype, o) - mu) * invStd * g + bb));
+      }
+  }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_batch_norm_grad(
+    amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
+    const amprt_tensor *save_mean, const amprt_tensor *save_inv_std,
+    const amprt_tensor *dy, amprt_tensor *dx, amprt_tensor *dscale,
+    amprt_tensor *dbias) {
+  AMPRT_CHECK(checkFloat(x, "amprt_batch_norm_grad: x"));
+  AMPRT_CHECK(checkFloat(dy, "amprt_batch_norm_grad: dy"));
+  if (x->rank < 2 || !amprt_tensor_is_contiguous(x) || !sameShape(x, dy) ||
+      !amprt_tensor_is_contiguous(dy))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_batch_norm_grad: x and dy must be contiguous, one shape");
+  int64_t n = x->shape[0], c = x->shape[1], inner = 1;
+  for (int32_t d = 2; d < x->rank; ++d)
+    inner *= x->shape[d];
+  AMPRT_CHECK(checkChannel(scale, c, "amprt_batch_norm_grad: scale"));
+  AMPRT_CHECK(checkChannel(save_mean, c, "amprt_batch_norm_grad: save_mean"));
+  AMPRT_CHECK(checkChannel(save_inv_std, c, "amprt_batch_norm_grad: save_inv_std"));
+  double m = (double)n * inner;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mu = loadF(save_mean->data, save_mean->dtype, ch);
+    double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
+    double g = loadF(scale->data, scale->dtype, ch);
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t o = (b * c + ch) * inner + i;
+        double d = loadF(dy->data, dy->dtype, o);
+        sdy += d;
+        sdyx += d * (loadF(x->data, x->dtype, o) - mu) * is;
+      }
+    if (dscale)
+      storeF(dscale->data, dscale->dtype, ch, (float)sdyx);
+    if (dbias)
+      storeF(dbias->data, dbias->dtype, ch, (float)sdy);
+    if (dx)
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t o = (b * c + ch) * inner + i;
+          double xhat = (loadF(x->data, x->dtype, o) - mu) * is;
+          double d = loadF(dy->data, dy->dtype, o);
+          storeF(dx->data, dx->dtype, o,
+                 (float)(g * is / m * (m * d - sdy - xhat * sdyx)));
+        }
+  }
+  return AMPRT_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct LossShape {
+  int64_t n, c, inner; // scores [N, C, inner...], labels [N, inner...]
+};
+
+amprt_status lossShape(const amprt_tensor *scores, const amprt_tensor *labels,
+                       const amprt_tensor *weights, const char *k, LossShape &ls) {
+  AMPRT_CHECK(checkFloat(scores, k));
+  AMPRT_CHECK(check(labels, k));
+  if (labels->dtype != AMPRT_I32 && labels->dtype != AMPRT_I64)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels must be i32 or i64", k);
+  if (scores->rank < 2 || labels->rank != scores->rank - 1 ||
+      !amprt_tensor_is_contiguous(scores) || !amprt_tensor_is_contiguous(labels))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: scores %s / labels %s must be contiguous [N, C, D...] / "
+                "[N, D...]",
+                k, shapeString(scores).c_str(), shapeString(labels).c_str());
+  ls.n = scores->shape[0];
+  ls.c = scores->shape[1];
+  ls.inner = 1;
+  if (labels->shape[0] != ls.n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels %s do not match scores %s",
+                k, shapeString(labels).c_str(), shapeString(scores).c_str());
+  for (int32_t d = 2; d < scores->rank; ++d) {
+    if (labels->shape[d - 1] != scores->shape[d])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels %s do not match scores %s",
+                  k, shapeString(labels).c_str(), shapeString(scores).c_str());
+    ls.inner *= scores->shape[d];
+  }
+  if (weights) {
+    AMPRT_CHECK(checkChannel(weights, ls.c, k));
+  }
+  return AMPRT_OK;
+}
+
+/// Per-sample weight of label y (0 for ignored); fails on a bad label.
+amprt_status sampleWeight(const amprt_tensor *labels, const amprt_tensor *weights,
+                          int has_ignore, int64_t ignore, int64_t i, int64_t c,
+                          const char *k, int64_t &cls, double &w) {
+  w = 0.0;
+  cls = loadI(labels->data, labels->dtype, i);
+  if (has_ignore && cls == ignore) {
+    w = 0.0;
+    return AMPRT_OK;
+  }
+  if (cls < 0 || cls >= c)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: label %lld at position %lld is outside [0, %lld)", k,
+                (long long)cls, (long long)i, (long long)c);
+  w = weights ? loadF(weights->data, weights->dtype, cls) : 1.0;
+  return AMPRT_OK;
+}
+
+amprt_status nllCore(const amprt_tensor *logp, const LossShape &ls,
+                     const amprt_tensor *labels, const amprt_tensor *weights,
+                     amprt_reduction reduction, int has_ignore, int64_t ignore,
+                     amprt_tensor *loss, const char *k) {
+  AMPRT_CHECK(checkFloat(loss, k));
+  int64_t samples = ls.n * ls.inner;
+  if (reduction == AMPRT_REDUCTION_NONE ? amprt_tensor_numel(loss) != samples
+                                        : amprt_tensor_numel(loss) != 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: loss has %lld elements, expected %lld",
+                k, (long long)amprt_tensor_numel(loss),
+                (long long)(reduction == AMPRT_REDUCTION_NONE ? samples : 1));
+  double total = 0.0, wsum = 0.0;
+  for (int64_t b = 0; b < ls.n; ++b)
+    for (int64_t i = 0; i < ls.inner; ++i) {
+      int64_t s = b * ls.inner + i, cls = 0;
+      double w = 0.0;
+      AMPRT_CHECK(sampleWeight(labels, weights, has_ignore, ignore, s, ls.c, k, cls, w));
+      double l = w == 0.0 ? 0.0
+                          : -w * loadF(logp->data, logp->dtype,
+                                       (b * ls.c + cls) * ls.inner + i);
+      if (reduction == AMPRT_REDUCTION_NONE)
+        storeF(loss->data, loss->dtype, s, (float)l);
+      total += l;
+      wsum += w;
+    }
+  if (reduction == AMPRT_REDUCTION_SUM)
+    storeF(loss->data, loss->dtype, 0, (float)total);
+  else if (reduction == AMPRT_REDUCTION_MEAN)
+    storeF(loss->data, loss->dtype, 0, (float)(total / wsum));
+  return AMPRT_OK;
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_softmax_cross_entropy(
+    amprt_context *ctx, const amprt_tensor *scores, const amprt_tensor *labels,
+    const amprt_tensor *weights, amprt_reduction reduction, int has_ignore_index,
+    int64_t ignore_index, amprt_tensor *loss, amprt_tensor *log_prob) {
+  const char *k = "amprt_softmax_cross_entropy";
+  LossShape ls;
+  AMPRT_CHECK(lossShape(scores, labels, weights, k, ls));
+  // log_prob in f32 (or the caller's tensor, which must match the scores).
+  std::vector<float> tmp;
+  amprt_tensor lp;
+  if (log_prob) {
+    AMPRT_CHECK(checkFloat(log_prob, k));
+    if (!sameShape(scores, log_prob) || !amprt_tensor_is_contiguous(log_prob))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: log_prob must be contiguous "
+                  "with the scores' shape", k);
+    lp = *log_prob;
+  } else {
+    tmp.resize(amprt_tensor_numel(scores));
+    lp = amprt_tensor_make(tmp.data(), AMPRT_F32, scores->rank, scores->shape);
+  }
+  // Softmax over C: in the contiguous layout axis 1 has stride `inner`.
+  AMPRT_CHECK(amprt_softmax(ctx, scores, 1, 1, &lp));
+  // Read the log-probabilities at f32 precision even when log_prob is low:
+  // recompute into f32 if the caller's tensor rounds.
+  if (log_prob && log_prob->dtype != AMPRT_F32) {
+    tmp.resize(amprt_tensor_numel(scores));
+    amprt_tensor f = amprt_tensor_make(tmp.data(), AMPRT_F32, scores->rank, scores->shape);
+    AMPRT_CHECK(amprt_softmax(ctx, scores, 1, 1, &f));
+    return nllCore(&f, ls, labels, weights, reduction, has_ignore_index,
+                   ignore_index, loss, k);
+  }
+  return nllCore(&lp, ls, labels, weights, reduction, has_ignore_index,
+                 ignore_index, loss, k);
+}
+
+extern "C" amprt_status amprt_nll_loss(amprt_context *, const amprt_tensor *log_prob,
+                                       const amprt_tensor *labels,
+                                       const amprt_tensor *weights,
+                                       amprt_reduction reduction,
+                                       int has_ignore_index, int64_t ignore_index,
+                                       amprt_tensor *loss) {
+  const char *k = "amprt_nll_loss";
+  LossShape ls;
+  AMPRT_CHECK(lossShape(log_prob, labels, weights, k, ls));
+  return nllCore(log_prob, ls, labels, weights, reduction, has_ignore_index,
+                 ignore_index, loss, k);
+}
+
+namespace {
+/// d(loss)/d(sample) for each sample: dloss scaled by the reduction.
+amprt_status lossScale(const LossShape &ls, const amprt_tensor *labels,
+                       const amprt_tensor *weights, amprt_reduction reduction,
+                       int has_ignore, int64_t ignore, const amprt_tensor *dloss,
+                       const char *k, std::vector<double> &g,
+                       std::vector<int64_t> &cls) {
+  AMPRT_CHECK(checkFloat(dloss, k));
+  int64_t samples = ls.n * ls.inner;
+  g.assign(samples, 0.0);
+  cls.assign(samples, 0);
+  double wsum = 0.0;
+  std::vector<double> w(samples);
+  for (int64_t s = 0; s < samples; ++s) {
+    AMPRT_CHECK(sampleWeight(labels, weights, has_ignore, ignore, s, ls.c, k, cls[s], w[s]));
+    wsum += w[s];
+  }
+  if (reduction == AMPRT_REDUCTION_NONE) {
+    if (amprt_tensor_numel(dloss) != samples)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: dloss must have %lld elements", k,
+                  (long long)samples);
+    for (int64_t s = 0; s < samples; ++s)
+      g[s] = w[s] * loadF(dloss->data, dloss->dtype, s);
+  } else {
+    if (amprt_tensor_numel(dloss) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: dloss must be a scalar", k);
+    double d = loadF(dloss->data, dloss->dtype, 0);
+    if (reduction == AMPRT_REDUCTION_MEAN)
+      d /= wsum;
+    for (int64_t s = 0; s < samples; ++s)
+      g[s] = w[s] * d;
+  }
+  return AMPRT_OK;
+}
+} // namespace
+
+extern "C" amprt_status amprt_softmax_cross_entropy_grad(
+    amprt_context *, const amprt_tensor *log_prob, const amprt_tensor *labels,
+    const amprt_tensor *weights, amprt_reduction reduction, int has_ignore_index,
+    int64_t ignore_index, const amprt_tensor *dloss, amprt_tensor *dscores) {
+  const char *k = "amprt_softmax_cross_entropy_grad";
+  LossShape ls;
+  AMPRT_CHECK(lossShape(log_prob, labels, weights, k, ls));
+  AMPRT_CHECK(checkFloat(dscores, k));
+  if (!sameShape(log_prob, dscores) || !amprt_tensor_is_contiguous(dscores))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: dscores must match log_prob", k);
+  std::vector<double> g;
+  std::vector<int64_t> cls;
+  AMPRT_CHECK(lossScale(ls, labels, weights, reduction, has_ignore_index,
+                        ignore_index, dloss, k, g, cls));
+  for (int64_t b = 0; b < ls.n; ++b)
+    for (int64_t ch = 0; ch < ls.c; ++ch)
+      for (int64_t i = 0; i < ls.inner; ++i) {
+        int64_t s = b * ls.inner + i, o = (b * ls.c + ch) * ls.inner + i;
+        double p = std::exp((double)loadF(log_prob->data, log_prob->dtype, o));
+        double v = g[s] * (p - (ch == cls[s] ? 1.0 : 0.0));
+        storeF(dscores->data, dscores->dtype, o, (float)v);
+      }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_nll_loss_grad(
+    amprt_context *, const amprt_tensor *labels, const amprt_tensor *weights,
+    amprt_reduction reduction, int has_ignore_index, int64_t ignore_index,
+    const amprt_tensor *dloss, amprt_tensor *dinput) {
+  const char *k = "amprt_nll_loss_grad";
+  LossShape ls;
+  AMPRT_CHECK(lossShape(dinput, labels, weights, k, ls));
+  std::vector<double> g;
+  std::vector<int64_t> cls;
+  AMPRT_CHECK(lossScale(ls, labels, weights, reduction, has_ignore_index,
+                        ignore_index, dloss, k, g, cls));
+  for (int64_t b = 0; b < ls.n; ++b)
+    for (int64_t ch = 0; ch < ls.c; ++ch)
+      for (int64_t i = 0; i < ls.inner; ++i) {
+        int64_t s = b * ls.inner + i, o = (b * ls.c + ch) * ls.inner + i;
+        storeF(dinput->data, dinput->dtype, o, ch == cls[s] ? (float)-g[s] : 0.0f);
+      }
+  return AMPRT_OK;
+}

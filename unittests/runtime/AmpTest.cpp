@@ -1,0 +1,197 @@
+//===- AmpTest.cpp - loss scaling, clipping and optimizer kernels --------===//
+//
+// (PyTorch's exact sequences are checked against torch itself in
+// test/runtime/test_against_torch.py; these tests pin the semantics.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+using namespace amprt_test;
+
+TEST(Unscale, MultipliesByInverseScaleAndFlagsNonFinite) {
+  Buf g1 = randn(AMPRT_F32, {1000}, 1000.0), g2 = randn(AMPRT_F16, {37}, 100.0),
+      g3 = randn(AMPRT_BF16, {5, 5}, 10.0);
+  Buf o1(AMPRT_F32, {1000}), o2(AMPRT_F32, {37}), o3(AMPRT_F32, {5, 5});
+  amprt_tensor in[3] = {g1.t, g2.t, g3.t}, out[3] = {o1.t, o2.t, o3.t};
+  float scale = 65536.0f * 3.0f, found = 0.0f;
+  AMPRT_OK_OR_FAIL(amprt_unscale_and_check(nullptr, in, out, 3, &scale, &found));
+  EXPECT_EQ(found, 0.0f);
+  float inv = (float)(1.0 / (double)scale);
+  for (auto [g, o] : {std::pair<Buf *, Buf *>{&g1, &o1}, {&g2, &o2}, {&g3, &o3}})
+    for (int64_t i = 0; i < g->numel(); ++i)
+      ASSERT_EQ((float)o->get(i), (float)g->get(i) * inv) << i; // one f32 multiply
+  // One inf in the f16 tensor, one NaN in the bf16 tensor: flagged, and the
+  // flag is never cleared by a clean call.
+  g2.set(11, INFINITY);
+  AMPRT_OK_OR_FAIL(amprt_unscale_and_check(nullptr, in, out, 3, &scale, &found));
+  EXPECT_EQ(found, 1.0f);
+  g2.set(11, 1.0);
+  AMPRT_OK_OR_FAIL(amprt_unscale_and_check(nullptr, in, out, 3, &scale, &found));
+  EXPECT_EQ(found, 1.0f);
+  found = 0.0f;
+  g3.set(24, NAN);
+  AMPRT_OK_OR_FAIL(amprt_unscale_and_check(nullptr, in, out, 3, &scale, &found));
+  EXPECT_EQ(found, 1.0f);
+  // In place for f32.
+  Buf g = randn(AMPRT_F32, {64}), before = g;
+  amprt_tensor io = g.t;
+  found = 0.0f;
+  AMPRT_OK_OR_FAIL(amprt_unscale_and_check(nullptr, &io, &io, 1, &scale, &found));
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ((float)g.get(i), (float)before.get(i) * inv);
+}
+
+TEST(UpdateScale, PyTorchRule) {
+  amprt_scaler_config cfg = amprt_scaler_default_config();
+  cfg.growth_interval = 3;
+  amprt_scaler_state st = amprt_scaler_init(&cfg, 65536.0f);
+  // clean x3 -> grow; inf -> halve; clean x2, inf -> halve; clean x3 -> grow
+  const float pattern[] = {0, 0, 0, 1, 0, 0, 1, 0, 0, 0};
+  const float scales[] = {65536, 65536, 131072, 65536, 65536, 65536, 32768, 32768, 32768, 65536};
+  const int trackers[] = {1, 2, 0, 0, 1, 2, 0, 1, 2, 0};
+  for (int i = 0; i < 10; ++i) {
+    AMPRT_OK_OR_FAIL(amprt_update_scale(nullptr, &cfg, &st, pattern[i]));
+    EXPECT_EQ(st.scale, scales[i]) << "step " << i;
+    EXPECT_EQ(st.growth_tracker, trackers[i]) << "step " << i;
+  }
+  // found_inf is tested as != 0: a summed flag of 3 counts.
+  AMPRT_OK_OR_FAIL(amprt_update_scale(nullptr, &cfg, &st, 3.0f));
+  EXPECT_EQ(st.scale, 32768.0f);
+  // Growth past the largest float is refused (PyTorch #98828).
+  st.scale = 2.0e38f;
+  st.growth_tracker = 2;
+  AMPRT_OK_OR_FAIL(amprt_update_scale(nullptr, &cfg, &st, 0.0f));
+  EXPECT_EQ(st.scale, 2.0e38f);
+  EXPECT_EQ(st.growth_tracker, 0);
+}
+
+TEST(UpdateScale, DeepSpeedHysteresisAndFloor) {
+  // DeepSpeed DynamicLossScaler(delayed_shift=2, scale_window=4,
+  // min_scale=1): the first overflow only uses up the hysteresis; the next
+  // ones back off until a growth restores it.
+  amprt_scaler_config cfg = amprt_scaler_default_config();
+  cfg.growth_interval = 4;
+  cfg.hysteresis = 2;
+  cfg.min_scale = 1.0f;
+  amprt_scaler_state st = amprt_scaler_init(&cfg, 8.0f);
+  struct { float inf; float scale; int hyst; } seq[] = {
+      {1, 8, 1}, {1, 4, 1}, {0, 4, 1}, {0, 4, 1}, {0, 4, 1}, {0, 8, 2},
+      {1, 8, 1}, {1, 4, 1}, {1, 2, 1}, {1, 1, 1}};
+  for (auto &s : seq) {
+    AMPRT_OK_OR_FAIL(amprt_update_scale(nullptr, &cfg, &st, s.inf));
+    EXPECT_EQ(st.scale, s.scale);
+    EXPECT_EQ(st.hysteresis_left, s.hyst);
+  }
+  // An overflow at the floor: DeepSpeed raises; here an error status, the
+  // scale stays at the floor and the state says so.
+  EXPECT_EQ(amprt_update_scale(nullptr, &cfg, &st, 1.0f), AMPRT_ERR_NUMERIC);
+  EXPECT_EQ(st.scale, 1.0f);
+  EXPECT_EQ(st.at_min_scale, 1);
+  EXPECT_NE(std::string(amprt_last_error()).find("minimum loss scale"), std::string::npos);
+}
+
+TEST(ClipGradNorm, UsesTheGlobalNorm) {
+  Buf a = randn(AMPRT_F32, {100}, 3.0), b = randn(AMPRT_F32, {7, 3}, 3.0);
+  double sq = 0;
+  for (double v : a.values())
+    sq += v * v;
+  for (double v : b.values())
+    sq += v * v;
+  double norm = std::sqrt(sq);
+  Buf a0 = a, b0 = b;
+  amprt_tensor g[2] = {a.t, b.t};
+  float total = 0;
+  AMPRT_OK_OR_FAIL(amprt_clip_grad_norm(nullptr, g, 2, 1.0f, 0.0f, &total));
+  EXPECT_NEAR(total, norm, 1e-5 * norm);
+  float coef = (float)(1.0 / (norm + 1e-6));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ((float)a.get(i), (float)a0.get(i) * coef);
+  // Below the threshold nothing changes; with found_inf nothing changes.
+  Buf c = randn(AMPRT_F32, {10}, 0.01), c0 = c;
+  amprt_tensor gc = c.t;
+  AMPRT_OK_OR_FAIL(amprt_clip_grad_norm(nullptr, &gc, 1, 100.0f, 0.0f, &total));
+  EXPECT_EQ(c.bytes, c0.bytes);
+  AMPRT_OK_OR_FAIL(amprt_clip_grad_norm(nullptr, &gc, 1, 1e-6f, 1.0f, &total));
+  EXPECT_EQ(c.bytes, c0.bytes);
+}
+
+TEST(Optimizers, SgdMatchesReferenceFormulas) {
+  for (int nesterov = 0; nesterov < 2; ++nesterov) {
+    amprt_sgd_config cfg{0.1f, 0.9f, 0.0f, 0.01f, nesterov};
+    Buf p = randn(AMPRT_F32, {50}), buf(AMPRT_F32, {50});
+    std::vector<double> rp = p.values(), rb(50, 0.0);
+    int64_t step = 0;
+    for (int it = 0; it < 4; ++it) {
+      Buf g = randn(AMPRT_F32, {50});
+      AMPRT_OK_OR_FAIL(amprt_sgd_step(nullptr, &cfg, p.p(), g.p(), buf.p(), &step, 0.0f));
+      for (int i = 0; i < 50; ++i) {
+        double d = g.get(i) + 0.01 * rp[i];
+        rb[i] = step == 0 ? d : 0.9 * rb[i] + d;
+        d = nesterov ? d + 0.9 * rb[i] : rb[i];
+        rp[i] -= 0.1 * d;
+      }
+      AMPRT_OK_OR_FAIL(amprt_step_count(nullptr, &step, 0.0f));
+    }
+    EXPECT_TRUE(near(p, rp, 0, 1e-5, 1e-6));
+  }
+}
+
+TEST(Optimizers, AdamAndAdamWMatchReferenceFormulas) {
+  for (int decoupled = 0; decoupled < 2; ++decoupled) {
+    amprt_adam_config cfg{1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, decoupled};
+    Buf p = randn(AMPRT_F32, {40}), m(AMPRT_F32, {40}), v(AMPRT_F32, {40});
+    std::vector<double> rp = p.values(), rm(40, 0), rv(40, 0);
+    int64_t step = 0;
+    for (int it = 0; it < 5; ++it) {
+      Buf g = randn(AMPRT_F32, {40});
+      AMPRT_OK_OR_FAIL(amprt_adam_step(nullptr, &cfg, p.p(), g.p(), m.p(), v.p(), &step, 0.0f));
+      AMPRT_OK_OR_FAIL(amprt_step_count(nullptr, &step, 0.0f));
+      double t = (double)step;
+      for (int i = 0; i < 40; ++i) {
+        double gi = g.get(i);
+        if (decoupled)
+          rp[i] *= 1 - 1e-2 * 0.05;
+        else
+          gi += 0.05 * rp[i];
+        rm[i] = 0.9 * rm[i] + 0.1 * gi;
+        rv[i] = 0.999 * rv[i] + 0.001 * gi * gi;
+        double mhat = rm[i] / (1 - std::pow(0.9, t)), vhat = rv[i] / (1 - std::pow(0.999, t));
+        rp[i] -= 1e-2 * mhat / (std::sqrt(vhat) + 1e-8);
+      }
+    }
+    EXPECT_TRUE(near(p, rp, 0, 1e-4, 1e-5)) << "decoupled " << decoupled;
+    EXPECT_TRUE(near(m, rm, 0, 1e-5, 1e-6));
+    EXPECT_TRUE(near(v, rv, 0, 1e-5, 1e-7));
+  }
+}
+
+TEST(Optimizers, SkippedStepLeavesEveryByteUnchanged) {
+  Buf p = randn(AMPRT_F32, {33}), g = randn(AMPRT_F32, {33}), b = randn(AMPRT_F32, {33}),
+      m = randn(AMPRT_F32, {33}), v = uniform(AMPRT_F32, {33}, 0.1, 1.0);
+  g.set(5, NAN); // whatever the gradient holds
+  Buf p0 = p, b0 = b, m0 = m, v0 = v;
+  int64_t step = 7, step0 = 7;
+  amprt_sgd_config sgd{0.1f, 0.9f, 0.0f, 0.01f, 1};
+  amprt_adam_config adam{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1};
+  AMPRT_OK_OR_FAIL(amprt_sgd_step(nullptr, &sgd, p.p(), g.p(), b.p(), &step, 1.0f));
+  AMPRT_OK_OR_FAIL(amprt_adam_step(nullptr, &adam, p.p(), g.p(), m.p(), v.p(), &step, 2.0f));
+  AMPRT_OK_OR_FAIL(amprt_step_count(nullptr, &step, 1.0f));
+  EXPECT_EQ(p.bytes, p0.bytes);
+  EXPECT_EQ(b.bytes, b0.bytes);
+  EXPECT_EQ(m.bytes, m0.bytes);
+  EXPECT_EQ(v.bytes, v0.bytes);
+  EXPECT_EQ(step, step0);
+}
+
+TEST(Optimizers, BadArgumentsAreErrors) {
+  Buf p = randn(AMPRT_F32, {3}), g = randn(AMPRT_F32, {4});
+  int64_t step = 0;
+  amprt_sgd_config sgd{0.1f, 0.0f, 0.0f, 0.0f, 0};
+  EXPECT_EQ(amprt_sgd_step(nullptr, &sgd, p.p(), g.p(), nullptr, &step, 0.0f),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  Buf h = randn(AMPRT_F16, {3});
+  EXPECT_EQ(amprt_sgd_step(nullptr, &sgd, p.p(), h.p(), nullptr, &step, 0.0f),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("contiguous f32"), std::string::npos);
+}

@@ -1,0 +1,286 @@
+//===- ElementwiseTest.cpp - elementwise kernels against double ----------===//
+
+#include "TestUtil.h"
+
+#include <map>
+
+using namespace amprt_test;
+
+namespace {
+
+const amprt_dtype kFloats[] = {AMPRT_F32, AMPRT_F16, AMPRT_BF16};
+
+double refUnary(amprt_unary_op op, double x, double alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return x;
+  case AMPRT_UNARY_RELU: return std::isnan(x) ? x : x > 0 ? x : 0; // NaN propagates
+  case AMPRT_UNARY_SQRT: return std::sqrt(x);
+  case AMPRT_UNARY_EXP: return std::exp(x);
+  case AMPRT_UNARY_LOG: return std::log(x);
+  case AMPRT_UNARY_ERF: return std::erf(x);
+  case AMPRT_UNARY_TANH: return std::tanh(x);
+  case AMPRT_UNARY_SIGMOID: return 1.0 / (1.0 + std::exp(-x));
+  case AMPRT_UNARY_GELU: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+  case AMPRT_UNARY_GELU_TANH: // 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)), exact in double
+    return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0 ? x : alpha * x;
+  }
+  return NAN;
+}
+
+// Derivatives by central differences in long double, independent of the
+// closed forms the kernels use.
+double refDerivative(amprt_unary_op op, double x, double alpha) {
+  long double h = 1e-6L * std::max(1.0L, (long double)std::fabs(x));
+  return (double)(((long double)refUnary(op, (double)(x + h), alpha) -
+                   (long double)refUnary(op, (double)(x - h), alpha)) /
+                  (2 * h));
+}
+
+} // namespace
+
+TEST(Unary, EveryOpEveryFloatType) {
+  const amprt_unary_op ops[] = {AMPRT_UNARY_IDENTITY, AMPRT_UNARY_RELU, AMPRT_UNARY_SQRT,
+                                AMPRT_UNARY_EXP,      AMPRT_UNARY_LOG,  AMPRT_UNARY_ERF,
+                                AMPRT_UNARY_TANH,     AMPRT_UNARY_SIGMOID,
+                                AMPRT_UNARY_GELU,     AMPRT_UNARY_GELU_TANH,
+                                AMPRT_UNARY_LEAKY_RELU};
+  for (amprt_dtype dt : kFloats)
+    for (amprt_unary_op op : ops) {
+      bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
+      Buf x = positive ? uniform(dt, {7, 33}, 0.01, 20.0) : randn(dt, {7, 33}, 3.0);
+      // Special values: inf, -inf, nan, a subnormal.
+      x.set(0, INFINITY);
+      x.set(1, positive ? 1e-30 : -INFINITY);
+      x.set(2, NAN);
+      x.set(3, dt == AMPRT_F16 ? 3e-6 : 1e-39);
+      Buf y(dt, {7, 33});
+      AMPRT_OK_OR_FAIL(amprt_unary(nullptr, op, 0.1f, x.p(), y.p()));
+      // Correctly rounded up to f32's own error, which the function's
+      // condition number amplifies (|x * f'(x) / f(x)| grows like x^2 in the
+      // tails of exp, sigmoid and gelu): 1.2e-7 * (2 + x^2) relative.
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        double xv = x.get(i), r = refUnary(op, xv, 0.1), g = y.get(i);
+        double tol = (0.5 + (dt == AMPRT_F32 ? 4 : 0.01)) * ulp(dt, r) +
+                     std::fabs(r) * 1.2e-7 * (2 + (std::isfinite(xv) ? xv * xv : 0)) + 1e-37;
+        bool ok = std::isnan(r) || std::isnan(g) ? std::isnan(r) && std::isnan(g)
+                  : std::isinf(r) || std::isinf(g) ? g == r
+                                                   : std::fabs(g - r) <= tol;
+        EXPECT_TRUE(ok) << "op " << op << " " << amprt_dtype_name(dt) << " x " << xv
+                        << ": got " << g << ", reference " << r << " (seed " << testSeed()
+                        << ")";
+      }
+    }
+}
+
+TEST(Unary, GradientsMatchNumericDerivative) {
+  const amprt_unary_op ops[] = {AMPRT_UNARY_RELU, AMPRT_UNARY_SQRT, AMPRT_UNARY_EXP,
+                                AMPRT_UNARY_LOG,  AMPRT_UNARY_ERF,  AMPRT_UNARY_TANH,
+                                AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU,
+                                AMPRT_UNARY_GELU_TANH, AMPRT_UNARY_LEAKY_RELU};
+  for (amprt_unary_op op : ops) {
+    bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
+    Buf x = positive ? uniform(AMPRT_F32, {200}, 0.1, 5.0) : randn(AMPRT_F32, {200}, 2.0);
+    Buf dy = randn(AMPRT_F32, {200});
+    Buf dx(AMPRT_F32, {200});
+    AMPRT_OK_OR_FAIL(amprt_unary_grad(nullptr, op, 0.1f, x.p(), dy.p(), dx.p()));
+    std::vector<double> ref;
+    for (int64_t i = 0; i < 200; ++i)
+      ref.push_back(dy.get(i) * refDerivative(op, x.get(i), 0.1));
+    EXPECT_TRUE(near(dx, ref, 8, 1e-5, 1e-6)) << "op " << op;
+  }
+}
+
+TEST(Binary, BroadcastingEveryOpAndType) {
+  const amprt_binary_op ops[] = {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL,
+                                 AMPRT_BINARY_DIV, AMPRT_BINARY_POW, AMPRT_BINARY_MAX,
+                                 AMPRT_BINARY_MIN};
+  for (amprt_dtype dt : kFloats)
+    for (amprt_binary_op op : ops) {
+      Buf a = op == AMPRT_BINARY_POW ? uniform(dt, {4, 1, 5}, 0.5, 3.0) : randn(dt, {4, 1, 5});
+      Buf b = op == AMPRT_BINARY_POW ? uniform(dt, {3, 1}, -2.0, 2.0) : randn(dt, {3, 1});
+      Buf y(dt, {4, 3, 5});
+      AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+      std::vector<double> ref;
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int k = 0; k < 5; ++k) {
+            double p = a.get(i * 5 + k), q = b.get(j);
+            double r = op == AMPRT_BINARY_ADD   ? p + q
+                       : op == AMPRT_BINARY_SUB ? p - q
+                       : op == AMPRT_BINARY_MUL ? p * q
+                       : op == AMPRT_BINARY_DIV ? p / q
+                       : op == AMPRT_BINARY_POW ? std::pow(p, q)
+                       : op == AMPRT_BINARY_MAX ? std::max(p, q)
+                                                : std::min(p, q);
+            ref.push_back(r);
+          }
+      // f32 arithmetic then one rounding: within half an ulp of the exact
+      // value plus f32's own rounding (pow: a few f32 ulps).
+      EXPECT_TRUE(near(y, ref, 0.5 + (dt == AMPRT_F32 ? 2 : 0.01), 4e-7)) << "op " << op;
+    }
+}
+
+TEST(Binary, OverflowToInfInLowPrecision) {
+  Buf a(AMPRT_F16, {2}), b(AMPRT_F16, {2}), y(AMPRT_F16, {2});
+  a.set(0, 60000.0);
+  b.set(0, 10000.0);
+  a.set(1, 1e-7);
+  b.set(1, 1e-3);
+  AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_ADD, a.p(), b.p(), y.p()));
+  EXPECT_TRUE(std::isinf(y.get(0)));
+  AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_MUL, a.p(), b.p(), y.p()));
+  EXPECT_EQ(y.get(1), 0.0); // 1.2e-10 underflows past the smallest subnormal
+}
+
+TEST(Binary, IntegersWrapAndDivisionByZeroIsAnError) {
+  Buf a = randint(AMPRT_I64, {6}, -50, 50), b = randint(AMPRT_I64, {6}, 1, 9), y(AMPRT_I64, {6});
+  AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_DIV, a.p(), b.p(), y.p()));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(y.get(i), (double)((int64_t)a.get(i) / (int64_t)b.get(i)));
+  b.set(2, 0);
+  EXPECT_EQ(amprt_binary(nullptr, AMPRT_BINARY_DIV, a.p(), b.p(), y.p()), AMPRT_ERR_NUMERIC);
+  EXPECT_NE(std::string(amprt_last_error()).find("division by zero"), std::string::npos);
+}
+
+TEST(Binary, ShapeMismatchIsAnError) {
+  Buf a = randn(AMPRT_F32, {3, 4}), b = randn(AMPRT_F32, {5}), y(AMPRT_F32, {3, 4});
+  EXPECT_EQ(amprt_binary(nullptr, AMPRT_BINARY_ADD, a.p(), b.p(), y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("does not broadcast"), std::string::npos);
+}
+
+TEST(Where, SelectsWithBroadcast) {
+  Buf c = randint(AMPRT_I1, {3, 1}, 0, 2), a = randn(AMPRT_BF16, {3, 4}),
+      b = randn(AMPRT_BF16, {4}), y(AMPRT_BF16, {3, 4});
+  AMPRT_OK_OR_FAIL(amprt_where(nullptr, c.p(), a.p(), b.p(), y.p()));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j)
+      EXPECT_EQ(y.get(i * 4 + j), c.get(i) ? a.get(i * 4 + j) : b.get(j));
+}
+
+TEST(Cast, AllDirections) {
+  Buf x = randn(AMPRT_F32, {64}, 100.0);
+  x.set(0, NAN);
+  x.set(1, 70000.0);
+  x.set(2, -0.75);
+  for (amprt_dtype to : {AMPRT_F16, AMPRT_BF16, AMPRT_I32, AMPRT_I8, AMPRT_I1}) {
+    Buf y(to, {64});
+    AMPRT_OK_OR_FAIL(amprt_cast(nullptr, x.p(), y.p()));
+    for (int i = 0; i < 64; ++i) {
+      double v = x.get(i), g = y.get(i);
+      if (to == AMPRT_F16) {
+        uint16_t want = amprt_f32_to_f16((float)v);
+        EXPECT_EQ(reinterpret_cast<uint16_t *>(y.bytes.data())[i], want);
+      } else if (to == AMPRT_BF16) {
+        EXPECT_EQ(reinterpret_cast<uint16_t *>(y.bytes.data())[i], amprt_f32_to_bf16((float)v));
+      } else if (to == AMPRT_I1) {
+        EXPECT_EQ(g, v != 0 ? 1.0 : 0.0);
+      } else if (!std::isnan(v) && std::fabs(v) < 100) {
+        EXPECT_EQ(g, (double)(int64_t)std::trunc(v)) << v;
+      }
+    }
+  }
+  // int -> float rounds correctly, i1 -> float is 0 / 1.
+  Buf i(AMPRT_I64, {2}), f(AMPRT_F32, {2});
+  i.set(0, (double)((1LL << 24) + 1));
+  i.set(1, -7);
+  AMPRT_OK_OR_FAIL(amprt_cast(nullptr, i.p(), f.p()));
+  EXPECT_EQ(f.get(0), 16777216.0);
+  EXPECT_EQ(f.get(1), -7.0);
+}
+
+TEST(Copy, TransposeViewAndReshape) {
+  Buf x = randn(AMPRT_F32, {3, 5});
+  Buf y(AMPRT_F32, {5, 3});
+  amprt_tensor view = x.t;
+  view.shape[0] = 5;
+  view.shape[1] = 3;
+  view.strides[0] = 1;
+  view.strides[1] = 5;
+  AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &view, y.p()));
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(y.get(i * 3 + j), x.get(j * 5 + i));
+  Buf z(AMPRT_F32, {15});
+  AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &view, z.p()));
+  for (int k = 0; k < 15; ++k)
+    EXPECT_EQ(z.get(k), y.get(k));
+}
+
+TEST(Concat, AlongMiddleAxis) {
+  Buf a = randn(AMPRT_F16, {2, 1, 3}), b = randn(AMPRT_F16, {2, 2, 3}), y(AMPRT_F16, {2, 3, 3});
+  amprt_tensor in[2] = {a.t, b.t};
+  AMPRT_OK_OR_FAIL(amprt_concat(nullptr, in, 2, 1, y.p()));
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(y.get((n * 3 + c) * 3 + k),
+                  c == 0 ? a.get(n * 3 + k) : b.get((n * 2 + c - 1) * 3 + k));
+}
+
+TEST(Gather, NegativeIndicesAndRangeErrors) {
+  Buf data = randn(AMPRT_F32, {5, 4}), idx(AMPRT_I64, {2, 2}), y(AMPRT_F32, {2, 2, 4});
+  int64_t want[4] = {0, -1, 3, 2};
+  for (int i = 0; i < 4; ++i)
+    idx.set(i, (double)want[i]);
+  AMPRT_OK_OR_FAIL(amprt_gather(nullptr, data.p(), idx.p(), 0, y.p()));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      EXPECT_EQ(y.get(i * 4 + j), data.get(((want[i] + 5) % 5) * 4 + j));
+  idx.set(1, 5);
+  EXPECT_EQ(amprt_gather(nullptr, data.p(), idx.p(), 0, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("index 5 out of range"), std::string::npos);
+}
+
+TEST(Dropout, KeepsAboutOneMinusRatioAndRescales) {
+  amprt_context *ctx;
+  AMPRT_OK_OR_FAIL(amprt_context_create("cpu", &ctx));
+  amprt_context_seed(ctx, testSeed());
+  Buf x = uniform(AMPRT_F32, {20000}, 1.0, 2.0), y(AMPRT_F32, {20000}), m(AMPRT_I1, {20000});
+  AMPRT_OK_OR_FAIL(amprt_dropout(ctx, x.p(), 0.3f, y.p(), m.p()));
+  int64_t kept = 0;
+  for (int i = 0; i < 20000; ++i) {
+    if (m.get(i)) {
+      ++kept;
+      EXPECT_FLOAT_EQ((float)y.get(i), (float)(x.get(i) / 0.7));
+    } else {
+      EXPECT_EQ(y.get(i), 0.0);
+    }
+  }
+  // Binomial(20000, 0.7): 6 standard deviations is about 390.
+  EXPECT_NEAR((double)kept, 14000.0, 400.0);
+  amprt_context_destroy(ctx);
+}
+
+TEST(ReduceTo, SumsBroadcastDims) {
+  Buf dy = randn(AMPRT_F32, {4, 3, 5}), dx(AMPRT_F32, {3, 1});
+  AMPRT_OK_OR_FAIL(amprt_reduce_to(nullptr, dy.p(), dx.p()));
+  std::vector<double> ref(3, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 5; ++k)
+        ref[j] += dy.get((i * 3 + j) * 5 + k);
+  EXPECT_TRUE(near(dx, ref, 1, 1e-6));
+}
+
+TEST(Context, DevicesAndArena) {
+  amprt_context *ctx = nullptr;
+  EXPECT_EQ(amprt_context_create("tpu", &ctx), AMPRT_ERR_INVALID_ARGUMENT);
+#ifndef AMPRT_HAVE_CUDA
+  EXPECT_EQ(amprt_context_create("cuda", &ctx), AMPRT_ERR_NO_DEVICE);
+  EXPECT_NE(std::string(amprt_last_error()).find("without CUDA"), std::string::npos);
+#endif
+  AMPRT_OK_OR_FAIL(amprt_context_create("cpu", &ctx));
+  EXPECT_STREQ(amprt_context_device(ctx), "cpu");
+  amprt_arena *arena;
+  AMPRT_OK_OR_FAIL(amprt_arena_create(ctx, 1000, &arena));
+  void *p;
+  AMPRT_OK_OR_FAIL(amprt_arena_at(arena, 992, 8, &p));
+  EXPECT_EQ(p, static_cast<char *>(amprt_arena_base(arena)) + 992);
+  EXPECT_EQ(amprt_arena_at(arena, 996, 8, &p), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(amprt_arena_base(arena)) % 64, 0u);
+  amprt_arena_destroy(arena);
+  amprt_context_destroy(ctx);
+  EXPECT_NE(std::string(amprt_cpu_features_string()), "");
+}

@@ -1,0 +1,310 @@
+//===- ReduceTest.cpp - reductions, normalisation, losses against double -===//
+
+#include "TestUtil.h"
+
+#include <algorithm>
+
+using namespace amprt_test;
+
+TEST(Reduce, SumMeanMaxOverAxes) {
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
+    for (amprt_reduce_op op : {AMPRT_REDUCE_SUM, AMPRT_REDUCE_MEAN, AMPRT_REDUCE_MAX}) {
+      Buf x = randn(dt, {3, 4, 5});
+      int32_t axes[2] = {0, 2};
+      Buf y(dt, {1, 4, 1});
+      AMPRT_OK_OR_FAIL(amprt_reduce(nullptr, op, x.p(), axes, 2, y.p()));
+      std::vector<double> ref;
+      for (int j = 0; j < 4; ++j) {
+        double acc = op == AMPRT_REDUCE_MAX ? -INFINITY : 0.0;
+        for (int i = 0; i < 3; ++i)
+          for (int k = 0; k < 5; ++k) {
+            double v = x.get((i * 4 + j) * 5 + k);
+            acc = op == AMPRT_REDUCE_MAX ? std::max(acc, v) : acc + v;
+          }
+        ref.push_back(op == AMPRT_REDUCE_MEAN ? acc / 15 : acc);
+      }
+      // Accumulated in double, rounded once.
+      EXPECT_TRUE(near(y, ref, 0.5, 1e-12)) << "op " << op;
+    }
+}
+
+TEST(Reduce, MaxPropagatesNaN) {
+  Buf x = randn(AMPRT_F32, {2, 3}), y(AMPRT_F32, {2, 1});
+  x.set(4, NAN);
+  int32_t ax = 1;
+  AMPRT_OK_OR_FAIL(amprt_reduce(nullptr, AMPRT_REDUCE_MAX, x.p(), &ax, 1, y.p()));
+  EXPECT_FALSE(std::isnan(y.get(0)));
+  EXPECT_TRUE(std::isnan(y.get(1)));
+}
+
+TEST(Softmax, StableAndLogForm) {
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
+    for (int log = 0; log < 2; ++log) {
+      Buf x = randn(dt, {3, 7, 2}, 4.0);
+      x.set(0, 5000.0 > 60000 ? 0 : (dt == AMPRT_F16 ? 60000.0 : 5000.0)); // large logit
+      Buf y(dt, {3, 7, 2});
+      AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
+      std::vector<double> ref(x.numel());
+      for (int a = 0; a < 3; ++a)
+        for (int c = 0; c < 2; ++c) {
+          double m = -INFINITY, s = 0;
+          for (int j = 0; j < 7; ++j)
+            m = std::max(m, x.get((a * 7 + j) * 2 + c));
+          for (int j = 0; j < 7; ++j)
+            s += std::exp(x.get((a * 7 + j) * 2 + c) - m);
+          for (int j = 0; j < 7; ++j) {
+            double v = x.get((a * 7 + j) * 2 + c) - m;
+            ref[(a * 7 + j) * 2 + c] = log ? v - std::log(s) : std::exp(v) / s;
+          }
+        }
+      EXPECT_TRUE(near(y, ref, 0.5 + (dt == AMPRT_F32 ? 2 : 0.01), 1e-7, 1e-30))
+          << "log " << log;
+    }
+}
+
+TEST(Softmax, GradientMatchesJacobian) {
+  for (int log = 0; log < 2; ++log) {
+    Buf x = randn(AMPRT_F32, {4, 6}), y(AMPRT_F32, {4, 6}), dy = randn(AMPRT_F32, {4, 6}),
+        dx(AMPRT_F32, {4, 6});
+    AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
+    AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
+    std::vector<double> ref(24, 0.0);
+    for (int r = 0; r < 4; ++r) {
+      double m = -INFINITY, s = 0;
+      for (int j = 0; j < 6; ++j)
+        m = std::max(m, x.get(r * 6 + j));
+      std::vector<double> p(6);
+      for (int j = 0; j < 6; ++j)
+        s += std::exp(x.get(r * 6 + j) - m);
+      for (int j = 0; j < 6; ++j)
+        p[j] = std::exp(x.get(r * 6 + j) - m) / s;
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          // d out_j / d x_i
+          double jac = log ? (i == j) - p[i] : p[j] * ((i == j) - p[i]);
+          ref[r * 6 + i] += dy.get(r * 6 + j) * jac;
+        }
+    }
+    EXPECT_TRUE(near(dx, ref, 8, 1e-6, 1e-7)) << "log " << log;
+  }
+}
+
+namespace {
+void refLayerNorm(const Buf &x, const Buf &g, const Buf &b, int64_t rows, int64_t cols,
+                  double eps, std::vector<double> &y, std::vector<double> &mean,
+                  std::vector<double> &rstd) {
+  y.assign(rows * cols, 0);
+  mean.assign(rows, 0);
+  rstd.assign(rows, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      mu += x.get(r * cols + c);
+    mu /= cols;
+    for (int64_t c = 0; c < cols; ++c)
+      var += std::pow(x.get(r * cols + c) - mu, 2);
+    var /= cols;
+    mean[r] = mu;
+    rstd[r] = 1 / std::sqrt(var + eps);
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] = (x.get(r * cols + c) - mu) * rstd[r] * g.get(c) + b.get(c);
+  }
+}
+} // namespace
+
+TEST(LayerNorm, ForwardAndGradient) {
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16}) {
+    Buf x = randn(dt, {2, 3, 8}, 2.0, 1.0), g = randn(dt, {8}), b = randn(dt, {8});
+    Buf y(dt, {2, 3, 8}), mean(AMPRT_F32, {2, 3, 1}), rstd(AMPRT_F32, {2, 3, 1});
+    AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 2, 1e-5f, y.p(),
+                                      mean.p(), rstd.p()));
+    std::vector<double> ry, rm, rs;
+    refLayerNorm(x, g, b, 6, 8, 1e-5, ry, rm, rs);
+    EXPECT_TRUE(near(y, ry, 0.5 + (dt == AMPRT_F32 ? 4 : 0.01), 1e-7, 1e-6));
+    EXPECT_TRUE(near(mean, rm, 0.5, 0, 1e-12));
+    EXPECT_TRUE(near(rstd, rs, 0.5, 0, 1e-12));
+  }
+  // Gradient against central differences of the double reference.
+  Buf x = randn(AMPRT_F32, {3, 5}), g = randn(AMPRT_F32, {5}), b = randn(AMPRT_F32, {5});
+  Buf y(AMPRT_F32, {3, 5}), mean(AMPRT_F32, {3, 1}), rstd(AMPRT_F32, {3, 1});
+  Buf dy = randn(AMPRT_F32, {3, 5}), dx(AMPRT_F32, {3, 5}), dg(AMPRT_F32, {5}), db(AMPRT_F32, {5});
+  AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 1, 1e-5f, y.p(), mean.p(), rstd.p()));
+  AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, x.p(), g.p(), mean.p(), rstd.p(), dy.p(), 1,
+                                         dx.p(), dg.p(), db.p()));
+  auto lossAt = [&](Buf xx, Buf gg, Buf bb) {
+    std::vector<double> ry, rm, rs;
+    refLayerNorm(xx, gg, bb, 3, 5, 1e-5, ry, rm, rs);
+    double l = 0;
+    for (int i = 0; i < 15; ++i)
+      l += ry[i] * dy.get(i);
+    return l;
+  };
+  auto numeric = [&](Buf &which, int64_t i) {
+    Buf xs = x, gs = g, bs = b;
+    Buf *target = &which == &x ? &xs : &which == &g ? &gs : &bs;
+    Buf plus = *target, minus = *target;
+    // Perturb through double-precision copies of the values.
+    double h = 1e-3;
+    Buf xd(AMPRT_F32, target->shape);
+    (void)xd;
+    plus.set(i, target->get(i) + h);
+    minus.set(i, target->get(i) - h);
+    double hp = plus.get(i) - target->get(i), hm = target->get(i) - minus.get(i);
+    Buf *slot = target;
+    *slot = plus;
+    double lp = lossAt(xs, gs, bs);
+    *slot = minus;
+    double lm = lossAt(xs, gs, bs);
+    return (lp - lm) / (hp + hm);
+  };
+  std::vector<double> rdx, rdg, rdb;
+  for (int i = 0; i < 15; ++i)
+    rdx.push_back(numeric(x, i));
+  for (int i = 0; i < 5; ++i) {
+    rdg.push_back(numeric(g, i));
+    rdb.push_back(numeric(b, i));
+  }
+  EXPECT_TRUE(near(dx, rdx, 0, 2e-3, 2e-4));
+  EXPECT_TRUE(near(dg, rdg, 0, 2e-3, 2e-4));
+  EXPECT_TRUE(near(db, rdb, 0, 2e-3, 2e-4));
+}
+
+TEST(BatchNorm, TrainingStatisticsAndGradient) {
+  Buf x = randn(AMPRT_F32, {4, 3, 5}, 2.0, 0.5), g = randn(AMPRT_F32, {3}), b = randn(AMPRT_F32, {3});
+  Buf rm = randn(AMPRT_F32, {3}), rv = uniform(AMPRT_F32, {3}, 0.5, 2.0);
+  Buf y(AMPRT_F32, {4, 3, 5}), nm(AMPRT_F32, {3}), nv(AMPRT_F32, {3}), sm(AMPRT_F32, {3}),
+      si(AMPRT_F32, {3});
+  AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f, 1,
+                                    y.p(), nm.p(), nv.p(), sm.p(), si.p()));
+  std::vector<double> ry(60), rnm(3), rnv(3), rmu(3), rinv(3);
+  for (int c = 0; c < 3; ++c) {
+    double mu = 0, var = 0;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 5; ++i)
+        mu += x.get((n * 3 + c) * 5 + i);
+    mu /= 20;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 5; ++i)
+        var += std::pow(x.get((n * 3 + c) * 5 + i) - mu, 2);
+    rmu[c] = mu;
+    rinv[c] = 1 / std::sqrt(var / 20 + 1e-5);
+    const double mom = 0.9f; // the f32 attribute's value
+    rnm[c] = mom * rm.get(c) + (1 - mom) * mu;
+    rnv[c] = mom * rv.get(c) + (1 - mom) * var / 19; // unbiased, as ONNX and PyTorch
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 5; ++i) {
+        int o = (n * 3 + c) * 5 + i;
+        ry[o] = (x.get(o) - mu) * rinv[c] * g.get(c) + b.get(c);
+      }
+  }
+  EXPECT_TRUE(near(y, ry, 4, 1e-6, 1e-6));
+  EXPECT_TRUE(near(nm, rnm, 2, 1e-7));
+  EXPECT_TRUE(near(nv, rnv, 2, 1e-7));
+  EXPECT_TRUE(near(sm, rmu, 1, 1e-7));
+  EXPECT_TRUE(near(si, rinv, 1, 1e-7));
+  // Gradient: closed form in double.
+  Buf dy = randn(AMPRT_F32, {4, 3, 5}), dx(AMPRT_F32, {4, 3, 5}), dg(AMPRT_F32, {3}), db(AMPRT_F32, {3});
+  AMPRT_OK_OR_FAIL(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), dx.p(),
+                                         dg.p(), db.p()));
+  std::vector<double> rdx(60), rdg(3), rdb(3);
+  for (int c = 0; c < 3; ++c) {
+    double sdy = 0, sdyx = 0;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 5; ++i) {
+        int o = (n * 3 + c) * 5 + i;
+        sdy += dy.get(o);
+        sdyx += dy.get(o) * (x.get(o) - rmu[c]) * rinv[c];
+      }
+    rdg[c] = sdyx;
+    rdb[c] = sdy;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 5; ++i) {
+        int o = (n * 3 + c) * 5 + i;
+        double xh = (x.get(o) - rmu[c]) * rinv[c];
+        rdx[o] = g.get(c) * rinv[c] / 20 * (20 * dy.get(o) - sdy - xh * sdyx);
+      }
+  }
+  EXPECT_TRUE(near(dx, rdx, 8, 1e-5, 1e-6));
+  EXPECT_TRUE(near(dg, rdg, 8, 1e-6, 1e-6));
+  EXPECT_TRUE(near(db, rdb, 8, 1e-6, 1e-6));
+  // Inference mode: given statistics, copies out.
+  AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f, 0,
+                                    y.p(), nm.p(), nv.p(), nullptr, nullptr));
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(nm.get(c), rm.get(c));
+    double want = (x.get(c * 5) - rm.get(c)) / std::sqrt(rv.get(c) + 1e-5) * g.get(c) + b.get(c);
+    EXPECT_NEAR(y.get(c * 5), want, 1e-5 * (1 + std::fabs(want)));
+  }
+}
+
+TEST(Losses, CrossEntropyAndNLLWithWeightsAndIgnore) {
+  for (amprt_reduction red : {AMPRT_REDUCTION_NONE, AMPRT_REDUCTION_SUM, AMPRT_REDUCTION_MEAN})
+    for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16}) {
+      Buf s = randn(dt, {6, 5, 2}, 2.0), w = uniform(AMPRT_F32, {5}, 0.5, 2.0);
+      if (dt != AMPRT_F32)
+        w = uniform(dt, {5}, 0.5, 2.0);
+      Buf y = randint(AMPRT_I64, {6, 2}, 0, 5);
+      y.set(3, 4);
+      y.set(7, -100); // ignored
+      Buf loss(AMPRT_F32, red == AMPRT_REDUCTION_NONE ? std::vector<int64_t>{6, 2}
+                                                       : std::vector<int64_t>{});
+      Buf lp(AMPRT_F32, {6, 5, 2});
+      AMPRT_OK_OR_FAIL(amprt_softmax_cross_entropy(nullptr, s.p(), y.p(), w.p(), red, 1, -100,
+                                                   loss.p(), lp.p()));
+      std::vector<double> per(12), logp(60);
+      double total = 0, wsum = 0;
+      for (int n = 0; n < 6; ++n)
+        for (int k = 0; k < 2; ++k) {
+          double m = -INFINITY, z = 0;
+          for (int c = 0; c < 5; ++c)
+            m = std::max(m, s.get((n * 5 + c) * 2 + k));
+          for (int c = 0; c < 5; ++c)
+            z += std::exp(s.get((n * 5 + c) * 2 + k) - m);
+          for (int c = 0; c < 5; ++c)
+            logp[(n * 5 + c) * 2 + k] = s.get((n * 5 + c) * 2 + k) - m - std::log(z);
+          int64_t cls = (int64_t)y.get(n * 2 + k);
+          double wt = cls == -100 ? 0 : w.get(cls);
+          per[n * 2 + k] = cls == -100 ? 0 : -wt * logp[(n * 5 + cls) * 2 + k];
+          total += per[n * 2 + k];
+          wsum += wt;
+        }
+      std::vector<double> ref = red == AMPRT_REDUCTION_NONE ? per
+                                : red == AMPRT_REDUCTION_SUM ? std::vector<double>{total}
+                                                              : std::vector<double>{total / wsum};
+      EXPECT_TRUE(near(loss, ref, 4, 1e-6, 1e-6)) << "reduction " << red;
+      EXPECT_TRUE(near(lp, logp, 4, 1e-7, 1e-6));
+      // NLL on the log-probabilities gives the same loss.
+      Buf loss2 = loss;
+      AMPRT_OK_OR_FAIL(amprt_nll_loss(nullptr, lp.p(), y.p(), w.p(), red, 1, -100, loss2.p()));
+      EXPECT_TRUE(near(loss2, ref, 4, 1e-6, 1e-6));
+      // Gradient: (softmax - onehot) * weight * dloss, divided by the weight
+      // sum for mean.
+      Buf dloss = red == AMPRT_REDUCTION_NONE ? randn(AMPRT_F32, {6, 2}) : randn(AMPRT_F32, {});
+      Buf ds(AMPRT_F32, {6, 5, 2});
+      AMPRT_OK_OR_FAIL(amprt_softmax_cross_entropy_grad(nullptr, lp.p(), y.p(), w.p(), red, 1, -100,
+                                                        dloss.p(), ds.p()));
+      std::vector<double> rg(60);
+      for (int n = 0; n < 6; ++n)
+        for (int k = 0; k < 2; ++k) {
+          int64_t cls = (int64_t)y.get(n * 2 + k);
+          double wt = cls == -100 ? 0 : w.get(cls);
+          double d = red == AMPRT_REDUCTION_NONE ? dloss.get(n * 2 + k) : dloss.get(0);
+          if (red == AMPRT_REDUCTION_MEAN)
+            d /= wsum;
+          for (int c = 0; c < 5; ++c)
+            rg[(n * 5 + c) * 2 + k] = wt * d * (std::exp(logp[(n * 5 + c) * 2 + k]) - (c == cls));
+        }
+      EXPECT_TRUE(near(ds, rg, 8, 1e-5, 1e-6));
+    }
+}
+
+TEST(Losses, BadLabelIsAnError) {
+  Buf s = randn(AMPRT_F32, {2, 3}), y(AMPRT_I64, {2}), loss(AMPRT_F32, {});
+  y.set(0, 1);
+  y.set(1, 3);
+  EXPECT_EQ(amprt_softmax_cross_entropy(nullptr, s.p(), y.p(), nullptr, AMPRT_REDUCTION_MEAN, 0, 0,
+                                        loss.p(), nullptr),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("label 3 at position 1 is outside [0, 3)"),
+            std::string::npos);
+}
