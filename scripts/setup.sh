@@ -11,7 +11,7 @@ APT_PACKAGES=(
   cmake ninja-build ccache g++ lld make pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-  libdnnl-dev libgtest-dev graphviz
+  libdnnl-dev libgtest-dev graphviz zlib1g-dev
   python3 python3-venv
 )
 

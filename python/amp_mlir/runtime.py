@@ -58,6 +58,50 @@ class Metadata(C.Structure):
     _fields_ = [("key", C.c_char_p), ("value", C.c_char_p)]
 
 
+class Array(C.Structure):
+    _fields_ = [("data", C.c_void_p), ("dtype", C.c_int), ("rank", C.c_int32),
+                ("shape", C.c_int64 * MAX_RANK)]
+
+
+_DTYPE_TO_NP = {v: k for k, v in _NP_TO_DTYPE.items()}
+
+
+def npz_read(path: str) -> dict:
+    """Reads an .npz / .npy with the runtime's reader (what compiled programs use)."""
+    z = C.c_void_p()
+    check(lib().amprt_npz_open(path.encode(), C.byref(z)), "amprt_npz_open")
+    try:
+        lib().amprt_npz_name.restype = C.c_char_p
+        lib().amprt_npz_get.restype = C.POINTER(Array)
+        out = {}
+        for i in range(lib().amprt_npz_count(z)):
+            name = lib().amprt_npz_name(z, i)
+            a = lib().amprt_npz_get(z, name).contents
+            dt = _DTYPE_TO_NP[a.dtype]
+            shape = tuple(a.shape[d] for d in range(a.rank))
+            n = int(np.prod(shape)) if shape else 1
+            buf = (C.c_char * (n * dt.itemsize)).from_address(a.data) if n else b""
+            out[name.decode()] = np.frombuffer(bytes(buf), dt).reshape(shape).copy()
+        return out
+    finally:
+        lib().amprt_npz_close(z)
+
+
+def npz_write(path: str, arrays: dict):
+    names = (C.c_char_p * len(arrays))(*[k.encode() for k in arrays])
+    items = []
+    for v in arrays.values():
+        a = Array()
+        a.data = v.ctypes.data
+        a.dtype = _NP_TO_DTYPE[v.dtype]
+        a.rank = v.ndim
+        for d in range(v.ndim):
+            a.shape[d] = v.shape[d]
+        items.append(a)
+    arr = (Array * len(items))(*items)
+    check(lib().amprt_npz_write(path.encode(), names, arr, len(items)), "amprt_npz_write")
+
+
 def _default_lib():
     here = os.path.dirname(os.path.abspath(__file__))
     return os.path.join(here, "..", "..", "build", "lib", "libamprt.so")

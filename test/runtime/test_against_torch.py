@@ -165,5 +165,34 @@ with tempfile.TemporaryDirectory() as d:
     check(all(np.array_equal(ours[k], v) for k, v in tensors.items()) and meta == {"k": "v"},
           "we cannot read a safetensors file written by the package")
 
+# --- .npz files with numpy ---------------------------------------------------
+with tempfile.TemporaryDirectory() as d:
+    arrays = {"x": rng.standard_normal((3, 4)).astype(np.float32),
+              "h": rng.standard_normal(5).astype(np.float16),
+              "labels": rng.integers(0, 10, 7).astype(np.int64), "b": rng.random(3) < 0.5,
+              "scalar": np.array(2.5, np.float32)}
+    for saver in (np.savez, np.savez_compressed):
+        path = os.path.join(d, "in.npz")
+        saver(path, **arrays)
+        back = rt.npz_read(path)
+        check(set(back) == set(arrays) and all(np.array_equal(back[k], v) and back[k].dtype == v.dtype
+                                               for k, v in arrays.items()),
+              f"reading {saver.__name__} output")
+    out = os.path.join(d, "out.npz")
+    rt.npz_write(out, arrays)
+    with np.load(out) as z:
+        check(set(z.files) == set(arrays) and all(np.array_equal(z[k], v) for k, v in arrays.items()),
+              "numpy cannot read our .npz")
+    np.save(os.path.join(d, "one.npy"), arrays["x"])
+    check(np.array_equal(rt.npz_read(os.path.join(d, "one.npy"))["one"], arrays["x"]), "bare .npy")
+    bad = os.path.join(d, "bad.npz")
+    with open(bad, "wb") as f:
+        f.write(open(out, "rb").read()[:100])
+    try:
+        rt.npz_read(bad)
+        check(False, "a truncated .npz was accepted")
+    except RuntimeError as e:
+        check("truncated" in str(e) or "bad" in str(e) or "holds" in str(e), f"message: {e}")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -529,6 +529,30 @@ const char *amprt_checkpoint_metadata(amprt_checkpoint *ck, const char *key);
 int32_t amprt_checkpoint_count(amprt_checkpoint *ck);
 const char *amprt_checkpoint_name(amprt_checkpoint *ck, int32_t i);
 
+/*--- .npy / .npz arrays -------------------------------------------------------*
+ * What numpy's np.save / np.savez / np.savez_compressed write (bare .npy is
+ * one array named after the file). Float32, float16, bool and little-endian
+ * integers; C order. */
+
+typedef struct amprt_array {
+  const void *data; /* owned by the amprt_npz */
+  amprt_dtype dtype;
+  int32_t rank;
+  int64_t shape[AMPRT_MAX_RANK];
+} amprt_array;
+
+typedef struct amprt_npz amprt_npz;
+
+amprt_status amprt_npz_open(const char *path, amprt_npz **out);
+void amprt_npz_close(amprt_npz *z);
+int32_t amprt_npz_count(const amprt_npz *z);
+const char *amprt_npz_name(const amprt_npz *z, int32_t i);
+/* NULL when there is no array of that name. */
+const amprt_array *amprt_npz_get(const amprt_npz *z, const char *name);
+/* Writes an uncompressed .npz (temporary file + rename). */
+amprt_status amprt_npz_write(const char *path, const char *const *names,
+                             const amprt_array *arrays, int32_t n);
+
 /*--- Metrics -----------------------------------------------------------------*/
 
 typedef struct amprt_metrics amprt_metrics;
