@@ -1,7 +1,8 @@
 //===- amp-opt.cpp - the AMP-MLIR optimizer driver -----------------------===//
 //
 // mlir-opt with the amp dialect and passes, and only the upstream dialects
-// that amp programs contain (func, arith, tensor, scf).
+// that amp programs contain (func, arith, tensor, scf) and the LLVM dialect
+// the lowering produces.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -19,7 +21,8 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::amp::AMPDialect, mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect, mlir::scf::SCFDialect,
+                  mlir::func::FuncDialect, mlir::LLVM::LLVMDialect,
+                  mlir::scf::SCFDialect,
                   mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
   mlir::amp::registerAMPPasses();

@@ -4,6 +4,7 @@
 #define AMP_TRANSFORMS_PASSES_H
 
 #include "amp/Dialect/AMP/IR/AMPOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -12,6 +13,22 @@ namespace amp {
 
 #define GEN_PASS_DECL
 #include "amp/Transforms/Passes.h.inc"
+
+/// Ops whose result is their input's bytes under a new shape.
+bool isAliasOp(Operation *op);
+
+/// Bytes of a statically shaped tensor (f16 / bf16 counted as f32 when
+/// asF32); failure for dynamic shapes.
+FailureOr<int64_t> tensorBytes(Type t, bool asF32 = false);
+
+struct MemoryPlan {
+  int64_t arenaBytes = 0, arenaBytesIfF32 = 0;
+  size_t buffers = 0;
+  DenseMap<Value, int64_t> offsets; // owned values -> arena offset
+};
+
+/// Liveness-based placement of every value an amp op produces in `f`.
+FailureOr<MemoryPlan> planMemory(func::FuncOp f);
 
 /// Merges duplicate casts of one value to one type and folds exact round
 /// trips in `root`. Returns the number of casts removed.

@@ -62,4 +62,32 @@ def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Assign every tensor an offset in one static arena per function";
+  let description = [{
+    Liveness over the function's block, best-fit reuse, 64-byte alignment.
+    Reshape-like ops alias their input. Writes `amp.slots` on every amp op
+    (an offset per result, -1 for aliases) and `amp.arena_bytes` /
+    `amp.arena_bytes_if_f32` on the function: the peak, and what it would be
+    with every float in f32. `report=<file>` writes the same as JSON.
+  }];
+  let options = [
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write the plan summary (JSON) here">
+  ];
+}
+
+def AMPLowerToRuntime : Pass<"amp-lower-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower planned amp functions to calls into libamprt";
+  let description = [{
+    Each planned `func.func @f` becomes
+    `llvm.func @f(ctx, arena, args, results) -> i32`: every op is one call
+    `amprt_exec(ctx, desc, bufs)` with a constant descriptor (opcode,
+    tensors, attributes) and the buffer pointers (arena slots, arguments,
+    constants); a non-zero status returns at once. Results are copied into
+    the caller's buffers. Needs amp-plan-memory first.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // AMP_TRANSFORMS_PASSES_TD

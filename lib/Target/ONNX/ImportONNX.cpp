@@ -1713,6 +1713,41 @@ OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
   return module;
 }
 
+FailureOr<ONNXTensorFile> mlir::amp::readTensorProtoFile(llvm::StringRef path,
+                                                         MLIRContext *ctx) {
+  auto buf = llvm::MemoryBuffer::getFile(path, false, false);
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  onnx::TensorProto tp;
+  if (!buf || !tp.ParseFromArray((*buf)->getBufferStart(), (int)(*buf)->getBufferSize()))
+    return LogicalResult(emitError(loc) << path << ": not a readable TensorProto file");
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  auto d = decodeTensor(tp, dir.empty() ? "." : dir.str(), tp.name());
+  if (!d)
+    return LogicalResult(emitError(loc) << path << ": " << llvm::toString(d.takeError()));
+  ONNXTensorFile out;
+  out.name = tp.name();
+  out.shape = d->shape;
+  out.bytes.assign(d->data(), d->bytes->size());
+  Builder b(ctx);
+  switch (d->dtype) {
+  case onnx::TensorProto::FLOAT: out.elementType = b.getF32Type(); break;
+  case onnx::TensorProto::FLOAT16: out.elementType = b.getF16Type(); break;
+  case onnx::TensorProto::BFLOAT16: out.elementType = b.getBF16Type(); break;
+  case onnx::TensorProto::BOOL: out.elementType = b.getI1Type(); break;
+  case onnx::TensorProto::INT8: out.elementType = b.getIntegerType(8); break;
+  case onnx::TensorProto::INT16: out.elementType = b.getIntegerType(16); break;
+  case onnx::TensorProto::INT32: out.elementType = b.getIntegerType(32); break;
+  case onnx::TensorProto::INT64: out.elementType = b.getIntegerType(64); break;
+  case onnx::TensorProto::UINT8: out.elementType = b.getIntegerType(8, false); break;
+  case onnx::TensorProto::UINT16: out.elementType = b.getIntegerType(16, false); break;
+  case onnx::TensorProto::UINT32: out.elementType = b.getIntegerType(32, false); break;
+  case onnx::TensorProto::UINT64: out.elementType = b.getIntegerType(64, false); break;
+  default: break;
+  }
+  return out;
+}
+
 void mlir::amp::registerONNXImportDialects(DialectRegistry &registry) {
   registry.insert<AMPDialect, arith::ArithDialect, func::FuncDialect>();
 }

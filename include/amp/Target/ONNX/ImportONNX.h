@@ -43,6 +43,17 @@ struct ONNXImportOptions {
 OwningOpRef<ModuleOp> importONNXFile(llvm::StringRef path, MLIRContext *ctx,
                                      const ONNXImportOptions &options = {});
 
+/// A TensorProto read from a .pb file (the ONNX test-data format).
+struct ONNXTensorFile {
+  std::string name;
+  Type elementType;           // null when amp has no such type
+  std::vector<int64_t> shape;
+  std::string bytes;          // little-endian, bool as one byte
+};
+
+/// Reads a serialized TensorProto; errors name the file.
+FailureOr<ONNXTensorFile> readTensorProtoFile(llvm::StringRef path, MLIRContext *ctx);
+
 /// The dialects an imported module uses.
 void registerONNXImportDialects(DialectRegistry &registry);
 

@@ -1,0 +1,616 @@
+//===- LowerToRuntime.cpp - amp-lower-to-runtime -------------------------===//
+//
+// A planned function
+//
+//   func.func @f(%args...) -> (results...)      (amp ops with amp.slots)
+//
+// becomes
+//
+//   llvm.func @f(%ctx: !llvm.ptr, %arena: !llvm.ptr, %args: !llvm.ptr,
+//                %results: !llvm.ptr) -> i32
+//
+// where %args / %results point to arrays of buffer pointers, one per
+// function argument / result. Each op is one call
+//
+//   %s = llvm.call @amprt_exec(%ctx, @desc_N, %bufs) : (...) -> i32
+//
+// with a constant descriptor (runtime/include/amprt/amprt.h, "Compiled
+// code") and an array of the op's buffer pointers; a non-zero status
+// returns at once. Views (transpose, slice, expand) are descriptors with
+// strides over the input's bytes; reshape-like ops are no code at all.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include "amprt/amprt.h"
+
+namespace mlir::amp {
+#define GEN_PASS_DEF_AMPLOWERTORUNTIME
+#include "amp/Transforms/Passes.h.inc"
+} // namespace mlir::amp
+
+using namespace mlir;
+using namespace mlir::amp;
+
+namespace {
+
+FailureOr<int64_t> dtypeCode(Type t) {
+  t = getElementTypeOrSelf(t);
+  if (t.isF32()) return AMPRT_F32;
+  if (t.isF16()) return AMPRT_F16;
+  if (t.isBF16()) return AMPRT_BF16;
+  if (auto i = dyn_cast<IntegerType>(t)) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 1: return AMPRT_I1;
+    case 8: return u ? AMPRT_U8 : AMPRT_I8;
+    case 16: return u ? AMPRT_U16 : AMPRT_I16;
+    case 32: return u ? AMPRT_U32 : AMPRT_I32;
+    case 64: return u ? AMPRT_U64 : AMPRT_I64;
+    default: break;
+    }
+  }
+  return failure();
+}
+
+int64_t f64Bits(double v) {
+  int64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+
+SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    s[d] = acc;
+    acc *= shape[d];
+  }
+  return s;
+}
+
+int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
+
+class Lowerer {
+public:
+  Lowerer(ModuleOp module) : module(module), b(module.getContext()) {
+    ptrTy = LLVM::LLVMPointerType::get(module.getContext());
+    i32 = b.getI32Type();
+    i64 = b.getI64Type();
+  }
+
+  LogicalResult lower(func::FuncOp f);
+
+private:
+  struct Desc {
+    SmallVector<int64_t> words;
+    SmallVector<Value> ptrs;
+    int64_t ntensors = 0;
+    SmallVector<int64_t> attrs;
+  };
+
+  /// A tensor in the descriptor: a view (shape, strides, element offset)
+  /// over the bytes of `v`.
+  LogicalResult tensor(Desc &d, Value v, Operation *op,
+                       std::optional<ArrayRef<int64_t>> shape = std::nullopt,
+                       std::optional<ArrayRef<int64_t>> strides = std::nullopt,
+                       int64_t offset = 0) {
+    auto t = cast<RankedTensorType>(v.getType());
+    auto code = dtypeCode(t);
+    if (failed(code))
+      return op->emitOpError("element type ") << t.getElementType()
+                                              << " has no runtime type";
+    ArrayRef<int64_t> sh = shape ? *shape : t.getShape();
+    SmallVector<int64_t> st = strides ? SmallVector<int64_t>(*strides) : contiguousStrides(sh);
+    d.words.push_back(*code);
+    d.words.push_back((int64_t)sh.size());
+    d.words.push_back(offset);
+    d.words.append(sh.begin(), sh.end());
+    d.words.append(st.begin(), st.end());
+    d.ptrs.push_back(ptrOf(v));
+    ++d.ntensors;
+    return success();
+  }
+
+  Value ptrOf(Value v) {
+    auto it = ptrs.find(v);
+    assert(it != ptrs.end() && "every operand is defined before its use in "
+                               "a single-block function");
+    return it->second;
+  }
+
+  LLVM::GlobalOp global(Location loc, Type type, Attribute value, StringRef prefix) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    std::string name = (prefix + "_" + llvm::Twine(counter++)).str();
+    return LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
+                                  LLVM::Linkage::Internal, name, value,
+                                  /*alignment=*/64);
+  }
+
+  Value addressOf(Location loc, LLVM::GlobalOp g) {
+    return LLVM::AddressOfOp::create(b, loc, ptrTy, g.getSymName());
+  }
+
+  LogicalResult constant(arith::ConstantOp c);
+  LogicalResult emit(Operation *op, int64_t opcode, Desc &d);
+  LogicalResult lowerOp(Operation *op);
+
+  ModuleOp module;
+  OpBuilder b;
+  Type ptrTy, i32, i64;
+  Value ctx, arena, argsPtr, resultsPtr;
+  Block *fail = nullptr; // returns its status argument
+  DenseMap<Value, Value> ptrs;
+  LLVM::LLVMFuncOp exec;
+  unsigned counter = 0;
+};
+
+LogicalResult Lowerer::constant(arith::ConstantOp c) {
+  auto t = dyn_cast<RankedTensorType>(c.getType());
+  if (!t)
+    return c.emitOpError("only tensor constants run on the runtime");
+  auto elements = dyn_cast<ElementsAttr>(c.getValue());
+  if (!elements)
+    return c.emitOpError("constant value is not an elements attribute");
+  DenseElementsAttr dense = dyn_cast<DenseElementsAttr>(elements);
+  if (!dense) {
+    auto res = dyn_cast<DenseResourceElementsAttr>(elements);
+    AsmResourceBlob *blob = res ? res.getRawHandle().getBlob() : nullptr;
+    if (!blob)
+      return c.emitOpError("constant data is not available (elided resource?)");
+    dense = DenseElementsAttr::getFromRawBuffer(t, blob->getData());
+  }
+  Type elt = t.getElementType();
+  if (elt.isInteger(1)) {
+    // Booleans as bytes, as the runtime stores them.
+    auto bytesTy = RankedTensorType::get(t.getShape(), b.getI8Type());
+    SmallVector<int8_t> bytes;
+    for (bool v : dense.getValues<bool>())
+      bytes.push_back(v);
+    dense = DenseElementsAttr::get(bytesTy, ArrayRef<int8_t>(bytes));
+    elt = b.getI8Type();
+  } else if (auto it = dyn_cast<IntegerType>(elt); it && !it.isSignless()) {
+    auto signless = IntegerType::get(b.getContext(), it.getWidth());
+    dense = DenseElementsAttr::getFromRawBuffer(RankedTensorType::get(t.getShape(), signless),
+                                                dense.getRawData());
+    elt = signless;
+  }
+  int64_t n = std::max<int64_t>(1, t.getNumElements());
+  if (dense.isSplat())
+    dense = DenseElementsAttr::get(
+        RankedTensorType::get({n}, elt),
+        SmallVector<Attribute>(n, dense.getSplatValue<Attribute>()));
+  else
+    dense = dense.reshape(RankedTensorType::get({n}, elt));
+  auto g = global(c.getLoc(), LLVM::LLVMArrayType::get(elt, n), dense, "__amp_const");
+  ptrs[c.getResult()] = addressOf(c.getLoc(), g);
+  return success();
+}
+
+LogicalResult Lowerer::emit(Operation *op, int64_t opcode, Desc &d) {
+  Location loc = op->getLoc();
+  SmallVector<int64_t> words{AMPRT_EXEC_VERSION, opcode, d.ntensors,
+                             (int64_t)d.attrs.size()};
+  words.append(d.words.begin(), d.words.end());
+  words.append(d.attrs.begin(), d.attrs.end());
+  auto attr = DenseElementsAttr::get(
+      RankedTensorType::get({(int64_t)words.size()}, i64), ArrayRef<int64_t>(words));
+  auto g = global(loc, LLVM::LLVMArrayType::get(i64, words.size()), attr, "__amp_desc");
+  Value desc = addressOf(loc, g);
+  Value count = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(d.ptrs.size()));
+  Value bufs = LLVM::AllocaOp::create(b, loc, ptrTy, ptrTy, count, /*alignment=*/8);
+  for (auto [i, p] : llvm::enumerate(d.ptrs)) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, bufs,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    LLVM::StoreOp::create(b, loc, p, slot);
+  }
+  Value status =
+      LLVM::CallOp::create(b, loc, exec, ValueRange{ctx, desc, bufs}).getResult();
+  Value zero = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0));
+  Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, zero);
+  Block *cur = b.getInsertionBlock();
+  Block *next = cur->splitBlock(b.getInsertionPoint());
+  b.setInsertionPointToEnd(cur);
+  LLVM::CondBrOp::create(b, loc, bad, fail, ValueRange{status}, next, ValueRange{});
+  b.setInsertionPointToStart(next);
+  return success();
+}
+
+/// Explicit pads of a window op from auto_pad (static shapes).
+void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                ArrayRef<int64_t> dil, std::optional<ArrayRef<int64_t>> pads,
+                SmallVectorImpl<int64_t> &pb, SmallVectorImpl<int64_t> &pe) {
+  size_t n = in.size();
+  for (size_t i = 0; i < n; ++i) {
+    int64_t eff = (kernel[i] - 1) * dil[i] + 1;
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      int64_t total = std::max<int64_t>(0, (out[i] - 1) * strides[i] + eff - in[i]);
+      int64_t small = total / 2, large = total - small;
+      pb.push_back(autoPad == "SAME_UPPER" ? small : large);
+      pe.push_back(autoPad == "SAME_UPPER" ? large : small);
+    } else if (autoPad == "NOTSET" && pads) {
+      pb.push_back((*pads)[i]);
+      pe.push_back((*pads)[i + n]);
+    } else {
+      pb.push_back(0);
+      pe.push_back(0);
+    }
+  }
+}
+
+LogicalResult Lowerer::lowerOp(Operation *op) {
+  if (isAliasOp(op)) {
+    ptrs[op->getResult(0)] = ptrOf(op->getOperand(0));
+    return success();
+  }
+  auto slots = op->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+  if (!slots || (int64_t)slots.size() != op->getNumResults())
+    return op->emitOpError("has no memory plan: run amp-plan-memory first");
+  for (auto [r, off] : llvm::zip(op->getResults(), slots.asArrayRef())) {
+    if (off < 0)
+      return op->emitOpError("result without an arena slot");
+    ptrs[r] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
+                                  ArrayRef<LLVM::GEPArg>{off});
+  }
+  Desc d;
+  auto all = [&](ValueRange vs) -> LogicalResult {
+    for (Value v : vs)
+      if (failed(tensor(d, v, op)))
+        return failure();
+    return success();
+  };
+  auto unary = [&](amprt_unary_op u, double alpha) -> LogicalResult {
+    if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+      return failure();
+    d.attrs = {u, f64Bits(alpha)};
+    return emit(op, AMPRT_OP_UNARY, d);
+  };
+  auto binary = [&](amprt_binary_op bo) -> LogicalResult {
+    if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+      return failure();
+    d.attrs = {bo};
+    return emit(op, AMPRT_OP_BINARY, d);
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](AddOp) { return binary(AMPRT_BINARY_ADD); })
+      .Case([&](SubOp) { return binary(AMPRT_BINARY_SUB); })
+      .Case([&](MulOp) { return binary(AMPRT_BINARY_MUL); })
+      .Case([&](DivOp) { return binary(AMPRT_BINARY_DIV); })
+      .Case([&](PowOp) { return binary(AMPRT_BINARY_POW); })
+      .Case([&](ReluOp) { return unary(AMPRT_UNARY_RELU, 0); })
+      .Case([&](SqrtOp) { return unary(AMPRT_UNARY_SQRT, 0); })
+      .Case([&](ExpOp) { return unary(AMPRT_UNARY_EXP, 0); })
+      .Case([&](LogOp) { return unary(AMPRT_UNARY_LOG, 0); })
+      .Case([&](ErfOp) { return unary(AMPRT_UNARY_ERF, 0); })
+      .Case([&](TanhOp) { return unary(AMPRT_UNARY_TANH, 0); })
+      .Case([&](SigmoidOp) { return unary(AMPRT_UNARY_SIGMOID, 0); })
+      .Case([&](LeakyReluOp o) {
+        return unary(AMPRT_UNARY_LEAKY_RELU, o.getAlpha().convertToDouble());
+      })
+      .Case([&](GeluOp o) {
+        return unary(o.getApproximate() == "tanh" ? AMPRT_UNARY_GELU_TANH : AMPRT_UNARY_GELU, 0);
+      })
+      .Case([&](CastOp) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        return emit(op, AMPRT_OP_CAST, d);
+      })
+      .Case([&](WhereOp) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        return emit(op, AMPRT_OP_WHERE, d);
+      })
+      .Case([&](TransposeOp o) -> LogicalResult {
+        auto in = cast<RankedTensorType>(o.getInput().getType());
+        auto outTy = cast<RankedTensorType>(o.getType());
+        SmallVector<int64_t> inStrides = contiguousStrides(in.getShape()), st;
+        int64_t r = in.getRank();
+        for (int64_t i = 0; i < r; ++i)
+          st.push_back(inStrides[o.getPerm() ? (*o.getPerm())[i] : r - 1 - i]);
+        if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st)) ||
+            failed(tensor(d, o.getResult(), op)))
+          return failure();
+        return emit(op, AMPRT_OP_COPY, d);
+      })
+      .Case([&](ExpandOp o) -> LogicalResult {
+        auto in = cast<RankedTensorType>(o.getInput().getType());
+        auto outTy = cast<RankedTensorType>(o.getType());
+        SmallVector<int64_t> inStrides = contiguousStrides(in.getShape());
+        int64_t lead = outTy.getRank() - in.getRank();
+        SmallVector<int64_t> st;
+        for (int64_t i = 0; i < outTy.getRank(); ++i)
+          st.push_back(i < lead || in.getDimSize(i - lead) == 1 ? 0 : inStrides[i - lead]);
+        if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st)) ||
+            failed(tensor(d, o.getResult(), op)))
+          return failure();
+        return emit(op, AMPRT_OP_COPY, d);
+      })
+      .Case([&](SliceOp o) -> LogicalResult {
+        auto in = cast<RankedTensorType>(o.getInput().getType());
+        auto outTy = cast<RankedTensorType>(o.getType());
+        int64_t r = in.getRank();
+        SmallVector<int64_t> st = contiguousStrides(in.getShape());
+        int64_t offset = 0;
+        ArrayRef<int64_t> starts = o.getStarts();
+        for (size_t i = 0; i < starts.size(); ++i) {
+          int64_t ax = o.getAxes() ? normAxis((*o.getAxes())[i], r) : (int64_t)i;
+          int64_t step = o.getSteps() ? (*o.getSteps())[i] : 1, dim = in.getDimSize(ax);
+          int64_t s = starts[i];
+          if (s < 0)
+            s = s < -dim ? 0 : s + dim;
+          s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
+          offset += s * st[ax];
+          st[ax] *= step;
+        }
+        if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st, offset)) ||
+            failed(tensor(d, o.getResult(), op)))
+          return failure();
+        return emit(op, AMPRT_OP_COPY, d);
+      })
+      .Case([&](ConcatOp o) -> LogicalResult {
+        if (failed(all(o.getInputs())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis(o.getAxis(), o.getType().getRank())};
+        return emit(op, AMPRT_OP_CONCAT, d);
+      })
+      .Case([&](GatherOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank())};
+        return emit(op, AMPRT_OP_GATHER, d);
+      })
+      .Case([&](DropoutOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getRatio().convertToDouble()), o.getTrainingMode() ? 1 : 0};
+        return emit(op, AMPRT_OP_DROPOUT, d);
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, GlobalAveragePoolOp>(
+          [&](Operation *) -> LogicalResult {
+            Value x = op->getOperand(0);
+            auto in = cast<RankedTensorType>(x.getType());
+            SmallVector<int64_t> axes;
+            int64_t kind = isa<ReduceSumOp>(op)   ? AMPRT_REDUCE_SUM
+                           : isa<ReduceMaxOp>(op) ? AMPRT_REDUCE_MAX
+                                                  : AMPRT_REDUCE_MEAN;
+            if (isa<GlobalAveragePoolOp>(op)) {
+              for (int64_t i = 2; i < in.getRank(); ++i)
+                axes.push_back(i);
+            } else {
+              auto list = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+              bool noop = op->getAttrOfType<BoolAttr>("noop_with_empty_axes") &&
+                          op->getAttrOfType<BoolAttr>("noop_with_empty_axes").getValue();
+              if (!list || list.empty()) {
+                if (noop) {
+                  if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+                    return failure();
+                  return emit(op, AMPRT_OP_COPY, d);
+                }
+                for (int64_t i = 0; i < in.getRank(); ++i)
+                  axes.push_back(i);
+              } else {
+                for (int64_t a : list.asArrayRef())
+                  axes.push_back(normAxis(a, in.getRank()));
+                llvm::sort(axes);
+              }
+            }
+            SmallVector<int64_t> keep(in.getShape());
+            for (int64_t a : axes)
+              keep[a] = 1;
+            if (failed(tensor(d, x, op)) || failed(tensor(d, op->getResult(0), op, keep)))
+              return failure();
+            d.attrs = {kind, (int64_t)axes.size()};
+            d.attrs.append(axes.begin(), axes.end());
+            return emit(op, AMPRT_OP_REDUCE, d);
+          })
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
+        d.attrs = {normAxis(axis, cast<RankedTensorType>(op->getResult(0).getType()).getRank()),
+                   isa<LogSoftmaxOp>(op) ? 1 : 0};
+        return emit(op, AMPRT_OP_SOFTMAX, d);
+      })
+      .Case([&](LayerNormOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis(o.getAxis(), o.getX().getType().getRank()),
+                   f64Bits(o.getEpsilon().convertToDouble()), o.getBias() ? 1 : 0};
+        return emit(op, AMPRT_OP_LAYER_NORM, d);
+      })
+      .Case([&](BatchNormOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getEpsilon().convertToDouble()),
+                   f64Bits(o.getMomentum().convertToDouble()), o.getTrainingMode() ? 1 : 0};
+        return emit(op, AMPRT_OP_BATCH_NORM, d);
+      })
+      .Case([&](GemmOp o) -> LogicalResult {
+        if (o.getAccumulate() && !o.getAccumulate()->isF32())
+          return op->emitOpError("accumulate = ")
+                 << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getAlpha().convertToDouble()), f64Bits(o.getBeta().convertToDouble()),
+                   o.getTransA() ? 1 : 0, o.getTransB() ? 1 : 0, o.getC() ? 1 : 0};
+        return emit(op, AMPRT_OP_GEMM, d);
+      })
+      .Case([&](MatMulOp o) -> LogicalResult {
+        if (o.getAccumulate() && !o.getAccumulate()->isF32())
+          return op->emitOpError("accumulate = ")
+                 << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
+        auto a = cast<RankedTensorType>(o.getLhs().getType());
+        if (!isa<FloatType>(a.getElementType()))
+          return op->emitOpError("integer matrix products are not supported by the "
+                                 "runtime");
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        return emit(op, AMPRT_OP_MATMUL, d);
+      })
+      .Case([&](ConvOp o) -> LogicalResult {
+        if (o.getAccumulate() && !o.getAccumulate()->isF32())
+          return op->emitOpError("accumulate = ")
+                 << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
+        auto x = o.getX().getType();
+        auto w = o.getW().getType();
+        int64_t n = x.getRank() - 2;
+        if (n > 3)
+          return op->emitOpError("more than 3 spatial dims are not supported");
+        SmallVector<int64_t> kernel(w.getShape().drop_front(2)), strides, dil, pb, pe;
+        for (int64_t i = 0; i < n; ++i) {
+          strides.push_back(o.getStrides() ? (*o.getStrides())[i] : 1);
+          dil.push_back(o.getDilations() ? (*o.getDilations())[i] : 1);
+        }
+        windowPads(o.getAutoPad(), x.getShape().drop_front(2),
+                   o.getType().getShape().drop_front(2), kernel, strides, dil, o.getPads(), pb,
+                   pe);
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {n, o.getGroup(), o.getBias() ? 1 : 0};
+        for (int64_t i = 0; i < n; ++i)
+          d.attrs.append({strides[i], dil[i], pb[i], pe[i]});
+        return emit(op, AMPRT_OP_CONV, d);
+      })
+      .Case<MaxPoolOp, AveragePoolOp>([&](Operation *) -> LogicalResult {
+        auto x = cast<RankedTensorType>(op->getOperand(0).getType());
+        auto y = cast<RankedTensorType>(op->getResult(0).getType());
+        int64_t n = x.getRank() - 2;
+        if (n > 3)
+          return op->emitOpError("more than 3 spatial dims are not supported");
+        auto kAttr = op->getAttrOfType<DenseI64ArrayAttr>("kernel_shape");
+        auto sAttr = op->getAttrOfType<DenseI64ArrayAttr>("strides");
+        auto dAttr = op->getAttrOfType<DenseI64ArrayAttr>("dilations");
+        auto pAttr = op->getAttrOfType<DenseI64ArrayAttr>("pads");
+        auto apAttr = op->getAttrOfType<StringAttr>("auto_pad");
+        SmallVector<int64_t> kernel(kAttr.asArrayRef()), strides, dil, pb, pe;
+        for (int64_t i = 0; i < n; ++i) {
+          strides.push_back(sAttr ? sAttr[i] : 1);
+          dil.push_back(dAttr ? dAttr[i] : 1);
+        }
+        std::optional<ArrayRef<int64_t>> pads;
+        if (pAttr)
+          pads = pAttr.asArrayRef();
+        windowPads(apAttr ? apAttr.getValue() : "NOTSET", x.getShape().drop_front(2),
+                   y.getShape().drop_front(2), kernel, strides, dil, pads, pb, pe);
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        auto cip = op->getAttrOfType<BoolAttr>("count_include_pad");
+        d.attrs = {n, cip && cip.getValue() ? 1 : 0};
+        for (int64_t i = 0; i < n; ++i)
+          d.attrs.append({kernel[i], strides[i], dil[i], pb[i], pe[i]});
+        return emit(op, isa<MaxPoolOp>(op) ? AMPRT_OP_MAX_POOL : AMPRT_OP_AVERAGE_POOL, d);
+      })
+      .Case<SoftmaxCrossEntropyLossOp, NLLLossOp>([&](Operation *) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        StringRef red = op->getAttrOfType<StringAttr>("reduction")
+                            ? op->getAttrOfType<StringAttr>("reduction").getValue()
+                            : "mean";
+        auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
+        d.attrs = {red == "none" ? AMPRT_REDUCTION_NONE
+                   : red == "sum" ? AMPRT_REDUCTION_SUM
+                                  : AMPRT_REDUCTION_MEAN,
+                   ignore ? 1 : 0, ignore ? ignore.getInt() : 0,
+                   op->getNumOperands() == 3 ? 1 : 0};
+        return emit(op,
+                    isa<NLLLossOp>(op) ? AMPRT_OP_NLL_LOSS : AMPRT_OP_SOFTMAX_CROSS_ENTROPY,
+                    d);
+      })
+      .Default([&](Operation *) {
+        return op->emitOpError("has no runtime lowering");
+      });
+}
+
+LogicalResult Lowerer::lower(func::FuncOp f) {
+  if (f.isExternal())
+    return success();
+  if (!f->hasAttr("amp.arena_bytes"))
+    return f.emitError("amp-lower-to-runtime: '")
+           << f.getSymName() << "' has no memory plan; run amp-plan-memory first";
+  Location loc = f.getLoc();
+  ptrs.clear();
+  exec = module.lookupSymbol<LLVM::LLVMFuncOp>("amprt_exec");
+  auto fnTy = LLVM::LLVMFunctionType::get(i32, {ptrTy, ptrTy, ptrTy, ptrTy});
+  b.setInsertionPoint(f);
+  auto fn = LLVM::LLVMFuncOp::create(b, loc, (f.getSymName() + "__lowering").str(), fnTy);
+  for (StringRef keep : {"amp.arena_bytes", "amp.arena_bytes_if_f32"})
+    fn->setAttr(keep, f->getAttr(keep));
+  Block *entry = fn.addEntryBlock(b);
+  ctx = entry->getArgument(0);
+  arena = entry->getArgument(1);
+  argsPtr = entry->getArgument(2);
+  resultsPtr = entry->getArgument(3);
+  fail = new Block();
+  fail->addArgument(i32, loc);
+  fn.getBody().push_back(fail);
+  b.setInsertionPointToStart(fail);
+  LLVM::ReturnOp::create(b, loc, fail->getArgument(0));
+  b.setInsertionPointToStart(entry);
+  for (BlockArgument a : f.getArguments()) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, argsPtr,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)a.getArgNumber()});
+    ptrs[a] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
+  }
+  func::ReturnOp ret;
+  for (Operation &op : f.getBody().front()) {
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      if (failed(constant(c)))
+        return failure();
+    } else if (auto r = dyn_cast<func::ReturnOp>(op)) {
+      ret = r;
+    } else if (failed(lowerOp(&op))) {
+      return failure();
+    }
+  }
+  // Results: copied into the caller's buffers.
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    Value out = LLVM::LoadOp::create(b, loc, ptrTy, slot);
+    Desc d;
+    if (failed(tensor(d, v, ret)))
+      return failure();
+    SmallVector<int64_t> same(d.words); // the same view, in the caller's buffer
+    d.words.append(same.begin(), same.end());
+    d.ptrs.push_back(out);
+    ++d.ntensors;
+    if (failed(emit(ret, AMPRT_OP_COPY, d)))
+      return failure();
+  }
+  LLVM::ReturnOp::create(b, loc, LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0)));
+  std::string name = f.getSymName().str();
+  f.erase();
+  fn.setSymName(name);
+  return success();
+}
+
+struct AMPLowerToRuntimePass
+    : public amp::impl::AMPLowerToRuntimeBase<AMPLowerToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Lowerer lowerer(module);
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    auto ptr = LLVM::LLVMPointerType::get(module.getContext());
+    auto execTy = LLVM::LLVMFunctionType::get(b.getI32Type(), {ptr, ptr, ptr});
+    if (!module.lookupSymbol("amprt_exec"))
+      LLVM::LLVMFuncOp::create(b, module.getLoc(), "amprt_exec", execTy);
+    std::vector<func::FuncOp> funcs(module.getOps<func::FuncOp>().begin(),
+                                    module.getOps<func::FuncOp>().end());
+    for (func::FuncOp f : funcs)
+      if (failed(lowerer.lower(f)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,401 @@
+//===- amp-run.cpp - run a model on the runtime through the JIT -----------===//
+//
+//   amp-run model.onnx|model.mlir --inputs in.npz|a.pb,b.pb --outputs out.npz
+//           [--precision fp32|fp16|bf16] [--nan-check warn|error|off]
+//           [--const-input name=file.pb] [--func NAME] [--print]
+//
+// Imports (or parses) the model, puts it in the requested precision
+// (amp-autocast), plans its memory, lowers it to runtime calls, compiles it
+// with MLIR's ExecutionEngine and runs it on the CPU runtime. Inputs are
+// matched by the graph's input names (.npz keys), or by position (.pb
+// files, as the ONNX test data stores them). Outputs are written under the
+// graph's output names. Every problem is one message and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Dialect/AMP/IR/AMPDialect.h"
+#include "amp/Target/ONNX/ImportONNX.h"
+#include "amp/Transforms/Autocast.h"
+#include "amp/Transforms/Passes.h"
+
+#include "amprt/amprt.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <cmath>
+#include <map>
+
+using llvm::cl::opt;
+namespace cl = llvm::cl;
+using llvm::errs;
+using llvm::outs;
+using llvm::StringRef;
+using llvm::Twine;
+using llvm::SmallVector;
+using namespace mlir;
+
+static cl::OptionCategory category("amp-run options");
+static opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx|model.mlir>"),
+                                      cl::Required, cl::cat(category));
+static opt<std::string> inputsOpt("inputs",
+                                      cl::desc("Inputs: an .npz (keys = input names) or "
+                                               "comma-separated .pb files in input order"),
+                                      cl::value_desc("file"), cl::cat(category));
+static opt<std::string> outputsOpt("outputs", cl::desc("Write the outputs to this .npz"),
+                                       cl::value_desc("file"), cl::cat(category));
+static opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"),
+                                      cl::init("fp32"), cl::cat(category));
+static opt<std::string> nanCheck("nan-check",
+                                     cl::desc("NaN / inf in a float input: warn, error or off"),
+                                     cl::init("warn"), cl::cat(category));
+static cl::list<std::string> constInputs(
+    "const-input", cl::desc("Bind a graph input to a TensorProto (.pb) at import"),
+    cl::value_desc("name=file.pb"), cl::cat(category));
+static opt<std::string> funcName("func", cl::desc("Function to run (default: main)"),
+                                     cl::init("main"), cl::cat(category));
+static opt<bool> printOutputs("print", cl::desc("Print a summary of each output"),
+                                  cl::cat(category));
+
+namespace {
+
+[[noreturn]] void die(const Twine &msg) {
+  errs() << "amp-run: error: " << msg << "\n";
+  exit(1);
+}
+
+FailureOr<amprt_dtype> runtimeType(Type t) {
+  if (t.isF32()) return AMPRT_F32;
+  if (t.isF16()) return AMPRT_F16;
+  if (t.isBF16()) return AMPRT_BF16;
+  if (auto i = dyn_cast<IntegerType>(t)) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 1: return AMPRT_I1;
+    case 8: return u ? AMPRT_U8 : AMPRT_I8;
+    case 16: return u ? AMPRT_U16 : AMPRT_I16;
+    case 32: return u ? AMPRT_U32 : AMPRT_I32;
+    case 64: return u ? AMPRT_U64 : AMPRT_I64;
+    default: break;
+    }
+  }
+  return failure();
+}
+
+std::string shapeStr(ArrayRef<int64_t> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+struct Slot {
+  std::string name;
+  RankedTensorType type;
+  amprt_dtype dtype;
+  std::vector<char> data;
+};
+
+/// Converts `bytes` of type `from` into slot.data of slot.dtype: exact types
+/// are copied; f32 data feeds f16 / bf16 slots through a rounding cast.
+void fill(Slot &slot, const void *bytes, amprt_dtype from, ArrayRef<int64_t> shape,
+          const std::string &what) {
+  if (shape != slot.type.getShape())
+    die(what + ": shape " + shapeStr(shape) + " does not match the model's " +
+        shapeStr(slot.type.getShape()));
+  int64_t n = slot.type.getNumElements();
+  slot.data.assign(n * amprt_dtype_size(slot.dtype), 0);
+  if (from == slot.dtype) {
+    std::memcpy(slot.data.data(), bytes, slot.data.size());
+    return;
+  }
+  bool floats = (from == AMPRT_F32 || from == AMPRT_F16 || from == AMPRT_BF16) &&
+                (slot.dtype == AMPRT_F32 || slot.dtype == AMPRT_F16 || slot.dtype == AMPRT_BF16);
+  if (!floats)
+    die(what + ": element type " + amprt_dtype_name(from) + " does not match the model's " +
+        amprt_dtype_name(slot.dtype));
+  if (amprt_convert(bytes, from, slot.data.data(), slot.dtype, n) != AMPRT_OK)
+    die(what + ": " + amprt_last_error());
+}
+
+void checkFinite(const Slot &s) {
+  if (nanCheck == "off" || (s.dtype != AMPRT_F32 && s.dtype != AMPRT_F16 && s.dtype != AMPRT_BF16))
+    return;
+  int64_t n = s.type.getNumElements(), bad = 0, first = -1;
+  std::vector<float> f(n);
+  amprt_convert(s.data.data(), s.dtype, f.data(), AMPRT_F32, n);
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(f[i])) {
+      ++bad;
+      if (first < 0)
+        first = i;
+    }
+  if (!bad)
+    return;
+  std::string msg = "input '" + s.name + "' holds " + std::to_string(bad) +
+                    " NaN / inf value(s), the first at flat index " + std::to_string(first);
+  if (nanCheck == "error")
+    die(msg + " (--nan-check=error)");
+  errs() << "amp-run: warning: " << msg << "\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR model runner (JIT)\n");
+  if (precision != "fp32" && precision != "fp16" && precision != "bf16")
+    die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
+  if (nanCheck != "warn" && nanCheck != "error" && nanCheck != "off")
+    die("--nan-check must be warn, error or off, got '" + nanCheck + "'");
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+
+  DialectRegistry registry;
+  amp::registerONNXImportDialects(registry);
+  registry.insert<LLVM::LLVMDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  ctx.getDiagEngine().registerHandler([](Diagnostic &d) {
+    errs() << "amp-run: "
+           << (d.getSeverity() == DiagnosticSeverity::Error     ? "error"
+               : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                                : "note")
+           << ": " << d.str() << "\n";
+    return success();
+  });
+
+  // 1. The model.
+  OwningOpRef<ModuleOp> module;
+  if (StringRef(modelFile).ends_with(".mlir")) {
+    llvm::SourceMgr sm;
+    module = parseSourceFile<ModuleOp>(modelFile, &ctx);
+  } else {
+    amp::ONNXImportOptions opts;
+    for (const std::string &kv : constInputs) {
+      auto [name, file] = StringRef(kv).split('=');
+      if (name.empty() || file.empty())
+        die("--const-input needs name=file.pb, got '" + kv + "'");
+      opts.constantInputs[name.str()] = file.str();
+    }
+    module = amp::importONNXFile(modelFile, &ctx, opts);
+  }
+  if (!module)
+    return 1;
+  auto f = module->lookupSymbol<func::FuncOp>(funcName);
+  if (!f)
+    die("'" + modelFile + "' has no function '" + funcName + "'");
+
+  // 2. Its signature, before lowering.
+  std::vector<Slot> args, results;
+  std::vector<size_t> inputArgs; // indices of args the caller feeds
+  for (BlockArgument a : f.getArguments()) {
+    Slot s;
+    s.type = dyn_cast<RankedTensorType>(a.getType());
+    if (!s.type || !s.type.hasStaticShape())
+      die("argument " + std::to_string(a.getArgNumber()) +
+          " is not a statically shaped tensor (specialise the model's shapes)");
+    auto dt = runtimeType(s.type.getElementType());
+    if (failed(dt))
+      die("argument type not supported by the runtime");
+    s.dtype = *dt;
+    if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param")) {
+      s.name = p.getValue().str();
+      auto init = f.getArgAttrOfType<ElementsAttr>(a.getArgNumber(), "amp.init");
+      if (!init)
+        die("parameter '" + s.name + "' has no initial value (amp.init)");
+      ArrayRef<char> raw;
+      std::vector<char> expanded;
+      int64_t n = s.type.getNumElements();
+      size_t es = amprt_dtype_size(s.dtype);
+      if (auto dense = dyn_cast<DenseElementsAttr>(init)) {
+        if (s.dtype == AMPRT_I1) {
+          for (bool v : dense.getValues<bool>())
+            expanded.push_back(v);
+          raw = expanded;
+        } else if (dense.isSplat()) {
+          ArrayRef<char> one = dense.getRawData();
+          for (int64_t i = 0; i < n; ++i)
+            expanded.insert(expanded.end(), one.begin(), one.begin() + es);
+          raw = expanded;
+        } else {
+          raw = dense.getRawData();
+        }
+      } else if (auto res = dyn_cast<DenseResourceElementsAttr>(init)) {
+        if (AsmResourceBlob *blob = res.getRawHandle().getBlob())
+          raw = blob->getData();
+        else
+          die("parameter '" + s.name + "': its data is not available");
+      }
+      if (raw.size() != (size_t)n * es)
+        die("parameter '" + s.name + "': initial value has the wrong size");
+      s.data.assign(raw.begin(), raw.end());
+    } else {
+      auto in = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.input");
+      s.name = in ? in.getValue().str() : "arg" + std::to_string(a.getArgNumber());
+      inputArgs.push_back(args.size());
+    }
+    args.push_back(std::move(s));
+  }
+  for (auto [i, t] : llvm::enumerate(f.getResultTypes())) {
+    Slot s;
+    s.type = dyn_cast<RankedTensorType>(t);
+    if (!s.type || !s.type.hasStaticShape())
+      die("result " + std::to_string(i) + " is not a statically shaped tensor");
+    auto dt = runtimeType(s.type.getElementType());
+    if (failed(dt))
+      die("result type not supported by the runtime");
+    s.dtype = *dt;
+    auto out = f.getResultAttrOfType<StringAttr>(i, "amp.output");
+    s.name = out ? out.getValue().str() : "result" + std::to_string(i);
+    s.data.assign(s.type.getNumElements() * amprt_dtype_size(s.dtype), 0);
+    results.push_back(std::move(s));
+  }
+
+  // 3. The inputs.
+  if (inputArgs.size() && inputsOpt.empty())
+    die("the model has inputs; give them with --inputs");
+  if (StringRef(inputsOpt).ends_with(".npz") || StringRef(inputsOpt).ends_with(".npy")) {
+    amprt_npz *z = nullptr;
+    if (amprt_npz_open(inputsOpt.c_str(), &z) != AMPRT_OK)
+      die(amprt_last_error());
+    for (size_t k : inputArgs) {
+      Slot &s = args[k];
+      const amprt_array *a = amprt_npz_get(z, s.name.c_str());
+      if (!a) {
+        std::string have;
+        for (int32_t i = 0; i < amprt_npz_count(z); ++i)
+          have += (i ? ", " : "") + std::string(amprt_npz_name(z, i));
+        die("input '" + s.name + "' is missing from '" + inputsOpt + "' (it holds: " +
+            (have.empty() ? "nothing" : have) + ")");
+      }
+      fill(s, a->data, a->dtype, ArrayRef<int64_t>(a->shape, a->rank),
+           "input '" + s.name + "' in '" + inputsOpt + "'");
+    }
+    amprt_npz_close(z);
+  } else if (!inputsOpt.empty()) {
+    SmallVector<StringRef> files;
+    StringRef(inputsOpt).split(files, ',');
+    if (files.size() != inputArgs.size())
+      die("the model has " + std::to_string(inputArgs.size()) + " inputs, --inputs gives " +
+          std::to_string(files.size()) + " .pb files");
+    for (auto [file, k] : llvm::zip(files, inputArgs)) {
+      auto t = amp::readTensorProtoFile(file, &ctx);
+      if (failed(t))
+        return 1;
+      auto dt = t->elementType ? runtimeType(t->elementType) : FailureOr<amprt_dtype>(failure());
+      if (failed(dt))
+        die(file + ": element type not supported by the runtime");
+      fill(args[k], t->bytes.data(), *dt, t->shape,
+           "input '" + args[k].name + "' ('" + file.str() + "')");
+    }
+  }
+  for (size_t k : inputArgs)
+    checkFinite(args[k]);
+
+  // 4. Compile.
+  PassManager pm(&ctx);
+  if (precision != "fp32") {
+    amp::AMPAutocastOptions o;
+    o.target = precision == "fp16" ? "f16" : "bf16";
+    pm.addPass(amp::createAMPAutocast(o));
+  }
+  pm.addPass(amp::createAMPPlanMemory());
+  pm.addPass(amp::createAMPLowerToRuntime());
+  if (failed(pm.run(*module)))
+    return 1;
+  auto lowered = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);
+  int64_t arenaBytes = lowered->getAttrOfType<IntegerAttr>("amp.arena_bytes").getInt();
+  ExecutionEngineOptions eo;
+  eo.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  auto engine = ExecutionEngine::create(*module, eo);
+  if (!engine)
+    die("JIT compilation failed: " + llvm::toString(engine.takeError()));
+  // The generated code calls into this process's runtime.
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap m;
+    m[interner("amprt_exec")] = {llvm::orc::ExecutorAddr::fromPtr(&amprt_exec),
+                                 llvm::JITSymbolFlags::Exported};
+    return m;
+  });
+  (*engine)->initialize();
+  auto sym = (*engine)->lookup(funcName);
+  if (!sym)
+    die("JIT lookup failed: " + llvm::toString(sym.takeError()));
+  auto fn = reinterpret_cast<int32_t (*)(amprt_context *, void *, void **, void **)>(*sym);
+
+  // 5. Run.
+  amprt_context *rctx = nullptr;
+  amprt_arena *arena = nullptr;
+  if (amprt_context_create("cpu", &rctx) != AMPRT_OK ||
+      amprt_arena_create(rctx, (size_t)arenaBytes, &arena) != AMPRT_OK)
+    die(amprt_last_error());
+  std::vector<void *> argPtrs, resPtrs;
+  for (Slot &s : args)
+    argPtrs.push_back(s.data.data());
+  for (Slot &s : results)
+    resPtrs.push_back(s.data.data());
+  int32_t status = fn(rctx, amprt_arena_base(arena), argPtrs.data(), resPtrs.data());
+  if (status != AMPRT_OK)
+    die(std::string("running '") + funcName + "': " + amprt_last_error());
+  amprt_arena_destroy(arena);
+  amprt_context_destroy(rctx);
+
+  // 6. Outputs (bf16 as f32: numpy has no bf16).
+  std::vector<std::vector<char>> widened(results.size());
+  std::vector<amprt_array> arrays;
+  std::vector<const char *> names;
+  for (auto [i, s] : llvm::enumerate(results)) {
+    amprt_array a{};
+    a.dtype = s.dtype;
+    a.data = s.data.data();
+    a.rank = s.type.getRank();
+    for (int32_t d = 0; d < a.rank; ++d)
+      a.shape[d] = s.type.getDimSize(d);
+    if (s.dtype == AMPRT_BF16) {
+      widened[i].resize(s.type.getNumElements() * 4);
+      amprt_convert(s.data.data(), AMPRT_BF16, widened[i].data(), AMPRT_F32,
+                    s.type.getNumElements());
+      a.dtype = AMPRT_F32;
+      a.data = widened[i].data();
+    }
+    arrays.push_back(a);
+    names.push_back(s.name.c_str());
+    if (printOutputs) {
+      outs() << s.name << ": " << amprt_dtype_name(s.dtype) << " " << shapeStr(s.type.getShape());
+      int64_t n = std::min<int64_t>(s.type.getNumElements(), 8);
+      std::vector<float> v(n);
+      if (s.dtype == AMPRT_F32 || s.dtype == AMPRT_F16 || s.dtype == AMPRT_BF16) {
+        amprt_convert(s.data.data(), s.dtype, v.data(), AMPRT_F32, n);
+        outs() << " =";
+        for (float x : v)
+          outs() << " " << x;
+        if (n < s.type.getNumElements())
+          outs() << " ...";
+      }
+      outs() << "\n";
+    }
+  }
+  if (!outputsOpt.empty() &&
+      amprt_npz_write(outputsOpt.c_str(), names.data(), arrays.data(), (int32_t)arrays.size()) !=
+          AMPRT_OK)
+    die(amprt_last_error());
+  return 0;
+}
