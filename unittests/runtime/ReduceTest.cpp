@@ -190,7 +190,7 @@ TEST(BatchNorm, TrainingStatisticsAndGradient) {
     rinv[c] = 1 / std::sqrt(var / 20 + 1e-5);
     const double mom = 0.9f; // the f32 attribute's value
     rnm[c] = mom * rm.get(c) + (1 - mom) * mu;
-    rnv[c] = mom * rv.get(c) + (1 - mom) * var / 19; // unbiased, as ONNX and PyTorch
+    rnv[c] = mom * rv.get(c) + (1 - mom) * var / 20; // biased, as ONNX defines it
     for (int n = 0; n < 4; ++n)
       for (int i = 0; i < 5; ++i) {
         int o = (n * 3 + c) * 5 + i;

@@ -508,6 +508,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs = {n, cip && cip.getValue() ? 1 : 0};
         for (int64_t i = 0; i < n; ++i)
           d.attrs.append({kernel[i], strides[i], dil[i], pb[i], pe[i]});
+        if (auto mp = dyn_cast<MaxPoolOp>(op))
+          d.attrs.push_back(mp.getStorageOrder());
         return emit(op, isa<MaxPoolOp>(op) ? AMPRT_OP_MAX_POOL : AMPRT_OP_AVERAGE_POOL, d);
       })
       .Case<SoftmaxCrossEntropyLossOp, NLLLossOp>([&](Operation *) -> LogicalResult {

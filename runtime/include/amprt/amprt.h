@@ -231,9 +231,11 @@ amprt_status amprt_layer_norm(amprt_context *ctx, const amprt_tensor *x,
                               amprt_tensor *mean, amprt_tensor *inv_std_dev);
 /* Batch norm over [N, C, ...]. Training: normalise with the batch
  * statistics (biased variance), write running_mean / running_var as
- * momentum * old + (1 - momentum) * batch (unbiased variance, as ONNX and
- * PyTorch), and the batch mean / inverse std (f32, [C]) for the backward
- * pass when save_mean / save_inv_std are not NULL. Inference: normalise
+ * momentum * old + (1 - momentum) * batch, with the biased batch variance
+ * as ONNX's BatchNormalization defines it (PyTorch's nn.BatchNorm uses the
+ * unbiased one for its running estimate), and the batch mean / inverse std
+ * (f32, [C]) for the backward pass when save_mean / save_inv_std are not
+ * NULL. Inference: normalise
  * with mean / var, running outputs are copies. */
 amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x,
                               const amprt_tensor *scale,
@@ -283,10 +285,13 @@ typedef struct amprt_pool_params {
   int64_t kernel[3], strides[3], dilations[3];
   int64_t pads_begin[3], pads_end[3];
   int32_t count_include_pad; /* average pooling */
+  int32_t storage_order;     /* max pooling indices: 0 row-major, 1 column-major */
 } amprt_pool_params;
 
-/* Max pooling; indices (i64, may be NULL) are flat row-major positions in
- * x, as ONNX's MaxPool Indices output. */
+/* Max pooling; indices (i64, may be NULL) are flat positions in x, as
+ * ONNX's MaxPool Indices output: row-major, or with storage_order 1 the
+ * spatial dims in column-major order. amprt_max_pool_grad reads row-major
+ * indices only. */
 amprt_status amprt_max_pool(amprt_context *ctx, const amprt_tensor *x,
                             const amprt_pool_params *p, amprt_tensor *y,
                             amprt_tensor *indices);
@@ -485,7 +490,8 @@ typedef enum amprt_opcode {
   AMPRT_OP_CONV = 15,       /* spatial, group, has_bias, per dim: stride, dilation,
                                pad_begin, pad_end;  x, w, [bias], y */
   AMPRT_OP_MAX_POOL = 16,   /* spatial, count_include_pad, per dim: kernel, stride,
-                               dilation, pad_begin, pad_end;  x, y, indices */
+                               dilation, pad_begin, pad_end, then storage_order;
+                               x, y, indices */
   AMPRT_OP_AVERAGE_POOL = 17, /* as max pool;  x, y */
   AMPRT_OP_SOFTMAX_CROSS_ENTROPY = 18, /* reduction, has_ignore, ignore_index,
                                           has_weights;  scores, labels, [w], loss,

@@ -193,7 +193,8 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin,
                  p.pads_end);
     if (d.opcode == AMPRT_OP_MAX_POOL) {
-      AMPRT_CHECK(need(d, 3, 2 + 5 * a[0], "max_pool"));
+      AMPRT_CHECK(need(d, 3, 3 + 5 * a[0], "max_pool"));
+      p.storage_order = (int32_t)a[2 + 5 * a[0]];
       return amprt_max_pool(ctx, &t[0], &p, &t[1], &t[2]);
     }
     AMPRT_CHECK(need(d, 2, 2 + 5 * a[0], "average_pool"));

@@ -108,8 +108,16 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
           storeF(y->data, y->dtype, o, best);
         else
           storeI(y->data, y->dtype, o, arg >= 0 ? loadI(x->data, x->dtype, arg) : 0);
-        if (indices)
-          static_cast<int64_t *>(indices->data)[o] = arg;
+        if (indices) {
+          int64_t at = arg;
+          if (at >= 0 && p->storage_order == 1) {
+            // Column-major within each (n, c) plane: reverse the spatial order.
+            int64_t plane = w.in[0] * w.in[1] * w.in[2], nc = at / plane, r = at % plane;
+            int64_t i2 = r % w.in[2], i1 = (r / w.in[2]) % w.in[1], i0 = r / (w.in[2] * w.in[1]);
+            at = nc * plane + (i2 * w.in[1] + i1) * w.in[0] + i0;
+          }
+          static_cast<int64_t *>(indices->data)[o] = at;
+        }
       });
   return AMPRT_OK;
 }

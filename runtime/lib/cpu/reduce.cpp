@@ -388,13 +388,12 @@ extern "C" amprt_status amprt_batch_norm(
           sq += d * d;
         }
       variance = sq / m;
-      double unbiased = m > 1 ? sq / (m - 1) : sq;
       if (running_mean)
         storeF(running_mean->data, running_mean->dtype, ch,
                (float)(momentum * oldMean + (1.0 - momentum) * mu));
       if (running_var)
         storeF(running_var->data, running_var->dtype, ch,
-               (float)(momentum * oldVar + (1.0 - momentum) * unbiased));
+               (float)(momentum * oldVar + (1.0 - momentum) * variance));
     } else {
       mu = oldMean;
       variance = oldVar;
