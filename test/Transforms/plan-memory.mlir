@@ -1,0 +1,55 @@
+// amp-plan-memory: liveness-based slots, reuse of dead buffers, aliases for
+// reshape-like ops, peaks with and without low precision.
+// RUN: amp-opt %s -split-input-file -amp-plan-memory | FileCheck %s
+// RUN: amp-opt %s -amp-plan-memory=report=%t.json -o /dev/null
+// RUN: FileCheck %s --check-prefix=REPORT < %t.json
+
+// A chain: each intermediate dies after its one use, so two slots suffice
+// however long the chain (a 4x64 f32 tensor is 1024 bytes).
+// CHECK-LABEL: func @chain
+// CHECK-SAME: amp.arena_bytes = 2048 : i64
+// CHECK: amp.relu %{{.+}} {amp.slots = array<i64: 0>}
+// CHECK: amp.tanh %{{.+}} {amp.slots = array<i64: 1024>}
+// CHECK: amp.sigmoid %{{.+}} {amp.slots = array<i64: 0>}
+// CHECK: amp.exp %{{.+}} {amp.slots = array<i64: 1024>}
+// REPORT: {"functions": [{"name": "chain", "arena_bytes": 2048, "arena_bytes_if_f32": 2048, "buffers": 4}
+func.func @chain(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %0 = amp.relu %x : tensor<4x64xf32>
+  %1 = amp.tanh %0 : tensor<4x64xf32>
+  %2 = amp.sigmoid %1 : tensor<4x64xf32>
+  %3 = amp.exp %2 : tensor<4x64xf32>
+  return %3 : tensor<4x64xf32>
+}
+
+// -----
+
+// A value used late keeps its slot; reshape aliases its input (no slot);
+// the returned value lives to the end.
+// CHECK-LABEL: func @long_lived
+// CHECK: %[[A:.+]] = amp.relu %{{.+}} {amp.slots = array<i64: 0>}
+// CHECK: amp.reshape %[[A]] {amp.slots = array<i64: -1>
+// CHECK: amp.tanh %{{.+}} {amp.slots = array<i64: 1024>}
+// CHECK: amp.sigmoid %{{.+}} {amp.slots = array<i64: 2048>}
+// CHECK: amp.add %{{.+}} {amp.slots = array<i64: 1024>}
+func.func @long_lived(%x: tensor<4x64xf32>) -> tensor<256xf32> {
+  %0 = amp.relu %x : tensor<4x64xf32>
+  %r = amp.reshape %0 {shape = array<i64: 256>} : (tensor<4x64xf32>) -> tensor<256xf32>
+  %1 = amp.tanh %x : tensor<4x64xf32>
+  %2 = amp.sigmoid %1 : tensor<4x64xf32>
+  %3 = amp.add %2, %x : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %4 = amp.reshape %3 {shape = array<i64: 256>} : (tensor<4x64xf32>) -> tensor<256xf32>
+  %5 = amp.add %r, %4 : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
+  return %5 : tensor<256xf32>
+}
+
+// -----
+
+// Low precision halves the activations: the report gives both peaks.
+// CHECK-LABEL: func @low
+// CHECK-SAME: amp.arena_bytes = 1024 : i64, amp.arena_bytes_if_f32 = 2048 : i64
+// REPORT-SAME: {"name": "low", "arena_bytes": 1024, "arena_bytes_if_f32": 2048, "buffers": 2}
+func.func @low(%x: tensor<4x64xf16>) -> tensor<4x64xf16> {
+  %0 = amp.relu %x : tensor<4x64xf16>
+  %1 = amp.tanh %0 : tensor<4x64xf16>
+  return %1 : tensor<4x64xf16>
+}
