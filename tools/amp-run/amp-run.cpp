@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
+#include "amp/Execution/Program.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 #include "amp/Transforms/Autocast.h"
 #include "amp/Transforms/Passes.h"
@@ -28,7 +29,6 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
@@ -78,24 +78,6 @@ namespace {
   exit(1);
 }
 
-FailureOr<amprt_dtype> runtimeType(Type t) {
-  if (t.isF32()) return AMPRT_F32;
-  if (t.isF16()) return AMPRT_F16;
-  if (t.isBF16()) return AMPRT_BF16;
-  if (auto i = dyn_cast<IntegerType>(t)) {
-    bool u = i.isUnsigned();
-    switch (i.getWidth()) {
-    case 1: return AMPRT_I1;
-    case 8: return u ? AMPRT_U8 : AMPRT_I8;
-    case 16: return u ? AMPRT_U16 : AMPRT_I16;
-    case 32: return u ? AMPRT_U32 : AMPRT_I32;
-    case 64: return u ? AMPRT_U64 : AMPRT_I64;
-    default: break;
-    }
-  }
-  return failure();
-}
-
 std::string shapeStr(ArrayRef<int64_t> s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)
@@ -110,42 +92,26 @@ struct Slot {
   std::vector<char> data;
 };
 
-/// Converts `bytes` of type `from` into slot.data of slot.dtype: exact types
-/// are copied; f32 data feeds f16 / bf16 slots through a rounding cast.
-void fill(Slot &slot, const void *bytes, amprt_dtype from, ArrayRef<int64_t> shape,
+/// Copies caller data into slot.data (shape and type checked by the runtime).
+void fill(Slot &slot, const void *bytes, amprt_dtype from, llvm::ArrayRef<int64_t> shape,
           const std::string &what) {
-  if (shape != slot.type.getShape())
-    die(what + ": shape " + shapeStr(shape) + " does not match the model's " +
-        shapeStr(slot.type.getShape()));
-  int64_t n = slot.type.getNumElements();
-  slot.data.assign(n * amprt_dtype_size(slot.dtype), 0);
-  // bf16 travels as uint16 bit patterns (numpy and ONNX's test data have
-  // no bf16 type).
-  if (from == slot.dtype || (from == AMPRT_U16 && slot.dtype == AMPRT_BF16)) {
-    std::memcpy(slot.data.data(), bytes, slot.data.size());
-    return;
-  }
-  bool floats = (from == AMPRT_F32 || from == AMPRT_F16 || from == AMPRT_BF16) &&
-                (slot.dtype == AMPRT_F32 || slot.dtype == AMPRT_F16 || slot.dtype == AMPRT_BF16);
-  if (!floats)
-    die(what + ": element type " + amprt_dtype_name(from) + " does not match the model's " +
-        amprt_dtype_name(slot.dtype));
-  if (amprt_convert(bytes, from, slot.data.data(), slot.dtype, n) != AMPRT_OK)
-    die(what + ": " + amprt_last_error());
+  amprt_array a{};
+  a.data = bytes;
+  a.dtype = from;
+  a.rank = (int32_t)shape.size();
+  for (size_t d = 0; d < shape.size() && d < AMPRT_MAX_RANK; ++d)
+    a.shape[d] = shape[d];
+  slot.data.assign(slot.type.getNumElements() * amprt_dtype_size(slot.dtype), 0);
+  if (amprt_feed(&a, slot.dtype, slot.type.getRank(), slot.type.getShape().data(),
+                 slot.data.data(), what.c_str()) != AMPRT_OK)
+    die(amprt_last_error());
 }
 
 void checkFinite(const Slot &s) {
-  if (nanCheck == "off" || (s.dtype != AMPRT_F32 && s.dtype != AMPRT_F16 && s.dtype != AMPRT_BF16))
+  if (nanCheck == "off")
     return;
-  int64_t n = s.type.getNumElements(), bad = 0, first = -1;
-  std::vector<float> f(n);
-  amprt_convert(s.data.data(), s.dtype, f.data(), AMPRT_F32, n);
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(f[i])) {
-      ++bad;
-      if (first < 0)
-        first = i;
-    }
+  int64_t first;
+  int64_t bad = amprt_count_nonfinite(s.data.data(), s.dtype, s.type.getNumElements(), &first);
   if (!bad)
     return;
   std::string msg = "input '" + s.name + "' holds " + std::to_string(bad) +
@@ -185,20 +151,14 @@ int main(int argc, char **argv) {
   });
 
   // 1. The model.
-  OwningOpRef<ModuleOp> module;
-  if (StringRef(modelFile).ends_with(".mlir")) {
-    llvm::SourceMgr sm;
-    module = parseSourceFile<ModuleOp>(modelFile, &ctx);
-  } else {
-    amp::ONNXImportOptions opts;
-    for (const std::string &kv : constInputs) {
-      auto [name, file] = StringRef(kv).split('=');
-      if (name.empty() || file.empty())
-        die("--const-input needs name=file.pb, got '" + kv + "'");
-      opts.constantInputs[name.str()] = file.str();
-    }
-    module = amp::importONNXFile(modelFile, &ctx, opts);
+  std::map<std::string, std::string> bound;
+  for (const std::string &kv : constInputs) {
+    auto [name, file] = StringRef(kv).split('=');
+    if (name.empty() || file.empty())
+      die("--const-input needs name=file.pb, got '" + kv + "'");
+    bound[name.str()] = file.str();
   }
+  OwningOpRef<ModuleOp> module = amp::loadModelFile(modelFile, &ctx, bound);
   if (!module)
     return 1;
   auto f = module->lookupSymbol<func::FuncOp>(funcName);
@@ -206,68 +166,20 @@ int main(int argc, char **argv) {
     die("'" + modelFile + "' has no function '" + funcName + "'");
 
   // 2. Its signature, before lowering.
+  auto sig = amp::signatureOf(f);
+  if (failed(sig))
+    return 1;
   std::vector<Slot> args, results;
   std::vector<size_t> inputArgs; // indices of args the caller feeds
-  for (BlockArgument a : f.getArguments()) {
-    Slot s;
-    s.type = dyn_cast<RankedTensorType>(a.getType());
-    if (!s.type || !s.type.hasStaticShape())
-      die("argument " + std::to_string(a.getArgNumber()) +
-          " is not a statically shaped tensor (specialise the model's shapes)");
-    auto dt = runtimeType(s.type.getElementType());
-    if (failed(dt))
-      die("argument type not supported by the runtime");
-    s.dtype = *dt;
-    if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param")) {
-      s.name = p.getValue().str();
-      auto init = f.getArgAttrOfType<ElementsAttr>(a.getArgNumber(), "amp.init");
-      if (!init)
-        die("parameter '" + s.name + "' has no initial value (amp.init)");
-      ArrayRef<char> raw;
-      std::vector<char> expanded;
-      int64_t n = s.type.getNumElements();
-      size_t es = amprt_dtype_size(s.dtype);
-      if (auto dense = dyn_cast<DenseElementsAttr>(init)) {
-        if (s.dtype == AMPRT_I1) {
-          for (bool v : dense.getValues<bool>())
-            expanded.push_back(v);
-          raw = expanded;
-        } else if (dense.isSplat()) {
-          ArrayRef<char> one = dense.getRawData();
-          for (int64_t i = 0; i < n; ++i)
-            expanded.insert(expanded.end(), one.begin(), one.begin() + es);
-          raw = expanded;
-        } else {
-          raw = dense.getRawData();
-        }
-      } else if (auto res = dyn_cast<DenseResourceElementsAttr>(init)) {
-        if (AsmResourceBlob *blob = res.getRawHandle().getBlob())
-          raw = blob->getData();
-        else
-          die("parameter '" + s.name + "': its data is not available");
-      }
-      if (raw.size() != (size_t)n * es)
-        die("parameter '" + s.name + "': initial value has the wrong size");
-      s.data.assign(raw.begin(), raw.end());
-    } else {
-      auto in = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.input");
-      s.name = in ? in.getValue().str() : "arg" + std::to_string(a.getArgNumber());
+  for (amp::TensorSlot &t : sig->args) {
+    Slot s{t.name, t.type, t.dtype, std::move(t.init)};
+    if (!t.isParam)
       inputArgs.push_back(args.size());
-    }
     args.push_back(std::move(s));
   }
-  for (auto [i, t] : llvm::enumerate(f.getResultTypes())) {
-    Slot s;
-    s.type = dyn_cast<RankedTensorType>(t);
-    if (!s.type || !s.type.hasStaticShape())
-      die("result " + std::to_string(i) + " is not a statically shaped tensor");
-    auto dt = runtimeType(s.type.getElementType());
-    if (failed(dt))
-      die("result type not supported by the runtime");
-    s.dtype = *dt;
-    auto out = f.getResultAttrOfType<StringAttr>(i, "amp.output");
-    s.name = out ? out.getValue().str() : "result" + std::to_string(i);
-    s.data.assign(s.type.getNumElements() * amprt_dtype_size(s.dtype), 0);
+  for (amp::TensorSlot &t : sig->results) {
+    Slot s{t.name, t.type, t.dtype, {}};
+    s.data.assign(t.type.getNumElements() * amprt_dtype_size(t.dtype), 0);
     results.push_back(std::move(s));
   }
 
@@ -302,7 +214,7 @@ int main(int argc, char **argv) {
       auto t = amp::readTensorProtoFile(file, &ctx);
       if (failed(t))
         return 1;
-      auto dt = t->elementType ? runtimeType(t->elementType) : FailureOr<amprt_dtype>(failure());
+      auto dt = t->elementType ? amp::runtimeDType(t->elementType) : FailureOr<amprt_dtype>(failure());
       if (failed(dt))
         die(file + ": element type not supported by the runtime");
       fill(args[k], t->bytes.data(), *dt, t->shape,
@@ -313,18 +225,9 @@ int main(int argc, char **argv) {
     checkFinite(args[k]);
 
   // 4. Compile.
-  PassManager pm(&ctx);
-  if (precision != "fp32") {
-    amp::AMPAutocastOptions o;
-    o.target = precision == "fp16" ? "f16" : "bf16";
-    pm.addPass(amp::createAMPAutocast(o));
-  }
-  pm.addPass(amp::createAMPPlanMemory());
-  pm.addPass(amp::createAMPLowerToRuntime());
-  if (failed(pm.run(*module)))
+  auto arenaBytes = amp::lowerForRuntime(*module, funcName, precision);
+  if (failed(arenaBytes))
     return 1;
-  auto lowered = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);
-  int64_t arenaBytes = lowered->getAttrOfType<IntegerAttr>("amp.arena_bytes").getInt();
   ExecutionEngineOptions eo;
   eo.transformer = makeOptimizingTransformer(2, 0, nullptr);
   auto engine = ExecutionEngine::create(*module, eo);
@@ -347,7 +250,7 @@ int main(int argc, char **argv) {
   amprt_context *rctx = nullptr;
   amprt_arena *arena = nullptr;
   if (amprt_context_create("cpu", &rctx) != AMPRT_OK ||
-      amprt_arena_create(rctx, (size_t)arenaBytes, &arena) != AMPRT_OK)
+      amprt_arena_create(rctx, (size_t)*arenaBytes, &arena) != AMPRT_OK)
     die(amprt_last_error());
   std::vector<void *> argPtrs, resPtrs;
   for (Slot &s : args)

@@ -259,8 +259,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
   for (auto [r, off] : llvm::zip(op->getResults(), slots.asArrayRef())) {
     if (off < 0)
       return op->emitOpError("result without an arena slot");
+    // An i64 index: arenas may exceed 2 GiB.
+    Value offset = LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(off));
     ptrs[r] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
-                                  ArrayRef<LLVM::GEPArg>{off});
+                                  ArrayRef<LLVM::GEPArg>{offset});
   }
   Desc d;
   auto all = [&](ValueRange vs) -> LogicalResult {
@@ -476,7 +478,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    pe);
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {n, o.getGroup(), o.getBias() ? 1 : 0};
+        d.attrs = {n, (int64_t)o.getGroup(), o.getBias() ? 1 : 0};
         for (int64_t i = 0; i < n; ++i)
           d.attrs.append({strides[i], dil[i], pb[i], pe[i]});
         return emit(op, AMPRT_OP_CONV, d);

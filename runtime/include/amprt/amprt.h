@@ -559,6 +559,19 @@ const amprt_array *amprt_npz_get(const amprt_npz *z, const char *name);
 amprt_status amprt_npz_write(const char *path, const char *const *names,
                              const amprt_array *arrays, int32_t n);
 
+/* Copies an input array into a program's buffer of type dtype and shape
+ * (rank, shape): the shape must match; f32 / f16 / bf16 convert into each
+ * other (rounding to nearest even); uint16 data fills bf16 buffers as bit
+ * patterns; other types must match exactly. `what` names the input in
+ * messages. */
+amprt_status amprt_feed(const amprt_array *src, amprt_dtype dtype, int32_t rank,
+                        const int64_t *shape, void *dst, const char *what);
+
+/* Number of NaN / inf values among n floats of type t (0 for other types);
+ * *first receives the first one's index (or -1). */
+int64_t amprt_count_nonfinite(const void *data, amprt_dtype t, int64_t n,
+                              int64_t *first);
+
 /*--- Metrics -----------------------------------------------------------------*/
 
 typedef struct amprt_metrics amprt_metrics;

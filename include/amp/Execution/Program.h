@@ -1,0 +1,54 @@
+//===- Program.h - compiling a model for the runtime ------------*- C++ -*-===//
+//
+// What amp-run (JIT) and amp-compile (AOT) share: the signature of a model
+// function (its inputs, parameters with their initial values, results) and
+// the pass pipeline from the amp dialect to runtime calls in LLVM IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMP_EXECUTION_PROGRAM_H
+#define AMP_EXECUTION_PROGRAM_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include "amprt/amprt.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir::amp {
+
+struct TensorSlot {
+  std::string name;
+  bool isParam = false;
+  RankedTensorType type;
+  amprt_dtype dtype = AMPRT_F32;
+  std::vector<char> init; // parameters: the initial value's bytes
+};
+
+struct ProgramSignature {
+  std::vector<TensorSlot> args, results;
+};
+
+/// Imports an .onnx file (binding graph inputs named in constInputs to .pb
+/// files) or parses an .mlir file; null after reporting errors.
+OwningOpRef<ModuleOp> loadModelFile(llvm::StringRef path, MLIRContext *ctx,
+                                    const std::map<std::string, std::string> &constInputs);
+
+/// The runtime element type of an MLIR element type.
+FailureOr<amprt_dtype> runtimeDType(Type elementType);
+
+/// Reads the function's arguments (amp.input / amp.param with amp.init) and
+/// results (amp.output); errors at the function name what is missing.
+FailureOr<ProgramSignature> signatureOf(func::FuncOp f);
+
+/// amp-autocast (precision "fp16" / "bf16"; nothing for "fp32"),
+/// amp-plan-memory, amp-lower-to-runtime. Returns the arena size of `name`.
+FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
+                                   llvm::StringRef precision);
+
+} // namespace mlir::amp
+
+#endif // AMP_EXECUTION_PROGRAM_H

@@ -1,0 +1,140 @@
+//===- Program.cpp - compiling a model for the runtime -------------------===//
+
+#include "amp/Execution/Program.h"
+
+#include "amp/Target/ONNX/ImportONNX.h"
+#include "amp/Transforms/Passes.h"
+
+#include "mlir/Parser/Parser.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace mlir::amp;
+
+OwningOpRef<ModuleOp>
+mlir::amp::loadModelFile(llvm::StringRef path, MLIRContext *ctx,
+                         const std::map<std::string, std::string> &constInputs) {
+  if (path.ends_with(".mlir")) {
+    if (!constInputs.empty()) {
+      emitError(UnknownLoc::get(ctx), "--const-input applies to .onnx models only");
+      return nullptr;
+    }
+    return parseSourceFile<ModuleOp>(path, ctx);
+  }
+  ONNXImportOptions opts;
+  opts.constantInputs = constInputs;
+  return importONNXFile(path, ctx, opts);
+}
+
+FailureOr<amprt_dtype> mlir::amp::runtimeDType(Type t) {
+  if (t.isF32()) return AMPRT_F32;
+  if (t.isF16()) return AMPRT_F16;
+  if (t.isBF16()) return AMPRT_BF16;
+  if (auto i = dyn_cast<IntegerType>(t)) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 1: return AMPRT_I1;
+    case 8: return u ? AMPRT_U8 : AMPRT_I8;
+    case 16: return u ? AMPRT_U16 : AMPRT_I16;
+    case 32: return u ? AMPRT_U32 : AMPRT_I32;
+    case 64: return u ? AMPRT_U64 : AMPRT_I64;
+    default: break;
+    }
+  }
+  return failure();
+}
+
+static FailureOr<TensorSlot> slotOf(func::FuncOp f, Type t, const std::string &what) {
+  TensorSlot s;
+  s.type = dyn_cast<RankedTensorType>(t);
+  if (!s.type || !s.type.hasStaticShape())
+    return LogicalResult(f.emitError() << what << " is " << t
+                                       << ", not a statically shaped tensor (specialise "
+                                          "the model's shapes)");
+  auto dt = runtimeDType(s.type.getElementType());
+  if (failed(dt))
+    return LogicalResult(f.emitError() << what << ": element type "
+                                       << s.type.getElementType()
+                                       << " is not supported by the runtime");
+  s.dtype = *dt;
+  return s;
+}
+
+FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
+  ProgramSignature sig;
+  for (BlockArgument a : f.getArguments()) {
+    unsigned i = a.getArgNumber();
+    auto s = slotOf(f, a.getType(), "argument " + std::to_string(i));
+    if (failed(s))
+      return failure();
+    if (auto p = f.getArgAttrOfType<StringAttr>(i, "amp.param")) {
+      s->isParam = true;
+      s->name = p.getValue().str();
+      auto init = f.getArgAttrOfType<ElementsAttr>(i, "amp.init");
+      if (!init)
+        return LogicalResult(f.emitError() << "parameter '" << s->name
+                                           << "' has no initial value (amp.init)");
+      int64_t n = s->type.getNumElements();
+      size_t es = amprt_dtype_size(s->dtype);
+      if (auto dense = dyn_cast<DenseElementsAttr>(init)) {
+        if (s->dtype == AMPRT_I1) {
+          for (bool v : dense.getValues<bool>())
+            s->init.push_back(v);
+        } else if (dense.isSplat()) {
+          ArrayRef<char> one = dense.getRawData();
+          for (int64_t k = 0; k < n; ++k)
+            s->init.insert(s->init.end(), one.begin(), one.begin() + es);
+        } else {
+          s->init.assign(dense.getRawData().begin(), dense.getRawData().end());
+        }
+      } else if (auto res = dyn_cast<DenseResourceElementsAttr>(init)) {
+        AsmResourceBlob *blob = res.getRawHandle().getBlob();
+        if (!blob)
+          return LogicalResult(f.emitError() << "parameter '" << s->name
+                                             << "': its data is not available "
+                                                "(elided resource?)");
+        s->init.assign(blob->getData().begin(), blob->getData().end());
+      }
+      if (s->init.size() != (size_t)n * es)
+        return LogicalResult(f.emitError() << "parameter '" << s->name
+                                           << "': initial value has the wrong size");
+    } else {
+      auto in = f.getArgAttrOfType<StringAttr>(i, "amp.input");
+      s->name = in ? in.getValue().str() : "arg" + std::to_string(i);
+    }
+    sig.args.push_back(std::move(*s));
+  }
+  for (auto [i, t] : llvm::enumerate(f.getResultTypes())) {
+    auto s = slotOf(f, t, "result " + std::to_string(i));
+    if (failed(s))
+      return failure();
+    auto out = f.getResultAttrOfType<StringAttr>(i, "amp.output");
+    s->name = out ? out.getValue().str() : "result" + std::to_string(i);
+    sig.results.push_back(std::move(*s));
+  }
+  return sig;
+}
+
+FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef name,
+                                              llvm::StringRef precision) {
+  PassManager pm(module.getContext());
+  if (precision == "fp16" || precision == "bf16") {
+    AMPAutocastOptions o;
+    o.target = precision == "fp16" ? "f16" : "bf16";
+    pm.addPass(createAMPAutocast(o));
+  } else if (precision != "fp32") {
+    return LogicalResult(module.emitError("precision must be fp32, fp16 or bf16, got '")
+                         << precision << "'");
+  }
+  pm.addPass(createAMPPlanMemory());
+  pm.addPass(createAMPLowerToRuntime());
+  if (failed(pm.run(module)))
+    return failure();
+  auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
+  if (!fn)
+    return LogicalResult(module.emitError("no function '") << name << "' after lowering");
+  return fn->getAttrOfType<IntegerAttr>("amp.arena_bytes").getInt();
+}

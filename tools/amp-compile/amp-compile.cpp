@@ -1,0 +1,212 @@
+//===- amp-compile.cpp - a model to a native program ---------------------===//
+//
+//   amp-compile model.onnx|model.mlir -o prog [--precision fp32|fp16|bf16]
+//               [--const-input name=file.pb] [--func NAME]
+//
+// Writes `prog` (an executable: the model compiled to an object file, linked
+// with libamprt and its main()) and `prog.weights` (the parameters and the
+// program's signature, safetensors). The pair runs anywhere the runtime's
+// shared dependencies (oneDNN, zlib) are installed, without the compiler:
+//
+//   ./prog --inputs in.npz --outputs out.npz
+//
+// Nothing is left behind on failure.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Execution/Program.h"
+#include "amp/Target/ONNX/ImportONNX.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#ifndef AMP_RUNTIME_LIB_DIR
+#error "AMP_RUNTIME_LIB_DIR must name the folder of libamprt.a"
+#endif
+
+namespace cl = llvm::cl;
+using namespace mlir;
+
+static cl::OptionCategory category("amp-compile options");
+static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx|model.mlir>"),
+                                      cl::Required, cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("The program to write"),
+                                       cl::value_desc("prog"), cl::Required, cl::cat(category));
+static cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"),
+                                      cl::init("fp32"), cl::cat(category));
+static cl::list<std::string> constInputs("const-input",
+                                         cl::desc("Bind a graph input to a TensorProto (.pb)"),
+                                         cl::value_desc("name=file.pb"), cl::cat(category));
+static cl::opt<std::string> funcName("func", cl::desc("Function to compile (default: main)"),
+                                     cl::init("main"), cl::cat(category));
+static cl::opt<std::string> runtimeDir(
+    "runtime-dir", cl::desc("Folder holding libamprt.a and libamprt_runner.a"),
+    cl::init(AMP_RUNTIME_LIB_DIR), cl::cat(category));
+
+namespace {
+
+std::vector<std::string> temporaries;
+
+[[noreturn]] void die(const llvm::Twine &msg) {
+  for (const std::string &t : temporaries)
+    llvm::sys::fs::remove(t);
+  llvm::errs() << "amp-compile: error: " << msg << "\n";
+  exit(1);
+}
+
+std::string signatureLine(const char *kind, const amp::TensorSlot &s) {
+  if (s.name.find_first_of("\t\n") != std::string::npos)
+    die("name '" + s.name + "' holds a tab or newline");
+  std::string dims;
+  for (int64_t d : s.type.getShape())
+    dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  return std::string(kind) + "\t" + s.name + "\t" + amprt_dtype_name(s.dtype) + "\t" + dims +
+         "\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR ahead-of-time compiler\n");
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+
+  DialectRegistry registry;
+  amp::registerONNXImportDialects(registry);
+  registry.insert<LLVM::LLVMDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  ctx.getDiagEngine().registerHandler([](Diagnostic &d) {
+    llvm::errs() << "amp-compile: "
+                 << (d.getSeverity() == DiagnosticSeverity::Error ? "error" : "note") << ": "
+                 << d.str() << "\n";
+    return success();
+  });
+
+  std::map<std::string, std::string> bound;
+  for (const std::string &kv : constInputs) {
+    auto [name, file] = llvm::StringRef(kv).split('=');
+    if (name.empty() || file.empty())
+      die("--const-input needs name=file.pb, got '" + kv + "'");
+    bound[name.str()] = file.str();
+  }
+  OwningOpRef<ModuleOp> module = amp::loadModelFile(modelFile, &ctx, bound);
+  if (!module)
+    return 1;
+  auto f = module->lookupSymbol<func::FuncOp>(funcName);
+  if (!f)
+    die("'" + modelFile + "' has no function '" + funcName + "'");
+  auto sig = amp::signatureOf(f);
+  if (failed(sig))
+    return 1;
+  auto arena = amp::lowerForRuntime(*module, funcName, precision);
+  if (failed(arena))
+    return 1;
+  auto fn = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);
+  if (failed(SymbolTable::replaceAllSymbolUses(fn, StringAttr::get(&ctx, "amp_entry"), *module)))
+    die("cannot rename the entry point");
+  fn.setSymName("amp_entry");
+
+  // Object code for this machine's architecture (generic CPU: the runtime
+  // picks vector instructions at run time).
+  llvm::LLVMContext llctx;
+  auto llmod = translateModuleToLLVMIR(*module, llctx, "amp_program");
+  if (!llmod)
+    die("translation to LLVM IR failed");
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string err;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target)
+    die("no target for " + triple.str() + ": " + err);
+  llvm::TargetOptions topts;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, "generic", "", topts, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Default));
+  llmod->setDataLayout(tm->createDataLayout());
+  llmod->setTargetTriple(triple);
+
+  std::string obj = outputFile + ".o.tmp", prog = outputFile + ".tmp",
+              weights = outputFile + ".weights.tmp";
+  temporaries = {obj, prog, weights};
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(obj, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      die("cannot write '" + obj + "': " + ec.message());
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+      die("this target cannot emit object files");
+    pm.run(*llmod);
+  }
+
+  // Weights and signature.
+  std::string sigText;
+  std::vector<amprt_named_tensor> params;
+  for (const amp::TensorSlot &s : sig->args) {
+    sigText += signatureLine(s.isParam ? "param" : "input", s);
+    if (s.isParam) {
+      amprt_named_tensor nt;
+      nt.name = s.name.c_str();
+      nt.tensor = amprt_tensor_make(const_cast<char *>(s.init.data()), s.dtype,
+                                    s.type.getRank(), s.type.getShape().data());
+      params.push_back(nt);
+    }
+  }
+  for (const amp::TensorSlot &s : sig->results)
+    sigText += signatureLine("result", s);
+  std::string arenaText = std::to_string(*arena);
+  amprt_metadata meta[] = {{"amp.signature", sigText.c_str()},
+                           {"amp.arena_bytes", arenaText.c_str()},
+                           {"amp.precision", precision.c_str()},
+                           {"amp.model", modelFile.c_str()}};
+  if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta, 4) !=
+      AMPRT_OK)
+    die(amprt_last_error());
+
+  // Link with the system's C++ driver.
+  auto cxx = llvm::sys::findProgramByName("c++");
+  if (!cxx)
+    die("no C++ compiler driver ('c++') on PATH to link the program");
+  std::string rt = runtimeDir + "/libamprt.a", runner = runtimeDir + "/libamprt_runner.a";
+  for (const std::string &lib : {rt, runner})
+    if (!llvm::sys::fs::exists(lib))
+      die("runtime library '" + lib + "' not found (--runtime-dir)");
+  std::string errFile = outputFile + ".link.log";
+  temporaries.push_back(errFile);
+  llvm::StringRef args[] = {*cxx, obj, runner, rt, "-ldnnl", "-lz", "-lpthread", "-o", prog};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(errFile),
+                                                llvm::StringRef(errFile)};
+  if (llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects) != 0) {
+    auto log = llvm::MemoryBuffer::getFile(errFile);
+    die("linking failed:\n" + (log ? (*log)->getBuffer().str() : std::string("(no output)")));
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(weights, outputFile + ".weights"))
+    die("cannot write '" + outputFile + ".weights': " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::rename(prog, outputFile))
+    die("cannot write '" + outputFile + "': " + ec.message());
+  llvm::sys::fs::remove(obj);
+  llvm::sys::fs::remove(errFile);
+  llvm::outs() << "wrote " << outputFile << " and " << outputFile << ".weights ("
+               << precision << ", arena " << *arena << " bytes)\n";
+  return 0;
+}
