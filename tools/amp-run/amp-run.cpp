@@ -37,6 +37,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -70,6 +72,10 @@ static opt<std::string> funcName("func", cl::desc("Function to run (default: mai
                                      cl::init("main"), cl::cat(category));
 static opt<bool> printOutputs("print", cl::desc("Print a summary of each output"),
                                   cl::cat(category));
+static opt<int> repeat("repeat",
+                       cl::desc("Run the compiled function this many times and report the "
+                                "median time of one run (compilation excluded)"),
+                       cl::init(1), cl::cat(category));
 
 namespace {
 
@@ -257,9 +263,22 @@ int main(int argc, char **argv) {
     argPtrs.push_back(s.data.data());
   for (Slot &s : results)
     resPtrs.push_back(s.data.data());
-  int32_t status = fn(rctx, amprt_arena_base(arena), argPtrs.data(), resPtrs.data());
-  if (status != AMPRT_OK)
-    die(std::string("running '") + funcName + "': " + amprt_last_error());
+  if (repeat < 1)
+    die("--repeat must be at least 1");
+  std::vector<double> times;
+  for (int r = 0; r < repeat; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    int32_t status = fn(rctx, amprt_arena_base(arena), argPtrs.data(), resPtrs.data());
+    auto t1 = std::chrono::steady_clock::now();
+    if (status != AMPRT_OK)
+      die(std::string("running '") + funcName + "': " + amprt_last_error());
+    times.push_back(std::chrono::duration<double>(t1 - t0).count());
+  }
+  if (repeat > 1) {
+    std::sort(times.begin(), times.end());
+    outs() << "median time per run: " << times[times.size() / 2] * 1e3 << " ms (" << repeat
+           << " runs)\n";
+  }
   amprt_arena_destroy(arena);
   amprt_context_destroy(rctx);
 

@@ -284,3 +284,22 @@ TEST(Context, DevicesAndArena) {
   amprt_context_destroy(ctx);
   EXPECT_NE(std::string(amprt_cpu_features_string()), "");
 }
+
+TEST(Binary, ContiguousF32FastPathsMatchTheGeneralOne) {
+  // Same shape, a trailing vector (a bias) and a scalar take the fast loops;
+  // a strided view of the same data takes the general one: equal bits.
+  for (std::vector<int64_t> bs : {std::vector<int64_t>{6, 7}, {7}, {1, 7}, {}}) {
+    Buf a = randn(AMPRT_F32, {6, 7}), b = randn(AMPRT_F32, bs), y(AMPRT_F32, {6, 7}),
+        ref(AMPRT_F32, {6, 7});
+    for (amprt_binary_op op : {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV}) {
+      AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+      amprt_tensor refView = ref.t; // strides [1, 6]: a transposed layout
+      refView.strides[0] = 1;
+      refView.strides[1] = 6;
+      AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), &refView));
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 7; ++j)
+          ASSERT_EQ(y.get(i * 7 + j), ref.get(j * 6 + i)) << "op " << op;
+    }
+  }
+}

@@ -140,10 +140,19 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
     AMPRT_CHECK(check(c, "amprt_gemm: c"));
     AMPRT_CHECK(broadcastStrides(c, 2, y->shape, cs[0], "amprt_gemm: c"));
   }
-  std::vector<float> acc(m * n);
+  // f32 outputs take the product directly; others go through f32 scratch
+  // and are rounded once.
+  thread_local std::vector<float> scratch;
+  float *acc;
+  if (y->dtype == AMPRT_F32) {
+    acc = static_cast<float *>(y->data);
+  } else {
+    scratch.resize(m * n);
+    acc = scratch.data();
+  }
   if (m && n) {
     if (kk == 0) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(acc, acc + m * n, 0.0f);
     } else {
       AMPRT_DNNL_TRY(k, {
         Operand oa = operandOf(a), ob = operandOf(b);
@@ -151,17 +160,33 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
                     trans_a ? 1 : a->shape[1], trans_a ? a->shape[1] : 1,
                     trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1,
                     (int)oa.dt, (int)ob.dt};
-        gemmAcc(key, oa.ptr, ob.ptr, acc.data());
+        gemmAcc(key, oa.ptr, ob.ptr, acc);
       })
     }
   }
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float v = alpha * acc[i * n + j];
-      if (c && beta != 0.0f)
-        v += beta * loadF(c->data, c->dtype, i * cs[0][0] + j * cs[0][1]);
-      storeF(y->data, y->dtype, i * n + j, v);
+  bool useC = c && beta != 0.0f;
+  if (alpha != 1.0f || useC) {
+    if (useC && c->dtype == AMPRT_F32 && cs[0][1] == 1 && (cs[0][0] == 0 || cs[0][0] == n)) {
+      // The common case: an f32 bias row (or a full matrix), contiguous.
+      const float *cp = static_cast<const float *>(c->data);
+      for (int64_t i = 0; i < m; ++i) {
+        const float *cr = cp + i * cs[0][0];
+        float *ar = acc + i * n;
+        for (int64_t j = 0; j < n; ++j)
+          ar[j] = alpha * ar[j] + beta * cr[j];
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          float v = alpha * acc[i * n + j];
+          if (useC)
+            v += beta * loadF(c->data, c->dtype, i * cs[0][0] + j * cs[0][1]);
+          acc[i * n + j] = v;
+        }
     }
+  }
+  if (y->dtype != AMPRT_F32)
+    return amprt_convert(acc, AMPRT_F32, y->data, y->dtype, (size_t)(m * n));
   return AMPRT_OK;
 }
 
@@ -220,7 +245,8 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
   if (amprt_tensor_numel(y) != batches * m * n)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: y %s does not hold the result", k,
                 shapeString(y).c_str());
-  std::vector<float> acc(m * n);
+  thread_local std::vector<float> scratch;
+  scratch.resize(m * n);
   AMPRT_DNNL_TRY(k, {
     Operand oa = operandOf(a), ob = operandOf(b);
     size_t ae = oa.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
@@ -235,13 +261,17 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
         ao += idx[d] * astr[d];
         bo += idx[d] * bstr[d];
       }
+      float *acc = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + bt * m * n
+                                         : scratch.data();
       if (kk == 0)
-        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(acc, acc + m * n, 0.0f);
       else if (m && n)
         gemmAcc(key, static_cast<const char *>(oa.ptr) + ao * aMat * ae,
-                static_cast<const char *>(ob.ptr) + bo * bMat * be, acc.data());
-      for (int64_t i = 0; i < m * n; ++i)
-        storeF(y->data, y->dtype, bt * m * n + i, acc[i]);
+                static_cast<const char *>(ob.ptr) + bo * bMat * be, acc);
+      if (y->dtype != AMPRT_F32)
+        amprt_convert(acc, AMPRT_F32,
+                      static_cast<char *>(y->data) + bt * m * n * amprt_dtype_size(y->dtype),
+                      y->dtype, (size_t)(m * n));
     }
   })
   return AMPRT_OK;
@@ -330,37 +360,64 @@ extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
     bf.resize(cd.bias[0]);
     amprt_convert(bias->data, bias->dtype, bf.data(), AMPRT_F32, bf.size());
   }
-  std::vector<float> acc(amprt_tensor_numel(y));
-  if (!acc.empty()) {
+  int64_t count = amprt_tensor_numel(y);
+  thread_local std::vector<float> scratch;
+  float *acc = static_cast<float *>(y->data);
+  if (y->dtype != AMPRT_F32) {
+    scratch.resize(count);
+    acc = scratch.data();
+  }
+  if (count) {
     AMPRT_DNNL_TRY(k, {
       using dt = dnnl::memory::data_type;
       Operand ox = operandOf(x), ow = operandOf(w);
+      // Primitives are cached by everything that shapes them.
+      std::vector<int64_t> key(cd.src.begin(), cd.src.end());
+      for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
+        key.push_back(-1);
+        key.insert(key.end(), v->begin(), v->end());
+      }
+      key.push_back((int64_t)ox.dt);
+      key.push_back(bias ? 1 : 0);
+      static std::mutex mu;
+      static std::map<std::vector<int64_t>, std::pair<dnnl::convolution_forward,
+                                                       dnnl::convolution_forward::primitive_desc>>
+          cache;
       dnnl::memory::desc xd(cd.src, ox.dt, plainTag(cd.src.size()));
       dnnl::memory::desc wd(cd.wei, ow.dt, plainTag(cd.wei.size()));
       dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
       dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
-      auto d = bias ? dnnl::convolution_forward::desc(
-                          dnnl::prop_kind::forward_training,
-                          dnnl::algorithm::convolution_direct, xd, wd, bd, yd,
-                          cd.strides, cd.dil, cd.padL, cd.padR)
-                    : dnnl::convolution_forward::desc(
-                          dnnl::prop_kind::forward_training,
-                          dnnl::algorithm::convolution_direct, xd, wd, yd,
-                          cd.strides, cd.dil, cd.padL, cd.padR);
-      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      dnnl::convolution_forward prim;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = cache.find(key);
+        if (it == cache.end()) {
+          auto d = bias ? dnnl::convolution_forward::desc(
+                              dnnl::prop_kind::forward_training,
+                              dnnl::algorithm::convolution_direct, xd, wd, bd, yd,
+                              cd.strides, cd.dil, cd.padL, cd.padR)
+                        : dnnl::convolution_forward::desc(
+                              dnnl::prop_kind::forward_training,
+                              dnnl::algorithm::convolution_direct, xd, wd, yd,
+                              cd.strides, cd.dil, cd.padL, cd.padR);
+          dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+          it = cache.emplace(key, std::make_pair(dnnl::convolution_forward(pd), pd)).first;
+        }
+        prim = it->second.first;
+      }
       dnnl::stream s(cpuEngine());
       std::unordered_map<int, dnnl::memory> args = {
           {DNNL_ARG_SRC, dnnl::memory(xd, cpuEngine(), const_cast<void *>(ox.ptr))},
           {DNNL_ARG_WEIGHTS, dnnl::memory(wd, cpuEngine(), const_cast<void *>(ow.ptr))},
-          {DNNL_ARG_DST, dnnl::memory(yd, cpuEngine(), acc.data())}};
+          {DNNL_ARG_DST, dnnl::memory(yd, cpuEngine(), acc)}};
       if (bias)
         args[DNNL_ARG_BIAS] = dnnl::memory(bd, cpuEngine(), bf.data());
-      dnnl::convolution_forward(pd).execute(s, args);
+      prim.execute(s, args);
       s.wait();
     })
   }
-  for (size_t i = 0; i < acc.size(); ++i)
-    storeF(y->data, y->dtype, (int64_t)i, acc[i]);
+  if (y->dtype != AMPRT_F32)
+    return amprt_convert(acc, AMPRT_F32, y->data, y->dtype, (size_t)count);
   return AMPRT_OK;
 }
 

@@ -110,6 +110,92 @@ amprt_status prepare(const char *kernel, const amprt_tensor *y,
 
 } // namespace
 
+namespace {
+
+/// Same shape, both contiguous: the element order is the flat order.
+bool sameDense(const amprt_tensor *a, const amprt_tensor *y) {
+  if (a->rank != y->rank || !amprt_tensor_is_contiguous(a) || !amprt_tensor_is_contiguous(y))
+    return false;
+  for (int32_t d = 0; d < a->rank; ++d)
+    if (a->shape[d] != y->shape[d])
+      return false;
+  return true;
+}
+
+/// f32 loops with the op chosen outside the loop (vectorisable).
+template <typename F>
+void mapF32(const float *x, float *y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = f(x[i]);
+}
+
+bool unaryFastF32(amprt_unary_op op, float alpha, const float *x, float *y, int64_t n) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: std::memmove(y, x, n * 4); return true;
+  case AMPRT_UNARY_RELU:
+    mapF32(x, y, n, [](float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); });
+    return true;
+  case AMPRT_UNARY_LEAKY_RELU:
+    mapF32(x, y, n, [alpha](float v) { return v >= 0.0f ? v : alpha * v; });
+    return true;
+  case AMPRT_UNARY_EXP: mapF32(x, y, n, [](float v) { return std::exp(v); }); return true;
+  case AMPRT_UNARY_TANH: mapF32(x, y, n, [](float v) { return std::tanh(v); }); return true;
+  case AMPRT_UNARY_SIGMOID: mapF32(x, y, n, sigmoid); return true;
+  case AMPRT_UNARY_GELU: mapF32(x, y, n, gelu); return true;
+  case AMPRT_UNARY_GELU_TANH: mapF32(x, y, n, geluTanh); return true;
+  case AMPRT_UNARY_ERF: mapF32(x, y, n, [](float v) { return std::erf(v); }); return true;
+  default: return false;
+  }
+}
+
+template <typename F>
+void zipF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols,
+            bool bRow, bool bScalar, F f) {
+  // b: same shape, one row repeated (a trailing vector, e.g. a bias), or a
+  // scalar.
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *ar = a + r * cols;
+    float *yr = y + r * cols;
+    if (bScalar) {
+      float q = b[0];
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = f(ar[c], q);
+    } else {
+      const float *br = bRow ? b : b + r * cols;
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = f(ar[c], br[c]);
+    }
+  }
+}
+
+bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
+                   amprt_tensor *y) {
+  if (a->dtype != AMPRT_F32 || b->dtype != AMPRT_F32 || y->dtype != AMPRT_F32 ||
+      !sameDense(a, y) || !amprt_tensor_is_contiguous(b))
+    return false;
+  int64_t n = amprt_tensor_numel(y), nb = amprt_tensor_numel(b);
+  int64_t cols = y->rank ? y->shape[y->rank - 1] : 1;
+  bool scalar = nb == 1, row = false;
+  if (!scalar && nb != n) {
+    // b must be exactly the trailing dims' vector: [..., 1, cols] or [cols].
+    if (nb != cols || b->rank == 0 || b->shape[b->rank - 1] != cols)
+      return false;
+    row = true;
+  }
+  int64_t rows = cols ? n / cols : 0;
+  const float *pa = static_cast<const float *>(a->data), *pb = static_cast<const float *>(b->data);
+  float *py = static_cast<float *>(y->data);
+  switch (op) {
+  case AMPRT_BINARY_ADD: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p + q; }); return true;
+  case AMPRT_BINARY_SUB: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p - q; }); return true;
+  case AMPRT_BINARY_MUL: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p * q; }); return true;
+  case AMPRT_BINARY_DIV: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p / q; }); return true;
+  default: return false;
+  }
+}
+
+} // namespace
+
 extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
                                     float alpha, const amprt_tensor *x,
                                     amprt_tensor *y) {
@@ -117,6 +203,10 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
   AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
   if ((unsigned)op > AMPRT_UNARY_LEAKY_RELU)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary: unknown op %d", op);
+  if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && sameDense(x, y) &&
+      unaryFastF32(op, alpha, static_cast<const float *>(x->data), static_cast<float *>(y->data),
+                   amprt_tensor_numel(y)))
+    return AMPRT_OK;
   if (isFloat(y->dtype)) {
     if (!isFloat(x->dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
@@ -162,6 +252,8 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
   AMPRT_CHECK(prepare("amprt_binary", y, {a, b}, s));
   if ((unsigned)op > AMPRT_BINARY_MIN)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: unknown op %d", op);
+  if (binaryFastF32(op, a, b, y))
+    return AMPRT_OK;
   if (isFloat(y->dtype)) {
     forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
       float p = loadF(a->data, a->dtype, o[0]);

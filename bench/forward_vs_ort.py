@@ -1,0 +1,92 @@
+"""Forward time of the example MLP, CNN and transformer block: amp-run
+(fp32 and bf16) against onnxruntime (fp32) on the same inputs, in one run.
+
+    make bench-deps    # once: onnxruntime into .venv
+    .venv/bin/python bench/forward_vs_ort.py [--runs 50]
+
+Times are medians of --runs runs after a warm-up; amp-run's exclude
+compilation (its --repeat reports the compiled function alone). The ratio
+is onnxruntime's time over ours (> 1: we are faster). Both use the same
+threads (this machine's cores).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from amp_mlir import examples  # noqa: E402
+
+
+def ort_time(path, feeds, runs):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, feeds)
+    t = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        t.append(time.perf_counter() - t0)
+    return float(np.median(t))
+
+
+def amp_time(tool, path, npz, precision, runs):
+    p = subprocess.run([tool, path, "--inputs", npz, "--precision", precision,
+                        "--repeat", str(runs)], capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(p.stderr)
+    for line in p.stdout.splitlines():
+        if line.startswith("median time per run:"):
+            return float(line.split(":")[1].split()[0]) / 1e3
+    raise SystemExit("no timing in amp-run's output:\n" + p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tool", default=os.path.join(HERE, "..", "build", "bin", "amp-run"))
+    ap.add_argument("--runs", type=int, default=50)
+    args = ap.parse_args()
+    try:
+        import onnxruntime
+        ortv = onnxruntime.__version__
+    except ImportError:
+        raise SystemExit("onnxruntime is not installed: run `make bench-deps` first")
+    rng = np.random.default_rng(0)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make, kw in [("mlp", examples.mlp, dict(batch=256)),
+                               ("cnn", examples.cnn, dict(batch=32)),
+                               ("transformer_block", examples.transformer_block, dict(batch=8))]:
+            m = make(**kw)
+            path = os.path.join(tmp, name + ".onnx")
+            onnx.save(m, path)
+            feeds = {}
+            for i in m.graph.input:
+                shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+                feeds[i.name] = (rng.integers(0, 10, shape).astype(np.int64)
+                                 if i.type.tensor_type.elem_type == onnx.TensorProto.INT64
+                                 else rng.standard_normal(shape).astype(np.float32))
+            npz = os.path.join(tmp, name + ".npz")
+            np.savez(npz, **feeds)
+            t_ort = ort_time(path, feeds, args.runs)
+            t32 = amp_time(args.tool, path, npz, "fp32", args.runs)
+            t16 = amp_time(args.tool, path, npz, "bf16", args.runs)
+            rows.append((name, t_ort, t32, t16))
+    print(f"onnxruntime {ortv}, {os.cpu_count()} cores\n")
+    print(f"{'model':18} {'ORT fp32 ms':>12} {'amp fp32 ms':>12} {'ORT/amp':>8} "
+          f"{'amp bf16 ms':>12} {'fp32/bf16':>10}")
+    for name, o, a, b in rows:
+        print(f"{name:18} {o * 1e3:12.3f} {a * 1e3:12.3f} {o / a:8.2f} {b * 1e3:12.3f} {a / b:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
