@@ -112,7 +112,10 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
     if (failed(s))
       return failure();
     auto out = f.getResultAttrOfType<StringAttr>(i, "amp.output");
-    s->name = out ? out.getValue().str() : "result" + std::to_string(i);
+    auto grad = f.getResultAttrOfType<StringAttr>(i, "amp.grad");
+    s->name = out    ? out.getValue().str()
+              : grad ? "grad:" + grad.getValue().str()
+                     : "result" + std::to_string(i);
     sig.results.push_back(std::move(*s));
   }
   return sig;

@@ -85,7 +85,7 @@ std::string signatureLine(const char *kind, const amp::TensorSlot &s) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR ahead-of-time compiler\n");
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();

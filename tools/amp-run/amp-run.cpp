@@ -131,7 +131,7 @@ void checkFinite(const Slot &s) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR model runner (JIT)\n");
   if (precision != "fp32" && precision != "fp16" && precision != "bf16")
     die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");

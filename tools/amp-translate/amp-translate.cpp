@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR model translator\n");
 
   if (!importOnnx) {

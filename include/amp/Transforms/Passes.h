@@ -14,6 +14,11 @@ namespace amp {
 #define GEN_PASS_DECL
 #include "amp/Transforms/Passes.h.inc"
 
+/// Appends to `f` the gradients of its result `lossName` for every
+/// parameter not in `frozen` (see amp-autodiff).
+LogicalResult differentiate(func::FuncOp f, StringRef lossName,
+                            ArrayRef<std::string> frozen);
+
 /// Ops whose result is their input's bytes under a new shape.
 bool isAliasOp(Operation *op);
 

@@ -62,6 +62,28 @@ def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPAutodiff : Pass<"amp-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Build the backward graph: gradients of the loss for every parameter";
+  let description = [{
+    Reverse-mode differentiation of each function with `amp.param`
+    arguments: the loss (the result named `loss`, or the one given by
+    `loss=`) must be a scalar; every op between the parameters and the loss
+    states its gradient (GradientOpInterface); gradients of values used
+    more than once are summed. The gradient of each parameter that is not
+    `frozen` is appended as a result marked `amp.grad = "<name>"`. Backward
+    ops carry `amp.differentiates = "<forward node>"` (amp-autocast gives
+    them their forward op's precision). Forward values nothing needs are
+    erased.
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect", "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
+           "Name (amp.output) of the scalar result to differentiate">,
+    ListOption<"frozen", "frozen", "std::string",
+               "Parameters that get no gradient">
+  ];
+}
+
 def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assign every tensor an offset in one static arena per function";
   let description = [{

@@ -530,6 +530,39 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                     isa<NLLLossOp>(op) ? AMPRT_OP_NLL_LOSS : AMPRT_OP_SOFTMAX_CROSS_ENTROPY,
                     d);
       })
+      .Case([&](UnaryGradOp o) -> LogicalResult {
+        static const std::pair<StringRef, amprt_unary_op> kinds[] = {
+            {"relu", AMPRT_UNARY_RELU},       {"sqrt", AMPRT_UNARY_SQRT},
+            {"exp", AMPRT_UNARY_EXP},         {"log", AMPRT_UNARY_LOG},
+            {"erf", AMPRT_UNARY_ERF},         {"tanh", AMPRT_UNARY_TANH},
+            {"sigmoid", AMPRT_UNARY_SIGMOID}, {"gelu", AMPRT_UNARY_GELU},
+            {"gelu_tanh", AMPRT_UNARY_GELU_TANH}, {"leaky_relu", AMPRT_UNARY_LEAKY_RELU}};
+        const auto *k = llvm::find_if(kinds, [&](auto &p) { return p.first == o.getKind(); });
+        if (k == std::end(kinds))
+          return o.emitOpError("unknown kind '") << o.getKind() << "'";
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {k->second, f64Bits(o.getAlpha().convertToDouble())};
+        return emit(op, AMPRT_OP_UNARY_GRAD, d);
+      })
+      .Case([&](SoftmaxGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getY().getType()).getRank()),
+                   o.getLog() ? 1 : 0};
+        return emit(op, AMPRT_OP_SOFTMAX_GRAD, d);
+      })
+      .Case([&](SoftmaxCrossEntropyLossGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        StringRef red = o.getReduction();
+        auto ignore = o.getIgnoreIndexAttr();
+        d.attrs = {red == "none" ? AMPRT_REDUCTION_NONE
+                   : red == "sum" ? AMPRT_REDUCTION_SUM
+                                  : AMPRT_REDUCTION_MEAN,
+                   ignore ? 1 : 0, ignore ? ignore.getInt() : 0, o.getWeights() ? 1 : 0};
+        return emit(op, AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD, d);
+      })
       .Default([&](Operation *) {
         return op->emitOpError("has no runtime lowering");
       });

@@ -460,16 +460,10 @@ FailureOr<Operation *> Importer::create(NodeCtx &n, llvm::StringRef opName,
                                         ValueRange operands,
                                         ArrayRef<NamedAttribute> attrs,
                                         unsigned numResults) {
-  OperationState state(n.loc, opName);
-  state.addOperands(operands);
-  state.addAttributes(attrs);
-  state.addTypes(SmallVector<Type>(numResults, b.getNoneType()));
-  Operation *op = b.create(state);
-  SmallVector<Type> types;
   // Shape-rule errors go to the context's diagnostics; capture them so that
   // they are reported with the node that caused them.
   std::string captured;
-  LogicalResult inferred = failure();
+  Operation *op;
   {
     ScopedDiagnosticHandler h(ctx, [&](Diagnostic &d) {
       if (!captured.empty())
@@ -477,20 +471,11 @@ FailureOr<Operation *> Importer::create(NodeCtx &n, llvm::StringRef opName,
       captured += d.str();
       return success();
     });
-    auto iface = dyn_cast<InferTypeOpInterface>(op);
-    if (iface)
-      inferred = iface.inferReturnTypes(
-          ctx, n.loc, op->getOperands(), op->getRawDictionaryAttrs(),
-          op->getPropertiesStorage(), op->getRegions(), types);
+    op = createWithInferredTypes(b, n.loc, opName, operands, attrs, numResults);
   }
-  if (failed(inferred) || types.size() != numResults) {
-    op->erase();
-    return n.fail(captured.empty() ? "cannot infer the result types of " +
-                                         opName
+  if (!op)
+    return n.fail(captured.empty() ? "cannot infer the result types of " + opName
                                    : llvm::Twine(captured));
-  }
-  for (auto [r, t] : llvm::zip(op->getResults(), types))
-    r.setType(t);
   return op;
 }
 

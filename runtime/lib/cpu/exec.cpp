@@ -217,6 +217,22 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     return amprt_nll_loss(ctx, &t[0], &t[1], hasW ? &t[2] : nullptr, (amprt_reduction)a[0],
                           (int)a[1], a[2], &t[o]);
   }
+  case AMPRT_OP_UNARY_GRAD:
+    AMPRT_CHECK(need(d, 3, 2, "unary_grad"));
+    return amprt_unary_grad(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1), &t[0], &t[1], &t[2]);
+  case AMPRT_OP_SOFTMAX_GRAD:
+    AMPRT_CHECK(need(d, 3, 2, "softmax_grad"));
+    return amprt_softmax_grad(ctx, &t[0], &t[1], (int32_t)a[0], (int)a[1], &t[2]);
+  case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD: {
+    if (d.nattrs < 4)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt loss gradient");
+    bool hasW = a[3] != 0;
+    AMPRT_CHECK(need(d, hasW ? 5 : 4, 4, "softmax_cross_entropy_grad"));
+    size_t o = hasW ? 3 : 2;
+    return amprt_softmax_cross_entropy_grad(ctx, &t[0], &t[1], hasW ? &t[2] : nullptr,
+                                            (amprt_reduction)a[0], (int)a[1], a[2], &t[o],
+                                            &t[o + 1]);
+  }
   }
   return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec: unknown opcode %lld", (long long)d.opcode);
 }

@@ -19,6 +19,7 @@ using namespace mlir;
 using namespace mlir::amp;
 
 #include "amp/Dialect/AMP/IR/AMPOpsDialect.cpp.inc"
+#include "amp/Dialect/AMP/IR/AMPInterfaces.cpp.inc"
 
 void AMPDialect::initialize() {
   addOperations<

@@ -10,6 +10,7 @@
 #include "amp/Dialect/AMP/IR/AMPOps.h"
 
 #include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
@@ -1082,4 +1083,30 @@ LogicalResult NLLLossOp::inferReturnTypes(MLIRContext *,
     return failure();
   types.push_back(*loss);
   return success();
+}
+
+Operation *mlir::amp::createWithInferredTypes(OpBuilder &b, Location loc, StringRef name,
+                                              ValueRange operands,
+                                              ArrayRef<NamedAttribute> attrs,
+                                              unsigned numResults) {
+  OperationState state(loc, name);
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  state.addTypes(SmallVector<Type>(numResults, b.getNoneType()));
+  Operation *op = b.create(state);
+  auto iface = dyn_cast<InferTypeOpInterface>(op);
+  SmallVector<Type> types;
+  if (!iface ||
+      failed(iface.inferReturnTypes(op->getContext(), loc, op->getOperands(),
+                                    op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                    op->getRegions(), types)) ||
+      types.size() != numResults) {
+    if (!iface)
+      emitError(loc) << "'" << name << "' has no shape rules";
+    op->erase();
+    return nullptr;
+  }
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  return op;
 }

@@ -12,6 +12,7 @@
 #define AMP_DIALECT_AMP_IR_AMPOPS_TD
 
 include "amp/Dialect/AMP/IR/AMPDialect.td"
+include "amp/Dialect/AMP/IR/AMPInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
@@ -72,7 +73,7 @@ class AMP_BinaryOp<string mnemonic, list<Trait> traits = []>
 // Element type change
 //===----------------------------------------------------------------------===//
 
-def AMP_CastOp : AMP_Op<"cast", [Pure]> {
+def AMP_CastOp : AMP_Op<"cast", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Change of element type (ONNX Cast)";
   let description = [{
     Converts each element to the result's element type with the shape kept.
@@ -96,7 +97,7 @@ def AMP_CastOp : AMP_Op<"cast", [Pure]> {
 // Matrix products and convolution
 //===----------------------------------------------------------------------===//
 
-def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure]> {
+def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Matrix product with numpy semantics (ONNX MatMul)";
   let description = [{
     Batched matrix product: 1-D operands are promoted and the promoted
@@ -107,7 +108,7 @@ def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure]> {
   let results = (outs AMP_NumTensor:$output);
 }
 
-def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure]> {
+def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "alpha * op(A) * op(B) + beta * C (ONNX Gemm)";
   let description = [{
     A and B are 2-D, `trans_a` / `trans_b` transpose them first; C (optional)
@@ -224,14 +225,14 @@ def AMP_GlobalAveragePoolOp : AMP_InferredOp<"global_average_pool", [Pure]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def AMP_FlattenOp : AMP_InferredOp<"flatten", [Pure]> {
+def AMP_FlattenOp : AMP_InferredOp<"flatten", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Reshape to 2-D around `axis` (ONNX Flatten)";
   let arguments = (ins AMP_AnyTensor:$input,
                    DefaultValuedAttr<I64Attr, "1">:$axis);
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_ReshapeOp : AMP_InferredOp<"reshape", [Pure]> {
+def AMP_ReshapeOp : AMP_InferredOp<"reshape", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Reshape to a constant shape (ONNX Reshape)";
   let description = [{
     `shape` may hold one -1 (inferred from the element count) and, unless
@@ -242,7 +243,7 @@ def AMP_ReshapeOp : AMP_InferredOp<"reshape", [Pure]> {
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_TransposeOp : AMP_InferredOp<"transpose", [Pure]> {
+def AMP_TransposeOp : AMP_InferredOp<"transpose", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Permute dims (ONNX Transpose); no `perm` reverses them";
   let arguments = (ins AMP_AnyTensor:$input,
                    OptionalAttr<DenseI64ArrayAttr>:$perm);
@@ -268,14 +269,14 @@ def AMP_SliceOp : AMP_InferredOp<"slice", [Pure]> {
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_SqueezeOp : AMP_InferredOp<"squeeze", [Pure]> {
+def AMP_SqueezeOp : AMP_InferredOp<"squeeze", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Remove size-1 dims (ONNX Squeeze); no `axes` removes all";
   let arguments = (ins AMP_AnyTensor:$input,
                    OptionalAttr<DenseI64ArrayAttr>:$axes);
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_UnsqueezeOp : AMP_InferredOp<"unsqueeze", [Pure]> {
+def AMP_UnsqueezeOp : AMP_InferredOp<"unsqueeze", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Insert size-1 dims at `axes` of the result (ONNX Unsqueeze)";
   let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs AMP_AnyTensor:$output);
@@ -305,7 +306,7 @@ def AMP_WhereOp : AMP_InferredOp<"where", [Pure]> {
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_IdentityOp : AMP_UnaryOp<"identity", AMP_AnyTensor> {
+def AMP_IdentityOp : AMP_UnaryOp<"identity", AMP_AnyTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "The input, unchanged (ONNX Identity)";
 }
 
@@ -327,47 +328,47 @@ def AMP_DropoutOp : AMP_InferredOp<"dropout"> {
 // Elementwise arithmetic
 //===----------------------------------------------------------------------===//
 
-def AMP_AddOp : AMP_BinaryOp<"add", [Commutative]> { let summary = "lhs + rhs"; }
-def AMP_SubOp : AMP_BinaryOp<"sub"> { let summary = "lhs - rhs"; }
-def AMP_MulOp : AMP_BinaryOp<"mul", [Commutative]> { let summary = "lhs * rhs"; }
-def AMP_DivOp : AMP_BinaryOp<"div"> {
+def AMP_AddOp : AMP_BinaryOp<"add", [Commutative, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "lhs + rhs"; }
+def AMP_SubOp : AMP_BinaryOp<"sub", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "lhs - rhs"; }
+def AMP_MulOp : AMP_BinaryOp<"mul", [Commutative, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "lhs * rhs"; }
+def AMP_DivOp : AMP_BinaryOp<"div", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "lhs / rhs (integer division truncates)";
 }
 def AMP_PowOp : AMP_BinaryOp<"pow"> {
   let summary = "lhs ^ rhs (ONNX Pow: the exponent may have another type)";
 }
 
-def AMP_SqrtOp : AMP_UnaryOp<"sqrt", AMP_FloatTensor> { let summary = "Square root"; }
-def AMP_ExpOp : AMP_UnaryOp<"exp", AMP_FloatTensor> { let summary = "e^x"; }
-def AMP_LogOp : AMP_UnaryOp<"log", AMP_FloatTensor> { let summary = "Natural logarithm"; }
-def AMP_ErfOp : AMP_UnaryOp<"erf", AMP_FloatTensor> { let summary = "Error function"; }
-def AMP_TanhOp : AMP_UnaryOp<"tanh", AMP_FloatTensor> { let summary = "Hyperbolic tangent"; }
-def AMP_SigmoidOp : AMP_UnaryOp<"sigmoid", AMP_FloatTensor> {
+def AMP_SqrtOp : AMP_UnaryOp<"sqrt", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Square root"; }
+def AMP_ExpOp : AMP_UnaryOp<"exp", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "e^x"; }
+def AMP_LogOp : AMP_UnaryOp<"log", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Natural logarithm"; }
+def AMP_ErfOp : AMP_UnaryOp<"erf", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Error function"; }
+def AMP_TanhOp : AMP_UnaryOp<"tanh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Hyperbolic tangent"; }
+def AMP_SigmoidOp : AMP_UnaryOp<"sigmoid", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "1 / (1 + e^-x)";
 }
-def AMP_ReluOp : AMP_UnaryOp<"relu", AMP_NumTensor> { let summary = "max(x, 0)"; }
+def AMP_ReluOp : AMP_UnaryOp<"relu", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "max(x, 0)"; }
 
-def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor> {
+def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "x if x >= 0 else alpha * x";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "0.01f">:$alpha);
 }
 
-def AMP_GeluOp : AMP_UnaryOp<"gelu", AMP_FloatTensor> {
+def AMP_GeluOp : AMP_UnaryOp<"gelu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "x * Phi(x); `approximate` is \"none\" (erf) or \"tanh\"";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let hasVerifier = 1;
 }
 
-def AMP_SoftmaxOp : AMP_UnaryOp<"softmax", AMP_FloatTensor> {
+def AMP_SoftmaxOp : AMP_UnaryOp<"softmax", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Softmax along one axis (ONNX Softmax, opset 13 semantics)";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<I64Attr, "-1">:$axis);
   let hasVerifier = 1;
 }
 
-def AMP_LogSoftmaxOp : AMP_UnaryOp<"log_softmax", AMP_FloatTensor> {
+def AMP_LogSoftmaxOp : AMP_UnaryOp<"log_softmax", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Log of softmax along one axis (opset 13 semantics)";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<I64Attr, "-1">:$axis);
@@ -407,7 +408,7 @@ def AMP_ReduceMaxOp : AMP_ReduceOp<"reduce_max", AMP_NumTensor> {
 //===----------------------------------------------------------------------===//
 
 def AMP_SoftmaxCrossEntropyLossOp
-    : AMP_InferredOp<"softmax_cross_entropy_loss", [Pure]> {
+    : AMP_InferredOp<"softmax_cross_entropy_loss", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Cross entropy of softmax(scores) against class labels";
   let description = [{
     ONNX SoftmaxCrossEntropyLoss. scores [N, C, D1..Dk], labels [N, D1..Dk],
@@ -429,6 +430,47 @@ def AMP_NLLLossOp : AMP_InferredOp<"nll_loss", [Pure]> {
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AMP_FloatTensor:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops (built by amp-autodiff)
+//===----------------------------------------------------------------------===//
+
+def AMP_UnaryGradOp : AMP_Op<"unary_grad", [Pure, AllTypesMatch<["x", "dy", "dx"]>]> {
+  let summary = "dx = dy * f'(x) for an elementwise op f";
+  let description = [{
+    `kind` names f: relu, sqrt, exp, log, erf, tanh, sigmoid, gelu,
+    gelu_tanh, leaky_relu (with `alpha`). x is the forward input.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy, StrAttr:$kind,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$alpha);
+  let results = (outs AMP_FloatTensor:$dx);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def AMP_SoftmaxGradOp : AMP_Op<"softmax_grad", [Pure, AllTypesMatch<["y", "dy", "dx"]>]> {
+  let summary = "Gradient of softmax (or log_softmax) from its output y";
+  let arguments = (ins AMP_FloatTensor:$y, AMP_FloatTensor:$dy, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$log);
+  let results = (outs AMP_FloatTensor:$dx);
+  let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
+}
+
+def AMP_SoftmaxCrossEntropyLossGradOp
+    : AMP_Op<"softmax_cross_entropy_loss_grad", [Pure, AllTypesMatch<["log_prob", "dscores"]>]> {
+  let summary = "d loss / d scores of softmax_cross_entropy_loss";
+  let description = [{
+    (softmax(scores) - onehot(labels)) * weight(label) * dloss, divided by
+    the summed weights for reduction "mean"; ignored labels give 0. dloss is
+    a scalar for "mean" / "sum" and [N, D...] for "none".
+  }];
+  let arguments = (ins AMP_FloatTensor:$log_prob, AMP_IndexTensor:$labels,
+                   Optional<AMP_FloatTensor>:$weights, AMP_FloatTensor:$dloss,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AMP_FloatTensor:$dscores);
+  let assemblyFormat = "$log_prob `,` $labels `,` $dloss (`weights` $weights^)? attr-dict `:` functional-type(operands, results)";
 }
 
 #endif // AMP_DIALECT_AMP_IR_AMPOPS_TD

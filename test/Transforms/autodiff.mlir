@@ -1,0 +1,52 @@
+// RUN: amp-opt %s -split-input-file -amp-autodiff | FileCheck %s
+// RUN: amp-opt %s -split-input-file -amp-autodiff -amp-autocast=target=f16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
+
+// The MLP: the loss is seeded with 1, Gemm gives the weight gradient as a
+// transposed product and the bias gradient as a sum over the batch; the
+// input x (not a parameter) gets no gradient, and the results are appended
+// in parameter order, marked amp.grad.
+// CHECK-LABEL: func @mlp
+// CHECK-SAME: -> (tensor<f32> {amp.output = "loss"}, tensor<3x4xf32> {amp.grad = "w1"}, tensor<3xf32> {amp.grad = "b1"}, tensor<2x3xf32> {amp.grad = "w2"})
+// CHECK: %[[H:.+]] = amp.gemm %arg3, %arg0, %arg1 {trans_b = true}
+// CHECK: %[[R:.+]] = amp.relu %[[H]]
+// CHECK: %[[Z:.+]] = amp.gemm %[[R]], %arg2 {trans_b = true}
+// CHECK: %[[LOSS:.+]], %[[LP:.+]] = amp.softmax_cross_entropy_loss %[[Z]], %arg4
+// CHECK: %[[ONE:.+]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DZ:.+]] = amp.softmax_cross_entropy_loss_grad %[[LP]], %arg4, %[[ONE]] {amp.differentiates = "loss_node"}
+// CHECK: %[[DR:.+]] = amp.gemm %[[DZ]], %arg2 {amp.differentiates = "fc2"} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+// CHECK: %[[DW2:.+]] = amp.gemm %[[DZ]], %[[R]] {amp.differentiates = "fc2", trans_a = true} : (tensor<5x2xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[DH:.+]] = amp.unary_grad %[[H]], %[[DR]] {amp.differentiates = "relu", kind = "relu"}
+// CHECK: %[[DW1:.+]] = amp.gemm %[[DH]], %arg3 {amp.differentiates = "fc1", trans_a = true} : (tensor<5x3xf32>, tensor<5x4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[S:.+]] = amp.reduce_sum %[[DH]] {amp.differentiates = "fc1", axes = array<i64: 0>}
+// CHECK: %[[DB1:.+]] = amp.reshape %[[S]] {amp.differentiates = "fc1", shape = array<i64: 3>}
+// CHECK: return %[[LOSS]], %[[DW1]], %[[DB1]], %[[DW2]]
+func.func @mlp(%w1: tensor<3x4xf32> {amp.param = "w1"}, %b1: tensor<3xf32> {amp.param = "b1"},
+               %w2: tensor<2x3xf32> {amp.param = "w2"}, %x: tensor<5x4xf32> {amp.input = "x"},
+               %y: tensor<5xi64> {amp.input = "y"}) -> (tensor<f32> {amp.output = "loss"}) {
+  %h = amp.gemm %x, %w1, %b1 {trans_b = true} : (tensor<5x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<5x3xf32> loc("fc1")
+  %r = amp.relu %h : tensor<5x3xf32> loc("relu")
+  %z = amp.gemm %r, %w2 {trans_b = true} : (tensor<5x3xf32>, tensor<2x3xf32>) -> tensor<5x2xf32> loc("fc2")
+  %loss, %lp = amp.softmax_cross_entropy_loss %z, %y : (tensor<5x2xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<5x2xf32>) loc("loss_node")
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A value used twice gets the sum of both gradients; broadcasting is undone
+// by summing over the broadcast dims (keepdims, then reshaped).
+// CHECK-LABEL: func @fanout
+// CHECK: amp.mul %arg0, %arg1
+// CHECK: %[[DL:.+]] = amp.softmax_cross_entropy_loss_grad
+// CHECK: %[[G0:.+]] = amp.mul %[[DL]], %arg1 {amp.differentiates = "mul"}
+// CHECK: %[[G1:.+]] = amp.mul %[[DL]], %arg0 {amp.differentiates = "mul"} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK: %[[DV:.+]] = amp.reduce_sum %[[G1]] {amp.differentiates = "mul", axes = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<1x3xf32>
+// CHECK: %[[DW:.+]] = amp.add %[[DL]], %[[G0]] {amp.differentiates = "mul"}
+// CHECK: return %{{.+}}, %[[DW]], %[[DV]] :
+func.func @fanout(%w: tensor<4x3xf32> {amp.param = "w"}, %v: tensor<1x3xf32> {amp.param = "v"},
+                  %y: tensor<4xi64> {amp.input = "y"}) -> (tensor<f32> {amp.output = "loss"}) {
+  %a = amp.mul %w, %v : (tensor<4x3xf32>, tensor<1x3xf32>) -> tensor<4x3xf32> loc("mul")
+  %b = amp.add %a, %w : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %loss, %lp = amp.softmax_cross_entropy_loss %b, %y : (tensor<4x3xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x3xf32>)
+  return %loss : tensor<f32>
+}
+

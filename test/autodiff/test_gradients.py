@@ -1,0 +1,218 @@
+"""amp-autodiff's gradients against PyTorch autograd in float64.
+
+Each case is an ONNX training graph written here with onnx.helper (fresh
+random weights and data every run), imported with amp-translate,
+differentiated with `amp-opt --amp-autodiff`, run with amp-run, and
+compared with the gradients torch computes for the same graph in double
+precision. Every gradient rule amp-autodiff has is on some path from a
+parameter to a loss below; the fp32 run must agree to 1e-4 of each
+gradient's largest magnitude, the fp16 / bf16 (autocast) runs to a
+tolerance of that format's precision (see the note on Relu below).
+
+    python test_gradients.py AMP_TRANSLATE AMP_OPT AMP_RUN
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+translate, opt, run = sys.argv[1:4]
+rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL", msg)
+
+
+def randn(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def model(nodes, params, inputs, outputs, opset=18):
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(a, n) for n, a in params.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf16"),
+             frozen=(), constants=()):
+    # Reference: float64 autograd.
+    tp = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n not in frozen)
+          for n, a in params.items()}
+    ti = {n: torch.tensor(a, dtype=torch.float64 if a.dtype == np.float32 else torch.int64)
+          for n, a in inputs.items()}
+    loss = torch_fn(tp, ti)
+    loss.backward()
+    loss = float(loss.detach())
+    ref = {n: t.grad.numpy() for n, t in tp.items() if n not in frozen}
+    with tempfile.TemporaryDirectory() as d:
+        onnx.save(m, f"{d}/m.onnx")
+        np.savez(f"{d}/in.npz", **inputs)
+        subprocess.run([translate, "--import-onnx", f"{d}/m.onnx", "-o", f"{d}/m.mlir"]
+                       + (["--freeze=" + ",".join(constants)] if constants else []),
+                       check=True)
+        ad = "amp-autodiff" + ("{frozen=" + ",".join(frozen) + "}" if frozen else "")
+        subprocess.run([opt, f"{d}/m.mlir", f"--pass-pipeline=builtin.module({ad})",
+                        "-o", f"{d}/g.mlir"], check=True)
+        for p in precisions:
+            r = subprocess.run([run, f"{d}/g.mlir", "--inputs", f"{d}/in.npz", "--outputs",
+                                f"{d}/out.npz", "--precision", p], capture_output=True, text=True)
+            if r.returncode != 0:
+                check(False, f"{name} {p}: amp-run failed: {r.stderr.strip()}")
+                continue
+            out = np.load(f"{d}/out.npz")
+            got = {k[len("grad:"):]: out[k] for k in out.files if k.startswith("grad:")}
+            check(set(got) == set(ref), f"{name} {p}: gradients {sorted(got)} != {sorted(ref)}")
+            # fp32: every element within 1e-4 of the largest magnitude.
+            # fp16 / bf16: the relative error of the whole tensor (a relu
+            # whose input rounds across 0 moves single elements by a lot).
+            tol = {"fp32": 1e-4, "fp16": 5e-3, "bf16": 3e-2}[p]
+            lv = float(out["loss"])
+            check(abs(lv - loss) <= tol * max(1.0, abs(loss)), f"{name} {p}: loss {lv} vs {loss}")
+            for n, g in ref.items():
+                if n not in got:
+                    continue
+                a = got[n].astype(np.float64)
+                if p == "fp32":
+                    scale = max(np.abs(g).max(), 1e-12)
+                    err = np.abs(a - g).max() / scale
+                else:
+                    scale = max(np.linalg.norm(g), 1e-12)
+                    err = np.linalg.norm(a - g) / scale
+                if os.environ.get("VERBOSE"):
+                    print(f"{name} {p} {n}: {err:.3g}")
+                ok = a.shape == g.shape and np.isfinite(a).all() and err <= tol
+                check(ok, f"{name} {p}: d loss / d {n}: relative error {err:.3g} "
+                          f"(tolerance {tol})")
+
+
+# 1. The MLP of AMP-REFERENCE.md section 5: Gemm (trans_b, bias), Relu,
+#    SoftmaxCrossEntropyLoss (mean).
+N, D, H, C = 64, 32, 48, 10
+params = {"w1": randn(H, D, scale=0.2), "b1": randn(H, scale=0.1),
+          "w2": randn(C, H, scale=0.2), "b2": randn(C, scale=0.1)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+           helper.make_node("Relu", ["h"], ["r"]),
+           helper.make_node("Gemm", ["r", "w2", "b2"], ["z"], transB=1),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"])
+# Relu's mask comes from the rounded forward value: in fp16 / bf16 a few
+# inputs near 0 land on the other side of it, and each moves one element of
+# the gradient by its full size (PyTorch's autocast does the same), so the
+# Relu model is compared in fp32 only and the same graph with Tanh in every
+# precision.
+run_case("mlp", m, params, inputs,
+         lambda p, i: F.cross_entropy(F.linear(F.relu(F.linear(i["x"], p["w1"], p["b1"])),
+                                               p["w2"], p["b2"]), i["y"]), precisions=("fp32",))
+m.graph.node[1].op_type = "Tanh"
+run_case("mlp-tanh", m, params, inputs,
+         lambda p, i: F.cross_entropy(F.linear(torch.tanh(F.linear(i["x"], p["w1"], p["b1"])),
+                                               p["w2"], p["b2"]), i["y"]))
+
+# 2. Batched MatMul, broadcast Add / Mul / Sub / Div, every unary rule,
+#    Transpose, Reshape, Flatten, Unsqueeze / Squeeze, Identity, LogSoftmax,
+#    Softmax, and a weighted summed loss with an ignored class.
+B, T, E, C = 3, 5, 8, 6
+params = {"w": randn(E, E, scale=0.3), "b": randn(E, scale=0.1), "s": randn(1, E),
+          "v": randn(E, C, scale=0.3), "g": randn(T, 1, scale=0.5) + 2.0,
+          "wt": randn(E, C, scale=0.3), "cw": randn(C, C, scale=0.3)}
+inputs = {"x": randn(B, T, E), "y": rng.integers(0, C, B * T).astype(np.int64)}
+inputs["y"][::4] = 2  # ignored
+weights = (rng.random(C) + 0.5).astype(np.float32)
+params_const = {"cls_w": weights}
+nodes = [
+    helper.make_node("MatMul", ["x", "w"], ["h0"]),
+    helper.make_node("Add", ["h0", "b"], ["h1"]),
+    helper.make_node("Tanh", ["h1"], ["h2"]),
+    helper.make_node("Mul", ["h2", "s"], ["h3"]),
+    helper.make_node("LeakyRelu", ["h3"], ["h4"], alpha=0.2),
+    helper.make_node("Sigmoid", ["h4"], ["h5"]),
+    helper.make_node("Mul", ["h5", "h5"], ["h6"]),
+    helper.make_node("Add", ["h6", "one"], ["h7"]),
+    helper.make_node("Sqrt", ["h7"], ["h8"]),
+    helper.make_node("Log", ["h8"], ["h9"]),
+    helper.make_node("Erf", ["h9"], ["h10"]),
+    helper.make_node("Exp", ["h10"], ["h11"]),
+    helper.make_node("Div", ["h11", "g"], ["h12"]),
+    helper.make_node("Sub", ["h12", "h1"], ["h13"]),
+    helper.make_node("Gelu", ["h13"], ["h14"]),
+    helper.make_node("Gelu", ["h14"], ["h15"], approximate="tanh"),
+    helper.make_node("Identity", ["h15"], ["h16"]),
+    helper.make_node("Transpose", ["h16"], ["t0"], perm=[1, 0, 2]),
+    helper.make_node("Unsqueeze", ["t0", "ax0"], ["t1"]),
+    helper.make_node("Squeeze", ["t1", "ax0"], ["t2"]),
+    helper.make_node("Transpose", ["t2"], ["t3"], perm=[1, 0, 2]),
+    helper.make_node("Reshape", ["t3", "shape"], ["t4"]),
+    helper.make_node("MatMul", ["t4", "v"], ["z0"]),
+    helper.make_node("Softmax", ["z0"], ["p0"], axis=1),
+    helper.make_node("MatMul", ["p0", "cw"], ["z1"]),
+    helper.make_node("LogSoftmax", ["z1"], ["lp"], axis=1),
+    helper.make_node("Flatten", ["t3"], ["f0"], axis=2),
+    helper.make_node("Reshape", ["f0", "shape"], ["f1"]),
+    helper.make_node("MatMul", ["f1", "wt"], ["z2"]),
+    helper.make_node("Add", ["z2", "lp"], ["z"]),
+    helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y", "cls_w"], ["loss"],
+                     reduction="sum", ignore_index=2),
+]
+m = model(nodes, params, inputs, ["loss"], opset=20)
+for n, a in {**params_const, "one": np.ones((), np.float32),
+             "ax0": np.array([0], np.int64),
+             "shape": np.array([B * T, E], np.int64)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def zoo(p, i):
+    h1 = i["x"] @ p["w"] + p["b"]
+    h4 = F.leaky_relu(torch.tanh(h1) * p["s"], 0.2)
+    h5 = torch.sigmoid(h4)
+    h10 = torch.erf(torch.log(torch.sqrt(h5 * h5 + 1.0)))
+    h13 = torch.exp(h10) / p["g"] - h1
+    h15 = F.gelu(F.gelu(h13), approximate="tanh")
+    t4 = h15.reshape(B * T, E)
+    lp = F.log_softmax(torch.softmax(t4 @ p["v"], 1) @ p["cw"], 1)
+    z = t4 @ p["wt"] + lp
+    return F.cross_entropy(z, i["y"], weight=torch.tensor(weights, dtype=torch.float64),
+                           ignore_index=2, reduction="sum")
+
+
+# cls_w and one are float initializers that are not trained: constants.
+run_case("zoo", m, params, inputs, zoo, constants=("cls_w", "one"))
+
+# 3. The MLP with fc1 frozen (amp-autodiff frozen=): no gradient for it,
+#    the others as before.
+N, D, H, C = 16, 12, 20, 5
+params = {"w1": randn(H, D, scale=0.2), "b1": randn(H, scale=0.1),
+          "w2": randn(C, H, scale=0.2), "b2": randn(C, scale=0.1)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+           helper.make_node("Sigmoid", ["h"], ["r"]),
+           helper.make_node("Gemm", ["w2", "r"], ["zt"], transB=1),
+           helper.make_node("Transpose", ["zt"], ["z0"]),
+           helper.make_node("Add", ["z0", "b2"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"])
+run_case("mlp-frozen", m, params, inputs,
+         lambda p, i: F.cross_entropy((p["w2"] @ torch.sigmoid(
+             F.linear(i["x"], p["w1"], p["b1"])).T).T + p["b2"], i["y"]),
+         frozen=("w1", "b1"))
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed or passed == 0 else 0)
