@@ -50,3 +50,21 @@ func.func @fanout(%w: tensor<4x3xf32> {amp.param = "w"}, %v: tensor<1x3xf32> {am
   return %loss : tensor<f32>
 }
 
+
+// -----
+
+// ReduceMean's gradient: reshaped to the kept shape, scaled by 1/count,
+// broadcast back with amp.expand.
+// CHECK-LABEL: func @mean
+// CHECK: %[[DL:.+]] = amp.softmax_cross_entropy_loss_grad
+// CHECK: %[[K:.+]] = amp.reshape %[[DL]] {amp.differentiates = "reshape", shape = array<i64: 4, 3, 1>}
+// CHECK: %[[C:.+]] = arith.constant dense<2.000000e-01> : tensor<f32>
+// CHECK: %[[S:.+]] = amp.mul %[[K]], %[[C]] {amp.differentiates = "mean"}
+// CHECK: %[[E:.+]] = amp.expand %[[S]] {amp.differentiates = "mean", shape = array<i64: 4, 3, 5>}
+// CHECK: return %{{.+}}, %[[E]] :
+func.func @mean(%w: tensor<4x3x5xf32> {amp.param = "w"}, %y: tensor<4xi64> {amp.input = "y"}) -> (tensor<f32> {amp.output = "loss"}) {
+  %0 = amp.reduce_mean %w {axes = array<i64: 2>} : (tensor<4x3x5xf32>) -> tensor<4x3x1xf32> loc("mean")
+  %1 = amp.reshape %0 {shape = array<i64: 4, 3>} : (tensor<4x3x1xf32>) -> tensor<4x3xf32> loc("reshape")
+  %loss, %lp = amp.softmax_cross_entropy_loss %1, %y : (tensor<4x3xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x3xf32>)
+  return %loss : tensor<f32>
+}

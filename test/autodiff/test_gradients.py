@@ -52,18 +52,21 @@ def model(nodes, params, inputs, outputs, opset=18):
 
 
 def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf16"),
-             frozen=(), constants=()):
-    # Reference: float64 autograd.
-    tp = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n not in frozen)
-          for n, a in params.items()}
-    ti = {n: torch.tensor(a, dtype=torch.float64 if a.dtype == np.float32 else torch.int64)
-          for n, a in inputs.items()}
-    loss = torch_fn(tp, ti)
-    loss.backward()
-    loss = float(loss.detach())
-    ref = {n: t.grad.numpy() for n, t in tp.items() if n not in frozen}
+             frozen=(), constants=(), with_outputs=False):
+    def reference(outputs):
+        # float64 autograd; torch_fn may read our outputs (a dropout mask).
+        tp = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n not in frozen)
+              for n, a in params.items()}
+        ti = {n: torch.tensor(a, dtype=torch.float64 if a.dtype == np.float32 else torch.int64)
+              for n, a in inputs.items()}
+        loss = torch_fn(tp, ti, outputs) if with_outputs else torch_fn(tp, ti)
+        loss.backward()
+        return float(loss.detach()), {n: t.grad.numpy() for n, t in tp.items() if n not in frozen}
+
     with tempfile.TemporaryDirectory() as d:
         onnx.save(m, f"{d}/m.onnx")
+        if os.environ.get("KEEP"):
+            onnx.save(m, f"{os.environ['KEEP']}/{name}.onnx")
         np.savez(f"{d}/in.npz", **inputs)
         subprocess.run([translate, "--import-onnx", f"{d}/m.onnx", "-o", f"{d}/m.mlir"]
                        + (["--freeze=" + ",".join(constants)] if constants else []),
@@ -78,6 +81,7 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
                 check(False, f"{name} {p}: amp-run failed: {r.stderr.strip()}")
                 continue
             out = np.load(f"{d}/out.npz")
+            loss, ref = reference(out)
             got = {k[len("grad:"):]: out[k] for k in out.files if k.startswith("grad:")}
             check(set(got) == set(ref), f"{name} {p}: gradients {sorted(got)} != {sorted(ref)}")
             # fp32: every element within 1e-4 of the largest magnitude.
@@ -213,6 +217,51 @@ run_case("mlp-frozen", m, params, inputs,
          lambda p, i: F.cross_entropy((p["w2"] @ torch.sigmoid(
              F.linear(i["x"], p["w1"], p["b1"])).T).T + p["b2"], i["y"]),
          frozen=("w1", "b1"))
+
+# 4. Reductions (ReduceSum / ReduceMean, with and without keepdims),
+#    GlobalAveragePool, Expand, Where, Concat, Pow and training-mode Dropout
+#    (its mask is an output, so the reference applies the same one).
+N, C, S = 4, 3, 5
+params = {"a": randn(N, C, S, S), "e": randn(1, C, 1, 1, scale=0.3) + 1.5,
+          "u": randn(C, 1), "k": randn(2 * C, 4, scale=0.5), "q": randn(N, C, S)}
+inputs = {"x": randn(N, C, S, S), "y": rng.integers(0, 4, N).astype(np.int64)}
+inputs["cond"] = rng.random((N, C, S)) < 0.5
+nodes = [
+    helper.make_node("Mul", ["a", "x"], ["m0"]),
+    helper.make_node("Abs", ["m0"], ["m0a"]) if False else helper.make_node("Sigmoid", ["m0"], ["m0a"]),
+    helper.make_node("Pow", ["m0a", "e"], ["m1"]),
+    helper.make_node("Dropout", ["m1", "ratio", "train"], ["m2", "mask"], seed=7),
+    helper.make_node("GlobalAveragePool", ["m2"], ["g0"]),              # N C 1 1
+    helper.make_node("ReduceSum", ["m2", "ax3"], ["r0"], keepdims=0),  # N C S
+    helper.make_node("Where", ["cond", "r0", "q"], ["w0"]),            # N C S
+    helper.make_node("ReduceMean", ["w0", "ax2"], ["r1"], keepdims=1),  # N C 1
+    helper.make_node("Expand", ["u", "shp"], ["x0"]),                  # N C 1
+    helper.make_node("Mul", ["r1", "x0"], ["r2"]),
+    helper.make_node("Reshape", ["g0", "shp2"], ["g1"]),               # N C
+    helper.make_node("Reshape", ["r2", "shp2"], ["r3"]),               # N C
+    helper.make_node("Concat", ["g1", "r3"], ["c0"], axis=1),          # N 2C
+    helper.make_node("MatMul", ["c0", "k"], ["z"]),
+    helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"]),
+]
+m = model(nodes, params, inputs, ["loss", "mask"], opset=18)
+m.graph.output[1].type.tensor_type.elem_type = TensorProto.BOOL
+for n, a in {"ratio": np.array(0.25, np.float32), "train": np.array(True),
+             "ax3": np.array([3], np.int64), "ax2": np.array([2], np.int64),
+             "shp": np.array([N, C, 1], np.int64), "shp2": np.array([N, C], np.int64)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def reductions(p, i, out):
+    mask = torch.tensor(out["mask"].astype(np.float64))
+    m2 = torch.sigmoid(p["a"] * i["x"]) ** p["e"] * mask / 0.75
+    g0 = m2.mean(dim=(2, 3))
+    w0 = torch.where(torch.tensor(inputs["cond"]), m2.sum(3), p["q"])
+    r2 = w0.mean(2, keepdim=True) * p["u"].expand(N, C, 1)
+    return F.cross_entropy(torch.cat([g0, r2.reshape(N, C)], 1) @ p["k"], i["y"])
+
+
+run_case("reductions", m, params, {k: v for k, v in inputs.items()}, reductions,
+         constants=("ratio",), with_outputs=True)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed or passed == 0 else 0)

@@ -334,6 +334,171 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] != nullptr);
 }
 
+//===----------------------------------------------------------------------===//
+// Reductions, broadcasts, selection, concatenation, powers, dropout
+//===----------------------------------------------------------------------===//
+
+/// Broadcasts `g` (the gradient of a reduction: the input's shape with the
+/// reduced dims dropped or kept as 1) back to `target`, times `factor`.
+static Value broadcastBack(OpBuilder &b, Location loc, Value g, RankedTensorType target,
+                           ArrayRef<int64_t> keptShape, double factor) {
+  Value k = reshape(b, loc, g, keptShape);
+  if (k && factor != 1.0)
+    k = make(b, loc, "amp.mul", {k, scalar(b, loc, k, factor)});
+  if (!k || cast<RankedTensorType>(k.getType()).getShape() == target.getShape())
+    return k;
+  return make(b, loc, "amp.expand", k, {attr(b, "shape", b.getDenseI64ArrayAttr(target.getShape()))});
+}
+
+template <typename ReduceOpT>
+static LogicalResult reduceGrad(OpBuilder &b, ReduceOpT op, ArrayRef<Value> rg,
+                                SmallVectorImpl<Value> &og, bool mean) {
+  og.assign(1, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(op.getType())))
+    return success();
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  if (!in.hasStaticShape())
+    return fail(op, "dynamic shapes");
+  SmallVector<int64_t> axes;
+  // (The optional must outlive the loop: ranging over *op.getAxes() would
+  // read a destroyed temporary.)
+  std::optional<ArrayRef<int64_t>> given = op.getAxes();
+  if (given)
+    for (int64_t a : *given)
+      axes.push_back(a < 0 ? a + in.getRank() : a);
+  if (axes.empty()) {
+    if (op.getNoopWithEmptyAxes()) {
+      og[0] = rg[0];
+      return success();
+    }
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      axes.push_back(d);
+  }
+  SmallVector<int64_t> kept(in.getShape());
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    count *= in.getDimSize(a);
+    kept[a] = 1;
+  }
+  og[0] = broadcastBack(b, op.getLoc(), rg[0], in, kept, mean ? 1.0 / (double)count : 1.0);
+  return success(og[0] != nullptr);
+}
+
+LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &og) {
+  return reduceGrad(b, *this, rg, og, false);
+}
+LogicalResult ReduceMeanOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                           SmallVectorImpl<Value> &og) {
+  return reduceGrad(b, *this, rg, og, true);
+}
+
+LogicalResult GlobalAveragePoolOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                                  SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (!rg[0])
+    return success();
+  auto in = cast<RankedTensorType>(getX().getType());
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  SmallVector<int64_t> kept(in.getShape());
+  int64_t count = 1;
+  for (int64_t d = 2; d < in.getRank(); ++d) {
+    count *= in.getDimSize(d);
+    kept[d] = 1;
+  }
+  og[0] = broadcastBack(b, getLoc(), rg[0], in, kept, 1.0 / (double)count);
+  return success(og[0] != nullptr);
+}
+
+LogicalResult ExpandOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  og[0] = sumToShape(b, getLoc(), rg[0], getInput().getType());
+  return success(og[0] != nullptr);
+}
+
+LogicalResult WhereOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                      SmallVectorImpl<Value> &og) {
+  og.assign(3, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  Location loc = getLoc();
+  Value zero = scalar(b, loc, rg[0], 0.0);
+  Value dx = make(b, loc, "amp.where", {getCondition(), rg[0], zero});
+  Value dy = make(b, loc, "amp.where", {getCondition(), zero, rg[0]});
+  og[1] = dx ? sumToShape(b, loc, dx, getX().getType()) : Value();
+  og[2] = dy ? sumToShape(b, loc, dy, getY().getType()) : Value();
+  return success(og[1] && og[2]);
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  int64_t rank = getType().getRank();
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t offset = 0;
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(axis);
+    if (ShapedType::isDynamic(size))
+      return fail(*this, "dynamic shapes");
+    og[i] = make(b, getLoc(), "amp.slice", rg[0],
+                 {attr(b, "starts", b.getDenseI64ArrayAttr({offset})),
+                  attr(b, "ends", b.getDenseI64ArrayAttr({offset + size})),
+                  attr(b, "axes", b.getDenseI64ArrayAttr({axis}))});
+    if (!og[i])
+      return failure();
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &og) {
+  og.assign(2, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  if (getElementTypeOrSelf(getLhs().getType()) != getElementTypeOrSelf(getRhs().getType()))
+    return fail(*this, "an exponent of another element type (cast it first)");
+  Location loc = getLoc();
+  Value a = getLhs(), e = getRhs(), y = getResult();
+  // d/da = e * a^(e - 1) * dy;  d/de = y * log(a) * dy.
+  Value em1 = make(b, loc, "amp.sub", {e, scalar(b, loc, e, 1.0)});
+  Value p = em1 ? make(b, loc, "amp.pow", {a, em1}) : Value();
+  Value pe = p ? make(b, loc, "amp.mul", {p, e}) : Value();
+  Value da = pe ? make(b, loc, "amp.mul", {pe, rg[0]}) : Value();
+  Value la = make(b, loc, "amp.log", a);
+  Value yl = la ? make(b, loc, "amp.mul", {y, la}) : Value();
+  Value de = yl ? make(b, loc, "amp.mul", {yl, rg[0]}) : Value();
+  og[0] = da ? sumToShape(b, loc, da, a.getType()) : Value();
+  og[1] = de ? sumToShape(b, loc, de, e.getType()) : Value();
+  return success(og[0] && og[1]);
+}
+
+LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (rg.size() > 1 && rg[1])
+    return fail(*this, "its mask");
+  if (!rg[0])
+    return success();
+  double ratio = getRatio().convertToDouble();
+  if (!getTrainingMode() || ratio == 0.0) {
+    og[0] = rg[0];
+    return success();
+  }
+  // y = x * mask / (1 - ratio): dx = dy * mask / (1 - ratio).
+  Location loc = getLoc();
+  Value m = CastOp::create(b, loc, getInput().getType(), getMask());
+  Value dm = make(b, loc, "amp.mul", {rg[0], m});
+  og[0] = dm ? make(b, loc, "amp.mul", {dm, scalar(b, loc, dm, 1.0 / (1.0 - ratio))}) : Value();
+  return success(og[0] != nullptr);
+}
+
 LogicalResult UnaryGradOp::verify() {
   static const char *kinds[] = {"relu", "sqrt",    "exp",  "log",       "erf",
                                 "tanh", "sigmoid", "gelu", "gelu_tanh", "leaky_relu"};

@@ -215,7 +215,7 @@ def AMP_AveragePoolOp : AMP_InferredOp<"average_pool", [Pure]> {
   let results = (outs AMP_FloatTensor:$output);
 }
 
-def AMP_GlobalAveragePoolOp : AMP_InferredOp<"global_average_pool", [Pure]> {
+def AMP_GlobalAveragePoolOp : AMP_InferredOp<"global_average_pool", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Mean over all spatial dims: [N, C, ...] -> [N, C, 1, ...]";
   let arguments = (ins AMP_FloatTensor:$x);
   let results = (outs AMP_FloatTensor:$output);
@@ -250,7 +250,7 @@ def AMP_TransposeOp : AMP_InferredOp<"transpose", [Pure, DeclareOpInterfaceMetho
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_ConcatOp : AMP_InferredOp<"concat", [Pure]> {
+def AMP_ConcatOp : AMP_InferredOp<"concat", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Concatenate along `axis` (ONNX Concat)";
   let arguments = (ins Variadic<AMP_AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs AMP_AnyTensor:$output);
@@ -293,13 +293,13 @@ def AMP_GatherOp : AMP_InferredOp<"gather", [Pure]> {
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_ExpandOp : AMP_InferredOp<"expand", [Pure]> {
+def AMP_ExpandOp : AMP_InferredOp<"expand", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Broadcast to a constant shape (ONNX Expand)";
   let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_WhereOp : AMP_InferredOp<"where", [Pure]> {
+def AMP_WhereOp : AMP_InferredOp<"where", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Select by a condition, broadcasting all three (ONNX Where)";
   let arguments = (ins AMP_BoolTensor:$condition, AMP_AnyTensor:$x,
                    AMP_AnyTensor:$y);
@@ -310,7 +310,7 @@ def AMP_IdentityOp : AMP_UnaryOp<"identity", AMP_AnyTensor, [DeclareOpInterfaceM
   let summary = "The input, unchanged (ONNX Identity)";
 }
 
-def AMP_DropoutOp : AMP_InferredOp<"dropout"> {
+def AMP_DropoutOp : AMP_InferredOp<"dropout", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Random zeroing with 1/(1-ratio) rescaling (ONNX Dropout)";
   let description = [{
     Outside training mode (or with ratio 0) the output is the input and the
@@ -334,7 +334,7 @@ def AMP_MulOp : AMP_BinaryOp<"mul", [Commutative, DeclareOpInterfaceMethods<AMP_
 def AMP_DivOp : AMP_BinaryOp<"div", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "lhs / rhs (integer division truncates)";
 }
-def AMP_PowOp : AMP_BinaryOp<"pow"> {
+def AMP_PowOp : AMP_BinaryOp<"pow", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "lhs ^ rhs (ONNX Pow: the exponent may have another type)";
 }
 
@@ -379,8 +379,8 @@ def AMP_LogSoftmaxOp : AMP_UnaryOp<"log_softmax", AMP_FloatTensor, [DeclareOpInt
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class AMP_ReduceOp<string mnemonic, Type tensorType>
-    : AMP_InferredOp<mnemonic, [Pure]> {
+class AMP_ReduceOp<string mnemonic, Type tensorType, list<Trait> traits = []>
+    : AMP_InferredOp<mnemonic, traits # [Pure]> {
   let description = [{
     Reduces over `axes` (all dims when absent or empty, unless
     `noop_with_empty_axes`, which then returns the input); `keepdims` keeps
@@ -393,10 +393,10 @@ class AMP_ReduceOp<string mnemonic, Type tensorType>
   let results = (outs tensorType:$output);
 }
 
-def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor> {
+def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Sum over axes";
 }
-def AMP_ReduceMeanOp : AMP_ReduceOp<"reduce_mean", AMP_FloatTensor> {
+def AMP_ReduceMeanOp : AMP_ReduceOp<"reduce_mean", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Mean over axes";
 }
 def AMP_ReduceMaxOp : AMP_ReduceOp<"reduce_max", AMP_NumTensor> {
