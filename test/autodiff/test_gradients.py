@@ -263,5 +263,31 @@ def reductions(p, i, out):
 run_case("reductions", m, params, {k: v for k, v in inputs.items()}, reductions,
          constants=("ratio",), with_outputs=True)
 
+# 5. Convolutions: padded and strided with a bias, then grouped and dilated
+#    without one (its input gradient flows back through Tanh).
+N, C, S, M = 2, 4, 9, 6
+params = {"cw1": randn(M, C, 3, 3, scale=0.3), "cb1": randn(M, scale=0.1),
+          "cw2": randn(M, M // 2, 3, 3, scale=0.3), "fw": randn(3, M, scale=0.5)}
+inputs = {"x": randn(N, C, S, S), "y": rng.integers(0, 3, N).astype(np.int64)}
+m = model([helper.make_node("Conv", ["x", "cw1", "cb1"], ["c1"], pads=[1, 1, 1, 1],
+                            strides=[2, 2]),
+           helper.make_node("Tanh", ["c1"], ["t1"]),
+           helper.make_node("Conv", ["t1", "cw2"], ["c2"], group=2, dilations=[2, 1],
+                            pads=[2, 0, 1, 1]),
+           helper.make_node("GlobalAveragePool", ["c2"], ["g"]),
+           helper.make_node("Flatten", ["g"], ["f"]),
+           helper.make_node("Gemm", ["f", "fw"], ["z"], transB=1),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"])
+
+
+def convnet(p, i):
+    t1 = torch.tanh(F.conv2d(i["x"], p["cw1"], p["cb1"], stride=2, padding=1))
+    c2 = F.conv2d(F.pad(t1, (0, 1, 2, 1)), p["cw2"], groups=2, dilation=(2, 1))
+    return F.cross_entropy(c2.mean(dim=(2, 3)) @ p["fw"].T, i["y"])
+
+
+run_case("conv", m, params, inputs, convnet)
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed or passed == 0 else 0)

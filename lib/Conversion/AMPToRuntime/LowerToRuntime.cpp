@@ -248,6 +248,31 @@ void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
   }
 }
 
+/// The runtime's convolution attributes (spatial, group, 0, then per dim
+/// stride, dilation, pad begin, pad end) for amp.conv / amp.conv_grad.
+template <typename ConvLike>
+static LogicalResult convAttrs(ConvLike o, RankedTensorType y, SmallVector<int64_t> &attrs) {
+  if (o.getAccumulate() && !o.getAccumulate()->isF32())
+    return o.emitOpError("accumulate = ")
+           << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
+  auto x = cast<RankedTensorType>(o.getX().getType());
+  auto w = cast<RankedTensorType>(o.getW().getType());
+  int64_t n = x.getRank() - 2;
+  if (n < 1 || n > 3)
+    return o.emitOpError("needs 1 to 3 spatial dims");
+  SmallVector<int64_t> kernel(w.getShape().drop_front(2)), strides, dil, pb, pe;
+  for (int64_t i = 0; i < n; ++i) {
+    strides.push_back(o.getStrides() ? (*o.getStrides())[i] : 1);
+    dil.push_back(o.getDilations() ? (*o.getDilations())[i] : 1);
+  }
+  windowPads(o.getAutoPad(), x.getShape().drop_front(2), y.getShape().drop_front(2), kernel,
+             strides, dil, o.getPads(), pb, pe);
+  attrs = {n, (int64_t)o.getGroup(), 0};
+  for (int64_t i = 0; i < n; ++i)
+    attrs.append({strides[i], dil[i], pb[i], pe[i]});
+  return success();
+}
+
 LogicalResult Lowerer::lowerOp(Operation *op) {
   if (isAliasOp(op)) {
     ptrs[op->getResult(0)] = ptrOf(op->getOperand(0));
@@ -460,28 +485,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emit(op, AMPRT_OP_MATMUL, d);
       })
       .Case([&](ConvOp o) -> LogicalResult {
-        if (o.getAccumulate() && !o.getAccumulate()->isF32())
-          return op->emitOpError("accumulate = ")
-                 << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
-        auto x = o.getX().getType();
-        auto w = o.getW().getType();
-        int64_t n = x.getRank() - 2;
-        if (n > 3)
-          return op->emitOpError("more than 3 spatial dims are not supported");
-        SmallVector<int64_t> kernel(w.getShape().drop_front(2)), strides, dil, pb, pe;
-        for (int64_t i = 0; i < n; ++i) {
-          strides.push_back(o.getStrides() ? (*o.getStrides())[i] : 1);
-          dil.push_back(o.getDilations() ? (*o.getDilations())[i] : 1);
-        }
-        windowPads(o.getAutoPad(), x.getShape().drop_front(2),
-                   o.getType().getShape().drop_front(2), kernel, strides, dil, o.getPads(), pb,
-                   pe);
-        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+        if (failed(convAttrs(o, o.getType(), d.attrs)) || failed(all(op->getOperands())) ||
+            failed(all(op->getResults())))
           return failure();
-        d.attrs = {n, (int64_t)o.getGroup(), o.getBias() ? 1 : 0};
-        for (int64_t i = 0; i < n; ++i)
-          d.attrs.append({strides[i], dil[i], pb[i], pe[i]});
+        d.attrs[2] = o.getBias() ? 1 : 0;
         return emit(op, AMPRT_OP_CONV, d);
+      })
+      .Case([&](ConvGradOp o) -> LogicalResult {
+        // attrs: the conv's, then which of dx, dw, db are wanted.
+        if (failed(convAttrs(o, o.getDy().getType(), d.attrs)) || failed(all(op->getOperands())) ||
+            failed(all(op->getResults())))
+          return failure();
+        for (Value r : op->getResults())
+          d.attrs.push_back(r.use_empty() ? 0 : 1);
+        return emit(op, AMPRT_OP_CONV_GRAD, d);
       })
       .Case<MaxPoolOp, AveragePoolOp>([&](Operation *) -> LogicalResult {
         auto x = cast<RankedTensorType>(op->getOperand(0).getType());

@@ -499,9 +499,11 @@ typedef enum amprt_opcode {
   AMPRT_OP_NLL_LOSS = 19,   /* as above;  log_prob, labels, [w], loss */
   AMPRT_OP_UNARY_GRAD = 20, /* op, alpha;  x, dy, dx */
   AMPRT_OP_SOFTMAX_GRAD = 21, /* axis, log;  y, dy, dx */
-  AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD = 22 /* reduction, has_ignore, ignore_index,
-                                              has_weights;  log_prob, labels, [w],
-                                              dloss, dscores */
+  AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD = 22, /* reduction, has_ignore, ignore_index,
+                                               has_weights;  log_prob, labels, [w],
+                                               dloss, dscores */
+  AMPRT_OP_CONV_GRAD = 23 /* as conv, then want_dx, want_dw, want_db;
+                             x, w, dy, dx, dw, db */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -182,6 +182,18 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
     return amprt_conv(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, &t.back());
   }
+  case AMPRT_OP_CONV_GRAD: {
+    if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 6 + 4 * a[0])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_grad");
+    AMPRT_CHECK(need(d, 6, 6 + 4 * a[0], "conv_grad"));
+    amprt_conv_params p{};
+    p.spatial = (int32_t)a[0];
+    p.group = a[1];
+    windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    const int64_t *want = a + 3 + 4 * a[0];
+    return amprt_conv_backward(ctx, &t[0], &t[1], &t[2], &p, want[0] ? &t[3] : nullptr,
+                               want[1] ? &t[4] : nullptr, want[2] ? &t[5] : nullptr);
+  }
   case AMPRT_OP_MAX_POOL:
   case AMPRT_OP_AVERAGE_POOL: {
     // spatial, count_include_pad, per dim: kernel, stride, dilation, pads

@@ -288,6 +288,21 @@ LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult ConvOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (!rg[0])
+    return success();
+  auto g = ConvGradOp::create(b, getLoc(), getX(), getW(), rg[0], getAutoPadAttr(),
+                              getDilationsAttr(), getGroupAttr(), getKernelShapeAttr(),
+                              getPadsAttr(), getStridesAttr(), getAccumulateAttr());
+  og[0] = g.getDx();
+  og[1] = g.getDw();
+  if (getBias())
+    og[2] = g.getDb();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

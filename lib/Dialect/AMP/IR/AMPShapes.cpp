@@ -324,6 +324,26 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult ConvGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto x = r.ranked(adaptor.getX(), "x");
+  auto w = r.ranked(adaptor.getW(), "w");
+  auto dy = r.ranked(adaptor.getDy(), "dy");
+  if (failed(x) || failed(w) || failed(dy))
+    return failure();
+  if (failed(r.sameElementType(*x, *w, "x", "w")) ||
+      failed(r.sameElementType(*x, *dy, "x", "dy")))
+    return failure();
+  if (x->getRank() < 3 || w->getRank() != x->getRank() || dy->getRank() != x->getRank())
+    return r.fail("x, w and dy must have the same rank (>= 3), got ", shapeString(x->getShape()),
+                  ", ", shapeString(w->getShape()), ", ", shapeString(dy->getShape()));
+  types.push_back(*x);
+  types.push_back(*w);
+  types.push_back(RankedTensorType::get({w->getDimSize(0)}, w->getElementType()));
+  return success();
+}
+
 LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,

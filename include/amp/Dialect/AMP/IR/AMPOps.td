@@ -124,7 +124,7 @@ def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure, DeclareOpInterfaceMethods<AMP_Gra
   let results = (outs AMP_NumTensor:$output);
 }
 
-def AMP_ConvOp : AMP_InferredOp<"conv", [Pure]> {
+def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "N-d convolution, NCHW layout (ONNX Conv)";
   let description = [{
     X is [N, C, D1..Dn], W is [M, C/group, k1..kn], the optional bias B is
@@ -471,6 +471,23 @@ def AMP_SoftmaxCrossEntropyLossGradOp
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AMP_FloatTensor:$dscores);
   let assemblyFormat = "$log_prob `,` $labels `,` $dloss (`weights` $weights^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def AMP_ConvGradOp : AMP_InferredOp<"conv_grad", [Pure]> {
+  let summary = "Gradients of amp.conv: dx, dw and db from x, w and dy";
+  let description = [{
+    Carries the forward convolution's attributes. db is [M]; results nobody
+    uses are not computed by the runtime.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$w, AMP_FloatTensor:$dy,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides,
+                   OptionalAttr<TypeAttr>:$accumulate);
+  let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dw, AMP_FloatTensor:$db);
 }
 
 #endif // AMP_DIALECT_AMP_IR_AMPOPS_TD
