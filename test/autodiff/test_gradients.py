@@ -289,5 +289,44 @@ def convnet(p, i):
 
 run_case("conv", m, params, inputs, convnet)
 
+# 6. A transformer block: LayerNormalization (with and without bias, over
+#    the last one and last two dims), single-head attention (batched MatMul
+#    against a transposed operand, scaled Softmax), residual Adds, Gelu.
+B, T, E, C = 2, 6, 8, 5
+params = {"ln1s": randn(E, scale=0.3) + 1.0, "ln1b": randn(E, scale=0.1),
+          "wq": randn(E, E, scale=0.3), "wk": randn(E, E, scale=0.3), "wv": randn(E, E, scale=0.3),
+          "ln2s": randn(T, E, scale=0.3) + 1.0, "wo": randn(E, C, scale=0.3)}
+inputs = {"x": randn(B, T, E), "y": rng.integers(0, C, B * T).astype(np.int64)}
+m = model([helper.make_node("LayerNormalization", ["x", "ln1s", "ln1b"], ["h"], axis=-1),
+           helper.make_node("MatMul", ["h", "wq"], ["q"]),
+           helper.make_node("MatMul", ["h", "wk"], ["k"]),
+           helper.make_node("MatMul", ["h", "wv"], ["v"]),
+           helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+           helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+           helper.make_node("Mul", ["s0", "scl"], ["s1"]),
+           helper.make_node("Softmax", ["s1"], ["a"], axis=-1),
+           helper.make_node("MatMul", ["a", "v"], ["o"]),
+           helper.make_node("Add", ["o", "x"], ["r"]),
+           helper.make_node("LayerNormalization", ["r", "ln2s"], ["h2"], axis=1),
+           helper.make_node("Gelu", ["h2"], ["g"]),
+           helper.make_node("Add", ["g", "r"], ["r2"]),
+           helper.make_node("MatMul", ["r2", "wo"], ["z0"]),
+           helper.make_node("Reshape", ["z0", "shp"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=20)
+for n, a in {"scl": np.array(E ** -0.5, np.float32), "shp": np.array([B * T, C], np.int64)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def block(p, i):
+    h = F.layer_norm(i["x"], (E,), p["ln1s"], p["ln1b"])
+    s = (h @ p["wq"]) @ (h @ p["wk"]).transpose(1, 2) * E ** -0.5
+    r = torch.softmax(s, -1) @ (h @ p["wv"]) + i["x"]
+    r2 = F.gelu(F.layer_norm(r, (T, E), p["ln2s"])) + r
+    return F.cross_entropy((r2 @ p["wo"]).reshape(B * T, C), i["y"])
+
+
+run_case("transformer", m, params, inputs, block, constants=("scl",))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed or passed == 0 else 0)

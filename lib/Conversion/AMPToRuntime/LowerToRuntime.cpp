@@ -491,6 +491,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs[2] = o.getBias() ? 1 : 0;
         return emit(op, AMPRT_OP_CONV, d);
       })
+      .Case([&](LayerNormGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis(o.getAxis(), o.getX().getType().getRank())};
+        for (Value r : op->getResults())
+          d.attrs.push_back(r.use_empty() ? 0 : 1);
+        return emit(op, AMPRT_OP_LAYER_NORM_GRAD, d);
+      })
       .Case([&](ConvGradOp o) -> LogicalResult {
         // attrs: the conv's, then which of dx, dw, db are wanted.
         if (failed(convAttrs(o, o.getDy().getType(), d.attrs)) || failed(all(op->getOperands())) ||

@@ -502,8 +502,10 @@ typedef enum amprt_opcode {
   AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD = 22, /* reduction, has_ignore, ignore_index,
                                                has_weights;  log_prob, labels, [w],
                                                dloss, dscores */
-  AMPRT_OP_CONV_GRAD = 23 /* as conv, then want_dx, want_dw, want_db;
-                             x, w, dy, dx, dw, db */
+  AMPRT_OP_CONV_GRAD = 23, /* as conv, then want_dx, want_dw, want_db;
+                              x, w, dy, dx, dw, db */
+  AMPRT_OP_LAYER_NORM_GRAD = 24 /* axis, want_dx, want_dscale, want_dbias;
+                                   x, scale, mean, inv_std, dy, dx, dscale, dbias */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

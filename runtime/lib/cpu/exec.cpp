@@ -182,6 +182,11 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
     return amprt_conv(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, &t.back());
   }
+  case AMPRT_OP_LAYER_NORM_GRAD:
+    AMPRT_CHECK(need(d, 8, 4, "layer_norm_grad"));
+    return amprt_layer_norm_grad(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (int32_t)a[0],
+                                 a[1] ? &t[5] : nullptr, a[2] ? &t[6] : nullptr,
+                                 a[3] ? &t[7] : nullptr);
   case AMPRT_OP_CONV_GRAD: {
     if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 6 + 4 * a[0])
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_grad");

@@ -303,6 +303,23 @@ LogicalResult ConvOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (rg[1] || rg[2])
+    return fail(*this, "its mean / inv_std_dev results");
+  if (!rg[0])
+    return success();
+  int64_t rank = getX().getType().getRank();
+  auto g = LayerNormGradOp::create(b, getLoc(), getX(), getScale(), getMean(), getInvStdDev(),
+                                   rg[0], getAxis() < 0 ? getAxis() + rank : getAxis());
+  og[0] = g.getDx();
+  og[1] = g.getDscale();
+  if (getBias())
+    og[2] = g.getDbias();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -344,6 +344,27 @@ LogicalResult ConvGradOp::inferReturnTypes(MLIRContext *, std::optional<Location
   return success();
 }
 
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto x = r.ranked(adaptor.getX(), "x");
+  auto scale = r.ranked(adaptor.getScale(), "scale");
+  auto dy = r.ranked(adaptor.getDy(), "dy");
+  if (failed(x) || failed(scale) || failed(dy))
+    return failure();
+  if (failed(verifyCompatibleShape(x->getShape(), dy->getShape())))
+    return r.fail("dy ", shapeString(dy->getShape()), " must have x's shape ",
+                  shapeString(x->getShape()));
+  int64_t axis = adaptor.getAxis();
+  if (axis < -x->getRank() || axis >= x->getRank())
+    return r.fail("axis ", axis, " out of range for rank ", x->getRank());
+  types.push_back(RankedTensorType::get(x->getShape(), dy->getElementType()));
+  types.push_back(*scale);
+  types.push_back(*scale);
+  return success();
+}
+
 LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,

@@ -167,7 +167,7 @@ def AMP_BatchNormOp : AMP_InferredOp<"batch_norm", [Pure]> {
                  AMP_FloatTensor:$running_var);
 }
 
-def AMP_LayerNormOp : AMP_InferredOp<"layer_norm", [Pure]> {
+def AMP_LayerNormOp : AMP_InferredOp<"layer_norm", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Layer normalisation over the dims from `axis` on";
   let description = [{
     ONNX LayerNormalization. Besides Y, returns the f32 statistics `mean` and
@@ -488,6 +488,18 @@ def AMP_ConvGradOp : AMP_InferredOp<"conv_grad", [Pure]> {
                    OptionalAttr<DenseI64ArrayAttr>:$strides,
                    OptionalAttr<TypeAttr>:$accumulate);
   let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dw, AMP_FloatTensor:$db);
+}
+
+def AMP_LayerNormGradOp : AMP_InferredOp<"layer_norm_grad", [Pure]> {
+  let summary = "Gradients of amp.layer_norm: dx, dscale, dbias";
+  let description = [{
+    From the forward input, scale and saved f32 statistics (mean,
+    inv_std_dev) and dy. dscale / dbias have the scale's shape.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$scale,
+                   AMP_FloatTensor:$mean, AMP_FloatTensor:$inv_std_dev,
+                   AMP_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dscale, AMP_FloatTensor:$dbias);
 }
 
 #endif // AMP_DIALECT_AMP_IR_AMPOPS_TD
