@@ -328,5 +328,55 @@ def block(p, i):
 
 run_case("transformer", m, params, inputs, block, constants=("scl",))
 
+# 7. The example CNN's ops: Conv, training-mode BatchNormalization, Relu,
+#    MaxPool, AveragePool (padded, count_include_pad), GlobalAveragePool,
+#    Gemm. MaxPool's argmax (like Relu's mask) moves when inputs round in
+#    fp16 / bf16, so this model is compared in fp32; the same model with
+#    Tanh and AveragePool only, in every precision.
+N, C, S, M = 4, 3, 8, 5
+params = {"cw": randn(M, C, 3, 3, scale=0.3), "bs": randn(M, scale=0.2) + 1.0,
+          "bb": randn(M, scale=0.1), "fw": randn(4, M, scale=0.5)}
+inputs = {"x": randn(N, C, S, S), "y": rng.integers(0, 4, N).astype(np.int64)}
+
+
+def cnn_model(act, maxpool):
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "bs", "bb", "rm", "rv"],
+                              ["n", "nrm", "nrv"], training_mode=1, epsilon=1e-5,
+                              momentum=0.9),
+             helper.make_node(act, ["n"], ["a"])]
+    if maxpool:
+        nodes.append(helper.make_node("MaxPool", ["a"], ["p0"], kernel_shape=[2, 2],
+                                      strides=[2, 2]))
+    else:
+        nodes.append(helper.make_node("Identity", ["a"], ["p0"]))
+    nodes += [helper.make_node("AveragePool", ["p0"], ["p1"], kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1], count_include_pad=1),
+              helper.make_node("GlobalAveragePool", ["p1"], ["g"]),
+              helper.make_node("Flatten", ["g"], ["f"]),
+              helper.make_node("Gemm", ["f", "fw"], ["z"], transB=1),
+              helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])]
+    mm = model(nodes, params, inputs, ["loss", "nrm"], opset=15)
+    for n, a in {"rm": np.zeros(M, np.float32), "rv": np.ones(M, np.float32)}.items():
+        mm.graph.initializer.append(numpy_helper.from_array(a, n))
+    return mm
+
+
+def cnn_ref(act, maxpool):
+    def f(p, i):
+        c = F.conv2d(i["x"], p["cw"], padding=1)
+        a = act(F.batch_norm(c, None, None, p["bs"], p["bb"], training=True, eps=1e-5))
+        if maxpool:
+            a = F.max_pool2d(a, 2, 2)
+        a = F.avg_pool2d(a, 3, 1, padding=1, count_include_pad=True)
+        return F.cross_entropy(a.mean(dim=(2, 3)) @ p["fw"].T, i["y"])
+    return f
+
+
+run_case("cnn", cnn_model("Relu", True), params, inputs, cnn_ref(F.relu, True),
+         precisions=("fp32",), constants=("rm", "rv"))
+run_case("cnn-smooth", cnn_model("Tanh", False), params, inputs, cnn_ref(torch.tanh, False),
+         constants=("rm", "rv"))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed or passed == 0 else 0)

@@ -491,6 +491,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs[2] = o.getBias() ? 1 : 0;
         return emit(op, AMPRT_OP_CONV, d);
       })
+      .Case([&](BatchNormGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getEpsilon().convertToDouble())};
+        for (Value r : op->getResults())
+          d.attrs.push_back(r.use_empty() ? 0 : 1);
+        return emit(op, AMPRT_OP_BATCH_NORM_GRAD, d);
+      })
       .Case([&](LayerNormGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
@@ -508,9 +516,16 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           d.attrs.push_back(r.use_empty() ? 0 : 1);
         return emit(op, AMPRT_OP_CONV_GRAD, d);
       })
-      .Case<MaxPoolOp, AveragePoolOp>([&](Operation *) -> LogicalResult {
+      .Case([&](MaxPoolGradOp) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        return emit(op, AMPRT_OP_MAX_POOL_GRAD, d);
+      })
+      .Case<MaxPoolOp, AveragePoolOp, AveragePoolGradOp>([&](Operation *) -> LogicalResult {
+        bool grad = isa<AveragePoolGradOp>(op);
         auto x = cast<RankedTensorType>(op->getOperand(0).getType());
-        auto y = cast<RankedTensorType>(op->getResult(0).getType());
+        auto y = cast<RankedTensorType>(grad ? op->getOperand(1).getType()
+                                             : op->getResult(0).getType());
         int64_t n = x.getRank() - 2;
         if (n > 3)
           return op->emitOpError("more than 3 spatial dims are not supported");
@@ -537,7 +552,11 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           d.attrs.append({kernel[i], strides[i], dil[i], pb[i], pe[i]});
         if (auto mp = dyn_cast<MaxPoolOp>(op))
           d.attrs.push_back(mp.getStorageOrder());
-        return emit(op, isa<MaxPoolOp>(op) ? AMPRT_OP_MAX_POOL : AMPRT_OP_AVERAGE_POOL, d);
+        return emit(op,
+                    grad                 ? AMPRT_OP_AVERAGE_POOL_GRAD
+                    : isa<MaxPoolOp>(op) ? AMPRT_OP_MAX_POOL
+                                         : AMPRT_OP_AVERAGE_POOL,
+                    d);
       })
       .Case<SoftmaxCrossEntropyLossOp, NLLLossOp>([&](Operation *) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))

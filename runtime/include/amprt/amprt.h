@@ -346,6 +346,14 @@ amprt_status amprt_batch_norm_grad(amprt_context *ctx, const amprt_tensor *x,
                                    const amprt_tensor *save_inv_std,
                                    const amprt_tensor *dy, amprt_tensor *dx,
                                    amprt_tensor *dscale, amprt_tensor *dbias);
+/* The same, from the batch statistics recomputed from x (the forward op's
+ * own are not kept); dx / dscale / dbias may be NULL. */
+amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx,
+                                             const amprt_tensor *x,
+                                             const amprt_tensor *scale,
+                                             const amprt_tensor *dy, float epsilon,
+                                             amprt_tensor *dx, amprt_tensor *dscale,
+                                             amprt_tensor *dbias);
 amprt_status amprt_max_pool_grad(amprt_context *ctx, const amprt_tensor *dy,
                                  const amprt_tensor *indices, amprt_tensor *dx);
 amprt_status amprt_average_pool_grad(amprt_context *ctx,
@@ -504,8 +512,12 @@ typedef enum amprt_opcode {
                                                dloss, dscores */
   AMPRT_OP_CONV_GRAD = 23, /* as conv, then want_dx, want_dw, want_db;
                               x, w, dy, dx, dw, db */
-  AMPRT_OP_LAYER_NORM_GRAD = 24 /* axis, want_dx, want_dscale, want_dbias;
-                                   x, scale, mean, inv_std, dy, dx, dscale, dbias */
+  AMPRT_OP_LAYER_NORM_GRAD = 24, /* axis, want_dx, want_dscale, want_dbias;
+                                    x, scale, mean, inv_std, dy, dx, dscale, dbias */
+  AMPRT_OP_MAX_POOL_GRAD = 25,   /* x (shape only), dy, indices, dx */
+  AMPRT_OP_AVERAGE_POOL_GRAD = 26, /* as average pool;  x (shape only), dy, dx */
+  AMPRT_OP_BATCH_NORM_GRAD = 27 /* eps, want_dx, want_dscale, want_dbias;
+                                   x, scale, dy, dx, dscale, dbias */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -182,6 +182,24 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
     return amprt_conv(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, &t.back());
   }
+  case AMPRT_OP_MAX_POOL_GRAD:
+    AMPRT_CHECK(need(d, 4, 0, "max_pool_grad"));
+    return amprt_max_pool_grad(ctx, &t[1], &t[2], &t[3]);
+  case AMPRT_OP_AVERAGE_POOL_GRAD: {
+    if (d.nattrs < 2 || a[0] < 1 || a[0] > 3 || d.nattrs < 2 + 5 * a[0])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt average_pool_grad");
+    AMPRT_CHECK(need(d, 3, 2 + 5 * a[0], "average_pool_grad"));
+    amprt_pool_params p{};
+    p.spatial = (int32_t)a[0];
+    p.count_include_pad = (int32_t)a[1];
+    windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    return amprt_average_pool_grad(ctx, &t[1], &p, &t[2]);
+  }
+  case AMPRT_OP_BATCH_NORM_GRAD:
+    AMPRT_CHECK(need(d, 6, 4, "batch_norm_grad"));
+    return amprt_batch_norm_grad_recompute(ctx, &t[0], &t[1], &t[2], (float)attrF(a, 0),
+                                           a[1] ? &t[3] : nullptr, a[2] ? &t[4] : nullptr,
+                                           a[3] ? &t[5] : nullptr);
   case AMPRT_OP_LAYER_NORM_GRAD:
     AMPRT_CHECK(need(d, 8, 4, "layer_norm_grad"));
     return amprt_layer_norm_grad(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (int32_t)a[0],

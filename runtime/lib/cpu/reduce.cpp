@@ -466,6 +466,38 @@ extern "C" amprt_status amprt_batch_norm_grad(
   return AMPRT_OK;
 }
 
+extern "C" amprt_status amprt_batch_norm_grad_recompute(
+    amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *scale,
+    const amprt_tensor *dy, float epsilon, amprt_tensor *dx, amprt_tensor *dscale,
+    amprt_tensor *dbias) {
+  AMPRT_CHECK(checkFloat(x, "amprt_batch_norm_grad_recompute: x"));
+  if (x->rank < 2 || !amprt_tensor_is_contiguous(x))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_batch_norm_grad_recompute: x must be contiguous [N, C, ...]");
+  int64_t n = x->shape[0], c = x->shape[1], inner = 1;
+  for (int32_t d = 2; d < x->rank; ++d)
+    inner *= x->shape[d];
+  // The batch statistics as amprt_batch_norm computes them (biased variance).
+  std::vector<float> mean(c), invStd(c);
+  double m = (double)n * inner;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0.0, s2 = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        double v = loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+        s += v;
+        s2 += v * v;
+      }
+    double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
+    mean[ch] = (float)mu;
+    invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
+  }
+  int64_t cs[1] = {c};
+  amprt_tensor mt = amprt_tensor_make(mean.data(), AMPRT_F32, 1, cs);
+  amprt_tensor it = amprt_tensor_make(invStd.data(), AMPRT_F32, 1, cs);
+  return amprt_batch_norm_grad(ctx, x, scale, &mt, &it, dy, dx, dscale, dbias);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -320,6 +320,47 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult MaxPoolOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (rg[1])
+    return fail(*this, "its indices result");
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType(0))))
+    return success();
+  if (getStorageOrder() != 0)
+    return fail(*this, "storage_order = 1 (column-major indices)");
+  og[0] = MaxPoolGradOp::create(b, getLoc(), getX(), rg[0], getIndices());
+  return success();
+}
+
+LogicalResult AveragePoolOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                            SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (!rg[0])
+    return success();
+  og[0] = AveragePoolGradOp::create(b, getLoc(), getX(), rg[0], getAutoPadAttr(),
+                                    getCeilModeAttr(), getCountIncludePadAttr(),
+                                    getDilationsAttr(), getKernelShapeAttr(), getPadsAttr(),
+                                    getStridesAttr());
+  return success();
+}
+
+LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (rg[1] || rg[2])
+    return fail(*this, "its running statistics");
+  if (!rg[0])
+    return success();
+  if (!getTrainingMode())
+    return fail(*this, "inference mode (training_mode = false)");
+  auto g = BatchNormGradOp::create(b, getLoc(), getX(), getScale(), rg[0], getEpsilonAttr());
+  og[0] = g.getDx();
+  og[1] = g.getDscale();
+  og[2] = g.getDbias();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -365,6 +365,50 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
+template <typename Adaptor>
+static LogicalResult poolGradTypes(std::optional<Location> loc, StringRef name, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &types) {
+  Rules r(loc, name);
+  auto x = r.ranked(adaptor.getX(), "x");
+  auto dy = r.ranked(adaptor.getDy(), "dy");
+  if (failed(x) || failed(dy))
+    return failure();
+  if (x->getRank() != dy->getRank() || x->getRank() < 3)
+    return r.fail("x and dy must have the same rank (>= 3), got ", shapeString(x->getShape()),
+                  " and ", shapeString(dy->getShape()));
+  types.push_back(RankedTensorType::get(x->getShape(), dy->getElementType()));
+  return success();
+}
+
+LogicalResult MaxPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return poolGradTypes(loc, getOperationName(), adaptor, types);
+}
+
+LogicalResult AveragePoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &types) {
+  return poolGradTypes(loc, getOperationName(), adaptor, types);
+}
+
+LogicalResult BatchNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto x = r.ranked(adaptor.getX(), "x");
+  auto scale = r.ranked(adaptor.getScale(), "scale");
+  auto dy = r.ranked(adaptor.getDy(), "dy");
+  if (failed(x) || failed(scale) || failed(dy))
+    return failure();
+  if (x->getRank() < 2 || failed(verifyCompatibleShape(x->getShape(), dy->getShape())))
+    return r.fail("x and dy must be one shape [N, C, ...], got ", shapeString(x->getShape()),
+                  " and ", shapeString(dy->getShape()));
+  types.push_back(RankedTensorType::get(x->getShape(), dy->getElementType()));
+  types.push_back(*scale);
+  types.push_back(*scale);
+  return success();
+}
+
 LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,

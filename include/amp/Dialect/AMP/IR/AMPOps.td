@@ -148,7 +148,7 @@ def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_Gra
 // Normalisation and pooling
 //===----------------------------------------------------------------------===//
 
-def AMP_BatchNormOp : AMP_InferredOp<"batch_norm", [Pure]> {
+def AMP_BatchNormOp : AMP_InferredOp<"batch_norm", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Batch normalisation (ONNX BatchNormalization)";
   let description = [{
     X is [N, C, ...]; scale, bias, mean and var are [C]. In training mode the
@@ -183,7 +183,7 @@ def AMP_LayerNormOp : AMP_InferredOp<"layer_norm", [Pure, DeclareOpInterfaceMeth
                  AMP_FloatTensor:$inv_std_dev);
 }
 
-def AMP_MaxPoolOp : AMP_InferredOp<"max_pool", [Pure]> {
+def AMP_MaxPoolOp : AMP_InferredOp<"max_pool", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Max pooling, NCHW layout (ONNX MaxPool)";
   let description = [{
     The second result is the flat index of each maximum (i64), as ONNX's
@@ -202,7 +202,7 @@ def AMP_MaxPoolOp : AMP_InferredOp<"max_pool", [Pure]> {
   let results = (outs AMP_NumTensor:$output, RankedTensorOf<[I64]>:$indices);
 }
 
-def AMP_AveragePoolOp : AMP_InferredOp<"average_pool", [Pure]> {
+def AMP_AveragePoolOp : AMP_InferredOp<"average_pool", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Average pooling, NCHW layout (ONNX AveragePool)";
   let arguments = (ins AMP_FloatTensor:$x,
                    DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
@@ -499,6 +499,40 @@ def AMP_LayerNormGradOp : AMP_InferredOp<"layer_norm_grad", [Pure]> {
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$scale,
                    AMP_FloatTensor:$mean, AMP_FloatTensor:$inv_std_dev,
                    AMP_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dscale, AMP_FloatTensor:$dbias);
+}
+
+def AMP_MaxPoolGradOp : AMP_InferredOp<"max_pool_grad", [Pure]> {
+  let summary = "Gradient of amp.max_pool: dy scattered to the row-major indices";
+  let description = [{
+    x (the forward input) gives only the result's shape; dy goes to the
+    positions `indices` names (ties: the first maximum, as PyTorch).
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy, RankedTensorOf<[I64]>:$indices);
+  let results = (outs AMP_FloatTensor:$dx);
+}
+
+def AMP_AveragePoolGradOp : AMP_InferredOp<"average_pool_grad", [Pure]> {
+  let summary = "Gradient of amp.average_pool (its attributes; x gives the shape)";
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs AMP_FloatTensor:$dx);
+}
+
+def AMP_BatchNormGradOp : AMP_InferredOp<"batch_norm_grad", [Pure]> {
+  let summary = "Gradients of training-mode amp.batch_norm: dx, dscale, dbias";
+  let description = [{
+    The batch statistics are recomputed from x (biased variance, as the
+    forward op normalises with them).
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$scale, AMP_FloatTensor:$dy,
+                   DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
   let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dscale, AMP_FloatTensor:$dbias);
 }
 
