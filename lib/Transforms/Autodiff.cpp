@@ -10,6 +10,7 @@
 #include "amp/Transforms/Passes.h"
 
 #include "amp/Transforms/Autocast.h"
+#include "amp/Dialect/AMP/IR/AMPOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -59,10 +60,17 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
     if (!params.count(name))
       return f.emitError("amp-autodiff: frozen parameter '")
              << name << "' is not a parameter of '" << f.getSymName() << "'";
+  // Batch norm statistics are buffers, not trained (PyTorch's running_mean
+  // / running_var): a parameter used only as one gets no gradient.
+  auto isBuffer = [](BlockArgument a) {
+    return !a.use_empty() && llvm::all_of(a.getUses(), [](OpOperand &u) {
+      return isa<BatchNormOp>(u.getOwner()) && u.getOperandNumber() >= 3;
+    });
+  };
   SmallVector<BlockArgument> wrt;
   for (BlockArgument a : f.getArguments()) {
     auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param");
-    if (p && !llvm::is_contained(frozen, p.getValue().str()))
+    if (p && !llvm::is_contained(frozen, p.getValue().str()) && !isBuffer(a))
       wrt.push_back(a);
   }
 

@@ -339,10 +339,14 @@ params = {"cw": randn(M, C, 3, 3, scale=0.3), "bs": randn(M, scale=0.2) + 1.0,
 inputs = {"x": randn(N, C, S, S), "y": rng.integers(0, 4, N).astype(np.int64)}
 
 
-def cnn_model(act, maxpool):
+rm = randn(M, scale=0.2)
+rv = (rng.random(M) + 0.5).astype(np.float32)
+
+
+def cnn_model(act, maxpool, training=1):
     nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("BatchNormalization", ["c", "bs", "bb", "rm", "rv"],
-                              ["n", "nrm", "nrv"], training_mode=1, epsilon=1e-5,
+                              ["n", "nrm", "nrv"], training_mode=training, epsilon=1e-5,
                               momentum=0.9),
              helper.make_node(act, ["n"], ["a"])]
     if maxpool:
@@ -357,15 +361,20 @@ def cnn_model(act, maxpool):
               helper.make_node("Gemm", ["f", "fw"], ["z"], transB=1),
               helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])]
     mm = model(nodes, params, inputs, ["loss", "nrm"], opset=15)
-    for n, a in {"rm": np.zeros(M, np.float32), "rv": np.ones(M, np.float32)}.items():
+    if not training:
+        del mm.graph.node[1].output[1:]
+        del mm.graph.output[1]
+    for n, a in {"rm": rm, "rv": rv}.items():
         mm.graph.initializer.append(numpy_helper.from_array(a, n))
     return mm
 
 
-def cnn_ref(act, maxpool):
+def cnn_ref(act, maxpool, training=True):
     def f(p, i):
         c = F.conv2d(i["x"], p["cw"], padding=1)
-        a = act(F.batch_norm(c, None, None, p["bs"], p["bb"], training=True, eps=1e-5))
+        stats = (None, None) if training else (torch.tensor(rm, dtype=torch.float64),
+                                               torch.tensor(rv, dtype=torch.float64))
+        a = act(F.batch_norm(c, *stats, p["bs"], p["bb"], training=training, eps=1e-5))
         if maxpool:
             a = F.max_pool2d(a, 2, 2)
         a = F.avg_pool2d(a, 3, 1, padding=1, count_include_pad=True)
@@ -377,6 +386,11 @@ run_case("cnn", cnn_model("Relu", True), params, inputs, cnn_ref(F.relu, True),
          precisions=("fp32",), constants=("rm", "rv"))
 run_case("cnn-smooth", cnn_model("Tanh", False), params, inputs, cnn_ref(torch.tanh, False),
          constants=("rm", "rv"))
+# Inference-mode (frozen) batch norm, as torch.onnx.export writes a model in
+# eval mode: the running statistics are imported as parameters but are
+# buffers, so they get no gradient.
+run_case("cnn-eval-bn", cnn_model("Tanh", False, training=0), params, inputs,
+         cnn_ref(torch.tanh, False, training=False))
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed or passed == 0 else 0)

@@ -352,8 +352,43 @@ LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return fail(*this, "its running statistics");
   if (!rg[0])
     return success();
-  if (!getTrainingMode())
-    return fail(*this, "inference mode (training_mode = false)");
+  if (!getTrainingMode()) {
+    // Normalised with the given statistics (a frozen batch norm, as a model
+    // exported in eval mode has): y = (x - mean) * scale * inv + bias with
+    // inv = 1 / sqrt(var + eps), all [C] broadcast over [N, C, ...]. The
+    // statistics are buffers and get no gradient.
+    Location loc = getLoc();
+    auto xt = getX().getType();
+    SmallVector<int64_t> cshape(xt.getRank() - 1, 1), axes;
+    cshape[0] = xt.getDimSize(1);
+    for (int64_t d = 0; d < xt.getRank(); ++d)
+      if (d != 1)
+        axes.push_back(d);
+    Value dy = rg[0];
+    Value ve = make(b, loc, "amp.add",
+                    {getVar(), scalar(b, loc, getVar(), getEpsilon().convertToDouble())});
+    Value sd = ve ? make(b, loc, "amp.sqrt", ve) : Value();
+    Value inv = sd ? make(b, loc, "amp.div", {scalar(b, loc, sd, 1.0), sd}) : Value();
+    Value invR = inv ? reshape(b, loc, inv, cshape) : Value();
+    Value scaleR = reshape(b, loc, getScale(), cshape);
+    Value meanR = reshape(b, loc, getMean(), cshape);
+    if (!invR || !scaleR || !meanR)
+      return failure();
+    Value k = make(b, loc, "amp.mul", {scaleR, invR});
+    og[0] = k ? make(b, loc, "amp.mul", {dy, k}) : Value();
+    Value xc = make(b, loc, "amp.sub", {getX(), meanR});
+    Value xhat = xc ? make(b, loc, "amp.mul", {xc, invR}) : Value();
+    Value dyx = xhat ? make(b, loc, "amp.mul", {dy, xhat}) : Value();
+    auto sum = [&](Value v) -> Value {
+      Value r = make(b, loc, "amp.reduce_sum", v,
+                     {attr(b, "axes", b.getDenseI64ArrayAttr(axes)),
+                      attr(b, "keepdims", b.getBoolAttr(false))});
+      return r;
+    };
+    og[1] = dyx ? sum(dyx) : Value();
+    og[2] = sum(dy);
+    return success(og[0] && og[1] && og[2]);
+  }
   auto g = BatchNormGradOp::create(b, getLoc(), getX(), getScale(), rg[0], getEpsilonAttr());
   og[0] = g.getDx();
   og[1] = g.getDscale();
