@@ -75,5 +75,20 @@ echo "== 6. Compile it ahead of time and run the program"
 .venv/bin/python -c "import numpy as np; a, b = np.load('$OUT/mlp_prog_out.npz'), np.load('$OUT/mlp_out_bf16.npz'); print('   program loss', float(a['loss']), '(same as amp-run:', bool(np.array_equal(a['loss'], b['loss'])), end=')\n')"
 
 echo
-echo "Training graphs, loss scaling and the training run are the next steps of"
+echo "== 7. The backward graph: $BIN/amp-opt model.mlir --amp-autodiff"
+for m in mlp cnn transformer_block; do
+  "$BIN/amp-opt" "$OUT/$m.mlir" --amp-autodiff -o "$OUT/$m.grad.mlir"
+  grads=$(grep -o 'amp.grad = "[^"]*"' "$OUT/$m.grad.mlir" | wc -l)
+  bwd=$(grep -c 'amp.differentiates' "$OUT/$m.grad.mlir")
+  echo "   $m: $grads parameter gradients, $bwd backward ops"
+done
+echo "   the MLP's gradients, run in each precision (max |d loss / d fc1.weight|):"
+for p in fp32 fp16 bf16; do
+  "$BIN/amp-run" "$OUT/mlp.grad.mlir" --inputs "$OUT/mlp_in.npz" --outputs "$OUT/mlp_grad_$p.npz" \
+    --precision "$p"
+  .venv/bin/python -c "import numpy as np; g = np.load('$OUT/mlp_grad_$p.npz'); print('   $p ', float(np.abs(g['grad:fc1.weight']).max()), ' loss', float(g['loss']))"
+done
+
+echo
+echo "Optimizer steps, loss scaling and the training run are the next steps of"
 echo "the build order (see the README); the files above are in $OUT."
