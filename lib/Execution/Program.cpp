@@ -70,7 +70,10 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
     auto s = slotOf(f, a.getType(), "argument " + std::to_string(i));
     if (failed(s))
       return failure();
-    if (auto p = f.getArgAttrOfType<StringAttr>(i, "amp.param")) {
+    auto p = f.getArgAttrOfType<StringAttr>(i, "amp.param");
+    if (!p)
+      p = f.getArgAttrOfType<StringAttr>(i, "amp.opt_state");
+    if (p) {
       s->isParam = true;
       s->name = p.getValue().str();
       auto init = f.getArgAttrOfType<ElementsAttr>(i, "amp.init");
@@ -113,8 +116,10 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
       return failure();
     auto out = f.getResultAttrOfType<StringAttr>(i, "amp.output");
     auto grad = f.getResultAttrOfType<StringAttr>(i, "amp.grad");
+    auto upd = f.getResultAttrOfType<StringAttr>(i, "amp.updates");
     s->name = out    ? out.getValue().str()
               : grad ? "grad:" + grad.getValue().str()
+              : upd  ? "new:" + upd.getValue().str()
                      : "result" + std::to_string(i);
     sig.results.push_back(std::move(*s));
   }

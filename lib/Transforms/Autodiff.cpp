@@ -19,6 +19,7 @@
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::amp {
+#define GEN_PASS_DEF_AMPOPTIMIZER
 #define GEN_PASS_DEF_AMPAUTODIFF
 #include "amp/Transforms/Passes.h.inc"
 } // namespace mlir::amp
@@ -195,6 +196,144 @@ struct AMPAutodiffPass : public amp::impl::AMPAutodiffBase<AMPAutodiffPass> {
       });
       if (hasParams && failed(differentiate(f, loss, fz)))
         return signalPassFailure();
+    }
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// amp-optimizer
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
+  using AMPOptimizerBase::AMPOptimizerBase;
+
+  LogicalResult rewrite(func::FuncOp f) {
+    Block &block = f.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    MLIRContext *ctx = f.getContext();
+    OpBuilder b(ret);
+    Location loc = f.getLoc();
+    bool sgd = optimizer == "sgd";
+    double wd = weightDecay >= 0 ? (double)weightDecay : optimizer == "adamw" ? 0.01 : 0.0;
+    if (lr <= 0 || momentum < 0 || wd < 0 || eps <= 0 || beta1 < 0 || beta1 >= 1 ||
+        beta2 < 0 || beta2 >= 1)
+      return f.emitError("amp-optimizer: bad hyper-parameters (lr > 0, momentum >= 0, "
+                         "weight-decay >= 0, 0 <= beta < 1, eps > 0)");
+    if (nesterov && (!sgd || momentum == 0 || dampening != 0))
+      return f.emitError("amp-optimizer: nesterov needs sgd with momentum > 0 and dampening 0");
+
+    llvm::StringMap<BlockArgument> params;
+    for (BlockArgument a : f.getArguments())
+      if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param"))
+        params[p.getValue()] = a;
+
+    // State arguments, appended; zeros to start.
+    auto addState = [&](Type t, StringRef name) -> Value {
+      auto rt = cast<RankedTensorType>(t);
+      SmallVector<NamedAttribute> attrs = {
+          b.getNamedAttr("amp.opt_state", b.getStringAttr(name)),
+          b.getNamedAttr("amp.init",
+                         DenseElementsAttr::get(rt, b.getZeroAttr(rt.getElementType())))};
+      unsigned i = f.getNumArguments();
+      if (failed(f.insertArgument(i, t, b.getDictionaryAttr(attrs), loc)))
+        return Value();
+      return f.getArgument(i);
+    };
+    auto stepType = RankedTensorType::get({}, b.getI64Type());
+    Value step = addState(stepType, "step");
+    auto flagType = RankedTensorType::get({}, b.getI1Type());
+    Value foundInf = arith::ConstantOp::create(
+        b, loc, flagType, DenseElementsAttr::get(flagType, b.getBoolAttr(false)));
+    foundInf.getDefiningOp()->setAttr("amp.found_inf", b.getUnitAttr());
+
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resAttrs;
+    auto updates = [&](StringRef name) {
+      return b.getDictionaryAttr({b.getNamedAttr("amp.updates", b.getStringAttr(name))});
+    };
+    SmallVector<std::pair<Value, std::string>> state; // new state values, after params
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      auto g = f.getResultAttrOfType<StringAttr>(i, "amp.grad");
+      if (!g) {
+        results.push_back(ret.getOperand(i));
+        resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
+                                                  : b.getDictionaryAttr({}));
+        continue;
+      }
+      std::string name = g.getValue().str();
+      auto it = params.find(name);
+      if (it == params.end())
+        return f.emitError("amp-optimizer: gradient of '") << name << "' has no parameter";
+      Value p = it->second, grad = ret.getOperand(i);
+      auto pt = dyn_cast<RankedTensorType>(p.getType());
+      if (!pt || !pt.getElementType().isF32() || grad.getType() != p.getType())
+        return f.emitError("amp-optimizer: parameter '")
+               << name << "' must be an f32 master weight with an f32 gradient, it is "
+               << p.getType() << " with " << grad.getType();
+      if (sgd) {
+        Value buf;
+        if (momentum != 0 && !(buf = addState(pt, name + ".momentum_buffer")))
+          return failure();
+        auto op = SGDUpdateOp::create(
+            b, loc, pt, buf ? Type(pt) : Type(), p, grad, buf, step, foundInf,
+            b.getF32FloatAttr(lr), b.getF32FloatAttr(momentum), b.getF32FloatAttr(dampening),
+            b.getF32FloatAttr(wd), b.getBoolAttr(nesterov));
+        results.push_back(op.getNewParam());
+        resAttrs.push_back(updates(name));
+        if (buf)
+          state.push_back({op.getNewMomentumBuf(), name + ".momentum_buffer"});
+      } else {
+        Value m = addState(pt, name + ".exp_avg"), v = addState(pt, name + ".exp_avg_sq");
+        if (!m || !v)
+          return failure();
+        auto op = AdamUpdateOp::create(b, loc, p, grad, m, v, step, foundInf,
+                                       b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
+                                       b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
+                                       b.getF32FloatAttr(wd), b.getBoolAttr(optimizer == "adamw"));
+        results.push_back(op.getNewParam());
+        resAttrs.push_back(updates(name));
+        state.push_back({op.getNewExpAvg(), name + ".exp_avg"});
+        state.push_back({op.getNewExpAvgSq(), name + ".exp_avg_sq"});
+      }
+    }
+    for (auto &[v, n] : state) {
+      results.push_back(v);
+      resAttrs.push_back(updates(n));
+    }
+    results.push_back(StepCountOp::create(b, loc, step, foundInf));
+    resAttrs.push_back(updates("step"));
+    ret->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    f.setFunctionType(FunctionType::get(ctx, f.getArgumentTypes(), types));
+    f.setAllResultAttrs(resAttrs);
+    return success();
+  }
+
+  void runOnOperation() override {
+    if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
+      getOperation().emitError("amp-optimizer: unknown optimizer '")
+          << optimizer << "' (sgd, adam or adamw)";
+      return signalPassFailure();
+    }
+    bool anyGrads = false;
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      if (f.isExternal())
+        continue;
+      bool hasGrads = false;
+      for (unsigned i = 0; i < f.getNumResults(); ++i)
+        hasGrads |= f.getResultAttr(i, "amp.grad") != nullptr;
+      anyGrads |= hasGrads;
+      if (hasGrads && failed(rewrite(f)))
+        return signalPassFailure();
+    }
+    if (!anyGrads) {
+      getOperation().emitError(
+          "amp-optimizer: no function has gradients (run amp-autodiff first)");
+      return signalPassFailure();
     }
   }
 };

@@ -84,6 +84,34 @@ def AMPAutodiff : Pass<"amp-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Turn gradients into optimizer updates: the training-step form";
+  let description = [{
+    Runs after amp-autodiff. Each gradient result (`amp.grad = "<p>"`) is
+    replaced by the updated parameter (`amp.updates = "<p>"`) from an
+    `amp.sgd_update` or `amp.adam_update`; the optimizer state becomes
+    arguments (`amp.opt_state = "<p>.momentum_buffer"`, `"<p>.exp_avg"`,
+    `"<p>.exp_avg_sq"`, and `"step"`, all starting at zero) with matching
+    results, as DESIGN.md section 2 has it. The updates read a `found_inf`
+    flag (false here; amp-loss-scaling supplies the real one) and change
+    nothing when it is set.
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect", "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd, adam or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"0.01", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "Weight decay (default: 0 for sgd / adam, 0.01 for adamw, as PyTorch)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">
+  ];
+}
+
 def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assign every tensor an offset in one static arena per function";
   let description = [{

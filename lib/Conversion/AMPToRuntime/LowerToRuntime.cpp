@@ -491,6 +491,29 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs[2] = o.getBias() ? 1 : 0;
         return emit(op, AMPRT_OP_CONV, d);
       })
+      .Case([&](SGDUpdateOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getLr().convertToDouble()),
+                   f64Bits(o.getMomentum().convertToDouble()),
+                   f64Bits(o.getDampening().convertToDouble()),
+                   f64Bits(o.getWeightDecay().convertToDouble()), o.getNesterov() ? 1 : 0,
+                   o.getMomentumBuf() ? 1 : 0};
+        return emit(op, AMPRT_OP_SGD_UPDATE, d);
+      })
+      .Case([&](AdamUpdateOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getLr().convertToDouble()), f64Bits(o.getBeta1().convertToDouble()),
+                   f64Bits(o.getBeta2().convertToDouble()), f64Bits(o.getEps().convertToDouble()),
+                   f64Bits(o.getWeightDecay().convertToDouble()), o.getDecoupled() ? 1 : 0};
+        return emit(op, AMPRT_OP_ADAM_UPDATE, d);
+      })
+      .Case([&](StepCountOp) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        return emit(op, AMPRT_OP_STEP_COUNT, d);
+      })
       .Case([&](BatchNormGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

@@ -516,8 +516,13 @@ typedef enum amprt_opcode {
                                     x, scale, mean, inv_std, dy, dx, dscale, dbias */
   AMPRT_OP_MAX_POOL_GRAD = 25,   /* x (shape only), dy, indices, dx */
   AMPRT_OP_AVERAGE_POOL_GRAD = 26, /* as average pool;  x (shape only), dy, dx */
-  AMPRT_OP_BATCH_NORM_GRAD = 27 /* eps, want_dx, want_dscale, want_dbias;
-                                   x, scale, dy, dx, dscale, dbias */
+  AMPRT_OP_BATCH_NORM_GRAD = 27, /* eps, want_dx, want_dscale, want_dbias;
+                                    x, scale, dy, dx, dscale, dbias */
+  AMPRT_OP_SGD_UPDATE = 28,  /* lr, momentum, dampening, wd, nesterov, has_buf;
+                                param, grad, [buf], step, found_inf, new_param, [new_buf] */
+  AMPRT_OP_ADAM_UPDATE = 29, /* lr, beta1, beta2, eps, wd, decoupled;  param, grad,
+                                m, v, step, found_inf, new_param, new_m, new_v */
+  AMPRT_OP_STEP_COUNT = 30   /* step, found_inf, new_step */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

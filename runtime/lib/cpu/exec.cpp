@@ -18,6 +18,7 @@
 
 #include "internal.h"
 
+#include <cstring>
 #include <vector>
 
 using namespace amprt;
@@ -91,6 +92,29 @@ void windowParams(const int64_t *a, int spatial, int64_t *kernel, int64_t *strid
     pb[i] = *a++;
     pe[i] = *a++;
   }
+}
+
+/// The functional form of an in-place update: the output starts as a copy
+/// of the input (unless they share storage).
+amprt_status copyInto(const amprt_tensor &from, amprt_tensor &to) {
+  if (amprt_tensor_numel(&from) != amprt_tensor_numel(&to) || from.dtype != to.dtype ||
+      !amprt_tensor_is_contiguous(&from) || !amprt_tensor_is_contiguous(&to))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: optimizer state shapes differ");
+  if (from.data != to.data)
+    std::memcpy(to.data, from.data,
+                (size_t)amprt_tensor_numel(&from) * amprt_dtype_size(from.dtype));
+  return AMPRT_OK;
+}
+
+amprt_status flagAndStep(const amprt_tensor &step, const amprt_tensor &flag, int64_t &s,
+                         float &found) {
+  if (step.dtype != AMPRT_I64 || amprt_tensor_numel(&step) != 1 || flag.dtype != AMPRT_I1 ||
+      amprt_tensor_numel(&flag) != 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec: the step must be i64 [] and found_inf i1 []");
+  s = *static_cast<const int64_t *>(step.data);
+  found = *static_cast<const uint8_t *>(flag.data) ? 1.0f : 0.0f;
+  return AMPRT_OK;
 }
 
 } // namespace
@@ -194,6 +218,43 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     p.count_include_pad = (int32_t)a[1];
     windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
     return amprt_average_pool_grad(ctx, &t[1], &p, &t[2]);
+  }
+  case AMPRT_OP_SGD_UPDATE: {
+    if (d.nattrs < 6)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt sgd_update");
+    bool buf = a[5] != 0;
+    AMPRT_CHECK(need(d, buf ? 7 : 5, 6, "sgd_update"));
+    size_t o = buf ? 3 : 2; // step
+    int64_t step;
+    float found;
+    AMPRT_CHECK(flagAndStep(t[o], t[o + 1], step, found));
+    amprt_tensor &np = t[o + 2];
+    AMPRT_CHECK(copyInto(t[0], np));
+    if (buf)
+      AMPRT_CHECK(copyInto(t[2], t[o + 3]));
+    amprt_sgd_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
+                         (float)attrF(a, 3), (int32_t)a[4]};
+    return amprt_sgd_step(ctx, &cfg, &np, &t[1], buf ? &t[o + 3] : nullptr, &step, found);
+  }
+  case AMPRT_OP_ADAM_UPDATE: {
+    AMPRT_CHECK(need(d, 9, 6, "adam_update"));
+    int64_t step;
+    float found;
+    AMPRT_CHECK(flagAndStep(t[4], t[5], step, found));
+    AMPRT_CHECK(copyInto(t[0], t[6]));
+    AMPRT_CHECK(copyInto(t[2], t[7]));
+    AMPRT_CHECK(copyInto(t[3], t[8]));
+    amprt_adam_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
+                          (float)attrF(a, 3), (float)attrF(a, 4), (int32_t)a[5]};
+    return amprt_adam_step(ctx, &cfg, &t[6], &t[1], &t[7], &t[8], &step, found);
+  }
+  case AMPRT_OP_STEP_COUNT: {
+    AMPRT_CHECK(need(d, 3, 0, "step_count"));
+    int64_t step;
+    float found;
+    AMPRT_CHECK(flagAndStep(t[0], t[1], step, found));
+    AMPRT_CHECK(copyInto(t[0], t[2]));
+    return amprt_step_count(ctx, static_cast<int64_t *>(t[2].data), found);
   }
   case AMPRT_OP_BATCH_NORM_GRAD:
     AMPRT_CHECK(need(d, 6, 4, "batch_norm_grad"));

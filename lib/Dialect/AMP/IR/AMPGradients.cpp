@@ -615,3 +615,18 @@ LogicalResult UnaryGradOp::verify() {
       return success();
   return emitOpError("unknown kind '") << getKind() << "'";
 }
+
+LogicalResult SGDUpdateOp::verify() {
+  bool hasBuf = getMomentumBuf() != nullptr, hasNew = getNewMomentumBuf() != nullptr;
+  if (hasBuf != hasNew)
+    return emitOpError("momentum_buf and its result go together");
+  if (hasBuf != (getMomentum().convertToDouble() != 0.0))
+    return emitOpError("needs a momentum buffer exactly when momentum != 0");
+  if (hasBuf && (getMomentumBuf().getType() != getParam().getType() ||
+                 getNewMomentumBuf().getType() != getParam().getType()))
+    return emitOpError("the momentum buffer must have the parameter's type");
+  if (getNesterov() && (getMomentum().convertToDouble() == 0.0 ||
+                        getDampening().convertToDouble() != 0.0))
+    return emitOpError("nesterov needs momentum > 0 and dampening 0 (as PyTorch)");
+  return success();
+}

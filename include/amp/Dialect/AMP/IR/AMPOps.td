@@ -536,4 +536,71 @@ def AMP_BatchNormGradOp : AMP_InferredOp<"batch_norm_grad", [Pure]> {
   let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dscale, AMP_FloatTensor:$dbias);
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer updates (built by amp-optimizer): functional, skipped by data
+//===----------------------------------------------------------------------===//
+
+def AMP_F32Tensor : RankedTensorOf<[F32]>;
+def AMP_StepTensor : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))">;
+def AMP_FlagTensor : 0DTensorOf<[I1]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
+
+def AMP_SGDUpdateOp : AMP_Op<"sgd_update", [Pure,
+    AllTypesMatch<["param", "grad", "new_param"]>]> {
+  let summary = "One PyTorch SGD step on an f32 parameter (no-op when found_inf)";
+  let description = [{
+    g = grad + weight_decay * param; with momentum: buf = g at step 0, else
+    momentum * buf + (1 - dampening) * g; g = nesterov ? g + momentum * buf
+    : buf; new_param = param - lr * g. When found_inf is true the results
+    equal the inputs bit for bit. The momentum buffer is present exactly
+    when momentum != 0.
+  }];
+  let arguments = (ins AMP_F32Tensor:$param, AMP_F32Tensor:$grad,
+                   Optional<AMP_F32Tensor>:$momentum_buf, AMP_StepTensor:$step,
+                   AMP_FlagTensor:$found_inf, F32Attr:$lr,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$momentum,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$dampening,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$weight_decay,
+                   DefaultValuedAttr<BoolAttr, "false">:$nesterov);
+  let results = (outs AMP_F32Tensor:$new_param, Optional<AMP_F32Tensor>:$new_momentum_buf);
+  let assemblyFormat = [{
+    $param `,` $grad (`momentum_buf` $momentum_buf^ `:` type($momentum_buf))? `step` $step
+    `found_inf` $found_inf attr-dict `:` type($param) (`,` type($new_momentum_buf)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def AMP_AdamUpdateOp : AMP_Op<"adam_update", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg",
+                   "new_exp_avg_sq"]>]> {
+  let summary = "One PyTorch Adam / AdamW step on an f32 parameter (no-op when found_inf)";
+  let description = [{
+    t = step + 1; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+    param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+    Weight decay: `decoupled` (AdamW) multiplies param by 1 - lr * wd first,
+    otherwise (Adam) g += wd * param. Skipped entirely when found_inf.
+  }];
+  let arguments = (ins AMP_F32Tensor:$param, AMP_F32Tensor:$grad, AMP_F32Tensor:$exp_avg,
+                   AMP_F32Tensor:$exp_avg_sq, AMP_StepTensor:$step, AMP_FlagTensor:$found_inf,
+                   F32Attr:$lr, DefaultValuedAttr<F32Attr, "0.9f">:$beta1,
+                   DefaultValuedAttr<F32Attr, "0.999f">:$beta2,
+                   DefaultValuedAttr<F32Attr, "1.0e-8f">:$eps,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$weight_decay,
+                   DefaultValuedAttr<BoolAttr, "false">:$decoupled);
+  let results = (outs AMP_F32Tensor:$new_param, AMP_F32Tensor:$new_exp_avg,
+                 AMP_F32Tensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step `found_inf` $found_inf
+    attr-dict `:` type($param)
+  }];
+}
+
+def AMP_StepCountOp : AMP_Op<"step_count", [Pure]> {
+  let summary = "step + 1, or step when found_inf (the applied-step counter)";
+  let arguments = (ins AMP_StepTensor:$step, AMP_FlagTensor:$found_inf);
+  let results = (outs AMP_StepTensor:$new_step);
+  let assemblyFormat = "$step `found_inf` $found_inf attr-dict";
+}
+
 #endif // AMP_DIALECT_AMP_IR_AMPOPS_TD
