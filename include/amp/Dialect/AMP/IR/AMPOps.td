@@ -423,7 +423,7 @@ def AMP_SoftmaxCrossEntropyLossOp
   let results = (outs AMP_FloatTensor:$loss, AMP_FloatTensor:$log_prob);
 }
 
-def AMP_NLLLossOp : AMP_InferredOp<"nll_loss", [Pure]> {
+def AMP_NLLLossOp : AMP_InferredOp<"nll_loss", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Negative log likelihood (ONNX NegativeLogLikelihoodLoss)";
   let arguments = (ins AMP_FloatTensor:$input, AMP_IndexTensor:$target,
                    Optional<AMP_FloatTensor>:$weight,
@@ -534,6 +534,20 @@ def AMP_BatchNormGradOp : AMP_InferredOp<"batch_norm_grad", [Pure]> {
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$scale, AMP_FloatTensor:$dy,
                    DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
   let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dscale, AMP_FloatTensor:$dbias);
+}
+
+def AMP_NLLLossGradOp : AMP_Op<"nll_loss_grad", [Pure, AllTypesMatch<["input", "dinput"]>]> {
+  let summary = "d loss / d input of nll_loss (input gives the shape)";
+  let description = [{
+    -weight(label) * dloss at each label position (divided by the summed
+    weights for "mean"), 0 elsewhere and for ignored labels.
+  }];
+  let arguments = (ins AMP_FloatTensor:$input, AMP_IndexTensor:$target,
+                   Optional<AMP_FloatTensor>:$weight, AMP_FloatTensor:$dloss,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AMP_FloatTensor:$dinput);
+  let assemblyFormat = "$input `,` $target `,` $dloss (`weight` $weight^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//
