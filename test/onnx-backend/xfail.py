@@ -18,7 +18,11 @@ XFAIL = {
     # the one-ulp difference.
     "fp32": dict(_COMMON, test_cast_FLOAT_to_BFLOAT16=(
         "ONNX 1.12's test data truncates f32 to bf16 (x >> 16); amp.cast rounds to nearest "
-        "even, as IEEE, PyTorch and the GPU do")),
+        "even, as IEEE, PyTorch and the GPU do"),
+        # (fp16 / bf16's wider tolerance hides the 0.3% difference.)
+        test_adam_multiple=(
+            "the expected output uses epsilon = 1e-2, but the model's Adam node has no "
+            "epsilon attribute, so the schema's default 1e-6 applies")),
     "fp16": dict(_COMMON),
     "bf16": dict(_COMMON),
 }

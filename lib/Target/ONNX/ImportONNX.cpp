@@ -1159,6 +1159,180 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
   return failure();
 }
 
+//===----------------------------------------------------------------------===//
+// ai.onnx.preview.training: Adagrad, Momentum, Adam as elementwise amp ops
+// (the formulas of the ONNX operator reference, which are not PyTorch's).
+// R (learning rate) and T (update count) are run-time scalars; "T > 0" is
+// read as T != 0.
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct Elementwise {
+  NodeCtx &n;
+  bool ok = true;
+  Value op(llvm::StringRef name, ValueRange ins) {
+    if (!ok || llvm::any_of(ins, [](Value v) { return !v; })) {
+      ok = false;
+      return Value();
+    }
+    auto r = n.im.create(n, name, ins, {}, 1);
+    if (failed(r)) {
+      ok = false;
+      return Value();
+    }
+    return (*r)->getResult(0);
+  }
+  Value cst(Type elt, double v) {
+    auto t = RankedTensorType::get({}, elt);
+    return arith::ConstantOp::create(n.im.b, n.loc, t,
+                                     DenseElementsAttr::get(t, n.im.b.getFloatAttr(elt, v)));
+  }
+  Value add(Value a, Value b) { return op("amp.add", {a, b}); }
+  Value sub(Value a, Value b) { return op("amp.sub", {a, b}); }
+  Value mul(Value a, Value b) { return op("amp.mul", {a, b}); }
+  Value div(Value a, Value b) { return op("amp.div", {a, b}); }
+  Value sqrt(Value a) { return op("amp.sqrt", {a}); }
+};
+
+/// R, T and the n groups of `groups` tensors; T as a float and as "T != 0".
+struct TrainingInputs {
+  Value r, tf, tNonZero;
+  SmallVector<SmallVector<Value>> group; // group[k][i]: k-th input kind of tensor i
+};
+
+FailureOr<TrainingInputs> trainingInputs(NodeCtx &n, unsigned groups, unsigned outGroups) {
+  size_t count = n.numInputs();
+  if (count < 2 + groups || (count - 2) % groups != 0)
+    return n.fail("needs R, T and " + llvm::Twine(groups) + " inputs per optimized tensor, got " +
+                  llvm::Twine(count) + " inputs");
+  size_t k = (count - 2) / groups;
+  if ((size_t)n.node.output_size() != outGroups * k)
+    return n.fail("needs " + llvm::Twine(outGroups * k) + " outputs for " + llvm::Twine(k) +
+                  " optimized tensors, got " + llvm::Twine(n.node.output_size()));
+  TrainingInputs in;
+  auto r = n.input(0), t = n.input(1);
+  if (failed(r) || failed(t))
+    return failure();
+  auto rt = dyn_cast<RankedTensorType>(r->getType());
+  auto tt = dyn_cast<RankedTensorType>(t->getType());
+  if (!rt || rt.getRank() != 0 || !isa<FloatType>(rt.getElementType()))
+    return n.fail("R must be a float scalar");
+  if (!tt || tt.getRank() != 0 || !tt.getElementType().isInteger(64))
+    return n.fail("T must be an int64 scalar");
+  in.r = *r;
+  in.tf = CastOp::create(n.im.b, n.loc, rt, *t);
+  in.tNonZero = CastOp::create(n.im.b, n.loc, RankedTensorType::get({}, n.im.b.getI1Type()), *t);
+  in.group.resize(groups);
+  for (unsigned g = 0; g < groups; ++g)
+    for (size_t i = 0; i < k; ++i) {
+      auto v = n.input(2 + g * k + i);
+      if (failed(v))
+        return failure();
+      if (getElementTypeOrSelf(v->getType()) != rt.getElementType())
+        return n.fail("input '" + n.node.input(2 + g * k + i) + "' must have R's element type");
+      in.group[g].push_back(*v);
+    }
+  return in;
+}
+
+LogicalResult handleAdagrad(NodeCtx &n) {
+  if (failed(n.allowAttrs({"decay_factor", "epsilon", "norm_coefficient"})))
+    return failure();
+  auto decay = n.getFloat("decay_factor", 0.0f), eps = n.getFloat("epsilon", 1e-6f),
+       norm = n.getFloat("norm_coefficient", 0.0f);
+  auto in = trainingInputs(n, 3, 2);
+  if (failed(decay) || failed(eps) || failed(norm) || failed(in))
+    return failure();
+  Elementwise e{n};
+  Type elt = getElementTypeOrSelf(in->r.getType());
+  size_t k = in->group[0].size();
+  // r_ = R / (1 + T * decay); g = norm * X + G; H' = H + g^2;
+  // X' = X - r_ * g / (sqrt(H') + eps)
+  Value rr = e.div(in->r, e.add(e.cst(elt, 1.0), e.mul(in->tf, e.cst(elt, *decay))));
+  for (size_t i = 0; i < k; ++i) {
+    Value x = in->group[0][i], g0 = in->group[1][i], h = in->group[2][i];
+    Value g = e.add(e.mul(e.cst(elt, *norm), x), g0);
+    Value hn = e.add(h, e.mul(g, g));
+    Value xn = e.sub(x, e.div(e.mul(rr, g), e.add(e.sqrt(hn), e.cst(elt, *eps))));
+    if (!e.ok)
+      return failure();
+    n.setOutput(i, xn);
+    n.setOutput(k + i, hn);
+  }
+  return success();
+}
+
+LogicalResult handleMomentum(NodeCtx &n) {
+  if (failed(n.allowAttrs({"alpha", "beta", "mode", "norm_coefficient"})))
+    return failure();
+  auto alpha = n.getFloat("alpha", std::nullopt), beta = n.getFloat("beta", std::nullopt),
+       norm = n.getFloat("norm_coefficient", std::nullopt);
+  auto mode = n.getString("mode", std::nullopt);
+  auto in = trainingInputs(n, 3, 2);
+  if (failed(alpha) || failed(beta) || failed(norm) || failed(mode) || failed(in))
+    return failure();
+  if (*mode != "standard" && *mode != "nesterov")
+    return n.fail("mode must be \"standard\" or \"nesterov\", got \"" + *mode + "\"");
+  Elementwise e{n};
+  Type elt = getElementTypeOrSelf(in->r.getType());
+  size_t k = in->group[0].size();
+  // beta' = T > 0 ? beta : 1; g = norm * X + G; V' = alpha V + beta' g;
+  // X' = X - R * V' (standard) or X - R * (g + alpha V') (nesterov)
+  Value betaAdj = e.op("amp.where", {in->tNonZero, e.cst(elt, *beta), e.cst(elt, 1.0)});
+  for (size_t i = 0; i < k; ++i) {
+    Value x = in->group[0][i], g0 = in->group[1][i], v = in->group[2][i];
+    Value g = e.add(e.mul(e.cst(elt, *norm), x), g0);
+    Value vn = e.add(e.mul(e.cst(elt, *alpha), v), e.mul(betaAdj, g));
+    Value step = *mode == "standard" ? vn : e.add(g, e.mul(e.cst(elt, *alpha), vn));
+    Value xn = e.sub(x, e.mul(in->r, step));
+    if (!e.ok)
+      return failure();
+    n.setOutput(i, xn);
+    n.setOutput(k + i, vn);
+  }
+  return success();
+}
+
+LogicalResult handleAdam(NodeCtx &n) {
+  if (failed(n.allowAttrs({"alpha", "beta", "epsilon", "norm_coefficient",
+                           "norm_coefficient_post"})))
+    return failure();
+  auto alpha = n.getFloat("alpha", 0.9f), beta = n.getFloat("beta", 0.999f),
+       eps = n.getFloat("epsilon", 1e-6f), norm = n.getFloat("norm_coefficient", 0.0f),
+       post = n.getFloat("norm_coefficient_post", 0.0f);
+  auto in = trainingInputs(n, 4, 3);
+  if (failed(alpha) || failed(beta) || failed(eps) || failed(norm) || failed(post) ||
+      failed(in))
+    return failure();
+  Elementwise e{n};
+  Type elt = getElementTypeOrSelf(in->r.getType());
+  size_t k = in->group[0].size();
+  Value one = e.cst(elt, 1.0);
+  // R' = T > 0 ? R sqrt(1 - beta^T) / (1 - alpha^T) : R
+  Value bt = e.op("amp.pow", {e.cst(elt, *beta), in->tf});
+  Value at = e.op("amp.pow", {e.cst(elt, *alpha), in->tf});
+  Value corrected = e.div(e.mul(in->r, e.sqrt(e.sub(one, bt))), e.sub(one, at));
+  Value rAdj = e.op("amp.where", {in->tNonZero, corrected, in->r});
+  for (size_t i = 0; i < k; ++i) {
+    Value x = in->group[0][i], g0 = in->group[1][i], v = in->group[2][i], h = in->group[3][i];
+    // g = norm X + G; V' = alpha V + (1 - alpha) g; H' = beta H + (1 - beta) g^2;
+    // X' = (1 - post) (X - R' V' / (sqrt(H') + eps))
+    Value g = e.add(e.mul(e.cst(elt, *norm), x), g0);
+    Value vn = e.add(e.mul(e.cst(elt, *alpha), v), e.mul(e.cst(elt, 1.0 - *alpha), g));
+    Value hn = e.add(e.mul(e.cst(elt, *beta), h), e.mul(e.cst(elt, 1.0 - *beta), e.mul(g, g)));
+    Value xn = e.sub(x, e.mul(rAdj, e.div(vn, e.add(e.sqrt(hn), e.cst(elt, *eps)))));
+    if (*post != 0.0f)
+      xn = e.mul(e.cst(elt, 1.0 - *post), xn);
+    if (!e.ok)
+      return failure();
+    n.setOutput(i, xn);
+    n.setOutput(k + i, vn);
+    n.setOutput(2 * k + i, hn);
+  }
+  return success();
+}
+} // namespace
+
 const std::map<std::string, OpInfo> &opTable() {
   static const std::map<std::string, OpInfo> table = [] {
     std::map<std::string, OpInfo> t;
@@ -1204,6 +1378,10 @@ const std::map<std::string, OpInfo> &opTable() {
       return simple(n, "amp.where", {0, 1, 2});
     }};
     t["Gemm"] = {7, handleGemm};
+    // Other domains are keyed "<domain>.<op>".
+    t["ai.onnx.preview.training.Adagrad"] = {1, handleAdagrad};
+    t["ai.onnx.preview.training.Momentum"] = {1, handleMomentum};
+    t["ai.onnx.preview.training.Adam"] = {1, handleAdam};
     t["Conv"] = {1, handleConv};
     t["BatchNormalization"] = {9, handleBatchNorm};
     t["MaxPool"] = {1, handleMaxPool};
@@ -1468,7 +1646,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     std::string desc = "node '" + nodeNames[i] + "' (" + node.op_type() +
                        ", domain " + shownDomain + ", opset " +
                        std::to_string(os->second) + ")";
-    auto it = domain.empty() ? table.find(node.op_type()) : table.end();
+    auto it = table.find(domain.empty() ? node.op_type() : domain + "." + node.op_type());
     if (it == table.end()) {
       error(loc, desc + ": unsupported op " + shownDomain + "." +
                      node.op_type());
@@ -1588,7 +1766,8 @@ OwningOpRef<ModuleOp> Importer::run() {
       continue;
     }
     current = &n;
-    const OpInfo &info = table.at(node.op_type());
+    const OpInfo &info =
+        table.at(domain.empty() ? node.op_type() : domain + "." + node.op_type());
     LogicalResult ok = succeeded(foldIntegerNode(n)) ? success()
                                                      : info.handle(n);
     current = nullptr;
