@@ -27,6 +27,100 @@ namespace mlir::amp {
 using namespace mlir;
 using namespace mlir::amp;
 
+FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, ArrayRef<Value> xs,
+                                                     StringRef what) {
+  Block *block = b.getInsertionBlock();
+  auto yt = dyn_cast<RankedTensorType>(y.getType());
+  if (!yt || !yt.hasStaticShape() || !isa<FloatType>(yt.getElementType()))
+    return emitError(y.getLoc()) << "amp-autodiff: " << what
+                                 << " must be a statically shaped float tensor, it is "
+                                 << y.getType();
+  // The ops before the insertion point, in order; values that depend on xs
+  // (the only ones needing gradients).
+  SmallVector<Operation *> forward;
+  for (auto it = block->begin(); it != b.getInsertionPoint(); ++it)
+    forward.push_back(&*it);
+  DenseSet<Value> needs(xs.begin(), xs.end());
+  for (Operation *op : forward)
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return needs.contains(v); }))
+      for (Value r : op->getResults())
+        needs.insert(r);
+  if (!needs.contains(y))
+    return emitError(y.getLoc()) << "amp-autodiff: " << what << " does not depend on any "
+                                    "parameter";
+
+  DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g, Location loc, StringRef node) -> LogicalResult {
+    auto it = grads.find(v);
+    if (it == grads.end()) {
+      grads[v] = g;
+      return success();
+    }
+    Operation *sum = createWithInferredTypes(b, loc, "amp.add", {it->second, g}, {}, 1);
+    if (!sum)
+      return failure();
+    sum->setAttr("amp.differentiates", b.getStringAttr(node));
+    it->second = sum->getResult(0);
+    return success();
+  };
+  // The seed: ones (for a non-scalar y, the gradient of the sum of y).
+  grads[y] = arith::ConstantOp::create(
+      b, y.getLoc(), yt, DenseElementsAttr::get(yt, b.getFloatAttr(yt.getElementType(), 1.0)));
+
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> rg;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      auto it = grads.find(r);
+      rg.push_back(it == grads.end() ? Value() : it->second);
+      any |= rg.back() != nullptr;
+    }
+    if (!any)
+      continue;
+    bool operandsNeed = llvm::any_of(op->getOperands(), [&](Value v) { return needs.contains(v); });
+    if (!operandsNeed)
+      continue;
+    auto iface = dyn_cast<GradientOpInterface>(op);
+    if (!iface)
+      return op->emitOpError("has no gradient rule, and it lies between the parameters and "
+                             "the loss");
+    // Backward ops are named after their forward node and marked for
+    // amp-autocast.
+    std::string node = nodeNameOf(op);
+    Operation *last = b.getInsertionPoint() == block->begin()
+                          ? nullptr
+                          : &*std::prev(b.getInsertionPoint());
+    SmallVector<Value> og;
+    if (failed(iface.buildGradients(b, rg, og)))
+      return failure();
+    Location gradLoc = NameLoc::get(b.getStringAttr(node + "/grad"), op->getLoc());
+    for (auto it = last ? std::next(last->getIterator()) : block->begin();
+         it != b.getInsertionPoint(); ++it) {
+      it->setLoc(gradLoc);
+      if (isa<AMPDialect>(it->getDialect()))
+        it->setAttr("amp.differentiates", b.getStringAttr(node));
+    }
+    if (og.size() != op->getNumOperands())
+      return op->emitOpError("gradient rule returned ")
+             << og.size() << " gradients for " << op->getNumOperands() << " operands";
+    for (auto [v, g] : llvm::zip(op->getOperands(), og))
+      if (g && needs.contains(v) && failed(accumulate(v, g, gradLoc, node)))
+        return failure();
+  }
+  // An x the output does not reach gets zeros.
+  SmallVector<Value> out;
+  for (Value x : xs) {
+    Value g = grads.lookup(x);
+    if (!g) {
+      auto t = cast<RankedTensorType>(x.getType());
+      g = arith::ConstantOp::create(b, x.getLoc(), t,
+                                    DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
 LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
                                        ArrayRef<std::string> frozen) {
   if (f.isExternal())
@@ -75,88 +169,16 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
       wrt.push_back(a);
   }
 
-  // Values that depend on a parameter (the only ones needing gradients).
-  DenseSet<Value> needs(wrt.begin(), wrt.end());
-  for (Operation &op : block)
-    if (llvm::any_of(op.getOperands(), [&](Value v) { return needs.contains(v); }))
-      for (Value r : op.getResults())
-        needs.insert(r);
-  if (!needs.contains(loss))
-    return f.emitError("amp-autodiff: the loss '") << lossName << "' does not depend on any "
-                                                     "parameter";
-
   OpBuilder b(ret);
-  DenseMap<Value, Value> grads;
-  auto accumulate = [&](Value v, Value g, Location loc, StringRef node) -> LogicalResult {
-    auto it = grads.find(v);
-    if (it == grads.end()) {
-      grads[v] = g;
-      return success();
-    }
-    Operation *sum = createWithInferredTypes(b, loc, "amp.add", {it->second, g}, {}, 1);
-    if (!sum)
-      return failure();
-    sum->setAttr("amp.differentiates", b.getStringAttr(node));
-    it->second = sum->getResult(0);
-    return success();
-  };
-  Value one = arith::ConstantOp::create(
-      b, loss.getLoc(), lt, DenseElementsAttr::get(lt, b.getFloatAttr(lt.getElementType(), 1.0)));
-  grads[loss] = one;
-
-  SmallVector<Operation *> forward;
-  for (Operation &op : block)
-    if (&op != ret.getOperation())
-      forward.push_back(&op);
-  for (Operation *op : llvm::reverse(forward)) {
-    SmallVector<Value> rg;
-    bool any = false;
-    for (Value r : op->getResults()) {
-      auto it = grads.find(r);
-      rg.push_back(it == grads.end() ? Value() : it->second);
-      any |= rg.back() != nullptr;
-    }
-    if (!any)
-      continue;
-    bool operandsNeed = llvm::any_of(op->getOperands(), [&](Value v) { return needs.contains(v); });
-    if (!operandsNeed)
-      continue;
-    auto iface = dyn_cast<GradientOpInterface>(op);
-    if (!iface)
-      return op->emitOpError("has no gradient rule, and it lies between the parameters and "
-                             "the loss");
-    // Backward ops are named after their forward node and marked for
-    // amp-autocast.
-    std::string node = nodeNameOf(op);
-    Block::iterator before = std::prev(b.getInsertionPoint());
-    SmallVector<Value> og;
-    if (failed(iface.buildGradients(b, rg, og)))
-      return failure();
-    Location gradLoc =
-        NameLoc::get(b.getStringAttr(node + "/grad"), op->getLoc());
-    for (auto it = std::next(before); it != b.getInsertionPoint(); ++it) {
-      it->setLoc(gradLoc);
-      if (isa<AMPDialect>(it->getDialect()))
-        it->setAttr("amp.differentiates", b.getStringAttr(node));
-    }
-    if (og.size() != op->getNumOperands())
-      return op->emitOpError("gradient rule returned ")
-             << og.size() << " gradients for " << op->getNumOperands() << " operands";
-    for (auto [v, g] : llvm::zip(op->getOperands(), og))
-      if (g && needs.contains(v) && failed(accumulate(v, g, gradLoc, node)))
-        return failure();
-  }
+  SmallVector<Value> wrtValues(wrt.begin(), wrt.end());
+  auto grads = gradientsOf(b, loss, wrtValues, "the loss '" + lossName.str() + "'");
+  if (failed(grads))
+    return failure();
 
   // Gradients as results; a parameter the loss does not reach gets zeros.
   SmallVector<Value> results(ret.getOperands());
   SmallVector<Type> types(f.getResultTypes());
-  for (BlockArgument a : wrt) {
-    Value g = grads.lookup(a);
-    if (!g) {
-      auto t = cast<RankedTensorType>(a.getType());
-      g = arith::ConstantOp::create(b, f.getLoc(), t,
-                                    DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
-    }
+  for (Value g : *grads) {
     results.push_back(g);
     types.push_back(g.getType());
   }

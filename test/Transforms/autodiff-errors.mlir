@@ -16,8 +16,8 @@ func.func @vector(%w: tensor<3xf32> {amp.param = "w"}) -> (tensor<3xf32> {amp.ou
 
 // -----
 
-// expected-error @below {{amp-autodiff: the loss 'loss' does not depend on any parameter}}
 func.func @constant(%w: tensor<3xf32> {amp.param = "w"}, %x: tensor<f32> {amp.input = "x"}) -> (tensor<f32> {amp.output = "loss"}) {
+  // expected-error @below {{amp-autodiff: the loss 'loss' does not depend on any parameter}}
   %0 = amp.relu %x : tensor<f32>
   return %0 : tensor<f32>
 }

@@ -1,4 +1,4 @@
-"""Runs every importable ONNX backend node test through amp-run and compares
+"""Runs every importable ONNX backend node and simple test through amp-run and compares
 with the expected outputs.
 
     python run_backend_tests.py AMP_TRANSLATE AMP_RUN [--precision fp32|fp16|bf16]
@@ -90,7 +90,8 @@ def main():
     counts = {"pass": 0, "fail": 0, "xfail": 0, "skip": 0, "xpass": 0}
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
-        for d in sorted(glob.glob(os.path.join(args.data, "node", "*"))):
+        for d in sorted(glob.glob(os.path.join(args.data, "node", "*"))
+                        + glob.glob(os.path.join(args.data, "simple", "*"))):
             name = os.path.basename(d)
             if args.filter not in name or not os.path.exists(os.path.join(d, "model.onnx")):
                 continue

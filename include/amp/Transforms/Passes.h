@@ -19,6 +19,13 @@ namespace amp {
 LogicalResult differentiate(func::FuncOp f, StringRef lossName,
                             ArrayRef<std::string> frozen);
 
+/// Reverse mode over the ops before `b`'s insertion point in its block: the
+/// gradients of `y` (seeded with ones) for each of `xs` (zeros where y does
+/// not depend on one), built at the insertion point. `what` names y in
+/// errors.
+FailureOr<SmallVector<Value>> gradientsOf(OpBuilder &b, Value y, ArrayRef<Value> xs,
+                                          StringRef what);
+
 /// Ops whose result is their input's bytes under a new shape.
 bool isAliasOp(Operation *op);
 

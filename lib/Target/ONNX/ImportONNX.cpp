@@ -19,6 +19,7 @@
 #include "ONNXModel.h"
 
 #include "amp/Dialect/AMP/IR/AMPOps.h"
+#include "amp/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -1333,6 +1334,42 @@ LogicalResult handleAdam(NodeCtx &n) {
 }
 } // namespace
 
+/// Gradient (ai.onnx.preview.training): d y / d xs by amp-autodiff's
+/// reverse sweep over the ops imported so far. The node's inputs must be
+/// the xs (then zs) themselves: feeding other values would re-run the graph.
+LogicalResult handleGradient(NodeCtx &n) {
+  if (failed(n.allowAttrs({"xs", "y", "zs"})))
+    return failure();
+  const onnx::AttributeProto *xsA = n.attr("xs"), *yA = n.attr("y"), *zsA = n.attr("zs");
+  if (!xsA || !yA || xsA->strings_size() == 0)
+    return n.fail("needs the attributes xs and y");
+  int nx = xsA->strings_size(), nz = zsA ? zsA->strings_size() : 0;
+  if ((int)n.numInputs() != nx + nz || n.node.output_size() != nx)
+    return n.fail("needs one input per name in xs and zs and one output per x");
+  SmallVector<Value> xs;
+  for (int i = 0; i < nx + nz; ++i) {
+    const std::string &want = i < nx ? xsA->strings(i) : zsA->strings(i - nx);
+    if (n.node.input(i) != want)
+      return n.fail("input " + llvm::Twine(i) + " is '" + n.node.input(i) + "' but the " +
+                    (i < nx ? "xs" : "zs") + " attribute names '" + want +
+                    "': feeding other values than the graph's is not supported");
+    auto v = n.input(i);
+    if (failed(v))
+      return failure();
+    if (i < nx)
+      xs.push_back(*v);
+  }
+  auto y = n.im.lookup(yA->s(), n.loc);
+  if (failed(y))
+    return n.fail("y '" + yA->s() + "' is not computed by the graph");
+  auto grads = gradientsOf(n.im.b, *y, xs, "Gradient's y '" + yA->s() + "'");
+  if (failed(grads))
+    return n.fail("cannot differentiate '" + yA->s() + "' (see above)");
+  for (int i = 0; i < nx; ++i)
+    n.setOutput(i, (*grads)[i]);
+  return success();
+}
+
 const std::map<std::string, OpInfo> &opTable() {
   static const std::map<std::string, OpInfo> table = [] {
     std::map<std::string, OpInfo> t;
@@ -1382,6 +1419,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["ai.onnx.preview.training.Adagrad"] = {1, handleAdagrad};
     t["ai.onnx.preview.training.Momentum"] = {1, handleMomentum};
     t["ai.onnx.preview.training.Adam"] = {1, handleAdam};
+    t["ai.onnx.preview.training.Gradient"] = {1, handleGradient};
     t["Conv"] = {1, handleConv};
     t["BatchNormalization"] = {9, handleBatchNorm};
     t["MaxPool"] = {1, handleMaxPool};
@@ -1598,6 +1636,16 @@ OwningOpRef<ModuleOp> Importer::run() {
                   "initializer defines");
         }
       }
+      // A Gradient node reads its y (an attribute) too.
+      if (g.node(i).op_type() == "Gradient")
+        for (const auto &a : g.node(i).attribute())
+          if (a.name() == "y") {
+            auto p = producedBy.find(a.s());
+            if (p != producedBy.end()) {
+              ++pending[i];
+              users[p->second].push_back(i);
+            }
+          }
       // Subgraph attributes (If / Loop / Scan bodies) are not supported;
       // the op itself is reported as unsupported below.
     }
