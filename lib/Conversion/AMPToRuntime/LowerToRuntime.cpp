@@ -248,6 +248,18 @@ void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
   }
 }
 
+/// The runtime's loss attributes: reduction, has_ignore, ignore_index,
+/// has_weights (the forward losses and their gradients).
+static SmallVector<int64_t> lossAttrs(Operation *op, bool hasWeights) {
+  auto redAttr = op->getAttrOfType<StringAttr>("reduction");
+  StringRef red = redAttr ? redAttr.getValue() : "mean";
+  auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
+  return {red == "none"  ? AMPRT_REDUCTION_NONE
+          : red == "sum" ? AMPRT_REDUCTION_SUM
+                         : AMPRT_REDUCTION_MEAN,
+          ignore ? 1 : 0, ignore ? ignore.getInt() : 0, hasWeights ? 1 : 0};
+}
+
 /// The runtime's convolution attributes (spatial, group, 0, then per dim
 /// stride, dilation, pad begin, pad end) for amp.conv / amp.conv_grad.
 template <typename ConvLike>
@@ -494,12 +506,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](NLLLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        StringRef red = o.getReduction();
-        auto ignore = o.getIgnoreIndexAttr();
-        d.attrs = {red == "none" ? AMPRT_REDUCTION_NONE
-                   : red == "sum" ? AMPRT_REDUCTION_SUM
-                                  : AMPRT_REDUCTION_MEAN,
-                   ignore ? 1 : 0, ignore ? ignore.getInt() : 0, o.getWeight() ? 1 : 0};
+        d.attrs = lossAttrs(op, o.getWeight() != nullptr);
         return emit(op, AMPRT_OP_NLL_LOSS_GRAD, d);
       })
       .Case([&](SGDUpdateOp o) -> LogicalResult {
@@ -595,15 +602,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case<SoftmaxCrossEntropyLossOp, NLLLossOp>([&](Operation *) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        StringRef red = op->getAttrOfType<StringAttr>("reduction")
-                            ? op->getAttrOfType<StringAttr>("reduction").getValue()
-                            : "mean";
-        auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
-        d.attrs = {red == "none" ? AMPRT_REDUCTION_NONE
-                   : red == "sum" ? AMPRT_REDUCTION_SUM
-                                  : AMPRT_REDUCTION_MEAN,
-                   ignore ? 1 : 0, ignore ? ignore.getInt() : 0,
-                   op->getNumOperands() == 3 ? 1 : 0};
+        d.attrs = lossAttrs(op, op->getNumOperands() == 3);
         return emit(op,
                     isa<NLLLossOp>(op) ? AMPRT_OP_NLL_LOSS : AMPRT_OP_SOFTMAX_CROSS_ENTROPY,
                     d);
@@ -633,12 +632,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](SoftmaxCrossEntropyLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        StringRef red = o.getReduction();
-        auto ignore = o.getIgnoreIndexAttr();
-        d.attrs = {red == "none" ? AMPRT_REDUCTION_NONE
-                   : red == "sum" ? AMPRT_REDUCTION_SUM
-                                  : AMPRT_REDUCTION_MEAN,
-                   ignore ? 1 : 0, ignore ? ignore.getInt() : 0, o.getWeights() ? 1 : 0};
+        d.attrs = lossAttrs(op, o.getWeights() != nullptr);
         return emit(op, AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD, d);
       })
       .Default([&](Operation *) {
