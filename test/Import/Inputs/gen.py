@@ -191,6 +191,25 @@ def no_default_domain():
                  domains=[H.make_opsetid("ai.onnx.preview.training", 1)])
 
 
+def gradient():
+    """Gradient of d = (a + b) * a for a and b (ONNX's simple test), with the
+    default domain imported too."""
+    n = [H.make_node("Add", ["a", "b"], ["c"], name="add"),
+         H.make_node("Mul", ["c", "a"], ["d"], name="mul"),
+         H.make_node("Gradient", ["a", "b"], ["da", "db"], name="grad",
+                     domain="ai.onnx.preview.training", xs=["a", "b"], y="d")]
+    ins = [vi("a", TP.FLOAT, [3]), vi("b", TP.FLOAT, [3])]
+    return model(n, ins, [vi("d", TP.FLOAT, [3]), vi("da", TP.FLOAT, [3]), vi("db", TP.FLOAT, [3])],
+                 domains=[H.make_opsetid("", 17), H.make_opsetid("ai.onnx.preview.training", 1)])
+
+
+def gradient_fed():
+    """Gradient whose input is another value than its xs names: unsupported."""
+    m = gradient()
+    m.graph.node[2].input[1] = "c"
+    return m
+
+
 def _external(location, data=None, length=None, offset=None):
     """A Gemm whose weight lives in an external file next to the model."""
     w = onnx.TensorProto(name="w", data_type=TP.FLOAT, dims=[4, 3])
