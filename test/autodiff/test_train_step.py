@@ -30,7 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python")
 from amp_mlir import examples  # noqa: E402
 
 translate, opt, run = sys.argv[1:4]
-rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+# A fresh seed each run (AMP_TEST_SEED repeats one); printed with any failure.
+SEED = int(os.environ.get("AMP_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+rng = np.random.default_rng(SEED)
 passed = failed = 0
 
 
@@ -170,5 +172,5 @@ for name, (make, ref) in CASES.items():
             if os.environ.get("VERBOSE"):
                 print(f"{name} {oname}: worst update error {worst:.3g}")
 
-print(f"{passed} passed, {failed} failed")
+print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
 sys.exit(1 if failed or passed == 0 else 0)
