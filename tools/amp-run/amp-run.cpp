@@ -313,6 +313,17 @@ int main(int argc, char **argv) {
           outs() << " " << x;
         if (n < s.type.getNumElements())
           outs() << " ...";
+      } else if (s.dtype == AMPRT_I64 || s.dtype == AMPRT_I32 || s.dtype == AMPRT_I1) {
+        outs() << " =";
+        for (int64_t k = 0; k < n; ++k) {
+          const char *p = s.data.data() + k * amprt_dtype_size(s.dtype);
+          int64_t x = s.dtype == AMPRT_I64   ? *reinterpret_cast<const int64_t *>(p)
+                      : s.dtype == AMPRT_I32 ? *reinterpret_cast<const int32_t *>(p)
+                                             : (int64_t)(*p != 0);
+          outs() << " " << x;
+        }
+        if (n < s.type.getNumElements())
+          outs() << " ...";
       }
       outs() << "\n";
     }
