@@ -2,9 +2,11 @@
 
 The MLP, the CNN and the transformer block of python/amp_mlir/examples.py
 (fresh random initial weights and data each run) go through amp-translate,
-amp-autodiff and amp-optimizer (SGD with momentum and weight decay; AdamW),
+amp-autodiff and amp-optimizer (SGD plain, with momentum and weight decay,
+and nesterov; Adam with coupled weight decay; AdamW),
 and one step runs with amp-run in fp32. The same step is taken by
-torch.optim.SGD / torch.optim.AdamW on the same functions written in torch,
+torch.optim.SGD (plain, momentum, nesterov) / Adam / AdamW on the same
+functions written in torch,
 in float64. Every updated parameter must match to 1e-5 relative to its
 largest element, and the change of each parameter (the update itself, which
 is small against the weights) to 1e-3 of the largest change (AdamW: where
@@ -124,6 +126,11 @@ OPTIMIZERS = {
             lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-4)),
     "adamw": ("optimizer=adamw lr=0.001 weight-decay=0.01",
               lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01)),
+    "sgd-plain": ("optimizer=sgd lr=0.05", lambda ps: torch.optim.SGD(ps, lr=0.05)),
+    "sgd-nesterov": ("optimizer=sgd lr=0.05 momentum=0.8 nesterov=true",
+                     lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.8, nesterov=True)),
+    "adam": ("optimizer=adam lr=0.002 weight-decay=0.001 beta1=0.8 beta2=0.99",
+             lambda ps: torch.optim.Adam(ps, lr=2e-3, weight_decay=1e-3, betas=(0.8, 0.99))),
 }
 
 for name, (make, ref) in CASES.items():
@@ -188,8 +195,12 @@ for name, (make, ref) in CASES.items():
                 # where |g| is below fp32's rounding of the gradient (1e-4 of
                 # the largest here) the direction is noise in any fp32
                 # implementation, so those elements are left out.
-                g_ref = np.abs(params[k].grad.numpy())
-                keep = (g_ref >= 1e-4 * g_ref.max()) if oname == "adamw" else np.ones_like(g_ref, bool)
+                g_ref = params[k].grad.numpy()
+                if oname == "adam":  # coupled weight decay: the step sees g + wd * p
+                    g_ref = g_ref + 1e-3 * inits[k]
+                g_ref = np.abs(g_ref)
+                keep = ((g_ref >= 1e-4 * g_ref.max()) if oname in ("adamw", "adam")
+                        else np.ones_like(g_ref, bool))
                 err = np.abs(got - new_ref)[keep].max(initial=0) / max(np.abs(new_ref).max(), 1e-30)
                 delta_ref = new_ref - inits[k]
                 delta = got - inits[k]
@@ -203,7 +214,7 @@ for name, (make, ref) in CASES.items():
                 dtol = None if k == "attn.k.bias" else 1e-3
                 check(np.isfinite(got).all() and (dtol is None or (err <= 1e-5 and derr <= dtol)),
                       f"{name} {oname} {k}: parameter error {err:.3g}, update error {derr:.3g}")
-                if oname == "adamw":
+                if oname in ("adamw", "adam"):
                     m_ref = o.state[params[k]]["exp_avg"].numpy()
                     m = out[f"new:{k}.exp_avg"].astype(np.float64)
                     merr = np.abs(m - m_ref).max() / max(np.abs(m_ref).max(), 1e-30)
