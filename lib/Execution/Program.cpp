@@ -30,21 +30,10 @@ mlir::amp::loadModelFile(llvm::StringRef path, MLIRContext *ctx,
 }
 
 FailureOr<amprt_dtype> mlir::amp::runtimeDType(Type t) {
-  if (t.isF32()) return AMPRT_F32;
-  if (t.isF16()) return AMPRT_F16;
-  if (t.isBF16()) return AMPRT_BF16;
-  if (auto i = dyn_cast<IntegerType>(t)) {
-    bool u = i.isUnsigned();
-    switch (i.getWidth()) {
-    case 1: return AMPRT_I1;
-    case 8: return u ? AMPRT_U8 : AMPRT_I8;
-    case 16: return u ? AMPRT_U16 : AMPRT_I16;
-    case 32: return u ? AMPRT_U32 : AMPRT_I32;
-    case 64: return u ? AMPRT_U64 : AMPRT_I64;
-    default: break;
-    }
-  }
-  return failure();
+  auto code = runtimeDTypeCode(t);
+  if (failed(code))
+    return failure();
+  return static_cast<amprt_dtype>(*code);
 }
 
 static FailureOr<TensorSlot> slotOf(func::FuncOp f, Type t, const std::string &what) {

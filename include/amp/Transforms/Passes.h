@@ -26,6 +26,10 @@ LogicalResult differentiate(func::FuncOp f, StringRef lossName,
 FailureOr<SmallVector<Value>> gradientsOf(OpBuilder &b, Value y, ArrayRef<Value> xs,
                                           StringRef what);
 
+/// The runtime's element type code (an amprt_dtype) for an MLIR type or the
+/// element type of a shaped type; failure when the runtime has none.
+FailureOr<int64_t> runtimeDTypeCode(Type t);
+
 /// Ops whose result is their input's bytes under a new shape.
 bool isAliasOp(Operation *op);
 

@@ -40,9 +40,7 @@ namespace mlir::amp {
 using namespace mlir;
 using namespace mlir::amp;
 
-namespace {
-
-FailureOr<int64_t> dtypeCode(Type t) {
+FailureOr<int64_t> mlir::amp::runtimeDTypeCode(Type t) {
   t = getElementTypeOrSelf(t);
   if (t.isF32()) return AMPRT_F32;
   if (t.isF16()) return AMPRT_F16;
@@ -60,6 +58,8 @@ FailureOr<int64_t> dtypeCode(Type t) {
   }
   return failure();
 }
+
+namespace {
 
 int64_t f64Bits(double v) {
   int64_t b;
@@ -104,7 +104,7 @@ private:
                        std::optional<ArrayRef<int64_t>> strides = std::nullopt,
                        int64_t offset = 0) {
     auto t = cast<RankedTensorType>(v.getType());
-    auto code = dtypeCode(t);
+    auto code = runtimeDTypeCode(t);
     if (failed(code))
       return op->emitOpError("element type ") << t.getElementType()
                                               << " has no runtime type";
