@@ -64,8 +64,11 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
     return success();
   };
   // The seed: ones (for a non-scalar y, the gradient of the sum of y).
-  grads[y] = arith::ConstantOp::create(
+  // Marked: amp-loss-scaling replaces it with the loss scale.
+  auto seed = arith::ConstantOp::create(
       b, y.getLoc(), yt, DenseElementsAttr::get(yt, b.getFloatAttr(yt.getElementType(), 1.0)));
+  seed->setAttr("amp.loss_seed", b.getUnitAttr());
+  grads[y] = seed;
 
   for (Operation *op : llvm::reverse(forward)) {
     SmallVector<Value> rg;

@@ -84,6 +84,53 @@ def AMPAutodiff : Pass<"amp-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
+  let summary = "GradScaler as a rewrite: scale the backward, unscale + check, skip, update the scale";
+  let description = [{
+    Runs after amp-autodiff and amp-optimizer, on every training-step
+    function (one with optimizer updates). AMP-REFERENCE.md section 3:
+
+    - the backward is seeded with the loss scale S instead of 1, so every
+      gradient is S times the true one;
+    - one `amp.unscale_and_check` takes all parameter gradients to f32
+      times 1/S (1/S computed in f64, as PyTorch) and sets `found_inf`
+      when any value is inf or NaN;
+    - with max-norm > 0, `amp.clip_grad_norm` clips the unscaled gradients;
+    - the optimizer updates (parameters, moments, step counter) read that
+      found_inf and change nothing when it is set: no host control flow;
+    - mode=dynamic: the scale and its trackers are state arguments
+      (`amp.opt_state = "loss_scale"`, `"growth_tracker"`,
+      `"hysteresis_left"`) updated by `amp.update_scale` from the scale
+      captured before the step; mode=static: a constant scale;
+      mode=none: scale 1, the inf check (and skip) stays unless
+      check-inf=false;
+    - results `loss_scale` (the scale this step's backward used) and
+      `found_inf` are added for the runner's metrics (and `grad_norm` when
+      clipping).
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect", "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"dynamic\"", "dynamic, static or none">,
+    Option<"initScale", "init-scale", "double", /*default=*/"65536.0",
+           "The first (dynamic) or the fixed (static) scale">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0", "Scale growth factor">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+           "Scale backoff factor">,
+    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
+           "Clean steps before the scale grows">,
+    Option<"hysteresis", "hysteresis", "int64_t", /*default=*/"1",
+           "Overflows tolerated before a backoff (1 = PyTorch; DeepSpeed uses 2)">,
+    Option<"minScale", "min-scale", "double", /*default=*/"0.0",
+           "Floor of the scale (0: none)">,
+    Option<"onMinScale", "on-min-scale", "std::string", /*default=*/"\"error\"",
+           "An overflow at min-scale: error (stop the run) or warn">,
+    Option<"maxNorm", "max-norm", "double", /*default=*/"0.0",
+           "Clip the unscaled gradients to this global L2 norm (0: no clipping)">,
+    Option<"checkInf", "check-inf", "bool", /*default=*/"true",
+           "mode=none: still check the gradients and skip steps with inf / NaN">
+  ];
+}
+
 def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
   let summary = "Turn gradients into optimizer updates: the training-step form";
   let description = [{

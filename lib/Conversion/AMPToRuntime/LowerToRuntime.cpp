@@ -527,6 +527,27 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    f64Bits(o.getWeightDecay().convertToDouble()), o.getDecoupled() ? 1 : 0};
         return emit(op, AMPRT_OP_ADAM_UPDATE, d);
       })
+      .Case([&](UnscaleAndCheckOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {(int64_t)o.getGrads().size()};
+        return emit(op, AMPRT_OP_UNSCALE_AND_CHECK, d);
+      })
+      .Case([&](ClipGradNormOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {(int64_t)o.getGrads().size(), f64Bits(o.getMaxNorm().convertToDouble())};
+        return emit(op, AMPRT_OP_CLIP_GRAD_NORM, d);
+      })
+      .Case([&](UpdateScaleOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {f64Bits(o.getGrowthFactor().convertToDouble()),
+                   f64Bits(o.getBackoffFactor().convertToDouble()), o.getGrowthInterval(),
+                   o.getHysteresis(), f64Bits(o.getMinScale().convertToDouble()),
+                   o.getOnMinScale() == "error" ? 1 : 0};
+        return emit(op, AMPRT_OP_UPDATE_SCALE, d);
+      })
       .Case([&](StepCountOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

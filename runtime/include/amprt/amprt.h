@@ -411,9 +411,10 @@ amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
                                      float init_scale);
 
 /* PyTorch's _amp_update_scale_ with DeepSpeed's hysteresis and a floor:
- *   found_inf != 0: hysteresis_left -= 1; when it reaches 0 (or with
- *     hysteresis 1): scale = max(scale * backoff, min_scale),
- *     hysteresis_left = hysteresis; growth_tracker = 0;
+ *   found_inf != 0: while hysteresis_left > 1 it is decremented (the
+ *     overflow is tolerated); otherwise scale = max(scale * backoff,
+ *     min_scale). growth_tracker = 0 either way (DeepSpeed's
+ *     DynamicLossScaler: hysteresis_left is restored only by growth);
  *   else: growth_tracker += 1; when it reaches growth_interval: scale *=
  *     growth_factor if the result is finite; growth_tracker = 0 (and, as
  *     DeepSpeed, hysteresis_left is restored).
@@ -523,8 +524,15 @@ typedef enum amprt_opcode {
   AMPRT_OP_ADAM_UPDATE = 29, /* lr, beta1, beta2, eps, wd, decoupled;  param, grad,
                                 m, v, step, found_inf, new_param, new_m, new_v */
   AMPRT_OP_STEP_COUNT = 30,  /* step, found_inf, new_step */
-  AMPRT_OP_NLL_LOSS_GRAD = 31 /* reduction, has_ignore, ignore_index, has_weights;
+  AMPRT_OP_NLL_LOSS_GRAD = 31, /* reduction, has_ignore, ignore_index, has_weights;
                                  input (shape only), labels, [w], dloss, dinput */
+  AMPRT_OP_UNSCALE_AND_CHECK = 32, /* n;  grads[n], scale, outs[n], found_inf (i1) */
+  AMPRT_OP_CLIP_GRAD_NORM = 33,    /* n, max_norm;  grads[n], found_inf, outs[n],
+                                      total_norm (f32 []) */
+  AMPRT_OP_UPDATE_SCALE = 34       /* growth_factor, backoff_factor, growth_interval,
+                                      hysteresis, min_scale, error_at_min;  scale,
+                                      tracker, hysteresis_left, found_inf, new_scale,
+                                      new_tracker, new_hysteresis_left */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

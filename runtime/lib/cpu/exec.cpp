@@ -18,6 +18,7 @@
 
 #include "internal.h"
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -49,7 +50,7 @@ amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
   d.opcode = desc[1];
   int64_t n = desc[2];
   d.nattrs = desc[3];
-  if (n < 0 || n > 64 || d.nattrs < 0 || d.nattrs > 256)
+  if (n < 0 || n > 4096 || d.nattrs < 0 || d.nattrs > 256)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt descriptor");
   const int64_t *p = desc + 4;
   for (int64_t k = 0; k < n; ++k) {
@@ -264,6 +265,66 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     AMPRT_CHECK(flagAndStep(t[0], t[1], step, found));
     AMPRT_CHECK(copyInto(t[0], t[2]));
     return amprt_step_count(ctx, static_cast<int64_t *>(t[2].data), found);
+  }
+  case AMPRT_OP_UNSCALE_AND_CHECK: {
+    if (d.nattrs < 1 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt unscale_and_check");
+    size_t n = (size_t)a[0];
+    const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
+    if (scale.dtype != AMPRT_F32 || amprt_tensor_numel(&scale) != 1 || flag.dtype != AMPRT_I1 ||
+        amprt_tensor_numel(&flag) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec: unscale_and_check needs an f32 [] scale and an i1 [] flag");
+    float found = 0.0f;
+    AMPRT_CHECK(amprt_unscale_and_check(ctx, t.data(), t.data() + n + 1, (int32_t)n,
+                                        static_cast<const float *>(scale.data), &found));
+    *static_cast<uint8_t *>(flag.data) = found != 0.0f;
+    return AMPRT_OK;
+  }
+  case AMPRT_OP_CLIP_GRAD_NORM: {
+    if (d.nattrs < 2 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt clip_grad_norm");
+    size_t n = (size_t)a[0];
+    amprt_tensor &norm = t[2 * n + 1];
+    if (norm.dtype != AMPRT_F32 || amprt_tensor_numel(&norm) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: clip_grad_norm's norm must be f32 []");
+    if (t[n].dtype != AMPRT_I1 || amprt_tensor_numel(&t[n]) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: clip_grad_norm's flag must be i1 []");
+    float found = *static_cast<const uint8_t *>(t[n].data) ? 1.0f : 0.0f;
+    for (size_t k = 0; k < n; ++k)
+      AMPRT_CHECK(copyInto(t[k], t[n + 1 + k]));
+    return amprt_clip_grad_norm(ctx, t.data() + n + 1, (int32_t)n, (float)attrF(a, 1), found,
+                                static_cast<float *>(norm.data));
+  }
+  case AMPRT_OP_UPDATE_SCALE: {
+    AMPRT_CHECK(need(d, 7, 6, "update_scale"));
+    for (int k : {1, 2, 5, 6})
+      if (t[k].dtype != AMPRT_I64 || amprt_tensor_numel(&t[k]) != 1)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's trackers must be i64 []");
+    for (int k : {0, 4})
+      if (t[k].dtype != AMPRT_F32 || amprt_tensor_numel(&t[k]) != 1)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's scale must be f32 []");
+    if (t[3].dtype != AMPRT_I1 || amprt_tensor_numel(&t[3]) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's flag must be i1 []");
+    amprt_scaler_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (int32_t)a[2],
+                            (int32_t)a[3], (float)attrF(a, 4)};
+    amprt_scaler_state st{};
+    st.scale = *static_cast<const float *>(t[0].data);
+    st.growth_tracker = (int32_t)*static_cast<const int64_t *>(t[1].data);
+    st.hysteresis_left = (int32_t)*static_cast<const int64_t *>(t[2].data);
+    float found = *static_cast<const uint8_t *>(t[3].data) ? 1.0f : 0.0f;
+    amprt_status s = amprt_update_scale(ctx, &cfg, &st, found);
+    *static_cast<float *>(t[4].data) = st.scale;
+    *static_cast<int64_t *>(t[5].data) = st.growth_tracker;
+    *static_cast<int64_t *>(t[6].data) = st.hysteresis_left;
+    if (s == AMPRT_ERR_NUMERIC && a[5] == 0) { // on_min_scale = warn: once per run
+      static bool warned = false;
+      if (!warned)
+        std::fprintf(stderr, "warning: %s\n", amprt_last_error());
+      warned = true;
+      return AMPRT_OK;
+    }
+    return s;
   }
   case AMPRT_OP_BATCH_NORM_GRAD:
     AMPRT_CHECK(need(d, 6, 4, "batch_norm_grad"));

@@ -640,3 +640,49 @@ LogicalResult SGDUpdateOp::verify() {
     return emitOpError("nesterov needs momentum > 0 and dampening 0 (as PyTorch)");
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Loss-scaling ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult UnscaleAndCheckOp::verify() {
+  if (getGrads().size() != getUnscaled().size())
+    return emitOpError("has ") << getGrads().size() << " gradients and "
+                               << getUnscaled().size() << " results";
+  for (auto [i, g, u] : llvm::enumerate(getGrads(), getUnscaled()))
+    if (cast<ShapedType>(g.getType()).getShape() != cast<ShapedType>(u.getType()).getShape())
+      return emitOpError("result ") << i << " must have gradient " << i << "'s shape";
+  return success();
+}
+
+void ClipGradNormOp::build(OpBuilder &b, OperationState &state, ValueRange grads,
+                           Value foundInf, float maxNorm) {
+  SmallVector<Type> types(grads.getTypes());
+  build(b, state, types, RankedTensorType::get({}, b.getF32Type()), grads, foundInf,
+        b.getF32FloatAttr(maxNorm));
+}
+
+LogicalResult ClipGradNormOp::verify() {
+  if (getGrads().getTypes() != getClipped().getTypes())
+    return emitOpError("results must have the gradients' types");
+  if (!(getMaxNorm().convertToDouble() > 0))
+    return emitOpError("max_norm must be > 0");
+  return success();
+}
+
+LogicalResult UpdateScaleOp::verify() {
+  if (!(getGrowthFactor().convertToDouble() > 1.0))
+    return emitOpError("growth_factor must be > 1");
+  double bo = getBackoffFactor().convertToDouble();
+  if (!(bo > 0.0 && bo < 1.0))
+    return emitOpError("backoff_factor must lie in (0, 1)");
+  if (getGrowthInterval() < 1 || getGrowthInterval() > INT32_MAX)
+    return emitOpError("growth_interval must be >= 1");
+  if (getHysteresis() < 1 || getHysteresis() > INT32_MAX)
+    return emitOpError("hysteresis must be >= 1");
+  if (!(getMinScale().convertToDouble() >= 0.0))
+    return emitOpError("min_scale must be >= 0");
+  if (getOnMinScale() != "error" && getOnMinScale() != "warn")
+    return emitOpError("on_min_scale must be \"error\" or \"warn\"");
+  return success();
+}

@@ -617,4 +617,72 @@ def AMP_StepCountOp : AMP_Op<"step_count", [Pure]> {
   let assemblyFormat = "$step `found_inf` $found_inf attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// Loss scaling (built by amp-loss-scaling): AMP-REFERENCE.md section 3
+//===----------------------------------------------------------------------===//
+
+def AMP_ScaleTensor : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+
+def AMP_UnscaleAndCheckOp : AMP_Op<"unscale_and_check", [Pure]> {
+  let summary = "All gradients times 1/scale in f32, and whether any is inf / NaN";
+  let description = [{
+    One fused pass over every gradient (PyTorch's
+    _amp_foreach_non_finite_check_and_unscale_): result i = f32(grads[i]) *
+    inv, where inv = f32(1.0 / f64(scale)); found_inf is true when any value
+    of any gradient is inf or NaN.
+  }];
+  let arguments = (ins Variadic<AMP_FloatTensor>:$grads, AMP_ScaleTensor:$scale);
+  let results = (outs Variadic<AMP_F32Tensor>:$unscaled, AMP_FlagTensor:$found_inf);
+  let assemblyFormat = [{
+    $grads `scale` $scale attr-dict `:` type($grads) `->` type($unscaled)
+  }];
+  let hasVerifier = 1;
+}
+
+def AMP_ClipGradNormOp : AMP_Op<"clip_grad_norm", [Pure]> {
+  let summary = "PyTorch clip_grad_norm_ over all (unscaled) gradients";
+  let description = [{
+    total_norm = the L2 norm of all gradients together (in f64); when it
+    exceeds max_norm every gradient is multiplied by max_norm / (total_norm
+    + 1e-6). Nothing is clipped when found_inf is set (the step is skipped).
+  }];
+  let arguments = (ins Variadic<AMP_F32Tensor>:$grads, AMP_FlagTensor:$found_inf,
+                   F32Attr:$max_norm);
+  let results = (outs Variadic<AMP_F32Tensor>:$clipped, AMP_ScaleTensor:$total_norm);
+  let assemblyFormat = [{
+    $grads `found_inf` $found_inf attr-dict `:` type($grads) `->` type($clipped)
+  }];
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "::mlir::Value":$found_inf,
+                                 "float":$max_norm)>];
+}
+
+def AMP_UpdateScaleOp : AMP_Op<"update_scale", [Pure]> {
+  let summary = "The dynamic loss scale after a step (PyTorch _amp_update_scale_)";
+  let description = [{
+    found_inf: hysteresis_left - 1 overflows are tolerated first (DeepSpeed's
+    hysteresis; 1 = PyTorch); then scale = max(scale * backoff_factor,
+    min_scale) and growth_tracker = 0. Otherwise growth_tracker + 1, and when
+    it reaches growth_interval the scale grows by growth_factor if the result
+    is finite and the tracker restarts. An overflow at min_scale is an error
+    at run time (on_min_scale = "error") or a warning ("warn").
+  }];
+  let arguments = (ins AMP_ScaleTensor:$scale, AMP_StepTensor:$growth_tracker,
+                   AMP_StepTensor:$hysteresis_left, AMP_FlagTensor:$found_inf,
+                   DefaultValuedAttr<F32Attr, "2.0f">:$growth_factor,
+                   DefaultValuedAttr<F32Attr, "0.5f">:$backoff_factor,
+                   DefaultValuedAttr<I64Attr, "2000">:$growth_interval,
+                   DefaultValuedAttr<I64Attr, "1">:$hysteresis,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$min_scale,
+                   DefaultValuedAttr<StrAttr, "\"error\"">:$on_min_scale);
+  let results = (outs AMP_ScaleTensor:$new_scale, AMP_StepTensor:$new_growth_tracker,
+                 AMP_StepTensor:$new_hysteresis_left);
+  let assemblyFormat = [{
+    $scale `tracker` $growth_tracker `hysteresis` $hysteresis_left `found_inf` $found_inf
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // AMP_DIALECT_AMP_IR_AMPOPS_TD

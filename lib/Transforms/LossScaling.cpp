@@ -1,0 +1,244 @@
+//===- LossScaling.cpp - amp-loss-scaling --------------------------------===//
+//
+// PyTorch's GradScaler as a rewrite of the training step that amp-autodiff
+// and amp-optimizer built (AMP-REFERENCE.md section 3): the backward's seed
+// becomes the loss scale, one fused unscale-and-check feeds the optimizer
+// updates and their found_inf flag, and the scale with its trackers becomes
+// state that amp.update_scale advances after the step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Transforms/Passes.h"
+
+#include "amp/Dialect/AMP/IR/AMPOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cmath>
+
+namespace mlir::amp {
+#define GEN_PASS_DEF_AMPLOSSSCALING
+#include "amp/Transforms/Passes.h.inc"
+} // namespace mlir::amp
+
+using namespace mlir;
+using namespace mlir::amp;
+
+namespace {
+
+struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingPass> {
+  using AMPLossScalingBase::AMPLossScalingBase;
+
+  LogicalResult checkOptions(Operation *where) {
+    auto err = [&]() { return where->emitError("amp-loss-scaling: "); };
+    if (mode != "dynamic" && mode != "static" && mode != "none")
+      return err() << "unknown mode '" << mode << "' (dynamic, static or none)";
+    if (!(initScale > 0) || !std::isfinite((float)initScale))
+      return err() << "init-scale must be a positive finite f32, got " << initScale;
+    if (!(growthFactor > 1))
+      return err() << "growth-factor must be > 1, got " << growthFactor;
+    if (!(backoffFactor > 0 && backoffFactor < 1))
+      return err() << "backoff-factor must lie in (0, 1), got " << backoffFactor;
+    if (growthInterval < 1 || growthInterval > INT32_MAX)
+      return err() << "growth-interval must be >= 1, got " << growthInterval;
+    if (hysteresis < 1 || hysteresis > INT32_MAX)
+      return err() << "hysteresis must be >= 1, got " << hysteresis;
+    if (!(minScale >= 0) || minScale > initScale)
+      return err() << "min-scale must lie in [0, init-scale], got " << minScale;
+    if (onMinScale != "error" && onMinScale != "warn")
+      return err() << "on-min-scale must be error or warn, got '" << onMinScale << "'";
+    if (!(maxNorm >= 0))
+      return err() << "max-norm must be >= 0 (0: no clipping), got " << maxNorm;
+    return success();
+  }
+
+  LogicalResult rewrite(func::FuncOp f, arith::ConstantOp flag) {
+    MLIRContext *ctx = f.getContext();
+    Block &block = f.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    Location loc = f.getLoc();
+    OpBuilder b(ctx);
+
+    // The updates and their gradients, in order.
+    SmallVector<OpOperand *> gradUses;
+    for (Operation &op : block) {
+      if (auto s = dyn_cast<SGDUpdateOp>(op))
+        gradUses.push_back(&s.getGradMutable());
+      else if (auto a = dyn_cast<AdamUpdateOp>(op))
+        gradUses.push_back(&a.getGradMutable());
+    }
+    if (gradUses.empty())
+      return f.emitError("amp-loss-scaling: '") << f.getSymName()
+                                                << "' has a found_inf flag but no optimizer "
+                                                   "update";
+    for (Operation &op : block)
+      if (isa<UnscaleAndCheckOp, UpdateScaleOp>(op))
+        return op.emitOpError("amp-loss-scaling: the step is already loss-scaled");
+
+    arith::ConstantOp seed;
+    for (Operation &op : block)
+      if (op.hasAttr("amp.loss_seed")) {
+        if (seed)
+          return op.emitError("amp-loss-scaling: two backward seeds in '")
+                 << f.getSymName() << "'";
+        seed = cast<arith::ConstantOp>(op);
+      }
+    if (!seed && mode != "none")
+      return f.emitError("amp-loss-scaling: '")
+             << f.getSymName()
+             << "' has no backward seed (amp.loss_seed): run it right after amp-autodiff and "
+                "amp-optimizer, before passes that fold constants";
+
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    auto i64 = RankedTensorType::get({}, b.getI64Type());
+    auto addState = [&](Type t, StringRef name, Attribute init) -> Value {
+      SmallVector<NamedAttribute> attrs = {
+          b.getNamedAttr("amp.opt_state", b.getStringAttr(name)),
+          b.getNamedAttr("amp.init", DenseElementsAttr::get(cast<ShapedType>(t), init))};
+      unsigned i = f.getNumArguments();
+      if (failed(f.insertArgument(i, t, b.getDictionaryAttr(attrs), loc)))
+        return Value();
+      return f.getArgument(i);
+    };
+    for (BlockArgument a : f.getArguments())
+      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.opt_state");
+          n && (n.getValue() == "loss_scale" || n.getValue() == "growth_tracker" ||
+                n.getValue() == "hysteresis_left"))
+        return f.emitError("amp-loss-scaling: '")
+               << f.getSymName() << "' already has a state argument '" << n.getValue() << "'";
+
+    // The scale this step's backward uses.
+    Value scale, tracker, hystLeft;
+    b.setInsertionPointToStart(&block);
+    if (mode == "dynamic") {
+      scale = addState(f32, "loss_scale", b.getF32FloatAttr((float)initScale));
+      tracker = addState(i64, "growth_tracker", b.getI64IntegerAttr(0));
+      hystLeft = addState(i64, "hysteresis_left", b.getI64IntegerAttr(hysteresis));
+      if (!scale || !tracker || !hystLeft)
+        return failure();
+    } else {
+      double s = mode == "static" ? initScale : 1.0;
+      scale = arith::ConstantOp::create(b, loc, f32,
+                                        DenseElementsAttr::get(f32, b.getF32FloatAttr((float)s)));
+    }
+
+    // Seed the backward with the scale.
+    if (seed && mode != "none") {
+      b.setInsertionPoint(seed);
+      auto st = cast<RankedTensorType>(seed.getType());
+      Value s = scale;
+      if (!st.getElementType().isF32())
+        s = CastOp::create(b, seed.getLoc(), RankedTensorType::get({}, st.getElementType()), s);
+      if (st.getRank() != 0) {
+        if (st.getNumElements() != 1)
+          return seed.emitError("amp-loss-scaling: the loss must be a scalar, its seed is ")
+                 << st;
+        s = ReshapeOp::create(b, seed.getLoc(), st, s, b.getDenseI64ArrayAttr(st.getShape()),
+                              false);
+      }
+      seed.replaceAllUsesWith(s);
+      seed.erase();
+    } else if (seed) {
+      seed->removeAttr("amp.loss_seed");
+    }
+
+    // Unscale, check, clip; the updates read the results.
+    b.setInsertionPoint(gradUses.front()->getOwner());
+    Value found = flag;
+    Value gradNorm;
+    if (mode != "none" || checkInf) {
+      SmallVector<Value> grads;
+      SmallVector<Type> types;
+      for (OpOperand *u : gradUses) {
+        grads.push_back(u->get());
+        types.push_back(RankedTensorType::get(cast<ShapedType>(u->get().getType()).getShape(),
+                                              b.getF32Type()));
+      }
+      auto un = UnscaleAndCheckOp::create(b, loc, types, RankedTensorType::get({}, b.getI1Type()),
+                                          grads, scale);
+      SmallVector<Value> newGrads(un.getUnscaled());
+      found = un.getFoundInf();
+      if (maxNorm > 0) {
+        auto clip = ClipGradNormOp::create(b, loc, newGrads, found, (float)maxNorm);
+        newGrads.assign(clip.getClipped().begin(), clip.getClipped().end());
+        gradNorm = clip.getTotalNorm();
+      }
+      for (auto [u, g] : llvm::zip(gradUses, newGrads))
+        u->set(g);
+      flag.replaceAllUsesWith(found);
+      flag.erase();
+    } else {
+      flag->removeAttr("amp.found_inf");
+      if (maxNorm > 0) {
+        SmallVector<Value> grads;
+        for (OpOperand *u : gradUses)
+          grads.push_back(u->get());
+        auto clip = ClipGradNormOp::create(b, loc, grads, flag, (float)maxNorm);
+        for (auto [u, g] : llvm::zip(gradUses, clip.getClipped()))
+          u->set(g);
+        gradNorm = clip.getTotalNorm();
+      }
+    }
+
+    // Results: the scale's new state, and what the runner reports.
+    b.setInsertionPoint(ret);
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<DictionaryAttr> resAttrs;
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
+                                                : b.getDictionaryAttr({}));
+    auto add = [&](Value v, StringRef key, StringRef name) {
+      results.push_back(v);
+      resAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(key, b.getStringAttr(name))}));
+    };
+    if (mode == "dynamic") {
+      auto up = UpdateScaleOp::create(
+          b, loc, f32, i64, i64, scale, tracker, hystLeft, found,
+          b.getF32FloatAttr((float)growthFactor), b.getF32FloatAttr((float)backoffFactor),
+          b.getI64IntegerAttr(growthInterval), b.getI64IntegerAttr(hysteresis),
+          b.getF32FloatAttr((float)minScale), b.getStringAttr(onMinScale));
+      add(up.getNewScale(), "amp.updates", "loss_scale");
+      add(up.getNewGrowthTracker(), "amp.updates", "growth_tracker");
+      add(up.getNewHysteresisLeft(), "amp.updates", "hysteresis_left");
+    }
+    add(scale, "amp.output", "loss_scale");
+    add(found, "amp.output", "found_inf");
+    if (gradNorm)
+      add(gradNorm, "amp.output", "grad_norm");
+    ret->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    f.setFunctionType(FunctionType::get(ctx, f.getArgumentTypes(), types));
+    f.setAllResultAttrs(resAttrs);
+    return success();
+  }
+
+  void runOnOperation() override {
+    if (failed(checkOptions(getOperation())))
+      return signalPassFailure();
+    bool any = false;
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      if (f.isExternal())
+        continue;
+      arith::ConstantOp flag;
+      for (Operation &op : f.getBody().front())
+        if (op.hasAttr("amp.found_inf"))
+          flag = dyn_cast<arith::ConstantOp>(op);
+      if (!flag)
+        continue;
+      any = true;
+      if (failed(rewrite(f, flag)))
+        return signalPassFailure();
+    }
+    if (!any) {
+      getOperation().emitError("amp-loss-scaling: no training step (no function with an "
+                               "amp.found_inf flag): run amp-autodiff and amp-optimizer first");
+      return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
