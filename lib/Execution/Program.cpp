@@ -135,3 +135,35 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
     return LogicalResult(module.emitError("no function '") << name << "' after lowering");
   return fn->getAttrOfType<IntegerAttr>("amp.arena_bytes").getInt();
 }
+
+LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOptions &o) {
+  PassManager pm(module.getContext());
+  AMPAutodiffOptions ad;
+  ad.loss = o.loss;
+  ad.frozen.assign(o.frozen.begin(), o.frozen.end());
+  pm.addPass(createAMPAutodiff(ad));
+  AMPOptimizerOptions opt;
+  opt.optimizer = o.optimizer;
+  opt.lr = o.lr;
+  opt.momentum = o.momentum;
+  opt.dampening = o.dampening;
+  opt.nesterov = o.nesterov;
+  opt.weightDecay = o.weightDecay;
+  opt.beta1 = o.beta1;
+  opt.beta2 = o.beta2;
+  opt.eps = o.eps;
+  pm.addPass(createAMPOptimizer(opt));
+  AMPLossScalingOptions ls;
+  ls.mode = o.lossScaling;
+  ls.initScale = o.initScale;
+  ls.growthFactor = o.growthFactor;
+  ls.backoffFactor = o.backoffFactor;
+  ls.growthInterval = o.growthInterval;
+  ls.hysteresis = o.hysteresis;
+  ls.minScale = o.minScale;
+  ls.onMinScale = o.onMinScale;
+  ls.maxNorm = o.maxNorm;
+  ls.checkInf = o.checkInf;
+  pm.addPass(createAMPLossScaling(ls));
+  return pm.run(module);
+}

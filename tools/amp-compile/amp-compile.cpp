@@ -10,6 +10,13 @@
 //
 //   ./prog --inputs in.npz --outputs out.npz
 //
+// With --optimizer sgd|adam|adamw (and the training options below) the
+// program is a training step instead, run in a loop:
+//
+//   amp-compile model.onnx -o train --precision fp16 --optimizer sgd --lr 0.01
+//   ./train --data data.npz --steps 200 --metrics m.jsonl [--checkpoint-dir D]
+//           [--resume]
+//
 // Nothing is left behind on failure.
 //
 //===----------------------------------------------------------------------===//
@@ -56,6 +63,61 @@ static cl::list<std::string> constInputs("const-input",
                                          cl::value_desc("name=file.pb"), cl::cat(category));
 static cl::opt<std::string> funcName("func", cl::desc("Function to compile (default: main)"),
                                      cl::init("main"), cl::cat(category));
+
+// The training front end: with --optimizer the model's loss is differentiated
+// and the program is one training step (amp-autodiff, amp-optimizer,
+// amp-loss-scaling), which `./prog --data d.npz --steps N` runs in a loop.
+static cl::OptionCategory trainCat("amp-compile training options (with --optimizer)");
+static cl::opt<std::string> optimizer("optimizer",
+                                      cl::desc("Compile a training step: sgd, adam or adamw"),
+                                      cl::cat(trainCat));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (0.01)"), cl::init(0.01), cl::cat(trainCat));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum (0)"), cl::init(0.0),
+                                cl::cat(trainCat));
+static cl::opt<double> dampening("dampening", cl::desc("SGD dampening (0)"), cl::init(0.0),
+                                 cl::cat(trainCat));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"), cl::cat(trainCat));
+static cl::opt<double> weightDecay("weight-decay",
+                                   cl::desc("Weight decay (0; 0.01 for adamw, as PyTorch)"),
+                                   cl::init(-1.0), cl::cat(trainCat));
+static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"), cl::init(0.9), cl::cat(trainCat));
+static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"), cl::init(0.999),
+                             cl::cat(trainCat));
+static cl::opt<double> adamEps("eps", cl::desc("Adam epsilon (1e-8)"), cl::init(1e-8),
+                               cl::cat(trainCat));
+static cl::opt<std::string> lossName("loss", cl::desc("The graph output to minimise (loss)"),
+                                     cl::init("loss"), cl::cat(trainCat));
+static cl::list<std::string> frozen("frozen", cl::desc("A parameter not to train"),
+                                    cl::value_desc("name"), cl::cat(trainCat));
+static cl::opt<std::string> lossScaling(
+    "loss-scaling",
+    cl::desc("dynamic, static or none (default: dynamic for fp16, none for fp32 / bf16)"),
+    cl::cat(trainCat));
+static cl::opt<double> initScale("init-scale", cl::desc("First / fixed loss scale (65536)"),
+                                 cl::init(65536.0), cl::cat(trainCat));
+static cl::opt<int64_t> growthInterval("growth-interval",
+                                       cl::desc("Clean steps before the scale grows (2000)"),
+                                       cl::init(2000), cl::cat(trainCat));
+static cl::opt<double> growthFactor("growth-factor", cl::desc("Scale growth factor (2)"),
+                                    cl::init(2.0), cl::cat(trainCat));
+static cl::opt<double> backoffFactor("backoff-factor", cl::desc("Scale backoff factor (0.5)"),
+                                     cl::init(0.5), cl::cat(trainCat));
+static cl::opt<int64_t> hysteresis("hysteresis",
+                                   cl::desc("Overflows tolerated before a backoff (1)"),
+                                   cl::init(1), cl::cat(trainCat));
+static cl::opt<double> minScale("min-scale", cl::desc("Floor of the loss scale (0: none)"),
+                                cl::init(0.0), cl::cat(trainCat));
+static cl::opt<std::string> onMinScale("on-min-scale",
+                                       cl::desc("An overflow at min-scale: error or warn"),
+                                       cl::init("error"), cl::cat(trainCat));
+static cl::opt<double> maxNorm("max-norm",
+                               cl::desc("Clip unscaled gradients to this L2 norm (0: off)"),
+                               cl::init(0.0), cl::cat(trainCat));
+static cl::opt<bool> noInfCheck("no-inf-check",
+                                cl::desc("--loss-scaling none: do not check gradients for "
+                                         "inf / NaN (steps are never skipped)"),
+                                cl::cat(trainCat));
+
 static cl::opt<std::string> runtimeDir(
     "runtime-dir", cl::desc("Folder holding libamprt.a and libamprt_runner.a"),
     cl::init(AMP_RUNTIME_LIB_DIR), cl::cat(category));
@@ -69,6 +131,12 @@ std::vector<std::string> temporaries;
     llvm::sys::fs::remove(t);
   llvm::errs() << "amp-compile: error: " << msg << "\n";
   exit(1);
+}
+
+std::string fmtG(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string signatureLine(const char *kind, const amp::TensorSlot &s) {
@@ -85,7 +153,7 @@ std::string signatureLine(const char *kind, const amp::TensorSlot &s) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &trainCat});
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR ahead-of-time compiler\n");
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -117,6 +185,56 @@ int main(int argc, char **argv) {
   auto f = module->lookupSymbol<func::FuncOp>(funcName);
   if (!f)
     die("'" + modelFile + "' has no function '" + funcName + "'");
+  std::string training;
+  if (optimizer.empty()) {
+    for (cl::Option *o : std::initializer_list<cl::Option *>{&lr, &momentum, &dampening, &nesterov, &weightDecay,
+                          &beta1, &beta2, &adamEps, &lossName, &lossScaling,
+                          &initScale, &growthInterval, &growthFactor, &backoffFactor,
+                          &hysteresis, &minScale, &onMinScale, &maxNorm, &noInfCheck})
+      if (o->getNumOccurrences())
+        die("--" + o->ArgStr + " is a training option: give --optimizer sgd|adam|adamw too");
+    if (frozen.getNumOccurrences())
+      die("--frozen is a training option: give --optimizer sgd|adam|adamw too");
+  } else {
+    if (precision != "fp32" && precision != "fp16" && precision != "bf16")
+      die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
+    amp::TrainingOptions t;
+    t.loss = lossName;
+    t.frozen.assign(frozen.begin(), frozen.end());
+    t.optimizer = optimizer;
+    t.lr = lr;
+    t.momentum = momentum;
+    t.dampening = dampening;
+    t.nesterov = nesterov;
+    t.weightDecay = weightDecay;
+    t.beta1 = beta1;
+    t.beta2 = beta2;
+    t.eps = adamEps;
+    // PyTorch's practice: GradScaler for fp16; bf16 has fp32's range.
+    t.lossScaling = !lossScaling.empty()    ? std::string(lossScaling)
+                    : precision == "fp16" ? "dynamic"
+                                          : "none";
+    t.initScale = initScale;
+    t.growthInterval = growthInterval;
+    t.growthFactor = growthFactor;
+    t.backoffFactor = backoffFactor;
+    t.hysteresis = hysteresis;
+    t.minScale = minScale;
+    t.onMinScale = onMinScale;
+    t.maxNorm = maxNorm;
+    t.checkInf = !noInfCheck;
+    if (noInfCheck && t.lossScaling != "none")
+      die("--no-inf-check applies to --loss-scaling none only");
+    if (failed(amp::buildTrainingStep(*module, t)))
+      return 1;
+    training = optimizer + " lr=" + fmtG(lr) + ", " + precision +
+               ", loss scaling " + t.lossScaling;
+    if (t.lossScaling == "dynamic")
+      training += " (init " + fmtG(t.initScale) + ", growth interval " +
+                  std::to_string(t.growthInterval) + ")";
+    else if (t.lossScaling == "static")
+      training += " (" + fmtG(t.initScale) + ")";
+  }
   auto sig = amp::signatureOf(f);
   if (failed(sig))
     return 1;
@@ -178,8 +296,10 @@ int main(int argc, char **argv) {
   amprt_metadata meta[] = {{"amp.signature", sigText.c_str()},
                            {"amp.arena_bytes", arenaText.c_str()},
                            {"amp.precision", precision.c_str()},
-                           {"amp.model", modelFile.c_str()}};
-  if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta, 4) !=
+                           {"amp.model", modelFile.c_str()},
+                           {"amp.training", training.c_str()}};
+  if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta,
+                            training.empty() ? 4 : 5) !=
       AMPRT_OK)
     die(amprt_last_error());
 
@@ -207,6 +327,7 @@ int main(int argc, char **argv) {
   llvm::sys::fs::remove(obj);
   llvm::sys::fs::remove(errFile);
   llvm::outs() << "wrote " << outputFile << " and " << outputFile << ".weights ("
-               << precision << ", arena " << *arena << " bytes)\n";
+               << (training.empty() ? precision : "training step: " + training) << ", arena "
+               << *arena << " bytes)\n";
   return 0;
 }

@@ -44,6 +44,25 @@ FailureOr<amprt_dtype> runtimeDType(Type elementType);
 /// results (amp.output); errors at the function name what is missing.
 FailureOr<ProgramSignature> signatureOf(func::FuncOp f);
 
+/// What turns a forward graph with a loss into a training step: the options
+/// of amp-autodiff, amp-optimizer and amp-loss-scaling (see Passes.td).
+struct TrainingOptions {
+  std::string loss = "loss";
+  std::vector<std::string> frozen;
+  std::string optimizer = "sgd"; // sgd | adam | adamw
+  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9,
+         beta2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+  std::string lossScaling = "dynamic"; // dynamic | static | none
+  double initScale = 65536, growthFactor = 2, backoffFactor = 0.5, minScale = 0, maxNorm = 0;
+  int64_t growthInterval = 2000, hysteresis = 1;
+  std::string onMinScale = "error";
+  bool checkInf = true;
+};
+
+/// amp-autodiff, amp-optimizer and amp-loss-scaling on the module.
+LogicalResult buildTrainingStep(ModuleOp module, const TrainingOptions &o);
+
 /// amp-autocast (precision "fp16" / "bf16"; nothing for "fp32"),
 /// amp-plan-memory, amp-lower-to-runtime. Returns the arena size of `name`.
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,

@@ -3,6 +3,20 @@
 //   ./prog --inputs in.npz --outputs out.npz [--weights prog.weights]
 //          [--nan-check warn|error|off]
 //
+// A training step (amp-compile --optimizer ...) also runs in a loop:
+//
+//   ./train --data data.npz --steps N [--metrics m.jsonl] [--checkpoint-dir D]
+//           [--resume] [--print-every K] [--checkpoint-every K] [--outputs last.npz]
+//
+// Each step feeds the next full batch of every input (the arrays of data.npz
+// named like the inputs, cut into batches of the program's batch size, in
+// order, starting again after the last), runs the step, and makes each
+// `new:<name>` result the next step's `<name>` argument (parameters,
+// optimizer moments, the loss scale and its trackers). --steps counts all
+// steps of the run, so `--resume` continues an interrupted run to N. The
+// checkpoint (D/checkpoint.safetensors) holds every state tensor and, in its
+// metadata, the step and the skipped-step count.
+//
 // Links with the object amp-compile emits (which defines amp_entry) and
 // libamprt. The weights file beside the program (safetensors) holds the
 // parameters and, in its metadata, the program's signature:
@@ -15,11 +29,18 @@
 
 #include "amprt/amprt.h"
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 extern "C" int32_t amp_entry(amprt_context *ctx, void *arena, void **args, void **results);
 
@@ -62,12 +83,105 @@ std::vector<std::string> split(const std::string &s, char sep) {
   }
 }
 
+
+// The value of a scalar result as a double (0 when absent).
+double scalarOf(const Slot *s) {
+  if (!s || s->numel() != 1)
+    return 0.0;
+  const void *p = s->data.data();
+  switch (s->dtype) {
+  case AMPRT_F32: return *static_cast<const float *>(p);
+  case AMPRT_F16: return amprt_f16_to_f32(*static_cast<const uint16_t *>(p));
+  case AMPRT_BF16: return amprt_bf16_to_f32(*static_cast<const uint16_t *>(p));
+  case AMPRT_I1: return *static_cast<const uint8_t *>(p) ? 1.0 : 0.0;
+  case AMPRT_I64: return (double)*static_cast<const int64_t *>(p);
+  case AMPRT_I32: return *static_cast<const int32_t *>(p);
+  default: return 0.0;
+  }
+}
+
+struct Options {
+  std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir;
+  int64_t steps = -1, printEvery = 0, checkpointEvery = 0;
+  bool resume = false;
+};
+
+void checkFinite(const Slot &s, const std::string &what, const std::string &nanCheck) {
+  int64_t first;
+  int64_t bad = amprt_count_nonfinite(s.data.data(), s.dtype, s.numel(), &first);
+  if (!bad || nanCheck == "off")
+    return;
+  std::string msg = what + " holds " + std::to_string(bad) +
+                    " NaN / inf value(s), the first at flat index " + std::to_string(first);
+  if (nanCheck == "error")
+    die(msg + " (--nan-check=error)");
+  std::fprintf(stderr, "warning: %s\n", msg.c_str());
+}
+
+void writeOutputs(const std::string &path, std::vector<Slot> &results,
+                  const std::vector<void *> &rp) {
+  std::vector<amprt_array> arrays;
+  std::vector<const char *> names;
+  std::vector<std::vector<float>> widened(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    Slot &s = results[i];
+    amprt_array a{};
+    a.data = rp[i];
+    a.dtype = s.dtype;
+    a.rank = (int32_t)s.shape.size();
+    for (size_t d = 0; d < s.shape.size(); ++d)
+      a.shape[d] = s.shape[d];
+    if (s.dtype == AMPRT_BF16) { // numpy has no bf16
+      widened[i].resize(s.numel());
+      amprt_convert(rp[i], AMPRT_BF16, widened[i].data(), AMPRT_F32, s.numel());
+      a.data = widened[i].data();
+      a.dtype = AMPRT_F32;
+    }
+    arrays.push_back(a);
+    names.push_back(s.name.c_str());
+  }
+  if (amprt_npz_write(path.c_str(), names.data(), arrays.data(), (int32_t)arrays.size()) !=
+      AMPRT_OK)
+    die(amprt_last_error());
+}
+
+// Keeps the metrics lines of steps <= upTo (a resumed run repeats the steps
+// after its checkpoint). Temporary file + rename.
+void truncateMetrics(const std::string &path, int64_t upTo) {
+  std::ifstream in(path);
+  if (!in)
+    return;
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    size_t at = line.find("\"step\": ");
+    if (at == std::string::npos)
+      continue;
+    if (std::strtoll(line.c_str() + at + 8, nullptr, 10) <= upTo)
+      kept += line + "\n";
+  }
+  in.close();
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out)
+      die("metrics file '" + path + "': cannot rewrite it for --resume");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    die("metrics file '" + path + "': cannot rewrite it for --resume");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string inputs, outputs, weights = std::string(argv[0]) + ".weights", nanCheck = "warn";
+  Options o;
+  o.weights = std::string(argv[0]) + ".weights";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    auto is = [&](const char *flag) {
+      std::string f = flag;
+      return a == f || a.rfind(f + "=", 0) == 0;
+    };
     auto value = [&](const char *flag) -> std::string {
       std::string f = flag;
       if (a.rfind(f + "=", 0) == 0)
@@ -76,39 +190,88 @@ int main(int argc, char **argv) {
         return argv[++i];
       die(f + " needs a value");
     };
-    if (a.rfind("--inputs", 0) == 0)
-      inputs = value("--inputs");
-    else if (a.rfind("--outputs", 0) == 0)
-      outputs = value("--outputs");
-    else if (a.rfind("--weights", 0) == 0)
-      weights = value("--weights");
-    else if (a.rfind("--nan-check", 0) == 0)
-      nanCheck = value("--nan-check");
+    auto count = [&](const char *flag, int64_t lo) -> int64_t {
+      std::string v = value(flag);
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < lo)
+        die(std::string(flag) + " needs an integer >= " + std::to_string(lo) + ", got '" + v +
+            "'");
+      return n;
+    };
+    if (is("--inputs"))
+      o.inputs = value("--inputs");
+    else if (is("--outputs"))
+      o.outputs = value("--outputs");
+    else if (is("--weights"))
+      o.weights = value("--weights");
+    else if (is("--nan-check"))
+      o.nanCheck = value("--nan-check");
+    else if (is("--data"))
+      o.data = value("--data");
+    else if (is("--steps"))
+      o.steps = count("--steps", 1);
+    else if (is("--metrics"))
+      o.metrics = value("--metrics");
+    else if (is("--checkpoint-dir"))
+      o.checkpointDir = value("--checkpoint-dir");
+    else if (is("--print-every"))
+      o.printEvery = count("--print-every", 0);
+    else if (is("--checkpoint-every"))
+      o.checkpointEvery = count("--checkpoint-every", 0);
+    else if (a == "--resume")
+      o.resume = true;
     else if (a == "-h" || a == "--help") {
       std::printf("usage: %s --inputs in.npz --outputs out.npz [--weights FILE] "
-                  "[--nan-check warn|error|off]\n",
-                  argv[0]);
+                  "[--nan-check warn|error|off]\n"
+                  "       %s --data data.npz --steps N [--metrics m.jsonl] "
+                  "[--checkpoint-dir D] [--resume]\n"
+                  "          [--print-every K] [--checkpoint-every K] [--outputs last.npz] "
+                  "(a training step)\n",
+                  argv[0], argv[0]);
       return 0;
     } else
       die("unknown argument '" + a + "' (see --help)");
   }
-  if (nanCheck != "warn" && nanCheck != "error" && nanCheck != "off")
+  if (o.nanCheck != "warn" && o.nanCheck != "error" && o.nanCheck != "off")
     die("--nan-check must be warn, error or off");
 
   amprt_checkpoint *ck = nullptr;
-  if (amprt_checkpoint_open(weights.c_str(), &ck) != AMPRT_OK)
+  if (amprt_checkpoint_open(o.weights.c_str(), &ck) != AMPRT_OK)
     die(std::string(amprt_last_error()) + " (the weights file written beside the program)");
-  const char *sigText = amprt_checkpoint_metadata(ck, "amp.signature");
-  const char *arenaText = amprt_checkpoint_metadata(ck, "amp.arena_bytes");
-  if (!sigText || !arenaText)
-    die("'" + weights + "' has no program signature: not written by amp-compile");
+  const char *sigMeta = amprt_checkpoint_metadata(ck, "amp.signature");
+  const char *arenaMeta = amprt_checkpoint_metadata(ck, "amp.arena_bytes");
+  const char *trainingMeta = amprt_checkpoint_metadata(ck, "amp.training");
+  if (!sigMeta || !arenaMeta)
+    die("'" + o.weights + "' has no program signature: not written by amp-compile");
+  // Copies: the metadata lives as long as the open weights file.
+  const std::string sigString = sigMeta, arenaString = arenaMeta,
+                    trainingString = trainingMeta ? trainingMeta : "";
+  const char *sigText = sigString.c_str(), *arenaText = arenaString.c_str(),
+             *trainingText = trainingString.c_str();
+  bool training = !trainingString.empty();
+  bool loop = !o.data.empty() || o.steps >= 0;
+  if (loop && !training)
+    die("this program is not a training step (compile the model with amp-compile "
+        "--optimizer sgd|adam|adamw); run it with --inputs in.npz --outputs out.npz");
+  if (loop && (o.data.empty() || o.steps < 0))
+    die("training needs both --data data.npz and --steps N");
+  if (loop && !o.inputs.empty())
+    die("--inputs runs one step; --data runs the training loop: give one of them");
+  if (!loop && (!o.metrics.empty() || !o.checkpointDir.empty() || o.resume ||
+                o.printEvery || o.checkpointEvery))
+    die("--metrics, --checkpoint-dir, --resume, --print-every and --checkpoint-every go "
+        "with --data and --steps");
+  if (o.resume && o.checkpointDir.empty())
+    die("--resume needs --checkpoint-dir (where the run's checkpoint is)");
+
   std::vector<Slot> args, results;
   for (const std::string &line : split(sigText, '\n')) {
     if (line.empty())
       continue;
     auto f = split(line, '\t');
     if (f.size() != 4)
-      die("'" + weights + "': malformed signature line '" + line + "'");
+      die("'" + o.weights + "': malformed signature line '" + line + "'");
     Slot s{f[0], f[1], dtypeNamed(f[2]), {}, {}};
     if (!f[3].empty())
       for (const std::string &d : split(f[3], ','))
@@ -116,49 +279,15 @@ int main(int argc, char **argv) {
     s.data.assign(s.numel() * amprt_dtype_size(s.dtype), 0);
     (s.kind == "result" ? results : args).push_back(std::move(s));
   }
-  amprt_npz *in = nullptr;
-  bool needInputs = false;
-  for (Slot &s : args)
-    needInputs |= s.kind == "input";
-  if (needInputs) {
-    if (inputs.empty())
-      die("the program has inputs; give them with --inputs file.npz");
-    if (amprt_npz_open(inputs.c_str(), &in) != AMPRT_OK)
-      die(amprt_last_error());
-  }
   for (Slot &s : args) {
-    if (s.kind == "param") {
-      amprt_tensor t = amprt_tensor_make(s.data.data(), s.dtype, (int32_t)s.shape.size(),
-                                         s.shape.data());
-      if (amprt_checkpoint_read(ck, s.name.c_str(), &t) != AMPRT_OK)
-        die(amprt_last_error());
+    if (s.kind != "param")
       continue;
-    }
-    const amprt_array *a = amprt_npz_get(in, s.name.c_str());
-    if (!a) {
-      std::string have;
-      for (int32_t i = 0; i < amprt_npz_count(in); ++i)
-        have += (i ? ", " : "") + std::string(amprt_npz_name(in, i));
-      die("input '" + s.name + "' is missing from '" + inputs + "' (it holds: " +
-          (have.empty() ? "nothing" : have) + ")");
-    }
-    std::string what = "input '" + s.name + "' in '" + inputs + "'";
-    if (amprt_feed(a, s.dtype, (int32_t)s.shape.size(), s.shape.data(), s.data.data(),
-                   what.c_str()) != AMPRT_OK)
+    amprt_tensor t = amprt_tensor_make(s.data.data(), s.dtype, (int32_t)s.shape.size(),
+                                       s.shape.data());
+    if (amprt_checkpoint_read(ck, s.name.c_str(), &t) != AMPRT_OK)
       die(amprt_last_error());
-    int64_t first;
-    int64_t bad = amprt_count_nonfinite(s.data.data(), s.dtype, s.numel(), &first);
-    if (bad && nanCheck != "off") {
-      std::string msg = "input '" + s.name + "' holds " + std::to_string(bad) +
-                        " NaN / inf value(s), the first at flat index " + std::to_string(first);
-      if (nanCheck == "error")
-        die(msg + " (--nan-check=error)");
-      std::fprintf(stderr, "warning: %s\n", msg.c_str());
-    }
   }
   amprt_checkpoint_close(ck);
-  if (in)
-    amprt_npz_close(in);
 
   amprt_context *ctx = nullptr;
   amprt_arena *arena = nullptr;
@@ -170,35 +299,282 @@ int main(int argc, char **argv) {
     ap.push_back(s.data.data());
   for (Slot &s : results)
     rp.push_back(s.data.data());
-  if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
-    die(amprt_last_error());
-  amprt_arena_destroy(arena);
-  amprt_context_destroy(ctx);
 
-  if (!outputs.empty()) {
-    std::vector<amprt_array> arrays;
-    std::vector<const char *> names;
-    std::vector<std::vector<float>> widened(results.size());
-    for (size_t i = 0; i < results.size(); ++i) {
-      Slot &s = results[i];
-      amprt_array a{};
-      a.data = s.data.data();
-      a.dtype = s.dtype;
-      a.rank = (int32_t)s.shape.size();
-      for (size_t d = 0; d < s.shape.size(); ++d)
-        a.shape[d] = s.shape[d];
-      if (s.dtype == AMPRT_BF16) { // numpy has no bf16
-        widened[i].resize(s.numel());
-        amprt_convert(s.data.data(), AMPRT_BF16, widened[i].data(), AMPRT_F32, s.numel());
-        a.data = widened[i].data();
-        a.dtype = AMPRT_F32;
-      }
-      arrays.push_back(a);
-      names.push_back(s.name.c_str());
+  if (!loop) {
+    amprt_npz *in = nullptr;
+    bool needInputs = false;
+    for (Slot &s : args)
+      needInputs |= s.kind == "input";
+    if (needInputs) {
+      if (o.inputs.empty())
+        die("the program has inputs; give them with --inputs file.npz" +
+            std::string(training ? " (or train it: --data data.npz --steps N)" : ""));
+      if (amprt_npz_open(o.inputs.c_str(), &in) != AMPRT_OK)
+        die(amprt_last_error());
     }
-    if (amprt_npz_write(outputs.c_str(), names.data(), arrays.data(), (int32_t)arrays.size()) !=
+    for (Slot &s : args) {
+      if (s.kind == "param")
+        continue;
+      const amprt_array *a = amprt_npz_get(in, s.name.c_str());
+      if (!a) {
+        std::string have;
+        for (int32_t i = 0; i < amprt_npz_count(in); ++i)
+          have += (i ? ", " : "") + std::string(amprt_npz_name(in, i));
+        die("input '" + s.name + "' is missing from '" + o.inputs + "' (it holds: " +
+            (have.empty() ? "nothing" : have) + ")");
+      }
+      std::string what = "input '" + s.name + "' in '" + o.inputs + "'";
+      if (amprt_feed(a, s.dtype, (int32_t)s.shape.size(), s.shape.data(), s.data.data(),
+                     what.c_str()) != AMPRT_OK)
+        die(amprt_last_error());
+      checkFinite(s, "input '" + s.name + "'", o.nanCheck);
+    }
+    if (in)
+      amprt_npz_close(in);
+    if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
+      die(amprt_last_error());
+    if (!o.outputs.empty())
+      writeOutputs(o.outputs, results, rp);
+    amprt_arena_destroy(arena);
+    amprt_context_destroy(ctx);
+    return 0;
+  }
+
+  //--- The training loop ------------------------------------------------------
+  // State: result "new:<name>" feeds argument <name> of the next step.
+  std::vector<std::pair<size_t, size_t>> carry; // (arg, result)
+  std::map<std::string, size_t> argIndex, resIndex;
+  for (size_t i = 0; i < args.size(); ++i)
+    argIndex[args[i].name] = i;
+  for (size_t i = 0; i < results.size(); ++i)
+    resIndex[results[i].name] = i;
+  for (size_t r = 0; r < results.size(); ++r) {
+    const std::string &n = results[r].name;
+    if (n.rfind("new:", 0) != 0)
+      continue;
+    auto it = argIndex.find(n.substr(4));
+    if (it == argIndex.end() || args[it->second].kind != "param")
+      die("'" + o.weights + "': result '" + n + "' updates no state argument");
+    const Slot &a = args[it->second], &b = results[r];
+    if (a.dtype != b.dtype || a.shape != b.shape)
+      die("'" + o.weights + "': result '" + n + "' does not match its argument's type");
+    carry.push_back({it->second, r});
+  }
+  auto resultOf = [&](const char *name) -> const Slot * {
+    auto it = resIndex.find(name);
+    return it == resIndex.end() ? nullptr : &results[it->second];
+  };
+  if (!resultOf("loss"))
+    die("the training step has no output named 'loss'");
+
+  // The data: every input's array, cut into full batches.
+  amprt_npz *data = nullptr;
+  if (amprt_npz_open(o.data.c_str(), &data) != AMPRT_OK)
+    die(amprt_last_error());
+  struct Feed {
+    size_t arg;
+    const amprt_array *array;
+    int64_t rowBytes;
+  };
+  std::vector<Feed> feeds;
+  int64_t batches = -1;
+  std::string batchesFrom;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Slot &s = args[i];
+    if (s.kind != "input")
+      continue;
+    const amprt_array *a = amprt_npz_get(data, s.name.c_str());
+    if (!a) {
+      std::string have;
+      for (int32_t k = 0; k < amprt_npz_count(data); ++k)
+        have += (k ? ", " : "") + std::string(amprt_npz_name(data, k));
+      die("input '" + s.name + "' is missing from '" + o.data + "' (it holds: " +
+          (have.empty() ? "nothing" : have) + ")");
+    }
+    if (s.shape.empty() || a->rank != (int32_t)s.shape.size())
+      die("input '" + s.name + "' in '" + o.data + "' has rank " + std::to_string(a->rank) +
+          ", the program's input has rank " + std::to_string(s.shape.size()) +
+          (s.shape.empty() ? " (a scalar input cannot be batched)" : ""));
+    for (size_t d = 1; d < s.shape.size(); ++d)
+      if (a->shape[d] != s.shape[d])
+        die("input '" + s.name + "' in '" + o.data + "': dimension " + std::to_string(d) +
+            " is " + std::to_string(a->shape[d]) + ", the program needs " +
+            std::to_string(s.shape[d]));
+    if (a->shape[0] < s.shape[0])
+      die("input '" + s.name + "' in '" + o.data + "' has " + std::to_string(a->shape[0]) +
+          " rows, fewer than the program's batch of " + std::to_string(s.shape[0]));
+    int64_t nb = a->shape[0] / s.shape[0];
+    if (batches >= 0 && nb != batches)
+      die("input '" + s.name + "' in '" + o.data + "' holds " + std::to_string(nb) +
+          " batches, '" + batchesFrom + "' holds " + std::to_string(batches));
+    batches = nb;
+    batchesFrom = s.name;
+    int64_t row = amprt_dtype_size(a->dtype);
+    for (int32_t d = 1; d < a->rank; ++d)
+      row *= a->shape[d];
+    feeds.push_back({i, a, row});
+    // NaN in the data: said once, before training.
+    int64_t first;
+    int64_t total = a->shape[0] * (row / (int64_t)amprt_dtype_size(a->dtype));
+    int64_t bad = amprt_count_nonfinite(a->data, a->dtype, total, &first);
+    if (bad && o.nanCheck != "off") {
+      std::string msg = "input '" + s.name + "' in '" + o.data + "' holds " +
+                        std::to_string(bad) + " NaN / inf value(s), the first at flat index " +
+                        std::to_string(first);
+      if (o.nanCheck == "error")
+        die(msg + " (--nan-check=error)");
+      std::fprintf(stderr, "warning: %s\n", msg.c_str());
+    }
+  }
+  if (batches < 0)
+    batches = 1;
+
+  // Resume: the state and the counters from the checkpoint.
+  std::string ckFile = o.checkpointDir.empty() ? "" : o.checkpointDir + "/checkpoint.safetensors";
+  int64_t start = 0, skipped = 0;
+  if (!o.checkpointDir.empty()) {
+    struct stat st;
+    if (stat(o.checkpointDir.c_str(), &st) != 0) {
+      if (o.resume)
+        die("--resume: checkpoint folder '" + o.checkpointDir + "' does not exist");
+      if (mkdir(o.checkpointDir.c_str(), 0777) != 0)
+        die("cannot create checkpoint folder '" + o.checkpointDir + "'");
+    } else if (!S_ISDIR(st.st_mode)) {
+      die("--checkpoint-dir '" + o.checkpointDir + "' is not a folder");
+    }
+  }
+  if (o.resume) {
+    amprt_checkpoint *rc = nullptr;
+    if (amprt_checkpoint_open(ckFile.c_str(), &rc) != AMPRT_OK)
+      die(std::string("--resume: ") + amprt_last_error());
+    const char *sig = amprt_checkpoint_metadata(rc, "amp.signature");
+    const char *it = amprt_checkpoint_metadata(rc, "amp.steps_done");
+    const char *sk = amprt_checkpoint_metadata(rc, "amp.skipped_total");
+    if (!sig || std::string(sig) != sigText || !it || !sk)
+      die("--resume: '" + ckFile + "' was not written by this program (its signature differs)");
+    for (auto [ai, ri] : carry) {
+      Slot &s = args[ai];
+      amprt_tensor t = amprt_tensor_make(ap[ai], s.dtype, (int32_t)s.shape.size(), s.shape.data());
+      if (amprt_checkpoint_read(rc, s.name.c_str(), &t) != AMPRT_OK)
+        die(std::string("--resume: ") + amprt_last_error());
+    }
+    start = std::strtoll(it, nullptr, 10);
+    skipped = std::strtoll(sk, nullptr, 10);
+    amprt_checkpoint_close(rc);
+    if (start >= o.steps)
+      std::printf("resumed at step %lld: nothing to do for --steps %lld\n", (long long)start,
+                  (long long)o.steps);
+    else
+      std::printf("resumed at step %lld of %lld (%lld skipped so far)\n", (long long)start,
+                  (long long)o.steps, (long long)skipped);
+  }
+  auto saveCheckpoint = [&](int64_t done) {
+    std::vector<amprt_named_tensor> ts;
+    for (auto [ai, ri] : carry) {
+      Slot &s = args[ai];
+      ts.push_back({s.name.c_str(), amprt_tensor_make(ap[ai], s.dtype, (int32_t)s.shape.size(),
+                                                      s.shape.data())});
+    }
+    std::string d = std::to_string(done), k = std::to_string(skipped);
+    amprt_metadata meta[] = {{"amp.signature", sigText},
+                             {"amp.steps_done", d.c_str()},
+                             {"amp.skipped_total", k.c_str()},
+                             {"amp.training", trainingText}};
+    if (amprt_checkpoint_save(ckFile.c_str(), ts.data(), (int32_t)ts.size(), meta, 4) !=
         AMPRT_OK)
       die(amprt_last_error());
+  };
+
+  amprt_metrics *metrics = nullptr;
+  if (!o.metrics.empty()) {
+    if (o.resume)
+      truncateMetrics(o.metrics, start);
+    if (amprt_metrics_open(o.metrics.c_str(), o.resume ? 1 : 0, &metrics) != AMPRT_OK)
+      die(amprt_last_error());
   }
+  int64_t printEvery = o.printEvery ? o.printEvery : std::max<int64_t>(1, o.steps / 10);
+  if (start < o.steps)
+    std::printf("training: %s; %lld batch(es) of %s; steps %lld..%lld\n", trainingText,
+                (long long)batches, o.data.c_str(), (long long)start + 1, (long long)o.steps);
+  const Slot *lossSlot = resultOf("loss"), *scaleSlot = resultOf("loss_scale"),
+             *foundSlot = resultOf("found_inf");
+  auto valueAt = [&](const Slot *s) -> double {
+    if (!s)
+      return 0.0;
+    Slot tmp{s->kind, s->name, s->dtype, s->shape, {}};
+    size_t r = s - results.data();
+    tmp.data.assign(static_cast<char *>(rp[r]),
+                    static_cast<char *>(rp[r]) + amprt_dtype_size(s->dtype));
+    return scalarOf(&tmp);
+  };
+  int64_t runOfSkips = 0;
+  bool warnedSkips = false;
+  amprt_step_metrics m{};
+  for (int64_t step = start; step < o.steps; ++step) {
+    int64_t b = step % batches;
+    for (const Feed &f : feeds) {
+      Slot &s = args[f.arg];
+      amprt_array view = *f.array;
+      view.data = static_cast<const char *>(f.array->data) + b * s.shape[0] * f.rowBytes;
+      view.shape[0] = s.shape[0];
+      std::string what = "input '" + s.name + "' (batch " + std::to_string(b) + ")";
+      if (amprt_feed(&view, s.dtype, (int32_t)s.shape.size(), s.shape.data(), ap[f.arg],
+                     what.c_str()) != AMPRT_OK)
+        die(amprt_last_error());
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
+      die("step " + std::to_string(step + 1) + ": " + amprt_last_error());
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The new state becomes the next step's arguments (buffers swap: no copy).
+    for (auto [ai, ri] : carry)
+      std::swap(ap[ai], rp[ri]);
+    m.step = step + 1;
+    m.loss = valueAt(lossSlot);
+    m.loss_scale = scaleSlot ? valueAt(scaleSlot) : 1.0;
+    m.found_inf = foundSlot && valueAt(foundSlot) != 0.0;
+    skipped += m.found_inf;
+    m.skipped_total = skipped;
+    m.step_time_s = dt;
+    if (metrics && amprt_metrics_write(metrics, &m) != AMPRT_OK)
+      die(amprt_last_error());
+    runOfSkips = m.found_inf ? runOfSkips + 1 : 0;
+    if (runOfSkips >= 10 && !warnedSkips) {
+      std::fprintf(stderr,
+                   "warning: %lld steps in a row skipped for inf / NaN gradients (scale %g): "
+                   "the model is overflowing, not just the scale; lower the learning rate, "
+                   "check the data, look for exp / pow / division in fp16\n",
+                   (long long)runOfSkips, m.loss_scale);
+      warnedSkips = true;
+    }
+    if (!std::isfinite(m.loss) && !m.found_inf)
+      std::fprintf(stderr, "warning: step %lld: the loss is %g\n", (long long)m.step, m.loss);
+    if (m.step % printEvery == 0 || m.step == o.steps) {
+      char line[256];
+      amprt_format_progress(line, sizeof line, &m, o.steps);
+      std::printf("%s\n", line);
+      std::fflush(stdout);
+    }
+    if (!ckFile.empty() && o.checkpointEvery && m.step % o.checkpointEvery == 0)
+      saveCheckpoint(m.step);
+  }
+  if (metrics)
+    amprt_metrics_close(metrics);
+  if (!ckFile.empty() && start < o.steps)
+    saveCheckpoint(o.steps);
+  if (start < o.steps)
+    std::printf("done: %lld steps, %lld skipped (%lld applied)%s\n", (long long)o.steps,
+                (long long)skipped, (long long)(o.steps - skipped),
+                ckFile.empty() ? "" : (", checkpoint " + ckFile).c_str());
+  if (!o.outputs.empty() && start < o.steps) {
+    // The last step's results: the state results now sit in the argument
+    // buffers (swapped above), so swap back for the write.
+    for (auto [ai, ri] : carry)
+      std::swap(ap[ai], rp[ri]);
+    writeOutputs(o.outputs, results, rp);
+  }
+  amprt_npz_close(data);
+  amprt_arena_destroy(arena);
+  amprt_context_destroy(ctx);
   return 0;
 }
