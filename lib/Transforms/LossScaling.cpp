@@ -42,9 +42,9 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     if (!(backoffFactor > 0 && backoffFactor < 1))
       return err() << "backoff-factor must lie in (0, 1), got " << backoffFactor;
     if (growthInterval < 1 || growthInterval > INT32_MAX)
-      return err() << "growth-interval must be >= 1, got " << growthInterval;
+      return err() << "growth-interval must be >= 1, got " << (int64_t)growthInterval;
     if (hysteresis < 1 || hysteresis > INT32_MAX)
-      return err() << "hysteresis must be >= 1, got " << hysteresis;
+      return err() << "hysteresis must be >= 1, got " << (int64_t)hysteresis;
     if (!(minScale >= 0) || minScale > initScale)
       return err() << "min-scale must lie in [0, init-scale], got " << minScale;
     if (onMinScale != "error" && onMinScale != "warn")
@@ -227,8 +227,15 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       for (Operation &op : f.getBody().front())
         if (op.hasAttr("amp.found_inf"))
           flag = dyn_cast<arith::ConstantOp>(op);
-      if (!flag)
+      if (!flag) {
+        for (Operation &op : f.getBody().front())
+          if (isa<UnscaleAndCheckOp, UpdateScaleOp>(op)) {
+            op.emitError("amp-loss-scaling: '")
+                << f.getSymName() << "' is already loss-scaled";
+            return signalPassFailure();
+          }
         continue;
+      }
       any = true;
       if (failed(rewrite(f, flag)))
         return signalPassFailure();

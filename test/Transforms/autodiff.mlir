@@ -11,7 +11,7 @@
 // CHECK: %[[R:.+]] = amp.relu %[[H]]
 // CHECK: %[[Z:.+]] = amp.gemm %[[R]], %arg2 {trans_b = true}
 // CHECK: %[[LOSS:.+]], %[[LP:.+]] = amp.softmax_cross_entropy_loss %[[Z]], %arg4
-// CHECK: %[[ONE:.+]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[ONE:.+]] = arith.constant {amp.loss_seed} dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DZ:.+]] = amp.softmax_cross_entropy_loss_grad %[[LP]], %arg4, %[[ONE]] {amp.differentiates = "loss_node"}
 // CHECK: %[[DR:.+]] = amp.gemm %[[DZ]], %arg2 {amp.differentiates = "fc2"} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
 // CHECK: %[[DW2:.+]] = amp.gemm %[[DZ]], %[[R]] {amp.differentiates = "fc2", trans_a = true} : (tensor<5x2xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
