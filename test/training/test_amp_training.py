@@ -1,0 +1,338 @@
+"""End-to-end mixed-precision training against PyTorch AMP (CPU).
+
+Training programs written by `amp-compile --optimizer ...` run for many steps
+(`./train --data d.npz --steps N --metrics m.jsonl`) and their per-step
+metrics (loss, the loss scale the backward used, found_inf) are compared with
+PyTorch's run of the same model, data and initial weights: torch.autocast on
+the CPU (float16 / bfloat16) with torch.amp.GradScaler, torch.optim.
+
+Tolerances (relative, per step, on the loss):
+- fp32: 1e-5 (AMP-REFERENCE.md; the two differ only in summation order).
+- fp16: 1e-4. Both round at the same points (f16 operands, f32
+  accumulation, f16 results, f32 loss); what differs is the order of the
+  f32 sums, which flips the last bit of an occasional f16 activation or
+  gradient. One flipped logit moves a mean cross-entropy over 256 rows by
+  about 2^-11 * |logit| / 256 ~ 1e-6 relative, so 1e-4 allows ~100 such
+  flips per step and still fails on any real difference (a missing
+  unscale, a wrong seed, a skipped or doubled update all move the loss by
+  1e-3 or more within a few steps).
+- bf16: 2e-3 (bf16 keeps 8 bits: one flipped logit ~ 2^-8 * |logit| / 256).
+- Adam: 1e-3 (Adam divides by sqrt(v): gradients near zero amplify rounding).
+The loss scale and found_inf sequences must be identical.
+
+The demo of AMP-REFERENCE.md section 5 uses its fixed data (seed 42); every
+other case draws fresh weights and data (AMP_TEST_SEED repeats a run).
+
+    python test_amp_training.py AMP_COMPILE
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from amp_mlir import examples  # noqa: E402
+
+COMPILE = sys.argv[1]
+SEED = int(os.environ.get("AMP_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+rng = np.random.default_rng(SEED)
+passed = failed = 0
+TMP = tempfile.mkdtemp(prefix="amp-training-")
+torch.set_num_threads(2)
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL", msg, flush=True)
+
+
+def compile_(model, name, *flags):
+    onnx_path = f"{TMP}/{name}.onnx"
+    onnx.save(model, onnx_path)
+    prog = f"{TMP}/{name}"
+    r = subprocess.run([COMPILE, onnx_path, "-o", prog, *flags], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"amp-compile {' '.join(flags)} failed:\n{r.stderr}")
+    return prog
+
+
+def train(prog, data, steps, *extra, name=None):
+    metrics = f"{prog}.{name or 'm'}.jsonl"
+    r = subprocess.run([prog, "--data", data, "--steps", str(steps), "--metrics", metrics,
+                        "--print-every", "1000000", *extra], capture_output=True, text=True)
+    rows = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
+    return rows, r
+
+
+def save_data(name, x, y):
+    path = f"{TMP}/{name}.npz"
+    np.savez(path, input=x, labels=y)
+    return path
+
+
+def inits_of(model):
+    return {i.name: numpy_helper.to_array(i).copy() for i in model.graph.initializer}
+
+
+def torch_mlp(init):
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    with torch.no_grad():
+        for k, layer in (("fc1", net[0]), ("fc2", net[2])):
+            layer.weight.copy_(torch.tensor(init[f"{k}.weight"]))
+            layer.bias.copy_(torch.tensor(init[f"{k}.bias"]))
+    return net
+
+
+def torch_train(init, x, y, steps, dtype=None, opt="sgd", lr=0.01, scaler=None, clip=None,
+                loss_factor=1.0):
+    """PyTorch's AMP recipe. Returns [(loss, scale used, found_inf)], net."""
+    net = torch_mlp(init)
+    o = (torch.optim.SGD(net.parameters(), lr=lr) if opt == "sgd"
+         else torch.optim.Adam(net.parameters(), lr=lr))
+    sc = torch.amp.GradScaler("cpu", **scaler) if scaler is not None else None
+    xs, ys = torch.tensor(x), torch.tensor(y)
+    out = []
+    for _ in range(steps):
+        o.zero_grad()
+        with torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = torch.nn.functional.cross_entropy(net(xs), ys) * loss_factor
+        if sc is None:
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+            o.step()
+            out.append((loss.item(), 1.0, 0))
+            continue
+        used = sc.get_scale()
+        sc.scale(loss).backward()
+        if clip:
+            sc.unscale_(o)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+        sc.step(o)
+        found = int(sum(v.item() for v in sc._found_inf_per_device(o).values()) != 0)
+        sc.update()
+        out.append((loss.item(), used, found))
+    return out, net
+
+
+def compare(tag, ours, ref, tol):
+    check(len(ours) == len(ref), f"{tag}: {len(ours)} metric lines for {len(ref)} steps")
+    worst = 0.0
+    for i, (o, (l, s, f)) in enumerate(zip(ours, ref)):
+        if not (np.isfinite(o["loss"]) and np.isfinite(l)):
+            check(False, f"{tag}: step {i + 1}: loss {o['loss']} vs {l}")
+            return
+        worst = max(worst, abs(o["loss"] - l) / abs(l))
+        if o["loss_scale"] != s or o["found_inf"] != f or o["step"] != i + 1:
+            check(False, f"{tag}: step {i + 1}: scale {o['loss_scale']} found_inf "
+                         f"{o['found_inf']}, PyTorch {s} / {f}")
+            return
+    check(worst <= tol, f"{tag}: loss differs from PyTorch by {worst:.3g} relative (tol {tol})")
+    if os.environ.get("VERBOSE"):
+        print(f"{tag}: worst relative loss difference {worst:.3g}")
+
+
+def ref_scales(found, init, growth=2.0, backoff=0.5, interval=2000):
+    """AMP-REFERENCE.md section 3: the scale each step uses, from found_inf."""
+    scale, tracker, out = init, 0, []
+    for f in found:
+        out.append(scale)
+        if f:
+            scale *= backoff
+            tracker = 0
+        else:
+            tracker += 1
+            if tracker == interval:
+                if np.isfinite(np.float32(scale * growth)):
+                    scale *= growth
+                tracker = 0
+    return out
+
+
+# --- 1. The demo (AMP-REFERENCE.md section 5): fixed data, seed 42 ----------
+demo = examples.mlp(seed=42)
+d_rng = np.random.default_rng(42)
+X = d_rng.standard_normal((256, 64)).astype(np.float32)
+Y = d_rng.integers(0, 10, 256).astype(np.int64)
+demo_data = save_data("demo", X, Y)
+init = inits_of(demo)
+for prec, dtype, tol in (("fp16", torch.float16, 1e-4), ("fp32", None, 1e-5)):
+    prog = compile_(demo, f"demo_{prec}", "--precision", prec, "--optimizer", "sgd", "--lr", "0.01")
+    rows, r = train(prog, demo_data, 200)
+    check(r.returncode == 0, f"demo {prec}: rc {r.returncode}: {r.stderr}")
+    ref, _ = torch_train(init, X, Y, 200, dtype=dtype, lr=0.01,
+                         scaler={} if prec == "fp16" else None)
+    compare(f"demo {prec}", rows, ref, tol)
+    check(rows and rows[-1]["loss"] < rows[0]["loss"] - 0.1, f"demo {prec}: did not learn")
+
+# --- 2. Fresh weights and data: fp16 Adam, bf16 SGD, static scale, clipping --
+fresh = examples.mlp(seed=int(rng.integers(1 << 30)))
+finit = inits_of(fresh)
+FX = rng.standard_normal((256, 64)).astype(np.float32)
+FY = rng.integers(0, 10, 256).astype(np.int64)
+fdata = save_data("fresh", FX, FY)
+cases = [
+    ("fp16 adam", ["--precision", "fp16", "--optimizer", "adam", "--lr", "0.001"],
+     dict(dtype=torch.float16, opt="adam", lr=0.001, scaler={}), 1e-3),
+    ("bf16 sgd", ["--precision", "bf16", "--optimizer", "sgd", "--lr", "0.05"],
+     dict(dtype=torch.bfloat16, lr=0.05), 2e-3),
+    ("fp16 static 1024", ["--precision", "fp16", "--optimizer", "sgd", "--lr", "0.05",
+                          "--loss-scaling", "static", "--init-scale", "1024"],
+     dict(dtype=torch.float16, lr=0.05, scaler=dict(init_scale=1024.0, growth_interval=10**9)),
+     1e-4),
+    ("fp16 clip 0.05", ["--precision", "fp16", "--optimizer", "sgd", "--lr", "0.05",
+                       "--max-norm", "0.05", "--growth-interval", "7"],
+     dict(dtype=torch.float16, lr=0.05, scaler=dict(growth_interval=7), clip=0.05), 1e-4),
+]
+for tag, flags, kw, tol in cases:
+    prog = compile_(fresh, tag.replace(" ", "_"), *flags)
+    rows, r = train(prog, fdata, 40)
+    check(r.returncode == 0, f"{tag}: rc {r.returncode}: {r.stderr}")
+    ref, _ = torch_train(finit, FX, FY, 40, **kw)
+    compare(tag, rows, ref, tol)
+    if "clip" in kw:  # the case must clip: without it PyTorch's run differs
+        plain, _ = torch_train(finit, FX, FY, 40, **{k: v for k, v in kw.items() if k != "clip"})
+        gap = max(abs(a[0] - b[0]) / b[0] for a, b in zip(plain, ref))
+        check(gap > 100 * tol, f"{tag}: clipping changes nothing here ({gap:.3g})")
+
+# --- 3. Overflow: inputs x100 overflow fp16 gradients at 65536 ---------------
+OX = X * 100
+odata = save_data("over", OX, Y)
+oprog = compile_(demo, "over", "--precision", "fp16", "--optimizer", "sgd", "--lr", "0.0001",
+                 "--growth-interval", "5")
+rows, r = train(oprog, odata, 40)
+check(r.returncode == 0, f"overflow: rc {r.returncode}: {r.stderr}")
+ref, _ = torch_train(init, OX, Y, 40, dtype=torch.float16, lr=0.0001,
+                     scaler=dict(growth_interval=5))
+compare("overflow (vs PyTorch)", rows, ref, 1e-4)
+
+
+def overflow_invariants(tag, rows, interval):
+    found = [o["found_inf"] for o in rows]
+    check(found[0] == 1, f"{tag}: the first step did not overflow")
+    check(sum(found) >= 2 and found.count(0) >= 10, f"{tag}: skips {sum(found)} of {len(found)}")
+    check([o["loss_scale"] for o in rows] == ref_scales(found, 65536.0, interval=interval),
+          f"{tag}: scale sequence {[o['loss_scale'] for o in rows]} breaks the GradScaler rule")
+    for a, b in zip(rows, rows[1:]):
+        if a["found_inf"]:  # parameters untouched: the same batch gives the same loss
+            check(b["loss"] == a["loss"], f"{tag}: step {b['step']} loss {b['loss']} after a "
+                                          f"skipped step with loss {a['loss']}")
+    check(rows[-1]["skipped_total"] == sum(found), f"{tag}: skipped_total")
+    applied = [o["loss"] for o in rows if not o["found_inf"]]
+    check(applied[-1] < applied[0], f"{tag}: no recovery (loss {applied[0]} -> {applied[-1]})")
+
+
+overflow_invariants("overflow", rows, 5)
+# Fresh weights and data, same invariants.
+fo_data = save_data("fresh_over", FX * 100, FY)
+fo_prog = compile_(fresh, "fresh_over", "--precision", "fp16", "--optimizer", "sgd", "--lr",
+                   "0.0001", "--growth-interval", "4")
+rows, r = train(fo_prog, fo_data, 40)
+check(r.returncode == 0, f"fresh overflow: rc {r.returncode}: {r.stderr}")
+overflow_invariants("fresh overflow", rows, 4)
+# One skipped step leaves every parameter and the step counter as they were.
+subprocess.run([oprog, "--data", odata, "--steps", "1", "--outputs", f"{TMP}/one.npz"],
+               check=True, capture_output=True)
+one = np.load(f"{TMP}/one.npz")
+check(bool(one["found_inf"]) and int(one["new:step"]) == 0, "overflow: first step not skipped")
+for k, v in init.items():
+    check(np.array_equal(one[f"new:{k}"], v), f"overflow: {k} changed on a skipped step")
+check(float(one["new:loss_scale"]) == 32768.0, "overflow: the scale did not halve")
+
+# A floor: an overflow at min-scale stops the run (or warns).
+fl_prog = compile_(demo, "floor", "--precision", "fp16", "--optimizer", "sgd", "--lr", "0.0001",
+                   "--min-scale", "16384")
+rows, r = train(fl_prog, odata, 10)
+check(r.returncode != 0 and "minimum loss scale 16384" in r.stderr,
+      f"min-scale: rc {r.returncode}, stderr {r.stderr!r}")
+fw_prog = compile_(demo, "floor_warn", "--precision", "fp16", "--optimizer", "sgd", "--lr",
+                   "0.0001", "--min-scale", "16384", "--on-min-scale", "warn")
+rows, r = train(fw_prog, odata, 12)
+check(r.returncode == 0 and "minimum loss scale" in r.stderr and
+      "steps in a row skipped" in r.stderr and all(o["loss_scale"] >= 16384 for o in rows),
+      f"min-scale warn: rc {r.returncode}, stderr {r.stderr!r}")
+
+# --- 4. Underflow: loss x 1e-6 underflows every fp16 gradient unscaled -------
+tiny = examples.mlp(seed=int(rng.integers(1 << 30)))
+g = tiny.graph
+for n in g.node:
+    if n.op_type == "SoftmaxCrossEntropyLoss":
+        n.output[0] = "ce"
+g.node.insert(0, helper.make_node("Constant", [], ["tiny"],
+                                  value=numpy_helper.from_array(np.array(1e-6, np.float32))))
+g.node.append(helper.make_node("Mul", ["ce", "tiny"], ["loss"], name="/tiny/Mul"))
+onnx.checker.check_model(tiny)
+udata = save_data("under", rng.standard_normal((256, 64)).astype(np.float32),
+                  rng.integers(0, 10, 256).astype(np.int64))
+curves = {}
+for tag, prec, mode in (("fp32", "fp32", "none"), ("fp16 dynamic", "fp16", "dynamic"),
+                        ("fp16 none", "fp16", "none")):
+    prog = compile_(tiny, "under_" + tag.replace(" ", "_"), "--precision", prec, "--optimizer",
+                    "sgd", "--lr", "10000", "--loss-scaling", mode)
+    rows, r = train(prog, udata, 60)
+    check(r.returncode == 0 and len(rows) == 60, f"underflow {tag}: rc {r.returncode} {r.stderr}")
+    curves[tag] = np.array([o["loss"] for o in rows], np.float64)
+drop32 = curves["fp32"][0] - curves["fp32"][-1]
+check(drop32 > 0.05e-6, f"underflow: fp32 did not learn ({drop32})")
+rel = np.abs(curves["fp16 dynamic"] - curves["fp32"]) / curves["fp32"]
+check(rel.max() <= 2e-3, f"underflow: fp16 dynamic differs from fp32 by {rel.max():.3g}")
+drop_none = curves["fp16 none"][0] - curves["fp16 none"][-1]
+check(abs(drop_none) <= 0.01 * drop32,
+      f"underflow: fp16 without scaling learned ({drop_none} vs fp32 {drop32})")
+
+# --- 5. Checkpoint and resume: 10 + 10 steps == 20 steps, bit for bit -------
+straight, r = train(oprog, odata, 20, "--outputs", f"{TMP}/straight.npz", name="straight")
+ck = f"{TMP}/ck"
+first, r1 = train(oprog, odata, 10, "--checkpoint-dir", ck, name="resumed")
+second, r2 = train(oprog, odata, 20, "--checkpoint-dir", ck, "--resume",
+                   "--outputs", f"{TMP}/resumed.npz", name="resumed")
+check(r1.returncode == 0 and r2.returncode == 0 and "resumed at step 10" in r2.stdout,
+      f"resume: {r1.stderr} {r2.stderr}")
+strip = lambda rows: [{k: v for k, v in o.items() if k != "step_time_s"} for o in rows]  # noqa
+check(strip(second) == strip(straight), "resume: metrics differ from the straight run")
+a, b = np.load(f"{TMP}/straight.npz"), np.load(f"{TMP}/resumed.npz")
+check(all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("new:")),
+      "resume: final state differs from the straight run")
+check(any(o["found_inf"] for o in straight[10:]) or straight[10]["loss_scale"] != 65536,
+      "resume: the resumed half does not exercise the restored scale")
+
+# --- 6. Bad input: one clear message, non-zero exit --------------------------
+bad = [
+    ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--lr", "0.1"], "--lr is a training option"),
+    ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss-scaling",
+      "sometimes"], "unknown mode 'sometimes'"),
+    ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "rmsprop"],
+     "unknown optimizer 'rmsprop'"),
+    ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss", "nope"],
+     "no result named 'nope'"),
+    ([oprog, "--data", odata], "training needs both --data data.npz and --steps N"),
+    ([oprog, "--data", odata, "--steps", "0"], "--steps needs an integer >= 1"),
+    ([oprog, "--data", fdata + ".missing", "--steps", "2"], "missing"),
+    ([oprog, "--steps", "2", "--data", save_data("short", X[:100], Y[:100])],
+     "fewer than the program's batch of 256"),
+    ([oprog, "--steps", "2", "--data", f"{TMP}/nolabels.npz"], "input 'labels' is missing"),
+    ([oprog, "--steps", "2", "--data", odata, "--resume"], "--resume needs --checkpoint-dir"),
+    ([oprog, "--steps", "2", "--data", odata, "--resume", "--checkpoint-dir", f"{TMP}/none"],
+     "does not exist"),
+]
+np.savez(f"{TMP}/nolabels.npz", input=X)
+for cmd, msg in bad:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    check(r.returncode != 0 and msg in r.stderr,
+          f"{' '.join(cmd[1:])}: rc {r.returncode}, stderr {r.stderr.strip()!r} (want {msg!r})")
+check(not os.path.exists(f"{TMP}/x") and not os.path.exists(f"{TMP}/x.weights"),
+      "a failed amp-compile left files behind")
+
+print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
+sys.exit(1 if failed or passed == 0 else 0)
