@@ -1,105 +1,92 @@
 #!/usr/bin/env bash
-# The main job, as far as the pipeline goes today: write the example models
-# (the MLP of AMP-REFERENCE.md section 5, a small CNN, a transformer block) as
-# ONNX, import them into the amp dialect, and run the passes that exist.
+# The main job: the demo of the source documents (AMP-REFERENCE.md section 5).
+# A PyTorch MLP with its cross-entropy loss is exported to ONNX, imported,
+# autocast, differentiated and compiled ahead of time into training programs
+# (amp-compile --optimizer sgd --lr 0.01), which run 200 steps in fp16 with
+# dynamic loss scaling and in fp32, printing loss and scale every 40 steps;
+# then PyTorch's own AMP run of the same model and data is compared and both
+# loss curves and the scale are drawn (PNG). A short tour of the other
+# tools follows.
 set -euo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 BIN=$BUILD/bin
-OUT=$BUILD/examples
+OUT=$BUILD/demo
 mkdir -p "$OUT"
 
-echo "== 1. Example models (ONNX, written by python/amp_mlir/examples.py)"
-PYTHONPATH=python .venv/bin/python -m amp_mlir.examples --out "$OUT"
+echo "== 1. The model, exported from PyTorch: python -m amp_mlir.demo export $OUT"
+PYTHONPATH=python .venv/bin/python -m amp_mlir.demo export "$OUT"
 
 echo
-echo "== 2. Import: $BIN/amp-translate --import-onnx $OUT/mlp.onnx"
-echo "   (weights elided from the listing; they are the amp.init values)"
+echo "== 2. Import and autocast: what runs in which precision (amp-opt --amp-autocast=target=f16)"
 "$BIN/amp-translate" --import-onnx "$OUT/mlp.onnx" -o "$OUT/mlp.mlir"
-"$BIN/amp-opt" "$OUT/mlp.mlir" --mlir-elide-resource-strings-if-larger=16 \
-  --mlir-elide-elementsattrs-if-larger=8 | sed -n '/^module/,/^}/p'
-
-echo
-echo "== 3. Every example through import, verification and amp-fold-casts"
-for m in mlp cnn transformer_block; do
-  "$BIN/amp-translate" --import-onnx "$OUT/$m.onnx" -o "$OUT/$m.mlir"
-  "$BIN/amp-opt" "$OUT/$m.mlir" --canonicalize --amp-fold-casts -o "$OUT/$m.opt.mlir"
-  ops=$(grep -oE '= amp\.[a-z_]+' "$OUT/$m.opt.mlir" | sort | uniq -c | awk '{printf "%s %s, ", $3, $1}')
-  params=$(grep -o 'amp.param = ' "$OUT/$m.opt.mlir" | wc -l)
-  echo "   $m: $params parameters; ops: ${ops%, }"
-done
-echo
-echo "== 4. Autocast to f16: $BIN/amp-opt mlp.mlir --amp-autocast=\"target=f16 report=... dot=...\""
-"$BIN/amp-opt" "$OUT/mlp.mlir" \
-  --amp-autocast="target=f16 report=$OUT/mlp.autocast.json dot=$OUT/mlp.autocast.dot" \
-  -o "$OUT/mlp.f16.mlir"
-"$BIN/amp-opt" "$OUT/mlp.f16.mlir" --mlir-elide-resource-strings-if-larger=16 \
-  --mlir-elide-elementsattrs-if-larger=8 | sed -n '/^  func.func/,/^  }/p' | sed 's/^  //; s/amp.init = [^,]*, //g'
-echo
-echo "   decisions ($OUT/mlp.autocast.json):"
+"$BIN/amp-opt" "$OUT/mlp.mlir" --amp-autodiff \
+  --amp-autocast="target=f16 report=$OUT/mlp.autocast.json" -o /dev/null
 .venv/bin/python - "$OUT/mlp.autocast.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for d in r["ops"]:
     acc = f", accumulate {d['accumulate']}" if "accumulate" in d else ""
-    print(f"   {d['node']:32} {d['op']:32} {d['class']:7} -> {d['compute_type']}{acc}")
-s = r["summary"]
-print(f"   casts inserted: {s['casts_inserted']}, parameters cast to {r['target']}: {s['params_cast_to_target']}")
+    print(f"   {d['node'][:38]:38} {d['op']:34} {d['class']:7} -> {d['compute_type']}{acc}")
 PY
-ls "$OUT"/mlp.autocast.* | sed 's/^/   picture \/ report: /'
-for m in cnn transformer_block; do
-  for t in f16 bf16; do
-    "$BIN/amp-opt" "$OUT/$m.mlir" --amp-autocast="target=$t report=$OUT/$m.$t.json" -o /dev/null
-  done
-  .venv/bin/python -c "import json,sys; r=json.load(open('$OUT/$m.f16.json')); print('   $m (f16):', r['summary']['ops_by_compute_type'], 'casts', r['summary']['casts_inserted'])"
+
+echo
+echo "== 3. The training step, compiled ahead of time"
+echo "   $BIN/amp-compile mlp.onnx -o train_fp16 --precision fp16 --optimizer sgd --lr 0.01"
+"$BIN/amp-compile" "$OUT/mlp.onnx" -o "$OUT/train_fp16" --precision fp16 --optimizer sgd \
+  --lr 0.01 | sed 's/^/   /'
+"$BIN/amp-compile" "$OUT/mlp.onnx" -o "$OUT/train_fp32" --precision fp32 --optimizer sgd \
+  --lr 0.01 | sed 's/^/   /'
+"$BIN/amp-opt" "$OUT/mlp.mlir" --amp-autodiff --amp-optimizer="optimizer=sgd lr=0.01" \
+  --amp-loss-scaling -o "$OUT/mlp.train.mlir"
+echo "   the step (amp-opt --amp-autodiff --amp-optimizer --amp-loss-scaling), its loss-scaling ops:"
+grep -oE '= amp\.(unscale_and_check|update_scale|sgd_update|step_count)[^{:]*' "$OUT/mlp.train.mlir" \
+  | sed 's/^= /     /' | cut -c1-110
+
+for p in fp16 fp32; do
+  echo
+  echo "== 4. Train in $p: ./train_$p --data data.npz --steps 200 --metrics $p.jsonl --print-every 40"
+  "$OUT/train_$p" --data "$OUT/data.npz" --steps 200 --metrics "$OUT/$p.jsonl" \
+    --print-every 40 --checkpoint-dir "$OUT/ckpt_$p" | sed 's/^/   /'
 done
 
 echo
-echo "== 5. Run the MLP's forward pass on the runtime (JIT), in each precision"
-.venv/bin/python - "$OUT/mlp_in.npz" <<'PY'
+echo "== 5. The same run in PyTorch (autocast fp16 + GradScaler, and fp32), and the plot"
+PYTHONPATH=python .venv/bin/python -m amp_mlir.demo report "$OUT"
+
+echo
+echo "== 6. A tour of the other tools on the example models (python/amp_mlir/examples.py)"
+EX=$BUILD/examples
+mkdir -p "$EX"
+PYTHONPATH=python .venv/bin/python -m amp_mlir.examples --out "$EX" | sed 's/^/   /'
+for m in mlp cnn transformer_block; do
+  "$BIN/amp-translate" --import-onnx "$EX/$m.onnx" -o "$EX/$m.mlir"
+  "$BIN/amp-opt" "$EX/$m.mlir" --amp-autodiff -o "$EX/$m.grad.mlir"
+  params=$(grep -o 'amp.param = ' "$EX/$m.mlir" | wc -l)
+  bwd=$(grep -c 'amp.differentiates' "$EX/$m.grad.mlir")
+  echo "   $m: $params parameters, $bwd backward ops"
+done
+.venv/bin/python - "$EX/mlp_in.npz" <<'PY'
 import numpy as np, sys
-rng = np.random.default_rng(42)  # the source documents' data: X ~ N(0, 1), y in [0, 10)
+rng = np.random.default_rng(42)
 np.savez(sys.argv[1], input=rng.standard_normal((256, 64)).astype(np.float32),
          labels=rng.integers(0, 10, 256).astype(np.int64))
 PY
+echo "   the MLP's forward pass on the runtime (amp-run, JIT) in each precision:"
 for p in fp32 fp16 bf16; do
-  printf "   %-5s " "$p"
-  "$BIN/amp-run" "$OUT/mlp.onnx" --inputs "$OUT/mlp_in.npz" --outputs "$OUT/mlp_out_$p.npz" \
-    --precision "$p" --print | grep '^loss' | sed 's/^loss: f32 \[\] =/loss/'
+  printf "     %-5s " "$p"
+  "$BIN/amp-run" "$EX/mlp.onnx" --inputs "$EX/mlp_in.npz" --precision "$p" --print \
+    | grep '^loss' | sed 's/^loss: f32 \[\] =/loss/'
 done
-
+echo "   the transformer block, 20 AdamW steps in bf16 (amp-compile --precision bf16 --optimizer adamw):"
+.venv/bin/python - "$EX/tb_data.npz" <<'PY'
+import numpy as np, sys
+rng = np.random.default_rng(0)
+np.savez(sys.argv[1], input=rng.standard_normal((8, 16, 64)).astype(np.float32),
+         labels=rng.integers(0, 10, 8).astype(np.int64))
+PY
+"$BIN/amp-compile" "$EX/transformer_block.onnx" -o "$EX/tb_train" --precision bf16 \
+  --optimizer adamw --lr 0.001 | sed 's/^/     /'
+"$EX/tb_train" --data "$EX/tb_data.npz" --steps 20 --print-every 10 | sed 's/^/     /'
 echo
-echo "== 6. Compile it ahead of time and run the program"
-"$BIN/amp-compile" "$OUT/mlp.onnx" -o "$OUT/mlp_prog" --precision bf16 | sed 's/^/   /'
-"$OUT/mlp_prog" --inputs "$OUT/mlp_in.npz" --outputs "$OUT/mlp_prog_out.npz"
-.venv/bin/python -c "import numpy as np; a, b = np.load('$OUT/mlp_prog_out.npz'), np.load('$OUT/mlp_out_bf16.npz'); print('   program loss', float(a['loss']), '(same as amp-run:', bool(np.array_equal(a['loss'], b['loss'])), end=')\n')"
-
-echo
-echo "== 7. The backward graph: $BIN/amp-opt model.mlir --amp-autodiff"
-for m in mlp cnn transformer_block; do
-  "$BIN/amp-opt" "$OUT/$m.mlir" --amp-autodiff -o "$OUT/$m.grad.mlir"
-  grads=$(grep -o 'amp.grad = "[^"]*"' "$OUT/$m.grad.mlir" | wc -l)
-  bwd=$(grep -c 'amp.differentiates' "$OUT/$m.grad.mlir")
-  echo "   $m: $grads parameter gradients, $bwd backward ops"
-done
-echo "   the MLP's gradients, run in each precision (max |d loss / d fc1.weight|):"
-for p in fp32 fp16 bf16; do
-  "$BIN/amp-run" "$OUT/mlp.grad.mlir" --inputs "$OUT/mlp_in.npz" --outputs "$OUT/mlp_grad_$p.npz" \
-    --precision "$p"
-  .venv/bin/python -c "import numpy as np; g = np.load('$OUT/mlp_grad_$p.npz'); print('   $p ', float(np.abs(g['grad:fc1.weight']).max()), ' loss', float(g['loss']))"
-done
-
-echo
-echo "== 8. One training step: $BIN/amp-opt mlp.mlir --amp-autodiff --amp-optimizer=\"optimizer=adamw lr=0.001\""
-"$BIN/amp-opt" "$OUT/mlp.mlir" --amp-autodiff --amp-optimizer="optimizer=adamw lr=0.001" \
-  -o "$OUT/mlp.train.mlir"
-echo "   $(grep -o 'amp.opt_state = ' "$OUT/mlp.train.mlir" | wc -l) state arguments (amp.opt_state: step, exp_avg, exp_avg_sq), $(grep -o 'amp.updates = ' "$OUT/mlp.train.mlir" | wc -l) results tied to what they update (amp.updates)"
-for p in fp32 bf16; do
-  "$BIN/amp-run" "$OUT/mlp.train.mlir" --inputs "$OUT/mlp_in.npz" --outputs "$OUT/mlp_step_$p.npz" \
-    --precision "$p"
-  .venv/bin/python -c "import numpy as np; o = np.load('$OUT/mlp_step_$p.npz'); print('   $p  loss', float(o['loss']), ' step', int(o['new:step']), ' fc2.bias', np.round(o['new:fc2.bias'][:4], 5))"
-done
-
-echo
-echo "Loss scaling and the training run (many steps, checkpoints) are the next"
-echo "steps of the build order (see the README); the files above are in $OUT."
+echo "Files: $OUT (model, data, programs, metrics, checkpoints, amp_demo.png), $EX."
