@@ -1,0 +1,153 @@
+"""Training step time: AMP-MLIR's compiled training programs against PyTorch's
+CPU training step, in fp32, bf16 and fp16, on the same models and data, in
+one run.
+
+    .venv/bin/python bench/train_step_vs_torch.py [--steps 60] [--models mlp,transformer_block]
+
+Ours: `amp-compile model.onnx --optimizer sgd --precision P` (fp16 with
+dynamic loss scaling, bf16 and fp32 without), run as `./train --data d.npz
+--steps N`; the time is the median of the per-step times the program writes
+to its metrics (one whole step: forward, backward, unscale and inf check,
+optimizer update, scale update), after --warmup steps.
+
+PyTorch: eager, the AMP recipe of its documentation on the same model and
+initial weights: zero_grad, forward under torch.autocast("cpu", dtype) (none
+for fp32), backward of scaler.scale(loss) (GradScaler for fp16 only),
+scaler.step(opt), scaler.update(); the median over the same steps. Both use
+all of this machine's cores.
+
+The ratio is PyTorch's time over ours (> 1: we are faster).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from amp_mlir import examples  # noqa: E402
+
+DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class TorchBlock(torch.nn.Module):
+    """examples.transformer_block in torch: pre-LN 4-head attention, erf GELU
+    MLP, residuals, mean over tokens, Linear head, cross entropy; weights from
+    the ONNX file (MatMul layers store W^T as the exporter writes them)."""
+
+    def __init__(self, init, heads=4):
+        super().__init__()
+        self.p = torch.nn.ParameterDict(
+            {k.replace(".", "_"): torch.nn.Parameter(torch.tensor(v)) for k, v in init.items()
+             if v.dtype == np.float32})
+        self.heads = heads
+
+    def forward(self, x, y):
+        F = torch.nn.functional
+        g = lambda n: self.p[n.replace(".", "_")]  # noqa: E731
+        lin = lambda z, n: torch.matmul(z, g(n + ".weight")) + g(n + ".bias")  # noqa: E731
+        b, t, d = x.shape
+        hd = d // self.heads
+        h = F.layer_norm(x, (d,), g("ln1.weight"), g("ln1.bias"), 1e-5)
+        sh = lambda z: z.reshape(b, t, self.heads, hd).transpose(1, 2)  # noqa: E731
+        q, k, v = (sh(lin(h, f"attn.{n}")) for n in "qkv")
+        a = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * (1.0 / hd ** 0.5), -1)
+        a = torch.matmul(a, v).transpose(1, 2).reshape(b, t, d)
+        x = x + lin(a, "attn.out")
+        h = F.layer_norm(x, (d,), g("ln2.weight"), g("ln2.bias"), 1e-5)
+        x = x + lin(F.gelu(lin(h, "mlp.fc1")), "mlp.fc2")
+        logits = F.linear(x.mean(1), g("head.weight"), g("head.bias"))
+        return F.cross_entropy(logits, y)
+
+
+def torch_model(name, init):
+    if name == "mlp":
+        net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 10))
+        with torch.no_grad():
+            for k, layer in (("fc1", net[0]), ("fc2", net[2])):
+                layer.weight.copy_(torch.tensor(init[f"{k}.weight"]))
+                layer.bias.copy_(torch.tensor(init[f"{k}.bias"]))
+        return net, lambda x, y: torch.nn.functional.cross_entropy(net(x), y)
+    m = TorchBlock(init)
+    return m, m
+
+
+def torch_times(name, init, x, y, precision, steps, warmup):
+    model, fwd = torch_model(name, init)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    dtype = DTYPES[precision]
+    scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16")
+    xs, ys = torch.tensor(x), torch.tensor(y)
+    times, losses = [], []
+    for _ in range(warmup + steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = fwd(xs, ys)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times[warmup:])), losses
+
+
+def our_times(compile_, path, data, precision, steps, warmup, tmp):
+    prog = f"{tmp}/{os.path.basename(path)}.{precision}"
+    subprocess.run([compile_, path, "-o", prog, "--precision", precision, "--optimizer", "sgd",
+                    "--lr", "0.01"], check=True, capture_output=True)
+    m = f"{prog}.jsonl"
+    subprocess.run([prog, "--data", data, "--steps", str(warmup + steps), "--metrics", m,
+                    "--print-every", "1000000"], check=True, capture_output=True)
+    rows = [json.loads(l) for l in open(m)]
+    return float(np.median([r["step_time_s"] for r in rows[warmup:]])), [r["loss"] for r in rows]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--models", default="mlp,transformer_block")
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    a = ap.parse_args()
+    torch.set_num_threads(os.cpu_count())
+    compile_ = os.path.join(a.build, "bin", "amp-compile")
+    rng = np.random.default_rng(0)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.models.split(","):
+            model = getattr(examples, name)()
+            path = f"{tmp}/{name}.onnx"
+            onnx.save(model, path)
+            init = {i.name: numpy_helper.to_array(i).copy() for i in model.graph.initializer}
+            shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+            x = rng.standard_normal(shape).astype(np.float32)
+            y = rng.integers(0, 10, shape[0]).astype(np.int64)
+            data = f"{tmp}/{name}.npz"
+            np.savez(data, input=x, labels=y)
+            for p in ("fp32", "bf16", "fp16"):
+                ours, ol = our_times(compile_, path, data, p, a.steps, a.warmup, tmp)
+                theirs, tl = torch_times(name, init, x, y, p, a.steps, a.warmup)
+                gap = abs(ol[-1] - tl[-1]) / abs(tl[-1])
+                rows.append((name, p, ours, theirs, gap))
+                print(f"{name:18} {p}: ours {ours * 1e3:8.3f} ms  PyTorch {theirs * 1e3:8.3f} ms"
+                      f"  ratio {theirs / ours:5.2f}x  (final loss differs by {gap:.1e})",
+                      flush=True)
+    print("\n| model | precision | AMP-MLIR ms/step | PyTorch eager ms/step | PyTorch / ours |")
+    print("|---|---|---|---|---|")
+    for name, p, ours, theirs, _ in rows:
+        print(f"| {name} | {p} | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | {theirs / ours:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
