@@ -196,6 +196,42 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
 
 } // namespace
 
+namespace amprt {
+
+static std::vector<float> &scratch(int slot) {
+  thread_local std::vector<float> bufs[4];
+  return bufs[slot & 3];
+}
+
+amprt_tensor asF32(const amprt_tensor *x, int slot) {
+  if (x->dtype == AMPRT_F32)
+    return *x;
+  amprt_tensor t = scratchF32(x, slot);
+  if (amprt_tensor_is_contiguous(x))
+    amprt_convert(x->data, x->dtype, t.data, AMPRT_F32, (size_t)amprt_tensor_numel(x));
+  else
+    amprt_cast(nullptr, x, &t);
+  return t;
+}
+
+amprt_tensor scratchF32(const amprt_tensor *y, int slot) {
+  std::vector<float> &b = scratch(slot);
+  size_t n = (size_t)amprt_tensor_numel(y);
+  if (b.size() < n)
+    b.resize(n);
+  return amprt_tensor_make(b.data(), AMPRT_F32, y->rank, y->shape);
+}
+
+amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y) {
+  if (y->data == y32.data)
+    return AMPRT_OK;
+  if (amprt_tensor_is_contiguous(y))
+    return amprt_convert(y32.data, AMPRT_F32, y->data, y->dtype, (size_t)amprt_tensor_numel(y));
+  return amprt_cast(nullptr, &y32, y);
+}
+
+} // namespace amprt
+
 extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
                                     float alpha, const amprt_tensor *x,
                                     amprt_tensor *y) {
@@ -212,6 +248,11 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_unary: float output needs a float input, got %s",
                   amprt_dtype_name(x->dtype));
+    if (isHalf(x->dtype) || isHalf(y->dtype)) {
+      amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
+      AMPRT_CHECK(amprt_unary(nullptr, op, alpha, &x32, &y32));
+      return storeFromF32(y32, y);
+    }
     forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
       storeF(y->data, y->dtype, o[1],
              applyUnary(op, loadF(x->data, x->dtype, o[0]), alpha));
@@ -237,6 +278,11 @@ extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_unary_grad: x, dy and dx must be float");
+  if (isHalf(x->dtype) || isHalf(dy->dtype) || isHalf(dx->dtype)) {
+    amprt_tensor x32 = asF32(x, 0), dy32 = asF32(dy, 1), dx32 = scratchF32(dx, 2);
+    AMPRT_CHECK(amprt_unary_grad(nullptr, op, alpha, &x32, &dy32, &dx32));
+    return storeFromF32(dx32, dx);
+  }
   forEach<3>(dx->rank, dx->shape, s, [&](const int64_t *o) {
     float xv = loadF(x->data, x->dtype, o[0]);
     float g = loadF(dy->data, dy->dtype, o[1]);
@@ -254,6 +300,12 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: unknown op %d", op);
   if (binaryFastF32(op, a, b, y))
     return AMPRT_OK;
+  if (isFloat(y->dtype) && isFloat(a->dtype) && isFloat(b->dtype) &&
+      (isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype))) {
+    amprt_tensor a32 = asF32(a, 0), b32 = asF32(b, 1), y32 = scratchF32(y, 2);
+    AMPRT_CHECK(amprt_binary(nullptr, op, &a32, &b32, &y32));
+    return storeFromF32(y32, y);
+  }
   if (isFloat(y->dtype)) {
     forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
       float p = loadF(a->data, a->dtype, o[0]);

@@ -93,6 +93,19 @@ inline void storeI(void *base, amprt_dtype t, int64_t i, int64_t v) {
   }
 }
 
+inline bool isHalf(amprt_dtype t) { return t == AMPRT_F16 || t == AMPRT_BF16; }
+
+/// f16 / bf16 kernels run as their f32 kernels on f32 copies of the operands
+/// (vector conversions, thread-local scratch reused from call to call): the
+/// same arithmetic (f32, one rounding when stored) as element-wise loads and
+/// stores, without a conversion call per element. `slot` picks one of four
+/// scratch buffers. An f32 tensor is returned as it is.
+amprt_tensor asF32(const amprt_tensor *x, int slot);
+/// A contiguous f32 scratch tensor of y's shape.
+amprt_tensor scratchF32(const amprt_tensor *y, int slot);
+/// Stores an f32 scratch result into y (rounding to y's type).
+amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y);
+
 /// Checks a descriptor; `what` names it in the message ("amprt_gemm: a").
 amprt_status check(const amprt_tensor *t, const char *what);
 

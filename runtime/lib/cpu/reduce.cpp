@@ -7,6 +7,8 @@
 
 #include "internal.h"
 
+#include <algorithm>
+
 #include <limits>
 #include <vector>
 
@@ -72,6 +74,50 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
                   shapeString(y).c_str(), shapeString(x).c_str());
     if (reduced[d])
       count *= x->shape[d];
+  }
+  if (isHalf(x->dtype)) {
+    amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
+    AMPRT_CHECK(amprt_reduce(nullptr, op, &x32, axes, naxes, &y32));
+    return storeFromF32(y32, y);
+  }
+  // Contiguous f32 sum / mean over one block of adjacent axes: [outer, red,
+  // inner] rows added in the generic path's order (double accumulators, the
+  // reduced index ascending), so the result is the same to the bit.
+  if (x->dtype == AMPRT_F32 && op != AMPRT_REDUCE_MAX && amprt_tensor_is_contiguous(x) &&
+      amprt_tensor_is_contiguous(y)) {
+    int32_t lo = -1, hi = -1;
+    bool block = true;
+    for (int32_t d = 0; d < x->rank; ++d)
+      if (reduced[d] && x->shape[d] != 1) {
+        if (lo < 0)
+          lo = d;
+        else if (hi != d - 1)
+          block = false;
+        hi = d;
+      }
+    if (block && lo >= 0) {
+      int64_t outer = 1, red = 1, inner = 1;
+      for (int32_t d = 0; d < x->rank; ++d)
+        (d < lo ? outer : d <= hi ? red : inner) *= x->shape[d];
+      thread_local std::vector<double> accRow;
+      if ((int64_t)accRow.size() < inner)
+        accRow.resize(inner);
+      const float *xp = static_cast<const float *>(x->data);
+      float *yp = static_cast<float *>(y->data);
+      double div = op == AMPRT_REDUCE_MEAN ? (double)count : 1.0;
+      for (int64_t o = 0; o < outer; ++o) {
+        double *acc = accRow.data();
+        std::fill(acc, acc + inner, 0.0);
+        for (int64_t r = 0; r < red; ++r) {
+          const float *row = xp + (o * red + r) * inner;
+          for (int64_t i = 0; i < inner; ++i)
+            acc[i] += row[i];
+        }
+        for (int64_t i = 0; i < inner; ++i)
+          yp[o * inner + i] = (float)(op == AMPRT_REDUCE_MEAN ? acc[i] / div : acc[i]);
+      }
+      return AMPRT_OK;
+    }
   }
   // Accumulate per dense output index.
   int64_t dense[AMPRT_MAX_RANK];
