@@ -56,9 +56,10 @@ Operand operandOf(const amprt_tensor *t) {
 struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;
+  int64_t batch = 1; // > 1: `batch` dense [m,k] x [k,n] products, one primitive
   bool operator<(const GemmKey &o) const {
-    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt) <
-           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt);
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch) <
+           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch);
   }
 };
 
@@ -76,16 +77,25 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
     auto it = cache.find(key);
     if (it == cache.end()) {
       using dt = dnnl::memory::data_type;
-      dnnl::memory::desc ad({key.m, key.k}, (dt)key.adt, {key.lda0, key.lda1});
-      dnnl::memory::desc bd({key.k, key.n}, (dt)key.bdt, {key.ldb0, key.ldb1});
-      dnnl::memory::desc cd({key.m, key.n}, dt::f32, {key.n, 1});
+      dnnl::memory::desc ad, bd, cd;
+      if (key.batch > 1) {
+        ad = dnnl::memory::desc({key.batch, key.m, key.k}, (dt)key.adt,
+                                {key.m * key.k, key.lda0, key.lda1});
+        bd = dnnl::memory::desc({key.batch, key.k, key.n}, (dt)key.bdt,
+                                {key.k * key.n, key.ldb0, key.ldb1});
+        cd = dnnl::memory::desc({key.batch, key.m, key.n}, dt::f32, {key.m * key.n, key.n, 1});
+      } else {
+        ad = dnnl::memory::desc({key.m, key.k}, (dt)key.adt, {key.lda0, key.lda1});
+        bd = dnnl::memory::desc({key.k, key.n}, (dt)key.bdt, {key.ldb0, key.ldb1});
+        cd = dnnl::memory::desc({key.m, key.n}, dt::f32, {key.n, 1});
+      }
       dnnl::matmul::desc d(ad, bd, cd);
       dnnl::matmul::primitive_desc pd(d, cpuEngine());
       it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd}).first;
     }
     p = &it->second;
   }
-  dnnl::stream s(cpuEngine());
+  thread_local dnnl::stream s(cpuEngine());
   dnnl::memory am(p->a, cpuEngine(), const_cast<void *>(a));
   dnnl::memory bm(p->b, cpuEngine(), const_cast<void *>(b));
   dnnl::memory cm(p->c, cpuEngine(), acc);
@@ -246,6 +256,28 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: y %s does not hold the result", k,
                 shapeString(y).c_str());
   thread_local std::vector<float> scratch;
+  // One primitive for the whole product where the batch allows: b shared by
+  // every batch (a's rows stacked: [batches * m, k] x [k, n]), or both
+  // batched alike (a batched primitive).
+  bool bShared = true, sameBatch = true;
+  for (int32_t d = 0; d < batchRank; ++d) {
+    bShared &= bstr[d] == 0 || batch[d] == 1;
+    sameBatch &= (astr[d] != 0 || batch[d] == 1) && (bstr[d] != 0 || batch[d] == 1);
+  }
+  if (batches > 1 && kk > 0 && m && n && (bShared || sameBatch)) {
+    if (y->dtype != AMPRT_F32 && scratch.size() < (size_t)(batches * m * n))
+      scratch.resize(batches * m * n);
+    AMPRT_DNNL_TRY(k, {
+      Operand oa = operandOf(a), ob = operandOf(b);
+      float *acc = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) : scratch.data();
+      GemmKey key{bShared ? batches * m : m, n, kk, kk, 1, n, 1, (int)oa.dt, (int)ob.dt,
+                  bShared ? 1 : batches};
+      gemmAcc(key, oa.ptr, ob.ptr, acc);
+      if (y->dtype != AMPRT_F32)
+        amprt_convert(acc, AMPRT_F32, y->data, y->dtype, (size_t)(batches * m * n));
+    })
+    return AMPRT_OK;
+  }
   scratch.resize(m * n);
   AMPRT_DNNL_TRY(k, {
     Operand oa = operandOf(a), ob = operandOf(b);

@@ -8,6 +8,10 @@
 
 #include "internal.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <vector>
 
@@ -129,6 +133,43 @@ void mapF32(const float *x, float *y, int64_t n, F f) {
     y[i] = f(x[i]);
 }
 
+// erf and exp four at a time with glibc's vector math library (libmvec,
+// <= 2 ulp like the scalar functions), where it exists.
+#if defined(__x86_64__) && defined(__GLIBC__)
+extern "C" __m128 _ZGVbN4v_erff(__m128);
+extern "C" __m128 _ZGVbN4v_expf(__m128);
+
+void erfF32(const float *x, float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    _mm_storeu_ps(y + i, _ZGVbN4v_erff(_mm_loadu_ps(x + i)));
+  for (; i < n; ++i)
+    y[i] = std::erf(x[i]);
+}
+
+/// dx = dy * 2/sqrt(pi) * exp(-x^2)
+void erfGradF32(const float *x, const float *dy, float *dx, int64_t n) {
+  const __m128 c = _mm_set1_ps(1.12837916709551257390f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    __m128 v = _mm_loadu_ps(x + i);
+    __m128 e = _ZGVbN4v_expf(_mm_sub_ps(_mm_setzero_ps(), _mm_mul_ps(v, v)));
+    _mm_storeu_ps(dx + i, _mm_mul_ps(_mm_loadu_ps(dy + i), _mm_mul_ps(c, e)));
+  }
+  for (; i < n; ++i)
+    dx[i] = dy[i] * (1.12837916709551257390f * std::exp(-x[i] * x[i]));
+}
+#else
+void erfF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = std::erf(x[i]);
+}
+void erfGradF32(const float *x, const float *dy, float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = dy[i] * (1.12837916709551257390f * std::exp(-x[i] * x[i]));
+}
+#endif
+
 bool unaryFastF32(amprt_unary_op op, float alpha, const float *x, float *y, int64_t n) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: std::memmove(y, x, n * 4); return true;
@@ -143,7 +184,7 @@ bool unaryFastF32(amprt_unary_op op, float alpha, const float *x, float *y, int6
   case AMPRT_UNARY_SIGMOID: mapF32(x, y, n, sigmoid); return true;
   case AMPRT_UNARY_GELU: mapF32(x, y, n, gelu); return true;
   case AMPRT_UNARY_GELU_TANH: mapF32(x, y, n, geluTanh); return true;
-  case AMPRT_UNARY_ERF: mapF32(x, y, n, [](float v) { return std::erf(v); }); return true;
+  case AMPRT_UNARY_ERF: erfF32(x, y, n); return true;
   default: return false;
   }
 }
@@ -282,6 +323,19 @@ extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
     amprt_tensor x32 = asF32(x, 0), dy32 = asF32(dy, 1), dx32 = scratchF32(dx, 2);
     AMPRT_CHECK(amprt_unary_grad(nullptr, op, alpha, &x32, &dy32, &dx32));
     return storeFromF32(dx32, dx);
+  }
+  if (x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && dx->dtype == AMPRT_F32 &&
+      sameDense(x, dx) && sameDense(dy, dx)) {
+    const float *xp = static_cast<const float *>(x->data), *gp = static_cast<const float *>(dy->data);
+    float *o = static_cast<float *>(dx->data);
+    int64_t n = amprt_tensor_numel(dx);
+    if (op == AMPRT_UNARY_ERF) {
+      erfGradF32(xp, gp, o, n);
+      return AMPRT_OK;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = gp[i] * unaryDerivative(op, xp[i], alpha);
+    return AMPRT_OK;
   }
   forEach<3>(dx->rank, dx->shape, s, [&](const int64_t *o) {
     float xv = loadF(x->data, x->dtype, o[0]);
@@ -450,10 +504,61 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x,
       s[0][d] = x->strides[d];
       s[1][d] = y->strides[d];
     }
-    forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
-      std::memcpy(static_cast<char *>(y->data) + o[1] * es,
-                  static_cast<const char *>(x->data) + o[0] * es, es);
-    });
+    // Merge dimensions that are contiguous in both, then up to four nested
+    // loops with the innermost as a memcpy where both sides are dense.
+    int64_t sh[AMPRT_MAX_RANK], xs[AMPRT_MAX_RANK], ys[AMPRT_MAX_RANK];
+    int32_t r = 0;
+    for (int32_t d = 0; d < y->rank; ++d) {
+      if (y->shape[d] == 1)
+        continue;
+      if (r > 0 && xs[r - 1] == s[0][d] * y->shape[d] && ys[r - 1] == s[1][d] * y->shape[d]) {
+        sh[r - 1] *= y->shape[d];
+        xs[r - 1] = s[0][d];
+        ys[r - 1] = s[1][d];
+        continue;
+      }
+      sh[r] = y->shape[d];
+      xs[r] = s[0][d];
+      ys[r] = s[1][d];
+      ++r;
+    }
+    auto typed = [&](auto tag) {
+      using T = decltype(tag);
+      const T *xp = static_cast<const T *>(x->data);
+      T *yp = static_cast<T *>(y->data);
+      if (r <= 4) {
+        int64_t n[4] = {1, 1, 1, 1}, a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
+        for (int32_t d = 0; d < r; ++d) {
+          n[4 - r + d] = sh[d];
+          a[4 - r + d] = xs[d];
+          b[4 - r + d] = ys[d];
+        }
+        for (int64_t i0 = 0; i0 < n[0]; ++i0)
+          for (int64_t i1 = 0; i1 < n[1]; ++i1)
+            for (int64_t i2 = 0; i2 < n[2]; ++i2) {
+              const T *xr = xp + i0 * a[0] + i1 * a[1] + i2 * a[2];
+              T *yr = yp + i0 * b[0] + i1 * b[1] + i2 * b[2];
+              if (a[3] == 1 && b[3] == 1)
+                std::memcpy(yr, xr, (size_t)n[3] * sizeof(T));
+              else
+                for (int64_t i3 = 0; i3 < n[3]; ++i3)
+                  yr[i3 * b[3]] = xr[i3 * a[3]];
+            }
+        return;
+      }
+      forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) { yp[o[1]] = xp[o[0]]; });
+    };
+    switch (es) {
+    case 1: typed(uint8_t{}); break;
+    case 2: typed(uint16_t{}); break;
+    case 4: typed(uint32_t{}); break;
+    case 8: typed(uint64_t{}); break;
+    default:
+      forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
+        std::memcpy(static_cast<char *>(y->data) + o[1] * es,
+                    static_cast<const char *>(x->data) + o[0] * es, es);
+      });
+    }
     return AMPRT_OK;
   }
   std::vector<int64_t> xo, yo;
