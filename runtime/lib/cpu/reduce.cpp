@@ -181,6 +181,7 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
                 shapeString(x).c_str(), shapeString(y).c_str(), axis);
   int64_t len = x->shape[axis], xs = x->strides[axis], ys = y->strides[axis];
   std::vector<float> row(len);
+  std::vector<double> e(len);
   // y's base offset for a row: same index as x's, in y's strides.
   int64_t shape[AMPRT_MAX_RANK];
   int64_t s[2][AMPRT_MAX_RANK];
@@ -199,11 +200,10 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
     }
     double sum = 0.0;
     for (int64_t i = 0; i < len; ++i)
-      sum += std::exp((double)row[i] - m);
-    double logSum = std::log(sum);
+      sum += (e[i] = std::exp((double)row[i] - m));
+    double logSum = log ? std::log(sum) : 0.0;
     for (int64_t i = 0; i < len; ++i) {
-      double v = log ? (double)row[i] - m - logSum
-                     : std::exp((double)row[i] - m) / sum;
+      double v = log ? (double)row[i] - m - logSum : e[i] / sum;
       if (nan)
         v = std::numeric_limits<double>::quiet_NaN();
       storeF(y->data, y->dtype, o[1] + i * ys, (float)v);
@@ -301,24 +301,43 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
                   "%s: mean / inv_std_dev must be contiguous f32 with %lld "
                   "elements",
                   k, (long long)rows);
-  std::vector<double> v(cols);
+  // Scale and bias read once; rows of an f32 x read directly.
+  std::vector<double> v(cols), sc(cols), bi(cols, 0.0);
+  std::vector<float> out32(y->dtype == AMPRT_F32 ? 0 : cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    sc[c] = loadF(scale->data, scale->dtype, so[c]);
+    if (bias)
+      bi[c] = loadF(bias->data, bias->dtype, bo[c]);
+  }
+  const float *xf = x->dtype == AMPRT_F32 && amprt_tensor_is_contiguous(x)
+                        ? static_cast<const float *>(x->data)
+                        : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      v[c] = loadF(x->data, x->dtype, r * cols + c);
-      sum += v[c];
+    if (xf) {
+      for (int64_t c = 0; c < cols; ++c)
+        sum += (v[c] = xf[r * cols + c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) {
+        v[c] = loadF(x->data, x->dtype, r * cols + c);
+        sum += v[c];
+      }
     }
     double mu = sum / cols, var = 0.0;
     for (int64_t c = 0; c < cols; ++c)
       var += (v[c] - mu) * (v[c] - mu);
     var /= cols;
     double rstd = 1.0 / std::sqrt(var + (double)epsilon);
+    float *yr = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + r * cols : out32.data();
     for (int64_t c = 0; c < cols; ++c) {
-      double out = (v[c] - mu) * rstd * loadF(scale->data, scale->dtype, so[c]);
+      double out = (v[c] - mu) * rstd * sc[c];
       if (bias)
-        out += loadF(bias->data, bias->dtype, bo[c]);
-      storeF(y->data, y->dtype, r * cols + c, (float)out);
+        out += bi[c];
+      yr[c] = (float)out;
     }
+    if (y->dtype != AMPRT_F32)
+      amprt_convert(yr, AMPRT_F32, static_cast<char *>(y->data) + r * cols * 2, y->dtype,
+                    (size_t)cols);
     if (mean)
       static_cast<float *>(mean->data)[r] = (float)mu;
     if (inv_std_dev)
@@ -346,15 +365,26 @@ extern "C" amprt_status amprt_layer_norm_grad(
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: statistics must be f32 [%lld]", k,
                 (long long)rows);
   int64_t np = amprt_tensor_numel(scale);
-  std::vector<double> gscale(np, 0.0), gbias(np, 0.0), xhat(cols), dxhat(cols);
+  std::vector<double> gscale(np, 0.0), gbias(np, 0.0), xhat(cols), dxhat(cols), sc(cols);
+  for (int64_t c = 0; c < cols; ++c)
+    sc[c] = loadF(scale->data, scale->dtype, so[c]);
+  // x and dy as f32 rows (f16 / bf16 widened once, exactly).
+  amprt_tensor x32 = asF32(x, 0), dy32 = asF32(dy, 1);
+  if (!amprt_tensor_is_contiguous(&x32)) {
+    amprt_tensor t = scratchF32(x, 0);
+    AMPRT_CHECK(amprt_cast(nullptr, x, &t));
+    x32 = t;
+  }
+  const float *xf = static_cast<const float *>(x32.data);
+  const float *gf = static_cast<const float *>(dy32.data);
   for (int64_t r = 0; r < rows; ++r) {
     double mu = static_cast<const float *>(mean->data)[r];
     double rstd = static_cast<const float *>(inv_std_dev->data)[r];
     double m1 = 0.0, m2 = 0.0;
     for (int64_t c = 0; c < cols; ++c) {
-      double g = loadF(dy->data, dy->dtype, r * cols + c);
-      xhat[c] = (loadF(x->data, x->dtype, r * cols + c) - mu) * rstd;
-      dxhat[c] = g * loadF(scale->data, scale->dtype, so[c]);
+      double g = gf[r * cols + c];
+      xhat[c] = (xf[r * cols + c] - mu) * rstd;
+      dxhat[c] = g * sc[c];
       m1 += dxhat[c];
       m2 += dxhat[c] * xhat[c];
       gscale[so[c]] += g * xhat[c];
