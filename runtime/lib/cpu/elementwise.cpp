@@ -333,6 +333,21 @@ extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
       erfGradF32(xp, gp, o, n);
       return AMPRT_OK;
     }
+    if (op == AMPRT_UNARY_RELU) { // dy * 0 keeps an inf / NaN dy visible
+      int64_t i = 0;
+#if defined(__x86_64__)
+      // Branch-free: the signs of relu inputs are random, a branch per
+      // element mispredicts half the time.
+      const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+      for (; i + 4 <= n; i += 4) {
+        __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(xp + i), zero), one);
+        _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(gp + i), m));
+      }
+#endif
+      for (; i < n; ++i)
+        o[i] = gp[i] * (xp[i] > 0.0f ? 1.0f : 0.0f);
+      return AMPRT_OK;
+    }
     for (int64_t i = 0; i < n; ++i)
       o[i] = gp[i] * unaryDerivative(op, xp[i], alpha);
     return AMPRT_OK;
