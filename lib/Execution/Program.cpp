@@ -164,6 +164,7 @@ LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOption
   ls.onMinScale = o.onMinScale;
   ls.maxNorm = o.maxNorm;
   ls.checkInf = o.checkInf;
+  ls.accumulate = o.accumulate;
   pm.addPass(createAMPLossScaling(ls));
   return pm.run(module);
 }

@@ -51,6 +51,8 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       return err() << "on-min-scale must be error or warn, got '" << onMinScale << "'";
     if (!(maxNorm >= 0))
       return err() << "max-norm must be >= 0 (0: no clipping), got " << maxNorm;
+    if (accumulate < 1 || accumulate > (1 << 24))
+      return err() << "accumulate must lie in [1, 2^24], got " << (int64_t)accumulate;
     return success();
   }
 
@@ -124,11 +126,38 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
                                         DenseElementsAttr::get(f32, b.getF32FloatAttr((float)s)));
     }
 
-    // Seed the backward with the scale.
-    if (seed && mode != "none") {
+    // Gradient accumulation state.
+    int64_t k = accumulate;
+    Value micro;
+    SmallVector<Value> accs;
+    if (k > 1) {
+      if (!(micro = addState(i64, "micro_step", b.getI64IntegerAttr(0))))
+        return failure();
+      for (OpOperand *u : gradUses) {
+        auto p = dyn_cast<BlockArgument>(u->getOwner()->getOperand(0));
+        auto name = p ? f.getArgAttrOfType<StringAttr>(p.getArgNumber(), "amp.param")
+                      : StringAttr();
+        if (!name)
+          return u->getOwner()->emitOpError("amp-loss-scaling: updates no named parameter");
+        auto gt = RankedTensorType::get(cast<ShapedType>(u->get().getType()).getShape(),
+                                        b.getF32Type());
+        Value a = addState(gt, (name.getValue() + ".grad_accum").str(), b.getF32FloatAttr(0));
+        if (!a)
+          return failure();
+        accs.push_back(a);
+      }
+    }
+
+    // Seed the backward with the scale (divided by k when accumulating).
+    if (seed && (mode != "none" || k > 1)) {
       b.setInsertionPoint(seed);
       auto st = cast<RankedTensorType>(seed.getType());
       Value s = scale;
+      if (k > 1)
+        s = DivOp::create(b, seed.getLoc(), f32, s,
+                          arith::ConstantOp::create(
+                              b, seed.getLoc(), f32,
+                              DenseElementsAttr::get(f32, b.getF32FloatAttr((float)k))));
       if (!st.getElementType().isF32())
         s = CastOp::create(b, seed.getLoc(), RankedTensorType::get({}, st.getElementType()), s);
       if (st.getRank() != 0) {
@@ -148,6 +177,23 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     b.setInsertionPoint(gradUses.front()->getOwner());
     Value found = flag;
     Value gradNorm;
+    Value apply, newMicro;
+    SmallVector<Value> summed;
+    auto flagType = RankedTensorType::get({}, b.getI1Type());
+    auto boolConst = [&](bool v) -> Value {
+      return arith::ConstantOp::create(b, loc, flagType,
+                                       DenseElementsAttr::get(flagType, b.getBoolAttr(v)));
+    };
+    if (k > 1) {
+      auto ms = MicroStepOp::create(b, loc, flagType, i64, micro, b.getI64IntegerAttr(k));
+      apply = ms.getApply();
+      newMicro = ms.getNewMicroStep();
+      for (auto [u, a] : llvm::zip(gradUses, accs)) {
+        Value g = AddOp::create(b, loc, a.getType(), a, u->get());
+        summed.push_back(g);
+        u->set(g);
+      }
+    }
     if (mode != "none" || checkInf) {
       SmallVector<Value> grads;
       SmallVector<Type> types;
@@ -169,6 +215,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
         u->set(g);
       flag.replaceAllUsesWith(found);
       flag.erase();
+      flag = nullptr;
     } else {
       flag->removeAttr("amp.found_inf");
       if (maxNorm > 0) {
@@ -180,6 +227,19 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
           u->set(g);
         gradNorm = clip.getTotalNorm();
       }
+    }
+
+    // Accumulating: the updates skip unless this call applies.
+    Value reportFound = found;
+    if (k > 1) {
+      auto skip = WhereOp::create(b, loc, flagType, apply, found, boolConst(true));
+      Value skipV = skip.getResult();
+      for (Operation &op : block)
+        if (isa<SGDUpdateOp, AdamUpdateOp, StepCountOp>(op))
+          for (OpOperand &o : op.getOpOperands())
+            if (o.get() == found)
+              o.set(skipV);
+      reportFound = WhereOp::create(b, loc, flagType, apply, found, boolConst(false));
     }
 
     // Results: the scale's new state, and what the runner reports.
@@ -194,17 +254,35 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       resAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(key, b.getStringAttr(name))}));
     };
     if (mode == "dynamic") {
+      // Accumulating: an overflow counts on the applying call only.
       auto up = UpdateScaleOp::create(
-          b, loc, f32, i64, i64, scale, tracker, hystLeft, found,
+          b, loc, f32, i64, i64, scale, tracker, hystLeft, reportFound,
           b.getF32FloatAttr((float)growthFactor), b.getF32FloatAttr((float)backoffFactor),
           b.getI64IntegerAttr(growthInterval), b.getI64IntegerAttr(hysteresis),
           b.getF32FloatAttr((float)minScale), b.getStringAttr(onMinScale));
-      add(up.getNewScale(), "amp.updates", "loss_scale");
-      add(up.getNewGrowthTracker(), "amp.updates", "growth_tracker");
-      add(up.getNewHysteresisLeft(), "amp.updates", "hysteresis_left");
+      Value ns = up.getNewScale(), nt = up.getNewGrowthTracker(), nh = up.getNewHysteresisLeft();
+      if (k > 1) { // the scale moves on applying calls only
+        ns = WhereOp::create(b, loc, f32, apply, ns, scale);
+        nt = WhereOp::create(b, loc, i64, apply, nt, tracker);
+        nh = WhereOp::create(b, loc, i64, apply, nh, hystLeft);
+      }
+      add(ns, "amp.updates", "loss_scale");
+      add(nt, "amp.updates", "growth_tracker");
+      add(nh, "amp.updates", "hysteresis_left");
+    }
+    if (k > 1) {
+      add(newMicro, "amp.updates", "micro_step");
+      for (auto [a, g] : llvm::zip(accs, summed)) {
+        auto t = cast<RankedTensorType>(a.getType());
+        Value zeros = arith::ConstantOp::create(
+            b, loc, t, DenseElementsAttr::get(t, b.getF32FloatAttr(0.0f)));
+        auto name = f.getArgAttrOfType<StringAttr>(cast<BlockArgument>(a).getArgNumber(),
+                                                   "amp.opt_state");
+        add(WhereOp::create(b, loc, t, apply, zeros, g), "amp.updates", name.getValue());
+      }
     }
     add(scale, "amp.output", "loss_scale");
-    add(found, "amp.output", "found_inf");
+    add(reportFound, "amp.output", "found_inf");
     if (gradNorm)
       add(gradNorm, "amp.output", "grad_norm");
     ret->setOperands(results);

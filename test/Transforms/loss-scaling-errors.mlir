@@ -9,6 +9,7 @@
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="min-scale=1e6" 2>&1 | FileCheck %s --check-prefix=MIN
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="on-min-scale=ignore" 2>&1 | FileCheck %s --check-prefix=ONMIN
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="max-norm=-1" 2>&1 | FileCheck %s --check-prefix=NORM
+// RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="accumulate=0" 2>&1 | FileCheck %s --check-prefix=ACC
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling -amp-loss-scaling 2>&1 | FileCheck %s --check-prefix=TWICE
 
 // NOSTEP: error: amp-loss-scaling: no training step (no function with an amp.found_inf flag): run amp-autodiff and amp-optimizer first
@@ -21,6 +22,7 @@
 // MIN: error: amp-loss-scaling: min-scale must lie in [0, init-scale], got 1.000000e+06
 // ONMIN: error: amp-loss-scaling: on-min-scale must be error or warn, got 'ignore'
 // NORM: error: amp-loss-scaling: max-norm must be >= 0 (0: no clipping), got -1
+// ACC: error: amp-loss-scaling: accumulate must lie in [1, 2^24], got 0
 // TWICE: error: amp-loss-scaling: 'step' is already loss-scaled
 func.func @step(%w: tensor<3x4xf32> {amp.param = "w"}, %x: tensor<5x4xf32> {amp.input = "x"},
                 %y: tensor<5xi64> {amp.input = "y"}) -> (tensor<f32> {amp.output = "loss"}) {

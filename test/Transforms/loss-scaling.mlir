@@ -4,7 +4,9 @@
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="mode=none" | FileCheck %s --check-prefix=NONE
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="mode=none check-inf=false" | FileCheck %s --check-prefix=NOCHECK
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="max-norm=1.5" | FileCheck %s --check-prefix=CLIP
+// RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="accumulate=4" | FileCheck %s --check-prefix=ACC
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling -amp-autocast=target=f16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
+// RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=adam lr=0.5" -amp-loss-scaling="accumulate=3 max-norm=1" -amp-autocast=target=bf16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
 
 // Dynamic (PyTorch's GradScaler defaults): the scale and its trackers are
 // state; the backward's seed is the scale; one unscale_and_check feeds every
@@ -64,6 +66,33 @@
 // CLIP: %[[C:.+]]:2, %[[N:.+]] = amp.clip_grad_norm %[[U]]#0, %[[U]]#1 found_inf %[[F]] {max_norm = 1.500000e+00 : f32}
 // CLIP: amp.sgd_update %arg0, %[[C]]#0
 // CLIP: return {{.+}}, %[[F]], %[[N]] :
+// Gradient accumulation (4 micro-batches per update): the seed is S / 4,
+// scaled gradients add up in state, the k-th call applies: the updates see
+// "skip" (found_inf, or not the applying call), the scale state and the
+// accumulators change only then, found_inf is reported only then.
+// ACC-LABEL: func @step
+// ACC-SAME: %arg8: tensor<i64> {amp.init = dense<0> : tensor<i64>, amp.opt_state = "micro_step"}
+// ACC-SAME: %arg9: tensor<3x4xf32> {amp.init = dense<0.000000e+00> : tensor<3x4xf32>, amp.opt_state = "w.grad_accum"}
+// ACC-SAME: %arg10: tensor<3xf32> {amp.init = dense<0.000000e+00> : tensor<3xf32>, amp.opt_state = "b.grad_accum"}
+// ACC-SAME: tensor<i64> {amp.updates = "micro_step"}, tensor<3x4xf32> {amp.updates = "w.grad_accum"}, tensor<3xf32> {amp.updates = "b.grad_accum"}
+// ACC: %[[K:.+]] = arith.constant dense<4.000000e+00> : tensor<f32>
+// ACC: %[[SEED:.+]] = amp.div %arg5, %[[K]]
+// ACC: amp.softmax_cross_entropy_loss_grad %{{.+}}, %{{.+}}, %[[SEED]]
+// ACC: %[[APPLY:.+]], %[[NM:.+]] = amp.micro_step %arg8 {every = 4 : i64}
+// ACC: %[[SW:.+]] = amp.add %arg9, %{{.+}} : (tensor<3x4xf32>, tensor<3x4xf32>)
+// ACC: %[[SB:.+]] = amp.add %arg10, %{{.+}} : (tensor<3xf32>, tensor<3xf32>)
+// ACC: %[[U:.+]]:2, %[[F:.+]] = amp.unscale_and_check %[[SW]], %[[SB]] scale %arg5
+// ACC: %[[T:.+]] = arith.constant dense<true>
+// ACC: %[[SKIP:.+]] = amp.where %[[APPLY]], %[[F]], %[[T]]
+// ACC: %[[FALSE:.+]] = arith.constant dense<false>
+// ACC: %[[REP:.+]] = amp.where %[[APPLY]], %[[F]], %[[FALSE]]
+// ACC: amp.sgd_update %arg0, %[[U]]#0 step %arg4 found_inf %[[SKIP]]
+// ACC: amp.sgd_update %arg1, %[[U]]#1 step %arg4 found_inf %[[SKIP]]
+// ACC: amp.step_count %arg4 found_inf %[[SKIP]]
+// ACC: %[[NS:.+]], %{{.+}}, %{{.+}} = amp.update_scale %arg5 tracker %arg6 hysteresis %arg7 found_inf %[[REP]]
+// ACC: %[[S2:.+]] = amp.where %[[APPLY]], %[[NS]], %arg5
+// ACC: amp.where %[[APPLY]], %{{.+}}, %[[SW]]
+// ACC: return {{.+}}, %[[S2]], {{.+}}, %[[NM]], {{.+}}, %arg5, %[[REP]] :
 func.func @step(%w: tensor<3x4xf32> {amp.param = "w"}, %b: tensor<3xf32> {amp.param = "b"},
                 %x: tensor<5x4xf32> {amp.input = "x"},
                 %y: tensor<5xi64> {amp.input = "y"}) -> (tensor<f32> {amp.output = "loss"}) {

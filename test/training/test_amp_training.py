@@ -307,7 +307,48 @@ check(all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("new:")),
 check(any(o["found_inf"] for o in straight[10:]) or straight[10]["loss_scale"] != 65536,
       "resume: the resumed half does not exercise the restored scale")
 
-# --- 6. Bad input: one clear message, non-zero exit --------------------------
+# --- 6. Gradient accumulation: k micro-batches per update -------------------
+def torch_accum(init, x, y, k, steps, lr, batch=256):
+    """PyTorch's recipe: loss / k, scaler.scale(...).backward() every
+    micro-batch, scaler.step / update / zero_grad every k-th."""
+    net = torch_mlp(init)
+    o = torch.optim.SGD(net.parameters(), lr=lr)
+    sc = torch.amp.GradScaler("cpu")
+    nb = len(x) // batch
+    out = []
+    for i in range(steps):
+        b = i % nb
+        xs, ys = torch.tensor(x[b * batch:(b + 1) * batch]), torch.tensor(y[b * batch:(b + 1) * batch])
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(net(xs), ys)
+        used = sc.get_scale()
+        sc.scale(loss / k).backward()
+        found = 0
+        if (i + 1) % k == 0:
+            sc.step(o)
+            found = int(sum(v.item() for v in sc._found_inf_per_device(o).values()) != 0)
+            sc.update()
+            o.zero_grad()
+        out.append((loss.item(), used, found))
+    return out
+
+
+AX = rng.standard_normal((1024, 64)).astype(np.float32)
+AY = rng.integers(0, 10, 1024).astype(np.int64)
+for tag, scale_x, k in (("accumulate 4", 1.0, 4), ("accumulate 2 overflow", 100.0, 2)):
+    adata = save_data(tag.replace(" ", "_"), AX * scale_x, AY)
+    lr = 0.05 if scale_x == 1.0 else 0.0001
+    prog = compile_(fresh, tag.replace(" ", "_"), "--precision", "fp16", "--optimizer", "sgd",
+                    "--lr", str(lr), "--accumulate", str(k))
+    rows, r = train(prog, adata, 24)
+    check(r.returncode == 0, f"{tag}: rc {r.returncode}: {r.stderr}")
+    compare(tag, rows, torch_accum(finit, AX * scale_x, AY, k, 24, lr), 1e-4)
+    if scale_x != 1.0:
+        check(sum(o["found_inf"] for o in rows) >= 2, f"{tag}: no overflow to skip")
+        check(all(o["found_inf"] == 0 for o in rows if o["step"] % k),
+              f"{tag}: found_inf reported on a non-applying micro-batch")
+
+# --- 7. Bad input: one clear message, non-zero exit --------------------------
 bad = [
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--lr", "0.1"], "--lr is a training option"),
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss-scaling",

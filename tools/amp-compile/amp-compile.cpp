@@ -113,6 +113,10 @@ static cl::opt<std::string> onMinScale("on-min-scale",
 static cl::opt<double> maxNorm("max-norm",
                                cl::desc("Clip unscaled gradients to this L2 norm (0: off)"),
                                cl::init(0.0), cl::cat(trainCat));
+static cl::opt<int64_t> accumulate(
+    "accumulate",
+    cl::desc("Gradient accumulation: micro-batches (program calls) per update (1)"),
+    cl::init(1), cl::cat(trainCat));
 static cl::opt<bool> noInfCheck("no-inf-check",
                                 cl::desc("--loss-scaling none: do not check gradients for "
                                          "inf / NaN (steps are never skipped)"),
@@ -190,7 +194,7 @@ int main(int argc, char **argv) {
     for (cl::Option *o : std::initializer_list<cl::Option *>{&lr, &momentum, &dampening, &nesterov, &weightDecay,
                           &beta1, &beta2, &adamEps, &lossName, &lossScaling,
                           &initScale, &growthInterval, &growthFactor, &backoffFactor,
-                          &hysteresis, &minScale, &onMinScale, &maxNorm, &noInfCheck})
+                          &hysteresis, &minScale, &onMinScale, &maxNorm, &noInfCheck, &accumulate})
       if (o->getNumOccurrences())
         die("--" + o->ArgStr + " is a training option: give --optimizer sgd|adam|adamw too");
     if (frozen.getNumOccurrences())
@@ -223,6 +227,7 @@ int main(int argc, char **argv) {
     t.onMinScale = onMinScale;
     t.maxNorm = maxNorm;
     t.checkInf = !noInfCheck;
+    t.accumulate = accumulate;
     if (noInfCheck && t.lossScaling != "none")
       die("--no-inf-check applies to --loss-scaling none only");
     if (failed(amp::buildTrainingStep(*module, t)))
@@ -234,6 +239,8 @@ int main(int argc, char **argv) {
                   std::to_string(t.growthInterval) + ")";
     else if (t.lossScaling == "static")
       training += " (" + fmtG(t.initScale) + ")";
+    if (t.accumulate > 1)
+      training += ", " + std::to_string(t.accumulate) + " micro-batches per update";
   }
   auto sig = amp::signatureOf(f);
   if (failed(sig))

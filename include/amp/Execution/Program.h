@@ -55,7 +55,7 @@ struct TrainingOptions {
   bool nesterov = false;
   std::string lossScaling = "dynamic"; // dynamic | static | none
   double initScale = 65536, growthFactor = 2, backoffFactor = 0.5, minScale = 0, maxNorm = 0;
-  int64_t growthInterval = 2000, hysteresis = 1;
+  int64_t growthInterval = 2000, hysteresis = 1, accumulate = 1;
   std::string onMinScale = "error";
   bool checkInf = true;
 };

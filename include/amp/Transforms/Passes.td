@@ -106,7 +106,14 @@ def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
       check-inf=false;
     - results `loss_scale` (the scale this step's backward used) and
       `found_inf` are added for the runner's metrics (and `grad_norm` when
-      clipping).
+      clipping);
+    - accumulate=k > 1: every call is one micro-batch; the backward is seeded
+      with S / k (PyTorch's recipe divides the loss by k), the scaled
+      gradients add up in state (`amp.opt_state = "<p>.grad_accum"`,
+      counter `"micro_step"`), and only the k-th call unscales, checks,
+      updates and moves the scale (`amp.micro_step` gives the flag; the
+      updates see "skip" on the other calls, the scale state and the
+      accumulators are selected with `amp.where`).
   }];
   let dependentDialects = ["::mlir::amp::AMPDialect", "::mlir::arith::ArithDialect"];
   let options = [
@@ -127,7 +134,10 @@ def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
     Option<"maxNorm", "max-norm", "double", /*default=*/"0.0",
            "Clip the unscaled gradients to this global L2 norm (0: no clipping)">,
     Option<"checkInf", "check-inf", "bool", /*default=*/"true",
-           "mode=none: still check the gradients and skip steps with inf / NaN">
+           "mode=none: still check the gradients and skip steps with inf / NaN">,
+    Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
+           "Gradient accumulation: micro-batches per update (the loss of each is "
+           "divided by it, as in PyTorch's recipe)">
   ];
 }
 

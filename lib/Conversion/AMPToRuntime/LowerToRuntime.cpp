@@ -548,6 +548,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    o.getOnMinScale() == "error" ? 1 : 0};
         return emit(op, AMPRT_OP_UPDATE_SCALE, d);
       })
+      .Case([&](MicroStepOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {o.getEvery()};
+        return emit(op, AMPRT_OP_MICRO_STEP, d);
+      })
       .Case([&](StepCountOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

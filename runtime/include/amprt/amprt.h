@@ -529,10 +529,11 @@ typedef enum amprt_opcode {
   AMPRT_OP_UNSCALE_AND_CHECK = 32, /* n;  grads[n], scale, outs[n], found_inf (i1) */
   AMPRT_OP_CLIP_GRAD_NORM = 33,    /* n, max_norm;  grads[n], found_inf, outs[n],
                                       total_norm (f32 []) */
-  AMPRT_OP_UPDATE_SCALE = 34       /* growth_factor, backoff_factor, growth_interval,
+  AMPRT_OP_UPDATE_SCALE = 34,      /* growth_factor, backoff_factor, growth_interval,
                                       hysteresis, min_scale, error_at_min;  scale,
                                       tracker, hysteresis_left, found_inf, new_scale,
                                       new_tracker, new_hysteresis_left */
+  AMPRT_OP_MICRO_STEP = 35         /* every;  micro_step, apply (i1), new_micro_step */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

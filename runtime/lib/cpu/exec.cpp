@@ -331,6 +331,23 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     }
     return s;
   }
+  case AMPRT_OP_MICRO_STEP: {
+    AMPRT_CHECK(need(d, 3, 1, "micro_step"));
+    if (t[0].dtype != AMPRT_I64 || t[2].dtype != AMPRT_I64 || t[1].dtype != AMPRT_I1 ||
+        amprt_tensor_numel(&t[0]) != 1 || amprt_tensor_numel(&t[1]) != 1 ||
+        amprt_tensor_numel(&t[2]) != 1 || a[0] < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt micro_step");
+    int64_t m = *static_cast<const int64_t *>(t[0].data);
+    if (m < 0 || m >= a[0])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "micro_step: counter %lld outside [0, %lld) (a checkpoint of another "
+                  "accumulation setting?)",
+                  (long long)m, (long long)a[0]);
+    bool apply = m + 1 == a[0];
+    *static_cast<uint8_t *>(t[1].data) = apply;
+    *static_cast<int64_t *>(t[2].data) = apply ? 0 : m + 1;
+    return AMPRT_OK;
+  }
   case AMPRT_OP_BATCH_NORM_GRAD:
     AMPRT_CHECK(need(d, 6, 4, "batch_norm_grad"));
     return amprt_batch_norm_grad_recompute(ctx, &t[0], &t[1], &t[2], (float)attrF(a, 0),

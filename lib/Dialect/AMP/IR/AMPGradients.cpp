@@ -686,3 +686,9 @@ LogicalResult UpdateScaleOp::verify() {
     return emitOpError("on_min_scale must be \"error\" or \"warn\"");
   return success();
 }
+
+LogicalResult MicroStepOp::verify() {
+  if (getEvery() < 1)
+    return emitOpError("every must be >= 1");
+  return success();
+}

@@ -685,4 +685,17 @@ def AMP_UpdateScaleOp : AMP_Op<"update_scale", [Pure]> {
   let hasVerifier = 1;
 }
 
+def AMP_MicroStepOp : AMP_Op<"micro_step", [Pure]> {
+  let summary = "Gradient accumulation's counter: whether this step applies the update";
+  let description = [{
+    apply = (micro_step + 1 == every); new_micro_step = apply ? 0 :
+    micro_step + 1. With `every` micro-batches per update, the optimizer step,
+    the unscale and the scale update take effect on the applying step only.
+  }];
+  let arguments = (ins AMP_StepTensor:$micro_step, I64Attr:$every);
+  let results = (outs AMP_FlagTensor:$apply, AMP_StepTensor:$new_micro_step);
+  let assemblyFormat = "$micro_step attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // AMP_DIALECT_AMP_IR_AMPOPS_TD
