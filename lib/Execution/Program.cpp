@@ -138,6 +138,13 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
 
 LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOptions &o) {
   PassManager pm(module.getContext());
+  if (!o.lossFn.empty()) {
+    AMPAddLossOptions al;
+    al.kind = o.lossFn;
+    al.output = o.lossOf;
+    al.label = o.label;
+    pm.addPass(createAMPAddLoss(al));
+  }
   AMPAutodiffOptions ad;
   ad.loss = o.loss;
   ad.frozen.assign(o.frozen.begin(), o.frozen.end());

@@ -19,6 +19,7 @@
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::amp {
+#define GEN_PASS_DEF_AMPADDLOSS
 #define GEN_PASS_DEF_AMPOPTIMIZER
 #define GEN_PASS_DEF_AMPAUTODIFF
 #include "amp/Transforms/Passes.h.inc"
@@ -358,6 +359,142 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
     if (!anyGrads) {
       getOperation().emitError(
           "amp-optimizer: no function has gradients (run amp-autodiff first)");
+      return signalPassFailure();
+    }
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// amp-add-loss
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
+  using AMPAddLossBase::AMPAddLossBase;
+
+  LogicalResult rewrite(func::FuncOp f) {
+    auto err = [&]() { return f.emitError("amp-add-loss: "); };
+    if (kind != "cross_entropy" && kind != "nll" && kind != "mse")
+      return err() << "unknown loss kind '" << kind << "' (cross_entropy, nll or mse)";
+    if (!f.getBody().hasOneBlock())
+      return err() << "'" << f.getSymName() << "' has control flow";
+    Block &block = f.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    int index = -1;
+    std::string names;
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output");
+      if (!n)
+        continue;
+      if (n.getValue() == "loss")
+        return err() << "the graph already has a result named 'loss' (train it as it is, or "
+                        "name another output)";
+      names += (names.empty() ? "" : ", ") + n.getValue().str();
+      if (n.getValue() == output)
+        index = i;
+    }
+    if (output.empty()) { // the graph's only output
+      int count = 0;
+      for (unsigned i = 0; i < f.getNumResults(); ++i)
+        if (f.getResultAttr(i, "amp.output")) {
+          index = i;
+          ++count;
+        }
+      if (count != 1)
+        return err() << "the graph has " << count << " outputs (" << names
+                     << "): name the one the loss reads (output=NAME)";
+      output = f.getResultAttrOfType<StringAttr>(index, "amp.output").getValue().str();
+    }
+    if (index < 0)
+      return err() << "no result named '" << output << "' (the results are: "
+                   << (names.empty() ? "none" : names) << ")";
+    for (BlockArgument a : f.getArguments())
+      for (StringRef key : {"amp.input", "amp.param"})
+        if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key);
+            n && n.getValue() == label)
+          return err() << "the label name '" << label << "' is already taken by an input or "
+                          "parameter";
+    Value out = ret.getOperand(index);
+    auto ot = dyn_cast<RankedTensorType>(out.getType());
+    if (!ot || !ot.hasStaticShape() || !isa<FloatType>(ot.getElementType()))
+      return err() << "the output '" << output << "' must be a statically shaped float tensor, "
+                   << "it is " << out.getType();
+    OpBuilder b(ret);
+    Location loc = NameLoc::get(b.getStringAttr("/loss/" + kind), f.getLoc());
+    Type labelType;
+    if (kind == "mse") {
+      labelType = RankedTensorType::get(ot.getShape(), b.getF32Type());
+    } else {
+      if (ot.getRank() < 2)
+        return err() << kind << " needs scores of rank >= 2 ([N, C, ...]), '" << output
+                     << "' is " << ot;
+      SmallVector<int64_t> ls{ot.getDimSize(0)};
+      for (int64_t d = 2; d < ot.getRank(); ++d)
+        ls.push_back(ot.getDimSize(d));
+      labelType = RankedTensorType::get(ls, b.getI64Type());
+    }
+    unsigned argIndex = f.getNumArguments();
+    if (failed(f.insertArgument(argIndex, labelType,
+                                b.getDictionaryAttr({b.getNamedAttr(
+                                    "amp.input", b.getStringAttr(label))}),
+                                loc)))
+      return failure();
+    Value lab = f.getArgument(argIndex);
+    Operation *lossOp;
+    if (kind == "cross_entropy") {
+      lossOp = createWithInferredTypes(b, loc, "amp.softmax_cross_entropy_loss", {out, lab}, {},
+                                       2);
+    } else if (kind == "nll") {
+      lossOp = createWithInferredTypes(b, loc, "amp.nll_loss", {out, lab}, {}, 1);
+    } else {
+      Value x = out;
+      if (!ot.getElementType().isF32())
+        x = CastOp::create(b, loc, RankedTensorType::get(ot.getShape(), b.getF32Type()), x);
+      Operation *d = createWithInferredTypes(b, loc, "amp.sub", {x, lab}, {}, 1);
+      Operation *sq = d ? createWithInferredTypes(b, loc, "amp.mul",
+                                                  {d->getResult(0), d->getResult(0)}, {}, 1)
+                        : nullptr;
+      lossOp = sq ? createWithInferredTypes(b, loc, "amp.reduce_mean", {sq->getResult(0)},
+                                            {b.getNamedAttr("keepdims", b.getBoolAttr(false))},
+                                            1)
+                  : nullptr;
+    }
+    if (!lossOp)
+      return failure();
+    SmallVector<Value> results(ret.getOperands());
+    results.push_back(lossOp->getResult(0));
+    SmallVector<DictionaryAttr> resAttrs;
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
+                                                : b.getDictionaryAttr({}));
+    resAttrs.push_back(
+        b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
+    ret->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
+    f.setAllResultAttrs(resAttrs);
+    return success();
+  }
+
+  void runOnOperation() override {
+    bool any = false;
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      if (f.isExternal())
+        continue;
+      bool hasParams = llvm::any_of(f.getArguments(), [&](BlockArgument a) {
+        return f.getArgAttr(a.getArgNumber(), "amp.param") != nullptr;
+      });
+      if (!hasParams)
+        continue;
+      any = true;
+      if (failed(rewrite(f)))
+        return signalPassFailure();
+    }
+    if (!any) {
+      getOperation().emitError("amp-add-loss: no function with parameters");
       return signalPassFailure();
     }
   }

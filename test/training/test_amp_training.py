@@ -35,7 +35,7 @@ import tempfile
 import numpy as np
 import onnx
 import torch
-from onnx import helper, numpy_helper
+from onnx import helper, numpy_helper  # noqa: F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 from amp_mlir import examples  # noqa: E402
@@ -348,7 +348,83 @@ for tag, scale_x, k in (("accumulate 4", 1.0, 4), ("accumulate 2 overflow", 100.
         check(all(o["found_inf"] == 0 for o in rows if o["step"] % k),
               f"{tag}: found_inf reported on a non-applying micro-batch")
 
-# --- 7. Bad input: one clear message, non-zero exit --------------------------
+# --- 7. Training spec for forward graphs (no loss op), through the Python API
+os.environ["AMP_MLIR_BIN"] = os.path.dirname(os.path.abspath(COMPILE))
+from amp_mlir import train as amp_train  # noqa: E402
+
+
+def forward_only(model, out_name, extra_nodes=()):
+    """The graph up to `out_name`, without its loss (what torch.onnx.export
+    gives for a model whose loss lives outside it)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    nodes = [n for n in g.node if n.op_type != "SoftmaxCrossEntropyLoss"] + list(extra_nodes)
+    del g.node[:]
+    g.node.extend(nodes)
+    kept_in = [i for i in g.input if i.name != "labels"]
+    del g.input[:]
+    g.input.extend(kept_in)
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info(out_name, onnx.TensorProto.FLOAT, None))
+    return m
+
+
+# cross_entropy on the logits: the same run as the graph with its loss op.
+fwd = forward_only(fresh, "logits")
+onnx.save(fwd, f"{TMP}/fwd.onnx")
+p1 = amp_train.compile_training(f"{TMP}/fwd.onnx", f"{TMP}/fwd_ce", precision="fp16",
+                                optimizer="sgd", lr=0.05, loss_fn="cross_entropy")
+p2 = compile_(fresh, "with_loss", "--precision", "fp16", "--optimizer", "sgd", "--lr", "0.05")
+r1 = amp_train.run_training(p1, fdata, 20)
+r2, _ = train(p2, fdata, 20)
+check([(a["loss"], a["loss_scale"]) for a in r1] == [(b["loss"], b["loss_scale"]) for b in r2],
+      "loss-fn cross_entropy: differs from the graph with its own loss op")
+# nll on log-probabilities and mse against a regression target, in fp32,
+# against torch's F.nll_loss / F.mse_loss.
+for kind in ("nll", "mse"):
+    if kind == "nll":
+        m = forward_only(fresh, "logp", [helper.make_node("LogSoftmax", ["logits"], ["logp"],
+                                                          axis=1, name="/logsoftmax")])
+        target = FY
+        ref_loss = lambda out, t: torch.nn.functional.nll_loss(  # noqa: E731
+            torch.log_softmax(out, 1), torch.tensor(t))
+    else:
+        m = forward_only(fresh, "logits")
+        target = rng.standard_normal((256, 10)).astype(np.float32)
+        ref_loss = lambda out, t: torch.nn.functional.mse_loss(out, torch.tensor(t))  # noqa: E731
+    onnx.save(m, f"{TMP}/fwd_{kind}.onnx")
+    data = f"{TMP}/fwd_{kind}.npz"
+    np.savez(data, input=FX, target=target)
+    prog = amp_train.compile_training(f"{TMP}/fwd_{kind}.onnx", f"{TMP}/fwd_{kind}",
+                                      optimizer="sgd", lr=0.1, momentum=0.9, loss_fn=kind,
+                                      label="target")
+    rows = amp_train.run_training(prog, data, 15)
+    net = torch_mlp(finit)
+    o = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref = []
+    for _ in range(15):
+        o.zero_grad()
+        loss = ref_loss(net(torch.tensor(FX)), target)
+        loss.backward()
+        o.step()
+        ref.append((loss.item(), 1.0, 0))
+    compare(f"loss-fn {kind} (fp32)", rows, ref, 1e-5)
+# amp-translate takes the same spec.
+tr = os.path.join(os.path.dirname(os.path.abspath(COMPILE)), "amp-translate")
+r = subprocess.run([tr, "--import-onnx", f"{TMP}/fwd_mse.onnx", "--loss-fn", "mse", "--label",
+                    "target"], capture_output=True, text=True)
+check(r.returncode == 0 and 'amp.input = "target"' in r.stdout and
+      'amp.output = "loss"' in r.stdout and "amp.reduce_mean" in r.stdout,
+      f"amp-translate --loss-fn: rc {r.returncode} {r.stderr}")
+try:
+    amp_train.compile_training(f"{TMP}/fwd.onnx", f"{TMP}/x", loss_fn="hinge")
+    check(False, "loss-fn hinge was accepted")
+except RuntimeError as e:
+    check("unknown loss kind 'hinge'" in str(e), f"loss-fn hinge: {e}")
+check(not os.path.exists(f"{TMP}/x"), "a failed compile_training left files behind")
+
+# --- 8. Bad input: one clear message, non-zero exit --------------------------
 bad = [
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--lr", "0.1"], "--lr is a training option"),
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss-scaling",
@@ -356,7 +432,13 @@ bad = [
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "rmsprop"],
      "unknown optimizer 'rmsprop'"),
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss", "nope"],
-     "no result named 'nope'"),
+     "no output named 'nope'"),
+    ([COMPILE, f"{TMP}/fwd.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd"],
+     "add a loss to a forward graph with --loss-fn"),
+    ([COMPILE, f"{TMP}/fwd.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss-fn", "nll",
+      "--loss-of", "probs"], "no result named 'probs'"),
+    ([COMPILE, f"{TMP}/fwd.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--label", "y"],
+     "--loss-of and --label go with --loss-fn"),
     ([oprog, "--data", odata], "training needs both --data data.npz and --steps N"),
     ([oprog, "--data", odata, "--steps", "0"], "--steps needs an integer >= 1"),
     ([oprog, "--data", fdata + ".missing", "--steps", "2"], "missing"),

@@ -87,6 +87,17 @@ static cl::opt<double> adamEps("eps", cl::desc("Adam epsilon (1e-8)"), cl::init(
                                cl::cat(trainCat));
 static cl::opt<std::string> lossName("loss", cl::desc("The graph output to minimise (loss)"),
                                      cl::init("loss"), cl::cat(trainCat));
+static cl::opt<std::string> lossFn(
+    "loss-fn",
+    cl::desc("A graph without a loss op: append one (cross_entropy, nll or mse) against a "
+             "new input --label"),
+    cl::cat(trainCat));
+static cl::opt<std::string> lossOf("loss-of",
+                                   cl::desc("The output the --loss-fn reads (default: the "
+                                            "graph's only output)"),
+                                   cl::cat(trainCat));
+static cl::opt<std::string> labelName("label", cl::desc("Name of the --loss-fn label input (labels)"),
+                                      cl::init("labels"), cl::cat(trainCat));
 static cl::list<std::string> frozen("frozen", cl::desc("A parameter not to train"),
                                     cl::value_desc("name"), cl::cat(trainCat));
 static cl::opt<std::string> lossScaling(
@@ -192,7 +203,7 @@ int main(int argc, char **argv) {
   std::string training;
   if (optimizer.empty()) {
     for (cl::Option *o : std::initializer_list<cl::Option *>{&lr, &momentum, &dampening, &nesterov, &weightDecay,
-                          &beta1, &beta2, &adamEps, &lossName, &lossScaling,
+                          &beta1, &beta2, &adamEps, &lossName, &lossFn, &lossOf, &labelName, &lossScaling,
                           &initScale, &growthInterval, &growthFactor, &backoffFactor,
                           &hysteresis, &minScale, &onMinScale, &maxNorm, &noInfCheck, &accumulate})
       if (o->getNumOccurrences())
@@ -204,6 +215,13 @@ int main(int argc, char **argv) {
       die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
     amp::TrainingOptions t;
     t.loss = lossName;
+    t.lossFn = lossFn;
+    t.lossOf = lossOf;
+    t.label = labelName;
+    if (lossFn.empty() && (lossOf.getNumOccurrences() || labelName.getNumOccurrences()))
+      die("--loss-of and --label go with --loss-fn cross_entropy|nll|mse");
+    if (!lossFn.empty() && lossName.getNumOccurrences())
+      die("--loss names an existing loss output; --loss-fn adds one: give one of them");
     t.frozen.assign(frozen.begin(), frozen.end());
     t.optimizer = optimizer;
     t.lr = lr;
@@ -230,6 +248,16 @@ int main(int argc, char **argv) {
     t.accumulate = accumulate;
     if (noInfCheck && t.lossScaling != "none")
       die("--no-inf-check applies to --loss-scaling none only");
+    if (lossFn.empty()) {
+      bool hasLoss = false;
+      for (unsigned i = 0; i < f.getNumResults(); ++i)
+        if (auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output"))
+          hasLoss |= n.getValue() == lossName;
+      if (!hasLoss)
+        die("'" + modelFile + "' has no output named '" + lossName +
+            "': name the loss output with --loss NAME, or add a loss to a forward graph with "
+            "--loss-fn cross_entropy|nll|mse [--loss-of OUTPUT] [--label NAME]");
+    }
     if (failed(amp::buildTrainingStep(*module, t)))
       return 1;
     training = optimizer + " lr=" + fmtG(lr) + ", " + precision +

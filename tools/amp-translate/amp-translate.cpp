@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "amp/Target/ONNX/ImportONNX.h"
+#include "amp/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -50,6 +52,17 @@ static cl::opt<int64_t> inlineLimit(
     "inline-limit",
     cl::desc("Print tensors up to this many elements inline, larger ones as resources"),
     cl::init(256), cl::cat(category));
+
+static cl::opt<std::string> lossFn(
+    "loss-fn",
+    cl::desc("Training spec for a graph without a loss op: append a loss (cross_entropy, "
+             "nll or mse) against a new input --label, as the output 'loss' (amp-add-loss)"),
+    cl::cat(category));
+static cl::opt<std::string> lossOf("loss-of",
+                                   cl::desc("The output --loss-fn reads (default: the only one)"),
+                                   cl::cat(category));
+static cl::opt<std::string> labelName("label", cl::desc("Name of the label input (labels)"),
+                                      cl::init("labels"), cl::cat(category));
 
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
@@ -98,6 +111,20 @@ int main(int argc, char **argv) {
     if (!numErrors)
       errs() << "amp-translate: error: " << inputFile << ": import failed\n";
     return 1;
+  }
+  if (lossFn.empty() && (lossOf.getNumOccurrences() || labelName.getNumOccurrences())) {
+    errs() << "amp-translate: error: --loss-of and --label go with --loss-fn\n";
+    return 1;
+  }
+  if (!lossFn.empty()) {
+    mlir::PassManager pm(&ctx);
+    mlir::amp::AMPAddLossOptions o;
+    o.kind = lossFn;
+    o.output = lossOf;
+    o.label = labelName;
+    pm.addPass(mlir::amp::createAMPAddLoss(o));
+    if (failed(pm.run(*module)))
+      return 1;
   }
   std::string err;
   auto out = mlir::openOutputFile(outputFile, &err);

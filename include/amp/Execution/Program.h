@@ -47,6 +47,9 @@ FailureOr<ProgramSignature> signatureOf(func::FuncOp f);
 /// What turns a forward graph with a loss into a training step: the options
 /// of amp-autodiff, amp-optimizer and amp-loss-scaling (see Passes.td).
 struct TrainingOptions {
+  // A forward graph without a loss op: amp-add-loss with these (lossFn
+  // empty: the graph has its `loss` output).
+  std::string lossFn, lossOf, label = "labels";
   std::string loss = "loss";
   std::vector<std::string> frozen;
   std::string optimizer = "sgd"; // sgd | adam | adamw

@@ -84,6 +84,34 @@ def AMPAutodiff : Pass<"amp-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPAddLoss : Pass<"amp-add-loss", "::mlir::ModuleOp"> {
+  let summary = "Training spec for a forward graph: append a loss against a new label input";
+  let description = [{
+    For graphs without a loss op (what torch.onnx.export gives for a model
+    without its loss): the result named `output` gets a loss against a new
+    graph input named `label`, returned as the result `loss` (the forward
+    results stay):
+
+    - cross_entropy: softmax cross entropy of scores [N, C, ...] against
+      int64 class labels [N, ...] (mean; PyTorch's F.cross_entropy);
+    - nll: negative log likelihood of log-probabilities [N, C, ...] against
+      int64 labels (mean; F.nll_loss);
+    - mse: mean of (output - label)^2 over every element, the label of the
+      output's shape in f32 (F.mse_loss).
+
+    amp-autodiff then differentiates `loss`.
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect"];
+  let options = [
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "The result (amp.output name) the loss reads (default: the only one)">,
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross_entropy\"",
+           "cross_entropy, nll or mse">,
+    Option<"label", "label", "std::string", /*default=*/"\"labels\"",
+           "Name of the new label input">
+  ];
+}
+
 def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
   let summary = "GradScaler as a rewrite: scale the backward, unscale + check, skip, update the scale";
   let description = [{
