@@ -275,6 +275,43 @@ def reductions(p, i, out):
 run_case("reductions", m, params, {k: v for k, v in inputs.items()}, reductions,
          constants=("ratio",), with_outputs=True)
 
+# 4b. Gather (an embedding table, indices repeated and negative), Slice
+#     (strided, and a negative step) and ReduceMax (ties shared evenly, as
+#     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16
+#     distinct values can round to a tie, which rightly moves the gradient.
+N, T, V, D, L = 4, 3, 7, 5, 6
+idx = rng.integers(-V, V, (N, T)).astype(np.int64)
+idx[:, 1] = idx[:, 0]  # every row gathers one table row twice: a tie in ReduceMax
+for with_max in (False, True):
+    params = {"emb": randn(V, D), "a": randn(N, L, D), "w": randn(D, 3, scale=0.5)}
+    inputs = {"idx": idx, "y": rng.integers(0, 3, N).astype(np.int64)}
+    nodes = [
+        helper.make_node("Gather", ["emb", "idx"], ["g"], axis=0),          # N T D
+        helper.make_node("Slice", ["a", "st1", "en1", "ax1", "sp1"], ["s1"]),  # N 2 D
+        helper.make_node("Slice", ["a", "st2", "en2", "ax2", "sp2"], ["s2"]),  # N 2 D
+        helper.make_node("Add", ["s1", "s2"], ["s3"]),
+        helper.make_node("Concat", ["g", "s3"], ["c"], axis=1),             # N T+2 D
+        helper.make_node("ReduceMax" if with_max else "ReduceSum", ["c", "rax"], ["r"],
+                         keepdims=0),                                       # N D
+        helper.make_node("MatMul", ["r", "w"], ["z"]),
+        helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"]),
+    ]
+    m = model(nodes, params, inputs, ["loss"])
+    for n, arr in {"st1": [1, 0], "en1": [5, 5], "ax1": [1, 2], "sp1": [2, 1],
+                   "st2": [4], "en2": [0], "ax2": [1], "sp2": [-2],
+                   "rax": [1]}.items():
+        m.graph.initializer.append(numpy_helper.from_array(np.array(arr, np.int64), n))
+
+    def gathered(p, i, with_max=with_max):
+        g = p["emb"][i["idx"]]
+        s3 = p["a"][:, 1:5:2, :] + p["a"][:, [4, 2], :]
+        c = torch.cat([g, s3], 1)
+        r = c.amax(1) if with_max else c.sum(1)
+        return F.cross_entropy(r @ p["w"], i["y"])
+
+    run_case("reduce-max-gather-slice" if with_max else "gather-slice", m, params, inputs,
+             gathered, precisions=("fp32",) if with_max else ("fp32", "fp16", "bf16"))
+
 # 5. Convolutions: padded and strided with a bias, then grouped and dilated
 #    without one (its input gradient flows back through Tanh).
 N, C, S, M = 2, 4, 9, 6

@@ -285,6 +285,28 @@ static LogicalResult convAttrs(ConvLike o, RankedTensorType y, SmallVector<int64
   return success();
 }
 
+/// The strides (in the input's elements) and offset of a slice's view of
+/// its input: ONNX Slice's clamping of starts, per sliced axis.
+static SmallVector<int64_t> sliceView(RankedTensorType in, ArrayRef<int64_t> starts,
+                                      std::optional<ArrayRef<int64_t>> axes,
+                                      std::optional<ArrayRef<int64_t>> steps,
+                                      int64_t &offset) {
+  int64_t r = in.getRank();
+  SmallVector<int64_t> st = contiguousStrides(in.getShape());
+  offset = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t ax = axes ? normAxis((*axes)[i], r) : (int64_t)i;
+    int64_t step = steps ? (*steps)[i] : 1, dim = in.getDimSize(ax);
+    int64_t s = starts[i];
+    if (s < 0)
+      s = s < -dim ? 0 : s + dim;
+    s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
+    offset += s * st[ax];
+    st[ax] *= step;
+  }
+  return st;
+}
+
 LogicalResult Lowerer::lowerOp(Operation *op) {
   if (isAliasOp(op)) {
     ptrs[op->getResult(0)] = ptrOf(op->getOperand(0));
@@ -377,24 +399,37 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](SliceOp o) -> LogicalResult {
         auto in = cast<RankedTensorType>(o.getInput().getType());
         auto outTy = cast<RankedTensorType>(o.getType());
-        int64_t r = in.getRank();
-        SmallVector<int64_t> st = contiguousStrides(in.getShape());
         int64_t offset = 0;
-        ArrayRef<int64_t> starts = o.getStarts();
-        for (size_t i = 0; i < starts.size(); ++i) {
-          int64_t ax = o.getAxes() ? normAxis((*o.getAxes())[i], r) : (int64_t)i;
-          int64_t step = o.getSteps() ? (*o.getSteps())[i] : 1, dim = in.getDimSize(ax);
-          int64_t s = starts[i];
-          if (s < 0)
-            s = s < -dim ? 0 : s + dim;
-          s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
-          offset += s * st[ax];
-          st[ax] *= step;
-        }
+        SmallVector<int64_t> st =
+            sliceView(in, o.getStarts(), o.getAxes(), o.getSteps(), offset);
         if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st, offset)) ||
             failed(tensor(d, o.getResult(), op)))
           return failure();
         return emit(op, AMPRT_OP_COPY, d);
+      })
+      .Case([&](SliceGradOp o) -> LogicalResult {
+        // dy into the slice's view of dx, after dx is zeroed.
+        auto whole = cast<RankedTensorType>(o.getDx().getType());
+        auto dyTy = cast<RankedTensorType>(o.getDy().getType());
+        int64_t offset = 0;
+        SmallVector<int64_t> st =
+            sliceView(whole, o.getStarts(), o.getAxes(), o.getSteps(), offset);
+        if (failed(tensor(d, o.getDy(), op)) ||
+            failed(tensor(d, o.getDx(), op, dyTy.getShape(), st, offset)) ||
+            failed(tensor(d, o.getDx(), op)))
+          return failure();
+        return emit(op, AMPRT_OP_SLICE_GRAD, d);
+      })
+      .Case([&](GatherGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {o.getAxis()};
+        return emit(op, AMPRT_OP_GATHER_GRAD, d);
+      })
+      .Case([&](ReduceMaxGradOp) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        return emit(op, AMPRT_OP_REDUCE_MAX_GRAD, d);
       })
       .Case([&](ConcatOp o) -> LogicalResult {
         if (failed(all(o.getInputs())) || failed(all(op->getResults())))

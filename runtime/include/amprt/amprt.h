@@ -374,6 +374,18 @@ amprt_status amprt_nll_loss_grad(amprt_context *ctx,
                                  int has_ignore_index, int64_t ignore_index,
                                  const amprt_tensor *dloss,
                                  amprt_tensor *dinput);
+/* Gradient of amprt_gather for its data: ddata = 0, then each dy slice is
+ * added at the row (along `axis`) its index names; negative indices count
+ * from the end; sums accumulate in f32. */
+amprt_status amprt_gather_grad(amprt_context *ctx, const amprt_tensor *indices,
+                               const amprt_tensor *dy, int32_t axis,
+                               amprt_tensor *ddata);
+/* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
+ * the reduced dims as 1; dx = dy / count where x == y (count: how many
+ * elements of the slot equal its maximum), else 0. */
+amprt_status amprt_reduce_max_grad(amprt_context *ctx, const amprt_tensor *x,
+                                   const amprt_tensor *y, const amprt_tensor *dy,
+                                   amprt_tensor *dx);
 /* Sums `dy` down to `dx`'s shape (the gradient of a broadcast). */
 amprt_status amprt_reduce_to(amprt_context *ctx, const amprt_tensor *dy,
                              amprt_tensor *dx);
@@ -533,7 +545,10 @@ typedef enum amprt_opcode {
                                       hysteresis, min_scale, error_at_min;  scale,
                                       tracker, hysteresis_left, found_inf, new_scale,
                                       new_tracker, new_hysteresis_left */
-  AMPRT_OP_MICRO_STEP = 35         /* every;  micro_step, apply (i1), new_micro_step */
+  AMPRT_OP_MICRO_STEP = 35,        /* every;  micro_step, apply (i1), new_micro_step */
+  AMPRT_OP_SLICE_GRAD = 36,        /* dy, dx (the sliced view), dx (whole, zeroed first) */
+  AMPRT_OP_GATHER_GRAD = 37,       /* axis;  indices, dy, ddata */
+  AMPRT_OP_REDUCE_MAX_GRAD = 38    /* x, y, dy, dx */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

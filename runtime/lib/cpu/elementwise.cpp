@@ -732,3 +732,113 @@ extern "C" amprt_status amprt_reduce_to(amprt_context *, const amprt_tensor *dy,
     storeF(dx->data, dx->dtype, i, (float)acc[i]);
   return AMPRT_OK;
 }
+
+extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *indices,
+                                          const amprt_tensor *dy, int32_t axis,
+                                          amprt_tensor *ddata) {
+  AMPRT_CHECK(check(indices, "amprt_gather_grad: indices"));
+  AMPRT_CHECK(check(dy, "amprt_gather_grad: dy"));
+  AMPRT_CHECK(check(ddata, "amprt_gather_grad: ddata"));
+  if (indices->dtype != AMPRT_I32 && indices->dtype != AMPRT_I64)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_grad: indices must be i32 or i64");
+  if (!isFloat(dy->dtype) || dy->dtype != ddata->dtype || axis < 0 || axis >= ddata->rank ||
+      dy->rank != ddata->rank - 1 + indices->rank || !amprt_tensor_is_contiguous(ddata))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_gather_grad: indices %s, dy %s and ddata %s do not agree (axis %d)",
+                shapeString(indices).c_str(), shapeString(dy).c_str(),
+                shapeString(ddata).c_str(), axis);
+  for (int32_t d = 0; d < axis; ++d)
+    if (dy->shape[d] != ddata->shape[d])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_grad: dy %s vs ddata %s",
+                  shapeString(dy).c_str(), shapeString(ddata).c_str());
+  for (int32_t d = axis + 1; d < ddata->rank; ++d)
+    if (dy->shape[d - 1 + indices->rank] != ddata->shape[d])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_grad: dy %s vs ddata %s",
+                  shapeString(dy).c_str(), shapeString(ddata).c_str());
+  // Sums in f32 (a scratch copy when ddata is f16 / bf16).
+  amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
+  float *a = static_cast<float *>(acc.data);
+  int64_t total = amprt_tensor_numel(ddata);
+  std::fill(a, a + total, 0.0f);
+  int64_t dense[AMPRT_MAX_RANK];
+  contiguousStrides(ddata->rank, ddata->shape, dense);
+  int64_t limit = ddata->shape[axis];
+  std::vector<int64_t> idx(dy->rank, 0);
+  int64_t n = amprt_tensor_numel(dy);
+  for (int64_t lin = 0; lin < n; ++lin) {
+    int64_t rem = lin, yoff = 0;
+    for (int32_t d = dy->rank - 1; d >= 0; --d) {
+      idx[d] = rem % dy->shape[d];
+      rem /= dy->shape[d];
+      yoff += idx[d] * dy->strides[d];
+    }
+    int64_t ioff = 0;
+    for (int32_t d = 0; d < indices->rank; ++d)
+      ioff += idx[axis + d] * indices->strides[d];
+    int64_t k = loadI(indices->data, indices->dtype, ioff);
+    if (k < -limit || k >= limit)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_gather_grad: index %lld out of range [-%lld, %lld)", (long long)k,
+                  (long long)limit, (long long)limit);
+    if (k < 0)
+      k += limit;
+    int64_t doff = k * dense[axis];
+    for (int32_t d = 0; d < axis; ++d)
+      doff += idx[d] * dense[d];
+    for (int32_t d = axis + 1; d < ddata->rank; ++d)
+      doff += idx[d - 1 + indices->rank] * dense[d];
+    a[doff] += loadF(dy->data, dy->dtype, yoff);
+  }
+  return storeFromF32(acc, ddata);
+}
+
+extern "C" amprt_status amprt_reduce_max_grad(amprt_context *, const amprt_tensor *x,
+                                              const amprt_tensor *y, const amprt_tensor *dy,
+                                              amprt_tensor *dx) {
+  AMPRT_CHECK(check(x, "amprt_reduce_max_grad: x"));
+  AMPRT_CHECK(check(y, "amprt_reduce_max_grad: y"));
+  AMPRT_CHECK(check(dy, "amprt_reduce_max_grad: dy"));
+  AMPRT_CHECK(check(dx, "amprt_reduce_max_grad: dx"));
+  bool ok = isFloat(x->dtype) && isFloat(y->dtype) && isFloat(dy->dtype) &&
+            isFloat(dx->dtype) && y->rank == x->rank && dy->rank == x->rank &&
+            dx->rank == x->rank;
+  for (int32_t d = 0; ok && d < x->rank; ++d)
+    ok = dx->shape[d] == x->shape[d] && y->shape[d] == dy->shape[d] &&
+         (y->shape[d] == 1 || y->shape[d] == x->shape[d]);
+  if (!ok)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_reduce_max_grad: x %s, y %s, dy %s, dx %s do not agree",
+                shapeString(x).c_str(), shapeString(y).c_str(), shapeString(dy).c_str(),
+                shapeString(dx).c_str());
+  // Per output slot (y's dense index): how many elements equal the maximum.
+  int64_t dense[AMPRT_MAX_RANK];
+  contiguousStrides(y->rank, y->shape, dense);
+  int64_t s[3][AMPRT_MAX_RANK];
+  for (int32_t d = 0; d < x->rank; ++d) {
+    bool reduced = y->shape[d] == 1 && x->shape[d] != 1;
+    s[0][d] = x->strides[d];
+    s[1][d] = reduced ? 0 : dense[d];
+    s[2][d] = dx->strides[d];
+  }
+  int64_t slots = amprt_tensor_numel(y);
+  std::vector<float> ymax(slots), g(slots);
+  std::vector<int64_t> count(slots, 0);
+  {
+    int64_t i = 0, ys[1][AMPRT_MAX_RANK], gs[1][AMPRT_MAX_RANK];
+    for (int32_t d = 0; d < y->rank; ++d) {
+      ys[0][d] = y->strides[d];
+      gs[0][d] = dy->strides[d];
+    }
+    forEach<1>(y->rank, y->shape, ys, [&](const int64_t *o) { ymax[i++] = loadF(y->data, y->dtype, o[0]); });
+    i = 0;
+    forEach<1>(dy->rank, dy->shape, gs, [&](const int64_t *o) { g[i++] = loadF(dy->data, dy->dtype, o[0]); });
+  }
+  forEach<3>(x->rank, x->shape, s, [&](const int64_t *o) {
+    count[o[1]] += loadF(x->data, x->dtype, o[0]) == ymax[o[1]];
+  });
+  forEach<3>(x->rank, x->shape, s, [&](const int64_t *o) {
+    bool hit = loadF(x->data, x->dtype, o[0]) == ymax[o[1]];
+    storeF(dx->data, dx->dtype, o[2], hit ? g[o[1]] / (float)count[o[1]] : 0.0f);
+  });
+  return AMPRT_OK;
+}

@@ -348,6 +348,21 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     *static_cast<int64_t *>(t[2].data) = apply ? 0 : m + 1;
     return AMPRT_OK;
   }
+  case AMPRT_OP_SLICE_GRAD: {
+    AMPRT_CHECK(need(d, 3, 0, "slice_grad"));
+    amprt_tensor &whole = t[2];
+    if (!amprt_tensor_is_contiguous(&whole) || whole.dtype != t[1].dtype)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt slice_grad");
+    std::memset(whole.data, 0,
+                (size_t)amprt_tensor_numel(&whole) * amprt_dtype_size(whole.dtype));
+    return amprt_copy(ctx, &t[0], &t[1]);
+  }
+  case AMPRT_OP_GATHER_GRAD:
+    AMPRT_CHECK(need(d, 3, 1, "gather_grad"));
+    return amprt_gather_grad(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
+  case AMPRT_OP_REDUCE_MAX_GRAD:
+    AMPRT_CHECK(need(d, 4, 0, "reduce_max_grad"));
+    return amprt_reduce_max_grad(ctx, &t[0], &t[1], &t[2], &t[3]);
   case AMPRT_OP_BATCH_NORM_GRAD:
     AMPRT_CHECK(need(d, 6, 4, "batch_norm_grad"));
     return amprt_batch_norm_grad_recompute(ctx, &t[0], &t[1], &t[2], (float)attrF(a, 0),

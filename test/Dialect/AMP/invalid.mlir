@@ -609,3 +609,27 @@ func.func @leaky_relu_alpha_type(%x: tensor<3xf32>) {
   %r = "amp.leaky_relu"(%x) {alpha = 1 : i64} : (tensor<3xf32>) -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @gather_grad_rank(%i: tensor<4xi64>, %g: tensor<4x3x5xf32>) -> tensor<7x5xf32> {
+  // expected-error @+1 {{do not agree for axis 0}}
+  %0 = amp.gather_grad %i, %g {axis = 0 : i64, shape = array<i64: 7, 5>} : (tensor<4xi64>, tensor<4x3x5xf32>) -> tensor<7x5xf32>
+  return %0 : tensor<7x5xf32>
+}
+
+// -----
+
+func.func @reduce_max_grad_shape(%x: tensor<4x6xf32>, %y: tensor<4x2xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{y's dim 1 must be 1 or x's}}
+  %0 = amp.reduce_max_grad %x, %y, %y : (tensor<4x6xf32>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @micro_step_every(%m: tensor<i64>) -> tensor<i1> {
+  // expected-error @+1 {{every must be >= 1}}
+  %a, %n = amp.micro_step %m {every = 0 : i64}
+  return %a : tensor<i1>
+}

@@ -140,3 +140,21 @@ func.func @casts(%a: tensor<4xf32>, %i: tensor<4xi64>) -> (tensor<4xbf16>, tenso
   %2 = amp.cast %a : tensor<4xf32> to tensor<4xi1>
   return %0, %1, %2 : tensor<4xbf16>, tensor<4xf32>, tensor<4xi1>
 }
+
+// Backward ops amp-autodiff builds for slicing, gathering and max reductions,
+// and gradient accumulation's counter.
+// CHECK-LABEL: func @backward
+func.func @backward(%dy: tensor<4x2x5xf32>, %i: tensor<4x3xi64>, %g: tensor<4x3x5xf16>,
+                    %x: tensor<4x6x5xf32>, %y: tensor<4x1x5xf32>, %dm: tensor<4x1x5xf32>,
+                    %m: tensor<i64>)
+    -> (tensor<4x6x5xf32>, tensor<7x5xf16>, tensor<4x6x5xf32>, tensor<i1>, tensor<i64>) {
+  // CHECK: amp.slice_grad {{.*}} {axes = array<i64: 1>, ends = array<i64: 5>, shape = array<i64: 4, 6, 5>, starts = array<i64: 1>, steps = array<i64: 2>} : tensor<4x2x5xf32> -> tensor<4x6x5xf32>
+  %0 = amp.slice_grad %dy {shape = array<i64: 4, 6, 5>, starts = array<i64: 1>, ends = array<i64: 5>, axes = array<i64: 1>, steps = array<i64: 2>} : tensor<4x2x5xf32> -> tensor<4x6x5xf32>
+  // CHECK: amp.gather_grad {{.*}} {axis = 0 : i64, shape = array<i64: 7, 5>} : (tensor<4x3xi64>, tensor<4x3x5xf16>) -> tensor<7x5xf16>
+  %1 = amp.gather_grad %i, %g {axis = 0 : i64, shape = array<i64: 7, 5>} : (tensor<4x3xi64>, tensor<4x3x5xf16>) -> tensor<7x5xf16>
+  // CHECK: amp.reduce_max_grad {{.*}} : (tensor<4x6x5xf32>, tensor<4x1x5xf32>, tensor<4x1x5xf32>) -> tensor<4x6x5xf32>
+  %2 = amp.reduce_max_grad %x, %y, %dm : (tensor<4x6x5xf32>, tensor<4x1x5xf32>, tensor<4x1x5xf32>) -> tensor<4x6x5xf32>
+  // CHECK: amp.micro_step {{.*}} {every = 4 : i64}
+  %apply, %next = amp.micro_step %m {every = 4 : i64}
+  return %0, %1, %2, %apply, %next : tensor<4x6x5xf32>, tensor<7x5xf16>, tensor<4x6x5xf32>, tensor<i1>, tensor<i64>
+}

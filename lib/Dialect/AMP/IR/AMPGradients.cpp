@@ -506,6 +506,102 @@ LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
   return reduceGrad(b, *this, rg, og, false);
 }
+
+LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  SmallVector<int64_t> axes;
+  std::optional<ArrayRef<int64_t>> given = getAxes();
+  if (given)
+    for (int64_t a : *given)
+      axes.push_back(a < 0 ? a + in.getRank() : a);
+  if (axes.empty()) {
+    if (getNoopWithEmptyAxes()) {
+      og[0] = rg[0];
+      return success();
+    }
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      axes.push_back(d);
+  }
+  SmallVector<int64_t> kept(in.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  Location loc = getLoc();
+  Value y = reshape(b, loc, getResult(), kept), dy = reshape(b, loc, rg[0], kept);
+  if (!y || !dy)
+    return failure();
+  og[0] = ReduceMaxGradOp::create(b, loc, in, getInput(), y, dy);
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                      SmallVectorImpl<Value> &og) {
+  og.assign(getOperation()->getNumOperands(), Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  og[0] = SliceGradOp::create(b, getLoc(), rg[0], b.getDenseI64ArrayAttr(in.getShape()),
+                              getStartsAttr(), getEndsAttr(), getAxesAttr(), getStepsAttr());
+  return success();
+}
+
+LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  og.assign(getOperation()->getNumOperands(), Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  auto in = cast<RankedTensorType>(getData().getType());
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  int64_t axis = getAxis() < 0 ? getAxis() + in.getRank() : getAxis();
+  og[0] = GatherGradOp::create(b, getLoc(), getIndices(), rg[0],
+                               b.getDenseI64ArrayAttr(in.getShape()), b.getI64IntegerAttr(axis));
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  auto dx = cast<RankedTensorType>(getDx().getType());
+  if (dy.getElementType() != dx.getElementType() || dy.getRank() != dx.getRank())
+    return emitOpError("dy and dx must share element type and rank");
+  size_t n = getStarts().size();
+  if (getEnds().size() != n || (getAxes() && getAxes()->size() != n) ||
+      (getSteps() && getSteps()->size() != n))
+    return emitOpError("starts, ends, axes and steps must have one entry per sliced axis");
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  auto dd = cast<RankedTensorType>(getDdata().getType());
+  auto ix = cast<RankedTensorType>(getIndices().getType());
+  if (dy.getElementType() != dd.getElementType())
+    return emitOpError("dy and ddata must share the element type");
+  if (getAxis() < 0 || getAxis() >= dd.getRank() ||
+      dy.getRank() != dd.getRank() - 1 + ix.getRank())
+    return emitOpError("shapes of indices ") << ix << ", dy " << dy << " and ddata " << dd
+                                             << " do not agree for axis " << getAxis();
+  return success();
+}
+
+LogicalResult ReduceMaxGradOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto y = cast<RankedTensorType>(getY().getType());
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  if (y.getShape() != dy.getShape() || y.getRank() != x.getRank())
+    return emitOpError("y and dy must have x's rank with the reduced dims as 1");
+  for (int64_t d = 0; d < x.getRank(); ++d)
+    if (y.getDimSize(d) != 1 && y.getDimSize(d) != x.getDimSize(d))
+      return emitOpError("y's dim ") << d << " must be 1 or x's";
+  return success();
+}
 LogicalResult ReduceMeanOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                            SmallVectorImpl<Value> &og) {
   return reduceGrad(b, *this, rg, og, true);

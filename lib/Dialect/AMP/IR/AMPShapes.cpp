@@ -1195,3 +1195,17 @@ Operation *mlir::amp::createWithInferredTypes(OpBuilder &b, Location loc, String
     r.setType(t);
   return op;
 }
+
+LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto dy = cast<RankedTensorType>(adaptor.getDy().getType());
+  types.push_back(RankedTensorType::get(adaptor.getShape(), dy.getElementType()));
+  return success();
+}
+
+LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto dy = cast<RankedTensorType>(adaptor.getDy().getType());
+  types.push_back(RankedTensorType::get(adaptor.getShape(), dy.getElementType()));
+  return success();
+}

@@ -256,7 +256,7 @@ def AMP_ConcatOp : AMP_InferredOp<"concat", [Pure, DeclareOpInterfaceMethods<AMP
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_SliceOp : AMP_InferredOp<"slice", [Pure]> {
+def AMP_SliceOp : AMP_InferredOp<"slice", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Strided slice with constant bounds (ONNX Slice)";
   let description = [{
     Bounds are clamped as ONNX does; negative starts / ends count from the
@@ -282,7 +282,7 @@ def AMP_UnsqueezeOp : AMP_InferredOp<"unsqueeze", [Pure, DeclareOpInterfaceMetho
   let results = (outs AMP_AnyTensor:$output);
 }
 
-def AMP_GatherOp : AMP_InferredOp<"gather", [Pure]> {
+def AMP_GatherOp : AMP_InferredOp<"gather", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Take entries along `axis` (ONNX Gather)";
   let description = [{
     Result shape: data[:axis] + indices.shape + data[axis+1:]. Negative
@@ -399,7 +399,7 @@ def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor, [DeclareOpInterf
 def AMP_ReduceMeanOp : AMP_ReduceOp<"reduce_mean", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Mean over axes";
 }
-def AMP_ReduceMaxOp : AMP_ReduceOp<"reduce_max", AMP_NumTensor> {
+def AMP_ReduceMaxOp : AMP_ReduceOp<"reduce_max", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Maximum over axes";
 }
 
@@ -695,6 +695,48 @@ def AMP_MicroStepOp : AMP_Op<"micro_step", [Pure]> {
   let arguments = (ins AMP_StepTensor:$micro_step, I64Attr:$every);
   let results = (outs AMP_FlagTensor:$apply, AMP_StepTensor:$new_micro_step);
   let assemblyFormat = "$micro_step attr-dict";
+  let hasVerifier = 1;
+}
+
+def AMP_SliceGradOp : AMP_InferredOp<"slice_grad", [Pure]> {
+  let summary = "Gradient of amp.slice: dy written into zeros of the input's shape";
+  let description = [{
+    dx is dy's element type in the sliced input's `shape`; the elements the
+    slice read (same starts / ends / axes / steps as the forward op) receive
+    dy, the others 0.
+  }];
+  let arguments = (ins AMP_FloatTensor:$dy, DenseI64ArrayAttr:$shape, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends, OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   OptionalAttr<DenseI64ArrayAttr>:$steps);
+  let results = (outs AMP_FloatTensor:$dx);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($dx)";
+  let hasVerifier = 1;
+}
+
+def AMP_GatherGradOp : AMP_InferredOp<"gather_grad", [Pure]> {
+  let summary = "Gradient of amp.gather for its data: dy added up at the gathered rows";
+  let description = [{
+    ddata (dy's element type in the data's `shape`) is zero except along `axis` at each index, where
+    the dy slices that gathered it are summed (an index gathered twice gets
+    both). Negative indices count from the end, as in the forward op.
+  }];
+  let arguments = (ins AMP_IndexTensor:$indices, AMP_FloatTensor:$dy,
+                   DenseI64ArrayAttr:$shape, I64Attr:$axis);
+  let results = (outs AMP_FloatTensor:$ddata);
+  let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def AMP_ReduceMaxGradOp : AMP_Op<"reduce_max_grad", [Pure, AllTypesMatch<["x", "dx"]>]> {
+  let summary = "Gradient of amp.reduce_max (torch.amax's: shared evenly among ties)";
+  let description = [{
+    y and dy are the maximum and its gradient with the reduced dims kept as
+    1; dx = dy / count where x equals its slot's maximum (count: how many
+    do), 0 elsewhere.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$y, AMP_FloatTensor:$dy);
+  let results = (outs AMP_FloatTensor:$dx);
+  let assemblyFormat = "$x `,` $y `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
