@@ -13,6 +13,8 @@
 
 #include "internal.h"
 
+#include <optional>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
@@ -487,18 +489,48 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
                                        dnnl::algorithm::convolution_direct, xd, wd,
                                        bd, yd, cd.strides, cd.dil, cd.padL, cd.padR);
-    dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
-    dnnl::stream s(cpuEngine());
+    // Primitives (oneDNN JIT-compiles each one: milliseconds) are cached by
+    // everything that shapes them.
+    std::vector<int64_t> key(cd.src.begin(), cd.src.end());
+    for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
+      key.push_back(-1);
+      key.insert(key.end(), v->begin(), v->end());
+    }
+    struct Prims {
+      std::optional<dnnl::convolution_backward_data> data;
+      std::optional<dnnl::convolution_backward_weights> weights;
+    };
+    static std::mutex mu;
+    static std::map<std::vector<int64_t>, Prims> cache;
+    Prims prims;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      Prims &c = cache[key];
+      if ((dx && !c.data) || ((dw || db) && !c.weights)) {
+        dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
+        if (dx && !c.data) {
+          dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, xd, wd,
+                                                  yd, cd.strides, cd.dil, cd.padL, cd.padR);
+          c.data = dnnl::convolution_backward_data(
+              dnnl::convolution_backward_data::primitive_desc(d, cpuEngine(), fpd));
+        }
+        if ((dw || db) && !c.weights) {
+          dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xd,
+                                                     wd, bd, yd, cd.strides, cd.dil, cd.padL,
+                                                     cd.padR);
+          c.weights = dnnl::convolution_backward_weights(
+              dnnl::convolution_backward_weights::primitive_desc(d, cpuEngine(), fpd));
+        }
+      }
+      prims = c;
+    }
+    thread_local dnnl::stream s(cpuEngine());
     auto mem = [&](const dnnl::memory::desc &d, void *ptr) {
       return dnnl::memory(d, cpuEngine(), ptr);
     };
     if (dx) {
       std::vector<float> g(xf.size());
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
-                                              xd, wd, yd, cd.strides, cd.dil,
-                                              cd.padL, cd.padR);
-      dnnl::convolution_backward_data::primitive_desc pd(d, cpuEngine(), fpd);
-      dnnl::convolution_backward_data(pd).execute(
+      prims.data->execute(
           s, {{DNNL_ARG_DIFF_DST, mem(yd, dyf.data())},
               {DNNL_ARG_WEIGHTS, mem(wd, wf.data())},
               {DNNL_ARG_DIFF_SRC, mem(xd, g.data())}});
@@ -507,11 +539,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     }
     if (dw || db) {
       std::vector<float> gw(wf.size()), gb(cd.bias[0]);
-      dnnl::convolution_backward_weights::desc d(
-          dnnl::algorithm::convolution_direct, xd, wd, bd, yd, cd.strides, cd.dil,
-          cd.padL, cd.padR);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, cpuEngine(), fpd);
-      dnnl::convolution_backward_weights(pd).execute(
+      prims.weights->execute(
           s, {{DNNL_ARG_DIFF_DST, mem(yd, dyf.data())},
               {DNNL_ARG_SRC, mem(xd, xf.data())},
               {DNNL_ARG_DIFF_WEIGHTS, mem(wd, gw.data())},
