@@ -217,15 +217,53 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
   int64_t n = amprt_tensor_numel(y), nb = amprt_tensor_numel(b);
   int64_t cols = y->rank ? y->shape[y->rank - 1] : 1;
   bool scalar = nb == 1, row = false;
-  if (!scalar && nb != n) {
-    // b must be exactly the trailing dims' vector: [..., 1, cols] or [cols].
-    if (nb != cols || b->rank == 0 || b->shape[b->rank - 1] != cols)
-      return false;
-    row = true;
-  }
-  int64_t rows = cols ? n / cols : 0;
   const float *pa = static_cast<const float *>(a->data), *pb = static_cast<const float *>(b->data);
   float *py = static_cast<float *>(y->data);
+  if (!scalar && nb != n) {
+    // b: the trailing dims' vector ([..., 1, cols] or [cols]), or a block
+    // broadcast [1.., M.., 1..] against y (a per-channel [C, 1, 1] against
+    // [N, C, H, W]): y is outer x mid x inner with one b value per inner run.
+    if (nb == cols && b->rank > 0 && b->shape[b->rank - 1] == cols) {
+      row = true;
+    } else {
+      int32_t lead = y->rank - b->rank, d = 0;
+      if (lead < 0)
+        return false;
+      int64_t outer = 1, mid = 1, inner = 1;
+      auto bdim = [&](int32_t k) { return k < lead ? 1 : b->shape[k - lead]; };
+      for (; d < y->rank && bdim(d) == 1; ++d)
+        outer *= y->shape[d];
+      for (; d < y->rank && bdim(d) != 1; ++d) {
+        if (bdim(d) != y->shape[d])
+          return false;
+        mid *= y->shape[d];
+      }
+      for (; d < y->rank; ++d) {
+        if (bdim(d) != 1)
+          return false;
+        inner *= y->shape[d];
+      }
+      if (mid != nb)
+        return false;
+      auto run = [&](auto f) {
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t m = 0; m < mid; ++m) {
+            float q = pb[m];
+            int64_t base = (o * mid + m) * inner;
+            for (int64_t i = 0; i < inner; ++i)
+              py[base + i] = f(pa[base + i], q);
+          }
+      };
+      switch (op) {
+      case AMPRT_BINARY_ADD: run([](float p, float q) { return p + q; }); return true;
+      case AMPRT_BINARY_SUB: run([](float p, float q) { return p - q; }); return true;
+      case AMPRT_BINARY_MUL: run([](float p, float q) { return p * q; }); return true;
+      case AMPRT_BINARY_DIV: run([](float p, float q) { return p / q; }); return true;
+      default: return false;
+      }
+    }
+  }
+  int64_t rows = cols ? n / cols : 0;
   switch (op) {
   case AMPRT_BINARY_ADD: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p + q; }); return true;
   case AMPRT_BINARY_SUB: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p - q; }); return true;

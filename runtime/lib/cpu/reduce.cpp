@@ -95,6 +95,65 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
           block = false;
         hi = d;
       }
+    if (!block && lo >= 0) {
+      // Reduced and kept dims interleaved ([N, C, H, W] over {0, 2, 3}): dims
+      // merged into runs; the innermost run is added element by element in
+      // row-major order, so each slot sees the generic path's order.
+      int64_t sh[AMPRT_MAX_RANK], red[AMPRT_MAX_RANK];
+      int32_t r = 0;
+      for (int32_t d = 0; d < x->rank; ++d) {
+        bool rd = reduced[d] && x->shape[d] != 1;
+        if (x->shape[d] == 1)
+          continue;
+        if (r > 0 && red[r - 1] == rd) {
+          sh[r - 1] *= x->shape[d];
+          continue;
+        }
+        sh[r] = x->shape[d];
+        red[r] = rd;
+        ++r;
+      }
+      // Slot strides of each run (0 for reduced runs).
+      int64_t slotStride[AMPRT_MAX_RANK], st = 1;
+      for (int32_t d = r - 1; d >= 0; --d) {
+        slotStride[d] = red[d] ? 0 : st;
+        if (!red[d])
+          st *= sh[d];
+      }
+      int64_t slots = amprt_tensor_numel(y);
+      thread_local std::vector<double> accAll;
+      accAll.assign(slots, 0.0);
+      const float *xp = static_cast<const float *>(x->data);
+      int64_t inner = sh[r - 1];
+      bool innerRed = red[r - 1];
+      int64_t idx[AMPRT_MAX_RANK] = {0}, outerN = 1;
+      for (int32_t d = 0; d < r - 1; ++d)
+        outerN *= sh[d];
+      for (int64_t o = 0; o < outerN; ++o) {
+        int64_t slot = 0;
+        for (int32_t d = 0; d < r - 1; ++d)
+          slot += idx[d] * slotStride[d];
+        const float *row = xp + o * inner;
+        if (innerRed) {
+          double &a = accAll[slot];
+          for (int64_t i = 0; i < inner; ++i)
+            a += row[i];
+        } else {
+          double *a = accAll.data() + slot;
+          for (int64_t i = 0; i < inner; ++i)
+            a[i] += row[i];
+        }
+        for (int32_t d = r - 2; d >= 0; --d) {
+          if (++idx[d] < sh[d])
+            break;
+          idx[d] = 0;
+        }
+      }
+      float *yp = static_cast<float *>(y->data);
+      for (int64_t i = 0; i < slots; ++i)
+        yp[i] = (float)(op == AMPRT_REDUCE_MEAN ? accAll[i] / (double)count : accAll[i]);
+      return AMPRT_OK;
+    }
     if (block && lo >= 0) {
       int64_t outer = 1, red = 1, inner = 1;
       for (int32_t d = 0; d < x->rank; ++d)
