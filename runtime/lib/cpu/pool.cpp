@@ -2,6 +2,7 @@
 
 #include "internal.h"
 
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -85,6 +86,47 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
                   amprt_tensor_numel(indices) != amprt_tensor_numel(y)))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_max_pool: indices must be i64 with y's size");
+  // 2-D f32 without padding or dilation (the common CNN case): the same
+  // comparisons (first maximum wins, a NaN wins) in plain loops.
+  if (p->spatial == 2 && x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 &&
+      p->storage_order == 0 && w.d[0] == 1 && w.d[1] == 1 && w.pb[0] == 0 && w.pb[1] == 0 &&
+      (w.out[0] - 1) * w.s[0] + w.k[0] <= w.in[0] &&
+      (w.out[1] - 1) * w.s[1] + w.k[1] <= w.in[1]) {
+    const float *xp = static_cast<const float *>(x->data);
+    float *yp = static_cast<float *>(y->data);
+    int64_t *ip = indices ? static_cast<int64_t *>(indices->data) : nullptr;
+    int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];
+    for (int64_t nc = 0; nc < w.n * w.c; ++nc) {
+      const float *plane = xp + nc * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t h0 = oh * w.s[0], w0 = ow * w.s[1];
+          int64_t arg = h0 * W + w0;
+          float best = plane[arg];
+          bool nan = std::isnan(best);
+          for (int64_t kh = 0; kh < w.k[0] && !nan; ++kh)
+            for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+              int64_t i = (h0 + kh) * W + w0 + kw;
+              float v = plane[i];
+              if (std::isnan(v)) {
+                best = v;
+                arg = i;
+                nan = true;
+                break;
+              }
+              if (v > best) {
+                best = v;
+                arg = i;
+              }
+            }
+          int64_t o = (nc * OH + oh) * OW + ow;
+          yp[o] = best;
+          if (ip)
+            ip[o] = nc * H * W + arg;
+        }
+    }
+    return AMPRT_OK;
+  }
   float best = 0;
   int64_t arg = -1;
   bool nan = false;
