@@ -2,7 +2,7 @@
 CPU training step, in fp32, bf16 and fp16, on the same models and data, in
 one run.
 
-    .venv/bin/python bench/train_step_vs_torch.py [--steps 60] [--models mlp,transformer_block]
+    .venv/bin/python bench/train_step_vs_torch.py [--steps 60] [--models mlp,cnn,transformer_block]
 
 Ours: `amp-compile model.onnx --optimizer sgd --precision P` (fp16 with
 dynamic loss scaling, bf16 and fp32 without), run as `./train --data d.npz
@@ -69,6 +69,30 @@ class TorchBlock(torch.nn.Module):
         return F.cross_entropy(logits, y)
 
 
+class TorchCNN(torch.nn.Module):
+    """examples.cnn in torch: conv, batch norm (inference form, as the ONNX
+    node has it: running statistics are buffers), relu, max pool, conv,
+    relu, global average pool, linear, cross entropy."""
+
+    def __init__(self, init):
+        super().__init__()
+        self.p = torch.nn.ParameterDict(
+            {k.replace(".", "_"): torch.nn.Parameter(torch.tensor(v)) for k, v in init.items()
+             if "running" not in k})
+        self.rm = torch.tensor(init["bn1.running_mean"])
+        self.rv = torch.tensor(init["bn1.running_var"])
+
+    def forward(self, x, y):
+        F = torch.nn.functional
+        g = lambda n: self.p[n.replace(".", "_")]  # noqa: E731
+        h = F.conv2d(x, g("conv1.weight"), g("conv1.bias"), padding=1)
+        h = F.batch_norm(h, self.rm, self.rv, g("bn1.weight"), g("bn1.bias"), False, 0.1, 1e-5)
+        h = F.max_pool2d(F.relu(h), 2)
+        h = F.relu(F.conv2d(h, g("conv2.weight"), g("conv2.bias"), padding=1))
+        logits = F.linear(h.mean((2, 3)), g("fc.weight"), g("fc.bias"))
+        return F.cross_entropy(logits, y)
+
+
 def torch_model(name, init):
     if name == "mlp":
         net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
@@ -78,7 +102,7 @@ def torch_model(name, init):
                 layer.weight.copy_(torch.tensor(init[f"{k}.weight"]))
                 layer.bias.copy_(torch.tensor(init[f"{k}.bias"]))
         return net, lambda x, y: torch.nn.functional.cross_entropy(net(x), y)
-    m = TorchBlock(init)
+    m = TorchCNN(init) if name == "cnn" else TorchBlock(init)
     return m, m
 
 
@@ -117,7 +141,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--models", default="mlp,transformer_block")
+    ap.add_argument("--models", default="mlp,cnn,transformer_block")
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     a = ap.parse_args()
     torch.set_num_threads(os.cpu_count())
