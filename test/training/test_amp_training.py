@@ -424,7 +424,95 @@ except RuntimeError as e:
     check("unknown loss kind 'hinge'" in str(e), f"loss-fn hinge: {e}")
 check(not os.path.exists(f"{TMP}/x"), "a failed compile_training left files behind")
 
-# --- 8. Bad input: one clear message, non-zero exit --------------------------
+# --- 8. ONNX TrainingInfoProto: the model's own training step ---------------
+# Linear regression whose algorithm graph (the forward again, Gradient and
+# ai.onnx.preview.training's Momentum, T incremented) updates W, B, their
+# momenta and T through update_binding; compiled with --func train_step and
+# run for 12 steps against ONNX's Momentum formula with torch's gradients.
+I, O, NB = 8, 3, 64
+tW, tB = rng.standard_normal((O, I)).astype(np.float32), np.zeros(O, np.float32)
+fwd_nodes = lambda: [  # noqa: E731
+    helper.make_node("Gemm", ["X", "W", "B"], ["P"], transB=1),
+    helper.make_node("Sub", ["P", "Y"], ["D"]),
+    helper.make_node("Mul", ["D", "D"], ["D2"]),
+    helper.make_node("ReduceMean", ["D2"], ["loss"], keepdims=0),
+]
+vi = lambda n, t, sh: helper.make_tensor_value_info(n, t, sh)  # noqa: E731
+F32, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+inits = [numpy_helper.from_array(tW, "W"), numpy_helper.from_array(tB, "B"),
+         numpy_helper.from_array(np.zeros((O, I), np.float32), "VW"),
+         numpy_helper.from_array(np.zeros(O, np.float32), "VB"),
+         numpy_helper.from_array(np.array(0.05, np.float32), "R"),
+         numpy_helper.from_array(np.array(0, np.int64), "T")]
+main_graph = helper.make_graph(fwd_nodes(), "regression",
+                               [vi("X", F32, [NB, I]), vi("Y", F32, [NB, O])],
+                               [vi("loss", F32, [])], inits)
+algo = helper.make_graph(
+    fwd_nodes() + [
+        helper.make_node("Gradient", ["W", "B"], ["GW", "GB"], domain="ai.onnx.preview.training",
+                         xs=["W", "B"], y="loss"),
+        helper.make_node("Momentum", ["R", "T", "W", "B", "GW", "GB", "VW", "VB"],
+                         ["W_new", "B_new", "VW_new", "VB_new"],
+                         domain="ai.onnx.preview.training", alpha=0.9, beta=0.7,
+                         mode="standard", norm_coefficient=0.01),
+        helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.int64))),
+        helper.make_node("Add", ["T", "one"], ["T_new"]),
+    ], "step", [vi("X", F32, [NB, I]), vi("Y", F32, [NB, O])],
+    [vi("loss", F32, []), vi("W_new", F32, [O, I]), vi("B_new", F32, [O]),
+     vi("VW_new", F32, [O, I]), vi("VB_new", F32, [O]), vi("T_new", I64, [])])
+tm = helper.make_model(main_graph, opset_imports=[helper.make_opsetid("", 17),
+                                                  helper.make_opsetid("ai.onnx.preview.training", 1)])
+ti = tm.training_info.add()
+ti.algorithm.CopyFrom(algo)
+for k, v in {"W": "W_new", "B": "B_new", "VW": "VW_new", "VB": "VB_new", "T": "T_new"}.items():
+    e = ti.update_binding.add()
+    e.key, e.value = k, v
+onnx.checker.check_model(tm)
+onnx.save(tm, f"{TMP}/train_info.onnx")
+RX = rng.standard_normal((NB * 2, I)).astype(np.float32)
+RY = rng.standard_normal((NB * 2, O)).astype(np.float32)
+np.savez(f"{TMP}/reg.npz", X=RX, Y=RY)
+r = subprocess.run([COMPILE, f"{TMP}/train_info.onnx", "-o", f"{TMP}/ti", "--func", "train_step"],
+                   capture_output=True, text=True)
+check(r.returncode == 0 and "own training step" in r.stdout, f"TrainingInfoProto: {r.stderr}")
+rows, r = train(f"{TMP}/ti", f"{TMP}/reg.npz", 12, "--outputs", f"{TMP}/ti_out.npz")
+check(r.returncode == 0, f"TrainingInfoProto run: {r.stderr}")
+W, B = torch.tensor(tW, dtype=torch.float64), torch.tensor(tB, dtype=torch.float64)
+VW, VB = torch.zeros_like(W), torch.zeros_like(B)
+ref = []
+for t in range(12):
+    b = t % 2
+    x = torch.tensor(RX[b * NB:(b + 1) * NB], dtype=torch.float64)
+    y = torch.tensor(RY[b * NB:(b + 1) * NB], dtype=torch.float64)
+    w, bb = W.clone().requires_grad_(), B.clone().requires_grad_()
+    loss = ((x @ w.T + bb - y) ** 2).mean()
+    loss.backward()
+    ref.append((loss.item(), 1.0, 0))
+    beta = 0.7 if t > 0 else 1.0  # ONNX Momentum: the first step's gradient weight is 1
+    VW = 0.9 * VW + beta * (0.01 * W + w.grad)
+    VB = 0.9 * VB + beta * (0.01 * B + bb.grad)
+    W, B = W - 0.05 * VW, B - 0.05 * VB
+compare("TrainingInfoProto (Momentum)", rows, ref, 1e-5)
+out = np.load(f"{TMP}/ti_out.npz")
+check(int(out["new:T"]) == 12 and np.allclose(out["new:W"], W.numpy(), rtol=1e-5, atol=1e-6),
+      f"TrainingInfoProto: T {out['new:T']}, W off by {np.abs(out['new:W'] - W.numpy()).max()}")
+bad = onnx.ModelProto()
+bad.CopyFrom(tm)
+bad.training_info[0].update_binding[0].value = "nothing"
+onnx.save(bad, f"{TMP}/train_info_bad.onnx")
+bad2 = onnx.ModelProto()
+bad2.CopyFrom(tm)
+bad2.training_info[0].initialization.CopyFrom(helper.make_graph(
+    [helper.make_node("RandomNormal", [], ["W0"], shape=[O, I])], "init", [],
+    [vi("W0", F32, [O, I])]))
+onnx.save(bad2, f"{TMP}/train_info_init.onnx")
+bad3 = onnx.ModelProto()
+bad3.CopyFrom(tm)
+bad3.training_info[0].update_binding[0].value = "VB_new"  # W [3, 8] <- a [3] value
+bad3.training_info[0].update_binding[3].value = "W_new"
+onnx.save(bad3, f"{TMP}/train_info_type.onnx")
+
+# --- 9. Bad input: one clear message, non-zero exit --------------------------
 bad = [
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--lr", "0.1"], "--lr is a training option"),
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss-scaling",
@@ -439,6 +527,12 @@ bad = [
       "--loss-of", "probs"], "no result named 'probs'"),
     ([COMPILE, f"{TMP}/fwd.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--label", "y"],
      "--loss-of and --label go with --loss-fn"),
+    ([COMPILE, f"{TMP}/train_info_bad.onnx", "-o", f"{TMP}/x", "--func", "train_step"],
+     "update_binding 'W' <- 'nothing': the algorithm has no output of that name"),
+    ([COMPILE, f"{TMP}/train_info_init.onnx", "-o", f"{TMP}/x", "--func", "train_step"],
+     "initialization graphs (1 nodes) are not supported"),
+    ([COMPILE, f"{TMP}/train_info_type.onnx", "-o", f"{TMP}/x", "--func", "train_step"],
+     "does not fit the initializer's"),
     ([oprog, "--data", odata], "training needs both --data data.npz and --steps N"),
     ([oprog, "--data", odata, "--steps", "0"], "--steps needs an integer >= 1"),
     ([oprog, "--data", fdata + ".missing", "--steps", "2"], "missing"),

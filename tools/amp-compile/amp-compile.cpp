@@ -200,8 +200,18 @@ int main(int argc, char **argv) {
   auto f = module->lookupSymbol<func::FuncOp>(funcName);
   if (!f)
     die("'" + modelFile + "' has no function '" + funcName + "'");
+  // Only that function goes into the program (another one, say the model's
+  // @main next to its @train_step, would otherwise define C's main()).
+  for (func::FuncOp other : llvm::make_early_inc_range(module->getOps<func::FuncOp>()))
+    if (other != f)
+      other.erase();
   std::string training;
   if (optimizer.empty()) {
+    // A function that is a training step already (ONNX TrainingInfoProto's
+    // algorithm, or one built with amp-opt): results tied to their state.
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      if (f.getResultAttr(i, "amp.updates"))
+        training = "the model's own training step '" + funcName + "', " + precision;
     for (cl::Option *o : std::initializer_list<cl::Option *>{&lr, &momentum, &dampening, &nesterov, &weightDecay,
                           &beta1, &beta2, &adamEps, &lossName, &lossFn, &lossOf, &labelName, &lossScaling,
                           &initScale, &growthInterval, &growthFactor, &backoffFactor,

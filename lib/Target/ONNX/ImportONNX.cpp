@@ -1739,9 +1739,10 @@ OwningOpRef<ModuleOp> Importer::run() {
       errorAt(llvm::toString(d.takeError()));
       continue;
     }
-    bool isParam = isFloatType(d->dtype) && readAsTensor.count(init.name()) &&
+    bool state = opts.stateInitializers.count(init.name()) > 0;
+    bool isParam = isFloatType(d->dtype) && (readAsTensor.count(init.name()) || state) &&
                    !frozen.count(init.name());
-    if (isParam)
+    if (isParam || state)
       params.emplace_back(init.name(), std::move(*d));
     else
       consts[init.name()] = std::move(*d);
@@ -1753,7 +1754,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     auto type = RankedTensorType::get(t.shape, *elt);
     argTypes.push_back(type);
     argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("amp.param", b.getStringAttr(name)),
+        {b.getNamedAttr(isFloatType(t.dtype) ? "amp.param" : "amp.opt_state",
+                        b.getStringAttr(name)),
          b.getNamedAttr("amp.init", elementsAttr(t, type, name))}));
     argNames.push_back(name);
   }
@@ -1907,6 +1909,81 @@ std::string printable(llvm::StringRef s) {
 
 } // namespace
 
+/// ONNX's TrainingInfoProto: the algorithm graph (one training step, which
+/// sees ModelProto.graph's initializers) becomes the function `train_step`;
+/// each update_binding (initializer <- algorithm output) turns that output
+/// into the initializer's new value (amp.updates), so the step is the
+/// train_step form of DESIGN.md section 2.
+static LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
+                                        const onnx::ModelProto &model,
+                                        const ONNXImportOptions &opts, ModuleOp module,
+                                        onnx::ModelProto &step) {
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  if (model.training_info_size() > 1)
+    return emitError(loc) << "the model has " << model.training_info_size()
+                          << " TrainingInfoProto entries; one is supported";
+  const onnx::TrainingInfoProto &ti = model.training_info(0);
+  if (ti.has_initialization() && ti.initialization().node_size() > 0)
+    return emitError(loc) << "TrainingInfoProto: initialization graphs (" 
+                          << ti.initialization().node_size()
+                          << " nodes) are not supported: give the initial values as "
+                             "initializers of the model's graph";
+  if (!ti.has_algorithm() || ti.algorithm().node_size() == 0)
+    return success();
+  if (module.lookupSymbol("train_step"))
+    return emitError(loc) << "TrainingInfoProto: the module already has a function "
+                             "'train_step'";
+  std::map<std::string, std::string> binding; // algorithm output -> initializer
+  ONNXImportOptions o = opts;
+  o.funcName = "train_step";
+  for (const auto &kv : ti.update_binding()) {
+    bool known = llvm::any_of(step.graph().initializer(),
+                              [&](const onnx::TensorProto &t) { return t.name() == kv.key(); });
+    bool produced = llvm::any_of(step.graph().output(), [&](const onnx::ValueInfoProto &v) {
+      return v.name() == kv.value();
+    });
+    if (!known || !produced)
+      return emitError(loc) << "TrainingInfoProto: update_binding '" << kv.key() << "' <- '"
+                            << kv.value() << "': "
+                            << (!known ? "no initializer of that name"
+                                       : "the algorithm has no output of that name");
+    if (binding.count(kv.value()))
+      return emitError(loc) << "TrainingInfoProto: output '" << kv.value()
+                            << "' is bound twice";
+    binding[kv.value()] = kv.key();
+    o.stateInitializers.insert(kv.key());
+  }
+  Importer im(ctx, path, step, o);
+  OwningOpRef<ModuleOp> m = im.run();
+  for (auto &[l, msg] : im.errors)
+    emitError(l) << "TrainingInfoProto algorithm: " << printable(msg);
+  if (!im.errors.empty() || !m)
+    return failure();
+  auto f = m->lookupSymbol<func::FuncOp>("train_step");
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output");
+    if (!n || !binding.count(n.getValue().str()))
+      continue;
+    std::string key = binding[n.getValue().str()];
+    // The bound value must have the initializer's type.
+    for (BlockArgument a : f.getArguments()) {
+      auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param");
+      if (!p)
+        p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.opt_state");
+      if (p && p.getValue() == key && a.getType() != f.getResultTypes()[i])
+        return emitError(loc) << "TrainingInfoProto: update_binding '" << key << "' <- '"
+                              << n.getValue() << "': " << f.getResultTypes()[i]
+                              << " does not fit the initializer's " << a.getType();
+    }
+    f.setResultAttrs(i, DictionaryAttr::get(
+                            ctx, {NamedAttribute(StringAttr::get(ctx, "amp.updates"),
+                                                 StringAttr::get(ctx, key))}));
+  }
+  f->remove();
+  module.push_back(f);
+  return success();
+}
+
 OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
                                                 MLIRContext *ctx,
                                                 const ONNXImportOptions &opts) {
@@ -1916,11 +1993,29 @@ OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
     emitError(FileLineColLoc::get(ctx, path, 0, 0)) << llvm::toString(std::move(e));
     return nullptr;
   }
+  // The training step's graph: TrainingInfoProto's algorithm with the
+  // model's initializers (copied before the main import, which adopts their
+  // bytes).
+  onnx::ModelProto step;
+  bool training = opts.importTrainingInfo && model.training_info_size() > 0;
+  if (training && model.training_info(0).has_algorithm()) {
+    *step.mutable_opset_import() = model.opset_import();
+    step.set_ir_version(model.ir_version());
+    *step.mutable_graph() = model.training_info(0).algorithm();
+    std::set<std::string> own;
+    for (const auto &i : step.graph().initializer())
+      own.insert(i.name());
+    for (const auto &i : model.graph().initializer())
+      if (!own.count(i.name()))
+        *step.mutable_graph()->add_initializer() = i;
+  }
   Importer im(ctx, path, model, opts);
   OwningOpRef<ModuleOp> module = im.run();
   for (auto &[loc, msg] : im.errors)
     emitError(loc) << printable(msg);
   if (!im.errors.empty())
+    return nullptr;
+  if (training && failed(importTrainingInfo(path, ctx, model, opts, *module, step)))
     return nullptr;
   return module;
 }

@@ -13,6 +13,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ struct ONNXImportOptions {
   /// Tensors with at most this many elements are printed inline; larger ones
   /// become dense_resource blobs.
   int64_t inlineElementLimit = 256;
+  /// Initializers imported as state arguments whatever their type (float
+  /// ones as amp.param, others as amp.opt_state), never folded: the ones a
+  /// TrainingInfoProto's update_binding writes.
+  std::set<std::string> stateInitializers;
+  /// Import ModelProto.training_info's algorithm too, as the function
+  /// `train_step` (its update_binding outputs marked amp.updates).
+  bool importTrainingInfo = true;
 };
 
 /// Imports the model at `path` ("-" for stdin). On failure returns null after
