@@ -86,6 +86,12 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
                   amprt_tensor_numel(indices) != amprt_tensor_numel(y)))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_max_pool: indices must be i64 with y's size");
+  // f16 / bf16: the f32 kernel on converted copies (max is exact in f32).
+  if (isHalf(x->dtype) && x->dtype == y->dtype && p->spatial == 2) {
+    amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
+    AMPRT_CHECK(amprt_max_pool(nullptr, &x32, p, &y32, indices));
+    return storeFromF32(y32, y);
+  }
   // 2-D f32 without padding or dilation (the common CNN case): the same
   // comparisons (first maximum wins, a NaN wins) in plain loops.
   if (p->spatial == 2 && x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 &&
