@@ -125,6 +125,23 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
   return out;
 }
 
+SmallVector<DictionaryAttr> mlir::amp::resultAttrDicts(func::FuncOp f) {
+  SmallVector<DictionaryAttr> attrs;
+  for (unsigned i = 0; i < f.getNumResults(); ++i)
+    attrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
+                                           : DictionaryAttr::get(f.getContext()));
+  return attrs;
+}
+
+void mlir::amp::setFunctionResults(func::FuncOp f, ValueRange results,
+                                   ArrayRef<DictionaryAttr> attrs) {
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  ret->setOperands(results);
+  f.setFunctionType(
+      FunctionType::get(f.getContext(), f.getArgumentTypes(), TypeRange(results.getTypes())));
+  f.setAllResultAttrs(attrs);
+}
+
 LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
                                        ArrayRef<std::string> frozen) {
   if (f.isExternal())
@@ -181,21 +198,12 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
 
   // Gradients as results; a parameter the loss does not reach gets zeros.
   SmallVector<Value> results(ret.getOperands());
-  SmallVector<Type> types(f.getResultTypes());
-  for (Value g : *grads) {
-    results.push_back(g);
-    types.push_back(g.getType());
-  }
-  ret->setOperands(results);
-  SmallVector<DictionaryAttr> resAttrs;
-  for (unsigned i = 0; i < f.getNumResults(); ++i)
-    resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
-                                              : b.getDictionaryAttr({}));
+  results.append(grads->begin(), grads->end());
+  SmallVector<DictionaryAttr> resAttrs = resultAttrDicts(f);
   for (BlockArgument a : wrt)
     resAttrs.push_back(b.getDictionaryAttr(
         {b.getNamedAttr("amp.grad", f.getArgAttr(a.getArgNumber(), "amp.param"))}));
-  f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
-  f.setAllResultAttrs(resAttrs);
+  setFunctionResults(f, results, resAttrs);
 
   // Forward values nothing uses any more (e.g. a loss's unused second result
   // keeps its op alive: only whole ops without users go).
@@ -330,12 +338,7 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
     }
     results.push_back(StepCountOp::create(b, loc, step, foundInf));
     resAttrs.push_back(updates("step"));
-    ret->setOperands(results);
-    SmallVector<Type> types;
-    for (Value v : results)
-      types.push_back(v.getType());
-    f.setFunctionType(FunctionType::get(ctx, f.getArgumentTypes(), types));
-    f.setAllResultAttrs(resAttrs);
+    setFunctionResults(f, results, resAttrs);
     return success();
   }
 
@@ -464,18 +467,10 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
       return failure();
     SmallVector<Value> results(ret.getOperands());
     results.push_back(lossOp->getResult(0));
-    SmallVector<DictionaryAttr> resAttrs;
-    for (unsigned i = 0; i < f.getNumResults(); ++i)
-      resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
-                                                : b.getDictionaryAttr({}));
+    SmallVector<DictionaryAttr> resAttrs = resultAttrDicts(f);
     resAttrs.push_back(
         b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
-    ret->setOperands(results);
-    SmallVector<Type> types;
-    for (Value v : results)
-      types.push_back(v.getType());
-    f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
-    f.setAllResultAttrs(resAttrs);
+    setFunctionResults(f, results, resAttrs);
     return success();
   }
 

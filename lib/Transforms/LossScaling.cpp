@@ -245,10 +245,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     // Results: the scale's new state, and what the runner reports.
     b.setInsertionPoint(ret);
     SmallVector<Value> results(ret.getOperands());
-    SmallVector<DictionaryAttr> resAttrs;
-    for (unsigned i = 0; i < f.getNumResults(); ++i)
-      resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
-                                                : b.getDictionaryAttr({}));
+    SmallVector<DictionaryAttr> resAttrs = resultAttrDicts(f);
     auto add = [&](Value v, StringRef key, StringRef name) {
       results.push_back(v);
       resAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(key, b.getStringAttr(name))}));
@@ -285,12 +282,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     add(reportFound, "amp.output", "found_inf");
     if (gradNorm)
       add(gradNorm, "amp.output", "grad_norm");
-    ret->setOperands(results);
-    SmallVector<Type> types;
-    for (Value v : results)
-      types.push_back(v.getType());
-    f.setFunctionType(FunctionType::get(ctx, f.getArgumentTypes(), types));
-    f.setAllResultAttrs(resAttrs);
+    setFunctionResults(f, results, resAttrs);
     return success();
   }
 

@@ -50,6 +50,13 @@ FailureOr<MemoryPlan> planMemory(func::FuncOp f);
 /// trips in `root`. Returns the number of casts removed.
 unsigned foldAndMergeCasts(Operation *root);
 
+/// The result attribute dictionaries of `f` (an empty one where none).
+SmallVector<DictionaryAttr> resultAttrDicts(func::FuncOp f);
+
+/// Makes `results` (with `attrs`, one each) what `f` returns: the return's
+/// operands, the function type's results and the result attributes.
+void setFunctionResults(func::FuncOp f, ValueRange results, ArrayRef<DictionaryAttr> attrs);
+
 #define GEN_PASS_REGISTRATION
 #include "amp/Transforms/Passes.h.inc"
 
