@@ -173,9 +173,21 @@ void erfGradF32(const float *x, const float *dy, float *dx, int64_t n) {
 bool unaryFastF32(amprt_unary_op op, float alpha, const float *x, float *y, int64_t n) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: std::memmove(y, x, n * 4); return true;
-  case AMPRT_UNARY_RELU:
-    mapF32(x, y, n, [](float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); });
+  case AMPRT_UNARY_RELU: {
+    // Branch-free (random signs mispredict): keep v where v > 0 or v is NaN.
+    int64_t i = 0;
+#if defined(__x86_64__)
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) {
+      __m128 v = _mm_loadu_ps(x + i);
+      __m128 keep = _mm_or_ps(_mm_cmpgt_ps(v, zero), _mm_cmpunord_ps(v, v));
+      _mm_storeu_ps(y + i, _mm_and_ps(keep, v));
+    }
+#endif
+    for (; i < n; ++i)
+      y[i] = x[i] > 0.0f ? x[i] : (x[i] != x[i] ? x[i] : 0.0f);
     return true;
+  }
   case AMPRT_UNARY_LEAKY_RELU:
     mapF32(x, y, n, [alpha](float v) { return v >= 0.0f ? v : alpha * v; });
     return true;
