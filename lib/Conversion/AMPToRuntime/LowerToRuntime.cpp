@@ -423,7 +423,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](GatherGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {o.getAxis()};
+        d.attrs = {(int64_t)o.getAxis()};
         return emit(op, AMPRT_OP_GATHER_GRAD, d);
       })
       .Case([&](ReduceMaxGradOp) -> LogicalResult {
@@ -578,15 +578,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         d.attrs = {f64Bits(o.getGrowthFactor().convertToDouble()),
-                   f64Bits(o.getBackoffFactor().convertToDouble()), o.getGrowthInterval(),
-                   o.getHysteresis(), f64Bits(o.getMinScale().convertToDouble()),
+                   f64Bits(o.getBackoffFactor().convertToDouble()), (int64_t)o.getGrowthInterval(),
+                   (int64_t)o.getHysteresis(), f64Bits(o.getMinScale().convertToDouble()),
                    o.getOnMinScale() == "error" ? 1 : 0};
         return emit(op, AMPRT_OP_UPDATE_SCALE, d);
       })
       .Case([&](MicroStepOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {o.getEvery()};
+        d.attrs = {(int64_t)o.getEvery()};
         return emit(op, AMPRT_OP_MICRO_STEP, d);
       })
       .Case([&](StepCountOp) -> LogicalResult {

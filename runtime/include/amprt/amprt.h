@@ -61,7 +61,8 @@ typedef enum amprt_status {
   AMPRT_ERR_IO = 4,
   AMPRT_ERR_NO_DEVICE = 5,
   AMPRT_ERR_NUMERIC = 6,
-  AMPRT_ERR_FORMAT = 7
+  AMPRT_ERR_FORMAT = 7,
+  AMPRT_ERR_DEVICE = 8 /* the device (CUDA) reported an error */
 } amprt_status;
 
 /* The message of the last error on this thread ("" if none). */

@@ -241,7 +241,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(d, buf ? 7 : 5, 6, "sgd_update"));
     size_t o = buf ? 3 : 2; // step
     int64_t step;
-    float found;
+    float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[o], t[o + 1], step, found));
     amprt_tensor &np = t[o + 2];
     AMPRT_CHECK(copyInto(t[0], np));
@@ -254,7 +254,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_ADAM_UPDATE: {
     AMPRT_CHECK(need(d, 9, 6, "adam_update"));
     int64_t step;
-    float found;
+    float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[4], t[5], step, found));
     AMPRT_CHECK(copyInto(t[0], t[6]));
     AMPRT_CHECK(copyInto(t[2], t[7]));
@@ -266,7 +266,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_STEP_COUNT: {
     AMPRT_CHECK(need(d, 3, 0, "step_count"));
     int64_t step;
-    float found;
+    float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[0], t[1], step, found));
     AMPRT_CHECK(copyInto(t[0], t[2]));
     return amprt_step_count(ctx, static_cast<int64_t *>(t[2].data), found);

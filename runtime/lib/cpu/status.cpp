@@ -29,6 +29,7 @@ extern "C" const char *amprt_status_name(amprt_status s) {
   case AMPRT_ERR_NO_DEVICE: return "AMPRT_ERR_NO_DEVICE";
   case AMPRT_ERR_NUMERIC: return "AMPRT_ERR_NUMERIC";
   case AMPRT_ERR_FORMAT: return "AMPRT_ERR_FORMAT";
+  case AMPRT_ERR_DEVICE: return "AMPRT_ERR_DEVICE";
   }
   return "AMPRT_ERR_UNKNOWN";
 }
