@@ -109,21 +109,18 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
           int64_t h0 = oh * w.s[0], w0 = ow * w.s[1];
           int64_t arg = h0 * W + w0;
           float best = plane[arg];
-          bool nan = std::isnan(best);
-          for (int64_t kh = 0; kh < w.k[0] && !nan; ++kh)
+          bool nan = best != best;
+          // Selects instead of branches (the larger of random values is a
+          // coin flip for the branch predictor): the first NaN wins, else
+          // the first maximum.
+          for (int64_t kh = 0; kh < w.k[0]; ++kh)
             for (int64_t kw = 0; kw < w.k[1]; ++kw) {
               int64_t i = (h0 + kh) * W + w0 + kw;
               float v = plane[i];
-              if (std::isnan(v)) {
-                best = v;
-                arg = i;
-                nan = true;
-                break;
-              }
-              if (v > best) {
-                best = v;
-                arg = i;
-              }
+              bool take = !nan && (v != v || v > best);
+              best = take ? v : best;
+              arg = take ? i : arg;
+              nan = nan || v != v;
             }
           int64_t o = (nc * OH + oh) * OW + ow;
           yp[o] = best;

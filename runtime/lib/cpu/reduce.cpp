@@ -531,14 +531,17 @@ extern "C" amprt_status amprt_batch_norm(
     double oldVar = loadF(var->data, var->dtype, ch);
     if (training) {
       double sum = 0.0;
+      const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
       for (int64_t b = 0; b < n; ++b)
         for (int64_t i = 0; i < inner; ++i)
-          sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+          sum += xf ? xf[(b * c + ch) * inner + i]
+                    : loadF(x->data, x->dtype, (b * c + ch) * inner + i);
       mu = sum / m;
       double sq = 0.0;
       for (int64_t b = 0; b < n; ++b)
         for (int64_t i = 0; i < inner; ++i) {
-          double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
+          double d = (xf ? xf[(b * c + ch) * inner + i]
+                         : loadF(x->data, x->dtype, (b * c + ch) * inner + i)) - mu;
           sq += d * d;
         }
       variance = sq / m;
@@ -563,6 +566,15 @@ extern "C" amprt_status amprt_batch_norm(
       static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
     double g = loadF(scale->data, scale->dtype, ch);
     double bb = loadF(bias->data, bias->dtype, ch);
+    if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
+      for (int64_t b = 0; b < n; ++b) {
+        const float *xr = static_cast<const float *>(x->data) + (b * c + ch) * inner;
+        float *yr = static_cast<float *>(y->data) + (b * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          yr[i] = (float)((xr[i] - mu) * invStd * g + bb);
+      }
+      continue;
+    }
     for (int64_t b = 0; b < n; ++b)
       for (int64_t i = 0; i < inner; ++i) {
         int64_t o = (b * c + ch) * inner + i;
