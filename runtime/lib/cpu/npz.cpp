@@ -250,6 +250,10 @@ extern "C" amprt_status amprt_npz_open(const char *path, amprt_npz **out) {
     z->names.push_back(name);
     z->arrays[name] = a;
   }
+  // The entries end where the central directory (or, with none, the end
+  // record) begins: anything else is a cut or corrupt file.
+  if (pos + 4 > n || (rd32(p + pos) != 0x02014b50 && rd32(p + pos) != 0x06054b50))
+    return bad("'%s': truncated or corrupt zip (no central directory after the entries)%s", "");
   *out = z;
   return AMPRT_OK;
 }
