@@ -539,11 +539,18 @@ bad = [
     ([oprog, "--steps", "2", "--data", save_data("short", X[:100], Y[:100])],
      "fewer than the program's batch of 256"),
     ([oprog, "--steps", "2", "--data", f"{TMP}/nolabels.npz"], "input 'labels' is missing"),
+    ([oprog, "--steps", "2", "--data", f"{TMP}/garbage.npz"],
+     "truncated or corrupt zip (no central directory after the entries)"),
+    ([oprog, "--steps", "2", "--data", f"{TMP}/badlabel.npz"], "label 12 at position 5 is outside [0, 10)"),
     ([oprog, "--steps", "2", "--data", odata, "--resume"], "--resume needs --checkpoint-dir"),
     ([oprog, "--steps", "2", "--data", odata, "--resume", "--checkpoint-dir", f"{TMP}/none"],
      "does not exist"),
 ]
 np.savez(f"{TMP}/nolabels.npz", input=X)
+open(f"{TMP}/garbage.npz", "wb").write(b"PK\x03\x04garbage")
+BY = Y.copy()
+BY[5] = 12
+np.savez(f"{TMP}/badlabel.npz", input=X, labels=BY)
 for cmd, msg in bad:
     r = subprocess.run(cmd, capture_output=True, text=True)
     check(r.returncode != 0 and msg in r.stderr,
