@@ -18,6 +18,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
+#include <unordered_map>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -98,10 +99,26 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
     p = &it->second;
   }
   thread_local dnnl::stream s(cpuEngine());
-  dnnl::memory am(p->a, cpuEngine(), const_cast<void *>(a));
-  dnnl::memory bm(p->b, cpuEngine(), const_cast<void *>(b));
-  dnnl::memory cm(p->c, cpuEngine(), acc);
-  p->prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  // Memory objects and the argument map are made once per primitive and
+  // thread; each call only points them at its buffers.
+  struct Bound {
+    dnnl::memory a, b, c;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  thread_local std::map<const GemmPrim *, Bound> bound;
+  auto it = bound.find(p);
+  if (it == bound.end()) {
+    Bound nb{dnnl::memory(p->a, cpuEngine(), DNNL_MEMORY_NONE),
+             dnnl::memory(p->b, cpuEngine(), DNNL_MEMORY_NONE),
+             dnnl::memory(p->c, cpuEngine(), DNNL_MEMORY_NONE),
+             {}};
+    nb.args = {{DNNL_ARG_SRC, nb.a}, {DNNL_ARG_WEIGHTS, nb.b}, {DNNL_ARG_DST, nb.c}};
+    it = bound.emplace(p, std::move(nb)).first;
+  }
+  it->second.a.set_data_handle(const_cast<void *>(a));
+  it->second.b.set_data_handle(const_cast<void *>(b));
+  it->second.c.set_data_handle(acc);
+  p->prim.execute(s, it->second.args);
   s.wait();
 }
 
