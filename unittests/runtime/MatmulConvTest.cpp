@@ -223,3 +223,60 @@ TEST(Pool, MaxAndAverageWithGradients) {
     rhs += dy.get(o) * ravg[o];
   EXPECT_NEAR(lhs, rhs, 1e-5 * (1 + std::fabs(rhs)));
 }
+
+// The vector 2x2 / stride 2 max pool (four outputs at a time) and the plain
+// 2-D loop against a direct reference: values and row-major indices, with
+// ties (small integers) and NaNs, widths that leave a scalar tail, every
+// float type.
+TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> small(-3, 3), pct(0, 99);
+  for (amprt_dtype t : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
+    for (int64_t k : {2, 3})
+      for (int64_t W : {8, 13, 22}) {
+        int64_t N = 2, C = 3, H = 10, s = k == 2 ? 2 : 1;
+        int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1;
+        std::vector<float> x(N * C * H * W);
+        for (float &v : x)
+          v = pct(rng) < 3 ? NAN : (float)small(rng);
+        std::vector<uint16_t> xh(x.size()), yh(N * C * OH * OW);
+        std::vector<float> y(N * C * OH * OW);
+        std::vector<int64_t> idx(y.size());
+        int64_t xs[4] = {N, C, H, W}, ys[4] = {N, C, OH, OW};
+        void *xd = x.data(), *yd = y.data();
+        if (t != AMPRT_F32) {
+          amprt_convert(x.data(), AMPRT_F32, xh.data(), t, x.size());
+          xd = xh.data();
+          yd = yh.data();
+        }
+        amprt_tensor tx = amprt_tensor_make(xd, t, 4, xs), ty = amprt_tensor_make(yd, t, 4, ys),
+                     ti = amprt_tensor_make(idx.data(), AMPRT_I64, 4, ys);
+        amprt_pool_params p{};
+        p.spatial = 2;
+        p.kernel[0] = p.kernel[1] = k;
+        p.strides[0] = p.strides[1] = s;
+        p.dilations[0] = p.dilations[1] = 1;
+        ASSERT_EQ(amprt_max_pool(nullptr, &tx, &p, &ty, &ti), AMPRT_OK);
+        if (t != AMPRT_F32)
+          amprt_convert(yh.data(), t, y.data(), AMPRT_F32, y.size());
+        for (int64_t nc = 0; nc < N * C; ++nc)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              int64_t arg = -1;
+              float best = 0;
+              for (int64_t kh = 0; kh < k; ++kh)
+                for (int64_t kw = 0; kw < k; ++kw) {
+                  int64_t i = nc * H * W + (oh * s + kh) * W + ow * s + kw;
+                  if (arg >= 0 && std::isnan(best))
+                    continue;
+                  if (arg < 0 || std::isnan(x[i]) || x[i] > best) {
+                    best = x[i];
+                    arg = i;
+                  }
+                }
+              int64_t o = (nc * OH + oh) * OW + ow;
+              ASSERT_EQ(idx[o], arg) << amprt_dtype_name(t) << " k" << k << " W" << W << " at " << o;
+              ASSERT_TRUE(std::isnan(best) ? std::isnan(y[o]) : y[o] == best) << o;
+            }
+      }
+}

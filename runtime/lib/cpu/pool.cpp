@@ -2,6 +2,10 @@
 
 #include "internal.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -102,10 +106,46 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
     float *yp = static_cast<float *>(y->data);
     int64_t *ip = indices ? static_cast<int64_t *>(indices->data) : nullptr;
     int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];
+    bool k2s2 = w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2;
     for (int64_t nc = 0; nc < w.n * w.c; ++nc) {
       const float *plane = xp + nc * H * W;
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t ow = 0;
+#if defined(__x86_64__)
+        // 2x2 stride 2, four outputs at a time: the even and odd columns of
+        // the two rows are the four candidates, taken in row-major order with
+        // the same rule (a NaN wins, else the first maximum).
+        if (k2s2)
+          for (; ow + 4 <= OW; ow += 4) {
+            const float *r0 = plane + 2 * oh * W + 2 * ow, *r1 = r0 + W;
+            __m128 p0 = _mm_loadu_ps(r0), p1 = _mm_loadu_ps(r0 + 4);
+            __m128 q0 = _mm_loadu_ps(r1), q1 = _mm_loadu_ps(r1 + 4);
+            __m128 cand[4] = {_mm_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1))};
+            __m128 best = cand[0], nan = _mm_cmpunord_ps(best, best);
+            __m128i code = _mm_setzero_si128();
+            for (int k = 1; k < 4; ++k) {
+              __m128 cn = _mm_cmpunord_ps(cand[k], cand[k]);
+              __m128 take = _mm_andnot_ps(nan, _mm_or_ps(_mm_cmpgt_ps(cand[k], best), cn));
+              best = _mm_or_ps(_mm_and_ps(take, cand[k]), _mm_andnot_ps(take, best));
+              __m128i ti = _mm_castps_si128(take);
+              code = _mm_or_si128(_mm_and_si128(ti, _mm_set1_epi32(k)),
+                                  _mm_andnot_si128(ti, code));
+              nan = _mm_or_ps(nan, cn);
+            }
+            int64_t o = (nc * OH + oh) * OW + ow;
+            _mm_storeu_ps(yp + o, best);
+            if (ip) {
+              alignas(16) int32_t cs[4];
+              _mm_store_si128(reinterpret_cast<__m128i *>(cs), code);
+              for (int j = 0; j < 4; ++j)
+                ip[o + j] = nc * H * W + (2 * oh + (cs[j] >> 1)) * W + 2 * (ow + j) + (cs[j] & 1);
+            }
+          }
+#endif
+        for (; ow < OW; ++ow) {
           int64_t h0 = oh * w.s[0], w0 = ow * w.s[1];
           int64_t arg = h0 * W + w0;
           float best = plane[arg];
@@ -127,6 +167,7 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
           if (ip)
             ip[o] = nc * H * W + arg;
         }
+      }
     }
     return AMPRT_OK;
   }
