@@ -430,40 +430,81 @@ extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
       }
       key.push_back((int64_t)ox.dt);
       key.push_back(bias ? 1 : 0);
+      // oneDNN picks its layouts (format_tag::any: blocked nChw16c and the
+      // like, several times faster than plain NCHW); our plain tensors are
+      // reordered in and out around the primitive. Primitives, reorders and
+      // scratch buffers are cached per shape.
+      struct Conv {
+        dnnl::convolution_forward prim;
+        dnnl::memory::desc src, wei, dst;
+        std::optional<dnnl::reorder> toSrc, toWei, fromDst;
+      };
       static std::mutex mu;
-      static std::map<std::vector<int64_t>, std::pair<dnnl::convolution_forward,
-                                                       dnnl::convolution_forward::primitive_desc>>
-          cache;
+      static std::map<std::vector<int64_t>, Conv> cache;
       dnnl::memory::desc xd(cd.src, ox.dt, plainTag(cd.src.size()));
       dnnl::memory::desc wd(cd.wei, ow.dt, plainTag(cd.wei.size()));
       dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
       dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
-      dnnl::convolution_forward prim;
+      Conv conv;
       {
         std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
         if (it == cache.end()) {
+          using tag = dnnl::memory::format_tag;
+          dnnl::memory::desc xa(cd.src, ox.dt, tag::any), wa(cd.wei, ow.dt, tag::any),
+              ya(cd.dst, dt::f32, tag::any);
           auto d = bias ? dnnl::convolution_forward::desc(
                               dnnl::prop_kind::forward_training,
-                              dnnl::algorithm::convolution_direct, xd, wd, bd, yd,
+                              dnnl::algorithm::convolution_direct, xa, wa, bd, ya,
                               cd.strides, cd.dil, cd.padL, cd.padR)
                         : dnnl::convolution_forward::desc(
                               dnnl::prop_kind::forward_training,
-                              dnnl::algorithm::convolution_direct, xd, wd, yd,
+                              dnnl::algorithm::convolution_direct, xa, wa, ya,
                               cd.strides, cd.dil, cd.padL, cd.padR);
           dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
-          it = cache.emplace(key, std::make_pair(dnnl::convolution_forward(pd), pd)).first;
+          Conv c{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
+                 pd.dst_desc(), std::nullopt, std::nullopt, std::nullopt};
+          if (c.src != xd)
+            c.toSrc = dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), xd, cpuEngine(),
+                                                                  c.src));
+          if (c.wei != wd)
+            c.toWei = dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), wd, cpuEngine(),
+                                                                  c.wei));
+          if (c.dst != yd)
+            c.fromDst = dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), c.dst,
+                                                                    cpuEngine(), yd));
+          it = cache.emplace(key, std::move(c)).first;
         }
-        prim = it->second.first;
+        conv = it->second;
       }
-      dnnl::stream s(cpuEngine());
+      thread_local dnnl::stream s(cpuEngine());
+      thread_local std::vector<char> bufSrc, bufWei, bufDst;
+      auto scratch = [](std::vector<char> &b, const dnnl::memory::desc &d) {
+        if (b.size() < d.get_size())
+          b.resize(d.get_size());
+        return b.data();
+      };
+      dnnl::memory xm(xd, cpuEngine(), const_cast<void *>(ox.ptr));
+      dnnl::memory wm(wd, cpuEngine(), const_cast<void *>(ow.ptr));
+      dnnl::memory ym(yd, cpuEngine(), acc);
+      dnnl::memory xi = conv.toSrc ? dnnl::memory(conv.src, cpuEngine(), scratch(bufSrc, conv.src))
+                                   : xm;
+      dnnl::memory wi = conv.toWei ? dnnl::memory(conv.wei, cpuEngine(), scratch(bufWei, conv.wei))
+                                   : wm;
+      dnnl::memory yo = conv.fromDst
+                            ? dnnl::memory(conv.dst, cpuEngine(), scratch(bufDst, conv.dst))
+                            : ym;
+      if (conv.toSrc)
+        conv.toSrc->execute(s, xm, xi);
+      if (conv.toWei)
+        conv.toWei->execute(s, wm, wi);
       std::unordered_map<int, dnnl::memory> args = {
-          {DNNL_ARG_SRC, dnnl::memory(xd, cpuEngine(), const_cast<void *>(ox.ptr))},
-          {DNNL_ARG_WEIGHTS, dnnl::memory(wd, cpuEngine(), const_cast<void *>(ow.ptr))},
-          {DNNL_ARG_DST, dnnl::memory(yd, cpuEngine(), acc)}};
+          {DNNL_ARG_SRC, xi}, {DNNL_ARG_WEIGHTS, wi}, {DNNL_ARG_DST, yo}};
       if (bias)
         args[DNNL_ARG_BIAS] = dnnl::memory(bd, cpuEngine(), bf.data());
-      prim.execute(s, args);
+      conv.prim.execute(s, args);
+      if (conv.fromDst)
+        conv.fromDst->execute(s, yo, ym);
       s.wait();
     })
   }
