@@ -11,6 +11,7 @@
 
 #include "amprt/amprt_cuda.h"
 
+#include "../cpu/convert_bits.h"
 #include "../cpu/internal.h"
 
 #include <cuda_runtime.h>
@@ -48,58 +49,12 @@ int blocksFor(int64_t n, int threads = 256) {
   return (int)(b < 65535 ? (b > 0 ? b : 1) : 65535);
 }
 
-//--- Conversions: the CPU runtime's definitions (convert.cpp) -------------
+//--- Conversions: the CPU runtime's definitions (../cpu/convert_bits.h) --
 
-__device__ inline uint16_t f32ToF16(float f) {
-  uint32_t x = __float_as_uint(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return (uint16_t)(sign | 0x7e00u);
-  if (a >= 0x477ff000u)
-    return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) {
-    uint32_t e = a >> 23;
-    if (e < 102)
-      return (uint16_t)sign;
-    uint32_t m = (a & 0x7fffffu) | 0x800000u;
-    uint32_t s = 126 - e;
-    uint32_t q = m >> s, r = m & ((1u << s) - 1), half = 1u << (s - 1);
-    if (r > half || (r == half && (q & 1u)))
-      ++q;
-    return (uint16_t)(sign | q);
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
-  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-__device__ inline float f16ToF32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f)
-    return __uint_as_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
-  if (e == 0) {
-    if (m == 0)
-      return __uint_as_float(sign);
-    int shift = 0;
-    while (!(m & 0x400u)) {
-      m <<= 1;
-      ++shift;
-    }
-    m &= 0x3ffu;
-    return __uint_as_float(sign | ((uint32_t)(113 - shift) << 23) | (m << 13));
-  }
-  return __uint_as_float(sign | ((e + 112) << 23) | (m << 13));
-}
-
-__device__ inline uint16_t f32ToBf16(float f) {
-  uint32_t x = __float_as_uint(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)(((x >> 16) & 0x8000u) | 0x7fc0u);
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-__device__ inline float bf16ToF32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+__device__ inline uint16_t f32ToF16(float f) { return amprt::bits::f32ToF16(__float_as_uint(f)); }
+__device__ inline float f16ToF32(uint16_t h) { return __uint_as_float(amprt::bits::f16ToF32(h)); }
+__device__ inline uint16_t f32ToBf16(float f) { return amprt::bits::f32ToBf16(__float_as_uint(f)); }
+__device__ inline float bf16ToF32(uint16_t b) { return __uint_as_float(amprt::bits::bf16ToF32(b)); }
 
 __device__ inline float load(const void *p, int dtype, int64_t i) {
   if (dtype == AMPRT_F32)
