@@ -138,7 +138,7 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
 
 LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOptions &o) {
   PassManager pm(module.getContext());
-  if (!o.lossFn.empty()) {
+  if (o.differentiate && !o.lossFn.empty()) {
     AMPAddLossOptions al;
     al.kind = o.lossFn;
     al.output = o.lossOf;
@@ -148,7 +148,8 @@ LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOption
   AMPAutodiffOptions ad;
   ad.loss = o.loss;
   ad.frozen.assign(o.frozen.begin(), o.frozen.end());
-  pm.addPass(createAMPAutodiff(ad));
+  if (o.differentiate)
+    pm.addPass(createAMPAutodiff(ad));
   AMPOptimizerOptions opt;
   opt.optimizer = o.optimizer;
   opt.lr = o.lr;
@@ -159,6 +160,7 @@ LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOption
   opt.beta1 = o.beta1;
   opt.beta2 = o.beta2;
   opt.eps = o.eps;
+  opt.adamMode = o.adamMode;
   pm.addPass(createAMPOptimizer(opt));
   AMPLossScalingOptions ls;
   ls.mode = o.lossScaling;

@@ -246,7 +246,6 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
   LogicalResult rewrite(func::FuncOp f) {
     Block &block = f.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
-    MLIRContext *ctx = f.getContext();
     OpBuilder b(ret);
     Location loc = f.getLoc();
     bool sgd = optimizer == "sgd";
@@ -255,6 +254,11 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         beta2 < 0 || beta2 >= 1)
       return f.emitError("amp-optimizer: bad hyper-parameters (lr > 0, momentum >= 0, "
                          "weight-decay >= 0, 0 <= beta < 1, eps > 0)");
+    if (adamMode != "torch" && adamMode != "hf")
+      return f.emitError("amp-optimizer: adam-mode must be torch or hf, got '")
+             << adamMode << "'";
+    if (adamMode == "hf" && optimizer != "adamw")
+      return f.emitError("amp-optimizer: adam-mode hf goes with optimizer adamw");
     if (nesterov && (!sgd || momentum == 0 || dampening != 0))
       return f.emitError("amp-optimizer: nesterov needs sgd with momentum > 0 and dampening 0");
 
@@ -325,7 +329,8 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         auto op = AdamUpdateOp::create(b, loc, p, grad, m, v, step, foundInf,
                                        b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
                                        b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-                                       b.getF32FloatAttr(wd), b.getBoolAttr(optimizer == "adamw"));
+                                       b.getF32FloatAttr(wd), b.getBoolAttr(optimizer == "adamw"),
+                                       b.getStringAttr(adamMode));
         results.push_back(op.getNewParam());
         resAttrs.push_back(updates(name));
         state.push_back({op.getNewExpAvg(), name + ".exp_avg"});

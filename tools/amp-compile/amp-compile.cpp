@@ -17,6 +17,11 @@
 //   ./train --data data.npz --steps 200 --metrics m.jsonl [--checkpoint-dir D]
 //           [--resume]
 //
+// onnxruntime-training artifacts train the same way:
+//
+//   amp-compile artifacts/ -o train --lr 0.01   (training_model.onnx, checkpoint,
+//                                               optimizer_model.onnx)
+//
 // Nothing is left behind on failure.
 //
 //===----------------------------------------------------------------------===//
@@ -85,6 +90,16 @@ static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"), cl::init(0
                              cl::cat(trainCat));
 static cl::opt<double> adamEps("eps", cl::desc("Adam epsilon (1e-8)"), cl::init(1e-8),
                                cl::cat(trainCat));
+static cl::opt<std::string> ortCheckpoint(
+    "ort-checkpoint",
+    cl::desc("onnxruntime-training artifacts: the model is training_model.onnx and this its "
+             "checkpoint (a folder given as the model holds training_model.onnx, checkpoint "
+             "and optimizer_model.onnx)"),
+    cl::value_desc("checkpoint"), cl::cat(trainCat));
+static cl::opt<std::string> ortOptimizer(
+    "ort-optimizer",
+    cl::desc("The artifacts' optimizer_model.onnx: the optimizer and its hyper-parameters"),
+    cl::value_desc("optimizer_model.onnx"), cl::cat(trainCat));
 static cl::opt<std::string> lossName("loss", cl::desc("The graph output to minimise (loss)"),
                                      cl::init("loss"), cl::cat(trainCat));
 static cl::opt<std::string> lossFn(
@@ -164,6 +179,38 @@ std::string signatureLine(const char *kind, const amp::TensorSlot &s) {
          "\n";
 }
 
+/// A checkpoint saved with ORT's optimizer state: the step count and the
+/// moments become the initial values of amp-optimizer's state arguments.
+void restoreORTOptimizerState(func::FuncOp f, const amp::ORTOptimizerState &st,
+                              const std::string &ckPath) {
+  for (BlockArgument a : f.getArguments()) {
+    unsigned i = a.getArgNumber();
+    auto name = f.getArgAttrOfType<StringAttr>(i, "amp.opt_state");
+    if (!name)
+      continue;
+    auto type = cast<RankedTensorType>(a.getType());
+    llvm::StringRef n = name.getValue();
+    if (n == "step") {
+      f.setArgAttr(i, "amp.init", DenseElementsAttr::get(type, llvm::APInt(64, st.step)));
+      continue;
+    }
+    auto [p, kind] = n.rsplit('.');
+    const char *moment = kind == "exp_avg" ? "momentum0" : kind == "exp_avg_sq" ? "momentum1"
+                                                                                 : nullptr;
+    if (!moment)
+      continue;
+    auto pm = st.moments.find(p.str());
+    auto m = pm == st.moments.end() ? decltype(pm->second.end())() : pm->second.find(moment);
+    if (pm == st.moments.end() || m == pm->second.end())
+      die("'" + ckPath + "' holds optimizer state but no " + moment + " for '" + p + "'");
+    if ((int64_t)m->second.size() != type.getNumElements() * 4)
+      die("'" + ckPath + "': " + moment + " of '" + p + "' has the wrong size");
+    f.setArgAttr(i, "amp.init",
+                 DenseElementsAttr::getFromRawBuffer(
+                     type, llvm::ArrayRef<char>(m->second.data(), m->second.size())));
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -194,7 +241,66 @@ int main(int argc, char **argv) {
       die("--const-input needs name=file.pb, got '" + kv + "'");
     bound[name.str()] = file.str();
   }
-  OwningOpRef<ModuleOp> module = amp::loadModelFile(modelFile, &ctx, bound);
+  // onnxruntime-training artifacts: a training model whose gradients are
+  // already in the graph, its checkpoint and its optimizer model.
+  std::string optName = optimizer;
+  bool ort = !ortCheckpoint.empty() || llvm::sys::fs::is_directory(modelFile);
+  std::string ckPath = ortCheckpoint, optPath = ortOptimizer, trainingModel = modelFile;
+  amp::ORTOptimizerState ortState;
+  amp::ORTOptimizerSpec ortSpec;
+  if (!ortOptimizer.empty() && !ort)
+    die("--ort-optimizer goes with --ort-checkpoint (or a folder of artifacts as the model)");
+  if (ort) {
+    if (llvm::sys::fs::is_directory(modelFile)) {
+      auto inDir = [&](const char *name) {
+        llvm::SmallString<256> p(modelFile);
+        llvm::sys::path::append(p, name);
+        return std::string(p);
+      };
+      trainingModel = inDir("training_model.onnx");
+      if (ckPath.empty())
+        ckPath = inDir("checkpoint");
+      if (optPath.empty() && llvm::sys::fs::exists(inDir("optimizer_model.onnx")))
+        optPath = inDir("optimizer_model.onnx");
+      for (const std::string &p : {trainingModel, ckPath})
+        if (!llvm::sys::fs::exists(p))
+          die("'" + modelFile + "' is a folder but has no '" +
+              llvm::sys::path::filename(p).str() +
+              "' (onnxruntime-training artifacts: training_model.onnx, checkpoint, "
+              "optimizer_model.onnx)");
+    }
+    if (!bound.empty())
+      die("--const-input does not apply to onnxruntime-training artifacts");
+    if (lossFn.getNumOccurrences() || lossName.getNumOccurrences() || frozen.getNumOccurrences())
+      die("--loss, --loss-fn and --frozen do not apply to onnxruntime-training artifacts "
+          "(their loss and trainable parameters are fixed by generate_artifacts)");
+    if (!optPath.empty()) {
+      auto spec = amp::readORTOptimizerModel(optPath, &ctx);
+      if (failed(spec))
+        return 1;
+      ortSpec = *spec;
+      if (!optName.empty() && optName != ortSpec.optimizer)
+        die("--optimizer " + optName + " contradicts '" + optPath + "', which is " +
+            ortSpec.optimizer);
+      for (cl::Option *o : std::initializer_list<cl::Option *>{
+               &momentum, &dampening, &nesterov, &weightDecay, &beta1, &beta2, &adamEps})
+        if (o->getNumOccurrences())
+          die("--" + o->ArgStr + ": the hyper-parameters come from '" + optPath + "'");
+      optName = ortSpec.optimizer;
+    } else if (optName.empty()) {
+      die("onnxruntime-training artifacts without optimizer_model.onnx: give --optimizer "
+          "sgd|adam|adamw (or --ort-optimizer FILE)");
+    }
+    auto st = amp::readORTOptimizerState(ckPath, &ctx);
+    if (failed(st))
+      return 1;
+    ortState = *st;
+    if (!funcName.getNumOccurrences())
+      funcName = "train_step";
+  }
+  OwningOpRef<ModuleOp> module =
+      ort ? amp::importORTTrainingArtifacts(trainingModel, ckPath, &ctx)
+          : amp::loadModelFile(modelFile, &ctx, bound);
   if (!module)
     return 1;
   auto f = module->lookupSymbol<func::FuncOp>(funcName);
@@ -206,7 +312,7 @@ int main(int argc, char **argv) {
     if (other != f)
       other.erase();
   std::string training;
-  if (optimizer.empty()) {
+  if (optName.empty()) {
     // A function that is a training step already (ONNX TrainingInfoProto's
     // algorithm, or one built with amp-opt): results tied to their state.
     for (unsigned i = 0; i < f.getNumResults(); ++i)
@@ -233,8 +339,14 @@ int main(int argc, char **argv) {
     if (!lossFn.empty() && lossName.getNumOccurrences())
       die("--loss names an existing loss output; --loss-fn adds one: give one of them");
     t.frozen.assign(frozen.begin(), frozen.end());
-    t.optimizer = optimizer;
+    t.optimizer = optName;
     t.lr = lr;
+    if (ort) {
+      t.differentiate = false;
+      // ORT's default learning rate, or the one the checkpoint saved.
+      if (!lr.getNumOccurrences())
+        t.lr = ortState.present && ortState.learningRate > 0 ? ortState.learningRate : 0.001;
+    }
     t.momentum = momentum;
     t.dampening = dampening;
     t.nesterov = nesterov;
@@ -242,6 +354,13 @@ int main(int argc, char **argv) {
     t.beta1 = beta1;
     t.beta2 = beta2;
     t.eps = adamEps;
+    if (ort && !optPath.empty()) {
+      t.beta1 = ortSpec.beta1;
+      t.beta2 = ortSpec.beta2;
+      t.eps = ortSpec.eps;
+      t.weightDecay = ortSpec.weightDecay;
+      t.adamMode = ortSpec.adamMode;
+    }
     // PyTorch's practice: GradScaler for fp16; bf16 has fp32's range.
     t.lossScaling = !lossScaling.empty()    ? std::string(lossScaling)
                     : precision == "fp16" ? "dynamic"
@@ -258,7 +377,7 @@ int main(int argc, char **argv) {
     t.accumulate = accumulate;
     if (noInfCheck && t.lossScaling != "none")
       die("--no-inf-check applies to --loss-scaling none only");
-    if (lossFn.empty()) {
+    if (lossFn.empty() && !ort) {
       bool hasLoss = false;
       for (unsigned i = 0; i < f.getNumResults(); ++i)
         if (auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output"))
@@ -270,7 +389,11 @@ int main(int argc, char **argv) {
     }
     if (failed(amp::buildTrainingStep(*module, t)))
       return 1;
-    training = optimizer + " lr=" + fmtG(lr) + ", " + precision +
+    if (ortState.present)
+      restoreORTOptimizerState(f, ortState, ckPath);
+    training = (ort ? "onnxruntime-training artifacts, " : "") + optName +
+               (t.adamMode == "hf" ? " (Hugging Face form)" : "") + " lr=" + fmtG(t.lr) +
+               ", " + precision +
                ", loss scaling " + t.lossScaling;
     if (t.lossScaling == "dynamic")
       training += " (init " + fmtG(t.initScale) + ", growth interval " +

@@ -1,6 +1,7 @@
 //===- amp-translate.cpp - model files <-> the amp dialect ---------------===//
 //
 //   amp-translate --import-onnx model.onnx [-o out.mlir]
+//   amp-translate --import-onnx training_model.onnx --ort-checkpoint checkpoint
 //
 // Prints the model as a module in the amp dialect. On any error: one message
 // per problem on stderr, exit code 1, and no output file.
@@ -64,6 +65,12 @@ static cl::opt<std::string> lossOf("loss-of",
 static cl::opt<std::string> labelName("label", cl::desc("Name of the label input (labels)"),
                                       cl::init("labels"), cl::cat(category));
 
+static cl::opt<std::string> ortCheckpoint(
+    "ort-checkpoint",
+    cl::desc("The model is an onnxruntime-training training_model.onnx and this its "
+             "checkpoint: import them as the function train_step (loss and gradients)"),
+    cl::value_desc("checkpoint"), cl::cat(category));
+
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   mlir::registerAsmPrinterCLOptions();
@@ -106,7 +113,15 @@ int main(int argc, char **argv) {
     return mlir::success();
   });
 
-  auto module = mlir::amp::importONNXFile(inputFile, &ctx, opts);
+  if (!ortCheckpoint.empty() &&
+      (funcName.getNumOccurrences() || frozen.getNumOccurrences() || !lossFn.empty())) {
+    errs() << "amp-translate: error: --ort-checkpoint imports artifacts as they are: "
+              "--func-name, --freeze and --loss-fn do not apply\n";
+    return 1;
+  }
+  auto module = ortCheckpoint.empty()
+                    ? mlir::amp::importONNXFile(inputFile, &ctx, opts)
+                    : mlir::amp::importORTTrainingArtifacts(inputFile, ortCheckpoint, &ctx, opts);
   if (!module) {
     if (!numErrors)
       errs() << "amp-translate: error: " << inputFile << ": import failed\n";

@@ -56,6 +56,10 @@ struct TrainingOptions {
   double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9,
          beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;
+  std::string adamMode = "torch"; // adamw: torch | hf
+  /// False when the module already holds the gradients (amp.grad results,
+  /// e.g. imported onnxruntime-training artifacts): no add-loss, no autodiff.
+  bool differentiate = true;
   std::string lossScaling = "dynamic"; // dynamic | static | none
   double initScale = 65536, growthFactor = 2, backoffFactor = 0.5, minScale = 0, maxNorm = 0;
   int64_t growthInterval = 2000, hysteresis = 1, accumulate = 1;

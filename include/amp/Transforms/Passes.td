@@ -193,7 +193,10 @@ def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
            "Weight decay (default: 0 for sgd / adam, 0.01 for adamw, as PyTorch)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
+    Option<"adamMode", "adam-mode", "std::string", /*default=*/"\"torch\"",
+           "adamw's formulas: torch (PyTorch) or hf (Hugging Face's, as "
+           "onnxruntime-training's AdamWOptimizer adam_mode 1)">
   ];
 }
 

@@ -559,7 +559,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return failure();
         d.attrs = {f64Bits(o.getLr().convertToDouble()), f64Bits(o.getBeta1().convertToDouble()),
                    f64Bits(o.getBeta2().convertToDouble()), f64Bits(o.getEps().convertToDouble()),
-                   f64Bits(o.getWeightDecay().convertToDouble()), o.getDecoupled() ? 1 : 0};
+                   f64Bits(o.getWeightDecay().convertToDouble()),
+                   o.getMode() == "hf" ? 2 : o.getDecoupled() ? 1 : 0};
         return emit(op, AMPRT_OP_ADAM_UPDATE, d);
       })
       .Case([&](UnscaleAndCheckOp o) -> LogicalResult {

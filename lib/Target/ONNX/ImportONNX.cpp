@@ -17,6 +17,7 @@
 #include "amp/Target/ONNX/ImportONNX.h"
 
 #include "ONNXModel.h"
+#include "ORTCheckpoint.h"
 
 #include "amp/Dialect/AMP/IR/AMPOps.h"
 #include "amp/Transforms/Passes.h"
@@ -1370,6 +1371,421 @@ LogicalResult handleGradient(NodeCtx &n) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// com.microsoft gradient ops (what onnxruntime-training's gradient builder
+// writes into training artifacts), mapped onto the amp dialect's own
+// backward ops. Input orders follow ORT's contrib schemas.
+//===----------------------------------------------------------------------===//
+
+/// dX of an elementwise op from (dY, X): ReluGrad, GeluGrad, FastGeluGrad.
+/// ReluGrad reads the Relu's output, whose sign pattern is its input's.
+LogicalResult handleUnaryGrad(NodeCtx &n, llvm::StringRef kind) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  if (n.hasInput(2))
+    return n.fail("the bias input (input 2) is not supported");
+  auto dy = n.input(0), x = n.input(1);
+  if (failed(dy) || failed(x))
+    return failure();
+  if (dy->getType() != x->getType())
+    return n.fail("dY and X must have the same type");
+  n.setOutput(0, UnaryGradOp::create(n.im.b, n.loc, *x, *dy, n.im.b.getStringAttr(kind),
+                                     n.im.b.getF32FloatAttr(0.0f)));
+  return success();
+}
+
+/// dX of tanh / sigmoid from (dY, Y): dY (1 - Y^2), dY Y (1 - Y).
+LogicalResult handleOutputGrad(NodeCtx &n, bool tanh) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  auto dy = n.input(0), y = n.input(1);
+  if (failed(dy) || failed(y))
+    return failure();
+  Elementwise e{n};
+  Type elt = getElementTypeOrSelf(y->getType());
+  Value one = e.cst(elt, 1.0);
+  Value d = tanh ? e.sub(one, e.mul(*y, *y)) : e.mul(*y, e.sub(one, *y));
+  Value r = e.mul(*dy, d);
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
+/// SoftmaxGrad_13 / LogSoftmaxGrad_13 (dY, Y), axis default -1; the older
+/// SoftmaxGrad (2-D coercion at axis, default 1) only where that is the
+/// last axis.
+LogicalResult handleSoftmaxGradMS(NodeCtx &n, bool log, bool v13) {
+  if (failed(n.allowAttrs({"axis"})))
+    return failure();
+  auto dy = n.input(0), y = n.input(1);
+  auto axis = n.getInt("axis", v13 ? -1 : 1);
+  if (failed(dy) || failed(y) || failed(axis))
+    return failure();
+  if (dy->getType() != y->getType())
+    return n.fail("dY and Y must have the same type");
+  int64_t rank = cast<RankedTensorType>(y->getType()).getRank();
+  int64_t a = *axis < 0 ? *axis + rank : *axis;
+  if (a < 0 || a >= rank)
+    return n.fail("axis " + llvm::Twine(*axis) + " is out of range for rank " +
+                  llvm::Twine(rank));
+  if (!v13 && a != rank - 1)
+    return n.fail("the pre-13 form normalises over the dims from axis " + llvm::Twine(a) +
+                  " on together; only the last axis is supported");
+  n.setOutput(0, SoftmaxGradOp::create(n.im.b, n.loc, *y, *dy, a, log));
+  return success();
+}
+
+/// SoftmaxCrossEntropyLossGrad (dY, log_prob, label [, weight]).
+LogicalResult handleSCELossGrad(NodeCtx &n) {
+  if (failed(n.allowAttrs({"reduction", "ignore_index"})))
+    return failure();
+  if (n.numInputs() > 4)
+    return n.fail("the bias input (input 4) is not supported");
+  auto red = n.getString("reduction", std::string("mean"));
+  auto dy = n.input(0), lp = n.input(1), lab = n.input(2);
+  if (failed(red) || failed(dy) || failed(lp) || failed(lab))
+    return failure();
+  if (*red != "mean" && *red != "sum" && *red != "none")
+    return n.fail("unknown reduction '" + *red + "'");
+  IntegerAttr ii;
+  if (n.attr("ignore_index")) {
+    auto v = n.getInt("ignore_index", 0);
+    if (failed(v))
+      return failure();
+    ii = n.im.b.getI64IntegerAttr(*v);
+  }
+  Value w = n.optInput(3);
+  if (n.hasInput(3) && !w)
+    return failure();
+  auto lpt = dyn_cast<RankedTensorType>(lp->getType());
+  if (!lpt || lpt.getRank() < 2 || !isa<IntegerType>(getElementTypeOrSelf(lab->getType())))
+    return n.fail("needs log_prob [N, C, ...] and integer labels");
+  n.setOutput(0, SoftmaxCrossEntropyLossGradOp::create(n.im.b, n.loc, lpt, *lp, *lab, w, *dy,
+                                                      *red, ii));
+  return success();
+}
+
+/// ConvGrad (dY, X, W) -> dX, dW, dB with Conv's attributes.
+LogicalResult handleConvGrad(NodeCtx &n) {
+  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads",
+                           "strides"})))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  auto group = n.getInt("group", 1);
+  if (failed(group) || failed(windowAttrs(n, attrs, false)))
+    return failure();
+  attrs.push_back(named(n, "group", i64(n, *group)));
+  auto in = tensorInputs(n, {1, 2, 0});
+  if (failed(in))
+    return failure();
+  auto op = n.im.create(n, "amp.conv_grad", *in, attrs, 3);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+/// MaxPoolGrad (dY, Indices): the shape of dX is the pooled input's, found
+/// through the MaxPool that produced the indices.
+LogicalResult handleMaxPoolGradMS(NodeCtx &n) {
+  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads",
+                           "storage_order", "strides"})))
+    return failure();
+  auto dy = n.input(0), idx = n.input(1);
+  if (failed(dy) || failed(idx))
+    return failure();
+  auto pool = idx->getDefiningOp<MaxPoolOp>();
+  if (!pool)
+    return n.fail("its indices '" + n.node.input(1) +
+                  "' must be the Indices output of a MaxPool of this graph");
+  if (dy->getType() != pool.getOutput().getType())
+    return n.fail("dY must have the type of the MaxPool's output");
+  auto op = n.im.create(n, "amp.max_pool_grad", {pool.getX(), *dy, *idx}, {}, 1);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  return success();
+}
+
+/// BatchNormInternal (X, scale, B, mean, var) -> Y, running mean / var,
+/// saved mean, saved inv std. The saved statistics may only feed
+/// BatchNormalizationGrad, which recomputes them from X.
+LogicalResult handleBatchNormInternal(NodeCtx &n) {
+  if (failed(n.allowAttrs({"epsilon", "momentum", "training_mode"})))
+    return failure();
+  auto eps = n.getFloat("epsilon", 1e-5f), mom = n.getFloat("momentum", 0.9f);
+  auto tm = n.getInt("training_mode", 1);
+  if (failed(eps) || failed(mom) || failed(tm))
+    return failure();
+  for (int k = 3; k < 5; ++k) {
+    if (!n.hasOutput(k))
+      continue;
+    const std::string &name = n.node.output(k);
+    for (const auto &other : n.im.model.graph().node())
+      for (int j = 0; j < other.input_size(); ++j)
+        if (other.input(j) == name &&
+            !(other.op_type() == "BatchNormalizationGrad" && other.domain() == "com.microsoft" &&
+              (j == 3 || j == 4)))
+          return n.fail("its saved statistic '" + name + "' is read by a " + other.op_type() +
+                        " node; only BatchNormalizationGrad may read it");
+    for (const auto &o : n.im.model.graph().output())
+      if (o.name() == name)
+        return n.fail("its saved statistic '" + name + "' is a graph output (not supported)");
+  }
+  auto in = tensorInputs(n, {0, 1, 2, 3, 4});
+  if (failed(in))
+    return failure();
+  auto op = n.im.create(n, "amp.batch_norm", *in,
+                        {named(n, "epsilon", f32(n, *eps)), named(n, "momentum", f32(n, *mom)),
+                         named(n, "training_mode", boolean(n, *tm != 0))},
+                        3);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+/// BatchNormalizationGrad (dY, X, scale, saved mean, saved inv std).
+LogicalResult handleBatchNormGradMS(NodeCtx &n) {
+  if (failed(n.allowAttrs({"epsilon"})))
+    return failure();
+  auto eps = n.getFloat("epsilon", 1e-5f);
+  auto in = tensorInputs(n, {1, 2, 0});
+  if (failed(eps) || failed(in))
+    return failure();
+  // The statistics must be those of a batch norm of X.
+  bool found = false;
+  for (const auto &other : n.im.model.graph().node())
+    if (other.op_type() == "BatchNormInternal" && other.output_size() > 4 &&
+        other.output(3) == n.node.input(3) && other.output(4) == n.node.input(4) &&
+        other.input_size() > 0 && other.input(0) == n.node.input(1)) {
+      for (const auto &a : other.attribute())
+        if (a.name() == "epsilon" && a.f() != *eps)
+          return n.fail("its epsilon differs from the BatchNormInternal's");
+      found = true;
+    }
+  if (!found)
+    return n.fail("its saved statistics must come from a BatchNormInternal of the same X");
+  auto op = n.im.create(n, "amp.batch_norm_grad", *in, {named(n, "epsilon", f32(n, *eps))}, 3);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+/// LayerNormalizationGrad (dY, X, scale, mean, inv_std_dev).
+LogicalResult handleLayerNormGradMS(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis", "epsilon"})))
+    return failure();
+  auto axis = n.getInt("axis", -1);
+  auto in = tensorInputs(n, {1, 2, 3, 4, 0});
+  if (failed(axis) || failed(in))
+    return failure();
+  int64_t rank = cast<RankedTensorType>((*in)[0].getType()).getRank();
+  int64_t a = *axis < 0 ? *axis + rank : *axis;
+  auto op = n.im.create(n, "amp.layer_norm_grad", *in, {named(n, "axis", i64(n, a))}, 3);
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
+/// DropoutGrad (dY, mask [, ratio [, training_mode]]): dY * mask / (1 - ratio).
+LogicalResult handleDropoutGrad(NodeCtx &n) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  float ratio = 0.5f;
+  bool training = true;
+  if (n.hasInput(2)) {
+    auto r = n.constInput(2, "ratio");
+    if (failed(r))
+      return failure();
+    if ((*r)->numElements() != 1)
+      return n.fail("'ratio' must hold one value");
+    ratio = (float)(*r)->toDouble()[0];
+  }
+  if (n.hasInput(3)) {
+    auto t = n.constInput(3, "training_mode");
+    if (failed(t))
+      return failure();
+    if ((*t)->numElements() != 1)
+      return n.fail("'training_mode' must hold one value");
+    training = (*t)->toInt64()[0] != 0;
+  }
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return n.fail("ratio must lie in [0, 1), got " + llvm::formatv("{0}", ratio).str());
+  auto dy = n.input(0), mask = n.input(1);
+  if (failed(dy) || failed(mask))
+    return failure();
+  if (!training || ratio == 0.0f) {
+    n.setOutput(0, *dy);
+    return success();
+  }
+  Elementwise e{n};
+  Type elt = getElementTypeOrSelf(dy->getType());
+  auto mt = cast<RankedTensorType>(mask->getType());
+  Value m = CastOp::create(n.im.b, n.loc, RankedTensorType::get(mt.getShape(), elt), *mask);
+  Value r = e.mul(e.mul(*dy, m), e.cst(elt, 1.0 / (1.0 - (double)ratio)));
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
+/// FusedMatMul (A, B): alpha * op(A) op(B), op transposing the last two dims.
+LogicalResult handleFusedMatMul(NodeCtx &n) {
+  if (failed(n.allowAttrs({"alpha", "transA", "transB", "transBatchA", "transBatchB"})))
+    return failure();
+  auto alpha = n.getFloat("alpha", 1.0f);
+  auto ta = n.getInt("transA", 0), tb = n.getInt("transB", 0);
+  auto tba = n.getInt("transBatchA", 0), tbb = n.getInt("transBatchB", 0);
+  if (failed(alpha) || failed(ta) || failed(tb) || failed(tba) || failed(tbb))
+    return failure();
+  if (*tba || *tbb)
+    return n.fail("transBatchA / transBatchB are not supported");
+  auto a = n.input(0), bv = n.input(1);
+  if (failed(a) || failed(bv))
+    return failure();
+  auto tr = [&](Value v) -> FailureOr<Value> {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() < 2)
+      return n.fail("a transposed operand must have rank >= 2");
+    SmallVector<int64_t> perm;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      perm.push_back(i);
+    std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
+    auto op = n.im.create(n, "amp.transpose", {v}, {named(n, "perm", ints(n, perm))}, 1);
+    if (failed(op))
+      return failure();
+    return (*op)->getResult(0);
+  };
+  Value x = *a, y = *bv;
+  if (*ta) {
+    auto t = tr(x);
+    if (failed(t))
+      return failure();
+    x = *t;
+  }
+  if (*tb) {
+    auto t = tr(y);
+    if (failed(t))
+      return failure();
+    y = *t;
+  }
+  auto mm = n.im.create(n, "amp.matmul", {x, y}, {}, 1);
+  if (failed(mm))
+    return failure();
+  Value r = (*mm)->getResult(0);
+  if (*alpha != 1.0f) {
+    Elementwise e{n};
+    r = e.mul(r, e.cst(getElementTypeOrSelf(r.getType()), *alpha));
+    if (!e.ok)
+      return failure();
+  }
+  n.setOutput(0, r);
+  return success();
+}
+
+/// GatherGrad (shape, indices, dY), axis: dY summed into zeros of `shape`.
+LogicalResult handleGatherGradMS(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis"})))
+    return failure();
+  auto axis = n.getInt("axis", 0);
+  auto shape = n.constInts(0, "shape");
+  auto idx = n.input(1), dy = n.input(2);
+  if (failed(axis) || failed(shape) || failed(idx) || failed(dy))
+    return failure();
+  int64_t rank = (int64_t)shape->size();
+  int64_t a = *axis < 0 ? *axis + rank : *axis;
+  auto op = n.im.create(n, "amp.gather_grad", {*idx, *dy},
+                        {named(n, "shape", ints(n, *shape)), named(n, "axis", i64(n, a))}, 1);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  return success();
+}
+
+/// InPlaceAccumulatorV2 (buffer, value [, overwrite_flag]) -> updated flag
+/// [, new buffer], in functional form: the new buffer is value where the
+/// flag is set, buffer + value otherwise; the flag output is true.
+LogicalResult handleInPlaceAccumulatorV2(NodeCtx &n) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  auto buf = n.input(0), val = n.input(1);
+  if (failed(buf) || failed(val))
+    return failure();
+  if (buf->getType() != val->getType())
+    return n.fail("the buffer and the value must have the same type");
+  Elementwise e{n};
+  Value sum = e.add(*buf, *val);
+  if (!e.ok)
+    return failure();
+  Value out = sum;
+  if (n.hasInput(2)) {
+    auto flag = n.input(2);
+    if (failed(flag))
+      return failure();
+    auto ft = dyn_cast<RankedTensorType>(flag->getType());
+    if (!ft || !ft.getElementType().isInteger(1) || ft.getNumElements() != 1)
+      return n.fail("overwrite_flag must be one bool");
+    auto w = n.im.create(n, "amp.where", {*flag, *val, sum}, {}, 1);
+    if (failed(w))
+      return failure();
+    out = (*w)->getResult(0);
+  }
+  auto bt = RankedTensorType::get({1}, n.im.b.getI1Type());
+  n.setOutput(0, arith::ConstantOp::create(n.im.b, n.loc, bt,
+                                           DenseElementsAttr::get(bt, n.im.b.getBoolAttr(true))));
+  n.setOutput(1, out);
+  return success();
+}
+
+/// Sum: the inputs added up, left to right (multidirectional broadcast).
+LogicalResult handleSum(NodeCtx &n) {
+  if (failed(n.allowAttrs({"consumed_inputs"})))
+    return failure();
+  if (n.numInputs() < 1)
+    return n.fail("needs at least one input");
+  auto acc = n.input(0);
+  if (failed(acc))
+    return failure();
+  Value r = *acc;
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    auto v = n.input(i);
+    if (failed(v))
+      return failure();
+    auto op = n.im.create(n, "amp.add", {r, *v}, {}, 1);
+    if (failed(op))
+      return failure();
+    r = (*op)->getResult(0);
+  }
+  n.setOutput(0, r);
+  return success();
+}
+
+/// Neg: -x, as x * -1 (exact).
+LogicalResult handleNeg(NodeCtx &n) {
+  if (failed(n.allowAttrs({"consumed_inputs"})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float tensors are supported");
+  Elementwise e{n};
+  Value r = e.mul(*x, e.cst(elt, -1.0));
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
 const std::map<std::string, OpInfo> &opTable() {
   static const std::map<std::string, OpInfo> table = [] {
     std::map<std::string, OpInfo> t;
@@ -1513,6 +1929,39 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Cast"] = {6, handleCast};
     t["Constant"] = {1, handleConstant};
     t["Shape"] = {1, handleShape};
+    t["Sum"] = {1, handleSum};
+    t["Neg"] = {1, handleNeg};
+    // onnxruntime-training's gradient ops (MaxPoolGrad is in the default
+    // domain there).
+    t["MaxPoolGrad"] = {1, handleMaxPoolGradMS};
+    t["com.microsoft.ReluGrad"] = {1, [](NodeCtx &n) { return handleUnaryGrad(n, "relu"); }};
+    t["com.microsoft.GeluGrad"] = {1, [](NodeCtx &n) { return handleUnaryGrad(n, "gelu"); }};
+    t["com.microsoft.FastGeluGrad"] = {1, [](NodeCtx &n) {
+      return handleUnaryGrad(n, "gelu_tanh");
+    }};
+    t["com.microsoft.TanhGrad"] = {1, [](NodeCtx &n) { return handleOutputGrad(n, true); }};
+    t["com.microsoft.SigmoidGrad"] = {1, [](NodeCtx &n) { return handleOutputGrad(n, false); }};
+    t["com.microsoft.SoftmaxGrad_13"] = {1, [](NodeCtx &n) {
+      return handleSoftmaxGradMS(n, false, true);
+    }};
+    t["com.microsoft.LogSoftmaxGrad_13"] = {1, [](NodeCtx &n) {
+      return handleSoftmaxGradMS(n, true, true);
+    }};
+    t["com.microsoft.SoftmaxGrad"] = {1, [](NodeCtx &n) {
+      return handleSoftmaxGradMS(n, false, false);
+    }};
+    t["com.microsoft.LogSoftmaxGrad"] = {1, [](NodeCtx &n) {
+      return handleSoftmaxGradMS(n, true, false);
+    }};
+    t["com.microsoft.SoftmaxCrossEntropyLossGrad"] = {1, handleSCELossGrad};
+    t["com.microsoft.ConvGrad"] = {1, handleConvGrad};
+    t["com.microsoft.BatchNormInternal"] = {1, handleBatchNormInternal};
+    t["com.microsoft.BatchNormalizationGrad"] = {1, handleBatchNormGradMS};
+    t["com.microsoft.LayerNormalizationGrad"] = {1, handleLayerNormGradMS};
+    t["com.microsoft.DropoutGrad"] = {1, handleDropoutGrad, {2, 3}};
+    t["com.microsoft.FusedMatMul"] = {1, handleFusedMatMul};
+    t["com.microsoft.GatherGrad"] = {1, handleGatherGradMS, {0}};
+    t["com.microsoft.InPlaceAccumulatorV2"] = {1, handleInPlaceAccumulatorV2};
     return t;
   }();
   return table;
@@ -1711,7 +2160,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   // Which initializers are parameters: float ones read as tensors.
   llvm::StringSet<> readAsTensor;
   for (const auto &node : g.node()) {
-    auto it = table.find(node.op_type());
+    std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
+    auto it = table.find(domain.empty() ? node.op_type() : domain + "." + node.op_type());
     const std::vector<int> *attrIn =
         it != table.end() ? &it->second.attributeInputs : nullptr;
     for (int k = 0; k < node.input_size(); ++k)
@@ -2064,4 +2514,281 @@ std::vector<std::pair<std::string, int>> mlir::amp::supportedONNXOps() {
   for (const auto &[name, info] : opTable())
     out.emplace_back(name, info.minOpset);
   return out;
+}
+
+//===----------------------------------------------------------------------===//
+// onnxruntime-training artifacts
+//===----------------------------------------------------------------------===//
+
+static constexpr llvm::StringLiteral kGradBufferSuffix = "_grad.accumulation.buffer";
+
+OwningOpRef<ModuleOp> mlir::amp::importORTTrainingArtifacts(llvm::StringRef trainingModel,
+                                                            llvm::StringRef checkpoint,
+                                                            MLIRContext *ctx,
+                                                            const ONNXImportOptions &opts) {
+  ctx->loadDialect<AMPDialect, arith::ArithDialect, func::FuncDialect>();
+  Location loc = FileLineColLoc::get(ctx, trainingModel, 0, 0);
+  auto fail = [&](const llvm::Twine &msg) -> OwningOpRef<ModuleOp> {
+    emitError(loc) << printable((trainingModel + ": " + msg).str());
+    return nullptr;
+  };
+  onnx::ModelProto model;
+  if (llvm::Error e = loadModel(trainingModel, model)) {
+    emitError(loc) << printable(llvm::toString(std::move(e)));
+    return nullptr;
+  }
+  auto ck = readORTCheckpoint(checkpoint);
+  if (!ck) {
+    emitError(FileLineColLoc::get(ctx, checkpoint, 0, 0))
+        << printable(llvm::toString(ck.takeError()));
+    return nullptr;
+  }
+  onnx::GraphProto &g = *model.mutable_graph();
+  if (g.output_size() == 0)
+    return fail("the training model has no outputs (its first output is the loss)");
+  const std::string lossName = g.output(0).name();
+
+  std::set<std::string> trainable, inCheckpoint;
+  for (const auto &t : ck->trainable) {
+    if (!trainable.insert(t.name).second)
+      return fail("the checkpoint lists the parameter '" + t.name + "' twice");
+    inCheckpoint.insert(t.name);
+  }
+  for (const auto &t : ck->frozen)
+    if (!inCheckpoint.insert(t.name).second)
+      return fail("the checkpoint lists the parameter '" + t.name + "' twice");
+  if (trainable.empty())
+    return fail("the checkpoint has no trainable parameter");
+
+  // The gradient accumulators: each trainable parameter's gradient value,
+  // which the step returns instead of writing it into a buffer.
+  std::map<std::string, std::string> gradOf;
+  std::set<std::string> dropInputs, dropOutputs;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (const auto &node : g.node()) {
+    if (node.op_type() != "InPlaceAccumulatorV2" || node.domain() != "com.microsoft") {
+      *kept.Add() = node;
+      continue;
+    }
+    if (node.input_size() < 2)
+      return fail("an InPlaceAccumulatorV2 node has fewer than 2 inputs");
+    llvm::StringRef buffer = node.input(0);
+    if (!buffer.ends_with(kGradBufferSuffix))
+      return fail("InPlaceAccumulatorV2 writes '" + buffer + "', which is not named <parameter>" +
+                  kGradBufferSuffix + " (not an artifact of generate_artifacts?)");
+    std::string p = buffer.drop_back(kGradBufferSuffix.size()).str();
+    if (!trainable.count(p))
+      return fail("InPlaceAccumulatorV2 accumulates the gradient of '" + p +
+                  "', which is not a trainable parameter of the checkpoint");
+    if (!gradOf.emplace(p, node.input(1)).second)
+      return fail("the gradient of '" + p + "' is accumulated twice");
+    dropInputs.insert(buffer.str());
+    if (node.input_size() > 2 && !node.input(2).empty())
+      dropInputs.insert(node.input(2));
+    for (const auto &o : node.output())
+      if (!o.empty())
+        dropOutputs.insert(o);
+  }
+  for (const auto &t : ck->trainable)
+    if (!gradOf.count(t.name))
+      return fail("the trainable parameter '" + t.name +
+                  "' has no gradient accumulator (InPlaceAccumulatorV2) in the training model");
+  for (const auto &node : kept)
+    for (const auto &in : node.input())
+      if (dropInputs.count(in) || dropOutputs.count(in))
+        return fail("node '" + (node.name().empty() ? node.op_type() : node.name()) +
+                    "' reads '" + in + "', a gradient buffer or accumulator flag, "
+                    "which is not supported");
+  g.mutable_node()->Swap(&kept);
+
+  // Outputs: the loss, the model's other outputs, then the gradients.
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> outs;
+  for (const auto &o : g.output())
+    if (!dropOutputs.count(o.name()))
+      *outs.Add() = o;
+  if (outs.empty() || outs[0].name() != lossName)
+    return fail("the first output '" + lossName + "' (the loss) is an accumulator's flag");
+  for (const auto &t : ck->trainable)
+    outs.Add()->set_name(gradOf[t.name]);
+  g.mutable_output()->Swap(&outs);
+
+  // Inputs: the checkpoint's parameters become initializers; the gradient
+  // buffers and the reset flag go; the rest is the batch.
+  std::vector<std::string> frozen;
+  for (const auto &init : g.initializer())
+    if (isFloatType(init.data_type()))
+      frozen.push_back(init.name()); // ORT's own constants (seeds, statistics)
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> ins;
+  std::set<std::string> declared;
+  for (const auto &in : g.input()) {
+    if (dropInputs.count(in.name()))
+      continue;
+    if (!inCheckpoint.count(in.name())) {
+      *ins.Add() = in;
+      continue;
+    }
+    declared.insert(in.name());
+  }
+  auto addParam = [&](const ORTTensor &t, bool isFrozen) -> bool {
+    if (!declared.count(t.name)) {
+      (void)fail("the checkpoint's parameter '" + t.name +
+                 "' is not an input of the training model");
+      return false;
+    }
+    for (const auto &in : g.input()) {
+      if (in.name() != t.name || !in.type().has_tensor_type())
+        continue;
+      const auto &tt = in.type().tensor_type();
+      bool bad = tt.elem_type() && tt.elem_type() != t.dataType;
+      if (tt.has_shape()) {
+        bad |= tt.shape().dim_size() != (int)t.dims.size();
+        for (int k = 0; !bad && k < tt.shape().dim_size(); ++k)
+          bad = tt.shape().dim(k).has_dim_value() && tt.shape().dim(k).dim_value() != t.dims[k];
+      }
+      if (bad) {
+        (void)fail("the checkpoint's parameter '" + t.name +
+                   "' does not have the type and shape the training model declares");
+        return false;
+      }
+    }
+    onnx::TensorProto *init = g.add_initializer();
+    init->set_name(t.name);
+    init->set_data_type(t.dataType);
+    for (int64_t d : t.dims)
+      init->add_dims(d);
+    init->set_raw_data(t.raw);
+    if (isFrozen)
+      frozen.push_back(t.name);
+    return true;
+  };
+  for (const auto &t : ck->trainable)
+    if (!addParam(t, false))
+      return nullptr;
+  for (const auto &t : ck->frozen)
+    if (!addParam(t, true))
+      return nullptr;
+  g.mutable_input()->Swap(&ins);
+
+  ONNXImportOptions o = opts;
+  o.funcName = "train_step";
+  o.frozen = frozen;
+  o.importTrainingInfo = false;
+  Importer im(ctx, trainingModel, model, o);
+  OwningOpRef<ModuleOp> module = im.run();
+  for (auto &[l, msg] : im.errors)
+    emitError(l) << printable(msg);
+  if (!im.errors.empty() || !module)
+    return nullptr;
+  auto f = module->lookupSymbol<func::FuncOp>("train_step");
+  Builder b(ctx);
+  auto lt = dyn_cast<RankedTensorType>(f.getResultTypes()[0]);
+  if (!lt || lt.getNumElements() != 1 || !isa<FloatType>(lt.getElementType()))
+    return fail("the loss '" + lossName + "' is not a float scalar");
+  f.setResultAttrs(0, b.getDictionaryAttr(
+                          {b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
+  unsigned first = f.getNumResults() - ck->trainable.size();
+  for (auto [k, t] : llvm::enumerate(ck->trainable))
+    f.setResultAttrs(first + k, b.getDictionaryAttr(
+                                    {b.getNamedAttr("amp.grad", b.getStringAttr(t.name))}));
+  // The backward's seed: the loss's gradient, an initializer of value 1.
+  std::string seedName = lossName + "_grad";
+  for (auto c : f.getOps<arith::ConstantOp>()) {
+    auto nl = dyn_cast<NameLoc>(c.getLoc());
+    auto v = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (nl && nl.getName() == seedName && v && v.isSplat() &&
+        isa<FloatType>(v.getElementType()) &&
+        v.getSplatValue<APFloat>().convertToDouble() == 1.0)
+      c->setAttr("amp.loss_seed", b.getUnitAttr());
+  }
+  return module;
+}
+
+FailureOr<ORTOptimizerSpec> mlir::amp::readORTOptimizerModel(llvm::StringRef path,
+                                                            MLIRContext *ctx) {
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  auto fail = [&](const llvm::Twine &msg) -> FailureOr<ORTOptimizerSpec> {
+    emitError(loc) << printable((path + ": " + msg).str());
+    return failure();
+  };
+  onnx::ModelProto model;
+  if (llvm::Error e = loadModel(path, model)) {
+    emitError(loc) << printable(llvm::toString(std::move(e)));
+    return failure();
+  }
+  const onnx::GraphProto &g = model.graph();
+  if (g.node_size() != 1 || g.node(0).domain() != "com.microsoft")
+    return fail("an optimizer model is one com.microsoft AdamWOptimizer or SGDOptimizerV2 "
+                "node; this graph has " + llvm::Twine(g.node_size()) + " node(s)");
+  const onnx::NodeProto &n = g.node(0);
+  auto expect = [&](std::initializer_list<const char *> names) -> LogicalResult {
+    int k = 0;
+    for (const char *want : names) {
+      if (k >= n.input_size() || n.input(k) != want)
+        return fail(n.op_type() + " input " + llvm::Twine(k) + " must be the graph input '" +
+                    want + "'");
+      ++k;
+    }
+    if (n.input_size() > k && !n.input(k).empty())
+      return fail(n.op_type() + ": the update_signal input is not supported");
+    return success();
+  };
+  ORTOptimizerSpec s;
+  if (n.op_type() == "SGDOptimizerV2") {
+    if (failed(expect({"learning_rate", "params", "gradients"})))
+      return failure();
+    if (n.attribute_size())
+      return fail("SGDOptimizerV2 has an unknown attribute '" + n.attribute(0).name() + "'");
+    s.optimizer = "sgd";
+    return s;
+  }
+  if (n.op_type() != "AdamWOptimizer")
+    return fail("unsupported optimizer op com.microsoft." + n.op_type() +
+                " (AdamWOptimizer and SGDOptimizerV2 are)");
+  if (failed(expect({"learning_rate", "step", "params", "gradients", "first_order_moments",
+                     "second_order_moments"})))
+    return failure();
+  s.optimizer = "adamw";
+  int64_t mode = 0, correctBias = 1;
+  for (const auto &a : n.attribute()) {
+    const std::string &k = a.name();
+    if (k == "alpha") s.beta1 = a.f();
+    else if (k == "beta") s.beta2 = a.f();
+    else if (k == "epsilon") s.eps = a.f();
+    else if (k == "weight_decay") s.weightDecay = a.f();
+    else if (k == "adam_mode") mode = a.i();
+    else if (k == "correct_bias") correctBias = a.i();
+    else
+      return fail("AdamWOptimizer has an unknown attribute '" + k + "'");
+  }
+  if (mode != 0 && mode != 1)
+    return fail("AdamWOptimizer adam_mode " + llvm::Twine(mode) + " is unknown (0 or 1)");
+  if (correctBias != 1)
+    return fail("AdamWOptimizer correct_bias = " + llvm::Twine(correctBias) +
+                " (no bias correction) is not supported");
+  s.adamMode = mode == 0 ? "torch" : "hf";
+  return s;
+}
+
+FailureOr<ORTOptimizerState> mlir::amp::readORTOptimizerState(llvm::StringRef checkpoint,
+                                                             MLIRContext *ctx) {
+  auto ck = readORTCheckpoint(checkpoint);
+  if (!ck) {
+    emitError(FileLineColLoc::get(ctx, checkpoint, 0, 0))
+        << printable(llvm::toString(ck.takeError()));
+    return failure();
+  }
+  ORTOptimizerState s;
+  s.present = ck->hasOptimizerState;
+  s.step = ck->step;
+  s.learningRate = ck->initialLearningRate;
+  for (auto &[p, ms] : ck->moments)
+    for (auto &[name, t] : ms) {
+      if (t.dataType != onnx::TensorProto::FLOAT) {
+        emitError(FileLineColLoc::get(ctx, checkpoint, 0, 0))
+            << checkpoint << ": the moment '" << name << "' of '" << p << "' is not f32";
+        return failure();
+      }
+      s.moments[p][name] = t.raw;
+    }
+  return s;
 }

@@ -467,12 +467,17 @@ amprt_status amprt_sgd_step(amprt_context *ctx, const amprt_sgd_config *cfg,
 
 typedef struct amprt_adam_config {
   float lr, beta1, beta2, eps, weight_decay;
-  int32_t decoupled; /* 1: AdamW (p *= 1 - lr * wd), 0: Adam (g += wd * p) */
+  int32_t decoupled; /* 1: AdamW (p *= 1 - lr * wd), 0: Adam (g += wd * p),
+                       2: Hugging Face's AdamW (see below) */
 } amprt_adam_config;
 
 /* Adam / AdamW with bias correction (PyTorch's formulas, step counted from
  * 1): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t)
- * * m / (sqrt(v) / sqrt(1 - b2^t) + eps); t = *step + 1. */
+ * * m / (sqrt(v) / sqrt(1 - b2^t) + eps); t = *step + 1.
+ * decoupled == 2 is Hugging Face's AdamW (onnxruntime-training's adam_mode
+ * 1), in f32 as ORT computes it: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
+ * (the powers in double, rounded to f32); m = b1 m + (1 - b1) g; v = b2 v +
+ * (1 - b2) g^2; p -= lr_t * m / (sqrt(v) + eps); p -= lr * wd * p. */
 amprt_status amprt_adam_step(amprt_context *ctx, const amprt_adam_config *cfg,
                              amprt_tensor *param, const amprt_tensor *grad,
                              amprt_tensor *exp_avg, amprt_tensor *exp_avg_sq,

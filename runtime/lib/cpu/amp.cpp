@@ -247,8 +247,32 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "%s: betas must be in [0, 1) and eps >= 0 (got %g, %g, %g)", k,
                 cfg->beta1, cfg->beta2, cfg->eps);
+  if (cfg->decoupled < 0 || cfg->decoupled > 2)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: unknown weight decay form %d", k,
+                (int)cfg->decoupled);
   if (found_inf != 0.0f)
     return AMPRT_OK;
+  float *p = static_cast<float *>(param->data);
+  const float *g = static_cast<const float *>(grad->data);
+  float *m = static_cast<float *>(exp_avg->data);
+  float *v = static_cast<float *>(exp_avg_sq->data);
+  int64_t len = amprt_tensor_numel(param);
+  if (cfg->decoupled == 2) {
+    // onnxruntime-training's AdamWOptimizer, adam_mode 1 (its f32 order).
+    float ac = 1.0f - (float)std::pow((double)cfg->beta1, (double)(*step + 1));
+    float bc = 1.0f - (float)std::pow((double)cfg->beta2, (double)(*step + 1));
+    float lrc = cfg->lr * (std::sqrt(bc) / ac);
+    float w1 = 1.0f - cfg->beta1, w2 = 1.0f - cfg->beta2;
+    float decay = cfg->lr * cfg->weight_decay;
+    for (int64_t i = 0; i < len; ++i) {
+      float gi = g[i];
+      m[i] = cfg->beta1 * m[i] + w1 * gi;
+      v[i] = cfg->beta2 * v[i] + w2 * gi * gi;
+      p[i] = p[i] - lrc * m[i] / (std::sqrt(v[i]) + cfg->eps);
+      p[i] = p[i] - decay * p[i];
+    }
+    return AMPRT_OK;
+  }
   double t = (double)(*step + 1);
   double bc1 = 1.0 - std::pow((double)cfg->beta1, t);
   double bc2 = 1.0 - std::pow((double)cfg->beta2, t);
@@ -256,11 +280,6 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
   float bc2Sqrt = (float)std::sqrt(bc2);
   float w1 = 1.0f - cfg->beta1, w2 = 1.0f - cfg->beta2;
   float decay = (float)(1.0 - (double)cfg->lr * (double)cfg->weight_decay);
-  float *p = static_cast<float *>(param->data);
-  const float *g = static_cast<const float *>(grad->data);
-  float *m = static_cast<float *>(exp_avg->data);
-  float *v = static_cast<float *>(exp_avg_sq->data);
-  int64_t len = amprt_tensor_numel(param);
   for (int64_t i = 0; i < len; ++i) {
     float gi = g[i];
     if (cfg->weight_decay != 0.0f) {

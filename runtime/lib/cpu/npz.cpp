@@ -209,6 +209,43 @@ extern "C" amprt_status amprt_npz_open(const char *path, amprt_npz **out) {
     if (flags & 8)
       return bad("'%s': zip entries with data descriptors are not supported%s", "");
     size_t dataAt = pos + 30 + nlen + xlen;
+    if (dataAt > n)
+      return bad("'%s': truncated zip entry%s", "");
+    // ZIP64 (numpy < 2 writes every entry so): the sizes that read
+    // 0xFFFFFFFF are in the extra field 0x0001, uncompressed size first.
+    if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu) {
+      size_t x = pos + 30 + nlen, xend = dataAt;
+      bool found = false;
+      while (x + 4 <= xend) {
+        uint16_t id = rd16(p + x), len = rd16(p + x + 2);
+        if (x + 4 + len > xend)
+          break;
+        if (id == 1) {
+          size_t f = x + 4, fend = f + len;
+          uint64_t u = usize, c = csize;
+          if (usize == 0xFFFFFFFFu) {
+            if (f + 8 > fend)
+              break;
+            u = (uint64_t)rd32(p + f) | ((uint64_t)rd32(p + f + 4) << 32);
+            f += 8;
+          }
+          if (csize == 0xFFFFFFFFu) {
+            if (f + 8 > fend)
+              break;
+            c = (uint64_t)rd32(p + f) | ((uint64_t)rd32(p + f + 4) << 32);
+          }
+          if (u > (1u << 31) || c > (1u << 31))
+            return bad("'%s': entry too large%s", "");
+          usize = (uint32_t)u;
+          csize = (uint32_t)c;
+          found = true;
+          break;
+        }
+        x += 4 + len;
+      }
+      if (!found)
+        return bad("'%s': corrupt ZIP64 entry (no sizes in its extra field)%s", "");
+    }
     if (dataAt > n || csize > n - dataAt)
       return bad("'%s': truncated zip entry%s", "");
     std::string name(reinterpret_cast<const char *>(p + pos + 30), nlen);

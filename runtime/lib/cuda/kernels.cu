@@ -175,6 +175,21 @@ __global__ void adamKernel(amprt_adam_config cfg, float *p, const float *g, floa
                            int64_t n, const int64_t *step, const float *found) {
   if (*found != 0.0f)
     return;
+  if (cfg.decoupled == 2) { // Hugging Face's AdamW, as amprt_adam_step
+    float ac = 1.0f - (float)pow((double)cfg.beta1, (double)(*step + 1));
+    float bc = 1.0f - (float)pow((double)cfg.beta2, (double)(*step + 1));
+    float lrc = cfg.lr * (sqrtf(bc) / ac);
+    float w1 = 1.0f - cfg.beta1, w2 = 1.0f - cfg.beta2, decay = cfg.lr * cfg.weight_decay;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+      float gi = g[i];
+      m[i] = cfg.beta1 * m[i] + w1 * gi;
+      v[i] = cfg.beta2 * v[i] + w2 * gi * gi;
+      p[i] = p[i] - lrc * m[i] / (sqrtf(v[i]) + cfg.eps);
+      p[i] = p[i] - decay * p[i];
+    }
+    return;
+  }
   double t = (double)(*step + 1);
   double bc1 = 1.0 - pow((double)cfg.beta1, t);
   double bc2 = 1.0 - pow((double)cfg.beta2, t);

@@ -51,6 +51,46 @@ struct ONNXImportOptions {
 OwningOpRef<ModuleOp> importONNXFile(llvm::StringRef path, MLIRContext *ctx,
                                      const ONNXImportOptions &options = {});
 
+/// onnxruntime-training's artifacts (generate_artifacts): the training model
+/// (forward, backward with com.microsoft gradient ops, InPlaceAccumulatorV2
+/// into gradient buffers) with its parameters in the `checkpoint` file
+/// becomes one function `train_step` in the form amp-autodiff leaves: the
+/// trainable parameters are amp.param arguments (initial values from the
+/// checkpoint), the batch inputs amp.input arguments, result 0 the loss
+/// (amp.output "loss"), then one gradient per trainable parameter (amp.grad).
+/// One call is ORT's `module(batch); optimizer.step();
+/// module.lazy_reset_grad()` once amp-optimizer adds the update: gradient
+/// buffers are overwritten, not accumulated. The constant that seeds the
+/// backward (the loss's gradient, 1) is marked amp.loss_seed, so
+/// amp-loss-scaling applies. Errors name the file and what is wrong.
+OwningOpRef<ModuleOp> importORTTrainingArtifacts(llvm::StringRef trainingModel,
+                                                 llvm::StringRef checkpoint, MLIRContext *ctx,
+                                                 const ONNXImportOptions &options = {});
+
+/// The update an artifacts' optimizer_model.onnx performs (one
+/// com.microsoft AdamWOptimizer or SGDOptimizerV2 node over sequences of
+/// all parameters), as amp-optimizer's options.
+struct ORTOptimizerSpec {
+  std::string optimizer;       // "adamw" or "sgd"
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
+  /// AdamWOptimizer adam_mode: 0 PyTorch's AdamW, 1 Hugging Face's (bias
+  /// correction folded into the learning rate, eps added to sqrt(v), weight
+  /// decay after the update).
+  std::string adamMode = "torch";
+};
+FailureOr<ORTOptimizerSpec> readORTOptimizerModel(llvm::StringRef path, MLIRContext *ctx);
+
+/// The optimizer state of a checkpoint saved with it (ORT's
+/// save_checkpoint(include_optimizer_state=True)): the applied-step count and
+/// per parameter its moments ("momentum0", "momentum1"), little-endian f32.
+struct ORTOptimizerState {
+  bool present = false;
+  int64_t step = 0;
+  float learningRate = 0;
+  std::map<std::string, std::map<std::string, std::string>> moments;
+};
+FailureOr<ORTOptimizerState> readORTOptimizerState(llvm::StringRef checkpoint, MLIRContext *ctx);
+
 /// A TensorProto read from a .pb file (the ONNX test-data format).
 struct ONNXTensorFile {
   std::string name;

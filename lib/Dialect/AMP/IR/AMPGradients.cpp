@@ -722,6 +722,14 @@ LogicalResult UnaryGradOp::verify() {
   return emitOpError("unknown kind '") << getKind() << "'";
 }
 
+LogicalResult AdamUpdateOp::verify() {
+  if (getMode() != "torch" && getMode() != "hf")
+    return emitOpError("mode must be torch or hf, got '") << getMode() << "'";
+  if (getMode() == "hf" && !getDecoupled())
+    return emitOpError("mode hf (Hugging Face's AdamW) has decoupled weight decay");
+  return success();
+}
+
 LogicalResult SGDUpdateOp::verify() {
   bool hasBuf = getMomentumBuf() != nullptr, hasNew = getNewMomentumBuf() != nullptr;
   if (hasBuf != hasNew)

@@ -594,6 +594,9 @@ def AMP_AdamUpdateOp : AMP_Op<"adam_update", [Pure,
     param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
     Weight decay: `decoupled` (AdamW) multiplies param by 1 - lr * wd first,
     otherwise (Adam) g += wd * param. Skipped entirely when found_inf.
+    `mode` "hf" is Hugging Face's AdamW (onnxruntime-training's adam_mode 1;
+    decoupled only): param -= lr sqrt(1 - beta2^t) / (1 - beta1^t) * m /
+    (sqrt(v) + eps), then param -= lr * wd * param.
   }];
   let arguments = (ins AMP_F32Tensor:$param, AMP_F32Tensor:$grad, AMP_F32Tensor:$exp_avg,
                    AMP_F32Tensor:$exp_avg_sq, AMP_StepTensor:$step, AMP_FlagTensor:$found_inf,
@@ -601,13 +604,15 @@ def AMP_AdamUpdateOp : AMP_Op<"adam_update", [Pure,
                    DefaultValuedAttr<F32Attr, "0.999f">:$beta2,
                    DefaultValuedAttr<F32Attr, "1.0e-8f">:$eps,
                    DefaultValuedAttr<F32Attr, "0.0f">:$weight_decay,
-                   DefaultValuedAttr<BoolAttr, "false">:$decoupled);
+                   DefaultValuedAttr<BoolAttr, "false">:$decoupled,
+                   DefaultValuedStrAttr<StrAttr, "torch">:$mode);
   let results = (outs AMP_F32Tensor:$new_param, AMP_F32Tensor:$new_exp_avg,
                  AMP_F32Tensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step `found_inf` $found_inf
     attr-dict `:` type($param)
   }];
+  let hasVerifier = 1;
 }
 
 def AMP_StepCountOp : AMP_Op<"step_count", [Pure]> {
