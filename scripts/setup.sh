@@ -47,3 +47,24 @@ if [ ! -f "$stamp" ] || ! cmp -s python/requirements.txt "$stamp"; then
 else
   echo "setup: Python packages present"
 fi
+
+# .venv-ort: onnxruntime-training for the ORT-artifacts test (see
+# python/requirements-ort.txt); torch is .venv's, through a .pth file
+# written after the install so that pip installs every dependency here.
+if [ ! -x .venv-ort/bin/python ]; then
+  echo "setup: creating .venv-ort"
+  "$PY" -m venv .venv-ort
+fi
+stamp=.venv-ort/.requirements.stamp
+if [ ! -f "$stamp" ] || ! cmp -s python/requirements-ort.txt "$stamp"; then
+  echo "setup: installing onnxruntime-training into .venv-ort (python/requirements-ort.txt)"
+  site=$(.venv-ort/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  rm -f "$site/amp_mlir_torch.pth"
+  .venv-ort/bin/python -m pip install -q --upgrade pip
+  .venv-ort/bin/python -m pip install -q -r python/requirements-ort.txt
+  main=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$main" > "$site/amp_mlir_torch.pth"
+  cp python/requirements-ort.txt "$stamp"
+else
+  echo "setup: onnxruntime-training present"
+fi

@@ -50,6 +50,8 @@ namespace {
 
 constexpr int64_t kDyn = ShapedType::kDynamic;
 
+bool isFloatType(int32_t dt);
+
 struct Importer;
 
 /// One node being imported: its identity for messages and its attributes.
@@ -1052,6 +1054,22 @@ LogicalResult handleShape(NodeCtx &n) {
   return success();
 }
 
+/// Size: the element count of a statically shaped input, a constant.
+LogicalResult handleSize(NodeCtx &n) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto t = cast<RankedTensorType>(x->getType());
+  if (!t.hasStaticShape())
+    return n.fail("the size of '" + n.node.input(0) +
+                  "' is only known at run time; sizes computed at run time are not "
+                  "supported (export with static shapes)");
+  n.setConstOutput(0, makeInt64({}, {t.getNumElements()}));
+  return success();
+}
+
 /// Integer constant folding for the small shape subgraphs exporters emit.
 /// Returns success() with the output bound when it folded, failure() when
 /// it did not apply (the node is then imported as an op).
@@ -1579,12 +1597,16 @@ LogicalResult handleBatchNormGradMS(NodeCtx &n) {
 
 /// LayerNormalizationGrad (dY, X, scale, mean, inv_std_dev).
 LogicalResult handleLayerNormGradMS(NodeCtx &n) {
-  if (failed(n.allowAttrs({"axis", "epsilon"})))
+  if (failed(n.allowAttrs({"axis", "epsilon", "stash_type"})))
     return failure();
   auto axis = n.getInt("axis", -1);
+  auto stash = n.getInt("stash_type", 1);
   auto in = tensorInputs(n, {1, 2, 3, 4, 0});
-  if (failed(axis) || failed(in))
+  if (failed(axis) || failed(stash) || failed(in))
     return failure();
+  if (*stash != 1)
+    return n.fail("stash_type " + llvm::Twine(*stash) +
+                  " is not supported (the statistics are f32: stash_type 1)");
   int64_t rank = cast<RankedTensorType>((*in)[0].getType()).getRank();
   int64_t a = *axis < 0 ? *axis + rank : *axis;
   auto op = n.im.create(n, "amp.layer_norm_grad", *in, {named(n, "axis", i64(n, a))}, 3);
@@ -1742,6 +1764,43 @@ LogicalResult handleInPlaceAccumulatorV2(NodeCtx &n) {
   n.setOutput(0, arith::ConstantOp::create(n.im.b, n.loc, bt,
                                            DenseElementsAttr::get(bt, n.im.b.getBoolAttr(true))));
   n.setOutput(1, out);
+  return success();
+}
+
+/// Scale (com.microsoft): input * scale, or input / scale with scale_down;
+/// the scalar scale (any number type) in the input's element type.
+LogicalResult handleScaleMS(NodeCtx &n) {
+  if (failed(n.allowAttrs({"scale_down"})))
+    return failure();
+  auto down = n.getInt("scale_down", 0);
+  auto x = n.input(0);
+  if (failed(down) || failed(x))
+    return failure();
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float inputs are supported");
+  Elementwise e{n};
+  Value sv;
+  auto c = n.hasInput(1) ? n.im.consts.find(n.node.input(1)) : n.im.consts.end();
+  if (c != n.im.consts.end()) {
+    if (c->second.numElements() != 1)
+      return n.fail("the scale must be one value");
+    bool isFloat = isFloatType(c->second.dtype);
+    double v = isFloat ? c->second.toDouble()[0] : (double)c->second.toInt64()[0];
+    sv = e.cst(elt, v);
+  } else {
+    auto s = n.input(1);
+    if (failed(s))
+      return failure();
+    auto st = cast<RankedTensorType>(s->getType());
+    if (st.getNumElements() != 1)
+      return n.fail("the scale must be one value");
+    sv = CastOp::create(n.im.b, n.loc, RankedTensorType::get(st.getShape(), elt), *s);
+  }
+  Value r = *down ? e.div(*x, sv) : e.mul(*x, sv);
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
   return success();
 }
 
@@ -1930,6 +1989,8 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Constant"] = {1, handleConstant};
     t["Shape"] = {1, handleShape};
     t["Sum"] = {1, handleSum};
+    t["Size"] = {1, handleSize};
+    t["com.microsoft.Scale"] = {1, handleScaleMS};
     t["Neg"] = {1, handleNeg};
     // onnxruntime-training's gradient ops (MaxPoolGrad is in the default
     // domain there).
