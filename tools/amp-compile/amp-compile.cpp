@@ -49,6 +49,8 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <set>
+
 #ifndef AMP_RUNTIME_LIB_DIR
 #error "AMP_RUNTIME_LIB_DIR must name the folder of libamprt.a"
 #endif
@@ -458,8 +460,13 @@ int main(int argc, char **argv) {
       params.push_back(nt);
     }
   }
-  for (const amp::TensorSlot &s : sig->results)
-    sigText += signatureLine("result", s);
+  // State results the program writes in place (the runner then gives the
+  // argument and the result one buffer).
+  std::set<int64_t> inPlace;
+  if (auto a = fn->getAttrOfType<DenseI64ArrayAttr>("amp.inplace_results"))
+    inPlace.insert(a.asArrayRef().begin(), a.asArrayRef().end());
+  for (auto [i, s] : llvm::enumerate(sig->results))
+    sigText += signatureLine(inPlace.count(i) ? "result_inplace" : "result", s);
   std::string arenaText = std::to_string(*arena);
   amprt_metadata meta[] = {{"amp.signature", sigText.c_str()},
                            {"amp.arena_bytes", arenaText.c_str()},

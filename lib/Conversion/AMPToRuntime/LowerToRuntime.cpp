@@ -30,6 +30,9 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
+#include <set>
+
 #include "amprt/amprt.h"
 
 namespace mlir::amp {
@@ -90,6 +93,14 @@ public:
   LogicalResult lower(func::FuncOp f);
 
 private:
+  /// Results an optimizer-state op writes straight into the caller's buffer:
+  /// result index -> the state argument it updates. The caller may pass one
+  /// buffer for both (the state is then updated in place) because nothing
+  /// reads the argument after that op, and the op reads each element of its
+  /// input before it writes the same element of its output.
+  static std::map<unsigned, unsigned> inPlaceResults(func::FuncOp f);
+  llvm::DenseMap<Value, Value> placed; // result value -> caller's buffer
+
   struct Desc {
     SmallVector<int64_t> words;
     SmallVector<Value> ptrs;
@@ -322,6 +333,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
     Value offset = LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(off));
     ptrs[r] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
                                   ArrayRef<LLVM::GEPArg>{offset});
+    if (auto p = placed.find(r); p != placed.end())
+      ptrs[r] = p->second;
   }
   Desc d;
   auto all = [&](ValueRange vs) -> LogicalResult {
@@ -703,6 +716,52 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       });
 }
 
+std::map<unsigned, unsigned> Lowerer::inPlaceResults(func::FuncOp f) {
+  std::map<unsigned, unsigned> out;
+  Block &block = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  llvm::StringMap<BlockArgument> state;
+  for (BlockArgument a : f.getArguments())
+    for (StringRef key : {"amp.param", "amp.opt_state"})
+      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key))
+        state[n.getValue()] = a;
+  std::set<unsigned> argsTaken;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    auto name = f.getResultAttrOfType<StringAttr>(i, "amp.updates");
+    if (!name || !state.count(name.getValue()))
+      continue;
+    BlockArgument a = state[name.getValue()];
+    Value v = ret.getOperand(i);
+    Operation *x = v.getDefiningOp();
+    if (!x || v.getType() != a.getType() || argsTaken.count(a.getArgNumber()))
+      continue;
+    // The op's input that becomes this result, element for element.
+    unsigned k = cast<OpResult>(v).getResultNumber();
+    Value in;
+    if (auto s = dyn_cast<SGDUpdateOp>(x))
+      in = k == 0 ? s.getParam() : s.getMomentumBuf();
+    else if (auto d = dyn_cast<AdamUpdateOp>(x))
+      in = k == 0 ? d.getParam() : k == 1 ? d.getExpAvg() : d.getExpAvgSq();
+    else if (auto c = dyn_cast<StepCountOp>(x))
+      in = c.getStep();
+    else if (isa<UpdateScaleOp>(x))
+      in = x->getOperand(k);
+    if (in != a)
+      continue;
+    // Returned once, and the argument read by nothing after the op.
+    if (llvm::count(ret.getOperands(), v) != 1)
+      continue;
+    bool laterRead = llvm::any_of(a.getUsers(), [&](Operation *u) {
+      return u != x && x->isBeforeInBlock(u);
+    });
+    if (laterRead)
+      continue;
+    out[i] = a.getArgNumber();
+    argsTaken.insert(a.getArgNumber());
+  }
+  return out;
+}
+
 LogicalResult Lowerer::lower(func::FuncOp f) {
   if (f.isExternal())
     return success();
@@ -733,6 +792,17 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
                                      ArrayRef<LLVM::GEPArg>{(int32_t)a.getArgNumber()});
     ptrs[a] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
   }
+  placed.clear();
+  std::map<unsigned, unsigned> inPlace = inPlaceResults(f);
+  auto fret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  SmallVector<int64_t> inPlaceList;
+  for (auto [i, argNo] : inPlace) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    placed[fret.getOperand(i)] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
+    inPlaceList.push_back(i);
+  }
+  fn->setAttr("amp.inplace_results", b.getDenseI64ArrayAttr(inPlaceList));
   func::ReturnOp ret;
   for (Operation &op : f.getBody().front()) {
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
@@ -744,8 +814,11 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
       return failure();
     }
   }
-  // Results: copied into the caller's buffers.
+  // Results: copied into the caller's buffers (those written in place are
+  // there already).
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (inPlace.count(i))
+      continue;
     Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr,
                                      ArrayRef<LLVM::GEPArg>{(int32_t)i});
     Value out = LLVM::LoadOp::create(b, loc, ptrTy, slot);

@@ -23,7 +23,10 @@
 //
 //   amp.arena_bytes  N
 //   amp.signature    one line per argument / result:
-//                    "input|param|result <TAB> name <TAB> dtype <TAB> d0,d1,..."
+//                    "input|param|result|result_inplace <TAB> name <TAB> dtype
+//                     <TAB> d0,d1,..."; result_inplace: a state result the
+//                    program may write into its argument's buffer (the loop
+//                    passes one buffer for both; the others swap per step)
 //
 //===----------------------------------------------------------------------===//
 
@@ -277,7 +280,10 @@ int main(int argc, char **argv) {
       for (const std::string &d : split(f[3], ','))
         s.shape.push_back(std::strtoll(d.c_str(), nullptr, 10));
     s.data.assign(s.numel() * amprt_dtype_size(s.dtype), 0);
-    (s.kind == "result" ? results : args).push_back(std::move(s));
+    bool result = s.kind == "result" || s.kind == "result_inplace";
+    if (!result && s.kind != "input" && s.kind != "param")
+      die("'" + o.weights + "': unknown kind '" + s.kind + "' in signature line '" + line + "'");
+    (result ? results : args).push_back(std::move(s));
   }
   for (Slot &s : args) {
     if (s.kind != "param")
@@ -359,6 +365,12 @@ int main(int argc, char **argv) {
     if (a.dtype != b.dtype || a.shape != b.shape)
       die("'" + o.weights + "': result '" + n + "' does not match its argument's type");
     carry.push_back({it->second, r});
+    // State the step updates in place (the compiler marked it safe): one
+    // buffer serves as argument and result.
+    if (results[r].kind == "result_inplace") {
+      rp[r] = ap[it->second];
+      std::vector<char>().swap(results[r].data);
+    }
   }
   auto resultOf = [&](const char *name) -> const Slot * {
     auto it = resIndex.find(name);
