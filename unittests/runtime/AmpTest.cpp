@@ -154,9 +154,12 @@ TEST(Optimizers, AdamAndAdamWMatchReferenceFormulas) {
           rp[i] *= 1 - 1e-2 * 0.05;
         else
           gi += 0.05 * rp[i];
-        rm[i] = 0.9 * rm[i] + 0.1 * gi;
-        rv[i] = 0.999 * rv[i] + 0.001 * gi * gi;
-        double mhat = rm[i] / (1 - std::pow(0.9, t)), vhat = rv[i] / (1 - std::pow(0.999, t));
+        // The config's f32 betas (0.999f is 0.99900001287...: 1 - beta2
+        // differs from 0.001 by 1.3e-5 relative).
+        const double b1 = 0.9f, b2 = 0.999f;
+        rm[i] = b1 * rm[i] + (1 - b1) * gi;
+        rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
+        double mhat = rm[i] / (1 - std::pow(b1, t)), vhat = rv[i] / (1 - std::pow(b2, t));
         rp[i] -= 1e-2 * mhat / (std::sqrt(vhat) + 1e-8);
       }
     }

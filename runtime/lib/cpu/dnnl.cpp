@@ -60,18 +60,21 @@ struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;
   int64_t batch = 1; // > 1: `batch` dense [m,k] x [k,n] products, one primitive
+  bool bias = false;  // an f32 [n] row added by the primitive (batch 1 only)
   bool operator<(const GemmKey &o) const {
-    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch) <
-           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch);
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias) <
+           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch,
+                    o.bias);
   }
 };
 
 struct GemmPrim {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, bias;
 };
 
-void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
+void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc,
+             const float *bias = nullptr) {
   static std::mutex mu;
   static std::map<GemmKey, GemmPrim> cache;
   GemmPrim *p;
@@ -92,9 +95,13 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
         bd = dnnl::memory::desc({key.k, key.n}, (dt)key.bdt, {key.ldb0, key.ldb1});
         cd = dnnl::memory::desc({key.m, key.n}, dt::f32, {key.n, 1});
       }
-      dnnl::matmul::desc d(ad, bd, cd);
+      dnnl::memory::desc biasd;
+      if (key.bias)
+        biasd = dnnl::memory::desc({1, key.n}, dt::f32, {key.n, 1});
+      dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd)
+                                      : dnnl::matmul::desc(ad, bd, cd);
       dnnl::matmul::primitive_desc pd(d, cpuEngine());
-      it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd}).first;
+      it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd, biasd}).first;
     }
     p = &it->second;
   }
@@ -102,7 +109,7 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
   // Memory objects and the argument map are made once per primitive and
   // thread; each call only points them at its buffers.
   struct Bound {
-    dnnl::memory a, b, c;
+    dnnl::memory a, b, c, bias;
     std::unordered_map<int, dnnl::memory> args;
   };
   thread_local std::map<const GemmPrim *, Bound> bound;
@@ -111,13 +118,18 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc) {
     Bound nb{dnnl::memory(p->a, cpuEngine(), DNNL_MEMORY_NONE),
              dnnl::memory(p->b, cpuEngine(), DNNL_MEMORY_NONE),
              dnnl::memory(p->c, cpuEngine(), DNNL_MEMORY_NONE),
+             key.bias ? dnnl::memory(p->bias, cpuEngine(), DNNL_MEMORY_NONE) : dnnl::memory(),
              {}};
     nb.args = {{DNNL_ARG_SRC, nb.a}, {DNNL_ARG_WEIGHTS, nb.b}, {DNNL_ARG_DST, nb.c}};
+    if (key.bias)
+      nb.args[DNNL_ARG_BIAS] = nb.bias;
     it = bound.emplace(p, std::move(nb)).first;
   }
   it->second.a.set_data_handle(const_cast<void *>(a));
   it->second.b.set_data_handle(const_cast<void *>(b));
   it->second.c.set_data_handle(acc);
+  if (key.bias)
+    it->second.bias.set_data_handle(const_cast<float *>(bias));
   p->prim.execute(s, it->second.args);
   s.wait();
 }
@@ -169,6 +181,8 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
     AMPRT_CHECK(check(c, "amprt_gemm: c"));
     AMPRT_CHECK(broadcastStrides(c, 2, y->shape, cs[0], "amprt_gemm: c"));
   }
+  bool fusedBias = c && alpha == 1.0f && beta == 1.0f && c->dtype == AMPRT_F32 &&
+                   cs[0][0] == 0 && cs[0][1] == 1;
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
   thread_local std::vector<float> scratch;
@@ -189,11 +203,15 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
                     trans_a ? 1 : a->shape[1], trans_a ? a->shape[1] : 1,
                     trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1,
                     (int)oa.dt, (int)ob.dt};
-        gemmAcc(key, oa.ptr, ob.ptr, acc);
+        // The common epilogue, an f32 bias row with alpha = beta = 1, runs
+        // inside the primitive (no second pass over the output).
+        key.bias = fusedBias;
+        gemmAcc(key, oa.ptr, ob.ptr, acc,
+                fusedBias ? static_cast<const float *>(c->data) : nullptr);
       })
     }
   }
-  bool useC = c && beta != 0.0f;
+  bool useC = c && beta != 0.0f && !(fusedBias && kk != 0);
   if (alpha != 1.0f || useC) {
     if (useC && c->dtype == AMPRT_F32 && cs[0][1] == 1 && (cs[0][0] == 0 || cs[0][0] == n)) {
       // The common case: an f32 bias row (or a full matrix), contiguous.

@@ -258,6 +258,79 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
                 "amprt_softmax: x %s, y %s, axis %d do not agree",
                 shapeString(x).c_str(), shapeString(y).c_str(), axis);
   int64_t len = x->shape[axis], xs = x->strides[axis], ys = y->strides[axis];
+  // Fast path: f32 rows along the contiguous last axis. d = x - max is
+  // exact in double; exp(d) = expf(hi) * (1 + lo) with hi = (float)d and lo
+  // = d - hi, so the argument's rounding does not cost accuracy (libmvec's
+  // expf: <= 2 ulp). The sum is in double; the log form is d - log(sum).
+  if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && axis == x->rank - 1 &&
+      amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y) && len > 0) {
+    int64_t rows = amprt_tensor_numel(x) / len;
+    // Rows in blocks of about 4096 elements: one exp call per block.
+    int64_t per = std::max<int64_t>(1, 4096 / len);
+    thread_local std::vector<float> hiBuf, loBuf, eBuf;
+    size_t need = (size_t)(per * len);
+    if (hiBuf.size() < need) {
+      hiBuf.resize(need);
+      loBuf.resize(need);
+      eBuf.resize(need);
+    }
+    float *hi = hiBuf.data(), *lo = loBuf.data(), *e = eBuf.data();
+    const float *xp = static_cast<const float *>(x->data);
+    float *yp = static_cast<float *>(y->data);
+    std::vector<char> bad(per);
+    std::vector<int64_t> argmax(per);
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+      int64_t nr = std::min(per, rows - r0);
+      for (int64_t r = 0; r < nr; ++r) {
+        const float *xr = xp + (r0 + r) * len;
+        float m = -std::numeric_limits<float>::infinity();
+        bool nan = false;
+        int64_t at = 0;
+        for (int64_t i = 0; i < len; ++i) {
+          nan |= xr[i] != xr[i];
+          if (xr[i] > m) {
+            m = xr[i];
+            at = i;
+          }
+        }
+        argmax[r] = at;
+        // NaN anywhere, +inf (inf - inf) or all -inf: NaN, as the general
+        // path gives it.
+        bad[r] = nan || std::isinf(m);
+        float *h = hi + r * len, *l = lo + r * len;
+        for (int64_t i = 0; i < len; ++i) {
+          double d = (double)xr[i] - (double)m;
+          h[i] = (float)d;
+          l[i] = (float)(d - (double)h[i]);
+        }
+      }
+      expF32(hi, e, nr * len);
+      for (int64_t r = 0; r < nr; ++r) {
+        float *yr = yp + (r0 + r) * len, *er = e + r * len, *h = hi + r * len, *l = lo + r * len;
+        if (bad[r]) {
+          std::fill(yr, yr + len, std::numeric_limits<float>::quiet_NaN());
+          continue;
+        }
+        for (int64_t i = 0; i < len; ++i)
+          er[i] = er[i] + er[i] * l[i];
+        // The largest term is exp(0) = 1; the others summed apart, so that
+        // log(1 + rest) keeps its precision when the rest is tiny.
+        int64_t k = argmax[r];
+        double rest = sumF32(er, k) + sumF32(er + k + 1, len - k - 1);
+        double sum = 1.0 + rest;
+        if (log) {
+          double ls = std::log1p(rest);
+          for (int64_t i = 0; i < len; ++i)
+            yr[i] = (float)(((double)h[i] + (double)l[i]) - ls);
+        } else {
+          double inv = 1.0 / sum;
+          for (int64_t i = 0; i < len; ++i)
+            yr[i] = (float)((double)er[i] * inv);
+        }
+      }
+    }
+    return AMPRT_OK;
+  }
   std::vector<float> row(len);
   std::vector<double> e(len);
   // y's base offset for a row: same index as x's, in y's strides.
@@ -380,8 +453,8 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
                   "elements",
                   k, (long long)rows);
   // Scale and bias read once; rows of an f32 x read directly.
-  std::vector<double> v(cols), sc(cols), bi(cols, 0.0);
-  std::vector<float> out32(y->dtype == AMPRT_F32 ? 0 : cols);
+  std::vector<double> sc(cols), bi(cols, 0.0);
+  std::vector<float> out32(y->dtype == AMPRT_F32 ? 0 : cols), row(cols);
   for (int64_t c = 0; c < cols; ++c) {
     sc[c] = loadF(scale->data, scale->dtype, so[c]);
     if (bias)
@@ -391,27 +464,21 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
                         ? static_cast<const float *>(x->data)
                         : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0.0;
-    if (xf) {
+    // The row in f32 (x's values exactly); statistics in double.
+    const float *v = xf ? xf + r * cols : row.data();
+    if (!xf)
       for (int64_t c = 0; c < cols; ++c)
-        sum += (v[c] = xf[r * cols + c]);
-    } else {
-      for (int64_t c = 0; c < cols; ++c) {
-        v[c] = loadF(x->data, x->dtype, r * cols + c);
-        sum += v[c];
-      }
-    }
-    double mu = sum / cols, var = 0.0;
-    for (int64_t c = 0; c < cols; ++c)
-      var += (v[c] - mu) * (v[c] - mu);
-    var /= cols;
+        row[c] = loadF(x->data, x->dtype, r * cols + c);
+    double mu = sumF32(v, cols) / cols;
+    double var = sumSqDevF32(v, cols, mu) / cols;
     double rstd = 1.0 / std::sqrt(var + (double)epsilon);
     float *yr = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + r * cols : out32.data();
-    for (int64_t c = 0; c < cols; ++c) {
-      double out = (v[c] - mu) * rstd * sc[c];
-      if (bias)
-        out += bi[c];
-      yr[c] = (float)out;
+    if (bias) {
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = (float)(((double)v[c] - mu) * rstd * sc[c] + bi[c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = (float)(((double)v[c] - mu) * rstd * sc[c]);
     }
     if (y->dtype != AMPRT_F32)
       amprt_convert(yr, AMPRT_F32, static_cast<char *>(y->data) + r * cols * 2, y->dtype,
