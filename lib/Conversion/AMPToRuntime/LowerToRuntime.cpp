@@ -667,8 +667,11 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs = {n, cip && cip.getValue() ? 1 : 0};
         for (int64_t i = 0; i < n; ++i)
           d.attrs.append({kernel[i], strides[i], dil[i], pb[i], pe[i]});
-        if (auto mp = dyn_cast<MaxPoolOp>(op))
+        if (auto mp = dyn_cast<MaxPoolOp>(op)) {
           d.attrs.push_back(mp.getStorageOrder());
+          // Whether anything reads the indices (the forward alone does not).
+          d.attrs.push_back(mp.getIndices().use_empty() ? 0 : 1);
+        }
         return emit(op,
                     grad                 ? AMPRT_OP_AVERAGE_POOL_GRAD
                     : isa<MaxPoolOp>(op) ? AMPRT_OP_MAX_POOL

@@ -181,8 +181,20 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
     AMPRT_CHECK(check(c, "amprt_gemm: c"));
     AMPRT_CHECK(broadcastStrides(c, 2, y->shape, cs[0], "amprt_gemm: c"));
   }
-  bool fusedBias = c && alpha == 1.0f && beta == 1.0f && c->dtype == AMPRT_F32 &&
+  // A bias row with alpha = beta = 1 (f16 / bf16 ones widened: exact).
+  bool fusedBias = c && alpha == 1.0f && beta == 1.0f && isFloat(c->dtype) &&
                    cs[0][0] == 0 && cs[0][1] == 1;
+  const float *biasF32 = nullptr;
+  thread_local std::vector<float> biasWide;
+  if (fusedBias) {
+    if (c->dtype == AMPRT_F32) {
+      biasF32 = static_cast<const float *>(c->data);
+    } else {
+      biasWide.resize(n);
+      amprt_convert(c->data, c->dtype, biasWide.data(), AMPRT_F32, (size_t)n);
+      biasF32 = biasWide.data();
+    }
+  }
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
   thread_local std::vector<float> scratch;
@@ -206,8 +218,7 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
         // The common epilogue, an f32 bias row with alpha = beta = 1, runs
         // inside the primitive (no second pass over the output).
         key.bias = fusedBias;
-        gemmAcc(key, oa.ptr, ob.ptr, acc,
-                fusedBias ? static_cast<const float *>(c->data) : nullptr);
+        gemmAcc(key, oa.ptr, ob.ptr, acc, biasF32);
       })
     }
   }

@@ -398,7 +398,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     if (d.opcode == AMPRT_OP_MAX_POOL) {
       AMPRT_CHECK(need(d, 3, 3 + 5 * a[0], "max_pool"));
       p.storage_order = (int32_t)a[2 + 5 * a[0]];
-      return amprt_max_pool(ctx, &t[0], &p, &t[1], &t[2]);
+      // The indices are skipped when the compiler says nothing reads them.
+      bool wantIndices = d.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
+      return amprt_max_pool(ctx, &t[0], &p, &t[1], wantIndices ? &t[2] : nullptr);
     }
     AMPRT_CHECK(need(d, 2, 2 + 5 * a[0], "average_pool"));
     return amprt_average_pool(ctx, &t[0], &p, &t[1]);

@@ -161,6 +161,14 @@ void forEach(int32_t rank, const int64_t *shape, const int64_t (*strides)[AMPRT_
 /// Row-major strides of a shape.
 void contiguousStrides(int32_t rank, const int64_t *shape, int64_t *strides);
 
+/// Hot loops compiled three times, picked at load time by the CPU's features
+/// (GCC's function multiversioning): baseline SSE2, AVX2, AVX-512.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define AMPRT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define AMPRT_CLONES
+#endif
+
 /// Sum of n f32 values in double with eight partial sums (no single
 /// dependency chain: a serial double sum costs an add latency per element).
 inline double sumF32(const float *p, int64_t n) {

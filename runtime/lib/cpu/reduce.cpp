@@ -563,6 +563,15 @@ amprt_status checkChannel(const amprt_tensor *t, int64_t c, const char *what) {
 }
 } // namespace
 
+namespace {
+/// y = (x - mu) * invStd * g + b in double, rounded once.
+AMPRT_CLONES void normalizeRow(const float *x, float *y, int64_t n, double mu, double invStd,
+                               double g, double b) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = (float)((x[i] - mu) * invStd * g + b);
+}
+} // namespace
+
 extern "C" amprt_status amprt_batch_norm(
     amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
     const amprt_tensor *bias, const amprt_tensor *mean, const amprt_tensor *var,
@@ -599,18 +608,26 @@ extern "C" amprt_status amprt_batch_norm(
     if (training) {
       double sum = 0.0;
       const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
-      for (int64_t b = 0; b < n; ++b)
+      for (int64_t b = 0; b < n; ++b) {
+        if (xf) {
+          sum += sumF32(xf + (b * c + ch) * inner, inner);
+          continue;
+        }
         for (int64_t i = 0; i < inner; ++i)
-          sum += xf ? xf[(b * c + ch) * inner + i]
-                    : loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+          sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+      }
       mu = sum / m;
       double sq = 0.0;
-      for (int64_t b = 0; b < n; ++b)
+      for (int64_t b = 0; b < n; ++b) {
+        if (xf) {
+          sq += sumSqDevF32(xf + (b * c + ch) * inner, inner, mu);
+          continue;
+        }
         for (int64_t i = 0; i < inner; ++i) {
-          double d = (xf ? xf[(b * c + ch) * inner + i]
-                         : loadF(x->data, x->dtype, (b * c + ch) * inner + i)) - mu;
+          double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
           sq += d * d;
         }
+      }
       variance = sq / m;
       if (running_mean)
         storeF(running_mean->data, running_mean->dtype, ch,
@@ -634,12 +651,10 @@ extern "C" amprt_status amprt_batch_norm(
     double g = loadF(scale->data, scale->dtype, ch);
     double bb = loadF(bias->data, bias->dtype, ch);
     if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
-      for (int64_t b = 0; b < n; ++b) {
-        const float *xr = static_cast<const float *>(x->data) + (b * c + ch) * inner;
-        float *yr = static_cast<float *>(y->data) + (b * c + ch) * inner;
-        for (int64_t i = 0; i < inner; ++i)
-          yr[i] = (float)((xr[i] - mu) * invStd * g + bb);
-      }
+      for (int64_t b = 0; b < n; ++b)
+        normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
+                     static_cast<float *>(y->data) + (b * c + ch) * inner, inner, mu, invStd,
+                     g, bb);
       continue;
     }
     for (int64_t b = 0; b < n; ++b)
