@@ -183,24 +183,33 @@ try:
                 check(rel([m["loss"] for m in fresh], ref) <= 1e-5, "block: 12 straight steps")
 
     # Mixed precision on ORT's backward: fp16 with dynamic loss scaling
-    # (the seed ORT wrote is scaled, the gradients unscaled before SGD: a
-    # missing unscale would multiply the step by 65536) and bf16, against
-    # ORT's fp32 run. Tolerances: 20 steps of f16 / bf16 rounding (measured
-    # up to 3e-4 / 1.2e-3 relative).
-    for p, tol in (("fp16", 1e-2), ("bf16", 3e-2)):
+    # (ORT's seed scaled, the gradients unscaled before the update: a missing
+    # unscale would make the SGD steps 1024x) and bf16, against ORT's fp32
+    # run. The fp16 scale starts at 1024, which these small models do not
+    # overflow, so no step is skipped and both runs make the same updates
+    # (a skipped step would rightly part them). Measured over ten seeds, the
+    # worst step: fp16 7e-4, bf16 5.5e-3 (AdamW's division by sqrt(v)
+    # amplifies the rounding of small gradients); tolerances 5e-3 / 3e-2.
+    for p, tol in (("fp16", 5e-3), ("bf16", 3e-2)):
         for kind, classes, lr in CASES:
             prog = os.path.join(tmp, f"{kind}.{p}")
-            if not compile_(arts[kind], prog, "--lr", str(lr), "--precision", p):
+            # fp16: an initial scale these small models do not overflow at,
+            # so that no step is skipped (ORT's fp32 run skips none).
+            extra = ["--init-scale", "1024"] if p == "fp16" else []
+            if not compile_(arts[kind], prog, "--lr", str(lr), "--precision", p, *extra):
                 continue
             met = train(prog, os.path.join(tmp, f"{kind}.npz"), STEPS, p)
             if met is None:
                 continue
             ref = np.load(os.path.join(tmp, f"{kind}.ort.npz"))["losses"]
-            err = rel([m["loss"] for m in met], ref)
+            ours = np.array([m["loss"] for m in met], np.float64)
+            err = rel(ours, ref)
             print(f"{kind} {p}: worst relative loss difference vs ORT's fp32 {err:.2e}")
+            check(np.isfinite(ours).all(), f"{kind} {p}: non-finite losses")
+            check(not any(m["found_inf"] for m in met), f"{kind} {p}: skipped steps")
             check(err <= tol, f"{kind} {p}: loss differs from ORT's fp32 by {err:.3g}")
             if p == "fp16":
-                check(all(m["loss_scale"] >= 1024 for m in met),
+                check(all(m["loss_scale"] == 1024 for m in met),
                       f"{kind} fp16: no dynamic loss scale in the metrics")
 
     # Each com.microsoft gradient op against torch autograd in float64.

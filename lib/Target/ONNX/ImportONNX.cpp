@@ -38,6 +38,7 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <cmath>
 #include <queue>
 #include <functional>
 #include <set>
@@ -51,6 +52,7 @@ namespace {
 constexpr int64_t kDyn = ShapedType::kDynamic;
 
 bool isFloatType(int32_t dt);
+static void fuseGelu(func::FuncOp f);
 
 struct Importer;
 
@@ -2391,6 +2393,8 @@ OwningOpRef<ModuleOp> Importer::run() {
       b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (unsigned i = 0; i < resAttrs.size(); ++i)
     func.setResultAttrs(i, resAttrs[i]);
+  if (opts.fuseGelu)
+    fuseGelu(func);
   if (model.has_producer_name())
     (*module)->setAttr("amp.producer",
                        b.getStringAttr(model.producer_name() + " " +
@@ -2401,6 +2405,86 @@ OwningOpRef<ModuleOp> Importer::run() {
     return nullptr;
   }
   return module;
+}
+
+/// The value of a splat float constant with one element (a scalar), if `v`
+/// is one.
+static std::optional<double> scalarConst(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto d = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!d || !d.isSplat() || d.getNumElements() != 1 || !isa<FloatType>(d.getElementType()))
+    return std::nullopt;
+  return d.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// Exporters write GELU (erf form) as x * 0.5 * (1 + erf(x / sqrt 2)) in five
+/// nodes (torch.onnx.export below opset 20); it becomes one amp.gelu, which
+/// runs as one vector pass and has one gradient rule. Only the exact chain
+/// matches: every intermediate used once, the constants scalars of x's type
+/// (sqrt 2 or 1 / sqrt 2 to 1e-6, 1 and 0.5 exactly).
+static void fuseGelu(func::FuncOp f) {
+  auto near = [](std::optional<double> v, double want, double tol) {
+    return v && std::fabs(*v - want) <= tol * want;
+  };
+  auto other = [](Operation *op, Value v) -> Value {
+    return op->getOperand(0) == v ? op->getOperand(1) : op->getOperand(0);
+  };
+  SmallVector<Operation *> erfs;
+  f.walk([&](ErfOp e) { erfs.push_back(e); });
+  for (Operation *e : erfs) {
+    Value t = e->getOperand(0);
+    Operation *d = t.getDefiningOp();
+    if (!d || !t.hasOneUse() || !e->getResult(0).hasOneUse())
+      continue;
+    Value x;
+    if (isa<DivOp>(d) && near(scalarConst(d->getOperand(1)), M_SQRT2, 1e-6))
+      x = d->getOperand(0);
+    else if (isa<MulOp>(d) && near(scalarConst(d->getOperand(1)), M_SQRT1_2, 1e-6))
+      x = d->getOperand(0);
+    else if (isa<MulOp>(d) && near(scalarConst(d->getOperand(0)), M_SQRT1_2, 1e-6))
+      x = d->getOperand(1);
+    if (!x || x.getType() != e->getResult(0).getType())
+      continue;
+    Operation *a = *e->getResult(0).getUsers().begin();
+    if (!isa<AddOp>(a) || scalarConst(other(a, e->getResult(0))) != 1.0 ||
+        !a->getResult(0).hasOneUse() || a->getResult(0).getType() != x.getType())
+      continue;
+    // (x * P) * 0.5, or (x * 0.5) * P, with P = 1 + erf(...).
+    Operation *m1 = *a->getResult(0).getUsers().begin();
+    if (!isa<MulOp>(m1) || m1->getResult(0).getType() != x.getType() ||
+        !m1->getResult(0).hasOneUse())
+      continue;
+    Value o = other(m1, a->getResult(0));
+    Operation *last = nullptr, *half = nullptr;
+    if (o == x) {
+      Operation *m2 = *m1->getResult(0).getUsers().begin();
+      if (isa<MulOp>(m2) && scalarConst(other(m2, m1->getResult(0))) == 0.5 &&
+          m2->getResult(0).getType() == x.getType())
+        last = m2;
+    } else if (Operation *h = o.getDefiningOp();
+               h && isa<MulOp>(h) && o.hasOneUse() &&
+               ((h->getOperand(0) == x && scalarConst(h->getOperand(1)) == 0.5) ||
+                (h->getOperand(1) == x && scalarConst(h->getOperand(0)) == 0.5))) {
+      last = m1;
+      half = h;
+    }
+    if (!last)
+      continue;
+    OpBuilder b(last);
+    auto g = GeluOp::create(b, last->getLoc(), x.getType(), x, b.getStringAttr("none"));
+    last->getResult(0).replaceAllUsesWith(g.getResult());
+    SmallVector<Operation *> dead{last};
+    if (last != m1)
+      dead.push_back(m1);
+    dead.append({a, e, d});
+    if (half)
+      dead.push_back(half);
+    for (Operation *op : dead)
+      if (op->use_empty())
+        op->erase();
+  }
 }
 
 /// Names in a hostile file may hold control characters (terminal escapes)

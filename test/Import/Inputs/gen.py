@@ -70,6 +70,32 @@ def transformer():
     return make(batch=2, seq=4, dim=8, heads=2)
 
 
+def gelu_chains():
+    """GELU written out four ways: a (x * P) * 0.5 with x / sqrt 2 and b
+    (x * 0.5) * P with x * (1 / sqrt 2) fuse; c (1.5 instead of 1) and d
+    (erf read twice) do not."""
+    N = H.make_node
+
+    def c(name, v):  # Constant nodes, as exporters write scalars
+        return N("Constant", [], [name], value=NH.from_array(np.array(v, np.float32), name))
+    nodes = [c("sqrt2", 1.4142135), c("rsqrt2", 0.70710677), c("one", 1.0), c("half", 0.5),
+             c("one_half", 1.5),
+             N("Div", ["x", "sqrt2"], ["a_t"]), N("Erf", ["a_t"], ["a_e"]),
+             N("Add", ["a_e", "one"], ["a_p"]), N("Mul", ["x", "a_p"], ["a_m"]),
+             N("Mul", ["a_m", "half"], ["a"]),
+             N("Mul", ["rsqrt2", "x"], ["b_t"]), N("Erf", ["b_t"], ["b_e"]),
+             N("Add", ["one", "b_e"], ["b_p"]), N("Mul", ["x", "half"], ["b_h"]),
+             N("Mul", ["b_h", "b_p"], ["b"]),
+             N("Div", ["x", "sqrt2"], ["c_t"]), N("Erf", ["c_t"], ["c_e"]),
+             N("Add", ["c_e", "one_half"], ["c_p"]), N("Mul", ["x", "c_p"], ["c_m"]),
+             N("Mul", ["c_m", "half"], ["cc"]),
+             N("Div", ["x", "sqrt2"], ["d_t"]), N("Erf", ["d_t"], ["d_e"]),
+             N("Add", ["d_e", "one"], ["d_p"]), N("Mul", ["x", "d_p"], ["d_m"]),
+             N("Mul", ["d_m", "half"], ["d"]), N("Add", ["d", "d_e"], ["dd"])]
+    return model(nodes, [vi("x", TP.FLOAT, [2, 3])],
+                 [vi(n, TP.FLOAT, [2, 3]) for n in ("a", "b", "cc", "dd")])
+
+
 def shapes():
     """Reshape with a constant shape, Slice (opset 13 inputs), Squeeze /
     Unsqueeze with axes inputs, Transpose, Concat, Gather, Expand, and a

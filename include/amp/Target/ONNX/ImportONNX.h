@@ -41,6 +41,9 @@ struct ONNXImportOptions {
   /// Import ModelProto.training_info's algorithm too, as the function
   /// `train_step` (its update_binding outputs marked amp.updates).
   bool importTrainingInfo = true;
+  /// Recognise GELU written out as x * 0.5 * (1 + erf(x / sqrt 2)) (what
+  /// torch.onnx.export writes below opset 20) and import it as amp.gelu.
+  bool fuseGelu = true;
 };
 
 /// Imports the model at `path` ("-" for stdin). On failure returns null after
