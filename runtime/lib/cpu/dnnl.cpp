@@ -563,74 +563,135 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: gradient shapes do not match", k);
   AMPRT_DNNL_TRY(k, {
     using dt = dnnl::memory::data_type;
-    // Gradients in f32 (the widest), rounded once into the outputs.
-    std::vector<float> xf(amprt_tensor_numel(x)), wf(amprt_tensor_numel(w)),
-        dyf(amprt_tensor_numel(dy));
-    amprt_convert(x->data, x->dtype, xf.data(), AMPRT_F32, xf.size());
-    amprt_convert(w->data, w->dtype, wf.data(), AMPRT_F32, wf.size());
-    amprt_convert(dy->data, dy->dtype, dyf.data(), AMPRT_F32, dyf.size());
+    using tag = dnnl::memory::format_tag;
+    // Inputs in f32 (f32 used in place, f16 / bf16 widened: exact);
+    // gradients in f32, rounded once into the outputs.
+    thread_local std::vector<float> xw, ww, dyw;
+    auto f32Of = [](const amprt_tensor *t, std::vector<float> &buf) -> float * {
+      if (t->dtype == AMPRT_F32)
+        return static_cast<float *>(t->data);
+      buf.resize(amprt_tensor_numel(t));
+      amprt_convert(t->data, t->dtype, buf.data(), AMPRT_F32, buf.size());
+      return buf.data();
+    };
+    float *xf = f32Of(x, xw), *wf = f32Of(w, ww), *dyf = f32Of(dy, dyw);
     dnnl::memory::desc xd(cd.src, dt::f32, plainTag(cd.src.size()));
     dnnl::memory::desc wd(cd.wei, dt::f32, plainTag(cd.wei.size()));
     dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
-    dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
-    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
-                                       dnnl::algorithm::convolution_direct, xd, wd,
-                                       bd, yd, cd.strides, cd.dil, cd.padL, cd.padR);
+    dnnl::memory::desc bd(cd.bias, dt::f32, tag::a);
     // Primitives (oneDNN JIT-compiles each one: milliseconds) are cached by
-    // everything that shapes them.
+    // everything that shapes them. As in the forward, oneDNN picks its own
+    // layouts (format_tag::any: blocked, several times faster than the
+    // plain-layout gemm implementation); plain tensors are reordered in and
+    // out, the reorders cached with the primitives.
     std::vector<int64_t> key(cd.src.begin(), cd.src.end());
     for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
       key.push_back(-1);
       key.insert(key.end(), v->begin(), v->end());
     }
+    struct Side {
+      dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
+      std::optional<dnnl::reorder> toA, toB, fromOut;
+    };
     struct Prims {
       std::optional<dnnl::convolution_backward_data> data;
       std::optional<dnnl::convolution_backward_weights> weights;
+      Side d, w; // d: a = diff_dst, b = weights, out = diff_src; w: a = diff_dst, b = src,
+                 // out = diff_weights
     };
     static std::mutex mu;
     static std::map<std::vector<int64_t>, Prims> cache;
+    auto reorder = [](const dnnl::memory::desc &from, const dnnl::memory::desc &to)
+        -> std::optional<dnnl::reorder> {
+      if (from == to)
+        return std::nullopt;
+      return dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), from, cpuEngine(), to));
+    };
     Prims prims;
     {
       std::lock_guard<std::mutex> lock(mu);
       Prims &c = cache[key];
       if ((dx && !c.data) || ((dw || db) && !c.weights)) {
+        dnnl::memory::desc xa(cd.src, dt::f32, tag::any), wa(cd.wei, dt::f32, tag::any),
+            ya(cd.dst, dt::f32, tag::any);
+        dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                           dnnl::algorithm::convolution_direct, xa, wa, bd, ya,
+                                           cd.strides, cd.dil, cd.padL, cd.padR);
         dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
         if (dx && !c.data) {
-          dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, xd, wd,
-                                                  yd, cd.strides, cd.dil, cd.padL, cd.padR);
-          c.data = dnnl::convolution_backward_data(
-              dnnl::convolution_backward_data::primitive_desc(d, cpuEngine(), fpd));
+          dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, xa, wa,
+                                                  ya, cd.strides, cd.dil, cd.padL, cd.padR);
+          dnnl::convolution_backward_data::primitive_desc pd(d, cpuEngine(), fpd);
+          c.data = dnnl::convolution_backward_data(pd);
+          c.d = Side{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc(),
+                     reorder(yd, pd.diff_dst_desc()), reorder(wd, pd.weights_desc()),
+                     reorder(pd.diff_src_desc(), xd)};
         }
         if ((dw || db) && !c.weights) {
-          dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xd,
-                                                     wd, bd, yd, cd.strides, cd.dil, cd.padL,
+          dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa,
+                                                     wa, bd, ya, cd.strides, cd.dil, cd.padL,
                                                      cd.padR);
-          c.weights = dnnl::convolution_backward_weights(
-              dnnl::convolution_backward_weights::primitive_desc(d, cpuEngine(), fpd));
+          dnnl::convolution_backward_weights::primitive_desc pd(d, cpuEngine(), fpd);
+          c.weights = dnnl::convolution_backward_weights(pd);
+          c.w = Side{pd.diff_dst_desc(), pd.src_desc(), pd.diff_weights_desc(),
+                     reorder(yd, pd.diff_dst_desc()), reorder(xd, pd.src_desc()),
+                     reorder(pd.diff_weights_desc(), wd)};
         }
       }
       prims = c;
     }
     thread_local dnnl::stream s(cpuEngine());
+    thread_local std::vector<char> bufA, bufB, bufOut, bufA2;
+    auto scratchMem = [](std::vector<char> &b, const dnnl::memory::desc &d) {
+      if (b.size() < d.get_size())
+        b.resize(d.get_size());
+      return dnnl::memory(d, cpuEngine(), b.data());
+    };
     auto mem = [&](const dnnl::memory::desc &d, void *ptr) {
       return dnnl::memory(d, cpuEngine(), ptr);
     };
+    /// A plain input in the primitive's layout: itself, or reordered.
+    auto in = [&](const std::optional<dnnl::reorder> &r, const dnnl::memory::desc &plain,
+                  const dnnl::memory::desc &want, void *ptr, std::vector<char> &buf) {
+      dnnl::memory m = mem(plain, ptr);
+      if (!r)
+        return m;
+      dnnl::memory t = scratchMem(buf, want);
+      r->execute(s, m, t);
+      return t;
+    };
+    // dy in the backward-data layout; reused by the weights side when the
+    // two want the same one.
+    std::optional<dnnl::memory> dyData;
     if (dx) {
-      std::vector<float> g(xf.size());
-      prims.data->execute(
-          s, {{DNNL_ARG_DIFF_DST, mem(yd, dyf.data())},
-              {DNNL_ARG_WEIGHTS, mem(wd, wf.data())},
-              {DNNL_ARG_DIFF_SRC, mem(xd, g.data())}});
+      std::vector<float> g(amprt_tensor_numel(x));
+      dnnl::memory dyi = in(prims.d.toA, yd, prims.d.a, dyf, bufA);
+      dyData = dyi;
+      dnnl::memory wi = in(prims.d.toB, wd, prims.d.b, wf, bufB);
+      dnnl::memory gp = mem(xd, g.data());
+      dnnl::memory go = prims.d.fromOut ? scratchMem(bufOut, prims.d.out) : gp;
+      prims.data->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
+                              {DNNL_ARG_WEIGHTS, wi},
+                              {DNNL_ARG_DIFF_SRC, go}});
+      if (prims.d.fromOut)
+        prims.d.fromOut->execute(s, go, gp);
       s.wait();
       amprt_convert(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
     if (dw || db) {
-      std::vector<float> gw(wf.size()), gb(cd.bias[0]);
-      prims.weights->execute(
-          s, {{DNNL_ARG_DIFF_DST, mem(yd, dyf.data())},
-              {DNNL_ARG_SRC, mem(xd, xf.data())},
-              {DNNL_ARG_DIFF_WEIGHTS, mem(wd, gw.data())},
-              {DNNL_ARG_DIFF_BIAS, mem(bd, gb.data())}});
+      std::vector<float> gw(amprt_tensor_numel(w)), gb(cd.bias[0]);
+      dnnl::memory dyi = dyData && dx && prims.d.a == prims.w.a
+                             ? *dyData
+                             : in(prims.w.toA, yd, prims.w.a, dyf, bufA2);
+      dnnl::memory xi = in(prims.w.toB, xd, prims.w.b, xf, bufB);
+      dnnl::memory gp = mem(wd, gw.data());
+      dnnl::memory go = prims.w.fromOut ? scratchMem(bufOut, prims.w.out) : gp;
+      prims.weights->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
+                                 {DNNL_ARG_SRC, xi},
+                                 {DNNL_ARG_DIFF_WEIGHTS, go},
+                                 {DNNL_ARG_DIFF_BIAS, mem(bd, gb.data())}});
+      if (prims.w.fromOut)
+        prims.w.fromOut->execute(s, go, gp);
       s.wait();
       if (dw)
         amprt_convert(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());

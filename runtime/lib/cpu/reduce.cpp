@@ -136,9 +136,9 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
           slot += idx[d] * slotStride[d];
         const float *row = xp + o * inner;
         if (innerRed) {
-          double &a = accAll[slot];
-          for (int64_t i = 0; i < inner; ++i)
-            a += row[i];
+          // Partial sums, as the inner == 1 block path below (reassociation
+          // at the 2^-53 level only).
+          accAll[slot] += sumF32(row, inner);
         } else {
           double *a = accAll.data() + slot;
           for (int64_t i = 0; i < inner; ++i)
