@@ -53,6 +53,7 @@ constexpr int64_t kDyn = ShapedType::kDynamic;
 
 bool isFloatType(int32_t dt);
 static void fuseGelu(func::FuncOp f);
+static void fuseMatMulBias(func::FuncOp f);
 
 struct Importer;
 
@@ -2395,6 +2396,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     func.setResultAttrs(i, resAttrs[i]);
   if (opts.fuseGelu)
     fuseGelu(func);
+  if (opts.fuseMatMulBias)
+    fuseMatMulBias(func);
   if (model.has_producer_name())
     (*module)->setAttr("amp.producer",
                        b.getStringAttr(model.producer_name() + " " +
@@ -2484,6 +2487,52 @@ static void fuseGelu(func::FuncOp f) {
     for (Operation *op : dead)
       if (op->use_empty())
         op->erase();
+  }
+}
+
+/// MatMul followed by the Add of a bias row (how exporters write a Linear
+/// layer on 3-D activations) becomes one amp.gemm on the rows, between
+/// reshapes (free views): the runtime adds the bias inside the matrix
+/// product instead of in a second pass. Only [..., K] x [K, N] + [N] with the
+/// product read by the Add alone and static shapes; the result is the same
+/// f32 sum rounded once.
+static void fuseMatMulBias(func::FuncOp f) {
+  SmallVector<MatMulOp> mms;
+  f.walk([&](MatMulOp m) { mms.push_back(m); });
+  for (MatMulOp mm : mms) {
+    auto at = dyn_cast<RankedTensorType>(mm.getLhs().getType());
+    auto bt = dyn_cast<RankedTensorType>(mm.getRhs().getType());
+    auto yt = dyn_cast<RankedTensorType>(mm.getOutput().getType());
+    if (!at || !bt || !yt || at.getRank() < 2 || bt.getRank() != 2 || !at.hasStaticShape() ||
+        !bt.hasStaticShape() || !isa<FloatType>(yt.getElementType()) ||
+        !mm.getOutput().hasOneUse() || mm.getAccumulateAttr())
+      continue;
+    auto add = dyn_cast<AddOp>(*mm.getOutput().getUsers().begin());
+    if (!add || add.getResult().getType() != yt)
+      continue;
+    Value bias = add.getLhs() == mm.getOutput() ? add.getRhs() : add.getLhs();
+    auto ct = dyn_cast<RankedTensorType>(bias.getType());
+    int64_t n = bt.getDimSize(1), k = bt.getDimSize(0);
+    if (!ct || ct.getRank() != 1 || ct.getDimSize(0) != n ||
+        ct.getElementType() != yt.getElementType() || bias == mm.getOutput())
+      continue;
+    int64_t m = at.getNumElements() / k;
+    OpBuilder b(add);
+    Location loc = add.getLoc();
+    Value a = mm.getLhs();
+    auto a2 = RankedTensorType::get({m, k}, at.getElementType());
+    if (at.getRank() != 2)
+      a = ReshapeOp::create(b, loc, a2, a, b.getDenseI64ArrayAttr({m, k}), b.getBoolAttr(false));
+    auto g = GemmOp::create(b, loc, RankedTensorType::get({m, n}, yt.getElementType()), a,
+                            mm.getRhs(), bias, b.getF32FloatAttr(1.0f), b.getF32FloatAttr(1.0f),
+                            b.getBoolAttr(false), b.getBoolAttr(false), TypeAttr());
+    Value y = g.getOutput();
+    if (yt.getRank() != 2)
+      y = ReshapeOp::create(b, loc, yt, y, b.getDenseI64ArrayAttr(yt.getShape()),
+                            b.getBoolAttr(false));
+    add.getResult().replaceAllUsesWith(y);
+    add.erase();
+    mm.erase();
   }
 }
 

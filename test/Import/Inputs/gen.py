@@ -70,6 +70,20 @@ def transformer():
     return make(batch=2, seq=4, dim=8, heads=2)
 
 
+def matmul_bias():
+    """MatMul + Add of an [N] bias (fuses); the product read twice, and a
+    2-D addend (neither fuses)."""
+    N = H.make_node
+    inits = [NH.from_array(rnd(4, 5), "w"), NH.from_array(rnd(5), "b"),
+             NH.from_array(rnd(3, 5), "b2")]
+    nodes = [N("MatMul", ["x", "w"], ["p"]), N("Add", ["p", "b"], ["y"]),
+             N("MatMul", ["x", "w"], ["q"]), N("Add", ["q", "b"], ["q1"]),
+             N("Add", ["q1", "q"], ["z"]),
+             N("MatMul", ["x", "w"], ["r"]), N("Add", ["b2", "r"], ["u"])]
+    return model(nodes, [vi("x", TP.FLOAT, [2, 3, 4])],
+                 [vi(n, TP.FLOAT, [2, 3, 5]) for n in ("y", "z", "u")], inits)
+
+
 def gelu_chains():
     """GELU written out four ways: a (x * P) * 0.5 with x / sqrt 2 and b
     (x * 0.5) * P with x * (1 / sqrt 2) fuse; c (1.5 instead of 1) and d

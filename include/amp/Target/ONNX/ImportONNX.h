@@ -44,6 +44,9 @@ struct ONNXImportOptions {
   /// Recognise GELU written out as x * 0.5 * (1 + erf(x / sqrt 2)) (what
   /// torch.onnx.export writes below opset 20) and import it as amp.gelu.
   bool fuseGelu = true;
+  /// Import MatMul ([..., K] x [K, N]) + Add of an [N] bias as amp.gemm with
+  /// that bias on the rows (between reshapes).
+  bool fuseMatMulBias = true;
 };
 
 /// Imports the model at `path` ("-" for stdin). On failure returns null after
