@@ -249,6 +249,50 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
   return AMPRT_OK;
 }
 
+namespace {
+/// One f32 row of the softmax fast path: the first maximum, whether the row
+/// is NaN (a NaN, +inf, or all -inf, as the general path gives it), and d =
+/// x - max (exact in double) split into hi = (float)d and lo = d - hi.
+AMPRT_CLONES void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at,
+                              bool &bad) {
+  float m = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  at = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    nan |= xr[i] != xr[i];
+    if (xr[i] > m) {
+      m = xr[i];
+      at = i;
+    }
+  }
+  bad = nan || std::isinf(m);
+  for (int64_t i = 0; i < len; ++i) {
+    double d = (double)xr[i] - (double)m;
+    h[i] = (float)d;
+    l[i] = (float)(d - (double)h[i]);
+  }
+}
+
+/// The rest of the row from e = expf(hi): exp(d) = e (1 + lo); the largest
+/// term (index k, exp(0) = 1) apart from the others so that log(1 + rest)
+/// keeps its precision when the rest is tiny; the sum in double.
+AMPRT_CLONES void softmaxFinish(float *yr, float *er, const float *h, const float *l,
+                                int64_t len, int64_t k, int log) {
+  for (int64_t i = 0; i < len; ++i)
+    er[i] = er[i] + er[i] * l[i];
+  double rest = sumF32(er, k) + sumF32(er + k + 1, len - k - 1);
+  if (log) {
+    double ls = std::log1p(rest);
+    for (int64_t i = 0; i < len; ++i)
+      yr[i] = (float)(((double)h[i] + (double)l[i]) - ls);
+  } else {
+    double inv = 1.0 / (1.0 + rest);
+    for (int64_t i = 0; i < len; ++i)
+      yr[i] = (float)((double)er[i] * inv);
+  }
+}
+} // namespace
+
 extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
                                       int32_t axis, int log, amprt_tensor *y) {
   AMPRT_CHECK(checkFloat(x, "amprt_softmax: x"));
@@ -282,51 +326,18 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
       int64_t nr = std::min(per, rows - r0);
       for (int64_t r = 0; r < nr; ++r) {
-        const float *xr = xp + (r0 + r) * len;
-        float m = -std::numeric_limits<float>::infinity();
-        bool nan = false;
-        int64_t at = 0;
-        for (int64_t i = 0; i < len; ++i) {
-          nan |= xr[i] != xr[i];
-          if (xr[i] > m) {
-            m = xr[i];
-            at = i;
-          }
-        }
-        argmax[r] = at;
-        // NaN anywhere, +inf (inf - inf) or all -inf: NaN, as the general
-        // path gives it.
-        bad[r] = nan || std::isinf(m);
-        float *h = hi + r * len, *l = lo + r * len;
-        for (int64_t i = 0; i < len; ++i) {
-          double d = (double)xr[i] - (double)m;
-          h[i] = (float)d;
-          l[i] = (float)(d - (double)h[i]);
-        }
+        bool b = false;
+        softmaxPrep(xp + (r0 + r) * len, len, hi + r * len, lo + r * len, argmax[r], b);
+        bad[r] = b;
       }
       expF32(hi, e, nr * len);
       for (int64_t r = 0; r < nr; ++r) {
-        float *yr = yp + (r0 + r) * len, *er = e + r * len, *h = hi + r * len, *l = lo + r * len;
+        float *yr = yp + (r0 + r) * len;
         if (bad[r]) {
           std::fill(yr, yr + len, std::numeric_limits<float>::quiet_NaN());
           continue;
         }
-        for (int64_t i = 0; i < len; ++i)
-          er[i] = er[i] + er[i] * l[i];
-        // The largest term is exp(0) = 1; the others summed apart, so that
-        // log(1 + rest) keeps its precision when the rest is tiny.
-        int64_t k = argmax[r];
-        double rest = sumF32(er, k) + sumF32(er + k + 1, len - k - 1);
-        double sum = 1.0 + rest;
-        if (log) {
-          double ls = std::log1p(rest);
-          for (int64_t i = 0; i < len; ++i)
-            yr[i] = (float)(((double)h[i] + (double)l[i]) - ls);
-        } else {
-          double inv = 1.0 / sum;
-          for (int64_t i = 0; i < len; ++i)
-            yr[i] = (float)((double)er[i] * inv);
-        }
+        softmaxFinish(yr, e + r * len, hi + r * len, lo + r * len, len, argmax[r], log);
       }
     }
     return AMPRT_OK;
@@ -428,6 +439,19 @@ amprt_status paramOffsets(const amprt_tensor *x, int32_t axis,
 
 } // namespace
 
+namespace {
+/// One row of layer norm: statistics in double (partial sums), then
+/// (v - mu) * rstd * scale + bias in double, rounded once.
+AMPRT_CLONES void layerNormRow(const float *v, float *yr, int64_t cols, float epsilon,
+                               const double *sc, const double *bi, double &mu, double &rstd) {
+  mu = sumF32(v, cols) / cols;
+  double var = sumSqDevF32(v, cols, mu) / cols;
+  rstd = 1.0 / std::sqrt(var + (double)epsilon);
+  for (int64_t c = 0; c < cols; ++c)
+    yr[c] = (float)(((double)v[c] - mu) * rstd * sc[c] + bi[c]);
+}
+} // namespace
+
 extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
                                          const amprt_tensor *scale,
                                          const amprt_tensor *bias, int32_t axis,
@@ -469,17 +493,9 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
     if (!xf)
       for (int64_t c = 0; c < cols; ++c)
         row[c] = loadF(x->data, x->dtype, r * cols + c);
-    double mu = sumF32(v, cols) / cols;
-    double var = sumSqDevF32(v, cols, mu) / cols;
-    double rstd = 1.0 / std::sqrt(var + (double)epsilon);
     float *yr = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + r * cols : out32.data();
-    if (bias) {
-      for (int64_t c = 0; c < cols; ++c)
-        yr[c] = (float)(((double)v[c] - mu) * rstd * sc[c] + bi[c]);
-    } else {
-      for (int64_t c = 0; c < cols; ++c)
-        yr[c] = (float)(((double)v[c] - mu) * rstd * sc[c]);
-    }
+    double mu, rstd;
+    layerNormRow(v, yr, cols, epsilon, sc.data(), bi.data(), mu, rstd);
     if (y->dtype != AMPRT_F32)
       amprt_convert(yr, AMPRT_F32, static_cast<char *>(y->data) + r * cols * 2, y->dtype,
                     (size_t)cols);
