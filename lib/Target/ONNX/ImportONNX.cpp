@@ -530,6 +530,18 @@ LogicalResult simple(NodeCtx &n, llvm::StringRef opName,
   return success();
 }
 
+/// Creates `opName` on `operands` and binds its `results` results to the
+/// node's outputs in order.
+LogicalResult emitAll(NodeCtx &n, llvm::StringRef opName, ValueRange operands,
+                      ArrayRef<NamedAttribute> attrs, unsigned results) {
+  auto op = n.im.create(n, opName, operands, attrs, results);
+  if (failed(op))
+    return failure();
+  for (unsigned i = 0; i < results; ++i)
+    n.setOutput(i, (*op)->getResult(i));
+  return success();
+}
+
 LogicalResult binary(NodeCtx &n, llvm::StringRef opName) {
   if (failed(n.allowAttrs({})))
     return failure();
@@ -875,6 +887,28 @@ LogicalResult handleSqueeze(NodeCtx &n, bool unsqueeze) {
   return simple(n, unsqueeze ? "amp.unsqueeze" : "amp.squeeze", {0}, attrs);
 }
 
+/// Dropout's (and DropoutGrad's) constant `ratio` and `training_mode`
+/// inputs at `first` and `first + 1`, where present (else unchanged).
+LogicalResult dropoutInputs(NodeCtx &n, size_t first, float &ratio, bool &training) {
+  if (n.hasInput(first)) {
+    auto r = n.constInput(first, "ratio");
+    if (failed(r))
+      return failure();
+    if ((*r)->numElements() != 1)
+      return n.fail("'ratio' must hold one value");
+    ratio = (float)(*r)->toDouble()[0];
+  }
+  if (n.hasInput(first + 1)) {
+    auto t = n.constInput(first + 1, "training_mode");
+    if (failed(t))
+      return failure();
+    if ((*t)->numElements() != 1)
+      return n.fail("'training_mode' must hold one value");
+    training = (*t)->toInt64()[0] != 0;
+  }
+  return success();
+}
+
 LogicalResult handleDropout(NodeCtx &n) {
   if (failed(n.allowAttrs({"ratio", "seed", "is_test", "consumed_inputs"})))
     return failure();
@@ -890,22 +924,8 @@ LogicalResult handleDropout(NodeCtx &n) {
     // inference-only unless the runtime says otherwise.
     training = n.opset < 7 && *t == 0;
   } else {
-    if (n.hasInput(1)) {
-      auto r = n.constInput(1, "ratio");
-      if (failed(r))
-        return failure();
-      if ((*r)->numElements() != 1)
-        return n.fail("'ratio' must hold one value");
-      ratio = (float)(*r)->toDouble()[0];
-    }
-    if (n.hasInput(2)) {
-      auto t = n.constInput(2, "training_mode");
-      if (failed(t))
-        return failure();
-      if ((*t)->numElements() != 1)
-        return n.fail("'training_mode' must hold one value");
-      training = (*t)->toInt64()[0] != 0;
-    }
+    if (failed(dropoutInputs(n, 1, ratio, training)))
+      return failure();
   }
   auto seed = n.attr("seed") ? n.getInt("seed", 0) : FailureOr<int64_t>(-1);
   if (failed(seed))
@@ -1500,12 +1520,7 @@ LogicalResult handleConvGrad(NodeCtx &n) {
   auto in = tensorInputs(n, {1, 2, 0});
   if (failed(in))
     return failure();
-  auto op = n.im.create(n, "amp.conv_grad", *in, attrs, 3);
-  if (failed(op))
-    return failure();
-  for (int i = 0; i < 3; ++i)
-    n.setOutput(i, (*op)->getResult(i));
-  return success();
+  return emitAll(n, "amp.conv_grad", *in, attrs, 3);
 }
 
 /// MaxPoolGrad (dY, Indices): the shape of dX is the pooled input's, found
@@ -1523,11 +1538,7 @@ LogicalResult handleMaxPoolGradMS(NodeCtx &n) {
                   "' must be the Indices output of a MaxPool of this graph");
   if (dy->getType() != pool.getOutput().getType())
     return n.fail("dY must have the type of the MaxPool's output");
-  auto op = n.im.create(n, "amp.max_pool_grad", {pool.getX(), *dy, *idx}, {}, 1);
-  if (failed(op))
-    return failure();
-  n.setOutput(0, (*op)->getResult(0));
-  return success();
+  return emitAll(n, "amp.max_pool_grad", {pool.getX(), *dy, *idx}, {}, 1);
 }
 
 /// BatchNormInternal (X, scale, B, mean, var) -> Y, running mean / var,
@@ -1558,15 +1569,10 @@ LogicalResult handleBatchNormInternal(NodeCtx &n) {
   auto in = tensorInputs(n, {0, 1, 2, 3, 4});
   if (failed(in))
     return failure();
-  auto op = n.im.create(n, "amp.batch_norm", *in,
-                        {named(n, "epsilon", f32(n, *eps)), named(n, "momentum", f32(n, *mom)),
-                         named(n, "training_mode", boolean(n, *tm != 0))},
-                        3);
-  if (failed(op))
-    return failure();
-  for (int i = 0; i < 3; ++i)
-    n.setOutput(i, (*op)->getResult(i));
-  return success();
+  return emitAll(n, "amp.batch_norm", *in,
+                 {named(n, "epsilon", f32(n, *eps)), named(n, "momentum", f32(n, *mom)),
+                  named(n, "training_mode", boolean(n, *tm != 0))},
+                 3);
 }
 
 /// BatchNormalizationGrad (dY, X, scale, saved mean, saved inv std).
@@ -1590,12 +1596,7 @@ LogicalResult handleBatchNormGradMS(NodeCtx &n) {
     }
   if (!found)
     return n.fail("its saved statistics must come from a BatchNormInternal of the same X");
-  auto op = n.im.create(n, "amp.batch_norm_grad", *in, {named(n, "epsilon", f32(n, *eps))}, 3);
-  if (failed(op))
-    return failure();
-  for (int i = 0; i < 3; ++i)
-    n.setOutput(i, (*op)->getResult(i));
-  return success();
+  return emitAll(n, "amp.batch_norm_grad", *in, {named(n, "epsilon", f32(n, *eps))}, 3);
 }
 
 /// LayerNormalizationGrad (dY, X, scale, mean, inv_std_dev).
@@ -1612,12 +1613,7 @@ LogicalResult handleLayerNormGradMS(NodeCtx &n) {
                   " is not supported (the statistics are f32: stash_type 1)");
   int64_t rank = cast<RankedTensorType>((*in)[0].getType()).getRank();
   int64_t a = *axis < 0 ? *axis + rank : *axis;
-  auto op = n.im.create(n, "amp.layer_norm_grad", *in, {named(n, "axis", i64(n, a))}, 3);
-  if (failed(op))
-    return failure();
-  for (int i = 0; i < 3; ++i)
-    n.setOutput(i, (*op)->getResult(i));
-  return success();
+  return emitAll(n, "amp.layer_norm_grad", *in, {named(n, "axis", i64(n, a))}, 3);
 }
 
 /// DropoutGrad (dY, mask [, ratio [, training_mode]]): dY * mask / (1 - ratio).
@@ -1626,22 +1622,8 @@ LogicalResult handleDropoutGrad(NodeCtx &n) {
     return failure();
   float ratio = 0.5f;
   bool training = true;
-  if (n.hasInput(2)) {
-    auto r = n.constInput(2, "ratio");
-    if (failed(r))
-      return failure();
-    if ((*r)->numElements() != 1)
-      return n.fail("'ratio' must hold one value");
-    ratio = (float)(*r)->toDouble()[0];
-  }
-  if (n.hasInput(3)) {
-    auto t = n.constInput(3, "training_mode");
-    if (failed(t))
-      return failure();
-    if ((*t)->numElements() != 1)
-      return n.fail("'training_mode' must hold one value");
-    training = (*t)->toInt64()[0] != 0;
-  }
+  if (failed(dropoutInputs(n, 2, ratio, training)))
+    return failure();
   if (!(ratio >= 0.0f && ratio < 1.0f))
     return n.fail("ratio must lie in [0, 1), got " + llvm::formatv("{0}", ratio).str());
   auto dy = n.input(0), mask = n.input(1);
@@ -1727,12 +1709,8 @@ LogicalResult handleGatherGradMS(NodeCtx &n) {
     return failure();
   int64_t rank = (int64_t)shape->size();
   int64_t a = *axis < 0 ? *axis + rank : *axis;
-  auto op = n.im.create(n, "amp.gather_grad", {*idx, *dy},
-                        {named(n, "shape", ints(n, *shape)), named(n, "axis", i64(n, a))}, 1);
-  if (failed(op))
-    return failure();
-  n.setOutput(0, (*op)->getResult(0));
-  return success();
+  return emitAll(n, "amp.gather_grad", {*idx, *dy},
+                 {named(n, "shape", ints(n, *shape)), named(n, "axis", i64(n, a))}, 1);
 }
 
 /// InPlaceAccumulatorV2 (buffer, value [, overwrite_flag]) -> updated flag

@@ -611,7 +611,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     {
       std::lock_guard<std::mutex> lock(mu);
       Prims &c = cache[key];
-      if ((dx && !c.data) || ((dw || db) && !c.weights)) {
+      if ((dx && !c.data) || (dw && !c.weights)) {
         dnnl::memory::desc xa(cd.src, dt::f32, tag::any), wa(cd.wei, dt::f32, tag::any),
             ya(cd.dst, dt::f32, tag::any);
         dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
@@ -627,9 +627,11 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
                      reorder(yd, pd.diff_dst_desc()), reorder(wd, pd.weights_desc()),
                      reorder(pd.diff_src_desc(), xd)};
         }
-        if ((dw || db) && !c.weights) {
+        if (dw && !c.weights) {
+          // Without the bias: db is summed here, in double (oneDNN's f32 sum
+          // over N x H x W loses digits when the terms cancel).
           dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa,
-                                                     wa, bd, ya, cd.strides, cd.dil, cd.padL,
+                                                     wa, ya, cd.strides, cd.dil, cd.padL,
                                                      cd.padR);
           dnnl::convolution_backward_weights::primitive_desc pd(d, cpuEngine(), fpd);
           c.weights = dnnl::convolution_backward_weights(pd);
@@ -678,8 +680,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       s.wait();
       amprt_convert(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
-    if (dw || db) {
-      std::vector<float> gw(amprt_tensor_numel(w)), gb(cd.bias[0]);
+    if (dw) {
+      std::vector<float> gw(amprt_tensor_numel(w));
       dnnl::memory dyi = dyData && dx && prims.d.a == prims.w.a
                              ? *dyData
                              : in(prims.w.toA, yd, prims.w.a, dyf, bufA2);
@@ -688,15 +690,25 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       dnnl::memory go = prims.w.fromOut ? scratchMem(bufOut, prims.w.out) : gp;
       prims.weights->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
                                  {DNNL_ARG_SRC, xi},
-                                 {DNNL_ARG_DIFF_WEIGHTS, go},
-                                 {DNNL_ARG_DIFF_BIAS, mem(bd, gb.data())}});
+                                 {DNNL_ARG_DIFF_WEIGHTS, go}});
       if (prims.w.fromOut)
         prims.w.fromOut->execute(s, go, gp);
       s.wait();
-      if (dw)
-        amprt_convert(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
-      if (db)
-        amprt_convert(gb.data(), AMPRT_F32, db->data, db->dtype, gb.size());
+      amprt_convert(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
+    }
+    if (db) {
+      // db[c] = sum of dy over N and the spatial dims, in double.
+      int64_t oc = cd.dst[1], inner = 1;
+      for (size_t d = 2; d < cd.dst.size(); ++d)
+        inner *= cd.dst[d];
+      std::vector<float> gb(oc);
+      for (int64_t c = 0; c < oc; ++c) {
+        double sum = 0.0;
+        for (int64_t b = 0; b < cd.dst[0]; ++b)
+          sum += sumF32(dyf + (b * oc + c) * inner, inner);
+        gb[c] = (float)sum;
+      }
+      amprt_convert(gb.data(), AMPRT_F32, db->data, db->dtype, gb.size());
     }
   })
   return AMPRT_OK;
