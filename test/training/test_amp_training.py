@@ -26,8 +26,10 @@ other case draws fresh weights and data (AMP_TEST_SEED repeats a run).
     python test_amp_training.py AMP_COMPILE
 """
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,9 @@ SEED = int(os.environ.get("AMP_TEST_SEED", int.from_bytes(os.urandom(4), "little
 rng = np.random.default_rng(SEED)
 passed = failed = 0
 TMP = tempfile.mkdtemp(prefix="amp-training-")
+# Removed at exit however the run ends (KEEP=1 keeps it for a look).
+if not os.environ.get("KEEP"):
+    atexit.register(shutil.rmtree, TMP, True)
 torch.set_num_threads(2)
 
 
