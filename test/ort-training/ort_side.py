@@ -35,6 +35,13 @@ def mlp(rng):
     return g, [i.name for i in inits], [], "adamw"
 
 
+def mlp_frozen(rng):
+    """The MLP with its first layer frozen (frozen_params: checkpoint
+    entries that are graph inputs but get no gradient)."""
+    g, trainable, _, optim = mlp(rng)
+    return g, [n for n in trainable if not n.startswith("fc1.")], ["fc1.weight", "fc1.bias"], optim
+
+
 def cnn(rng):
     b, ci, hw, co, c = 4, 3, 8, 6, 10
     f = co * (hw // 2) * (hw // 2)
@@ -95,7 +102,8 @@ def block(rng):
 def gen(name, out, seed):
     from onnxruntime.training import artifacts
     rng = np.random.default_rng(seed)
-    g, trainable, frozen, optim = {"mlp": mlp, "cnn": cnn, "block": block}[name](rng)
+    g, trainable, frozen, optim = {"mlp": mlp, "mlp_frozen": mlp_frozen, "cnn": cnn,
+                                   "block": block}[name](rng)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 9  # onnxruntime-training 1.19 reads IR <= 10
     os.makedirs(out, exist_ok=True)
