@@ -204,7 +204,7 @@ void checkUpdateScale(std::mt19937 &rng) {
 
 void checkOptimizers(std::mt19937 &rng) {
   const int64_t n = 100003;
-  for (int which = 0; which < 4; ++which) {
+  for (int which = 0; which < 5; ++which) {
     std::vector<float> p = randomFloats(rng, n, false), b(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
     Dev dp(p.data(), n * 4), db(b.data(), n * 4), dm(m.data(), n * 4), dv(v.data(), n * 4),
         dg(nullptr, n * 4), dstep(nullptr, 8), dfound(nullptr, 4);
@@ -214,7 +214,8 @@ void checkOptimizers(std::mt19937 &rng) {
     amprt_tensor cp = tensor(p.data(), AMPRT_F32, n), cb = tensor(b.data(), AMPRT_F32, n),
                  cm = tensor(m.data(), AMPRT_F32, n), cv = tensor(v.data(), AMPRT_F32, n);
     amprt_sgd_config sgd{0.05f, which == 1 ? 0.9f : 0.0f, 0.0f, 1e-4f, which == 1 ? 1 : 0};
-    amprt_adam_config adam{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, which == 3 ? 1 : 0};
+    // which 3: AdamW (PyTorch's), 4: Hugging Face's AdamW (decoupled 2).
+    amprt_adam_config adam{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, which == 3 ? 1 : which == 4 ? 2 : 0};
     int64_t step = 0;
     for (int s = 0; s < 6; ++s) {
       std::vector<float> g = randomFloats(rng, n, false);
@@ -244,7 +245,7 @@ void checkOptimizers(std::mt19937 &rng) {
     for (int64_t i = 0; i < n; ++i)
       worst = std::max<int64_t>(worst, std::llabs((int64_t)bits(gp[i]) - (int64_t)bits(p[i])));
     const char *names[] = {"SGD (weight decay)", "SGD (momentum, nesterov)", "Adam",
-                           "AdamW"};
+                           "AdamW", "AdamW (Hugging Face form)"};
     int64_t allowed = which < 2 ? 0 : 1;
     report(worst <= allowed, std::string(names[which]) + ", 6 steps, one skipped: worst " +
                                  std::to_string(worst) + " ulp (allowed " +
