@@ -28,6 +28,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
@@ -100,6 +101,11 @@ private:
   /// input before it writes the same element of its output.
   static std::map<unsigned, unsigned> inPlaceResults(func::FuncOp f);
   llvm::DenseMap<Value, Value> placed; // result value -> caller's buffer
+  /// f32 convolutions whose only reader is the next op, an inference-mode
+  /// batch norm: one runtime call with the normalisation folded into the
+  /// weights (conv -> its batch norm; the batch norm is then skipped).
+  llvm::DenseMap<Operation *, Operation *> convBN;
+  llvm::DenseSet<Operation *> foldedBN;
 
   struct Desc {
     SmallVector<int64_t> words;
@@ -319,6 +325,8 @@ static SmallVector<int64_t> sliceView(RankedTensorType in, ArrayRef<int64_t> sta
 }
 
 LogicalResult Lowerer::lowerOp(Operation *op) {
+  if (foldedBN.contains(op))
+    return success();
   if (isAliasOp(op)) {
     ptrs[op->getResult(0)] = ptrOf(op->getOperand(0));
     return success();
@@ -545,11 +553,28 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emit(op, AMPRT_OP_MATMUL, d);
       })
       .Case([&](ConvOp o) -> LogicalResult {
-        if (failed(convAttrs(o, o.getType(), d.attrs)) || failed(all(op->getOperands())) ||
-            failed(all(op->getResults())))
+        if (failed(convAttrs(o, o.getType(), d.attrs)) || failed(all(op->getOperands())))
           return failure();
         d.attrs[2] = o.getBias() ? 1 : 0;
-        return emit(op, AMPRT_OP_CONV, d);
+        auto bnIt = convBN.find(op);
+        if (bnIt == convBN.end()) {
+          if (failed(all(op->getResults())))
+            return failure();
+          return emit(op, AMPRT_OP_CONV, d);
+        }
+        // The batch norm's result, in its own arena slot.
+        auto bn = cast<BatchNormOp>(bnIt->second);
+        auto slots = bn->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+        if (!slots || slots.empty() || slots[0] < 0)
+          return bn.emitOpError("has no memory plan: run amp-plan-memory first");
+        Value offset = LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
+        ptrs[bn.getOutput()] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
+                                                   ArrayRef<LLVM::GEPArg>{offset});
+        if (failed(all({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()})) ||
+            failed(tensor(d, bn.getOutput(), op)))
+          return failure();
+        d.attrs.push_back(f64Bits(bn.getEpsilon().convertToDouble()));
+        return emit(op, AMPRT_OP_CONV_BN, d);
       })
       .Case([&](NLLLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
@@ -796,6 +821,28 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
     ptrs[a] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
   }
   placed.clear();
+  convBN.clear();
+  foldedBN.clear();
+  {
+    Operation *prev = nullptr;
+    for (Operation &op : f.getBody().front()) {
+      if (isa<arith::ConstantOp>(op))
+        continue;
+      auto bn = dyn_cast<BatchNormOp>(op);
+      auto conv = dyn_cast_or_null<ConvOp>(prev);
+      prev = &op;
+      if (!bn || !conv || bn.getTrainingMode() || bn.getX() != conv.getOutput() ||
+          !conv.getOutput().hasOneUse() || !bn.getRunningMean().use_empty() ||
+          !bn.getRunningVar().use_empty() || conv.getAccumulate())
+        continue;
+      auto f32 = [](Value v) { return getElementTypeOrSelf(v.getType()).isF32(); };
+      if (!llvm::all_of(conv->getOperands(), f32) || !f32(conv.getOutput()) ||
+          !llvm::all_of(bn->getOperands(), f32) || !f32(bn.getOutput()))
+        continue;
+      convBN[conv] = bn;
+      foldedBN.insert(bn);
+    }
+  }
   std::map<unsigned, unsigned> inPlace = inPlaceResults(f);
   auto fret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   SmallVector<int64_t> inPlaceList;

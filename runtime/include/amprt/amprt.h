@@ -554,7 +554,10 @@ typedef enum amprt_opcode {
   AMPRT_OP_MICRO_STEP = 35,        /* every;  micro_step, apply (i1), new_micro_step */
   AMPRT_OP_SLICE_GRAD = 36,        /* dy, dx (the sliced view), dx (whole, zeroed first) */
   AMPRT_OP_GATHER_GRAD = 37,       /* axis;  indices, dy, ddata */
-  AMPRT_OP_REDUCE_MAX_GRAD = 38    /* x, y, dy, dx */
+  AMPRT_OP_REDUCE_MAX_GRAD = 38,   /* x, y, dy, dx */
+  AMPRT_OP_CONV_BN = 39            /* conv's attrs, then epsilon;  x, w, [bias], scale, shift,
+                                      mean, var, y: an f32 convolution followed by an
+                                      inference-mode batch norm, folded into the weights */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -212,6 +212,47 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
     return amprt_conv(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, &t.back());
   }
+  case AMPRT_OP_CONV_BN: {
+    if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 4 + 4 * a[0])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_bn");
+    bool hasBias = a[2] != 0;
+    AMPRT_CHECK(need(d, hasBias ? 8 : 7, 4 + 4 * a[0], "conv_bn"));
+    amprt_conv_params p{};
+    p.spatial = (int32_t)a[0];
+    p.group = a[1];
+    windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    double eps = attrF(a, 3 + 4 * a[0]);
+    const amprt_tensor &w = t[1];
+    size_t o = hasBias ? 3 : 2; // scale, shift, mean, var
+    int64_t oc = w.rank > 0 ? w.shape[0] : 0;
+    for (size_t k = 0; k < 4; ++k)
+      if (t[o + k].dtype != AMPRT_F32 || amprt_tensor_numel(&t[o + k]) != oc ||
+          !amprt_tensor_is_contiguous(&t[o + k]))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: conv_bn's statistics must be f32 [%lld]",
+                    (long long)oc);
+    if (w.dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&w) ||
+        (hasBias && (t[2].dtype != AMPRT_F32 || amprt_tensor_numel(&t[2]) != oc)))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: conv_bn needs f32 weights and bias");
+    // y = (conv(x, w) + b - mean) * a + shift with a = scale / sqrt(var + eps):
+    // the weights times a, the bias (b - mean) * a + shift (in double).
+    thread_local std::vector<float> wf, bf;
+    int64_t per = oc ? amprt_tensor_numel(&w) / oc : 0;
+    wf.resize((size_t)amprt_tensor_numel(&w));
+    bf.resize((size_t)oc);
+    const float *wp = static_cast<const float *>(w.data);
+    auto at = [&](size_t k, int64_t c) { return (double)static_cast<const float *>(t[o + k].data)[c]; };
+    for (int64_t c = 0; c < oc; ++c) {
+      double ac = at(0, c) / std::sqrt(at(3, c) + eps);
+      double b = hasBias ? static_cast<const float *>(t[2].data)[c] : 0.0;
+      for (int64_t i = 0; i < per; ++i)
+        wf[c * per + i] = (float)(wp[c * per + i] * ac);
+      bf[c] = (float)((b - at(2, c)) * ac + at(1, c));
+    }
+    amprt_tensor wt = amprt_tensor_make(wf.data(), AMPRT_F32, w.rank, w.shape);
+    int64_t bs[1] = {oc};
+    amprt_tensor bt = amprt_tensor_make(bf.data(), AMPRT_F32, 1, bs);
+    return amprt_conv(ctx, &t[0], &wt, &bt, &p, &t.back());
+  }
   case AMPRT_OP_MAX_POOL_GRAD:
     AMPRT_CHECK(need(d, 4, 0, "max_pool_grad"));
     return amprt_max_pool_grad(ctx, &t[1], &t[2], &t[3]);
