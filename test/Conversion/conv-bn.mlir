@@ -47,3 +47,21 @@ func.func @conv_read_twice(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor
   %y, %rm, %rv = amp.batch_norm %c, %s, %b, %m, %v : (tensor<1x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<1x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
   return %y, %c : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
 }
+
+// -----
+
+// The convolution's input is computed (a relu) and dies at the convolution:
+// the plan gives its slot to the batch norm's result, so folding (which
+// writes that slot while reading the input) is not done.
+// CHECK: dense<[1, 12, 8,
+// CHECK: dense<[1, 15, 3,
+// CHECK-LABEL: llvm.func @input_slot_reused(
+func.func @input_slot_reused(%x: tensor<1x3x4x4xf32> {amp.input = "x"}, %w: tensor<3x3x3x3xf32> {amp.input = "w"},
+                             %s: tensor<3xf32> {amp.input = "s"}, %b: tensor<3xf32> {amp.input = "b"},
+                             %m: tensor<3xf32> {amp.input = "m"}, %v: tensor<3xf32> {amp.input = "v"})
+    -> (tensor<1x3x4x4xf32> {amp.output = "y"}) {
+  %r = amp.relu %x : tensor<1x3x4x4xf32>
+  %c = amp.conv %r, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x4x4xf32>, tensor<3x3x3x3xf32>) -> tensor<1x3x4x4xf32>
+  %y, %rm, %rv = amp.batch_norm %c, %s, %b, %m, %v : (tensor<1x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<1x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %y : tensor<1x3x4x4xf32>
+}

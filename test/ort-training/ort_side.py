@@ -141,16 +141,12 @@ def train(d, data, lr, steps, out, save_after=None, ck=None):
     opt.set_learning_rate(lr)
     init = {"init:" + n: np.array(state.parameters[n].data) for n in trainable_names(d)}
     module.train()
-    names = [n for n in z.files]
-    xname = [n for n in names if n != "labels"][0]
+    # The batch input (x or tokens) and the labels, fed in full batches of
+    # the training model's batch size, in order.
+    xname = [n for n in z.files if n != "labels"][0]
     x, y = z[xname], z["labels"]
-    b = module.input_names() and None
-    inputs = module.input_names()
-    bsz = None
     m = onnx.load(os.path.join(d, "training_model.onnx"))
-    for i in m.graph.input:
-        if i.name == xname:
-            bsz = i.type.tensor_type.shape.dim[0].dim_value
+    bsz = next(i.type.tensor_type.shape.dim[0].dim_value for i in m.graph.input if i.name == xname)
     losses = []
     for k in range(steps):
         lo = (k * bsz) % x.shape[0]
@@ -160,7 +156,6 @@ def train(d, data, lr, steps, out, save_after=None, ck=None):
         losses.append(float(loss))
         if save_after is not None and k + 1 == save_after:
             CheckpointState.save_checkpoint(state, ck, include_optimizer_state=True)
-    del inputs, b
     final = {"param:" + n: state.parameters[n].data for n in trainable_names(d)}
     np.savez(out, losses=np.array(losses, np.float64), **init, **final)
 

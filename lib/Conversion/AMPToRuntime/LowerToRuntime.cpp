@@ -839,6 +839,36 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
       if (!llvm::all_of(conv->getOperands(), f32) || !f32(conv.getOutput()) ||
           !llvm::all_of(bn->getOperands(), f32) || !f32(bn.getOutput()))
         continue;
+      // The batch norm's arena slot may have been given to storage whose
+      // last reader is the convolution (its input, say): written at the
+      // convolution, it must not overlap anything the call reads.
+      auto range = [](Value v) -> std::optional<std::pair<int64_t, int64_t>> {
+        while (Operation *d = v.getDefiningOp()) {
+          if (isAliasOp(d)) {
+            v = d->getOperand(0);
+            continue;
+          }
+          auto slots = d->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+          unsigned k = cast<OpResult>(v).getResultNumber();
+          if (!slots || k >= slots.size() || slots[k] < 0)
+            return std::nullopt;
+          auto t = cast<RankedTensorType>(v.getType());
+          int64_t bytes = t.getNumElements() *
+                           (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
+          return std::make_pair(slots[k], slots[k] + bytes);
+        }
+        return std::nullopt; // an argument or a constant: not in the arena
+      };
+      auto out = range(bn.getOutput());
+      bool overlaps = !out;
+      for (Value in : llvm::concat<Value>(conv->getOperands(), bn->getOperands())) {
+        if (in == conv.getOutput())
+          continue;
+        if (auto r = range(in); r && out && r->first < out->second && out->first < r->second)
+          overlaps = true;
+      }
+      if (overlaps)
+        continue;
       convBN[conv] = bn;
       foldedBN.insert(bn);
     }
