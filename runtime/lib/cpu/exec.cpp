@@ -100,6 +100,22 @@ void windowParams(const int64_t *a, int spatial, int64_t *kernel, int64_t *strid
   }
 }
 
+/// A convolution's attributes (spatial, group, has_bias, per dim: stride,
+/// dilation, pad begin, pad end, then `extraAttrs` more) and tensor count
+/// (`tensors` without the bias, one more with it).
+amprt_status convParams(const Decoded &d, size_t tensors, int64_t extraAttrs, const char *op,
+                        amprt_conv_params &p, bool &hasBias) {
+  const int64_t *a = d.attrs;
+  if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 3 + 4 * a[0] + extraAttrs)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt %s", op);
+  hasBias = a[2] != 0;
+  AMPRT_CHECK(need(d, tensors + (hasBias ? 1 : 0), 3 + 4 * a[0] + extraAttrs, op));
+  p.spatial = (int32_t)a[0];
+  p.group = a[1];
+  windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+  return AMPRT_OK;
+}
+
 /// The functional form of an in-place update: the output starts as a copy
 /// of the input (unless they share storage).
 amprt_status copyInto(const amprt_tensor &from, amprt_tensor &to) {
@@ -201,26 +217,15 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(d, 3, 0, "matmul"));
     return amprt_matmul(ctx, &t[0], &t[1], &t[2]);
   case AMPRT_OP_CONV: {
-    // spatial, group, has_bias, per dim: stride, dilation, pad begin, pad end
-    if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 3 + 4 * a[0])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv");
-    bool hasBias = a[2] != 0;
-    AMPRT_CHECK(need(d, hasBias ? 4 : 3, 3 + 4 * a[0], "conv"));
     amprt_conv_params p{};
-    p.spatial = (int32_t)a[0];
-    p.group = a[1];
-    windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    bool hasBias = false;
+    AMPRT_CHECK(convParams(d, 3, 0, "conv", p, hasBias));
     return amprt_conv(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, &t.back());
   }
   case AMPRT_OP_CONV_BN: {
-    if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 4 + 4 * a[0])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_bn");
-    bool hasBias = a[2] != 0;
-    AMPRT_CHECK(need(d, hasBias ? 8 : 7, 4 + 4 * a[0], "conv_bn"));
     amprt_conv_params p{};
-    p.spatial = (int32_t)a[0];
-    p.group = a[1];
-    windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    bool hasBias = false;
+    AMPRT_CHECK(convParams(d, 7, 1, "conv_bn", p, hasBias));
     double eps = attrF(a, 3 + 4 * a[0]);
     const amprt_tensor &w = t[1];
     size_t o = hasBias ? 3 : 2; // scale, shift, mean, var
