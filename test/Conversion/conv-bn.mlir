@@ -3,10 +3,10 @@
 // into the weights); the batch norm itself emits nothing (no opcode 12).
 // RUN: amp-opt %s -split-input-file -amp-plan-memory -amp-lower-to-runtime | FileCheck %s
 
-// Version 1, opcode 39, 7 tensors (x, w, scale, shift, mean, var, y), 7
-// attributes (2 spatial dims, group 1, no bias, 4 per dim, epsilon).
+// Version 1, opcode 39, 7 tensors (x, w, scale, shift, mean, var, y), 13
+// attributes (2 spatial dims, group 1, no bias, 4 per dim, epsilon, flags).
 // CHECK-NOT: dense<[1, 12,
-// CHECK: llvm.mlir.global internal constant @{{.+}}(dense<[1, 39, 7, 12,
+// CHECK: llvm.mlir.global internal constant @{{.+}}(dense<[1, 39, 7, 13,
 // CHECK-NOT: dense<[1, 12,
 // CHECK-LABEL: llvm.func @fused(
 func.func @fused(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor<3x2x3x3xf32> {amp.input = "w"},

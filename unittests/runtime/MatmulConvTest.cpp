@@ -280,3 +280,172 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
             }
       }
 }
+
+// Channel-blocked layout: [N, C/B, H, W, B] from / to plain NCHW values.
+namespace {
+std::vector<double> toBlockedOrder(const std::vector<double> &v, int64_t n, int64_t c,
+                                   int64_t hw, int64_t b) {
+  std::vector<double> out(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        out[((i * (c / b) + ch / b) * hw + p) * b + ch % b] = v[(i * c + ch) * hw + p];
+  return out;
+}
+
+Buf blockedCopy(const Buf &plain, int64_t b) {
+  Buf out = plain;
+  auto v = toBlockedOrder(plain.values(), plain.shape[0], plain.shape[1],
+                          plain.shape[2] * plain.shape[3], b);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.set(i, v[i]);
+  return out;
+}
+
+amprt_conv_params convParamsOf(int64_t stride, int64_t pad, int64_t dil) {
+  amprt_conv_params p{};
+  p.spatial = 2;
+  p.group = 1;
+  for (int i = 0; i < 2; ++i) {
+    p.strides[i] = stride;
+    p.dilations[i] = dil;
+    p.pads_begin[i] = p.pads_end[i] = pad;
+  }
+  return p;
+}
+} // namespace
+
+// amprt_conv_ex: the ReLU inside the call and channel-blocked x / y, every
+// combination, against the double reference (blocked results compared in
+// the blocked order); a NaN input stays NaN through the ReLU, as the
+// element-wise ReLU keeps it.
+TEST(Conv, ReluAndBlockedLayoutsAgainstDirectLoops) {
+  const int64_t B = amprt_channel_block();
+  ASSERT_TRUE(B == 8 || B == 16);
+  const ConvCase cases[] = {{2, 16, 9, 7, 32, 3, 3, 1, 1, 1, 1},
+                            {3, 32, 8, 10, 16, 3, 3, 2, 1, 1, 1},
+                            {1, 16, 11, 9, 16, 3, 2, 1, 2, 2, 1}};
+  for (const ConvCase &cc : cases)
+    for (int run = 0; run < 12; ++run) {
+      // Flags 0..7, then the ReLU cases again with a NaN in x (the call
+      // then cannot use oneDNN's ReLU, which would turn it into 0).
+      int flags = run < 8 ? run : (run - 8) * 2 + 1;
+      bool withNaN = run >= 8;
+      int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
+      int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
+      Buf x = randn(AMPRT_F32, {cc.n, cc.c, cc.h, cc.w});
+      if (withNaN)
+        x.set(cc.h * cc.w + 5, NAN); // image 0, channel 1
+      Buf w = randn(AMPRT_F32, {cc.m, cc.c, cc.kh, cc.kw});
+      Buf b = randn(AMPRT_F32, {cc.m});
+      Buf y(AMPRT_F32, {cc.n, cc.m, oh, ow});
+      amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil);
+      Buf xin = flags & AMPRT_CONV_SRC_BLOCKED ? blockedCopy(x, B) : x;
+      AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, xin.p(), w.p(), b.p(), &p, flags, y.p()));
+      std::vector<double> ref = refConv(x, w, &b, cc, oh, ow);
+      if (flags & AMPRT_CONV_RELU) {
+        int nans = 0;
+        for (double &r : ref) {
+          nans += std::isnan(r);
+          r = std::isnan(r) || r > 0 ? r : 0.0;
+        }
+        ASSERT_EQ(nans > 0, withNaN);
+      }
+      if (flags & AMPRT_CONV_DST_BLOCKED)
+        ref = toBlockedOrder(ref, cc.n, cc.m, oh * ow, B);
+      int64_t kk = cc.c * cc.kh * cc.kw;
+      EXPECT_TRUE(near(y, ref, 8.5, accTol(kk), 1e-4)) << "flags " << flags << " c " << cc.c;
+      if (flags & AMPRT_CONV_RELU) // +0 where the convolution is negative, as max(x, 0)
+        for (int64_t i = 0; i < y.numel(); ++i)
+          if (ref[i] == 0.0 && y.get(i) == 0.0)
+            ASSERT_FALSE(std::signbit(y.get(i))) << "element " << i << " flags " << flags;
+    }
+  // bf16 with the ReLU in the call (plain layouts): rounding commutes with it.
+  Buf x = randn(AMPRT_BF16, {2, 4, 6, 6}), w = randn(AMPRT_BF16, {5, 4, 3, 3});
+  Buf y(AMPRT_BF16, {2, 5, 6, 6});
+  amprt_conv_params p = convParamsOf(1, 1, 1);
+  AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, x.p(), w.p(), nullptr, &p, AMPRT_CONV_RELU, y.p()));
+  std::vector<double> ref = refConv(x, w, nullptr, {2, 4, 6, 6, 5, 3, 3, 1, 1, 1, 1}, 6, 6);
+  for (double &r : ref)
+    r = std::max(r, 0.0);
+  EXPECT_TRUE(near(y, ref, 0.52, accTol(36), 1e-5));
+  // Products that overflow f32 (an inf minus an inf is NaN): the ReLU must
+  // keep the convolution's inf / NaN as the element-wise ReLU does.
+  Buf xo = randn(AMPRT_F32, {1, 16, 4, 4}, 1e20), wo = randn(AMPRT_F32, {16, 16, 3, 3}, 1e20);
+  Buf yo(AMPRT_F32, {1, 16, 4, 4}), yu(AMPRT_F32, {1, 16, 4, 4});
+  AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, xo.p(), wo.p(), nullptr, &p, AMPRT_CONV_RELU, yo.p()));
+  AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, xo.p(), wo.p(), nullptr, &p, 0, yu.p()));
+  AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, yu.p(), yu.p()));
+  int special = 0;
+  for (int64_t i = 0; i < yo.numel(); ++i) {
+    special += !std::isfinite(yu.get(i));
+    ASSERT_TRUE(std::isnan(yu.get(i)) ? std::isnan(yo.get(i)) : yo.get(i) == yu.get(i)) << i;
+  }
+  EXPECT_GT(special, 0);
+  // Refusals: a blocked tensor whose channels are not a multiple of the
+  // block, a blocked bf16 tensor, unknown flags.
+  Buf x6 = randn(AMPRT_F32, {1, 6, 5, 5}), w6 = randn(AMPRT_F32, {16, 6, 3, 3});
+  Buf y6(AMPRT_F32, {1, 16, 5, 5});
+  EXPECT_EQ(amprt_conv_ex(nullptr, x6.p(), w6.p(), nullptr, &p, AMPRT_CONV_SRC_BLOCKED, y6.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("multiple of"), std::string::npos);
+  EXPECT_EQ(amprt_conv_ex(nullptr, x.p(), w.p(), nullptr, &p, AMPRT_CONV_DST_BLOCKED, y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_conv_ex(nullptr, x6.p(), w6.p(), nullptr, &p, 8, y6.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+}
+
+// The blocked max pool against amprt_max_pool on the plain tensor (itself
+// checked against the definition above) for both block sizes: ties (small
+// integers), NaNs, padding, strides, dilation, windows that end past the
+// input; and the blocked global average pool against a double mean.
+TEST(Pool, BlockedMaxPoolAndGlobalAverage) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> small(-3, 3), pct(0, 99);
+  struct Case {
+    int64_t k, s, pad, dil, h, w;
+  } cases[] = {{2, 2, 0, 1, 10, 12}, {2, 2, 0, 1, 9, 7},  {3, 1, 1, 1, 8, 9},
+               {3, 2, 1, 2, 11, 10}, {2, 1, 0, 1, 5, 6}, {3, 3, 2, 1, 7, 7}};
+  for (int64_t B : {8, 16})
+    for (const Case &cs : cases) {
+      int64_t N = 2, C = 2 * B;
+      int64_t OH = (cs.h + 2 * cs.pad - ((cs.k - 1) * cs.dil + 1)) / cs.s + 1;
+      int64_t OW = (cs.w + 2 * cs.pad - ((cs.k - 1) * cs.dil + 1)) / cs.s + 1;
+      Buf x(AMPRT_F32, {N, C, cs.h, cs.w});
+      for (int64_t i = 0; i < x.numel(); ++i)
+        x.set(i, pct(rng) < 3 ? NAN : (double)small(rng));
+      amprt_pool_params p{};
+      p.spatial = 2;
+      for (int i = 0; i < 2; ++i) {
+        p.kernel[i] = cs.k;
+        p.strides[i] = cs.s;
+        p.dilations[i] = cs.dil;
+        p.pads_begin[i] = p.pads_end[i] = cs.pad;
+      }
+      Buf y(AMPRT_F32, {N, C, OH, OW}), yb(AMPRT_F32, {N, C, OH, OW});
+      AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, x.p(), &p, y.p(), nullptr));
+      Buf xb = blockedCopy(x, B);
+      AMPRT_OK_OR_FAIL(amprt_max_pool_blocked(nullptr, xb.p(), &p, (int32_t)B, yb.p()));
+      EXPECT_TRUE(near(yb, toBlockedOrder(y.values(), N, C, OH * OW, B), 0))
+          << "B " << B << " k " << cs.k << " s " << cs.s << " pad " << cs.pad;
+    }
+  for (int64_t B : {8, 16})
+    for (int64_t hw : {1, 7, 64}) {
+      Buf x = randn(AMPRT_F32, {3, 2 * B, hw, 1}, 1.0, 0.5);
+      Buf y(AMPRT_F32, {3, 2 * B, 1, 1}), y2(AMPRT_F32, {3, 2 * B});
+      Buf xb = blockedCopy(x, B);
+      std::vector<double> ref(3 * 2 * B, 0.0);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        ref[i / hw] += x.get(i) / (double)hw;
+      AMPRT_OK_OR_FAIL(amprt_global_average_pool_blocked(nullptr, xb.p(), (int32_t)B, y.p()));
+      AMPRT_OK_OR_FAIL(amprt_global_average_pool_blocked(nullptr, xb.p(), (int32_t)B, y2.p()));
+      EXPECT_TRUE(near(y, ref, 0.5, 0, 1e-12)) << "B " << B << " hw " << hw;
+      EXPECT_TRUE(near(y2, ref, 0.5, 0, 1e-12));
+    }
+  // Refusals: channels not a multiple of the block, another block size, a
+  // wrong output size.
+  Buf x(AMPRT_F32, {1, 12, 4, 4}), y(AMPRT_F32, {1, 12, 1, 1}), x16 = randn(AMPRT_F32, {1, 16, 4, 4});
+  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x.p(), 8, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 4, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 16, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+}

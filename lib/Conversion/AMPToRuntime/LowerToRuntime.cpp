@@ -101,11 +101,31 @@ private:
   /// input before it writes the same element of its output.
   static std::map<unsigned, unsigned> inPlaceResults(func::FuncOp f);
   llvm::DenseMap<Value, Value> placed; // result value -> caller's buffer
-  /// f32 convolutions whose only reader is the next op, an inference-mode
-  /// batch norm: one runtime call with the normalisation folded into the
-  /// weights (conv -> its batch norm; the batch norm is then skipped).
-  llvm::DenseMap<Operation *, Operation *> convBN;
-  llvm::DenseSet<Operation *> foldedBN;
+  /// What a convolution's runtime call does besides the convolution: an f32
+  /// convolution whose only reader is the next op, an inference-mode batch
+  /// norm, folds the normalisation into its weights; a ReLU that is the
+  /// only reader of the result (and the next op) runs inside the call.
+  /// The call writes the last of them; the others are skipped (fusedAway).
+  struct ConvCall {
+    Operation *bn = nullptr, *relu = nullptr;
+  };
+  llvm::DenseMap<Operation *, ConvCall> convCalls;
+  llvm::DenseSet<Operation *> fusedAway;
+  /// f32 [N, C, H, W] values kept channel-blocked (amprt_channel_block()):
+  /// a convolution's result whose readers, and their results' readers, are
+  /// only element-wise ops, max pools, convolutions and global average
+  /// pools; nothing is reordered between them.
+  llvm::DenseSet<Value> blocked;
+  void analyseConvs(func::FuncOp f);
+  /// The value a convolution's call writes.
+  Value convWrites(ConvOp conv) {
+    auto it = convCalls.find(conv);
+    if (it == convCalls.end())
+      return conv.getOutput();
+    if (it->second.relu)
+      return it->second.relu->getResult(0);
+    return cast<BatchNormOp>(it->second.bn).getOutput();
+  }
 
   struct Desc {
     SmallVector<int64_t> words;
@@ -325,7 +345,7 @@ static SmallVector<int64_t> sliceView(RankedTensorType in, ArrayRef<int64_t> sta
 }
 
 LogicalResult Lowerer::lowerOp(Operation *op) {
-  if (foldedBN.contains(op))
+  if (fusedAway.contains(op))
     return success();
   if (isAliasOp(op)) {
     ptrs[op->getResult(0)] = ptrOf(op->getOperand(0));
@@ -506,6 +526,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
               return failure();
             d.attrs = {kind, (int64_t)axes.size()};
             d.attrs.append(axes.begin(), axes.end());
+            if (blocked.contains(x))
+              d.attrs.push_back(1);
             return emit(op, AMPRT_OP_REDUCE, d);
           })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *) -> LogicalResult {
@@ -556,25 +578,35 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(convAttrs(o, o.getType(), d.attrs)) || failed(all(op->getOperands())))
           return failure();
         d.attrs[2] = o.getBias() ? 1 : 0;
-        auto bnIt = convBN.find(op);
-        if (bnIt == convBN.end()) {
-          if (failed(all(op->getResults())))
-            return failure();
-          return emit(op, AMPRT_OP_CONV, d);
+        ConvCall cc = convCalls.lookup(op);
+        Value out = convWrites(o);
+        if (out != o.getOutput()) {
+          // The last fused op's result, in its own arena slot.
+          Operation *last = out.getDefiningOp();
+          auto slots = last->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+          if (!slots || slots.empty() || slots[0] < 0)
+            return last->emitOpError("has no memory plan: run amp-plan-memory first");
+          Value offset =
+              LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
+          ptrs[out] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
+                                          ArrayRef<LLVM::GEPArg>{offset});
         }
-        // The batch norm's result, in its own arena slot.
-        auto bn = cast<BatchNormOp>(bnIt->second);
-        auto slots = bn->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
-        if (!slots || slots.empty() || slots[0] < 0)
-          return bn.emitOpError("has no memory plan: run amp-plan-memory first");
-        Value offset = LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
-        ptrs[bn.getOutput()] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
-                                                   ArrayRef<LLVM::GEPArg>{offset});
-        if (failed(all({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()})) ||
-            failed(tensor(d, bn.getOutput(), op)))
+        auto bn = dyn_cast_or_null<BatchNormOp>(cc.bn);
+        if (bn && failed(all({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()})))
           return failure();
-        d.attrs.push_back(f64Bits(bn.getEpsilon().convertToDouble()));
-        return emit(op, AMPRT_OP_CONV_BN, d);
+        if (failed(tensor(d, out, op)))
+          return failure();
+        int64_t flags = (cc.relu ? AMPRT_CONV_RELU : 0) |
+                        (blocked.contains(o.getX()) ? AMPRT_CONV_SRC_BLOCKED : 0) |
+                        (blocked.contains(out) ? AMPRT_CONV_DST_BLOCKED : 0);
+        if (bn) {
+          d.attrs.push_back(f64Bits(bn.getEpsilon().convertToDouble()));
+          d.attrs.push_back(flags);
+          return emit(op, AMPRT_OP_CONV_BN, d);
+        }
+        if (flags)
+          d.attrs.push_back(flags);
+        return emit(op, AMPRT_OP_CONV, d);
       })
       .Case([&](NLLLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
@@ -696,6 +728,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           d.attrs.push_back(mp.getStorageOrder());
           // Whether anything reads the indices (the forward alone does not).
           d.attrs.push_back(mp.getIndices().use_empty() ? 0 : 1);
+          d.attrs.push_back(blocked.contains(mp.getX()) ? 1 : 0);
         }
         return emit(op,
                     grad                 ? AMPRT_OP_AVERAGE_POOL_GRAD
@@ -821,58 +854,7 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
     ptrs[a] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
   }
   placed.clear();
-  convBN.clear();
-  foldedBN.clear();
-  {
-    Operation *prev = nullptr;
-    for (Operation &op : f.getBody().front()) {
-      if (isa<arith::ConstantOp>(op))
-        continue;
-      auto bn = dyn_cast<BatchNormOp>(op);
-      auto conv = dyn_cast_or_null<ConvOp>(prev);
-      prev = &op;
-      if (!bn || !conv || bn.getTrainingMode() || bn.getX() != conv.getOutput() ||
-          !conv.getOutput().hasOneUse() || !bn.getRunningMean().use_empty() ||
-          !bn.getRunningVar().use_empty() || conv.getAccumulate())
-        continue;
-      auto f32 = [](Value v) { return getElementTypeOrSelf(v.getType()).isF32(); };
-      if (!llvm::all_of(conv->getOperands(), f32) || !f32(conv.getOutput()) ||
-          !llvm::all_of(bn->getOperands(), f32) || !f32(bn.getOutput()))
-        continue;
-      // The batch norm's arena slot may have been given to storage whose
-      // last reader is the convolution (its input, say): written at the
-      // convolution, it must not overlap anything the call reads.
-      auto range = [](Value v) -> std::optional<std::pair<int64_t, int64_t>> {
-        while (Operation *d = v.getDefiningOp()) {
-          if (isAliasOp(d)) {
-            v = d->getOperand(0);
-            continue;
-          }
-          auto slots = d->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
-          unsigned k = cast<OpResult>(v).getResultNumber();
-          if (!slots || k >= slots.size() || slots[k] < 0)
-            return std::nullopt;
-          auto t = cast<RankedTensorType>(v.getType());
-          int64_t bytes = t.getNumElements() *
-                           (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
-          return std::make_pair(slots[k], slots[k] + bytes);
-        }
-        return std::nullopt; // an argument or a constant: not in the arena
-      };
-      auto out = range(bn.getOutput());
-      bool overlaps = !out;
-      for (Value in : llvm::concat<Value>(conv->getOperands(), bn->getOperands())) {
-        if (in == conv.getOutput())
-          continue;
-        if (auto r = range(in); r && out && r->first < out->second && out->first < r->second)
-          overlaps = true;
-      }
-      if (overlaps)
-        continue;
-      convBN[conv] = bn;
-      foldedBN.insert(bn);
-    }
-  }
+  analyseConvs(f);
   std::map<unsigned, unsigned> inPlace = inPlaceResults(f);
   auto fret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   SmallVector<int64_t> inPlaceList;
@@ -917,6 +899,125 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
   f.erase();
   fn.setSymName(name);
   return success();
+}
+
+void Lowerer::analyseConvs(func::FuncOp f) {
+  convCalls.clear();
+  fusedAway.clear();
+  blocked.clear();
+  SmallVector<Operation *> seq;
+  for (Operation &op : f.getBody().front())
+    if (!isa<arith::ConstantOp>(op))
+      seq.push_back(&op);
+  auto f32 = [](Value v) { return getElementTypeOrSelf(v.getType()).isF32(); };
+  // A value's bytes in the arena, if it has its own slot there.
+  auto range = [](Value v) -> std::optional<std::pair<int64_t, int64_t>> {
+    while (Operation *d = v.getDefiningOp()) {
+      if (isAliasOp(d)) {
+        v = d->getOperand(0);
+        continue;
+      }
+      auto slots = d->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+      unsigned k = cast<OpResult>(v).getResultNumber();
+      if (!slots || k >= slots.size() || slots[k] < 0)
+        return std::nullopt;
+      auto t = cast<RankedTensorType>(v.getType());
+      int64_t bytes = t.getNumElements() * (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
+      return std::make_pair(slots[k], slots[k] + bytes);
+    }
+    return std::nullopt; // an argument or a constant: not in the arena
+  };
+  // The fused ops' result is written at the convolution: its slot (which
+  // the plan may have given to storage whose last reader is the
+  // convolution, its input say) must not overlap anything the call reads.
+  auto fits = [&](Value out, ArrayRef<Value> reads) {
+    auto o = range(out);
+    if (!o)
+      return false;
+    for (Value in : reads)
+      if (auto r = range(in); r && r->first < o->second && o->first < r->second)
+        return false;
+    return true;
+  };
+  for (size_t i = 0; i < seq.size(); ++i) {
+    auto conv = dyn_cast<ConvOp>(seq[i]);
+    if (!conv || conv.getAccumulate() || !conv.getOutput().hasOneUse())
+      continue;
+    SmallVector<Value> reads(conv->getOperands());
+    ConvCall cc;
+    size_t j = i + 1;
+    auto bn = j < seq.size() ? dyn_cast<BatchNormOp>(seq[j]) : BatchNormOp();
+    if (bn && !bn.getTrainingMode() && bn.getX() == conv.getOutput() &&
+        bn.getRunningMean().use_empty() && bn.getRunningVar().use_empty() &&
+        llvm::all_of(conv->getOperands(), f32) && f32(conv.getOutput()) &&
+        llvm::all_of(bn->getOperands(), f32) && f32(bn.getOutput()) &&
+        fits(bn.getOutput(), reads)) {
+      cc.bn = bn;
+      reads.append({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()});
+      ++j;
+    }
+    Value tail = cc.bn ? bn.getOutput() : conv.getOutput();
+    if (j < seq.size() && isa<ReluOp>(seq[j]) && seq[j]->getOperand(0) == tail &&
+        tail.hasOneUse() && isa<FloatType>(getElementTypeOrSelf(tail.getType())) &&
+        fits(seq[j]->getResult(0), reads))
+      cc.relu = seq[j];
+    if (!cc.bn && !cc.relu)
+      continue;
+    convCalls[conv] = cc;
+    for (Operation *o : {cc.bn, cc.relu})
+      if (o)
+        fusedAway.insert(o);
+  }
+  // Channel-blocked chains, each from a convolution's result.
+  auto blockable = [&](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.hasStaticShape() && t.getElementType().isF32() && t.getRank() == 4 &&
+           t.getDimSize(1) % 16 == 0 && t.getDimSize(1) > 0 && t.getNumElements() > 0;
+  };
+  auto meanOverHW = [](Operation *u) {
+    if (isa<GlobalAveragePoolOp>(u))
+      return true;
+    if (!isa<ReduceMeanOp>(u))
+      return false;
+    auto axes = u->getAttrOfType<DenseI64ArrayAttr>("axes");
+    if (!axes || axes.size() != 2)
+      return false;
+    SmallVector<int64_t> a{normAxis(axes[0], 4), normAxis(axes[1], 4)};
+    llvm::sort(a);
+    return a[0] == 2 && a[1] == 3;
+  };
+  for (Operation *op : seq) {
+    auto conv = dyn_cast<ConvOp>(op);
+    if (!conv)
+      continue;
+    Value root = convWrites(conv);
+    if (!blockable(root))
+      continue;
+    SmallVector<Value> chain{root};
+    bool ok = true;
+    for (size_t k = 0; k < chain.size() && ok; ++k) {
+      for (OpOperand &use : chain[k].getUses()) {
+        Operation *u = use.getOwner();
+        if (fusedAway.contains(u)) {
+          ok = false;
+        } else if (isa<ReluOp, LeakyReluOp, SigmoidOp, TanhOp, GeluOp>(u)) {
+          ok = u->getResult(0).getType() == chain[k].getType();
+          chain.push_back(u->getResult(0));
+        } else if (auto mp = dyn_cast<MaxPoolOp>(u)) {
+          ok = mp.getIndices().use_empty() && blockable(mp.getOutput());
+          chain.push_back(mp.getOutput());
+        } else if (auto c = dyn_cast<ConvOp>(u)) {
+          ok = use.getOperandNumber() == 0 && f32(c.getW());
+        } else {
+          ok = meanOverHW(u) && f32(u->getResult(0));
+        }
+        if (!ok)
+          break;
+      }
+    }
+    if (ok)
+      blocked.insert(chain.begin(), chain.end());
+  }
 }
 
 struct AMPLowerToRuntimePass

@@ -299,6 +299,36 @@ amprt_status amprt_max_pool(amprt_context *ctx, const amprt_tensor *x,
 amprt_status amprt_average_pool(amprt_context *ctx, const amprt_tensor *x,
                                 const amprt_pool_params *p, amprt_tensor *y);
 
+/*--- Channel-blocked layout --------------------------------------------------*
+ * An f32 [N, C, H, W] tensor may be stored channel-blocked, as oneDNN's
+ * nChw8c / nChw16c: [N, C/B, H, W, B] with B = amprt_channel_block() (16
+ * where the CPU runs oneDNN's AVX-512 kernels, else 8) and C a multiple of
+ * B. The tensor's shape stays the logical [N, C, H, W]; only these entry
+ * points read or write the blocked bytes. The compiler keeps a chain of
+ * convolution -> element-wise / max pool -> convolution or global average
+ * pool in this layout, so that no reorder runs between them. Element-wise
+ * kernels do not care about the layout. */
+int32_t amprt_channel_block(void);
+
+enum {
+  AMPRT_CONV_RELU = 1,        /* y = max(conv(x, w) + bias, 0), in one pass */
+  AMPRT_CONV_SRC_BLOCKED = 2, /* x is channel-blocked */
+  AMPRT_CONV_DST_BLOCKED = 4  /* y is written channel-blocked */
+};
+/* amprt_conv with AMPRT_CONV_* flags (blocked layouts: f32, 2 spatial dims). */
+amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
+                           const amprt_tensor *w, const amprt_tensor *bias,
+                           const amprt_conv_params *p, int32_t flags, amprt_tensor *y);
+/* Max pooling (no indices) of a channel-blocked x into a channel-blocked y,
+ * with block size `block`; the same comparisons as amprt_max_pool. */
+amprt_status amprt_max_pool_blocked(amprt_context *ctx, const amprt_tensor *x,
+                                    const amprt_pool_params *p, int32_t block,
+                                    amprt_tensor *y);
+/* The mean over H and W of a channel-blocked x [N, C, H, W] into a plain y
+ * with N * C elements ([N, C, 1, 1] or [N, C]). */
+amprt_status amprt_global_average_pool_blocked(amprt_context *ctx, const amprt_tensor *x,
+                                               int32_t block, amprt_tensor *y);
+
 /*--- Losses ------------------------------------------------------------------*
  * scores [N, C, D...] (f32 / f16 / bf16; computed in f32), labels [N, D...]
  * i32 / i64, weights [C] or NULL, ignore_index used when has_ignore_index.

@@ -420,17 +420,76 @@ dnnl::memory::format_tag plainTag(size_t rank) {
 
 } // namespace
 
-extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
+extern "C" int32_t amprt_channel_block(void) {
+  static const int32_t block = [] {
+    int isa = (int)dnnl_get_effective_cpu_isa();
+    return (isa & (int)dnnl_cpu_isa_avx512_core) == (int)dnnl_cpu_isa_avx512_core ? 16 : 8;
+  }();
+  return block;
+}
+
+extern "C" amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x,
                                    const amprt_tensor *w, const amprt_tensor *bias,
                                    const amprt_conv_params *p, amprt_tensor *y) {
+  return amprt_conv_ex(ctx, x, w, bias, p, 0, y);
+}
+
+namespace {
+
+/// The largest of the bits without the sign: for floats, |v| orders as
+/// these bits, and inf / NaN have all exponent bits set (an integer max,
+/// which vectorises).
+template <typename U> AMPRT_CLONES U maxAbsBits(const U *p, int64_t n, U signMask) {
+  U m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U a = p[i] & (U)~signMask;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+/// The largest |v| of a float tensor, +inf if any element is not finite.
+double maxAbsOrInf(const amprt_tensor *t) {
+  int64_t n = amprt_tensor_numel(t);
+  if (t->dtype == AMPRT_F32) {
+    uint32_t m = maxAbsBits<uint32_t>(static_cast<const uint32_t *>(t->data), n, 0x80000000u);
+    if (m >= 0x7f800000u)
+      return INFINITY;
+    float f;
+    std::memcpy(&f, &m, 4);
+    return f;
+  }
+  uint16_t m = maxAbsBits<uint16_t>(static_cast<const uint16_t *>(t->data), n, 0x8000);
+  uint16_t expMask = t->dtype == AMPRT_F16 ? 0x7c00 : 0x7f80;
+  if ((m & expMask) == expMask)
+    return INFINITY;
+  return t->dtype == AMPRT_F16 ? amprt_f16_to_f32(m) : amprt_bf16_to_f32(m);
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
+                                      const amprt_tensor *w, const amprt_tensor *bias,
+                                      const amprt_conv_params *p, int32_t flags,
+                                      amprt_tensor *y) {
   const char *k = "amprt_conv";
   AMPRT_CHECK(checkFloatContig(x, "amprt_conv: x"));
   AMPRT_CHECK(checkFloatContig(w, "amprt_conv: w"));
   AMPRT_CHECK(checkFloatContig(y, "amprt_conv: y"));
   if (x->dtype != w->dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: x and w must share a type", k);
+  if (flags & ~(AMPRT_CONV_RELU | AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: unknown flags %d", k, (int)flags);
   ConvDims cd;
   AMPRT_CHECK(convDims(x, w, y, p, k, cd));
+  const int32_t block = amprt_channel_block();
+  for (auto [t, bit, what] : {std::tuple{x, AMPRT_CONV_SRC_BLOCKED, "x"},
+                              std::tuple{(const amprt_tensor *)y, AMPRT_CONV_DST_BLOCKED, "y"}})
+    if ((flags & bit) && (t->dtype != AMPRT_F32 || t->rank != 4 || t->shape[1] % block))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s: a channel-blocked %s must be f32 [N, C, H, W] with C a multiple "
+                  "of %d, got %s",
+                  k, what, (int)block, shapeString(t).c_str());
   std::vector<float> bf;
   if (bias) {
     AMPRT_CHECK(checkFloatContig(bias, "amprt_conv: bias"));
@@ -439,6 +498,20 @@ extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
                   (long long)cd.bias[0]);
     bf.resize(cd.bias[0]);
     amprt_convert(bias->data, bias->dtype, bf.data(), AMPRT_F32, bf.size());
+  }
+  if ((flags & AMPRT_CONV_RELU) && amprt_tensor_numel(y)) {
+    // oneDNN's ReLU post-op turns NaN into 0 where ours keeps it (a NaN must
+    // reach the loss and the inf check). It runs in the call only where no
+    // NaN can arise: finite inputs whose largest products cannot overflow a
+    // partial sum; otherwise the convolution, then our ReLU in place.
+    int64_t k = amprt_tensor_numel(w) / std::max<int64_t>(1, w->shape[0]);
+    double mb = 0.0;
+    for (float v : bf) // a NaN bias makes mb NaN (and the test below false)
+      mb = !((double)std::fabs(v) <= mb) ? (double)std::fabs(v) : mb;
+    if (!(maxAbsOrInf(x) * maxAbsOrInf(w) * (double)k * 1.01 + mb * 1.01 < 3.0e38)) {
+      AMPRT_CHECK(amprt_conv_ex(ctx, x, w, bias, p, flags & ~AMPRT_CONV_RELU, y));
+      return amprt_unary(ctx, AMPRT_UNARY_RELU, 0.0f, y, y);
+    }
   }
   int64_t count = amprt_tensor_numel(y);
   thread_local std::vector<float> scratch;
@@ -459,6 +532,7 @@ extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
       }
       key.push_back((int64_t)ox.dt);
       key.push_back(bias ? 1 : 0);
+      key.push_back(flags);
       // oneDNN picks its layouts (format_tag::any: blocked nChw16c and the
       // like, several times faster than plain NCHW); our plain tensors are
       // reordered in and out around the primitive. Primitives, reorders and
@@ -470,9 +544,16 @@ extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
       };
       static std::mutex mu;
       static std::map<std::vector<int64_t>, Conv> cache;
-      dnnl::memory::desc xd(cd.src, ox.dt, plainTag(cd.src.size()));
+      // Our side of the reorders: plain, or channel-blocked where the
+      // compiler keeps the tensor so (then oneDNN's own choice, in which
+      // case nothing is reordered).
+      auto blockedTag = block == 16 ? dnnl::memory::format_tag::nChw16c
+                                    : dnnl::memory::format_tag::nChw8c;
+      dnnl::memory::desc xd(cd.src, ox.dt,
+                            flags & AMPRT_CONV_SRC_BLOCKED ? blockedTag : plainTag(cd.src.size()));
       dnnl::memory::desc wd(cd.wei, ow.dt, plainTag(cd.wei.size()));
-      dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
+      dnnl::memory::desc yd(cd.dst, dt::f32,
+                            flags & AMPRT_CONV_DST_BLOCKED ? blockedTag : plainTag(cd.dst.size()));
       dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
       Conv conv;
       {
@@ -490,7 +571,15 @@ extern "C" amprt_status amprt_conv(amprt_context *, const amprt_tensor *x,
                               dnnl::prop_kind::forward_training,
                               dnnl::algorithm::convolution_direct, xa, wa, ya,
                               cd.strides, cd.dil, cd.padL, cd.padR);
-          dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+          dnnl::primitive_attr pa;
+          if (flags & AMPRT_CONV_RELU) {
+            dnnl::post_ops po;
+            // max(x, 0): turns a NaN into 0 (vmaxps); only used where no NaN
+            // can arise (see amprt_conv_ex).
+            po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+            pa.set_post_ops(po);
+          }
+          dnnl::convolution_forward::primitive_desc pd(d, pa, cpuEngine());
           Conv c{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
                  pd.dst_desc(), std::nullopt, std::nullopt, std::nullopt};
           if (c.src != xd)

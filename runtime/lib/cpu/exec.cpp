@@ -180,6 +180,13 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     if (d.nattrs < 2 || d.nattrs < 2 + a[1] || a[1] > AMPRT_MAX_RANK)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt reduce");
     AMPRT_CHECK(need(d, 2, 2 + a[1], "reduce"));
+    // Then, optionally, whether x is channel-blocked (a mean over H, W).
+    if (d.nattrs > 2 + a[1] && a[2 + a[1]] != 0) {
+      if (a[0] != AMPRT_REDUCE_MEAN || a[1] != 2 || a[2] != 2 || a[3] != 3)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_exec: a channel-blocked reduction must be a mean over axes 2, 3");
+      return amprt_global_average_pool_blocked(ctx, &t[0], amprt_channel_block(), &t[1]);
+    }
     int32_t axes[AMPRT_MAX_RANK];
     for (int64_t i = 0; i < a[1]; ++i)
       axes[i] = (int32_t)a[2 + i];
@@ -220,7 +227,10 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     amprt_conv_params p{};
     bool hasBias = false;
     AMPRT_CHECK(convParams(d, 3, 0, "conv", p, hasBias));
-    return amprt_conv(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, &t.back());
+    // Optional flags (AMPRT_CONV_*) after the attributes.
+    int64_t at = 3 + 4 * a[0];
+    int32_t flags = d.nattrs > at ? (int32_t)a[at] : 0;
+    return amprt_conv_ex(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, flags, &t.back());
   }
   case AMPRT_OP_CONV_BN: {
     amprt_conv_params p{};
@@ -256,7 +266,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     amprt_tensor wt = amprt_tensor_make(wf.data(), AMPRT_F32, w.rank, w.shape);
     int64_t bs[1] = {oc};
     amprt_tensor bt = amprt_tensor_make(bf.data(), AMPRT_F32, 1, bs);
-    return amprt_conv(ctx, &t[0], &wt, &bt, &p, &t.back());
+    int64_t fl = 4 + 4 * a[0]; // optional flags after epsilon
+    int32_t flags = d.nattrs > fl ? (int32_t)a[fl] : 0;
+    return amprt_conv_ex(ctx, &t[0], &wt, &bt, &p, flags, &t.back());
   }
   case AMPRT_OP_MAX_POOL_GRAD:
     AMPRT_CHECK(need(d, 4, 0, "max_pool_grad"));
@@ -446,6 +458,13 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
       p.storage_order = (int32_t)a[2 + 5 * a[0]];
       // The indices are skipped when the compiler says nothing reads them.
       bool wantIndices = d.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
+      // Then whether x and y are channel-blocked (no indices then).
+      if (d.nattrs > 4 + 5 * a[0] && a[4 + 5 * a[0]] != 0) {
+        if (wantIndices)
+          return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                      "amprt_exec: a channel-blocked max pool has no indices");
+        return amprt_max_pool_blocked(ctx, &t[0], &p, amprt_channel_block(), &t[1]);
+      }
       return amprt_max_pool(ctx, &t[0], &p, &t[1], wantIndices ? &t[2] : nullptr);
     }
     AMPRT_CHECK(need(d, 2, 2 + 5 * a[0], "average_pool"));
