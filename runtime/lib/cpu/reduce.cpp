@@ -253,8 +253,8 @@ namespace {
 /// One f32 row of the softmax fast path: the first maximum, whether the row
 /// is NaN (a NaN, +inf, or all -inf, as the general path gives it), and d =
 /// x - max (exact in double) split into hi = (float)d and lo = d - hi.
-AMPRT_CLONES void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at,
-                              bool &bad) {
+inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at,
+                        char &bad) {
   float m = -std::numeric_limits<float>::infinity();
   bool nan = false;
   at = 0;
@@ -276,8 +276,8 @@ AMPRT_CLONES void softmaxPrep(const float *xr, int64_t len, float *h, float *l, 
 /// The rest of the row from e = expf(hi): exp(d) = e (1 + lo); the largest
 /// term (index k, exp(0) = 1) apart from the others so that log(1 + rest)
 /// keeps its precision when the rest is tiny; the sum in double.
-AMPRT_CLONES void softmaxFinish(float *yr, float *er, const float *h, const float *l,
-                                int64_t len, int64_t k, int log) {
+inline void softmaxFinish(float *yr, float *er, const float *h, const float *l,
+                          int64_t len, int64_t k, int log) {
   for (int64_t i = 0; i < len; ++i)
     er[i] = er[i] + er[i] * l[i];
   double rest = sumF32(er, k) + sumF32(er + k + 1, len - k - 1);
@@ -289,6 +289,26 @@ AMPRT_CLONES void softmaxFinish(float *yr, float *er, const float *h, const floa
     double inv = 1.0 / (1.0 + rest);
     for (int64_t i = 0; i < len; ++i)
       yr[i] = (float)((double)er[i] * inv);
+  }
+}
+/// nr rows (the loops over rows inside the instruction-set variants: short
+/// rows, as attention's, would otherwise pay a dispatch per row).
+AMPRT_CLONES void softmaxPrepRows(const float *xp, int64_t nr, int64_t len, float *hi,
+                                  float *lo, int64_t *argmax, char *bad) {
+  for (int64_t r = 0; r < nr; ++r)
+    softmaxPrep(xp + r * len, len, hi + r * len, lo + r * len, argmax[r], bad[r]);
+}
+
+AMPRT_CLONES void softmaxFinishRows(float *yp, float *e, const float *hi, const float *lo,
+                                    int64_t nr, int64_t len, const int64_t *argmax,
+                                    const char *bad, int log) {
+  for (int64_t r = 0; r < nr; ++r) {
+    float *yr = yp + r * len;
+    if (bad[r]) {
+      std::fill(yr, yr + len, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    softmaxFinish(yr, e + r * len, hi + r * len, lo + r * len, len, argmax[r], log);
   }
 }
 } // namespace
@@ -321,24 +341,17 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
     float *hi = hiBuf.data(), *lo = loBuf.data(), *e = eBuf.data();
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
-    std::vector<char> bad(per);
-    std::vector<int64_t> argmax(per);
+    thread_local std::vector<char> bad;
+    thread_local std::vector<int64_t> argmax;
+    if ((int64_t)bad.size() < per) {
+      bad.resize(per);
+      argmax.resize(per);
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
       int64_t nr = std::min(per, rows - r0);
-      for (int64_t r = 0; r < nr; ++r) {
-        bool b = false;
-        softmaxPrep(xp + (r0 + r) * len, len, hi + r * len, lo + r * len, argmax[r], b);
-        bad[r] = b;
-      }
+      softmaxPrepRows(xp + r0 * len, nr, len, hi, lo, argmax.data(), bad.data());
       expF32(hi, e, nr * len);
-      for (int64_t r = 0; r < nr; ++r) {
-        float *yr = yp + (r0 + r) * len;
-        if (bad[r]) {
-          std::fill(yr, yr + len, std::numeric_limits<float>::quiet_NaN());
-          continue;
-        }
-        softmaxFinish(yr, e + r * len, hi + r * len, lo + r * len, len, argmax[r], log);
-      }
+      softmaxFinishRows(yp + r0 * len, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
     }
     return AMPRT_OK;
   }
