@@ -488,7 +488,7 @@ int main(int argc, char **argv) {
       die("runtime library '" + lib + "' not found (--runtime-dir)");
   std::string errFile = outputFile + ".link.log";
   temporaries.push_back(errFile);
-  llvm::StringRef args[] = {*cxx, obj, runner, rt, "-ldnnl", "-lz", "-lmvec", "-lm", "-lpthread", "-o", prog};
+  llvm::StringRef args[] = {*cxx, obj, runner, rt, "-ldnnl", "-lz", "-fopenmp", "-lmvec", "-lm", "-lpthread", "-o", prog};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(errFile),
                                                 llvm::StringRef(errFile)};
   if (llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects) != 0) {

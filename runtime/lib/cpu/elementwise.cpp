@@ -398,10 +398,33 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
   AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
   if ((unsigned)op > AMPRT_UNARY_LEAKY_RELU)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary: unknown op %d", op);
-  if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && sameDense(x, y) &&
-      unaryFastF32(op, alpha, static_cast<const float *>(x->data), static_cast<float *>(y->data),
-                   amprt_tensor_numel(y)))
-    return AMPRT_OK;
+  if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && sameDense(x, y)) {
+    const float *xp = static_cast<const float *>(x->data);
+    float *yp = static_cast<float *>(y->data);
+    int64_t n = amprt_tensor_numel(y);
+    switch (op) {
+    case AMPRT_UNARY_IDENTITY: // a memmove: one piece
+      unaryFastF32(op, alpha, xp, yp, n);
+      return AMPRT_OK;
+    case AMPRT_UNARY_RELU:
+    case AMPRT_UNARY_LEAKY_RELU:
+    case AMPRT_UNARY_EXP:
+    case AMPRT_UNARY_TANH:
+    case AMPRT_UNARY_SIGMOID:
+    case AMPRT_UNARY_GELU:
+    case AMPRT_UNARY_GELU_TANH:
+    case AMPRT_UNARY_ERF: {
+      // Threads for the transcendental ones from a few thousand elements,
+      // for the memory-bound ReLUs only for large tensors.
+      bool cheap = op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU;
+      parallelFor(n, cheap ? (int64_t)1 << 17 : 4096, 64, [&](int64_t b, int64_t e) {
+        unaryFastF32(op, alpha, xp + b, yp + b, e - b);
+      });
+      return AMPRT_OK;
+    }
+    default: break;
+    }
+  }
   if (isFloat(y->dtype)) {
     if (!isFloat(x->dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,

@@ -304,6 +304,12 @@ __attribute__((target("avx2"))) void maxPoolBlocked8(const Window &w, const floa
 #endif
 
 #if defined(__x86_64__)
+/// Eight floats widened to double (the masked form: GCC warns about the
+/// unmasked one's undefined source).
+__attribute__((target("avx512f"))) inline __m512d wide(const float *q) {
+  return _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(q));
+}
+
 /// Per plane of 16 channels: the mean over hw positions, each lane summed
 /// in double (two chains for the even and odd positions).
 __attribute__((target("avx512f"))) void gapBlocked16(const float *x, float *y,
@@ -313,25 +319,21 @@ __attribute__((target("avx512f"))) void gapBlocked16(const float *x, float *y,
     __m512d a0 = _mm512_setzero_pd(), a1 = a0, b0 = a0, b1 = a0;
     int64_t i = 0;
     for (; i + 2 <= hw; i += 2) {
-      __m512 u = _mm512_loadu_ps(src + i * 16), v = _mm512_loadu_ps(src + i * 16 + 16);
-      a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(u)));
-      a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                 _mm512_castps_pd(u), 1))));
-      b0 = _mm512_add_pd(b0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-      b1 = _mm512_add_pd(b1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                 _mm512_castps_pd(v), 1))));
+      const float *q = src + i * 16;
+      a0 = _mm512_add_pd(a0, wide(q));
+      a1 = _mm512_add_pd(a1, wide(q + 8));
+      b0 = _mm512_add_pd(b0, wide(q + 16));
+      b1 = _mm512_add_pd(b1, wide(q + 24));
     }
     if (i < hw) {
-      __m512 u = _mm512_loadu_ps(src + i * 16);
-      a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(u)));
-      a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                 _mm512_castps_pd(u), 1))));
+      a0 = _mm512_add_pd(a0, wide(src + i * 16));
+      a1 = _mm512_add_pd(a1, wide(src + i * 16 + 8));
     }
-    __m512d inv = _mm512_set1_pd((double)hw);
-    __m256 lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_add_pd(a0, b0), inv));
-    __m256 hi = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_add_pd(a1, b1), inv));
-    _mm256_storeu_ps(y + pl * 16, lo);
-    _mm256_storeu_ps(y + pl * 16 + 8, hi);
+    alignas(64) double sum[16];
+    _mm512_store_pd(sum, _mm512_add_pd(a0, b0));
+    _mm512_store_pd(sum + 8, _mm512_add_pd(a1, b1));
+    for (int l = 0; l < 16; ++l)
+      y[pl * 16 + l] = (float)(sum[l] / (double)hw);
   }
 }
 #endif
@@ -377,17 +379,26 @@ extern "C" amprt_status amprt_max_pool_blocked(amprt_context *, const amprt_tens
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: 2 spatial dims only", k);
   const float *xp = static_cast<const float *>(x->data);
   float *yp = static_cast<float *>(y->data);
+  // Images on the threads.
+  int64_t inImage = w.c * w.in[0] * w.in[1], outImage = w.c * w.out[0] * w.out[1];
+  parallelFor(w.n, std::max<int64_t>(1, 16384 / std::max<int64_t>(inImage, 1)), 1,
+              [&](int64_t n0, int64_t n1) {
+                Window part = w;
+                part.n = n1 - n0;
+                const float *xs = xp + n0 * inImage;
+                float *ys = yp + n0 * outImage;
 #if defined(__x86_64__)
-  if (block == 16 && __builtin_cpu_supports("avx512f"))
-    maxPoolBlocked16(w, xp, yp);
-  else if (block == 8 && __builtin_cpu_supports("avx2"))
-    maxPoolBlocked8(w, xp, yp);
-  else
+                if (block == 16 && __builtin_cpu_supports("avx512f"))
+                  maxPoolBlocked16(part, xs, ys);
+                else if (block == 8 && __builtin_cpu_supports("avx2"))
+                  maxPoolBlocked8(part, xs, ys);
+                else
 #endif
-  if (block == 16)
-    maxPoolBlockedScalar<16>(w, xp, yp);
-  else
-    maxPoolBlockedScalar<8>(w, xp, yp);
+                if (block == 16)
+                  maxPoolBlockedScalar<16>(part, xs, ys);
+                else
+                  maxPoolBlockedScalar<8>(part, xs, ys);
+              });
   return AMPRT_OK;
 }
 
@@ -410,7 +421,9 @@ extern "C" amprt_status amprt_global_average_pool_blocked(amprt_context *,
   int64_t planes = n * (c / block);
 #if defined(__x86_64__)
   if (block == 16 && __builtin_cpu_supports("avx512f")) {
-    gapBlocked16(xp, yp, planes, hw);
+    parallelFor(planes, std::max<int64_t>(1, 16384 / (hw * 16)), 1, [&](int64_t p0, int64_t p1) {
+      gapBlocked16(xp + p0 * hw * 16, yp + p0 * 16, p1 - p0, hw);
+    });
     return AMPRT_OK;
   }
 #endif

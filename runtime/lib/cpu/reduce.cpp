@@ -331,28 +331,33 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
     int64_t rows = amprt_tensor_numel(x) / len;
     // Rows in blocks of about 4096 elements: one exp call per block.
     int64_t per = std::max<int64_t>(1, 4096 / len);
-    thread_local std::vector<float> hiBuf, loBuf, eBuf;
-    size_t need = (size_t)(per * len);
-    if (hiBuf.size() < need) {
-      hiBuf.resize(need);
-      loBuf.resize(need);
-      eBuf.resize(need);
-    }
-    float *hi = hiBuf.data(), *lo = loBuf.data(), *e = eBuf.data();
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
-    thread_local std::vector<char> bad;
-    thread_local std::vector<int64_t> argmax;
-    if ((int64_t)bad.size() < per) {
-      bad.resize(per);
-      argmax.resize(per);
-    }
-    for (int64_t r0 = 0; r0 < rows; r0 += per) {
-      int64_t nr = std::min(per, rows - r0);
-      softmaxPrepRows(xp + r0 * len, nr, len, hi, lo, argmax.data(), bad.data());
-      expF32(hi, e, nr * len);
-      softmaxFinishRows(yp + r0 * len, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
-    }
+    int64_t blocks = (rows + per - 1) / per;
+    // Blocks on the threads (each block's rows as in one thread: the same
+    // exp calls, the same results).
+    parallelFor(blocks, 1, 1, [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<float> hiBuf, loBuf, eBuf;
+      thread_local std::vector<char> bad;
+      thread_local std::vector<int64_t> argmax;
+      size_t need = (size_t)(per * len);
+      if (hiBuf.size() < need) {
+        hiBuf.resize(need);
+        loBuf.resize(need);
+        eBuf.resize(need);
+      }
+      if ((int64_t)bad.size() < per) {
+        bad.resize(per);
+        argmax.resize(per);
+      }
+      float *hi = hiBuf.data(), *lo = loBuf.data(), *e = eBuf.data();
+      for (int64_t r0 = b0 * per; r0 < std::min(rows, b1 * per); r0 += per) {
+        int64_t nr = std::min(per, rows - r0);
+        softmaxPrepRows(xp + r0 * len, nr, len, hi, lo, argmax.data(), bad.data());
+        expF32(hi, e, nr * len);
+        softmaxFinishRows(yp + r0 * len, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
+      }
+    });
     return AMPRT_OK;
   }
   std::vector<float> row(len);
@@ -500,6 +505,25 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
   const float *xf = x->dtype == AMPRT_F32 && amprt_tensor_is_contiguous(x)
                         ? static_cast<const float *>(x->data)
                         : nullptr;
+  if (xf && y->dtype == AMPRT_F32) {
+    // f32 rows in place: independent, on the threads for larger tensors.
+    float *yf = static_cast<float *>(y->data);
+    float *mf = mean ? static_cast<float *>(mean->data) : nullptr;
+    float *sf = inv_std_dev ? static_cast<float *>(inv_std_dev->data) : nullptr;
+    parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), 1,
+                [&](int64_t r0, int64_t r1) {
+                  for (int64_t r = r0; r < r1; ++r) {
+                    double mu, rstd;
+                    layerNormRow(xf + r * cols, yf + r * cols, cols, epsilon, sc.data(),
+                                 bi.data(), mu, rstd);
+                    if (mf)
+                      mf[r] = (float)mu;
+                    if (sf)
+                      sf[r] = (float)rstd;
+                  }
+                });
+    return AMPRT_OK;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     // The row in f32 (x's values exactly); statistics in double.
     const float *v = xf ? xf + r * cols : row.data();

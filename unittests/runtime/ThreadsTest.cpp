@@ -1,0 +1,75 @@
+//===- ThreadsTest.cpp - kernels on the OpenMP threads ---------------------===//
+//
+// The kernels that split their work across threads (element-wise
+// transcendental ops, softmax rows, layer-norm rows, blocked pooling) give
+// bit-identical results with one thread and with several: each element is
+// computed by the same code whatever the split. Sizes are chosen to reach the
+// threaded path and to leave vector tails.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include <omp.h>
+
+using namespace amprt_test;
+
+namespace {
+
+/// Runs f with 1 thread and with 3 threads (more than pieces of some
+/// kernels: uneven splits) and requires identical bytes.
+void sameWithThreads(const char *what, const std::function<void(Buf &)> &f, Buf out) {
+  Buf one = out, many = out;
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  f(one);
+  omp_set_num_threads(3);
+  f(many);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one.bytes, many.bytes) << what << " (seed " << testSeed() << ")";
+  bool anyNonZero = false;
+  for (int64_t i = 0; i < one.numel(); ++i)
+    anyNonZero |= one.get(i) != 0.0;
+  EXPECT_TRUE(anyNonZero) << what;
+}
+
+} // namespace
+
+TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
+  Buf x = randn(AMPRT_F32, {50021});
+  for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_EXP, AMPRT_UNARY_ERF,
+                            AMPRT_UNARY_TANH, AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU_TANH})
+    sameWithThreads("unary", [&](Buf &y) {
+      AMPRT_OK_OR_FAIL(amprt_unary(nullptr, op, 0.0f, x.p(), y.p()));
+    }, Buf(AMPRT_F32, {50021}));
+  Buf big = randn(AMPRT_F32, {300001});
+  sameWithThreads("relu", [&](Buf &y) {
+    AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, big.p(), y.p()));
+  }, Buf(AMPRT_F32, {300001}));
+  Buf s = randn(AMPRT_F32, {1031, 17}, 3.0);
+  for (int log : {0, 1})
+    sameWithThreads("softmax", [&](Buf &y) {
+      AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, s.p(), 1, log, y.p()));
+    }, Buf(AMPRT_F32, {1031, 17}));
+  Buf ln = randn(AMPRT_F32, {515, 64}, 2.0, 1.0), sc = randn(AMPRT_F32, {64}),
+      bi = randn(AMPRT_F32, {64});
+  sameWithThreads("layer_norm", [&](Buf &y) {
+    Buf mean(AMPRT_F32, {515, 1}), inv(AMPRT_F32, {515, 1});
+    AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(),
+                                      mean.p(), inv.p()));
+  }, Buf(AMPRT_F32, {515, 64}));
+  int32_t b = amprt_channel_block();
+  Buf px = randn(AMPRT_F32, {7, 2 * b, 12, 10});
+  amprt_pool_params p{};
+  p.spatial = 2;
+  p.kernel[0] = p.kernel[1] = 3;
+  p.strides[0] = p.strides[1] = 2;
+  p.dilations[0] = p.dilations[1] = 1;
+  p.pads_begin[0] = p.pads_begin[1] = p.pads_end[0] = p.pads_end[1] = 1;
+  sameWithThreads("max_pool_blocked", [&](Buf &y) {
+    AMPRT_OK_OR_FAIL(amprt_max_pool_blocked(nullptr, px.p(), &p, b, y.p()));
+  }, Buf(AMPRT_F32, {7, 2 * b, 6, 5}));
+  sameWithThreads("global_average_pool_blocked", [&](Buf &y) {
+    AMPRT_OK_OR_FAIL(amprt_global_average_pool_blocked(nullptr, px.p(), b, y.p()));
+  }, Buf(AMPRT_F32, {7, 2 * b, 1, 1}));
+}
