@@ -329,8 +329,9 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
   if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && axis == x->rank - 1 &&
       amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y) && len > 0) {
     int64_t rows = amprt_tensor_numel(x) / len;
-    // Rows in blocks of about 4096 elements: one exp call per block.
-    int64_t per = std::max<int64_t>(1, 4096 / len);
+    // Rows in blocks of about 1024 elements: one exp call per block (the
+    // blocks do not depend on the thread count, nor do the results).
+    int64_t per = std::max<int64_t>(1, 1024 / len);
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
     int64_t blocks = (rows + per - 1) / per;
