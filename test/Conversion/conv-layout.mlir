@@ -1,4 +1,4 @@
-// Convolution calls that do more than the convolution, and channel-blocked
+// Convolution and matrix-product calls that do more than the product, and channel-blocked
 // layouts. Descriptor: [version 1, opcode, tensors, attributes, tensors...,
 // attributes...]; a convolution's last attribute is its flags (1: ReLU in
 // the call, 2: x channel-blocked, 4: y channel-blocked), a max pool's and a
@@ -131,4 +131,33 @@ func.func @input_slot_reused(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: ten
   %c = amp.conv %a, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x4x4xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x4x4xf32>
   %r = amp.relu %c : tensor<1x16x4x4xf32>
   return %r : tensor<1x16x4x4xf32>
+}
+
+// -----
+
+// A matrix product read only by the next op, a ReLU: one call (opcode 13
+// with the ReLU flag after its five attributes), no opcode 1.
+// CHECK-NOT: dense<[1, 1,
+// CHECK: dense<[1, 13, 4, 6, {{.*}}, 0, 1, 1, 1]>
+// CHECK-NOT: dense<[1, 1,
+// CHECK-LABEL: llvm.func @gemm_relu(
+func.func @gemm_relu(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x8xf32> {amp.input = "w"},
+                     %b: tensor<16xf32> {amp.input = "b"}) -> (tensor<4x16xf32> {amp.output = "y"}) {
+  %g = amp.gemm %x, %w, %b {trans_b = true} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %r = amp.relu %g : tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+
+// -----
+
+// The product is also returned: two calls.
+// CHECK: dense<[1, 1, 2, 2,
+// CHECK: dense<[1, 13, 4, 5,
+// CHECK-LABEL: llvm.func @gemm_read_twice(
+func.func @gemm_read_twice(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x8xf32> {amp.input = "w"},
+                           %b: tensor<16xf32> {amp.input = "b"})
+    -> (tensor<4x16xf32> {amp.output = "y"}, tensor<4x16xf32> {amp.output = "g"}) {
+  %g = amp.gemm %x, %w, %b {trans_b = true} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %r = amp.relu %g : tensor<4x16xf32>
+  return %r, %g : tensor<4x16xf32>, tensor<4x16xf32>
 }

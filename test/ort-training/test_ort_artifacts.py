@@ -201,7 +201,16 @@ try:
     # overflow, so no step is skipped and both runs make the same updates
     # (a skipped step would rightly part them). Measured over ten seeds, the
     # worst step: fp16 7e-4, bf16 5.5e-3 (AdamW's division by sqrt(v)
-    # amplifies the rounding of small gradients); tolerances 5e-3 / 3e-2.
+    # amplifies the rounding of small gradients); tolerances 5e-3 / 3e-2 for
+    # the first three steps. Later steps drift further: AdamW moves every
+    # weight by about lr whatever its gradient's size, so a gradient that
+    # rounds (or, scaled in fp16, underflows) to zero changes the trajectory
+    # (seed 2719680767: the MLP's fp16 run parts from fp32 by 2.3e-2 at step
+    # 15, then returns to 4e-3; its bf16 run by 2.4e-3); every step must stay
+    # within 5e-2. A broken cast or backward moves the loss by more within a
+    # step or two; the exact GradScaler sequence is checked against PyTorch in
+    # amp-training-vs-torch.
+    DRIFT = 5e-2
     for p, tol in (("fp16", 5e-3), ("bf16", 3e-2)):
         for kind, classes, lr in CASES[:3]:
             prog = os.path.join(tmp, f"{kind}.{p}")
@@ -215,11 +224,15 @@ try:
                 continue
             ref = np.load(os.path.join(tmp, f"{kind}.ort.npz"))["losses"]
             ours = np.array([m["loss"] for m in met], np.float64)
-            err = rel(ours, ref)
-            print(f"{kind} {p}: worst relative loss difference vs ORT's fp32 {err:.2e}")
+            err, early = rel(ours, ref), rel(ours[:3], ref[:3])
+            print(f"{kind} {p}: worst relative loss difference vs ORT's fp32 {early:.2e} over "
+                  f"the first 3 steps (tolerance {tol}), {err:.2e} over {STEPS} (tolerance "
+                  f"{DRIFT})")
             check(np.isfinite(ours).all(), f"{kind} {p}: non-finite losses")
             check(not any(m["found_inf"] for m in met), f"{kind} {p}: skipped steps")
-            check(err <= tol, f"{kind} {p}: loss differs from ORT's fp32 by {err:.3g}")
+            check(early <= tol, f"{kind} {p}: first steps' loss differs from ORT's fp32 by "
+                                f"{early:.3g}")
+            check(err <= DRIFT, f"{kind} {p}: loss differs from ORT's fp32 by {err:.3g}")
             if p == "fp16":
                 check(all(m["loss_scale"] == 1024 for m in met),
                       f"{kind} fp16: no dynamic loss scale in the metrics")

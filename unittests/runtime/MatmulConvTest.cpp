@@ -449,3 +449,61 @@ TEST(Pool, BlockedMaxPoolAndGlobalAverage) {
   EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 4, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 16, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
 }
+
+// amprt_gemm_ex with the ReLU: the same as amprt_gemm then the element-wise
+// ReLU, bit for bit, whichever way the call runs it (inside oneDNN where no
+// NaN can arise; after the product with a NaN or an overflowing product, a
+// full C matrix, alpha != 1), in every float type; and against the double
+// reference.
+TEST(Gemm, ReluInTheCallMatchesGemmThenRelu) {
+  struct Case {
+    amprt_dtype dt;
+    int c; // 0 none, 1 bias row, 2 full matrix
+    float alpha;
+    int special; // 0 none, 1 a NaN in a, 2 products that overflow
+  } cases[] = {{AMPRT_F32, 1, 1.0f, 0}, {AMPRT_F32, 0, 1.0f, 0}, {AMPRT_F32, 1, 1.0f, 1},
+               {AMPRT_F32, 1, 1.0f, 2}, {AMPRT_F32, 2, 1.0f, 0}, {AMPRT_F32, 1, 0.5f, 0},
+               {AMPRT_BF16, 1, 1.0f, 0}, {AMPRT_F16, 1, 1.0f, 0},  {AMPRT_F16, 0, 1.0f, 1}};
+  const int64_t m = 37, k = 29, n = 23;
+  for (const Case &cc : cases)
+    for (int tb : {0, 1}) {
+      Buf a = randn(cc.dt, {m, k}, cc.special == 2 ? 1e20 : 1.0);
+      Buf b = randn(cc.dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                    cc.special == 2 ? 1e20 : 1.0);
+      if (cc.special == 1)
+        a.set(3 * k + 4, NAN);
+      Buf c = randn(cc.dt, cc.c == 2 ? std::vector<int64_t>{m, n} : std::vector<int64_t>{n});
+      Buf fused(cc.dt, {m, n}), plain(cc.dt, {m, n});
+      const amprt_tensor *cp = cc.c ? c.p() : nullptr;
+      AMPRT_OK_OR_FAIL(amprt_gemm_ex(nullptr, a.p(), b.p(), cp, cc.alpha, 1.0f, 0, tb,
+                                     AMPRT_GEMM_RELU, fused.p()));
+      AMPRT_OK_OR_FAIL(amprt_gemm(nullptr, a.p(), b.p(), cp, cc.alpha, 1.0f, 0, tb, plain.p()));
+      AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, plain.p(), plain.p()));
+      std::string what = std::string(amprt_dtype_name(cc.dt)) + " c" + std::to_string(cc.c) +
+                         " special" + std::to_string(cc.special) + " tb" + std::to_string(tb);
+      int nonFinite = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        double f = fused.get(i), p = plain.get(i);
+        nonFinite += !std::isfinite(p);
+        ASSERT_TRUE(std::isnan(p) ? std::isnan(f) : f == p) << what << " element " << i;
+        ASSERT_FALSE(std::signbit(f) && !std::isnan(f)) << what << " element " << i;
+      }
+      EXPECT_EQ(nonFinite > 0, cc.special != 0) << what; // NaN / inf reach the output
+      if (cc.special)
+        continue;
+      std::vector<double> ref(m * n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < k; ++p)
+            sum += a.get(i * k + p) * (tb ? b.get(j * k + p) : b.get(p * n + j));
+          double cv = cc.c == 2 ? c.get(i * n + j) : cc.c == 1 ? c.get(j) : 0.0;
+          ref[i * n + j] = std::max(0.0, cc.alpha * sum + cv);
+        }
+      EXPECT_TRUE(near(fused, ref, 0.5 + (cc.dt == AMPRT_F32 ? 4 : 0.02), accTol(k), 1e-5))
+          << what;
+    }
+  Buf a = randn(AMPRT_F32, {2, 3}), b = randn(AMPRT_F32, {3, 2}), y(AMPRT_F32, {2, 2});
+  EXPECT_EQ(amprt_gemm_ex(nullptr, a.p(), b.p(), nullptr, 1.0f, 1.0f, 0, 0, 2, y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+}

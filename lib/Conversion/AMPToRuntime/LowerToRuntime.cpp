@@ -110,6 +110,9 @@ private:
     Operation *bn = nullptr, *relu = nullptr;
   };
   llvm::DenseMap<Operation *, ConvCall> convCalls;
+  /// Matrix products (amp.gemm) whose only reader is the next op, a ReLU:
+  /// the ReLU runs in the product's call.
+  llvm::DenseMap<Operation *, Operation *> gemmRelu;
   llvm::DenseSet<Operation *> fusedAway;
   /// f32 [N, C, H, W] values kept channel-blocked (amprt_channel_block()):
   /// a convolution's result whose readers, and their results' readers, are
@@ -117,6 +120,18 @@ private:
   /// pools; nothing is reordered between them.
   llvm::DenseSet<Value> blocked;
   void analyseConvs(func::FuncOp f);
+  /// Points ptrs[v] at v's arena slot (v: the single result of an op whose
+  /// call is fused into an earlier one).
+  LogicalResult slotPtr(Value v) {
+    Operation *def = v.getDefiningOp();
+    auto slots = def->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+    if (!slots || slots.empty() || slots[0] < 0)
+      return def->emitOpError("has no memory plan: run amp-plan-memory first");
+    Value offset = LLVM::ConstantOp::create(b, def->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
+    ptrs[v] = LLVM::GEPOp::create(b, def->getLoc(), ptrTy, b.getI8Type(), arena,
+                                  ArrayRef<LLVM::GEPArg>{offset});
+    return success();
+  }
   /// The value a convolution's call writes.
   Value convWrites(ConvOp conv) {
     auto it = convCalls.find(conv);
@@ -556,10 +571,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (o.getAccumulate() && !o.getAccumulate()->isF32())
           return op->emitOpError("accumulate = ")
                  << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
-        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+        if (failed(all(op->getOperands())))
           return failure();
         d.attrs = {f64Bits(o.getAlpha().convertToDouble()), f64Bits(o.getBeta().convertToDouble()),
                    o.getTransA() ? 1 : 0, o.getTransB() ? 1 : 0, o.getC() ? 1 : 0};
+        if (Operation *relu = gemmRelu.lookup(op)) {
+          // Written into the ReLU's result, in its own arena slot.
+          Value out = relu->getResult(0);
+          if (failed(slotPtr(out)) || failed(tensor(d, out, op)))
+            return failure();
+          d.attrs.push_back(AMPRT_GEMM_RELU);
+          return emit(op, AMPRT_OP_GEMM, d);
+        }
+        if (failed(all(op->getResults())))
+          return failure();
         return emit(op, AMPRT_OP_GEMM, d);
       })
       .Case([&](MatMulOp o) -> LogicalResult {
@@ -580,17 +605,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs[2] = o.getBias() ? 1 : 0;
         ConvCall cc = convCalls.lookup(op);
         Value out = convWrites(o);
-        if (out != o.getOutput()) {
-          // The last fused op's result, in its own arena slot.
-          Operation *last = out.getDefiningOp();
-          auto slots = last->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
-          if (!slots || slots.empty() || slots[0] < 0)
-            return last->emitOpError("has no memory plan: run amp-plan-memory first");
-          Value offset =
-              LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
-          ptrs[out] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
-                                          ArrayRef<LLVM::GEPArg>{offset});
-        }
+        if (out != o.getOutput() && failed(slotPtr(out)))
+          return failure(); // the last fused op's result, in its own slot
         auto bn = dyn_cast_or_null<BatchNormOp>(cc.bn);
         if (bn && failed(all({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()})))
           return failure();
@@ -903,6 +919,7 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
 
 void Lowerer::analyseConvs(func::FuncOp f) {
   convCalls.clear();
+  gemmRelu.clear();
   fusedAway.clear();
   blocked.clear();
   SmallVector<Operation *> seq;
@@ -940,6 +957,18 @@ void Lowerer::analyseConvs(func::FuncOp f) {
     return true;
   };
   for (size_t i = 0; i < seq.size(); ++i) {
+    // A matrix product read only by a ReLU right after it.
+    if (auto gemm = dyn_cast<GemmOp>(seq[i])) {
+      Value out = gemm.getOutput();
+      if (i + 1 < seq.size() && isa<ReluOp>(seq[i + 1]) && !gemm.getAccumulate() &&
+          seq[i + 1]->getOperand(0) == out && out.hasOneUse() &&
+          isa<FloatType>(getElementTypeOrSelf(out.getType())) &&
+          fits(seq[i + 1]->getResult(0), SmallVector<Value>(gemm->getOperands()))) {
+        gemmRelu[gemm] = seq[i + 1];
+        fusedAway.insert(seq[i + 1]);
+      }
+      continue;
+    }
     auto conv = dyn_cast<ConvOp>(seq[i]);
     if (!conv || conv.getAccumulate() || !conv.getOutput().hasOneUse())
       continue;

@@ -259,6 +259,13 @@ amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a,
                         const amprt_tensor *b, const amprt_tensor *c,
                         float alpha, float beta, int trans_a, int trans_b,
                         amprt_tensor *y);
+/* amprt_gemm, then y = max(y, 0) (NaN kept) when flags has AMPRT_GEMM_RELU:
+ * in one pass where no NaN can arise, else in place after the product. */
+enum { AMPRT_GEMM_RELU = 1 };
+amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
+                           const amprt_tensor *b, const amprt_tensor *c,
+                           float alpha, float beta, int trans_a, int trans_b,
+                           int32_t flags, amprt_tensor *y);
 /* numpy matmul: batch dims broadcast, 1-D operands promoted. */
 amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
                           const amprt_tensor *b, amprt_tensor *y);

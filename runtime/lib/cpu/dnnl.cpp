@@ -55,16 +55,59 @@ Operand operandOf(const amprt_tensor *t) {
   return o;
 }
 
+/// The largest of the bits without the sign: for floats, |v| orders as
+/// these bits, and inf / NaN have all exponent bits set (an integer max,
+/// which vectorises).
+template <typename U> AMPRT_CLONES U maxAbsBits(const U *p, int64_t n, U signMask) {
+  U m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U a = p[i] & (U)~signMask;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+/// The largest |v| of a float tensor, +inf if any element is not finite.
+double maxAbsOrInf(const amprt_tensor *t) {
+  int64_t n = amprt_tensor_numel(t);
+  if (t->dtype == AMPRT_F32) {
+    uint32_t m = maxAbsBits<uint32_t>(static_cast<const uint32_t *>(t->data), n, 0x80000000u);
+    if (m >= 0x7f800000u)
+      return INFINITY;
+    float f;
+    std::memcpy(&f, &m, 4);
+    return f;
+  }
+  uint16_t m = maxAbsBits<uint16_t>(static_cast<const uint16_t *>(t->data), n, 0x8000);
+  uint16_t expMask = t->dtype == AMPRT_F16 ? 0x7c00 : 0x7f80;
+  if ((m & expMask) == expMask)
+    return INFINITY;
+  return t->dtype == AMPRT_F16 ? amprt_f16_to_f32(m) : amprt_bf16_to_f32(m);
+}
+
+/// Whether max(conv / product, 0) may run as oneDNN's ReLU post-op, which
+/// turns NaN into 0 where our ReLU keeps it: only where no NaN can arise,
+/// i.e. finite inputs whose largest products cannot overflow a sum of k
+/// terms plus the bias.
+bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k,
+                       const float *bias, int64_t nbias) {
+  double mb = 0.0;
+  for (int64_t i = 0; i < nbias; ++i) // a NaN bias makes mb NaN (the test fails)
+    mb = !((double)std::fabs(bias[i]) <= mb) ? (double)std::fabs(bias[i]) : mb;
+  return maxAbsOrInf(x) * maxAbsOrInf(w) * (double)k * 1.01 + mb * 1.01 < 3.0e38;
+}
+
 /// acc[M, N] = op(A)[M, K] @ op(B)[K, N] with strides in elements.
 struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;
   int64_t batch = 1; // > 1: `batch` dense [m,k] x [k,n] products, one primitive
   bool bias = false;  // an f32 [n] row added by the primitive (batch 1 only)
+  bool relu = false;  // max(., 0) as a post-op (see reluCannotMeetNaN)
   bool operator<(const GemmKey &o) const {
-    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias) <
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu) <
            std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch,
-                    o.bias);
+                    o.bias, o.relu);
   }
 };
 
@@ -100,7 +143,13 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc,
         biasd = dnnl::memory::desc({1, key.n}, dt::f32, {key.n, 1});
       dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd)
                                       : dnnl::matmul::desc(ad, bd, cd);
-      dnnl::matmul::primitive_desc pd(d, cpuEngine());
+      dnnl::primitive_attr pa;
+      if (key.relu) {
+        dnnl::post_ops po;
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        pa.set_post_ops(po);
+      }
+      dnnl::matmul::primitive_desc pd(d, pa, cpuEngine());
       it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd, biasd}).first;
     }
     p = &it->second;
@@ -154,11 +203,20 @@ amprt_status checkFloatContig(const amprt_tensor *t, const char *what) {
 
 } // namespace
 
-extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
+extern "C" amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a,
                                    const amprt_tensor *b, const amprt_tensor *c,
                                    float alpha, float beta, int trans_a,
                                    int trans_b, amprt_tensor *y) {
+  return amprt_gemm_ex(ctx, a, b, c, alpha, beta, trans_a, trans_b, 0, y);
+}
+
+extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
+                                      const amprt_tensor *b, const amprt_tensor *c,
+                                      float alpha, float beta, int trans_a, int trans_b,
+                                      int32_t flags, amprt_tensor *y) {
   const char *k = "amprt_gemm";
+  if (flags & ~AMPRT_GEMM_RELU)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: unknown flags %d", k, (int)flags);
   AMPRT_CHECK(checkFloatContig(a, "amprt_gemm: a"));
   AMPRT_CHECK(checkFloatContig(b, "amprt_gemm: b"));
   AMPRT_CHECK(checkFloatContig(y, "amprt_gemm: y"));
@@ -195,6 +253,17 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
       biasF32 = biasWide.data();
     }
   }
+  // The ReLU inside the primitive when the whole epilogue runs there and no
+  // NaN can arise; else the product, then our ReLU in place.
+  bool relu = flags & AMPRT_GEMM_RELU;
+  if (relu) {
+    bool inPrimitive = (fusedBias || (!c && alpha == 1.0f)) && m && n && kk &&
+                       reluCannotMeetNaN(a, b, kk, biasF32, fusedBias ? n : 0);
+    if (!inPrimitive) {
+      AMPRT_CHECK(amprt_gemm_ex(ctx, a, b, c, alpha, beta, trans_a, trans_b, 0, y));
+      return amprt_unary(ctx, AMPRT_UNARY_RELU, 0.0f, y, y);
+    }
+  }
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
   thread_local std::vector<float> scratch;
@@ -218,6 +287,7 @@ extern "C" amprt_status amprt_gemm(amprt_context *, const amprt_tensor *a,
         // The common epilogue, an f32 bias row with alpha = beta = 1, runs
         // inside the primitive (no second pass over the output).
         key.bias = fusedBias;
+        key.relu = relu;
         gemmAcc(key, oa.ptr, ob.ptr, acc, biasF32);
       })
     }
@@ -436,36 +506,6 @@ extern "C" amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x,
 
 namespace {
 
-/// The largest of the bits without the sign: for floats, |v| orders as
-/// these bits, and inf / NaN have all exponent bits set (an integer max,
-/// which vectorises).
-template <typename U> AMPRT_CLONES U maxAbsBits(const U *p, int64_t n, U signMask) {
-  U m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    U a = p[i] & (U)~signMask;
-    m = a > m ? a : m;
-  }
-  return m;
-}
-
-/// The largest |v| of a float tensor, +inf if any element is not finite.
-double maxAbsOrInf(const amprt_tensor *t) {
-  int64_t n = amprt_tensor_numel(t);
-  if (t->dtype == AMPRT_F32) {
-    uint32_t m = maxAbsBits<uint32_t>(static_cast<const uint32_t *>(t->data), n, 0x80000000u);
-    if (m >= 0x7f800000u)
-      return INFINITY;
-    float f;
-    std::memcpy(&f, &m, 4);
-    return f;
-  }
-  uint16_t m = maxAbsBits<uint16_t>(static_cast<const uint16_t *>(t->data), n, 0x8000);
-  uint16_t expMask = t->dtype == AMPRT_F16 ? 0x7c00 : 0x7f80;
-  if ((m & expMask) == expMask)
-    return INFINITY;
-  return t->dtype == AMPRT_F16 ? amprt_f16_to_f32(m) : amprt_bf16_to_f32(m);
-}
-
 } // namespace
 
 extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
@@ -505,10 +545,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
     // NaN can arise: finite inputs whose largest products cannot overflow a
     // partial sum; otherwise the convolution, then our ReLU in place.
     int64_t k = amprt_tensor_numel(w) / std::max<int64_t>(1, w->shape[0]);
-    double mb = 0.0;
-    for (float v : bf) // a NaN bias makes mb NaN (and the test below false)
-      mb = !((double)std::fabs(v) <= mb) ? (double)std::fabs(v) : mb;
-    if (!(maxAbsOrInf(x) * maxAbsOrInf(w) * (double)k * 1.01 + mb * 1.01 < 3.0e38)) {
+    if (!reluCannotMeetNaN(x, w, k, bf.data(), (int64_t)bf.size())) {
       AMPRT_CHECK(amprt_conv_ex(ctx, x, w, bias, p, flags & ~AMPRT_CONV_RELU, y));
       return amprt_unary(ctx, AMPRT_UNARY_RELU, 0.0f, y, y);
     }

@@ -217,8 +217,10 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt gemm");
     bool hasC = a[4] != 0;
     AMPRT_CHECK(need(d, hasC ? 4 : 3, 5, "gemm"));
-    return amprt_gemm(ctx, &t[0], &t[1], hasC ? &t[2] : nullptr, (float)attrF(a, 0),
-                      (float)attrF(a, 1), (int)a[2], (int)a[3], &t.back());
+    // Optional flags (AMPRT_GEMM_*) after the attributes.
+    return amprt_gemm_ex(ctx, &t[0], &t[1], hasC ? &t[2] : nullptr, (float)attrF(a, 0),
+                         (float)attrF(a, 1), (int)a[2], (int)a[3],
+                         d.nattrs > 5 ? (int32_t)a[5] : 0, &t.back());
   }
   case AMPRT_OP_MATMUL:
     AMPRT_CHECK(need(d, 3, 0, "matmul"));
