@@ -7,7 +7,10 @@
 Times are medians of --runs runs after a warm-up; amp-run's exclude
 compilation (its --repeat reports the compiled function alone). The ratio
 is onnxruntime's time over ours (> 1: we are faster). Both use the same
-threads (this machine's cores).
+threads (this machine's cores). The machine's speed drifts, so each model
+is measured in --rounds rounds, onnxruntime and ours back to back in each;
+the table shows the median round (by ratio) and the lowest and highest
+ratio of the rounds.
 """
 
 import argparse
@@ -54,6 +57,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tool", default=os.path.join(HERE, "..", "build", "bin", "amp-run"))
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     try:
         import onnxruntime
@@ -77,15 +81,21 @@ def main():
                                  else rng.standard_normal(shape).astype(np.float32))
             npz = os.path.join(tmp, name + ".npz")
             np.savez(npz, **feeds)
-            t_ort = ort_time(path, feeds, args.runs)
-            t32 = amp_time(args.tool, path, npz, "fp32", args.runs)
-            t16 = amp_time(args.tool, path, npz, "bf16", args.runs)
-            rows.append((name, t_ort, t32, t16))
-    print(f"onnxruntime {ortv}, {os.cpu_count()} cores\n")
+            rounds = []
+            for _ in range(max(1, args.rounds)):
+                t_ort = ort_time(path, feeds, args.runs)
+                t32 = amp_time(args.tool, path, npz, "fp32", args.runs)
+                t16 = amp_time(args.tool, path, npz, "bf16", args.runs)
+                rounds.append((t_ort / t32, t_ort, t32, t16))
+            rounds.sort()
+            _, t_ort, t32, t16 = rounds[len(rounds) // 2]
+            rows.append((name, t_ort, t32, t16, rounds[0][0], rounds[-1][0]))
+    print(f"onnxruntime {ortv}, {os.cpu_count()} cores, {args.rounds} rounds of {args.runs} runs\n")
     print(f"{'model':18} {'ORT fp32 ms':>12} {'amp fp32 ms':>12} {'ORT/amp':>8} "
-          f"{'amp bf16 ms':>12} {'fp32/bf16':>10}")
-    for name, o, a, b in rows:
-        print(f"{name:18} {o * 1e3:12.3f} {a * 1e3:12.3f} {o / a:8.2f} {b * 1e3:12.3f} {a / b:10.2f}")
+          f"{'(min-max)':>11} {'amp bf16 ms':>12} {'fp32/bf16':>10}")
+    for name, o, a, b, lo, hi in rows:
+        print(f"{name:18} {o * 1e3:12.3f} {a * 1e3:12.3f} {o / a:8.2f} {f'{lo:.2f}-{hi:.2f}':>11} "
+              f"{b * 1e3:12.3f} {a / b:10.2f}")
 
 
 if __name__ == "__main__":

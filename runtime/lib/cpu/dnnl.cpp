@@ -67,18 +67,31 @@ template <typename U> AMPRT_CLONES U maxAbsBits(const U *p, int64_t n, U signMas
   return m;
 }
 
+/// maxAbsBits over pieces on the threads (a maximum: the same whatever the
+/// split).
+template <typename U> U maxAbsBitsParallel(const U *p, int64_t n, U signMask) {
+  U m = 0;
+  parallelFor(n, (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {
+    U part = maxAbsBits<U>(p + b, e - b, signMask);
+#pragma omp critical(amprt_max_abs)
+    m = std::max(m, part);
+  });
+  return m;
+}
+
 /// The largest |v| of a float tensor, +inf if any element is not finite.
 double maxAbsOrInf(const amprt_tensor *t) {
   int64_t n = amprt_tensor_numel(t);
   if (t->dtype == AMPRT_F32) {
-    uint32_t m = maxAbsBits<uint32_t>(static_cast<const uint32_t *>(t->data), n, 0x80000000u);
+    uint32_t m =
+        maxAbsBitsParallel<uint32_t>(static_cast<const uint32_t *>(t->data), n, 0x80000000u);
     if (m >= 0x7f800000u)
       return INFINITY;
     float f;
     std::memcpy(&f, &m, 4);
     return f;
   }
-  uint16_t m = maxAbsBits<uint16_t>(static_cast<const uint16_t *>(t->data), n, 0x8000);
+  uint16_t m = maxAbsBitsParallel<uint16_t>(static_cast<const uint16_t *>(t->data), n, 0x8000);
   uint16_t expMask = t->dtype == AMPRT_F16 ? 0x7c00 : 0x7f80;
   if ((m & expMask) == expMask)
     return INFINITY;
