@@ -1,7 +1,7 @@
 //===- ThreadsTest.cpp - kernels on the OpenMP threads ---------------------===//
 //
-// The kernels that split their work across threads (element-wise
-// transcendental ops, softmax rows, layer-norm rows, blocked pooling) give
+// The kernels that split their work across threads (element-wise ops and
+// their gradients, casts, softmax rows, layer-norm rows, pooling) give
 // bit-identical results with one thread and with several: each element is
 // computed by the same code whatever the split. Sizes are chosen to reach the
 // threaded path and to leave vector tails.
@@ -58,6 +58,33 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
     AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(),
                                       mean.p(), inv.p()));
   }, Buf(AMPRT_F32, {515, 64}));
+  Buf g = randn(AMPRT_F32, {50021});
+  for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_ERF, AMPRT_UNARY_RELU,
+                            AMPRT_UNARY_TANH})
+    sameWithThreads("unary_grad", [&](Buf &dx) {
+      AMPRT_OK_OR_FAIL(amprt_unary_grad(nullptr, op, 0.0f, x.p(), g.p(), dx.p()));
+    }, Buf(AMPRT_F32, {50021}));
+  // Binary ops with a per-channel operand, a trailing row, a whole tensor.
+  Buf t4 = randn(AMPRT_F32, {9, 16, 33, 31}), ch = randn(AMPRT_F32, {16, 1, 1}),
+      row = randn(AMPRT_F32, {31}), full = randn(AMPRT_F32, {9, 16, 33, 31});
+  for (Buf *other : {&ch, &row, &full})
+    sameWithThreads("binary", [&](Buf &y) {
+      AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_DIV, t4.p(), other->p(), y.p()));
+    }, Buf(AMPRT_F32, {9, 16, 33, 31}));
+  for (amprt_dtype dt : {AMPRT_BF16, AMPRT_F16})
+    sameWithThreads("cast", [&](Buf &y) {
+      AMPRT_OK_OR_FAIL(amprt_cast(nullptr, t4.p(), y.p()));
+    }, Buf(dt, {9, 16, 33, 31}));
+  amprt_pool_params q{};
+  q.spatial = 2;
+  q.kernel[0] = q.kernel[1] = 2;
+  q.strides[0] = q.strides[1] = 2;
+  q.dilations[0] = q.dilations[1] = 1;
+  sameWithThreads("max_pool", [&](Buf &y) {
+    Buf idx(AMPRT_I64, {9, 16, 16, 15});
+    AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, t4.p(), &q, y.p(), idx.p()));
+    y.bytes.insert(y.bytes.end(), idx.bytes.begin(), idx.bytes.end()); // indices too
+  }, Buf(AMPRT_F32, {9, 16, 16, 15}));
   int32_t b = amprt_channel_block();
   Buf px = randn(AMPRT_F32, {7, 2 * b, 12, 10});
   amprt_pool_params p{};

@@ -268,11 +268,9 @@ bool unaryFastF32(amprt_unary_op op, float alpha, const float *x, float *y, int6
 }
 
 template <typename F>
-void zipF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols,
-            bool bRow, bool bScalar, F f) {
-  // b: same shape, one row repeated (a trailing vector, e.g. a bias), or a
-  // scalar.
-  for (int64_t r = 0; r < rows; ++r) {
+void zipRows(const float *a, const float *b, float *y, int64_t r0, int64_t r1, int64_t cols,
+             bool bRow, bool bScalar, F f) {
+  for (int64_t r = r0; r < r1; ++r) {
     const float *ar = a + r * cols;
     float *yr = y + r * cols;
     if (bScalar) {
@@ -285,6 +283,15 @@ void zipF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols
         yr[c] = f(ar[c], br[c]);
     }
   }
+}
+
+/// b: same shape, one row repeated (a trailing vector, e.g. a bias), or a
+/// scalar. Rows on the threads for large tensors.
+template <typename F>
+void zipF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols,
+            bool bRow, bool bScalar, F f) {
+  parallelFor(rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(cols, 1)), 1,
+              [&](int64_t r0, int64_t r1) { zipRows(a, b, y, r0, r1, cols, bRow, bScalar, f); });
 }
 
 bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
@@ -323,14 +330,17 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
       }
       if (mid != nb)
         return false;
+      // Runs of `inner` elements on the threads.
       auto run = [&](auto f) {
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t m = 0; m < mid; ++m) {
-            float q = pb[m];
-            int64_t base = (o * mid + m) * inner;
-            for (int64_t i = 0; i < inner; ++i)
-              py[base + i] = f(pa[base + i], q);
-          }
+        parallelFor(outer * mid, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)), 1,
+                    [&](int64_t r0, int64_t r1) {
+                      for (int64_t r = r0; r < r1; ++r) {
+                        float q = pb[r % mid];
+                        int64_t base = r * inner;
+                        for (int64_t i = 0; i < inner; ++i)
+                          py[base + i] = f(pa[base + i], q);
+                      }
+                    });
       };
       switch (op) {
       case AMPRT_BINARY_ADD: run([](float p, float q) { return p + q; }); return true;
@@ -451,6 +461,38 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
   return AMPRT_OK;
 }
 
+namespace {
+/// The f32 fast path of amprt_unary_grad over n contiguous elements.
+void unaryGradF32(amprt_unary_op op, float alpha, const float *xp, const float *gp, float *o,
+                  int64_t n) {
+  if (op == AMPRT_UNARY_ERF) {
+    erfGradF32(xp, gp, o, n);
+    return;
+  }
+  if (op == AMPRT_UNARY_GELU) {
+    geluGradF32(xp, gp, o, n);
+    return;
+  }
+  if (op == AMPRT_UNARY_RELU) { // dy * 0 keeps an inf / NaN dy visible
+    int64_t i = 0;
+#if defined(__x86_64__)
+    // Branch-free: the signs of relu inputs are random, a branch per
+    // element mispredicts half the time.
+    const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+    for (; i + 4 <= n; i += 4) {
+      __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(xp + i), zero), one);
+      _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(gp + i), m));
+    }
+#endif
+    for (; i < n; ++i)
+      o[i] = gp[i] * (xp[i] > 0.0f ? 1.0f : 0.0f);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = gp[i] * unaryDerivative(op, xp[i], alpha);
+}
+} // namespace
+
 extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
                                          float alpha, const amprt_tensor *x,
                                          const amprt_tensor *dy,
@@ -467,34 +509,15 @@ extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
   }
   if (x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && dx->dtype == AMPRT_F32 &&
       sameDense(x, dx) && sameDense(dy, dx)) {
-    const float *xp = static_cast<const float *>(x->data), *gp = static_cast<const float *>(dy->data);
-    float *o = static_cast<float *>(dx->data);
-    int64_t n = amprt_tensor_numel(dx);
-    if (op == AMPRT_UNARY_ERF) {
-      erfGradF32(xp, gp, o, n);
-      return AMPRT_OK;
-    }
-    if (op == AMPRT_UNARY_GELU) {
-      geluGradF32(xp, gp, o, n);
-      return AMPRT_OK;
-    }
-    if (op == AMPRT_UNARY_RELU) { // dy * 0 keeps an inf / NaN dy visible
-      int64_t i = 0;
-#if defined(__x86_64__)
-      // Branch-free: the signs of relu inputs are random, a branch per
-      // element mispredicts half the time.
-      const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
-      for (; i + 4 <= n; i += 4) {
-        __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(xp + i), zero), one);
-        _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(gp + i), m));
-      }
-#endif
-      for (; i < n; ++i)
-        o[i] = gp[i] * (xp[i] > 0.0f ? 1.0f : 0.0f);
-      return AMPRT_OK;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = gp[i] * unaryDerivative(op, xp[i], alpha);
+    // Pieces on the threads (aligned: the same vector / scalar split of the
+    // elements as one piece).
+    bool costly = op == AMPRT_UNARY_ERF || op == AMPRT_UNARY_GELU;
+    parallelFor(amprt_tensor_numel(dx), costly ? 4096 : (int64_t)1 << 16, 64,
+                [&](int64_t b, int64_t e) {
+                  unaryGradF32(op, alpha, static_cast<const float *>(x->data) + b,
+                               static_cast<const float *>(dy->data) + b,
+                               static_cast<float *>(dx->data) + b, e - b);
+                });
     return AMPRT_OK;
   }
   forEach<3>(dx->rank, dx->shape, s, [&](const int64_t *o) {
@@ -600,9 +623,22 @@ extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
                   shapeString(y).c_str());
   // Contiguous float -> float: the bulk converter (vector paths).
   if (isFloat(x->dtype) && isFloat(y->dtype) && amprt_tensor_is_contiguous(x) &&
-      amprt_tensor_is_contiguous(y))
-    return amprt_convert(x->data, x->dtype, y->data, y->dtype,
-                         (size_t)amprt_tensor_numel(x));
+      amprt_tensor_is_contiguous(y)) {
+    // Pieces on the threads (the conversions are exact, the same on every
+    // path).
+    amprt_status st = AMPRT_OK;
+    size_t xs = amprt_dtype_size(x->dtype), ys = amprt_dtype_size(y->dtype);
+    parallelFor(amprt_tensor_numel(x), (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {
+      amprt_status s = amprt_convert(static_cast<const char *>(x->data) + b * xs, x->dtype,
+                                     static_cast<char *>(y->data) + b * ys, y->dtype,
+                                     (size_t)(e - b));
+      if (s != AMPRT_OK) {
+#pragma omp critical(amprt_cast_status)
+        st = s;
+      }
+    });
+    return st;
+  }
   int64_t s[2][AMPRT_MAX_RANK];
   for (int32_t d = 0; d < y->rank; ++d) {
     s[0][d] = x->strides[d];

@@ -108,7 +108,10 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
     int64_t *ip = indices ? static_cast<int64_t *>(indices->data) : nullptr;
     int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];
     bool k2s2 = w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2;
-    for (int64_t nc = 0; nc < w.n * w.c; ++nc) {
+    // Planes on the threads (each plane's outputs are its own).
+    parallelFor(w.n * w.c, std::max<int64_t>(1, 16384 / std::max<int64_t>(H * W, 1)), 1,
+                [&](int64_t nc0, int64_t nc1) {
+    for (int64_t nc = nc0; nc < nc1; ++nc) {
       const float *plane = xp + nc * H * W;
       for (int64_t oh = 0; oh < OH; ++oh) {
         int64_t ow = 0;
@@ -170,6 +173,7 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
         }
       }
     }
+                });
     return AMPRT_OK;
   }
   float best = 0;
