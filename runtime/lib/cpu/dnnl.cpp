@@ -40,14 +40,18 @@ struct Operand {
   std::vector<float> widened;
 };
 
-Operand operandOf(const amprt_tensor *t) {
+Operand operandOf(const amprt_tensor *t, bool widenBf16 = false) {
   Operand o;
-  if (t->dtype == AMPRT_BF16) {
+  if (t->dtype == AMPRT_BF16 && widenBf16) {
+    o.widened.resize(amprt_tensor_numel(t));
+    convertPar(t->data, AMPRT_BF16, o.widened.data(), AMPRT_F32, o.widened.size());
+    o.ptr = o.widened.data();
+  } else if (t->dtype == AMPRT_BF16) {
     o.ptr = t->data;
     o.dt = dnnl::memory::data_type::bf16;
   } else if (t->dtype == AMPRT_F16) {
     o.widened.resize(amprt_tensor_numel(t));
-    amprt_convert(t->data, AMPRT_F16, o.widened.data(), AMPRT_F32, o.widened.size());
+    convertPar(t->data, AMPRT_F16, o.widened.data(), AMPRT_F32, o.widened.size());
     o.ptr = o.widened.data();
   } else {
     o.ptr = t->data;
@@ -262,7 +266,7 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
       biasF32 = static_cast<const float *>(c->data);
     } else {
       biasWide.resize(n);
-      amprt_convert(c->data, c->dtype, biasWide.data(), AMPRT_F32, (size_t)n);
+      convertPar(c->data, c->dtype, biasWide.data(), AMPRT_F32, (size_t)n);
       biasF32 = biasWide.data();
     }
   }
@@ -327,7 +331,7 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
     }
   }
   if (y->dtype != AMPRT_F32)
-    return amprt_convert(acc, AMPRT_F32, y->data, y->dtype, (size_t)(m * n));
+    return convertPar(acc, AMPRT_F32, y->data, y->dtype, (size_t)(m * n));
   return AMPRT_OK;
 }
 
@@ -405,7 +409,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
                   bShared ? 1 : batches};
       gemmAcc(key, oa.ptr, ob.ptr, acc);
       if (y->dtype != AMPRT_F32)
-        amprt_convert(acc, AMPRT_F32, y->data, y->dtype, (size_t)(batches * m * n));
+        convertPar(acc, AMPRT_F32, y->data, y->dtype, (size_t)(batches * m * n));
     })
     return AMPRT_OK;
   }
@@ -432,7 +436,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
         gemmAcc(key, static_cast<const char *>(oa.ptr) + ao * aMat * ae,
                 static_cast<const char *>(ob.ptr) + bo * bMat * be, acc);
       if (y->dtype != AMPRT_F32)
-        amprt_convert(acc, AMPRT_F32,
+        convertPar(acc, AMPRT_F32,
                       static_cast<char *>(y->data) + bt * m * n * amprt_dtype_size(y->dtype),
                       y->dtype, (size_t)(m * n));
     }
@@ -550,7 +554,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: bias must be [%lld]", k,
                   (long long)cd.bias[0]);
     bf.resize(cd.bias[0]);
-    amprt_convert(bias->data, bias->dtype, bf.data(), AMPRT_F32, bf.size());
+    convertPar(bias->data, bias->dtype, bf.data(), AMPRT_F32, bf.size());
   }
   if ((flags & AMPRT_CONV_RELU) && amprt_tensor_numel(y)) {
     // oneDNN's ReLU post-op turns NaN into 0 where ours keeps it (a NaN must
@@ -573,7 +577,12 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
   if (count) {
     AMPRT_DNNL_TRY(k, {
       using dt = dnnl::memory::data_type;
-      Operand ox = operandOf(x), ow = operandOf(w);
+      // bf16 with few input channels per group (an image's first layer):
+      // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
+      // values widen to f32 exactly (the same products, f32 accumulation
+      // either way), so the f32 kernel runs.
+      bool widen = x->dtype == AMPRT_BF16 && x->shape[1] / std::max<int64_t>(p->group, 1) < 8;
+      Operand ox = operandOf(x, widen), ow = operandOf(w, widen);
       // Primitives are cached by everything that shapes them.
       std::vector<int64_t> key(cd.src.begin(), cd.src.end());
       for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
@@ -677,7 +686,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
     })
   }
   if (y->dtype != AMPRT_F32)
-    return amprt_convert(acc, AMPRT_F32, y->data, y->dtype, (size_t)count);
+    return convertPar(acc, AMPRT_F32, y->data, y->dtype, (size_t)count);
   return AMPRT_OK;
 }
 
@@ -710,7 +719,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       if (t->dtype == AMPRT_F32)
         return static_cast<float *>(t->data);
       buf.resize(amprt_tensor_numel(t));
-      amprt_convert(t->data, t->dtype, buf.data(), AMPRT_F32, buf.size());
+      convertPar(t->data, t->dtype, buf.data(), AMPRT_F32, buf.size());
       return buf.data();
     };
     float *xf = f32Of(x, xw), *wf = f32Of(w, ww), *dyf = f32Of(dy, dyw);
@@ -817,7 +826,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       if (prims.d.fromOut)
         prims.d.fromOut->execute(s, go, gp);
       s.wait();
-      amprt_convert(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
+      convertPar(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
     if (dw) {
       std::vector<float> gw(amprt_tensor_numel(w));
@@ -833,7 +842,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       if (prims.w.fromOut)
         prims.w.fromOut->execute(s, go, gp);
       s.wait();
-      amprt_convert(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
+      convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
     }
     if (db) {
       // db[c] = sum of dy over N and the spatial dims, in double.
@@ -847,7 +856,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
           sum += sumF32(dyf + (b * oc + c) * inner, inner);
         gb[c] = (float)sum;
       }
-      amprt_convert(gb.data(), AMPRT_F32, db->data, db->dtype, gb.size());
+      convertPar(gb.data(), AMPRT_F32, db->data, db->dtype, gb.size());
     }
   })
   return AMPRT_OK;

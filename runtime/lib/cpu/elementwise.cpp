@@ -365,6 +365,20 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
 
 namespace amprt {
 
+amprt_status convertPar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n) {
+  amprt_status status = AMPRT_OK;
+  size_t ss = amprt_dtype_size(st), ds = amprt_dtype_size(dt);
+  parallelFor((int64_t)n, (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {
+    amprt_status s = amprt_convert(static_cast<const char *>(src) + b * ss, st,
+                                   static_cast<char *>(dst) + b * ds, dt, (size_t)(e - b));
+    if (s != AMPRT_OK) {
+#pragma omp critical(amprt_convert_status)
+      status = s;
+    }
+  });
+  return status;
+}
+
 static std::vector<float> &scratch(int slot) {
   thread_local std::vector<float> bufs[4];
   return bufs[slot & 3];
@@ -375,7 +389,7 @@ amprt_tensor asF32(const amprt_tensor *x, int slot) {
     return *x;
   amprt_tensor t = scratchF32(x, slot);
   if (amprt_tensor_is_contiguous(x))
-    amprt_convert(x->data, x->dtype, t.data, AMPRT_F32, (size_t)amprt_tensor_numel(x));
+    convertPar(x->data, x->dtype, t.data, AMPRT_F32, (size_t)amprt_tensor_numel(x));
   else
     amprt_cast(nullptr, x, &t);
   return t;
@@ -395,7 +409,7 @@ amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y) {
   if (y->data == y32.data)
     return AMPRT_OK;
   if (amprt_tensor_is_contiguous(y))
-    return amprt_convert(y32.data, AMPRT_F32, y->data, y->dtype, (size_t)amprt_tensor_numel(y));
+    return convertPar(y32.data, AMPRT_F32, y->data, y->dtype, (size_t)amprt_tensor_numel(y));
   return amprt_cast(nullptr, &y32, y);
 }
 
@@ -624,20 +638,7 @@ extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
   // Contiguous float -> float: the bulk converter (vector paths).
   if (isFloat(x->dtype) && isFloat(y->dtype) && amprt_tensor_is_contiguous(x) &&
       amprt_tensor_is_contiguous(y)) {
-    // Pieces on the threads (the conversions are exact, the same on every
-    // path).
-    amprt_status st = AMPRT_OK;
-    size_t xs = amprt_dtype_size(x->dtype), ys = amprt_dtype_size(y->dtype);
-    parallelFor(amprt_tensor_numel(x), (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {
-      amprt_status s = amprt_convert(static_cast<const char *>(x->data) + b * xs, x->dtype,
-                                     static_cast<char *>(y->data) + b * ys, y->dtype,
-                                     (size_t)(e - b));
-      if (s != AMPRT_OK) {
-#pragma omp critical(amprt_cast_status)
-        st = s;
-      }
-    });
-    return st;
+    return convertPar(x->data, x->dtype, y->data, y->dtype, (size_t)amprt_tensor_numel(x));
   }
   int64_t s[2][AMPRT_MAX_RANK];
   for (int32_t d = 0; d < y->rank; ++d) {

@@ -202,6 +202,10 @@ template <typename F> void parallelFor(int64_t n, int64_t grain, int64_t align, 
   f((int64_t)0, n);
 }
 
+/// amprt_convert over pieces on the threads (the conversions are exact and
+/// the same on every path, so the split does not show).
+amprt_status convertPar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n);
+
 /// Sum of n f32 values in double with eight partial sums (no single
 /// dependency chain: a serial double sum costs an add latency per element).
 inline double sumF32(const float *p, int64_t n) {
