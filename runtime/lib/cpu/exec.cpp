@@ -142,7 +142,13 @@ amprt_status flagAndStep(const amprt_tensor &step, const amprt_tensor &flag, int
 } // namespace
 
 static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
-  Decoded d;
+  // One descriptor buffer per thread, reused (no allocation per op; kernels
+  // never call back into amprt_exec).
+  thread_local Decoded d;
+  d.opcode = 0;
+  d.t.clear();
+  d.attrs = nullptr;
+  d.nattrs = 0;
   AMPRT_CHECK(decode(desc, bufs, d));
   auto &t = d.t;
   const int64_t *a = d.attrs;
