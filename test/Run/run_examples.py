@@ -125,5 +125,25 @@ for name, make in list(examples.MODELS.items()) + [("cnn_features", cnn_features
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name}/{precision} {k}: max error {err:.3g} "
                   f"(tolerance {tol:.3g})")
+# A NaN pixel in one image must reach that image's features (and only
+# that image's): the ReLU inside the convolutions' calls keeps NaN as the
+# element-wise ReLU does (oneDNN's own ReLU would turn it into 0).
+path = os.path.join(work, "cnn_features.onnx")
+x = rng.standard_normal((32, 3, 32, 32)).astype(np.float32)
+x[5, 1, 7, 9] = np.nan
+np.savez(os.path.join(work, "nan.in.npz"), input=x)
+out = os.path.join(work, "nan.out.npz")
+p = subprocess.run([run, path, "--inputs", os.path.join(work, "nan.in.npz"), "--outputs", out,
+                    "--nan-check", "off"], capture_output=True, text=True)
+if p.returncode:
+    failed += 1
+    print(f"FAIL nan propagation: {p.stderr.strip()}")
+else:
+    g = np.load(out)[cnn_features().graph.output[0].name].reshape(32, -1)
+    ok = np.isnan(g[5]).any() and np.isfinite(np.delete(g, 5, axis=0)).all()
+    passed += ok
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} cnn_features: a NaN pixel of image 5 reaches its features "
+          f"({int(np.isnan(g[5]).sum())} NaN) and no other image's")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
