@@ -161,3 +161,17 @@ func.func @gemm_read_twice(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x
   %r = amp.relu %g : tensor<4x16xf32>
   return %r, %g : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// bf16 with f32 accumulation (what amp-autocast writes): the ReLU still runs
+// in the product's call (it commutes with the rounding to bf16).
+// CHECK-NOT: dense<[1, 1,
+// CHECK: dense<[1, 13, 4, 6, {{.*}}, 0, 1, 1, 1]>
+// CHECK-LABEL: llvm.func @gemm_relu_bf16(
+func.func @gemm_relu_bf16(%x: tensor<4x8xbf16> {amp.input = "x"}, %w: tensor<16x8xbf16> {amp.input = "w"},
+                          %b: tensor<16xbf16> {amp.input = "b"}) -> (tensor<4x16xbf16> {amp.output = "y"}) {
+  %g = amp.gemm %x, %w, %b {accumulate = f32, trans_b = true} : (tensor<4x8xbf16>, tensor<16x8xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+  %r = amp.relu %g : tensor<4x16xbf16>
+  return %r : tensor<4x16xbf16>
+}

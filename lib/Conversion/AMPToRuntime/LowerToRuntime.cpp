@@ -960,7 +960,8 @@ void Lowerer::analyseConvs(func::FuncOp f) {
     // A matrix product read only by a ReLU right after it.
     if (auto gemm = dyn_cast<GemmOp>(seq[i])) {
       Value out = gemm.getOutput();
-      if (i + 1 < seq.size() && isa<ReluOp>(seq[i + 1]) && !gemm.getAccumulate() &&
+      if (i + 1 < seq.size() && isa<ReluOp>(seq[i + 1]) &&
+          (!gemm.getAccumulate() || gemm.getAccumulate()->isF32()) &&
           seq[i + 1]->getOperand(0) == out && out.hasOneUse() &&
           isa<FloatType>(getElementTypeOrSelf(out.getType())) &&
           fits(seq[i + 1]->getResult(0), SmallVector<Value>(gemm->getOperands()))) {
@@ -970,7 +971,8 @@ void Lowerer::analyseConvs(func::FuncOp f) {
       continue;
     }
     auto conv = dyn_cast<ConvOp>(seq[i]);
-    if (!conv || conv.getAccumulate() || !conv.getOutput().hasOneUse())
+    if (!conv || (conv.getAccumulate() && !conv.getAccumulate()->isF32()) ||
+        !conv.getOutput().hasOneUse())
       continue;
     SmallVector<Value> reads(conv->getOperands());
     ConvCall cc;
