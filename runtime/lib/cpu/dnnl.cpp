@@ -614,7 +614,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       dnnl::memory::desc yd(cd.dst, dt::f32,
                             flags & AMPRT_CONV_DST_BLOCKED ? blockedTag : plainTag(cd.dst.size()));
       dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
-      Conv conv;
+      const Conv *conv;
       {
         std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
@@ -652,7 +652,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
                                                                     cpuEngine(), yd));
           it = cache.emplace(key, std::move(c)).first;
         }
-        conv = it->second;
+        conv = &it->second; // map nodes stay put
       }
       thread_local dnnl::stream s(cpuEngine());
       thread_local std::vector<char> bufSrc, bufWei, bufDst;
@@ -661,27 +661,51 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
           b.resize(d.get_size());
         return b.data();
       };
-      dnnl::memory xm(xd, cpuEngine(), const_cast<void *>(ox.ptr));
-      dnnl::memory wm(wd, cpuEngine(), const_cast<void *>(ow.ptr));
-      dnnl::memory ym(yd, cpuEngine(), acc);
-      dnnl::memory xi = conv.toSrc ? dnnl::memory(conv.src, cpuEngine(), scratch(bufSrc, conv.src))
-                                   : xm;
-      dnnl::memory wi = conv.toWei ? dnnl::memory(conv.wei, cpuEngine(), scratch(bufWei, conv.wei))
-                                   : wm;
-      dnnl::memory yo = conv.fromDst
-                            ? dnnl::memory(conv.dst, cpuEngine(), scratch(bufDst, conv.dst))
-                            : ym;
-      if (conv.toSrc)
-        conv.toSrc->execute(s, xm, xi);
-      if (conv.toWei)
-        conv.toWei->execute(s, wm, wi);
-      std::unordered_map<int, dnnl::memory> args = {
-          {DNNL_ARG_SRC, xi}, {DNNL_ARG_WEIGHTS, wi}, {DNNL_ARG_DST, yo}};
+      // Memory objects and arguments made once per primitive and thread;
+      // each call only points them at its buffers.
+      struct Bound {
+        dnnl::memory xm, wm, ym, xi, wi, yo, bm;
+        std::unordered_map<int, dnnl::memory> args;
+      };
+      thread_local std::map<const Conv *, Bound> bound;
+      auto bit = bound.find(conv);
+      if (bit == bound.end()) {
+        Bound nb;
+        auto none = [](const dnnl::memory::desc &d) {
+          return dnnl::memory(d, cpuEngine(), DNNL_MEMORY_NONE);
+        };
+        nb.xm = none(xd);
+        nb.wm = none(wd);
+        nb.ym = none(yd);
+        nb.xi = conv->toSrc ? none(conv->src) : nb.xm;
+        nb.wi = conv->toWei ? none(conv->wei) : nb.wm;
+        nb.yo = conv->fromDst ? none(conv->dst) : nb.ym;
+        nb.args = {{DNNL_ARG_SRC, nb.xi}, {DNNL_ARG_WEIGHTS, nb.wi}, {DNNL_ARG_DST, nb.yo}};
+        if (bias) {
+          nb.bm = none(bd);
+          nb.args[DNNL_ARG_BIAS] = nb.bm;
+        }
+        bit = bound.emplace(conv, std::move(nb)).first;
+      }
+      Bound &m = bit->second;
+      m.xm.set_data_handle(const_cast<void *>(ox.ptr));
+      m.wm.set_data_handle(const_cast<void *>(ow.ptr));
+      m.ym.set_data_handle(acc);
+      if (conv->toSrc)
+        m.xi.set_data_handle(scratch(bufSrc, conv->src));
+      if (conv->toWei)
+        m.wi.set_data_handle(scratch(bufWei, conv->wei));
+      if (conv->fromDst)
+        m.yo.set_data_handle(scratch(bufDst, conv->dst));
       if (bias)
-        args[DNNL_ARG_BIAS] = dnnl::memory(bd, cpuEngine(), bf.data());
-      conv.prim.execute(s, args);
-      if (conv.fromDst)
-        conv.fromDst->execute(s, yo, ym);
+        m.bm.set_data_handle(bf.data());
+      if (conv->toSrc)
+        conv->toSrc->execute(s, m.xm, m.xi);
+      if (conv->toWei)
+        conv->toWei->execute(s, m.wm, m.wi);
+      conv->prim.execute(s, m.args);
+      if (conv->fromDst)
+        conv->fromDst->execute(s, m.yo, m.ym);
       s.wait();
     })
   }
