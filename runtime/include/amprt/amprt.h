@@ -545,16 +545,20 @@ typedef enum amprt_opcode {
   AMPRT_OP_CONCAT = 6,      /* axis;  inputs..., y */
   AMPRT_OP_GATHER = 7,      /* axis;  data, indices, y */
   AMPRT_OP_DROPOUT = 8,     /* ratio, training;  x, y, mask */
-  AMPRT_OP_REDUCE = 9,      /* op, naxes, axes...;  x, y (keepdims shape) */
+  AMPRT_OP_REDUCE = 9,      /* op, naxes, axes..., [x channel-blocked: a mean over
+                               axes 2, 3];  x, y (keepdims shape) */
   AMPRT_OP_SOFTMAX = 10,    /* axis, log;  x, y */
   AMPRT_OP_LAYER_NORM = 11, /* axis, eps, has_bias;  x, scale, [bias], y, mean, inv_std */
   AMPRT_OP_BATCH_NORM = 12, /* eps, momentum, training;  x, scale, bias, mean, var, y, rm, rv */
-  AMPRT_OP_GEMM = 13,       /* alpha, beta, trans_a, trans_b, has_c;  a, b, [c], y */
+  AMPRT_OP_GEMM = 13,       /* alpha, beta, trans_a, trans_b, has_c, [AMPRT_GEMM_*
+                               flags];  a, b, [c], y */
   AMPRT_OP_MATMUL = 14,     /* a, b, y */
   AMPRT_OP_CONV = 15,       /* spatial, group, has_bias, per dim: stride, dilation,
-                               pad_begin, pad_end;  x, w, [bias], y */
+                               pad_begin, pad_end, [AMPRT_CONV_* flags];
+                               x, w, [bias], y */
   AMPRT_OP_MAX_POOL = 16,   /* spatial, count_include_pad, per dim: kernel, stride,
-                               dilation, pad_begin, pad_end, then storage_order;
+                               dilation, pad_begin, pad_end, then storage_order,
+                               [want_indices, [x and y channel-blocked]];
                                x, y, indices */
   AMPRT_OP_AVERAGE_POOL = 17, /* as max pool;  x, y */
   AMPRT_OP_SOFTMAX_CROSS_ENTROPY = 18, /* reduction, has_ignore, ignore_index,
@@ -592,7 +596,7 @@ typedef enum amprt_opcode {
   AMPRT_OP_SLICE_GRAD = 36,        /* dy, dx (the sliced view), dx (whole, zeroed first) */
   AMPRT_OP_GATHER_GRAD = 37,       /* axis;  indices, dy, ddata */
   AMPRT_OP_REDUCE_MAX_GRAD = 38,   /* x, y, dy, dx */
-  AMPRT_OP_CONV_BN = 39            /* conv's attrs, then epsilon;  x, w, [bias], scale, shift,
+  AMPRT_OP_CONV_BN = 39            /* conv's attrs, epsilon, [flags];  x, w, [bias], scale, shift,
                                       mean, var, y: an f32 convolution followed by an
                                       inference-mode batch norm, folded into the weights */
 } amprt_opcode;
