@@ -85,6 +85,27 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
     AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, t4.p(), &q, y.p(), idx.p()));
     y.bytes.insert(y.bytes.end(), idx.bytes.begin(), idx.bytes.end()); // indices too
   }, Buf(AMPRT_F32, {9, 16, 16, 15}));
+  // Max pool gradient: planes on the threads; an index into another plane
+  // (legal, if odd) and an index chosen twice take the summing path.
+  Buf idx(AMPRT_I64, {9, 16, 16, 15}), pooled(AMPRT_F32, {9, 16, 16, 15});
+  AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, t4.p(), &q, pooled.p(), idx.p()));
+  Buf dy = randn(AMPRT_F32, {9, 16, 16, 15});
+  for (int variant = 0; variant < 3; ++variant) {
+    Buf ix = idx;
+    if (variant == 1)
+      ix.set(5, idx.get(16 * 15 * 40 + 7)); // plane 0's output 5 -> plane 40's input
+    if (variant == 2)
+      ix.set(6, idx.get(7)); // one input position chosen twice
+    sameWithThreads("max_pool_grad", [&](Buf &dx) {
+      AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dy.p(), ix.p(), dx.p()));
+    }, Buf(AMPRT_F32, {9, 16, 33, 31}));
+    std::vector<double> ref(9 * 16 * 33 * 31, 0.0);
+    for (int64_t o = 0; o < dy.numel(); ++o)
+      ref[(int64_t)ix.get(o)] += dy.get(o);
+    Buf dx(AMPRT_F32, {9, 16, 33, 31});
+    AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dy.p(), ix.p(), dx.p()));
+    EXPECT_TRUE(near(dx, ref, 0.5)) << "variant " << variant;
+  }
   int32_t b = amprt_channel_block();
   Buf px = randn(AMPRT_F32, {7, 2 * b, 12, 10});
   amprt_pool_params p{};

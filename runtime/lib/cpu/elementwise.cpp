@@ -366,6 +366,11 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
 namespace amprt {
 
 amprt_status convertPar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n) {
+  // Same type: a memmove (one piece: the buffers may overlap); bad types or
+  // buffers: refused here, on the caller's thread (its last error).
+  if (st == dt || (n && (!src || !dst)))
+    return amprt_convert(src, st, dst, dt, n);
+  AMPRT_CHECK(amprt_convert(src, st, dst, dt, 0));
   amprt_status status = AMPRT_OK;
   size_t ss = amprt_dtype_size(st), ds = amprt_dtype_size(dt);
   parallelFor((int64_t)n, (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {

@@ -481,22 +481,41 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
   if (dx->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32) {
     float *d = static_cast<float *>(dx->data);
     const float *g = static_cast<const float *>(dy->data);
-    std::memset(d, 0, (size_t)nx * sizeof(float));
-    thread_local std::vector<uint8_t> seen;
-    seen.assign((size_t)nx, 0);
-    bool twice = false;
-    for (int64_t o = 0; o < ny && !twice; ++o) {
-      int64_t i = idx[o];
-      if (i < 0)
-        continue;
-      if (i >= nx)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_max_pool_grad: index %lld out of range",
-                    (long long)i);
-      twice = seen[i];
-      seen[i] = 1;
-      d[i] = 0.0f + g[o];
-    }
-    if (!twice)
+    thread_local std::vector<uint8_t> seenBuf; // this thread's; workers get the pointer
+    seenBuf.assign((size_t)nx, 0);
+    uint8_t *seen = seenBuf.data();
+    // [N, C, ...] planes on the threads: a plane's outputs index its own
+    // input plane (as max pool writes them); any index outside its plane,
+    // or chosen twice, sends the whole call to the summing path below.
+    int64_t planes = dx->rank >= 3 && dy->rank == dx->rank && dx->shape[0] == dy->shape[0] &&
+                             dx->shape[1] == dy->shape[1]
+                         ? dx->shape[0] * dx->shape[1]
+                         : 1;
+    if (planes < 1 || nx % planes || ny % planes)
+      planes = 1;
+    int64_t px = nx / planes, py = ny / planes;
+    bool irregular = false;
+    parallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(px, 1)), 1,
+                [&](int64_t p0, int64_t p1) {
+                  std::memset(d + p0 * px, 0, (size_t)((p1 - p0) * px) * sizeof(float));
+                  bool bad = false;
+                  for (int64_t o = p0 * py; o < p1 * py && !bad; ++o) {
+                    int64_t i = idx[o];
+                    if (i < 0)
+                      continue;
+                    int64_t pl = o / py;
+                    bad = i < pl * px || i >= (pl + 1) * px || seen[i];
+                    if (!bad) {
+                      seen[i] = 1;
+                      d[i] = 0.0f + g[o];
+                    }
+                  }
+                  if (bad) {
+#pragma omp critical(amprt_max_pool_grad)
+                    irregular = true;
+                  }
+                });
+    if (!irregular)
       return AMPRT_OK;
   }
   std::vector<double> acc(nx, 0.0);
