@@ -1,5 +1,5 @@
-"""Random convolution chains through amp-run (fp32) against torch in
-float64: the shapes, windows and readers that decide where
+"""Random convolution chains through amp-run (fp32, fp16, bf16) against
+torch in float64: the shapes, windows and readers that decide where
 amp-lower-to-runtime keeps values channel-blocked and where a ReLU runs
 inside a convolution's call.
 
@@ -10,9 +10,10 @@ sometimes depthwise), optionally an inference batch norm, an activation
 2-3, stride 1-2, padding, ceil mode), optionally a second convolution and
 activation, and an ending that reads the chain (global average pool,
 ReduceMean over H and W with or without keepdims, the feature map itself,
-or an Add that needs the plain layout). Every element of the output must
-agree to 1e-5 of the output's scale (f32 arithmetic, other summation
-orders). A fresh seed each run (printed; AMP_TEST_SEED repeats one).
+or an Add that needs the plain layout). In fp32 every element of the
+output must agree to 1e-5 of the output's scale (f32 arithmetic, other
+summation orders); fp16 / bf16 to 16 eps of it (worst seen over a few
+runs: 2.4 / 5 eps). A fresh seed each run (printed; AMP_TEST_SEED repeats one).
 
     python blocked_chains.py AMP_RUN WORKDIR
 """
@@ -146,25 +147,32 @@ def case(i):
     return model, x, t.numpy(), " -> ".join(desc)
 
 
+# fp16 / bf16 (amp-autocast: convolutions on rounded operands, f32
+# accumulation, rounded results; the ReLU in the call): a tolerance from the
+# format's epsilon, as run_examples.py, times 2 for the two convolutions and
+# the pool / activations between them.
+TOL = {"fp32": 1e-5, "fp16": 16 * 2.0 ** -10, "bf16": 16 * 2.0 ** -7}
 for i in range(CASES):
     model, x, want, desc = case(i)
     path = os.path.join(work, f"chain{i}.onnx")
     onnx.save(model, path)
     np.savez(os.path.join(work, f"chain{i}.in.npz"), x=x)
-    out = os.path.join(work, f"chain{i}.out.npz")
-    p = subprocess.run([run, path, "--inputs", os.path.join(work, f"chain{i}.in.npz"),
-                        "--outputs", out], capture_output=True, text=True)
-    if p.returncode:
-        failed += 1
-        print(f"FAIL chain {i} [{desc}]: {p.stderr.strip()}")
-        continue
-    got = np.load(out)["y"].astype(np.float64)
-    scale = max(np.abs(want).max(), 1e-30)
-    err = np.abs(got - want.reshape(got.shape)).max() if got.size == want.size else np.inf
-    ok = got.size == want.size and np.isfinite(got).all() and err <= 1e-5 * scale
-    passed += ok
-    failed += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} chain {i} [{desc}]: max error {err:.3g} "
-          f"(tolerance {1e-5 * scale:.3g})")
+    for precision, rel in TOL.items():
+        out = os.path.join(work, f"chain{i}.{precision}.npz")
+        p = subprocess.run([run, path, "--inputs", os.path.join(work, f"chain{i}.in.npz"),
+                            "--outputs", out, "--precision", precision],
+                           capture_output=True, text=True)
+        if p.returncode:
+            failed += 1
+            print(f"FAIL chain {i} {precision} [{desc}]: {p.stderr.strip()}")
+            continue
+        got = np.load(out)["y"].astype(np.float64)
+        scale = max(np.abs(want).max(), 1e-30)
+        err = np.abs(got - want.reshape(got.shape)).max() if got.size == want.size else np.inf
+        ok = got.size == want.size and np.isfinite(got).all() and err <= rel * scale
+        passed += ok
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} chain {i} {precision} [{desc}]: max error {err:.3g} "
+              f"(tolerance {rel * scale:.3g})")
 print(f"{passed} passed, {failed} failed (seed {SEED})")
 sys.exit(1 if failed else 0)
