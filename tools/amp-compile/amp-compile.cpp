@@ -1,7 +1,7 @@
 //===- amp-compile.cpp - a model to a native program ---------------------===//
 //
 //   amp-compile model.onnx|model.mlir -o prog [--precision fp32|fp16|bf16]
-//               [--const-input name=file.pb] [--func NAME]
+//               [--const-input name=file.pb] [--func NAME] [--device cpu|cuda]
 //
 // Writes `prog` (an executable: the model compiled to an object file, linked
 // with libamprt and its main()) and `prog.weights` (the parameters and the
@@ -21,6 +21,10 @@
 //
 //   amp-compile artifacts/ -o train --lr 0.01   (training_model.onnx, checkpoint,
 //                                               optimizer_model.onnx)
+//
+// --device cuda links the CUDA runtime too (libamprt_cuda, cuBLASLt): the
+// program then runs on the GPU by default (--device cpu still runs it on the
+// CPU); the weights file records the device (amp.device).
 //
 // Nothing is left behind on failure.
 //
@@ -68,6 +72,10 @@ static cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"
 static cl::list<std::string> constInputs("const-input",
                                          cl::desc("Bind a graph input to a TensorProto (.pb)"),
                                          cl::value_desc("name=file.pb"), cl::cat(category));
+static cl::opt<std::string> deviceName("device",
+                                       cl::desc("Where the program runs: cpu, or cuda (links "
+                                                "the CUDA runtime; default cpu)"),
+                                       cl::init("cpu"), cl::cat(category));
 static cl::opt<std::string> funcName("func", cl::desc("Function to compile (default: main)"),
                                      cl::init("main"), cl::cat(category));
 
@@ -221,6 +229,13 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR ahead-of-time compiler\n");
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+  if (deviceName != "cpu" && deviceName != "cuda")
+    die("--device must be cpu or cuda, got '" + deviceName + "'");
+#ifndef AMP_CUDA_LIB_DIR
+  if (deviceName == "cuda")
+    die("--device cuda: this amp-compile was built without the CUDA toolkit (no CUDA runtime "
+        "to link)");
+#endif
 
   DialectRegistry registry;
   amp::registerONNXImportDialects(registry);
@@ -468,14 +483,15 @@ int main(int argc, char **argv) {
   for (auto [i, s] : llvm::enumerate(sig->results))
     sigText += signatureLine(inPlace.count(i) ? "result_inplace" : "result", s);
   std::string arenaText = std::to_string(*arena);
-  amprt_metadata meta[] = {{"amp.signature", sigText.c_str()},
-                           {"amp.arena_bytes", arenaText.c_str()},
-                           {"amp.precision", precision.c_str()},
-                           {"amp.model", modelFile.c_str()},
-                           {"amp.training", training.c_str()}};
-  if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta,
-                            training.empty() ? 4 : 5) !=
-      AMPRT_OK)
+  std::vector<amprt_metadata> meta = {{"amp.signature", sigText.c_str()},
+                                      {"amp.arena_bytes", arenaText.c_str()},
+                                      {"amp.precision", precision.c_str()},
+                                      {"amp.model", modelFile.c_str()},
+                                      {"amp.device", deviceName.c_str()}};
+  if (!training.empty())
+    meta.push_back({"amp.training", training.c_str()});
+  if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta.data(),
+                            (int32_t)meta.size()) != AMPRT_OK)
     die(amprt_last_error());
 
   // Link with the system's C++ driver.
@@ -488,7 +504,32 @@ int main(int argc, char **argv) {
       die("runtime library '" + lib + "' not found (--runtime-dir)");
   std::string errFile = outputFile + ".link.log";
   temporaries.push_back(errFile);
-  llvm::StringRef args[] = {*cxx, obj, runner, rt, "-ldnnl", "-lz", "-fopenmp", "-lmvec", "-lm", "-lpthread", "-o", prog};
+  std::vector<llvm::StringRef> args = {*cxx, obj, runner};
+  std::string cudaLib = runtimeDir + "/libamprt_cuda.a";
+#ifdef AMP_CUDA_LIB_DIR
+  std::string cudaDir = AMP_CUDA_LIB_DIR, cudaL = "-L" + cudaDir,
+              cudaRpath = "-Wl,-rpath," + cudaDir;
+  if (deviceName == "cuda") {
+    if (!llvm::sys::fs::exists(cudaLib))
+      die("runtime library '" + cudaLib + "' not found (--runtime-dir)");
+    // The CUDA backend is reached through a weak symbol: -u pulls it in.
+    for (llvm::StringRef a : {llvm::StringRef("-Wl,-u,amprt_cuda_device_ops"),
+                              llvm::StringRef(cudaLib)})
+      args.push_back(a);
+  }
+#endif
+  args.push_back(rt);
+  for (const char *a : {"-ldnnl", "-lz", "-fopenmp", "-lmvec", "-lm", "-lpthread"})
+    args.push_back(a);
+#ifdef AMP_CUDA_LIB_DIR
+  if (deviceName == "cuda")
+    for (llvm::StringRef a : {llvm::StringRef(cudaL), llvm::StringRef(cudaRpath),
+                              llvm::StringRef("-lcudart_static"), llvm::StringRef("-lcublasLt"),
+                              llvm::StringRef("-ldl"), llvm::StringRef("-lrt")})
+      args.push_back(a);
+#endif
+  args.push_back("-o");
+  args.push_back(prog);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(errFile),
                                                 llvm::StringRef(errFile)};
   if (llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects) != 0) {

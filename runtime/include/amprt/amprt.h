@@ -111,7 +111,17 @@ int amprt_tensor_is_contiguous(const amprt_tensor *t);
 
 typedef struct amprt_context amprt_context;
 
-/* device: "cpu", or "cuda" / "cuda:N" (AMPRT_ERR_NO_DEVICE without one). */
+/* device: "cpu", or "cuda" / "cuda:N": a context on a CUDA device, when the
+ * program links libamprt_cuda (amp-compile --device cuda); AMPRT_ERR_NO_DEVICE
+ * without a device or without that library. On a CUDA context amprt_exec
+ * runs each op on the device, asynchronously, on the context's stream: a
+ * descriptor's buffers are device memory (amprt_device_alloc, the arena),
+ * except the compiled program's constants, which the context copies to the
+ * device once, on first use. Errors a kernel finds (a label outside its
+ * classes, an overflow at the scale's floor) are recorded on the device and
+ * returned by the next amprt_device_synchronize. AMPRT_CUDA_EMULATE=1 runs a
+ * CUDA context's kernels on the host, on host memory (the tests' way of
+ * checking the CUDA executor where there is no GPU). */
 amprt_status amprt_context_create(const char *device, amprt_context **out);
 void amprt_context_destroy(amprt_context *ctx);
 const char *amprt_context_device(const amprt_context *ctx);
@@ -134,8 +144,23 @@ uint32_t amprt_cpu_features(void);
 /* "avx2 f16c avx512f avx512_bf16 ..." */
 const char *amprt_cpu_features_string(void);
 
-/* One block of device memory; the compiler's memory plan places every
- * intermediate at an offset in it. */
+/* Memory of the context's device (host memory for "cpu"), and copies; kind
+ * 0: host -> device, 1: device -> host (waits for the device's work queued
+ * before it), 2: device -> device. Copies are ordered with the context's
+ * kernels. */
+amprt_status amprt_device_alloc(amprt_context *ctx, size_t bytes, void **out);
+void amprt_device_free(amprt_context *ctx, void *ptr);
+amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src,
+                               size_t bytes, int32_t kind);
+/* Waits for the work queued on the context; returns the first error a
+ * kernel recorded since the last call (and clears it). A warning recorded
+ * (on_min_scale=warn) is printed to stderr once. */
+amprt_status amprt_device_synchronize(amprt_context *ctx);
+/* 1 for a context whose memory is the host's ("cpu"). */
+int32_t amprt_context_on_host(const amprt_context *ctx);
+
+/* One block of the context's device memory; the compiler's memory plan
+ * places every intermediate at an offset in it. */
 typedef struct amprt_arena amprt_arena;
 amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
                                 amprt_arena **out);

@@ -13,13 +13,23 @@ extern "C" amprt_status amprt_context_create(const char *device,
                        "amprt_context_create: null output pointer");
   *out = nullptr;
   std::string dev = device ? device : "cpu";
+  const amprt_device_ops *ops = nullptr;
+  int32_t index = 0;
   if (dev == "cuda" || dev.rfind("cuda:", 0) == 0) {
-#ifndef AMPRT_HAVE_CUDA
-    return amprt::fail(AMPRT_ERR_NO_DEVICE,
-                       "amprt_context_create: device '%s': this runtime was "
-                       "built without CUDA",
-                       dev.c_str());
-#endif
+    if (dev.size() > 5) {
+      char *end = nullptr;
+      long v = std::strtol(dev.c_str() + 5, &end, 10);
+      if (*end || v < 0 || v > 1024)
+        return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
+                           "amprt_context_create: bad device '%s' (cuda:N)", dev.c_str());
+      index = (int32_t)v;
+    }
+    ops = amprt_cuda_device_ops ? amprt_cuda_device_ops() : nullptr;
+    if (!ops)
+      return amprt::fail(AMPRT_ERR_NO_DEVICE,
+                         "amprt_context_create: device '%s': this program was built "
+                         "without the CUDA runtime (amp-compile --device cuda links it)",
+                         dev.c_str());
   } else if (dev != "cpu") {
     return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
                        "amprt_context_create: unknown device '%s' (use cpu or "
@@ -30,11 +40,66 @@ extern "C" amprt_status amprt_context_create(const char *device,
   if (!ctx)
     return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_context_create");
   ctx->device = dev;
+  if (ops) {
+    ctx->ops = ops;
+    amprt_status s = ops->open(ctx, index);
+    if (s != AMPRT_OK) {
+      delete ctx;
+      return s;
+    }
+  }
   *out = ctx;
   return AMPRT_OK;
 }
 
-extern "C" void amprt_context_destroy(amprt_context *ctx) { delete ctx; }
+extern "C" void amprt_context_destroy(amprt_context *ctx) {
+  if (ctx && ctx->ops)
+    ctx->ops->close(ctx);
+  delete ctx;
+}
+
+extern "C" int32_t amprt_context_on_host(const amprt_context *ctx) {
+  return ctx && !ctx->ops;
+}
+
+extern "C" amprt_status amprt_device_alloc(amprt_context *ctx, size_t bytes, void **out) {
+  if (!ctx || !out)
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_device_alloc: null argument");
+  if (ctx->ops)
+    return ctx->ops->alloc(ctx, bytes, out);
+  size_t rounded = (bytes + 63) / 64 * 64;
+  *out = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!*out)
+    return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_device_alloc: cannot allocate %zu bytes",
+                       bytes);
+  return AMPRT_OK;
+}
+
+extern "C" void amprt_device_free(amprt_context *ctx, void *ptr) {
+  if (!ctx || !ptr)
+    return;
+  if (ctx->ops)
+    ctx->ops->free(ctx, ptr);
+  else
+    std::free(ptr);
+}
+
+extern "C" amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src,
+                                          size_t bytes, int32_t kind) {
+  if (!ctx || (bytes && (!dst || !src)) || kind < 0 || kind > 2)
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_device_copy: bad argument");
+  if (ctx->ops)
+    return ctx->ops->copy(ctx, dst, src, bytes, kind);
+  if (bytes)
+    std::memmove(dst, src, bytes);
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_device_synchronize(amprt_context *ctx) {
+  if (!ctx)
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_device_synchronize: null context");
+  return ctx->ops ? ctx->ops->sync(ctx) : AMPRT_OK;
+}
 
 extern "C" const char *amprt_context_device(const amprt_context *ctx) {
   return ctx ? ctx->device.c_str() : "";
@@ -124,6 +189,7 @@ extern "C" const char *amprt_cpu_features_string(void) {
 struct amprt_arena {
   void *base;
   size_t size;
+  amprt_context *ctx;
 };
 
 extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
@@ -132,14 +198,18 @@ extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
     return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
                        "amprt_arena_create: null context or output");
   *out = nullptr;
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void *p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  if (rounded && !p)
-    return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY,
-                       "amprt_arena_create: cannot allocate %zu bytes", bytes);
-  auto *a = new (std::nothrow) amprt_arena{p, bytes};
+  void *p = nullptr;
+  if (bytes) {
+    amprt_status s = amprt_device_alloc(ctx, bytes, &p);
+    if (s != AMPRT_OK) {
+      std::string why = amprt_last_error();
+      return amprt::fail(s, "amprt_arena_create: cannot allocate %zu bytes (%s)", bytes,
+                         why.c_str());
+    }
+  }
+  auto *a = new (std::nothrow) amprt_arena{p, bytes, ctx};
   if (!a) {
-    std::free(p);
+    amprt_device_free(ctx, p);
     return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_arena_create");
   }
   *out = a;
@@ -149,7 +219,7 @@ extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
 extern "C" void amprt_arena_destroy(amprt_arena *a) {
   if (!a)
     return;
-  std::free(a->base);
+  amprt_device_free(a->ctx, a->base);
   delete a;
 }
 

@@ -14,9 +14,27 @@
 #include <omp.h>
 #endif
 
+/// A device backend other than the host (libamprt_cuda's): the context's
+/// kernels, memory and copies. Found through a weak symbol, so that a
+/// program without that library links and reports "no CUDA device".
+struct amprt_device_ops {
+  amprt_status (*open)(amprt_context *ctx, int32_t device);
+  void (*close)(amprt_context *ctx);
+  int32_t (*exec)(amprt_context *ctx, const int64_t *desc, void **bufs);
+  amprt_status (*alloc)(amprt_context *ctx, size_t bytes, void **out);
+  void (*free)(amprt_context *ctx, void *ptr);
+  amprt_status (*copy)(amprt_context *ctx, void *dst, const void *src, size_t bytes,
+                       int32_t kind);
+  amprt_status (*sync)(amprt_context *ctx);
+};
+
+extern "C" const amprt_device_ops *amprt_cuda_device_ops(void) __attribute__((weak));
+
 struct amprt_context {
   std::string device;
   uint64_t rng = 0x853c49e6748fea9bULL;
+  const amprt_device_ops *ops = nullptr; // null: the host
+  void *impl = nullptr;                  // the backend's state
 };
 
 namespace amprt {

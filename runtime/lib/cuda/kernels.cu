@@ -9,209 +9,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "amprt/amprt_cuda.h"
+#include "device.cuh"
 
-#include "../cpu/convert_bits.h"
-#include "../cpu/internal.h"
-
-#include <cuda_runtime.h>
-
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 using amprt::fail;
+using namespace amprt::cuda;
 
 namespace {
 
-amprt_status cudaFail(cudaError_t e, const char *what) {
-  if (e == cudaSuccess)
-    return AMPRT_OK;
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
-    return fail(AMPRT_ERR_NO_DEVICE, "%s: no CUDA device: %s", what, cudaGetErrorString(e));
-  return fail(AMPRT_ERR_DEVICE, "%s: CUDA error: %s", what, cudaGetErrorString(e));
-}
-
-#define CUDA_CHECK(call, what)                                                 \
-  do {                                                                         \
-    amprt_status s_ = cudaFail((call), what);                                  \
-    if (s_ != AMPRT_OK)                                                        \
-      return s_;                                                               \
-  } while (0)
-
-amprt_status launched(const char *what) { return cudaFail(cudaGetLastError(), what); }
-
 bool isHalfType(amprt_dtype t) { return t == AMPRT_F16 || t == AMPRT_BF16; }
-
-int blocksFor(int64_t n, int threads = 256) {
-  int64_t b = (n + threads - 1) / threads;
-  return (int)(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
-
-//--- Conversions: the CPU runtime's definitions (../cpu/convert_bits.h) --
-
-__device__ inline uint16_t f32ToF16(float f) { return amprt::bits::f32ToF16(__float_as_uint(f)); }
-__device__ inline float f16ToF32(uint16_t h) { return __uint_as_float(amprt::bits::f16ToF32(h)); }
-__device__ inline uint16_t f32ToBf16(float f) { return amprt::bits::f32ToBf16(__float_as_uint(f)); }
-__device__ inline float bf16ToF32(uint16_t b) { return __uint_as_float(amprt::bits::bf16ToF32(b)); }
-
-__device__ inline float load(const void *p, int dtype, int64_t i) {
-  if (dtype == AMPRT_F32)
-    return static_cast<const float *>(p)[i];
-  uint16_t h = static_cast<const uint16_t *>(p)[i];
-  return dtype == AMPRT_F16 ? f16ToF32(h) : bf16ToF32(h);
-}
-
-__device__ inline void store(void *p, int dtype, int64_t i, float v) {
-  if (dtype == AMPRT_F32)
-    static_cast<float *>(p)[i] = v;
-  else
-    static_cast<uint16_t *>(p)[i] = dtype == AMPRT_F16 ? f32ToF16(v) : f32ToBf16(v);
-}
-
-__global__ void castKernel(const void *x, int xt, void *y, int yt, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    store(y, yt, i, load(x, xt, i));
-}
-
-//--- Multi-tensor unscale and check (one launch, like Apex's
-//    multi_tensor_apply): blockIdx.y picks the tensor.
-
-struct UnscaleItem {
-  const void *grad;
-  float *out;
-  int64_t n;
-  int32_t dtype;
-};
-
-__global__ void unscaleKernel(const UnscaleItem *items, const float *scale, float *found) {
-  const UnscaleItem it = items[blockIdx.y];
-  float inv = (float)(1.0 / (double)*scale);
-  bool bad = false;
-  int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (it.dtype == AMPRT_F32 && (reinterpret_cast<uintptr_t>(it.grad) % 16) == 0 &&
-      (reinterpret_cast<uintptr_t>(it.out) % 16) == 0) {
-    // 16-byte loads and stores.
-    const float4 *g4 = static_cast<const float4 *>(it.grad);
-    float4 *o4 = reinterpret_cast<float4 *>(it.out);
-    int64_t n4 = it.n / 4;
-    for (int64_t k = i; k < n4; k += stride) {
-      float4 v = g4[k];
-      bad |= !isfinite(v.x) || !isfinite(v.y) || !isfinite(v.z) || !isfinite(v.w);
-      o4[k] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-    }
-    for (int64_t k = n4 * 4 + i; k < it.n; k += stride) {
-      float v = static_cast<const float *>(it.grad)[k];
-      bad |= !isfinite(v);
-      it.out[k] = v * inv;
-    }
-  } else {
-    for (int64_t k = i; k < it.n; k += stride) {
-      float v = load(it.grad, it.dtype, k);
-      bad |= !isfinite(v);
-      it.out[k] = v * inv;
-    }
-  }
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    *found = 1.0f;
-}
-
-//--- The scale update (PyTorch's _amp_update_scale_, DeepSpeed's
-//    hysteresis, a floor): runtime/lib/cpu/amp.cpp's amprt_update_scale.
-
-__global__ void updateScaleKernel(amprt_scaler_config cfg, amprt_scaler_state *st,
-                                  const float *found) {
-  int32_t hyst = cfg.hysteresis > 0 ? cfg.hysteresis : 1;
-  if (*found != 0.0f) {
-    bool floor = false;
-    if (hyst <= 1 || st->hysteresis_left <= 1) {
-      floor = cfg.min_scale > 0.0f && st->scale <= cfg.min_scale;
-      float next = st->scale * cfg.backoff_factor;
-      st->scale = next < cfg.min_scale ? cfg.min_scale : next;
-    } else {
-      --st->hysteresis_left;
-    }
-    st->growth_tracker = 0;
-    st->at_min_scale = floor;
-    return;
-  }
-  st->at_min_scale = 0;
-  int32_t successful = st->growth_tracker + 1;
-  if (successful == cfg.growth_interval) {
-    float grown = st->scale * cfg.growth_factor;
-    if (isfinite(grown))
-      st->scale = grown;
-    st->growth_tracker = 0;
-    st->hysteresis_left = hyst;
-  } else {
-    st->growth_tracker = successful;
-  }
-}
-
-//--- Optimizer steps: runtime/lib/cpu/amp.cpp's, skipped on the device.
-
-__global__ void sgdKernel(amprt_sgd_config cfg, float *p, const float *g, float *b, int64_t n,
-                          const int64_t *step, const float *found) {
-  if (*found != 0.0f)
-    return;
-  bool first = *step == 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float d = g[i];
-    if (cfg.weight_decay != 0.0f)
-      d = d + cfg.weight_decay * p[i];
-    if (cfg.momentum != 0.0f) {
-      b[i] = first ? d : b[i] * cfg.momentum + (1.0f - cfg.dampening) * d;
-      d = cfg.nesterov ? d + cfg.momentum * b[i] : b[i];
-    }
-    p[i] = p[i] + (-cfg.lr) * d;
-  }
-}
-
-__global__ void adamKernel(amprt_adam_config cfg, float *p, const float *g, float *m, float *v,
-                           int64_t n, const int64_t *step, const float *found) {
-  if (*found != 0.0f)
-    return;
-  if (cfg.decoupled == 2) { // Hugging Face's AdamW, as amprt_adam_step
-    float ac = 1.0f - (float)pow((double)cfg.beta1, (double)(*step + 1));
-    float bc = 1.0f - (float)pow((double)cfg.beta2, (double)(*step + 1));
-    float lrc = cfg.lr * (sqrtf(bc) / ac);
-    float w1 = 1.0f - cfg.beta1, w2 = 1.0f - cfg.beta2, decay = cfg.lr * cfg.weight_decay;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-      float gi = g[i];
-      m[i] = cfg.beta1 * m[i] + w1 * gi;
-      v[i] = cfg.beta2 * v[i] + w2 * gi * gi;
-      p[i] = p[i] - lrc * m[i] / (sqrtf(v[i]) + cfg.eps);
-      p[i] = p[i] - decay * p[i];
-    }
-    return;
-  }
-  double t = (double)(*step + 1);
-  double bc1 = 1.0 - pow((double)cfg.beta1, t);
-  double bc2 = 1.0 - pow((double)cfg.beta2, t);
-  float stepSize = (float)((double)cfg.lr / bc1);
-  float bc2Sqrt = (float)sqrt(bc2);
-  float w1 = 1.0f - cfg.beta1, w2 = 1.0f - cfg.beta2;
-  float decay = (float)(1.0 - (double)cfg.lr * (double)cfg.weight_decay);
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float gi = g[i];
-    if (cfg.weight_decay != 0.0f) {
-      if (cfg.decoupled)
-        p[i] = p[i] * decay;
-      else
-        gi = gi + cfg.weight_decay * p[i];
-    }
-    m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
-    v[i] = v[i] * cfg.beta2 + w2 * gi * gi;
-    float denom = sqrtf(v[i]) / bc2Sqrt + cfg.eps;
-    p[i] = p[i] + (-stepSize) * (m[i] / denom);
-  }
-}
 
 amprt_status checkDevice(const amprt_tensor *t, const char *what, bool f32Only) {
   if (!t || !t->data)
@@ -225,32 +34,27 @@ amprt_status checkDevice(const amprt_tensor *t, const char *what, bool f32Only) 
 }
 
 amprt_status launchUnscale(const amprt_tensor *grads, amprt_tensor *outs, int32_t n,
-                           const float *scale, float *found, UnscaleItem **devItems) {
-  std::vector<UnscaleItem> items;
-  int64_t longest = 0;
+                           const float *scale, float *found) {
+  if (n > kMaxTensors)
+    return fail(AMPRT_ERR_UNSUPPORTED, "amprt_cuda_unscale_and_check: %d tensors (at most %d per call)",
+                n, kMaxTensors);
+  UnscaleF f{};
+  int64_t units = 0;
   for (int32_t k = 0; k < n; ++k) {
     AMPRT_CHECK(checkDevice(&grads[k], "amprt_cuda_unscale_and_check: gradient", false));
     AMPRT_CHECK(checkDevice(&outs[k], "amprt_cuda_unscale_and_check: output", true));
     if (amprt_tensor_numel(&grads[k]) != amprt_tensor_numel(&outs[k]))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_cuda_unscale_and_check: gradient %d and its output differ in size", k);
-    items.push_back({grads[k].data, static_cast<float *>(outs[k].data),
-                     amprt_tensor_numel(&grads[k]), grads[k].dtype});
-    longest = items.back().n > longest ? items.back().n : longest;
+    int64_t len = amprt_tensor_numel(&grads[k]);
+    f.items[k] = {grads[k].data, static_cast<float *>(outs[k].data), len, units, grads[k].dtype};
+    units += (len + 3) / 4;
   }
-  if (n > 65535)
-    return fail(AMPRT_ERR_UNSUPPORTED, "amprt_cuda_unscale_and_check: %d tensors (at most 65535)",
-                n);
-  if (!*devItems)
-    CUDA_CHECK(cudaMalloc(devItems, items.size() * sizeof(UnscaleItem) + 1),
-               "amprt_cuda_unscale_and_check");
-  CUDA_CHECK(cudaMemcpyAsync(*devItems, items.data(), items.size() * sizeof(UnscaleItem),
-                             cudaMemcpyHostToDevice),
-             "amprt_cuda_unscale_and_check");
-  dim3 grid(blocksFor((longest + 3) / 4), n > 0 ? n : 1);
-  if (n > 0)
-    unscaleKernel<<<grid, 256>>>(*devItems, scale, found);
-  return launched("amprt_cuda_unscale_and_check");
+  f.count = n;
+  f.scale = scale;
+  f.found = found;
+  f.foundIsByte = 0;
+  return each(nullptr, units, f, "amprt_cuda_unscale_and_check");
 }
 
 } // namespace
@@ -310,9 +114,7 @@ extern "C" amprt_status amprt_cuda_cast(const amprt_tensor *x, amprt_tensor *y) 
   int64_t n = amprt_tensor_numel(x);
   if (n != amprt_tensor_numel(y))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_cast: x and y differ in size");
-  if (n)
-    castKernel<<<blocksFor(n), 256>>>(x->data, x->dtype, y->data, y->dtype, n);
-  return launched("amprt_cuda_cast");
+  return each(nullptr, n, CastFloatF{x->data, y->data, x->dtype, y->dtype}, "amprt_cuda_cast");
 }
 
 extern "C" amprt_status amprt_cuda_unscale_and_check(const amprt_tensor *grads,
@@ -320,28 +122,22 @@ extern "C" amprt_status amprt_cuda_unscale_and_check(const amprt_tensor *grads,
                                                      const float *scale, float *found_inf) {
   if (n < 0 || (n > 0 && (!grads || !outs)) || !scale || !found_inf)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_unscale_and_check: null argument");
-  UnscaleItem *items = nullptr;
-  amprt_status s = launchUnscale(grads, outs, n, scale, found_inf, &items);
-  if (items)
-    cudaFree(items); // stream-ordered after the launch (cudaFree synchronises)
-  return s;
+  return launchUnscale(grads, outs, n, scale, found_inf);
 }
 
 extern "C" amprt_status amprt_cuda_time_unscale(const amprt_tensor *grads, amprt_tensor *outs,
                                                 int32_t n, const float *scale,
                                                 float *found_inf, int32_t repeat, float *ms) {
-  UnscaleItem *items = nullptr;
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a), "amprt_cuda_time_unscale");
   CUDA_CHECK(cudaEventCreate(&b), "amprt_cuda_time_unscale");
-  AMPRT_CHECK(launchUnscale(grads, outs, n, scale, found_inf, &items)); // warm-up
+  AMPRT_CHECK(launchUnscale(grads, outs, n, scale, found_inf)); // warm-up
   CUDA_CHECK(cudaEventRecord(a), "amprt_cuda_time_unscale");
   for (int32_t r = 0; r < repeat; ++r)
-    AMPRT_CHECK(launchUnscale(grads, outs, n, scale, found_inf, &items));
+    AMPRT_CHECK(launchUnscale(grads, outs, n, scale, found_inf));
   CUDA_CHECK(cudaEventRecord(b), "amprt_cuda_time_unscale");
   CUDA_CHECK(cudaEventSynchronize(b), "amprt_cuda_time_unscale");
   CUDA_CHECK(cudaEventElapsedTime(ms, a, b), "amprt_cuda_time_unscale");
-  cudaFree(items);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return AMPRT_OK;
@@ -375,8 +171,8 @@ extern "C" amprt_status amprt_cuda_update_scale(const amprt_scaler_config *cfg,
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_cuda_update_scale: needs growth_factor > 1, 0 < backoff_factor < 1 and "
                 "growth_interval >= 1");
-  updateScaleKernel<<<1, 1>>>(*cfg, state, found_inf);
-  return launched("amprt_cuda_update_scale");
+  return each(nullptr, 1, UpdateScaleF{*cfg, state, found_inf, 0, nullptr, 0},
+              "amprt_cuda_update_scale");
 }
 
 extern "C" amprt_status amprt_cuda_sgd_step(const amprt_sgd_config *cfg, amprt_tensor *param,
@@ -396,12 +192,11 @@ extern "C" amprt_status amprt_cuda_sgd_step(const amprt_sgd_config *cfg, amprt_t
     if (amprt_tensor_numel(buf) != n)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_sgd_step: buffer size differs");
   }
-  if (n)
-    sgdKernel<<<blocksFor(n), 256>>>(*cfg, static_cast<float *>(param->data),
-                                     static_cast<const float *>(grad->data),
-                                     buf ? static_cast<float *>(buf->data) : nullptr, n, step,
-                                     found_inf);
-  return launched("amprt_cuda_sgd_step");
+  float *p = static_cast<float *>(param->data);
+  float *b = cfg->momentum != 0.0f ? static_cast<float *>(buf->data) : nullptr;
+  return each(nullptr, n,
+              SgdF{*cfg, p, static_cast<const float *>(grad->data), b, p, b, step, found_inf, 0},
+              "amprt_cuda_sgd_step");
 }
 
 extern "C" amprt_status amprt_cuda_adam_step(const amprt_adam_config *cfg, amprt_tensor *param,
@@ -417,10 +212,10 @@ extern "C" amprt_status amprt_cuda_adam_step(const amprt_adam_config *cfg, amprt
   if (amprt_tensor_numel(grad) != n || amprt_tensor_numel(exp_avg) != n ||
       amprt_tensor_numel(exp_avg_sq) != n)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_adam_step: sizes differ");
-  if (n)
-    adamKernel<<<blocksFor(n), 256>>>(*cfg, static_cast<float *>(param->data),
-                                      static_cast<const float *>(grad->data),
-                                      static_cast<float *>(exp_avg->data),
-                                      static_cast<float *>(exp_avg_sq->data), n, step, found_inf);
-  return launched("amprt_cuda_adam_step");
+  float *p = static_cast<float *>(param->data), *m = static_cast<float *>(exp_avg->data),
+        *v = static_cast<float *>(exp_avg_sq->data);
+  return each(nullptr, n,
+              AdamF{*cfg, p, static_cast<const float *>(grad->data), m, v, p, m, v, step,
+                    found_inf, 0},
+              "amprt_cuda_adam_step");
 }

@@ -1,7 +1,7 @@
 //===- main.cpp - the main() of programs written by amp-compile -----------===//
 //
 //   ./prog --inputs in.npz --outputs out.npz [--weights prog.weights]
-//          [--nan-check warn|error|off]
+//          [--nan-check warn|error|off] [--device cpu|cuda[:N]]
 //
 // A training step (amp-compile --optimizer ...) also runs in a loop:
 //
@@ -16,6 +16,15 @@
 // steps of the run, so `--resume` continues an interrupted run to N. The
 // checkpoint (D/checkpoint.safetensors) holds every state tensor and, in its
 // metadata, the step and the skipped-step count.
+//
+// --device: where the program runs; by default where it was compiled for
+// (amp.device in the weights' metadata; amp-compile --device cuda). On a
+// CUDA device the parameters, the state, the arena and the whole data set
+// live in device memory; a step is a sequence of asynchronous launches and
+// the loop reads the loss, the scale and found_inf back only every
+// --sync-every steps (32 by default; at print and checkpoint steps too): no
+// host synchronisation inside a step, one per block of steps. The metrics
+// then give each step of a block the block's mean time.
 //
 // Links with the object amp-compile emits (which defines amp_entry) and
 // libamprt. The weights file beside the program (safetensors) holds the
@@ -104,8 +113,8 @@ double scalarOf(const Slot *s) {
 }
 
 struct Options {
-  std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir;
-  int64_t steps = -1, printEvery = 0, checkpointEvery = 0;
+  std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir, device;
+  int64_t steps = -1, printEvery = 0, checkpointEvery = 0, syncEvery = 32;
   bool resume = false;
 };
 
@@ -224,13 +233,17 @@ int main(int argc, char **argv) {
       o.checkpointEvery = count("--checkpoint-every", 0);
     else if (a == "--resume")
       o.resume = true;
+    else if (is("--device"))
+      o.device = value("--device");
+    else if (is("--sync-every"))
+      o.syncEvery = count("--sync-every", 1);
     else if (a == "-h" || a == "--help") {
       std::printf("usage: %s --inputs in.npz --outputs out.npz [--weights FILE] "
-                  "[--nan-check warn|error|off]\n"
+                  "[--nan-check warn|error|off] [--device cpu|cuda[:N]]\n"
                   "       %s --data data.npz --steps N [--metrics m.jsonl] "
                   "[--checkpoint-dir D] [--resume]\n"
                   "          [--print-every K] [--checkpoint-every K] [--outputs last.npz] "
-                  "(a training step)\n",
+                  "[--sync-every K] (a training step)\n",
                   argv[0], argv[0]);
       return 0;
     } else
@@ -245,6 +258,9 @@ int main(int argc, char **argv) {
   const char *sigMeta = amprt_checkpoint_metadata(ck, "amp.signature");
   const char *arenaMeta = amprt_checkpoint_metadata(ck, "amp.arena_bytes");
   const char *trainingMeta = amprt_checkpoint_metadata(ck, "amp.training");
+  const char *deviceMeta = amprt_checkpoint_metadata(ck, "amp.device");
+  if (o.device.empty())
+    o.device = deviceMeta ? deviceMeta : "cpu";
   if (!sigMeta || !arenaMeta)
     die("'" + o.weights + "' has no program signature: not written by amp-compile");
   // Copies: the metadata lives as long as the open weights file.
@@ -297,14 +313,44 @@ int main(int argc, char **argv) {
 
   amprt_context *ctx = nullptr;
   amprt_arena *arena = nullptr;
-  if (amprt_context_create("cpu", &ctx) != AMPRT_OK ||
-      amprt_arena_create(ctx, (size_t)std::strtoll(arenaText, nullptr, 10), &arena) != AMPRT_OK)
+  if (amprt_context_create(o.device.c_str(), &ctx) != AMPRT_OK)
+    die(std::string(amprt_last_error()) + " (--device " + o.device + ")");
+  if (amprt_arena_create(ctx, (size_t)std::strtoll(arenaText, nullptr, 10), &arena) != AMPRT_OK)
     die(amprt_last_error());
-  std::vector<void *> ap, rp;
-  for (Slot &s : args)
-    ap.push_back(s.data.data());
+  // ap / rp: the buffers the program reads and writes (the slots' host
+  // memory, or device memory mirrored by them).
+  const bool onHost = amprt_context_on_host(ctx);
+  std::vector<void *> ap, rp, owned;
+  auto deviceBuffer = [&](Slot &s) -> void * {
+    if (onHost)
+      return s.data.data();
+    void *p = nullptr;
+    if (amprt_device_alloc(ctx, std::max<size_t>(1, s.data.size()), &p) != AMPRT_OK)
+      die(amprt_last_error());
+    owned.push_back(p);
+    return p;
+  };
+  auto upload = [&](Slot &s, void *dst) {
+    if (!onHost && amprt_device_copy(ctx, dst, s.data.data(), s.data.size(), 0) != AMPRT_OK)
+      die(amprt_last_error());
+  };
+  auto download = [&](Slot &s, const void *src) {
+    if (!onHost && amprt_device_copy(ctx, s.data.data(), src, s.data.size(), 1) != AMPRT_OK)
+      die(amprt_last_error());
+  };
+  for (Slot &s : args) {
+    ap.push_back(deviceBuffer(s));
+    if (s.kind == "param")
+      upload(s, ap.back());
+  }
   for (Slot &s : results)
-    rp.push_back(s.data.data());
+    rp.push_back(deviceBuffer(s));
+  auto finish = [&]() {
+    for (void *p : owned)
+      amprt_device_free(ctx, p);
+    amprt_arena_destroy(arena);
+    amprt_context_destroy(ctx);
+  };
 
   if (!loop) {
     amprt_npz *in = nullptr;
@@ -334,15 +380,22 @@ int main(int argc, char **argv) {
                      what.c_str()) != AMPRT_OK)
         die(amprt_last_error());
       checkFinite(s, "input '" + s.name + "'", o.nanCheck);
+      upload(s, ap[&s - args.data()]);
     }
     if (in)
       amprt_npz_close(in);
-    if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
+    if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK ||
+        amprt_device_synchronize(ctx) != AMPRT_OK)
       die(amprt_last_error());
-    if (!o.outputs.empty())
-      writeOutputs(o.outputs, results, rp);
-    amprt_arena_destroy(arena);
-    amprt_context_destroy(ctx);
+    if (!o.outputs.empty()) {
+      std::vector<void *> host;
+      for (size_t r = 0; r < results.size(); ++r) {
+        download(results[r], rp[r]);
+        host.push_back(onHost ? rp[r] : results[r].data.data());
+      }
+      writeOutputs(o.outputs, results, host);
+    }
+    finish();
     return 0;
   }
 
@@ -369,7 +422,8 @@ int main(int argc, char **argv) {
     // buffer serves as argument and result.
     if (results[r].kind == "result_inplace") {
       rp[r] = ap[it->second];
-      std::vector<char>().swap(results[r].data);
+      if (onHost)
+        std::vector<char>().swap(results[r].data);
     }
   }
   auto resultOf = [&](const char *name) -> const Slot * {
@@ -387,6 +441,7 @@ int main(int argc, char **argv) {
     size_t arg;
     const amprt_array *array;
     int64_t rowBytes;
+    char *device = nullptr; // the whole array, converted, on the device
   };
   std::vector<Feed> feeds;
   int64_t batches = -1;
@@ -425,6 +480,20 @@ int main(int argc, char **argv) {
     for (int32_t d = 1; d < a->rank; ++d)
       row *= a->shape[d];
     feeds.push_back({i, a, row});
+    if (!onHost) {
+      // Every full batch, converted to the program's type, copied once.
+      Slot all{s.kind, s.name, s.dtype, s.shape, {}};
+      all.shape[0] = nb * s.shape[0];
+      all.data.resize((size_t)all.numel() * amprt_dtype_size(s.dtype));
+      amprt_array whole = *a;
+      whole.shape[0] = all.shape[0];
+      std::string what = "input '" + s.name + "' in '" + o.data + "'";
+      if (amprt_feed(&whole, s.dtype, (int32_t)all.shape.size(), all.shape.data(),
+                     all.data.data(), what.c_str()) != AMPRT_OK)
+        die(amprt_last_error());
+      feeds.back().device = static_cast<char *>(deviceBuffer(all));
+      upload(all, feeds.back().device);
+    }
     // NaN in the data: said once, before training.
     int64_t first;
     int64_t total = a->shape[0] * (row / (int64_t)amprt_dtype_size(a->dtype));
@@ -466,9 +535,11 @@ int main(int argc, char **argv) {
       die("--resume: '" + ckFile + "' was not written by this program (its signature differs)");
     for (auto [ai, ri] : carry) {
       Slot &s = args[ai];
-      amprt_tensor t = amprt_tensor_make(ap[ai], s.dtype, (int32_t)s.shape.size(), s.shape.data());
+      void *host = onHost ? ap[ai] : s.data.data();
+      amprt_tensor t = amprt_tensor_make(host, s.dtype, (int32_t)s.shape.size(), s.shape.data());
       if (amprt_checkpoint_read(rc, s.name.c_str(), &t) != AMPRT_OK)
         die(std::string("--resume: ") + amprt_last_error());
+      upload(s, ap[ai]);
     }
     start = std::strtoll(it, nullptr, 10);
     skipped = std::strtoll(sk, nullptr, 10);
@@ -484,7 +555,9 @@ int main(int argc, char **argv) {
     std::vector<amprt_named_tensor> ts;
     for (auto [ai, ri] : carry) {
       Slot &s = args[ai];
-      ts.push_back({s.name.c_str(), amprt_tensor_make(ap[ai], s.dtype, (int32_t)s.shape.size(),
+      download(s, ap[ai]);
+      void *host = onHost ? ap[ai] : s.data.data();
+      ts.push_back({s.name.c_str(), amprt_tensor_make(host, s.dtype, (int32_t)s.shape.size(),
                                                       s.shape.data())});
     }
     std::string d = std::to_string(done), k = std::to_string(skipped);
@@ -510,22 +583,78 @@ int main(int argc, char **argv) {
                 (long long)batches, o.data.c_str(), (long long)start + 1, (long long)o.steps);
   const Slot *lossSlot = resultOf("loss"), *scaleSlot = resultOf("loss_scale"),
              *foundSlot = resultOf("found_inf");
-  auto valueAt = [&](const Slot *s) -> double {
-    if (!s)
-      return 0.0;
+  // The scalars the loop reports, copied after each step into a history
+  // block (device memory on a device) and read back a block at a time.
+  const Slot *watched[3] = {lossSlot, scaleSlot, foundSlot};
+  const int64_t block = onHost ? 1 : o.syncEvery;
+  void *history = nullptr;
+  if (amprt_device_alloc(ctx, (size_t)block * 24, &history) != AMPRT_OK)
+    die(amprt_last_error());
+  owned.push_back(history);
+  std::vector<char> historyHost((size_t)block * 24);
+  auto valueIn = [&](const Slot *s, const char *bytes) -> double {
     Slot tmp{s->kind, s->name, s->dtype, s->shape, {}};
-    size_t r = s - results.data();
-    tmp.data.assign(static_cast<char *>(rp[r]),
-                    static_cast<char *>(rp[r]) + amprt_dtype_size(s->dtype));
+    tmp.data.assign(bytes, bytes + amprt_dtype_size(s->dtype));
     return scalarOf(&tmp);
   };
-  int64_t runOfSkips = 0;
+  int64_t runOfSkips = 0, pending = 0;
   bool warnedSkips = false;
   amprt_step_metrics m{};
+  std::vector<double> times;
+  auto blockStart = std::chrono::steady_clock::now();
+  // Reads the pending steps' values; writes their metrics and progress.
+  auto flush = [&](int64_t lastStep) {
+    if (!pending)
+      return;
+    if (amprt_device_copy(ctx, historyHost.data(), history, (size_t)pending * 24, 1) != AMPRT_OK ||
+        amprt_device_synchronize(ctx) != AMPRT_OK)
+      die("steps " + std::to_string(lastStep - pending + 1) + ".." + std::to_string(lastStep) +
+          ": " + amprt_last_error());
+    if (!onHost) { // the block's mean time for each of its steps
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - blockStart).count();
+      times.assign((size_t)pending, dt / (double)pending);
+    }
+    for (int64_t k = 0; k < pending; ++k) {
+      const char *row = historyHost.data() + k * 24;
+      m.step = lastStep - pending + 1 + k;
+      m.loss = valueIn(lossSlot, row);
+      m.loss_scale = scaleSlot ? valueIn(scaleSlot, row + 8) : 1.0;
+      m.found_inf = foundSlot && valueIn(foundSlot, row + 16) != 0.0;
+      skipped += m.found_inf;
+      m.skipped_total = skipped;
+      m.step_time_s = times[(size_t)k];
+      if (metrics && amprt_metrics_write(metrics, &m) != AMPRT_OK)
+        die(amprt_last_error());
+      runOfSkips = m.found_inf ? runOfSkips + 1 : 0;
+      if (runOfSkips >= 10 && !warnedSkips) {
+        std::fprintf(stderr,
+                     "warning: %lld steps in a row skipped for inf / NaN gradients (scale %g): "
+                     "the model is overflowing, not just the scale; lower the learning rate, "
+                     "check the data, look for exp / pow / division in fp16\n",
+                     (long long)runOfSkips, m.loss_scale);
+        warnedSkips = true;
+      }
+      if (!std::isfinite(m.loss) && !m.found_inf)
+        std::fprintf(stderr, "warning: step %lld: the loss is %g\n", (long long)m.step, m.loss);
+      if (m.step % printEvery == 0 || m.step == o.steps) {
+        char line[256];
+        amprt_format_progress(line, sizeof line, &m, o.steps);
+        std::printf("%s\n", line);
+        std::fflush(stdout);
+      }
+    }
+    pending = 0;
+    times.clear();
+    blockStart = std::chrono::steady_clock::now();
+  };
   for (int64_t step = start; step < o.steps; ++step) {
     int64_t b = step % batches;
     for (const Feed &f : feeds) {
       Slot &s = args[f.arg];
+      if (f.device) { // this batch's rows, already on the device
+        ap[f.arg] = f.device + b * (int64_t)s.data.size();
+        continue;
+      }
       amprt_array view = *f.array;
       view.data = static_cast<const char *>(f.array->data) + b * s.shape[0] * f.rowBytes;
       view.shape[0] = s.shape[0];
@@ -537,38 +666,23 @@ int main(int argc, char **argv) {
     auto t0 = std::chrono::steady_clock::now();
     if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
       die("step " + std::to_string(step + 1) + ": " + amprt_last_error());
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (onHost)
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     // The new state becomes the next step's arguments (buffers swap: no copy).
     for (auto [ai, ri] : carry)
       std::swap(ap[ai], rp[ri]);
-    m.step = step + 1;
-    m.loss = valueAt(lossSlot);
-    m.loss_scale = scaleSlot ? valueAt(scaleSlot) : 1.0;
-    m.found_inf = foundSlot && valueAt(foundSlot) != 0.0;
-    skipped += m.found_inf;
-    m.skipped_total = skipped;
-    m.step_time_s = dt;
-    if (metrics && amprt_metrics_write(metrics, &m) != AMPRT_OK)
-      die(amprt_last_error());
-    runOfSkips = m.found_inf ? runOfSkips + 1 : 0;
-    if (runOfSkips >= 10 && !warnedSkips) {
-      std::fprintf(stderr,
-                   "warning: %lld steps in a row skipped for inf / NaN gradients (scale %g): "
-                   "the model is overflowing, not just the scale; lower the learning rate, "
-                   "check the data, look for exp / pow / division in fp16\n",
-                   (long long)runOfSkips, m.loss_scale);
-      warnedSkips = true;
-    }
-    if (!std::isfinite(m.loss) && !m.found_inf)
-      std::fprintf(stderr, "warning: step %lld: the loss is %g\n", (long long)m.step, m.loss);
-    if (m.step % printEvery == 0 || m.step == o.steps) {
-      char line[256];
-      amprt_format_progress(line, sizeof line, &m, o.steps);
-      std::printf("%s\n", line);
-      std::fflush(stdout);
-    }
-    if (!ckFile.empty() && o.checkpointEvery && m.step % o.checkpointEvery == 0)
-      saveCheckpoint(m.step);
+    for (int k = 0; k < 3; ++k)
+      if (const Slot *ws = watched[k])
+        if (amprt_device_copy(ctx, static_cast<char *>(history) + pending * 24 + 8 * k,
+                              rp[ws - results.data()], amprt_dtype_size(ws->dtype), 2) != AMPRT_OK)
+          die(amprt_last_error());
+    ++pending;
+    int64_t done = step + 1;
+    bool ckNow = !ckFile.empty() && o.checkpointEvery && done % o.checkpointEvery == 0;
+    if (pending == block || done % printEvery == 0 || done == o.steps || ckNow)
+      flush(done);
+    if (ckNow)
+      saveCheckpoint(done);
   }
   if (metrics)
     amprt_metrics_close(metrics);
@@ -583,10 +697,14 @@ int main(int argc, char **argv) {
     // buffers (swapped above), so swap back for the write.
     for (auto [ai, ri] : carry)
       std::swap(ap[ai], rp[ri]);
-    writeOutputs(o.outputs, results, rp);
+    std::vector<void *> host;
+    for (size_t r = 0; r < results.size(); ++r) {
+      download(results[r], rp[r]);
+      host.push_back(onHost ? rp[r] : results[r].data.data());
+    }
+    writeOutputs(o.outputs, results, host);
   }
   amprt_npz_close(data);
-  amprt_arena_destroy(arena);
-  amprt_context_destroy(ctx);
+  finish();
   return 0;
 }

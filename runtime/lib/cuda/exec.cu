@@ -1,0 +1,1980 @@
+//===- exec.cu - amprt_exec on a CUDA device --------------------------------===//
+//
+// The CUDA backend of amprt_context ("cuda" / "cuda:N"): device memory,
+// copies on the context's stream, and the executor behind amprt_exec, which
+// reads the compiled program's descriptors (../cpu/exec_decode.h) and
+// launches a kernel per op, with no host synchronisation: the loss scale,
+// found_inf, the step counter and the skip decision stay on the device, and
+// errors the kernels find (a label outside its classes, an index out of
+// range, an overflow at the scale's floor) are recorded in device memory and
+// reported by the next amprt_device_synchronize.
+//
+// Matrix products: cuBLASLt (f16 / bf16 / f32 operands, f32 compute, the
+// bias row in the epilogue). The rest: this file's kernels (device.cuh:
+// functors run on the GPU or, emulated, on the host). Ops not yet on the
+// device (convolutions, pools, batch norm, dropout in training) fail with
+// AMPRT_ERR_UNSUPPORTED naming the op.
+//
+// AMPRT_CUDA_EMULATE=1: the context runs on the host (host memory, the same
+// kernels in host loops, matrix products by the CPU runtime) so that the
+// executor and the runner's device path are tested without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "device.cuh"
+
+#include "../cpu/exec_decode.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace amprt;
+using namespace amprt::desc;
+
+namespace amprt::cuda {
+
+amprt_status cudaFail(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return AMPRT_OK;
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+    return fail(AMPRT_ERR_NO_DEVICE, "%s: no CUDA device: %s", what, cudaGetErrorString(e));
+  return fail(AMPRT_ERR_DEVICE, "%s: CUDA error: %s", what, cudaGetErrorString(e));
+}
+
+struct Dev {
+  bool emulate = false;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *ltWork = nullptr;
+  size_t ltWorkBytes = 0;
+  DeviceError *err = nullptr;
+  bool warned = false;
+  // Memory this context allocated (base -> bytes): any other pointer a
+  // descriptor names is one of the program's constants (host memory).
+  std::map<const char *, size_t> allocations;
+  // Constants copied to the device: host base -> (device copy, bytes).
+  std::map<const void *, std::pair<void *, size_t>> constants;
+  // Scratch buffers by slot, grown on demand.
+  std::vector<std::pair<void *, size_t>> scratch = std::vector<std::pair<void *, size_t>>(8);
+  // cuBLASLt plans by problem.
+  struct LtPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo;
+  };
+  std::map<std::vector<int64_t>, LtPlan> plans;
+};
+
+bool emulated(const Dev &dev) { return dev.emulate; }
+cudaStream_t streamOf(const Dev &dev) { return dev.stream; }
+
+namespace {
+
+Dev &devOf(amprt_context *ctx) { return *static_cast<Dev *>(ctx->impl); }
+
+amprt_status rawAlloc(Dev &d, size_t bytes, void **out) {
+  size_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded == 0)
+    rounded = 256;
+  if (d.emulate) {
+    *out = std::aligned_alloc(256, rounded);
+    if (!*out)
+      return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda (emulated): cannot allocate %zu bytes", bytes);
+    return AMPRT_OK;
+  }
+  cudaError_t e = cudaMalloc(out, rounded);
+  if (e == cudaErrorMemoryAllocation)
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda: cannot allocate %zu bytes of device memory",
+                bytes);
+  CUDA_CHECK(e, "cudaMalloc");
+  return AMPRT_OK;
+}
+
+void rawFree(Dev &d, void *p) {
+  if (!p)
+    return;
+  if (d.emulate)
+    std::free(p);
+  else
+    cudaFree(p);
+}
+
+amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t kind) {
+  if (!bytes)
+    return AMPRT_OK;
+  if (d.emulate) {
+    std::memmove(dst, src, bytes);
+    return AMPRT_OK;
+  }
+  cudaMemcpyKind k = kind == 0 ? cudaMemcpyHostToDevice
+                     : kind == 1 ? cudaMemcpyDeviceToHost
+                                 : cudaMemcpyDeviceToDevice;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, d.stream), "cudaMemcpyAsync");
+  if (kind == 1) // the caller reads the bytes next
+    CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+  return AMPRT_OK;
+}
+
+/// A scratch buffer of at least `bytes` (slot 0..7); valid until the next
+/// call for the same slot with more bytes.
+amprt_status scratch(Dev &d, int slot, size_t bytes, void **out) {
+  auto &s = d.scratch[slot];
+  if (s.second < bytes) {
+    if (s.first) {
+      if (!d.emulate)
+        CUDA_CHECK(cudaStreamSynchronize(d.stream), "scratch");
+      rawFree(d, s.first);
+      s = {nullptr, 0};
+    }
+    AMPRT_CHECK(rawAlloc(d, bytes, &s.first));
+    s.second = bytes;
+  }
+  *out = s.first;
+  return AMPRT_OK;
+}
+
+//--- Views ---------------------------------------------------------------------
+
+/// A tensor as the kernels see it (passed by value).
+struct View {
+  char *data;
+  int32_t dtype, rank;
+  int64_t shape[AMPRT_MAX_RANK], strides[AMPRT_MAX_RANK];
+  /// The element offset of the i-th element in row-major order of `shape`.
+  HD int64_t at(int64_t i) const {
+    int64_t off = 0;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      int64_t n = shape[d];
+      off += (i % n) * strides[d];
+      i /= n;
+    }
+    return off;
+  }
+};
+
+View viewOf(const amprt_tensor &t) {
+  View v;
+  std::memset(&v, 0, sizeof v);
+  v.data = static_cast<char *>(t.data);
+  v.dtype = t.dtype;
+  v.rank = t.rank;
+  for (int32_t d = 0; d < t.rank; ++d) {
+    v.shape[d] = t.shape[d];
+    v.strides[d] = t.strides[d];
+  }
+  return v;
+}
+
+/// x seen with y's shape (numpy broadcasting): y's shape, x's strides.
+amprt_status broadcastView(const amprt_tensor &x, const amprt_tensor &y, const char *what,
+                           View &v) {
+  v = viewOf(x);
+  v.rank = y.rank;
+  for (int32_t d = 0; d < y.rank; ++d)
+    v.shape[d] = y.shape[d];
+  return broadcastStrides(&x, y.rank, y.shape, v.strides, what);
+}
+
+/// A view of `t` over `shape` with y's shape where dims of t of size 1 are
+/// reduced ones: strides for the kept dims, 0 for the reduced.
+int64_t numel(const amprt_tensor &t) { return amprt_tensor_numel(&t); }
+
+//--- Element-wise ----------------------------------------------------------------
+
+HD inline float applyUnary(int op, float x, float alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return x;
+  case AMPRT_UNARY_RELU: return x > 0.0f ? x : (isNaN(x) ? x : 0.0f);
+  case AMPRT_UNARY_SQRT: return sqrtf(x);
+  case AMPRT_UNARY_EXP: return expf(x);
+  case AMPRT_UNARY_LOG: return logf(x);
+  case AMPRT_UNARY_ERF: return erff(x);
+  case AMPRT_UNARY_TANH: return tanhf(x);
+  case AMPRT_UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
+  case AMPRT_UNARY_GELU: return x * (0.5f * erfcf(-x * 0.70710678118654752440f));
+  case AMPRT_UNARY_GELU_TANH: {
+    float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+  }
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
+  }
+  return x;
+}
+
+HD inline float unaryDerivative(int op, float x, float alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return 1.0f;
+  case AMPRT_UNARY_RELU: return x > 0.0f ? 1.0f : 0.0f;
+  case AMPRT_UNARY_SQRT: return 0.5f / sqrtf(x);
+  case AMPRT_UNARY_EXP: return expf(x);
+  case AMPRT_UNARY_LOG: return 1.0f / x;
+  case AMPRT_UNARY_ERF: return 1.12837916709551257390f * expf(-x * x);
+  case AMPRT_UNARY_TANH: {
+    float t = tanhf(x);
+    return 1.0f - t * t;
+  }
+  case AMPRT_UNARY_SIGMOID: {
+    float s = 1.0f / (1.0f + expf(-x));
+    return s * (1.0f - s);
+  }
+  case AMPRT_UNARY_GELU: {
+    float cdf = 0.5f * erfcf(-x * 0.70710678118654752440f);
+    float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+  }
+  case AMPRT_UNARY_GELU_TANH: {
+    const float k = 0.79788456080286535588f;
+    float inner = k * (x + 0.044715f * x * x * x);
+    float sp = 1.0f / (1.0f + expf(-2.0f * inner));
+    float sm = 1.0f / (1.0f + expf(2.0f * inner));
+    float dinner = k * (1.0f + 3.0f * 0.044715f * x * x);
+    return sp + 2.0f * x * (sp * sm) * dinner;
+  }
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
+  }
+  return 1.0f;
+}
+
+struct UnaryF {
+  View x, y;
+  int32_t op;
+  float alpha;
+  HD void operator()(int64_t i) const {
+    int64_t xo = x.at(i), yo = y.at(i);
+    if (floatType(y.dtype)) {
+      stF(y.data, y.dtype, yo, applyUnary(op, ldF(x.data, x.dtype, xo), alpha));
+    } else {
+      int64_t v = ldI(x.data, x.dtype, xo);
+      stI(y.data, y.dtype, yo, op == AMPRT_UNARY_RELU && v < 0 ? 0 : v);
+    }
+  }
+};
+
+struct UnaryGradF {
+  View x, dy, dx;
+  int32_t op;
+  float alpha;
+  HD void operator()(int64_t i) const {
+    float xv = ldF(x.data, x.dtype, x.at(i)), g = ldF(dy.data, dy.dtype, dy.at(i));
+    stF(dx.data, dx.dtype, dx.at(i), g * unaryDerivative(op, xv, alpha));
+  }
+};
+
+HD inline int64_t ipow(int64_t b, int64_t e) {
+  if (e < 0)
+    return b == 1 ? 1 : (b == -1 ? (e % 2 ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (e) {
+    if (e & 1)
+      r *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return r;
+}
+
+struct BinaryF {
+  View a, b, y;
+  int32_t op;
+  DeviceError *err;
+  HD void operator()(int64_t i) const {
+    int64_t ao = a.at(i), bo = b.at(i), yo = y.at(i);
+    if (floatType(y.dtype)) {
+      float p = ldF(a.data, a.dtype, ao), q = ldF(b.data, b.dtype, bo), r;
+      switch (op) {
+      case AMPRT_BINARY_ADD: r = p + q; break;
+      case AMPRT_BINARY_SUB: r = p - q; break;
+      case AMPRT_BINARY_MUL: r = p * q; break;
+      case AMPRT_BINARY_DIV: r = p / q; break;
+      case AMPRT_BINARY_POW: r = powf(p, q); break;
+      case AMPRT_BINARY_MAX: r = (isNaN(p) || p > q) ? p : q; break;
+      default: r = (isNaN(p) || p < q) ? p : q; break;
+      }
+      stF(y.data, y.dtype, yo, r);
+      return;
+    }
+    int64_t p = ldI(a.data, a.dtype, ao), q = ldI(b.data, b.dtype, bo), r;
+    switch (op) {
+    case AMPRT_BINARY_ADD: r = (int64_t)((uint64_t)p + (uint64_t)q); break;
+    case AMPRT_BINARY_SUB: r = (int64_t)((uint64_t)p - (uint64_t)q); break;
+    case AMPRT_BINARY_MUL: r = (int64_t)((uint64_t)p * (uint64_t)q); break;
+    case AMPRT_BINARY_DIV:
+      if (q == 0) {
+        recordError(err, ERR_INT_DIV_ZERO, 0, 0, 0);
+        r = 0;
+      } else {
+        r = (p == INT64_MIN && q == -1) ? p : p / q;
+      }
+      break;
+    case AMPRT_BINARY_POW: r = ipow(p, q); break;
+    case AMPRT_BINARY_MAX: r = p > q ? p : q; break;
+    default: r = p < q ? p : q; break;
+    }
+    stI(y.data, y.dtype, yo, r);
+  }
+};
+
+HD inline void copyElement(char *dst, const char *src, int64_t es) {
+  switch (es) {
+  case 1: *dst = *src; break;
+  case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
+  case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
+  default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
+  }
+}
+
+struct WhereF {
+  View c, a, b, y;
+  int64_t es;
+  HD void operator()(int64_t i) const {
+    bool take = reinterpret_cast<const uint8_t *>(c.data)[c.at(i)] != 0;
+    const char *src = take ? a.data + a.at(i) * es : b.data + b.at(i) * es;
+    copyElement(y.data + y.at(i) * es, src, es);
+  }
+};
+
+/// Element i of x (row-major in x's shape) to element i of y (row-major in
+/// y's): strided copies, reshapes of strided data.
+struct CopyF {
+  View x, y;
+  int64_t es;
+  HD void operator()(int64_t i) const {
+    copyElement(y.data + y.at(i) * es, x.data + x.at(i) * es, es);
+  }
+};
+
+struct CastF {
+  View x, y;
+  HD void operator()(int64_t i) const {
+    int64_t xo = x.at(i), yo = y.at(i);
+    if (y.dtype == AMPRT_I1) {
+      bool nz = floatType(x.dtype) ? ldF(x.data, x.dtype, xo) != 0.0f : ldI(x.data, x.dtype, xo) != 0;
+      stI(y.data, y.dtype, yo, nz);
+    } else if (floatType(y.dtype)) {
+      float v = floatType(x.dtype) ? ldF(x.data, x.dtype, xo)
+                                   : (float)(double)ldI(x.data, x.dtype, xo);
+      stF(y.data, y.dtype, yo, v);
+    } else if (floatType(x.dtype)) {
+      float v = ldF(x.data, x.dtype, xo);
+      int64_t iv = isNaN(v) ? 0
+                   : v >= 9.2233720368547758e18f ? INT64_MAX
+                   : v <= -9.2233720368547758e18f ? INT64_MIN
+                                                   : (int64_t)v;
+      stI(y.data, y.dtype, yo, iv);
+    } else {
+      stI(y.data, y.dtype, yo, ldI(x.data, x.dtype, xo));
+    }
+  }
+};
+
+struct FillZeroF {
+  char *p;
+  HD void operator()(int64_t i) const { p[i] = 0; }
+};
+
+/// Gather along `axis`: y = data[..., idx[...], ...].
+struct GatherF {
+  View data, idx, y;
+  int32_t axis;
+  int64_t es;
+  DeviceError *err;
+  HD void operator()(int64_t lin) const {
+    int64_t c[AMPRT_MAX_RANK];
+    int64_t rem = lin;
+    for (int32_t d = y.rank - 1; d >= 0; --d) {
+      c[d] = rem % y.shape[d];
+      rem /= y.shape[d];
+    }
+    int64_t ioff = 0;
+    for (int32_t d = 0; d < idx.rank; ++d)
+      ioff += c[axis + d] * idx.strides[d];
+    int64_t limit = data.shape[axis];
+    int64_t k = ldI(idx.data, idx.dtype, ioff);
+    if (k < -limit || k >= limit) {
+      recordError(err, ERR_INDEX, k, limit, 0);
+      k = 0;
+    } else if (k < 0) {
+      k += limit;
+    }
+    int64_t doff = k * data.strides[axis];
+    for (int32_t d = 0; d < axis; ++d)
+      doff += c[d] * data.strides[d];
+    for (int32_t d = axis + 1; d < data.rank; ++d)
+      doff += c[d - 1 + idx.rank] * data.strides[d];
+    int64_t yoff = 0;
+    for (int32_t d = 0; d < y.rank; ++d)
+      yoff += c[d] * y.strides[d];
+    copyElement(y.data + yoff * es, data.data + doff * es, es);
+  }
+};
+
+/// The gather's gradient into an f32 accumulator (dense ddata layout):
+/// atomic adds on the device, in order on the host.
+struct GatherGradF {
+  View idx, dy;
+  float *acc;
+  int32_t axis, ddRank;
+  int64_t ddShape[AMPRT_MAX_RANK], dense[AMPRT_MAX_RANK];
+  DeviceError *err;
+  HD void operator()(int64_t lin) const {
+    int64_t c[AMPRT_MAX_RANK];
+    int64_t rem = lin, yoff = 0;
+    for (int32_t d = dy.rank - 1; d >= 0; --d) {
+      c[d] = rem % dy.shape[d];
+      rem /= dy.shape[d];
+      yoff += c[d] * dy.strides[d];
+    }
+    int64_t ioff = 0;
+    for (int32_t d = 0; d < idx.rank; ++d)
+      ioff += c[axis + d] * idx.strides[d];
+    int64_t limit = ddShape[axis];
+    int64_t k = ldI(idx.data, idx.dtype, ioff);
+    if (k < -limit || k >= limit) {
+      recordError(err, ERR_INDEX, k, limit, 0);
+      return;
+    }
+    if (k < 0)
+      k += limit;
+    int64_t doff = k * dense[axis];
+    for (int32_t d = 0; d < axis; ++d)
+      doff += c[d] * dense[d];
+    for (int32_t d = axis + 1; d < ddRank; ++d)
+      doff += c[d - 1 + idx.rank] * dense[d];
+    float v = ldF(dy.data, dy.dtype, yoff);
+#ifdef __CUDA_ARCH__
+    atomicAdd(acc + doff, v);
+#else
+    acc[doff] += v;
+#endif
+  }
+};
+
+//--- Reductions, softmax, normalisation, losses (sums in double) ---------------
+
+/// One output slot of a reduction: x's elements over the reduced dims, in
+/// row-major order (the CPU's generic order).
+struct ReduceF {
+  View x, y;
+  int32_t op; // amprt_reduce_op
+  bool reduced[AMPRT_MAX_RANK];
+  int64_t count;
+  HD void operator()(int64_t slot) const {
+    // Slot -> base offset in x (kept dims), and y's offset.
+    int64_t rem = slot, base = 0, yo = 0;
+    for (int32_t d = y.rank - 1; d >= 0; --d) {
+      int64_t c = rem % y.shape[d];
+      rem /= y.shape[d];
+      base += c * x.strides[d];
+      yo += c * y.strides[d];
+    }
+    double acc = 0.0;
+    float m = 0.0f;
+    bool first = true;
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t off = base, q = r;
+      for (int32_t d = x.rank - 1; d >= 0; --d)
+        if (reduced[d]) {
+          off += (q % x.shape[d]) * x.strides[d];
+          q /= x.shape[d];
+        }
+      float v = ldF(x.data, x.dtype, off);
+      if (op == AMPRT_REDUCE_MAX) {
+        if (first || isNaN(v) || (!isNaN(m) && v > m))
+          m = v;
+        first = false;
+      } else {
+        acc += (double)v;
+      }
+    }
+    float out = op == AMPRT_REDUCE_MAX ? m
+                : op == AMPRT_REDUCE_MEAN ? (float)(acc / (double)count)
+                                          : (float)acc;
+    if (op == AMPRT_REDUCE_MAX && count == 0)
+      out = -INFINITY;
+    stF(y.data, y.dtype, yo, out);
+  }
+};
+
+/// Rows along `axis` of a tensor: row r's base offset and element stride.
+struct Rows {
+  int32_t rank, axis;
+  int64_t shape[AMPRT_MAX_RANK];
+  HD int64_t base(int64_t r, const int64_t *strides) const {
+    int64_t off = 0;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      if (d == axis)
+        continue;
+      off += (r % shape[d]) * strides[d];
+      r /= shape[d];
+    }
+    return off;
+  }
+};
+
+Rows rowsOf(const amprt_tensor &t, int32_t axis, int64_t &count) {
+  Rows r;
+  r.rank = t.rank;
+  r.axis = axis;
+  count = 1;
+  for (int32_t d = 0; d < t.rank; ++d) {
+    r.shape[d] = t.shape[d];
+    if (d != axis)
+      count *= t.shape[d];
+  }
+  return r;
+}
+
+struct SoftmaxF {
+  View x, y;
+  Rows rows;
+  int32_t log;
+  HD void operator()(int64_t r) const {
+    int64_t len = x.shape[rows.axis];
+    int64_t xb = rows.base(r, x.strides), yb = rows.base(r, y.strides);
+    int64_t xs = x.strides[rows.axis], ys = y.strides[rows.axis];
+    float m = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < len; ++i) {
+      float v = ldF(x.data, x.dtype, xb + i * xs);
+      nan |= isNaN(v);
+      m = v > m ? v : m;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < len; ++i)
+      sum += exp((double)ldF(x.data, x.dtype, xb + i * xs) - m);
+    double logSum = log ? ::log(sum) : 0.0;
+    for (int64_t i = 0; i < len; ++i) {
+      double xv = ldF(x.data, x.dtype, xb + i * xs);
+      double v = log ? xv - m - logSum : exp(xv - m) / sum;
+      if (nan)
+        v = NAN;
+      stF(y.data, y.dtype, yb + i * ys, (float)v);
+    }
+  }
+};
+
+struct SoftmaxGradF {
+  View y, dy, dx;
+  Rows rows;
+  int32_t log;
+  HD void operator()(int64_t r) const {
+    int64_t len = y.shape[rows.axis];
+    int64_t yb = rows.base(r, y.strides), gb = rows.base(r, dy.strides),
+            xb = rows.base(r, dx.strides);
+    int64_t ys = y.strides[rows.axis], gs = dy.strides[rows.axis], xs = dx.strides[rows.axis];
+    double dot = 0.0;
+    for (int64_t i = 0; i < len; ++i) {
+      double g = ldF(dy.data, dy.dtype, gb + i * gs);
+      dot += log ? g : g * ldF(y.data, y.dtype, yb + i * ys);
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      double yv = ldF(y.data, y.dtype, yb + i * ys);
+      double g = ldF(dy.data, dy.dtype, gb + i * gs);
+      double v = log ? g - exp(yv) * dot : yv * (g - dot);
+      stF(dx.data, dx.dtype, xb + i * xs, (float)v);
+    }
+  }
+};
+
+/// Layer norm over the trailing `cols` elements of each of `rows` rows (x, y
+/// contiguous); scale / bias seen with the trailing shape (broadcast views).
+struct LayerNormF {
+  View x, y, scale, bias;
+  float *mean, *invStd;
+  int64_t cols;
+  float eps;
+  int32_t hasBias;
+  HD void operator()(int64_t r) const {
+    double s = 0.0;
+    for (int64_t c = 0; c < cols; ++c)
+      s += (double)ldF(x.data, x.dtype, r * cols + c);
+    double mu = s / (double)cols, q = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double d = (double)ldF(x.data, x.dtype, r * cols + c) - mu;
+      q += d * d;
+    }
+    double rstd = 1.0 / sqrt(q / (double)cols + (double)eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      double sc = ldF(scale.data, scale.dtype, scale.at(c));
+      double bi = hasBias ? (double)ldF(bias.data, bias.dtype, bias.at(c)) : 0.0;
+      double v = ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd * sc + bi;
+      stF(y.data, y.dtype, r * cols + c, (float)v);
+    }
+    if (mean)
+      mean[r] = (float)mu;
+    if (invStd)
+      invStd[r] = (float)rstd;
+  }
+};
+
+struct LayerNormGradDxF {
+  View x, scale, dy, dx;
+  const float *mean, *invStd;
+  int64_t cols;
+  HD void operator()(int64_t r) const {
+    double mu = mean[r], rstd = invStd[r], m1 = 0.0, m2 = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd;
+      double dxh = (double)ldF(dy.data, dy.dtype, r * cols + c) *
+                   (double)ldF(scale.data, scale.dtype, scale.at(c));
+      m1 += dxh;
+      m2 += dxh * xh;
+    }
+    m1 /= (double)cols;
+    m2 /= (double)cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd;
+      double dxh = (double)ldF(dy.data, dy.dtype, r * cols + c) *
+                   (double)ldF(scale.data, scale.dtype, scale.at(c));
+      stF(dx.data, dx.dtype, r * cols + c, (float)(rstd * (dxh - m1 - xh * m2)));
+    }
+  }
+};
+
+/// dscale / dbias per column (the scale covers the trailing dims one to one).
+struct LayerNormGradParamF {
+  View x, dy, dscale, dbias;
+  const float *mean, *invStd;
+  int64_t rows, cols;
+  HD void operator()(int64_t c) const {
+    double gs = 0.0, gb = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double g = ldF(dy.data, dy.dtype, r * cols + c);
+      double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - (double)mean[r]) * (double)invStd[r];
+      gs += g * xh;
+      gb += g;
+    }
+    if (dscale.data)
+      stF(dscale.data, dscale.dtype, c, (float)gs);
+    if (dbias.data)
+      stF(dbias.data, dbias.dtype, c, (float)gb);
+  }
+};
+
+/// Scores [N, C, inner...], labels [N, inner...]: per sample s = b * inner +
+/// i, the class and weight (0 for an ignored sample).
+struct LossCommon {
+  View labels, weights; // weights.data null: none
+  int64_t n, c, inner;
+  int32_t hasIgnore;
+  int64_t ignore;
+  DeviceError *err;
+  HD bool sample(int64_t s, int64_t &cls, double &w) const {
+    cls = ldI(labels.data, labels.dtype, s);
+    w = 0.0;
+    if (hasIgnore && cls == ignore)
+      return true;
+    if (cls < 0 || cls >= c) {
+      recordError(err, ERR_LABEL, cls, s, c);
+      return false;
+    }
+    w = weights.data ? (double)ldF(weights.data, weights.dtype, cls) : 1.0;
+    return true;
+  }
+};
+
+/// Per-sample loss (-w * logp[label]) and weight into scratch (double).
+struct NllSampleF {
+  LossCommon lc;
+  View logp;
+  double *loss, *weight;
+  HD void operator()(int64_t s) const {
+    int64_t cls;
+    double w;
+    lc.sample(s, cls, w);
+    int64_t b = s / lc.inner, i = s % lc.inner;
+    loss[s] = w == 0.0 ? 0.0 : -w * (double)ldF(logp.data, logp.dtype, (b * lc.c + cls) * lc.inner + i);
+    weight[s] = w;
+  }
+};
+
+/// The reduction of the per-sample losses (one index: in sample order).
+struct NllReduceF {
+  const double *loss, *weight;
+  int64_t samples;
+  int32_t reduction;
+  View out;
+  double *wsumOut; // the weight sum, for the gradient (may be null)
+  HD void operator()(int64_t) const {
+    double total = 0.0, wsum = 0.0;
+    for (int64_t s = 0; s < samples; ++s) {
+      total += loss[s];
+      wsum += weight[s];
+    }
+    if (reduction == AMPRT_REDUCTION_SUM)
+      stF(out.data, out.dtype, 0, (float)total);
+    else if (reduction == AMPRT_REDUCTION_MEAN)
+      stF(out.data, out.dtype, 0, (float)(total / wsum));
+    if (wsumOut)
+      *wsumOut = wsum;
+  }
+};
+
+struct NllStoreNoneF {
+  const double *loss;
+  View out;
+  HD void operator()(int64_t s) const { stF(out.data, out.dtype, s, (float)loss[s]); }
+};
+
+/// The sum of the weights of all samples (one index).
+struct WeightSumF {
+  LossCommon lc;
+  double *wsum;
+  HD void operator()(int64_t) const {
+    double t = 0.0;
+    for (int64_t s = 0; s < lc.n * lc.inner; ++s) {
+      int64_t cls;
+      double w;
+      lc.sample(s, cls, w);
+      t += w;
+    }
+    *wsum = t;
+  }
+};
+
+/// dscores (softmax cross entropy) or dinput (nll) per element.
+struct LossGradF {
+  LossCommon lc;
+  View logp, dloss, dout;
+  const double *wsum;
+  int32_t reduction, softmax;
+  HD void operator()(int64_t o) const {
+    int64_t i = o % lc.inner, ch = (o / lc.inner) % lc.c, b = o / (lc.inner * lc.c);
+    int64_t s = b * lc.inner + i, cls;
+    double w;
+    if (!lc.sample(s, cls, w)) {
+      stF(dout.data, dout.dtype, o, 0.0f);
+      return;
+    }
+    double g;
+    if (reduction == AMPRT_REDUCTION_NONE) {
+      g = w * (double)ldF(dloss.data, dloss.dtype, s);
+    } else {
+      double d = ldF(dloss.data, dloss.dtype, 0);
+      if (reduction == AMPRT_REDUCTION_MEAN)
+        d /= *wsum;
+      g = w * d;
+    }
+    if (softmax) {
+      double p = exp((double)ldF(logp.data, logp.dtype, o));
+      stF(dout.data, dout.dtype, o, (float)(g * (p - (ch == cls ? 1.0 : 0.0))));
+    } else {
+      stF(dout.data, dout.dtype, o, ch == cls ? (float)-g : 0.0f);
+    }
+  }
+};
+
+/// reduce_max_grad: per output slot, the number of maxima (pass 1); then per
+/// element of x its share of dy (pass 2).
+struct MaxCountF {
+  View x, y;
+  bool reduced[AMPRT_MAX_RANK];
+  int64_t count;
+  float *counts; // per slot (dense in y's shape)
+  HD void operator()(int64_t slot) const {
+    int64_t rem = slot, base = 0, yo = 0;
+    for (int32_t d = y.rank - 1; d >= 0; --d) {
+      int64_t c = rem % y.shape[d];
+      rem /= y.shape[d];
+      base += c * x.strides[d];
+      yo += c * y.strides[d];
+    }
+    float m = ldF(y.data, y.dtype, yo);
+    int64_t hits = 0;
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t off = base, q = r;
+      for (int32_t d = x.rank - 1; d >= 0; --d)
+        if (reduced[d]) {
+          off += (q % x.shape[d]) * x.strides[d];
+          q /= x.shape[d];
+        }
+      hits += ldF(x.data, x.dtype, off) == m;
+    }
+    counts[slot] = (float)hits;
+  }
+};
+
+struct MaxGradF {
+  View x, y, dy, dx;
+  bool reduced[AMPRT_MAX_RANK];
+  const float *counts;
+  HD void operator()(int64_t i) const {
+    int64_t rem = i, slot = 0, mul = 1, yo = 0, go = 0;
+    int64_t c[AMPRT_MAX_RANK];
+    for (int32_t d = x.rank - 1; d >= 0; --d) {
+      c[d] = rem % x.shape[d];
+      rem /= x.shape[d];
+    }
+    for (int32_t d = x.rank - 1; d >= 0; --d) {
+      int64_t k = reduced[d] ? 0 : c[d];
+      slot += k * mul;
+      mul *= y.shape[d];
+      yo += k * y.strides[d];
+      go += k * dy.strides[d];
+    }
+    float xv = ldF(x.data, x.dtype, x.at(i));
+    bool hit = xv == ldF(y.data, y.dtype, yo);
+    stF(dx.data, dx.dtype, dx.at(i), hit ? ldF(dy.data, dy.dtype, go) / counts[slot] : 0.0f);
+  }
+};
+
+//--- AMP bookkeeping -------------------------------------------------------------
+
+struct StepCountF {
+  const int64_t *step;
+  const uint8_t *found;
+  int64_t *out;
+  HD void operator()(int64_t) const { *out = *step + (*found ? 0 : 1); }
+};
+
+struct MicroStepF {
+  const int64_t *m;
+  uint8_t *apply;
+  int64_t *next, every;
+  DeviceError *err;
+  HD void operator()(int64_t) const {
+    int64_t v = *m;
+    if (v < 0 || v >= every) {
+      recordError(err, ERR_MICRO_STEP, v, every, 0);
+      v = 0;
+    }
+    bool a = v + 1 == every;
+    *apply = a;
+    *next = a ? 0 : v + 1;
+  }
+};
+
+/// update_scale on the executor's tensors: scale f32 [], trackers i64 [],
+/// found i1 [] -> new scale and trackers.
+struct UpdateScaleTensorsF {
+  amprt_scaler_config cfg;
+  const float *scale;
+  const int64_t *tracker, *hyst;
+  const uint8_t *found;
+  float *newScale;
+  int64_t *newTracker, *newHyst;
+  DeviceError *err;
+  int32_t errorAtMin;
+  HD void operator()(int64_t) const {
+    amprt_scaler_state st;
+    st.scale = *scale;
+    st.growth_tracker = (int32_t)*tracker;
+    st.hysteresis_left = (int32_t)*hyst;
+    st.at_min_scale = 0;
+    UpdateScaleF{cfg, &st, found, 1, err, errorAtMin}(0);
+    *newScale = st.scale;
+    *newTracker = st.growth_tracker;
+    *newHyst = st.hysteresis_left;
+  }
+};
+
+/// Sum of squares per chunk of 4096 elements of a gradient (double).
+struct SumSqF {
+  const float *g;
+  int64_t n;
+  double *out;
+  HD void operator()(int64_t k) const {
+    double s = 0.0;
+    int64_t e = (k + 1) * 4096 < n ? (k + 1) * 4096 : n;
+    for (int64_t i = k * 4096; i < e; ++i)
+      s += (double)g[i] * g[i];
+    out[k] = s;
+  }
+};
+
+/// The total norm and the clip coefficient (one index).
+struct ClipCoefF {
+  const double *parts;
+  int64_t count;
+  float maxNorm;
+  const uint8_t *found;
+  float *norm, *coef;
+  HD void operator()(int64_t) const {
+    double sq = 0.0;
+    for (int64_t k = 0; k < count; ++k)
+      sq += parts[k];
+    double nrm = sqrt(sq);
+    *norm = (float)nrm;
+    float c = 1.0f;
+    if (!*found && !isNaN(nrm) && nrm != INFINITY) {
+      c = (float)((double)maxNorm / (nrm + 1e-6));
+      if (c >= 1.0f)
+        c = 1.0f;
+    }
+    *coef = c;
+  }
+};
+
+struct ScaleByF {
+  const float *x;
+  float *y;
+  const float *coef;
+  HD void operator()(int64_t i) const { y[i] = *coef < 1.0f ? x[i] * *coef : x[i]; }
+};
+
+/// y = acc * 1 + beta * c (c broadcast), rounded once to y's type; or a
+/// conversion of acc alone (no c).
+struct AddCF {
+  const float *acc;
+  View c, y;
+  float beta;
+  int32_t hasC;
+  HD void operator()(int64_t i) const {
+    float v = acc[i];
+    if (hasC)
+      v += beta * ldF(c.data, c.dtype, c.at(i));
+    stF(y.data, y.dtype, i, v);
+  }
+};
+
+amprt_status unsupported(const char *op) {
+  return fail(AMPRT_ERR_UNSUPPORTED,
+              "amprt_exec (cuda): %s is not on the CUDA device yet (run this program with "
+              "--device cpu)",
+              op);
+}
+
+//--- Matrix products (cuBLASLt) ------------------------------------------------------
+
+cudaDataType_t cudaType(int32_t t) {
+  return t == AMPRT_F16 ? CUDA_R_16F : t == AMPRT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+#define LT_CHECK(call, what)                                                   \
+  do {                                                                         \
+    cublasStatus_t st_ = (call);                                               \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                          \
+      return fail(AMPRT_ERR_DEVICE, "%s: cuBLASLt status %d", what, (int)st_); \
+  } while (0)
+
+/// Row-major Y[m, n] (= alpha op(A) op(B) [+ bias row]) for `batch`
+/// matrices at strides sA, sB, sY (elements): computed as the column-major
+/// Y^T = op(B)^T op(A)^T, so that no operand moves.
+amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                      const void *A, const void *B, int32_t abType, void *Y, int32_t yType,
+                      float alpha, const void *bias, int64_t batch, int64_t sA, int64_t sB,
+                      int64_t sY) {
+  std::vector<int64_t> key{ta, tb, m, n, k, abType, yType, bias != nullptr, batch, sA, sB, sY};
+  auto it = d.plans.find(key);
+  if (it == d.plans.end()) {
+    Dev::LtPlan p;
+    const char *w = "cuBLASLt matmul setup";
+    LT_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), w);
+    cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), w);
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), w);
+    if (bias) {
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), w);
+    }
+    // Lt's A is our B, its B our A.
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k, tb ? k : n), w);
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m, ta ? m : k), w);
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p.c, cudaType(yType), n, m, n), w);
+    if (batch > 1) {
+      int32_t bc = (int32_t)batch;
+      for (auto [lay, stride] : {std::make_pair(p.a, sB), std::make_pair(p.b, sA), std::make_pair(p.c, sY)}) {
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), w);
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                  sizeof stride), w);
+      }
+    }
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), w);
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &d.ltWorkBytes, sizeof d.ltWorkBytes), w);
+    cublasLtMatmulHeuristicResult_t h;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+      return fail(AMPRT_ERR_UNSUPPORTED,
+                  "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s -> %s)",
+                  (long long)m, (long long)k, (long long)k, (long long)n,
+                  amprt_dtype_name((amprt_dtype)abType), amprt_dtype_name((amprt_dtype)yType));
+    p.algo = h.algo;
+    it = d.plans.emplace(key, p).first;
+  }
+  Dev::LtPlan &p = it->second;
+  if (bias)
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+             "cuBLASLt bias");
+  float beta = 0.0f;
+  LT_CHECK(cublasLtMatmul(d.lt, p.op, &alpha, B, p.a, A, p.b, &beta, Y, p.c, Y, p.c, &p.algo,
+                          d.ltWork, d.ltWorkBytes, d.stream),
+           "cublasLtMatmul");
+  return AMPRT_OK;
+}
+
+/// Whether cuBLASLt writes this output type from these operands directly.
+bool ltWrites(int32_t ab, int32_t y) { return y == AMPRT_F32 || y == ab; }
+
+amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  bool hasC = a[4] != 0;
+  float alpha = (float)attrF(a, 0), beta = (float)attrF(a, 1);
+  int ta = (int)a[2], tb = (int)a[3];
+  int32_t flags = dd.nattrs > 5 ? (int32_t)a[5] : 0;
+  const amprt_tensor &A = t[0], &B = t[1], &Y = t.back();
+  const amprt_tensor *C = hasC ? &t[2] : nullptr;
+  if (d.emulate) {
+#ifdef AMPRT_CUDA_CORE_ONLY
+    return unsupported("an emulated gemm (this build has no CPU kernels)");
+#else
+    return amprt_gemm_ex(nullptr, &A, &B, C, alpha, beta, ta, tb, flags, const_cast<amprt_tensor *>(&Y));
+#endif
+  }
+  if (flags & ~AMPRT_GEMM_RELU)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm flags %d", flags);
+  for (const amprt_tensor *x : {&A, &B, &Y})
+    if (x->rank != 2 || !floatType(x->dtype) || !amprt_tensor_is_contiguous(x))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm needs contiguous 2-D float operands");
+  if (A.dtype != B.dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm operands differ in type");
+  int64_t m = ta ? A.shape[1] : A.shape[0], k = ta ? A.shape[0] : A.shape[1];
+  int64_t kb = tb ? B.shape[1] : B.shape[0], n = tb ? B.shape[0] : B.shape[1];
+  if (k != kb || Y.shape[0] != m || Y.shape[1] != n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm shapes do not agree");
+  View cv{};
+  if (C)
+    AMPRT_CHECK(broadcastView(*C, Y, "amprt_exec (cuda): gemm c", cv));
+  bool biasRow = C && alpha == 1.0f && beta == 1.0f && C->dtype == Y.dtype && cv.strides[0] == 0 &&
+                 cv.strides[1] == 1 && ltWrites(A.dtype, Y.dtype) && k > 0;
+  if (m && n) {
+    if (k == 0 || !ltWrites(A.dtype, Y.dtype) || (C && !biasRow && beta != 0.0f)) {
+      // The product in f32 scratch, then + beta * c, rounded once.
+      void *acc;
+      AMPRT_CHECK(scratch(d, 0, (size_t)(m * n) * 4, &acc));
+      if (k == 0)
+        AMPRT_CHECK(each(&d, m * n * 4, FillZeroF{static_cast<char *>(acc)}, "gemm"));
+      else
+        AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, acc, AMPRT_F32, alpha,
+                             nullptr, 1, 0, 0, 0));
+      if (k == 0 && alpha != 1.0f) {
+      } // 0 * alpha is 0
+      View yv = viewOf(Y);
+      AMPRT_CHECK(each(&d, m * n,
+                       AddCF{static_cast<const float *>(acc), cv, yv, beta, C && beta != 0.0f},
+                       "gemm"));
+    } else {
+      AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype, alpha,
+                           biasRow ? C->data : nullptr, 1, 0, 0, 0));
+    }
+  }
+  if (flags & AMPRT_GEMM_RELU) {
+    View yv = viewOf(Y);
+    AMPRT_CHECK(each(&d, m * n, UnaryF{yv, yv, AMPRT_UNARY_RELU, 0.0f}, "gemm relu"));
+  }
+  (void)ctx;
+  return AMPRT_OK;
+}
+
+amprt_status matmul(Dev &d, const Decoded &dd) {
+  const amprt_tensor &A = dd.t[0], &B = dd.t[1], &Y = dd.t[2];
+  if (d.emulate) {
+#ifdef AMPRT_CUDA_CORE_ONLY
+    return unsupported("an emulated matmul (this build has no CPU kernels)");
+#else
+    return amprt_matmul(nullptr, &A, &B, const_cast<amprt_tensor *>(&Y));
+#endif
+  }
+  for (const amprt_tensor *x : {&A, &B, &Y})
+    if (!floatType(x->dtype) || !amprt_tensor_is_contiguous(x) || x->rank < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul needs contiguous float operands");
+  if (A.dtype != B.dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul operands differ in type");
+  int64_t as[AMPRT_MAX_RANK + 1], bs[AMPRT_MAX_RANK + 1];
+  int32_t ar = A.rank, br = B.rank;
+  for (int32_t i = 0; i < ar; ++i)
+    as[i] = A.shape[i];
+  for (int32_t i = 0; i < br; ++i)
+    bs[i] = B.shape[i];
+  if (ar == 1) {
+    as[1] = as[0];
+    as[0] = 1;
+    ar = 2;
+  }
+  if (br == 1) {
+    bs[1] = 1;
+    br = 2;
+  }
+  int64_t m = as[ar - 2], k = as[ar - 1], kb = bs[br - 2], n = bs[br - 1];
+  if (k != kb)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul contracted dims differ");
+  int32_t batchRank = std::max(ar, br) - 2;
+  std::vector<int64_t> batch(batchRank), astr(batchRank), bstr(batchRank);
+  int64_t sa = 1, sb = 1;
+  for (int32_t i = batchRank - 1; i >= 0; --i) {
+    int32_t ad = i - (batchRank - (ar - 2)), bd = i - (batchRank - (br - 2));
+    int64_t da = ad >= 0 ? as[ad] : 1, db = bd >= 0 ? bs[bd] : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul batch dims do not broadcast");
+    batch[i] = std::max(da, db);
+    astr[i] = da == 1 ? 0 : sa;
+    bstr[i] = db == 1 ? 0 : sb;
+    sa *= da;
+    sb *= db;
+  }
+  int64_t batches = 1;
+  for (int64_t b : batch)
+    batches *= b;
+  if (numel(Y) != batches * m * n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul output size");
+  if (!batches || !m || !n)
+    return AMPRT_OK;
+  // Per batch the matrix offsets of a and b; one strided call when they are
+  // affine in the batch index, else one call per batch.
+  std::vector<int64_t> offA(batches), offB(batches);
+  for (int64_t q = 0; q < batches; ++q) {
+    int64_t rem = q, oa = 0, ob = 0;
+    for (int32_t i = batchRank - 1; i >= 0; --i) {
+      int64_t c = rem % batch[i];
+      rem /= batch[i];
+      oa += c * astr[i];
+      ob += c * bstr[i];
+    }
+    offA[q] = oa * m * k;
+    offB[q] = ob * k * n;
+  }
+  bool affine = true;
+  int64_t dA = batches > 1 ? offA[1] - offA[0] : 0, dB = batches > 1 ? offB[1] - offB[0] : 0;
+  for (int64_t q = 0; q < batches && affine; ++q)
+    affine = offA[q] == q * dA && offB[q] == q * dB;
+  bool direct = ltWrites(A.dtype, Y.dtype);
+  void *out = Y.data;
+  int32_t outType = Y.dtype;
+  if (!direct) {
+    AMPRT_CHECK(scratch(d, 0, (size_t)(batches * m * n) * 4, &out));
+    outType = AMPRT_F32;
+  }
+  size_t es = amprt_dtype_size((amprt_dtype)A.dtype), ys = amprt_dtype_size((amprt_dtype)outType);
+  if (k == 0) {
+    AMPRT_CHECK(each(&d, batches * m * n * (int64_t)ys, FillZeroF{static_cast<char *>(out)}, "matmul"));
+  } else if (affine) {
+    AMPRT_CHECK(ltMatmul(d, false, false, m, n, k, A.data, B.data, A.dtype, out, outType, 1.0f,
+                         nullptr, batches, dA, dB, m * n));
+  } else {
+    for (int64_t q = 0; q < batches; ++q)
+      AMPRT_CHECK(ltMatmul(d, false, false, m, n, k, static_cast<const char *>(A.data) + offA[q] * es,
+                           static_cast<const char *>(B.data) + offB[q] * es, A.dtype,
+                           static_cast<char *>(out) + q * m * n * ys, outType, 1.0f, nullptr, 1, 0,
+                           0, 0));
+  }
+  if (!direct)
+    AMPRT_CHECK(each(&d, batches * m * n, CastFloatF{out, Y.data, AMPRT_F32, Y.dtype}, "matmul"));
+  return AMPRT_OK;
+}
+
+//--- The executor ------------------------------------------------------------------
+
+amprt_status checkContiguous(const amprt_tensor &t, int32_t dtype, const char *what) {
+  if (!amprt_tensor_is_contiguous(&t) || (dtype >= 0 && t.dtype != dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be contiguous%s%s", what,
+                dtype >= 0 ? " " : "", dtype >= 0 ? amprt_dtype_name((amprt_dtype)dtype) : "");
+  return AMPRT_OK;
+}
+
+bool sameShape(const amprt_tensor &a, const amprt_tensor &b) {
+  if (a.rank != b.rank)
+    return false;
+  for (int32_t i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i])
+      return false;
+  return true;
+}
+
+/// A copy of x into y (same element count; row-major order on both).
+amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, const char *what) {
+  if (x.dtype != y.dtype || numel(x) != numel(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: x and y differ", what);
+  size_t es = amprt_dtype_size((amprt_dtype)x.dtype);
+  if (amprt_tensor_is_contiguous(&x) && amprt_tensor_is_contiguous(&y)) {
+    if (x.data == y.data)
+      return AMPRT_OK;
+    if (d.emulate) {
+      std::memmove(y.data, x.data, (size_t)numel(x) * es);
+      return AMPRT_OK;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice,
+                               d.stream),
+               what);
+    return AMPRT_OK;
+  }
+  return each(&d, numel(y), CopyF{viewOf(x), viewOf(y), (int64_t)es}, what);
+}
+
+amprt_status zero(Dev &d, void *p, size_t bytes) {
+  if (d.emulate) {
+    std::memset(p, 0, bytes);
+    return AMPRT_OK;
+  }
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, d.stream), "cudaMemsetAsync");
+  return AMPRT_OK;
+}
+
+amprt_status reduceMask(const amprt_tensor &x, const amprt_tensor &y, bool *reduced,
+                        int64_t &count, const char *what) {
+  if (x.rank != y.rank)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: ranks differ", what);
+  count = 1;
+  for (int32_t i = 0; i < AMPRT_MAX_RANK; ++i)
+    reduced[i] = false;
+  for (int32_t i = 0; i < x.rank; ++i) {
+    if (y.shape[i] != x.shape[i] && y.shape[i] != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: shapes do not agree", what);
+    reduced[i] = y.shape[i] == 1 && x.shape[i] != 1;
+    if (reduced[i])
+      count *= x.shape[i];
+  }
+  return AMPRT_OK;
+}
+
+amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  if (dd.nattrs < 4)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt loss");
+  bool hasW = a[3] != 0, sce = dd.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY ||
+                               dd.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD;
+  int32_t reduction = (int32_t)a[0];
+  size_t o = hasW ? 3 : 2;
+  size_t want = grad ? (hasW ? 5 : 4) : 3 + (hasW ? 1 : 0) + (sce ? 1 : 0);
+  AMPRT_CHECK(need(dd, want, 4, "loss"));
+  // The scores' (or log-probabilities') shape: t[0] (for nll_loss_grad t[0]
+  // is the input, shape only).
+  const amprt_tensor &scores = t[0], &labels = t[1];
+  if (scores.rank < 2 || labels.rank != scores.rank - 1 || !floatType(scores.dtype) ||
+      (labels.dtype != AMPRT_I32 && labels.dtype != AMPRT_I64))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): loss shapes / types");
+  AMPRT_CHECK(checkContiguous(scores, -1, "the scores"));
+  AMPRT_CHECK(checkContiguous(labels, -1, "the labels"));
+  LossCommon lc{viewOf(labels), View{}, scores.shape[0], scores.shape[1], 1, (int32_t)a[1], a[2], d.err};
+  for (int32_t i = 2; i < scores.rank; ++i) {
+    if (labels.shape[i - 1] != scores.shape[i])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): labels do not match the scores");
+    lc.inner *= scores.shape[i];
+  }
+  if (labels.shape[0] != lc.n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): labels do not match the scores");
+  if (hasW) {
+    if (numel(t[2]) != lc.c)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): class weights size");
+    lc.weights = viewOf(t[2]);
+  }
+  int64_t samples = lc.n * lc.inner;
+  if (!grad) {
+    const amprt_tensor &out = t[o];
+    View logp = viewOf(scores);
+    if (sce) {
+      // log_softmax along the classes into log_prob (f32 scratch when it
+      // is another type: the loss reads f32, as the CPU runtime).
+      const amprt_tensor &lp = t[o + 1];
+      AMPRT_CHECK(checkContiguous(lp, -1, "log_prob"));
+      int64_t rows;
+      Rows r = rowsOf(scores, 1, rows);
+      AMPRT_CHECK(each(&d, rows, SoftmaxF{viewOf(scores), viewOf(lp), r, 1}, "softmax_cross_entropy"));
+      logp = viewOf(lp);
+      if (lp.dtype != AMPRT_F32) {
+        void *tmp;
+        AMPRT_CHECK(scratch(d, 2, (size_t)numel(scores) * 4, &tmp));
+        amprt_tensor f = amprt_tensor_make(tmp, AMPRT_F32, scores.rank, scores.shape);
+        AMPRT_CHECK(each(&d, rows, SoftmaxF{viewOf(scores), viewOf(f), r, 1}, "softmax_cross_entropy"));
+        logp = viewOf(f);
+      }
+    }
+    if (reduction == AMPRT_REDUCTION_NONE ? numel(out) != samples : numel(out) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): loss output size");
+    void *buf;
+    AMPRT_CHECK(scratch(d, 1, (size_t)samples * 16 + 16, &buf));
+    double *ls = static_cast<double *>(buf), *ws = ls + samples;
+    AMPRT_CHECK(each(&d, samples, NllSampleF{lc, logp, ls, ws}, "loss"));
+    if (reduction == AMPRT_REDUCTION_NONE)
+      return each(&d, samples, NllStoreNoneF{ls, viewOf(out)}, "loss");
+    return each(&d, 1, NllReduceF{ls, ws, samples, reduction, viewOf(out), nullptr}, "loss");
+  }
+  const amprt_tensor &dloss = t[o], &dout = t[o + 1];
+  AMPRT_CHECK(checkContiguous(dout, -1, "the loss gradient"));
+  if (!sameShape(dout, scores))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): the loss gradient's shape");
+  if (reduction == AMPRT_REDUCTION_NONE ? numel(dloss) != samples : numel(dloss) != 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): dloss size");
+  void *wsum;
+  AMPRT_CHECK(scratch(d, 1, 16, &wsum));
+  AMPRT_CHECK(each(&d, 1, WeightSumF{lc, static_cast<double *>(wsum)}, "loss gradient"));
+  return each(&d, numel(dout),
+              LossGradF{lc, viewOf(scores), viewOf(dloss), viewOf(dout),
+                        static_cast<const double *>(wsum), reduction, sce ? 1 : 0},
+              "loss gradient");
+}
+
+amprt_status layerNorm(Dev &d, const Decoded &dd) {
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  if (dd.nattrs < 3)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt layer_norm");
+  bool hasBias = a[2] != 0;
+  AMPRT_CHECK(need(dd, hasBias ? 6 : 5, 3, "layer_norm"));
+  size_t o = hasBias ? 3 : 2;
+  const amprt_tensor &x = t[0], &y = t[o], &mean = t[o + 1], &inv = t[o + 2];
+  int32_t axis = (int32_t)a[0];
+  if (axis < 0 || axis >= x.rank || !sameShape(x, y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm shapes");
+  AMPRT_CHECK(checkContiguous(x, -1, "layer_norm's x"));
+  AMPRT_CHECK(checkContiguous(y, -1, "layer_norm's y"));
+  int64_t rows = 1, cols = 1;
+  for (int32_t i = 0; i < x.rank; ++i)
+    (i < axis ? rows : cols) *= x.shape[i];
+  // scale / bias broadcast to the trailing shape.
+  amprt_tensor trail = x;
+  trail.rank = x.rank - axis;
+  for (int32_t i = 0; i < trail.rank; ++i)
+    trail.shape[i] = x.shape[axis + i];
+  View sv, bv{};
+  AMPRT_CHECK(broadcastView(t[1], trail, "amprt_exec (cuda): layer_norm scale", sv));
+  if (hasBias)
+    AMPRT_CHECK(broadcastView(t[2], trail, "amprt_exec (cuda): layer_norm bias", bv));
+  for (const amprt_tensor *st : {&mean, &inv})
+    if (st->data && (st->dtype != AMPRT_F32 || numel(*st) != rows))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm statistics");
+  return each(&d, rows,
+              LayerNormF{viewOf(x), viewOf(y), sv, bv, static_cast<float *>(mean.data),
+                         static_cast<float *>(inv.data), cols, (float)attrF(a, 1), hasBias},
+              "layer_norm");
+}
+
+amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
+  AMPRT_CHECK(need(dd, 8, 4, "layer_norm_grad"));
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  const amprt_tensor &x = t[0], &scale = t[1], &mean = t[2], &inv = t[3], &dy = t[4];
+  int32_t axis = (int32_t)a[0];
+  if (axis < 0 || axis >= x.rank || !sameShape(x, dy))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad shapes");
+  AMPRT_CHECK(checkContiguous(x, -1, "layer_norm_grad's x"));
+  AMPRT_CHECK(checkContiguous(dy, -1, "layer_norm_grad's dy"));
+  int64_t rows = 1, cols = 1;
+  for (int32_t i = 0; i < x.rank; ++i)
+    (i < axis ? rows : cols) *= x.shape[i];
+  if (mean.dtype != AMPRT_F32 || inv.dtype != AMPRT_F32 || numel(mean) != rows || numel(inv) != rows)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad statistics");
+  amprt_tensor trail = x;
+  trail.rank = x.rank - axis;
+  for (int32_t i = 0; i < trail.rank; ++i)
+    trail.shape[i] = x.shape[axis + i];
+  View sv;
+  AMPRT_CHECK(broadcastView(scale, trail, "amprt_exec (cuda): layer_norm_grad scale", sv));
+  const float *mp = static_cast<const float *>(mean.data), *ip = static_cast<const float *>(inv.data);
+  if (a[1])
+    AMPRT_CHECK(each(&d, rows, LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
+                     "layer_norm_grad"));
+  if (a[2] || a[3]) {
+    if (numel(scale) != cols || !amprt_tensor_is_contiguous(&scale))
+      return unsupported("layer_norm_grad with a broadcast scale");
+    View ds = a[2] ? viewOf(t[6]) : View{}, db = a[3] ? viewOf(t[7]) : View{};
+    AMPRT_CHECK(each(&d, cols, LayerNormGradParamF{viewOf(x), viewOf(dy), ds, db, mp, ip, rows, cols},
+                     "layer_norm_grad"));
+  }
+  return AMPRT_OK;
+}
+
+amprt_status unscaleAndCheck(Dev &d, const Decoded &dd) {
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  if (dd.nattrs < 1 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt unscale_and_check");
+  size_t n = (size_t)a[0];
+  const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
+  if (scale.dtype != AMPRT_F32 || numel(scale) != 1 || flag.dtype != AMPRT_I1 || numel(flag) != 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec: unscale_and_check needs an f32 [] scale and an i1 [] flag");
+  AMPRT_CHECK(zero(d, flag.data, 1));
+  for (size_t first = 0; first < n; first += kMaxTensors) {
+    UnscaleF f{};
+    int64_t units = 0;
+    size_t last = std::min(n, first + kMaxTensors);
+    for (size_t k = first; k < last; ++k) {
+      const amprt_tensor &g = t[k], &out = t[n + 1 + k];
+      if (!floatType(g.dtype) || !amprt_tensor_is_contiguous(&g) || out.dtype != AMPRT_F32 ||
+          !amprt_tensor_is_contiguous(&out) || numel(g) != numel(out))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_exec (cuda): unscale_and_check: gradient %zu and its output", k);
+      f.items[k - first] = {g.data, static_cast<float *>(out.data), numel(g), units, g.dtype};
+      units += (numel(g) + 3) / 4;
+    }
+    f.count = (int32_t)(last - first);
+    f.scale = static_cast<const float *>(scale.data);
+    f.found = flag.data;
+    f.foundIsByte = 1;
+    AMPRT_CHECK(each(&d, units, f, "unscale_and_check"));
+  }
+  return AMPRT_OK;
+}
+
+amprt_status clipGradNorm(Dev &d, const Decoded &dd) {
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  if (dd.nattrs < 2 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt clip_grad_norm");
+  size_t n = (size_t)a[0];
+  float maxNorm = (float)attrF(a, 1);
+  if (!(maxNorm > 0.0f))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): clip_grad_norm's max_norm must be > 0");
+  const amprt_tensor &flag = t[n], &norm = t[2 * n + 1];
+  if (norm.dtype != AMPRT_F32 || numel(norm) != 1 || flag.dtype != AMPRT_I1 || numel(flag) != 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): clip_grad_norm's norm / flag");
+  int64_t chunks = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (t[k].dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&t[k]) ||
+        numel(t[k]) != numel(t[n + 1 + k]))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): clip_grad_norm: gradient %zu", k);
+    chunks += (numel(t[k]) + 4095) / 4096;
+  }
+  void *buf;
+  AMPRT_CHECK(scratch(d, 3, (size_t)(chunks + 1) * 8 + 8, &buf));
+  double *parts = static_cast<double *>(buf);
+  float *coef = reinterpret_cast<float *>(parts + chunks);
+  int64_t at = 0;
+  for (size_t k = 0; k < n; ++k) {
+    int64_t c = (numel(t[k]) + 4095) / 4096;
+    AMPRT_CHECK(each(&d, c, SumSqF{static_cast<const float *>(t[k].data), numel(t[k]), parts + at},
+                     "clip_grad_norm"));
+    at += c;
+  }
+  AMPRT_CHECK(each(&d, 1,
+                   ClipCoefF{parts, chunks, maxNorm, static_cast<const uint8_t *>(flag.data),
+                             static_cast<float *>(norm.data), coef},
+                   "clip_grad_norm"));
+  for (size_t k = 0; k < n; ++k)
+    AMPRT_CHECK(each(&d, numel(t[k]),
+                     ScaleByF{static_cast<const float *>(t[k].data),
+                              static_cast<float *>(t[n + 1 + k].data), coef},
+                     "clip_grad_norm"));
+  return AMPRT_OK;
+}
+
+amprt_status checkF32State(const amprt_tensor &t, int64_t n, const char *what) {
+  if (t.dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&t) || numel(t) != n)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec (cuda): %s must be a contiguous f32 tensor of the parameter's size", what);
+  return AMPRT_OK;
+}
+
+amprt_status checkStepAndFlag(const amprt_tensor &step, const amprt_tensor &flag) {
+  if (step.dtype != AMPRT_I64 || numel(step) != 1 || flag.dtype != AMPRT_I1 || numel(flag) != 1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec: the step must be i64 [] and found_inf i1 []");
+  return AMPRT_OK;
+}
+
+int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
+  thread_local Decoded dd;
+  dd.opcode = 0;
+  dd.t.clear();
+  dd.attrs = nullptr;
+  dd.nattrs = 0;
+  AMPRT_CHECK(decode(desc, bufs, dd));
+  // The program's constants live in host memory: their device copies.
+  for (size_t k = 0; k < dd.t.size(); ++k) {
+    if (!bufs || !bufs[k])
+      continue;
+    const char *base = static_cast<const char *>(bufs[k]);
+    auto al = d.allocations.upper_bound(base);
+    if (al != d.allocations.begin()) {
+      --al;
+      if (base < al->first + al->second)
+        continue; // this context's memory
+    }
+    amprt_tensor &tt = dd.t[k];
+    int64_t last = 0;
+    for (int32_t i = 0; i < tt.rank; ++i)
+      if (tt.shape[i] == 0) {
+        last = -1;
+        break;
+      } else {
+        last += (tt.shape[i] - 1) * (tt.strides[i] > 0 ? tt.strides[i] : 0);
+      }
+    size_t es = amprt_dtype_size(tt.dtype);
+    size_t bytes = (size_t)((static_cast<char *>(tt.data) - base) + (last + 1) * (int64_t)es);
+    auto &c = d.constants[base];
+    if (c.second < bytes) {
+      void *copy;
+      AMPRT_CHECK(rawAlloc(d, bytes, &copy));
+      if (d.emulate) {
+        std::memcpy(copy, base, bytes);
+      } else {
+        CUDA_CHECK(cudaMemcpy(copy, base, bytes, cudaMemcpyHostToDevice), "a constant's copy");
+      }
+      c = {copy, bytes}; // the smaller copy, if any, stays (a kernel may still read it)
+    }
+    tt.data = static_cast<char *>(c.first) + (static_cast<char *>(tt.data) - base);
+  }
+  auto &t = dd.t;
+  const int64_t *a = dd.attrs;
+  switch ((amprt_opcode)dd.opcode) {
+  case AMPRT_OP_UNARY: {
+    AMPRT_CHECK(need(dd, 2, 2, "unary"));
+    View xv;
+    AMPRT_CHECK(broadcastView(t[0], t[1], "amprt_exec (cuda): unary", xv));
+    if ((unsigned)a[0] > AMPRT_UNARY_LEAKY_RELU)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
+    if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
+      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
+    return each(&d, numel(t[1]), UnaryF{xv, viewOf(t[1]), (int32_t)a[0], (float)attrF(a, 1)}, "unary");
+  }
+  case AMPRT_OP_UNARY_GRAD: {
+    AMPRT_CHECK(need(dd, 3, 2, "unary_grad"));
+    View xv, gv;
+    AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): unary_grad", xv));
+    AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): unary_grad", gv));
+    return each(&d, numel(t[2]), UnaryGradF{xv, gv, viewOf(t[2]), (int32_t)a[0], (float)attrF(a, 1)},
+                "unary_grad");
+  }
+  case AMPRT_OP_BINARY: {
+    AMPRT_CHECK(need(dd, 3, 1, "binary"));
+    if ((unsigned)a[0] > AMPRT_BINARY_MIN)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown binary op %lld", (long long)a[0]);
+    View av, bv;
+    AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): binary", av));
+    AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): binary", bv));
+    return each(&d, numel(t[2]), BinaryF{av, bv, viewOf(t[2]), (int32_t)a[0], d.err}, "binary");
+  }
+  case AMPRT_OP_WHERE: {
+    AMPRT_CHECK(need(dd, 4, 0, "where"));
+    if (t[0].dtype != AMPRT_I1 || t[1].dtype != t[3].dtype || t[2].dtype != t[3].dtype)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): where's types");
+    View cv, av, bv;
+    AMPRT_CHECK(broadcastView(t[0], t[3], "amprt_exec (cuda): where", cv));
+    AMPRT_CHECK(broadcastView(t[1], t[3], "amprt_exec (cuda): where", av));
+    AMPRT_CHECK(broadcastView(t[2], t[3], "amprt_exec (cuda): where", bv));
+    return each(&d, numel(t[3]),
+                WhereF{cv, av, bv, viewOf(t[3]), (int64_t)amprt_dtype_size(t[3].dtype)}, "where");
+  }
+  case AMPRT_OP_CAST:
+    AMPRT_CHECK(need(dd, 2, 0, "cast"));
+    if (!sameShape(t[0], t[1]))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cast shapes differ");
+    return each(&d, numel(t[1]), CastF{viewOf(t[0]), viewOf(t[1])}, "cast");
+  case AMPRT_OP_COPY:
+    AMPRT_CHECK(need(dd, 2, 0, "copy"));
+    return copyTensor(d, t[0], t[1], "copy");
+  case AMPRT_OP_CONCAT: {
+    if (t.size() < 2 || dd.nattrs < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: concat needs inputs and an axis");
+    amprt_tensor &y = t.back();
+    int32_t axis = (int32_t)a[0];
+    if (axis < 0 || axis >= y.rank)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): concat axis");
+    int64_t at = 0;
+    for (size_t i = 0; i + 1 < t.size(); ++i) {
+      if (t[i].rank != y.rank || t[i].dtype != y.dtype || at + t[i].shape[axis] > y.shape[axis])
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): concat input %zu", i);
+      amprt_tensor view = y;
+      view.shape[axis] = t[i].shape[axis];
+      view.data = static_cast<char *>(y.data) + at * y.strides[axis] * (int64_t)amprt_dtype_size(y.dtype);
+      AMPRT_CHECK(each(&d, numel(view), CopyF{viewOf(t[i]), viewOf(view), (int64_t)amprt_dtype_size(y.dtype)},
+                       "concat"));
+      at += t[i].shape[axis];
+    }
+    if (at != y.shape[axis])
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): concat inputs do not fill y");
+    return AMPRT_OK;
+  }
+  case AMPRT_OP_GATHER: {
+    AMPRT_CHECK(need(dd, 3, 1, "gather"));
+    int32_t axis = (int32_t)a[0];
+    if ((t[1].dtype != AMPRT_I32 && t[1].dtype != AMPRT_I64) || axis < 0 || axis >= t[0].rank ||
+        t[0].dtype != t[2].dtype || t[2].rank != t[0].rank - 1 + t[1].rank)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gather's operands do not agree");
+    return each(&d, numel(t[2]),
+                GatherF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), axis,
+                        (int64_t)amprt_dtype_size(t[0].dtype), d.err},
+                "gather");
+  }
+  case AMPRT_OP_GATHER_GRAD: {
+    AMPRT_CHECK(need(dd, 3, 1, "gather_grad"));
+    int32_t axis = (int32_t)a[0];
+    const amprt_tensor &idx = t[0], &dy = t[1], &dd2 = t[2];
+    if ((idx.dtype != AMPRT_I32 && idx.dtype != AMPRT_I64) || !floatType(dy.dtype) ||
+        dy.dtype != dd2.dtype || axis < 0 || axis >= dd2.rank ||
+        dy.rank != dd2.rank - 1 + idx.rank || !amprt_tensor_is_contiguous(&dd2))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gather_grad's operands do not agree");
+    void *acc = dd2.data;
+    if (dd2.dtype != AMPRT_F32)
+      AMPRT_CHECK(scratch(d, 0, (size_t)numel(dd2) * 4, &acc));
+    AMPRT_CHECK(zero(d, acc, (size_t)numel(dd2) * 4));
+    GatherGradF f{viewOf(idx), viewOf(dy), static_cast<float *>(acc), axis, dd2.rank, {}, {}, d.err};
+    contiguousStrides(dd2.rank, dd2.shape, f.dense);
+    for (int32_t i = 0; i < dd2.rank; ++i)
+      f.ddShape[i] = dd2.shape[i];
+    AMPRT_CHECK(each(&d, numel(dy), f, "gather_grad"));
+    if (dd2.dtype != AMPRT_F32)
+      AMPRT_CHECK(each(&d, numel(dd2), CastFloatF{acc, dd2.data, AMPRT_F32, dd2.dtype}, "gather_grad"));
+    return AMPRT_OK;
+  }
+  case AMPRT_OP_DROPOUT: {
+    AMPRT_CHECK(need(dd, 3, 2, "dropout"));
+    float ratio = a[1] ? (float)attrF(a, 0) : 0.0f;
+    if (ratio != 0.0f)
+      return unsupported("dropout in training");
+    AMPRT_CHECK(each(&d, numel(t[1]), CastF{viewOf(t[0]), viewOf(t[1])}, "dropout"));
+    if (t[2].data) {
+      if (t[2].dtype != AMPRT_I1 || !amprt_tensor_is_contiguous(&t[2]))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): dropout's mask");
+      if (d.emulate)
+        std::memset(t[2].data, 1, (size_t)numel(t[2]));
+      else
+        CUDA_CHECK(cudaMemsetAsync(t[2].data, 1, (size_t)numel(t[2]), d.stream), "dropout");
+    }
+    return AMPRT_OK;
+  }
+  case AMPRT_OP_REDUCE: {
+    if (dd.nattrs < 2 || dd.nattrs < 2 + a[1] || a[1] > AMPRT_MAX_RANK)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt reduce");
+    AMPRT_CHECK(need(dd, 2, 2 + a[1], "reduce"));
+    if (dd.nattrs > 2 + a[1] && a[2 + a[1]] != 0)
+      return unsupported("a channel-blocked reduction");
+    const amprt_tensor &x = t[0], &y = t[1];
+    if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_MAX)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
+    ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1};
+    for (int64_t i = 0; i < a[1]; ++i) {
+      if (a[2 + i] < 0 || a[2 + i] >= x.rank)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce axis");
+      f.reduced[a[2 + i]] = true;
+    }
+    for (int32_t i = 0; i < x.rank; ++i) {
+      if (y.shape[i] != (f.reduced[i] ? 1 : x.shape[i]))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's y shape");
+      if (f.reduced[i])
+        f.count *= x.shape[i];
+    }
+    return each(&d, numel(y), f, "reduce");
+  }
+  case AMPRT_OP_REDUCE_MAX_GRAD: {
+    AMPRT_CHECK(need(dd, 4, 0, "reduce_max_grad"));
+    const amprt_tensor &x = t[0], &y = t[1], &dy = t[2], &dx = t[3];
+    if (!sameShape(x, dx) || !sameShape(y, dy))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce_max_grad shapes");
+    MaxCountF mc{viewOf(x), viewOf(y), {}, 1, nullptr};
+    AMPRT_CHECK(reduceMask(x, y, mc.reduced, mc.count, "reduce_max_grad"));
+    void *counts;
+    AMPRT_CHECK(scratch(d, 0, (size_t)numel(y) * 4, &counts));
+    mc.counts = static_cast<float *>(counts);
+    AMPRT_CHECK(each(&d, numel(y), mc, "reduce_max_grad"));
+    MaxGradF mg{viewOf(x), viewOf(y), viewOf(dy), viewOf(dx), {}, mc.counts};
+    std::memcpy(mg.reduced, mc.reduced, sizeof mg.reduced);
+    return each(&d, numel(x), mg, "reduce_max_grad");
+  }
+  case AMPRT_OP_SOFTMAX: {
+    AMPRT_CHECK(need(dd, 2, 2, "softmax"));
+    int32_t axis = (int32_t)a[0];
+    if (!sameShape(t[0], t[1]) || axis < 0 || axis >= t[0].rank || !floatType(t[0].dtype) ||
+        !floatType(t[1].dtype))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax's operands");
+    int64_t rows;
+    Rows r = rowsOf(t[0], axis, rows);
+    return each(&d, rows, SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a[1]}, "softmax");
+  }
+  case AMPRT_OP_SOFTMAX_GRAD: {
+    AMPRT_CHECK(need(dd, 3, 2, "softmax_grad"));
+    int32_t axis = (int32_t)a[0];
+    if (!sameShape(t[0], t[1]) || !sameShape(t[0], t[2]) || axis < 0 || axis >= t[0].rank)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax_grad's operands");
+    int64_t rows;
+    Rows r = rowsOf(t[0], axis, rows);
+    return each(&d, rows, SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a[1]},
+                "softmax_grad");
+  }
+  case AMPRT_OP_LAYER_NORM:
+    return layerNorm(d, dd);
+  case AMPRT_OP_LAYER_NORM_GRAD:
+    return layerNormGrad(d, dd);
+  case AMPRT_OP_GEMM: {
+    if (dd.nattrs < 5)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt gemm");
+    AMPRT_CHECK(need(dd, a[4] ? 4 : 3, 5, "gemm"));
+    return gemm(ctx, d, dd);
+  }
+  case AMPRT_OP_MATMUL:
+    AMPRT_CHECK(need(dd, 3, 0, "matmul"));
+    return matmul(d, dd);
+  case AMPRT_OP_SOFTMAX_CROSS_ENTROPY:
+  case AMPRT_OP_NLL_LOSS:
+    return loss(d, dd, false);
+  case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD:
+  case AMPRT_OP_NLL_LOSS_GRAD:
+    return loss(d, dd, true);
+  case AMPRT_OP_SGD_UPDATE: {
+    if (dd.nattrs < 6)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt sgd_update");
+    bool buf = a[5] != 0;
+    AMPRT_CHECK(need(dd, buf ? 7 : 5, 6, "sgd_update"));
+    size_t o = buf ? 3 : 2;
+    AMPRT_CHECK(checkStepAndFlag(t[o], t[o + 1]));
+    amprt_sgd_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
+                         (float)attrF(a, 3), (int32_t)a[4]};
+    if (cfg.nesterov && (cfg.momentum <= 0.0f || cfg.dampening != 0.0f))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): nesterov needs momentum > 0 and dampening 0");
+    if (cfg.momentum != 0.0f && !buf)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): momentum needs a buffer");
+    int64_t n = numel(t[0]);
+    AMPRT_CHECK(checkF32State(t[0], n, "the parameter"));
+    AMPRT_CHECK(checkF32State(t[1], n, "the gradient"));
+    AMPRT_CHECK(checkF32State(t[o + 2], n, "the new parameter"));
+    if (buf) {
+      AMPRT_CHECK(checkF32State(t[2], n, "the momentum buffer"));
+      AMPRT_CHECK(checkF32State(t[o + 3], n, "the new momentum buffer"));
+    }
+    return each(&d, n,
+                SgdF{cfg, static_cast<const float *>(t[0].data), static_cast<const float *>(t[1].data),
+                     buf ? static_cast<const float *>(t[2].data) : nullptr,
+                     static_cast<float *>(t[o + 2].data), buf ? static_cast<float *>(t[o + 3].data) : nullptr,
+                     static_cast<const int64_t *>(t[o].data), t[o + 1].data, 1},
+                "sgd_update");
+  }
+  case AMPRT_OP_ADAM_UPDATE: {
+    AMPRT_CHECK(need(dd, 9, 6, "adam_update"));
+    AMPRT_CHECK(checkStepAndFlag(t[4], t[5]));
+    amprt_adam_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
+                          (float)attrF(a, 3), (float)attrF(a, 4), (int32_t)a[5]};
+    if (!(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f &&
+          cfg.eps >= 0.0f) || cfg.decoupled < 0 || cfg.decoupled > 2)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): adam's hyper-parameters");
+    int64_t n = numel(t[0]);
+    for (size_t k : {0, 1, 2, 3, 6, 7, 8})
+      AMPRT_CHECK(checkF32State(t[k], n, "an adam tensor"));
+    return each(&d, n,
+                AdamF{cfg, static_cast<const float *>(t[0].data), static_cast<const float *>(t[1].data),
+                      static_cast<const float *>(t[2].data), static_cast<const float *>(t[3].data),
+                      static_cast<float *>(t[6].data), static_cast<float *>(t[7].data),
+                      static_cast<float *>(t[8].data), static_cast<const int64_t *>(t[4].data),
+                      t[5].data, 1},
+                "adam_update");
+  }
+  case AMPRT_OP_STEP_COUNT:
+    AMPRT_CHECK(need(dd, 3, 0, "step_count"));
+    AMPRT_CHECK(checkStepAndFlag(t[0], t[1]));
+    if (t[2].dtype != AMPRT_I64 || numel(t[2]) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): step_count's output");
+    return each(&d, 1,
+                StepCountF{static_cast<const int64_t *>(t[0].data), static_cast<const uint8_t *>(t[1].data),
+                           static_cast<int64_t *>(t[2].data)},
+                "step_count");
+  case AMPRT_OP_UNSCALE_AND_CHECK:
+    return unscaleAndCheck(d, dd);
+  case AMPRT_OP_CLIP_GRAD_NORM:
+    return clipGradNorm(d, dd);
+  case AMPRT_OP_UPDATE_SCALE: {
+    AMPRT_CHECK(need(dd, 7, 6, "update_scale"));
+    for (int k : {1, 2, 5, 6})
+      if (t[k].dtype != AMPRT_I64 || numel(t[k]) != 1)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's trackers must be i64 []");
+    for (int k : {0, 4})
+      if (t[k].dtype != AMPRT_F32 || numel(t[k]) != 1)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's scale must be f32 []");
+    if (t[3].dtype != AMPRT_I1 || numel(t[3]) != 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's flag must be i1 []");
+    amprt_scaler_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (int32_t)a[2], (int32_t)a[3],
+                            (float)attrF(a, 4)};
+    if (!(cfg.growth_factor > 1.0f) || !(cfg.backoff_factor > 0.0f) || !(cfg.backoff_factor < 1.0f) ||
+        cfg.growth_interval < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): update_scale needs growth_factor > 1, 0 < backoff_factor < 1 "
+                  "and growth_interval >= 1");
+    return each(&d, 1,
+                UpdateScaleTensorsF{cfg, static_cast<const float *>(t[0].data),
+                                    static_cast<const int64_t *>(t[1].data),
+                                    static_cast<const int64_t *>(t[2].data),
+                                    static_cast<const uint8_t *>(t[3].data),
+                                    static_cast<float *>(t[4].data), static_cast<int64_t *>(t[5].data),
+                                    static_cast<int64_t *>(t[6].data), d.err, a[5] != 0},
+                "update_scale");
+  }
+  case AMPRT_OP_MICRO_STEP:
+    AMPRT_CHECK(need(dd, 3, 1, "micro_step"));
+    if (t[0].dtype != AMPRT_I64 || t[2].dtype != AMPRT_I64 || t[1].dtype != AMPRT_I1 ||
+        numel(t[0]) != 1 || numel(t[1]) != 1 || numel(t[2]) != 1 || a[0] < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt micro_step");
+    return each(&d, 1,
+                MicroStepF{static_cast<const int64_t *>(t[0].data), static_cast<uint8_t *>(t[1].data),
+                           static_cast<int64_t *>(t[2].data), a[0], d.err},
+                "micro_step");
+  case AMPRT_OP_SLICE_GRAD: {
+    AMPRT_CHECK(need(dd, 3, 0, "slice_grad"));
+    const amprt_tensor &whole = t[2];
+    if (!amprt_tensor_is_contiguous(&whole) || whole.dtype != t[1].dtype)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt slice_grad");
+    AMPRT_CHECK(zero(d, whole.data, (size_t)numel(whole) * amprt_dtype_size(whole.dtype)));
+    return copyTensor(d, t[0], t[1], "slice_grad");
+  }
+  case AMPRT_OP_BATCH_NORM: return unsupported("batch_norm");
+  case AMPRT_OP_CONV: return unsupported("conv");
+  case AMPRT_OP_CONV_BN: return unsupported("conv with a folded batch norm");
+  case AMPRT_OP_CONV_GRAD: return unsupported("conv_grad");
+  case AMPRT_OP_MAX_POOL: return unsupported("max_pool");
+  case AMPRT_OP_AVERAGE_POOL: return unsupported("average_pool");
+  case AMPRT_OP_MAX_POOL_GRAD: return unsupported("max_pool_grad");
+  case AMPRT_OP_AVERAGE_POOL_GRAD: return unsupported("average_pool_grad");
+  case AMPRT_OP_BATCH_NORM_GRAD: return unsupported("batch_norm_grad");
+  }
+  return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unknown opcode %lld", (long long)dd.opcode);
+}
+
+//--- The backend's entry points ---------------------------------------------------
+
+amprt_status open(amprt_context *ctx, int32_t device) {
+  auto *d = new (std::nothrow) Dev();
+  if (!d)
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_context_create");
+  const char *emu = std::getenv("AMPRT_CUDA_EMULATE");
+  d->emulate = emu && *emu && std::strcmp(emu, "0") != 0;
+  d->device = device;
+  auto cleanup = [&](amprt_status s) {
+    delete d;
+    return s;
+  };
+  if (!d->emulate) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+      return cleanup(fail(AMPRT_ERR_NO_DEVICE, "amprt_context_create: no CUDA device: %s",
+                          cudaGetErrorString(e)));
+    if (device >= count)
+      return cleanup(fail(AMPRT_ERR_NO_DEVICE,
+                          "amprt_context_create: CUDA device %d does not exist (%d found)", device,
+                          count));
+    amprt_status s = cudaFail(cudaSetDevice(device), "cudaSetDevice");
+    if (s == AMPRT_OK)
+      s = cudaFail(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (s == AMPRT_OK && cublasLtCreate(&d->lt) != CUBLAS_STATUS_SUCCESS)
+      s = fail(AMPRT_ERR_DEVICE, "amprt_context_create: cuBLASLt did not start");
+    d->ltWorkBytes = (size_t)32 << 20;
+    if (s == AMPRT_OK)
+      s = rawAlloc(*d, d->ltWorkBytes, &d->ltWork);
+    if (s != AMPRT_OK)
+      return cleanup(s);
+  }
+  void *err;
+  amprt_status s = rawAlloc(*d, sizeof(DeviceError), &err);
+  if (s != AMPRT_OK)
+    return cleanup(s);
+  d->err = static_cast<DeviceError *>(err);
+  if (d->emulate)
+    std::memset(err, 0, sizeof(DeviceError));
+  else if ((s = cudaFail(cudaMemset(err, 0, sizeof(DeviceError)), "cudaMemset")) != AMPRT_OK)
+    return cleanup(s);
+  ctx->impl = d;
+  return AMPRT_OK;
+}
+
+void close(amprt_context *ctx) {
+  Dev *d = static_cast<Dev *>(ctx->impl);
+  if (!d)
+    return;
+  if (!d->emulate)
+    cudaStreamSynchronize(d->stream);
+  for (auto &[k, p] : d->plans) {
+    cublasLtMatmulDescDestroy(p.op);
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+  }
+  for (auto &[k, c] : d->constants)
+    rawFree(*d, c.first);
+  for (auto &s : d->scratch)
+    rawFree(*d, s.first);
+  for (auto &[p, n] : d->allocations)
+    rawFree(*d, const_cast<char *>(p));
+  rawFree(*d, d->err);
+  rawFree(*d, d->ltWork);
+  if (d->lt)
+    cublasLtDestroy(d->lt);
+  if (d->stream)
+    cudaStreamDestroy(d->stream);
+  delete d;
+  ctx->impl = nullptr;
+}
+
+int32_t exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
+  return execOne(ctx, devOf(ctx), desc, bufs);
+}
+
+amprt_status alloc(amprt_context *ctx, size_t bytes, void **out) {
+  Dev &d = devOf(ctx);
+  AMPRT_CHECK(rawAlloc(d, bytes, out));
+  d.allocations[static_cast<const char *>(*out)] = bytes ? bytes : 1;
+  return AMPRT_OK;
+}
+
+void release(amprt_context *ctx, void *p) {
+  Dev &d = devOf(ctx);
+  auto it = d.allocations.find(static_cast<const char *>(p));
+  if (it == d.allocations.end())
+    return; // not ours
+  if (!d.emulate)
+    cudaStreamSynchronize(d.stream);
+  d.allocations.erase(it);
+  rawFree(d, p);
+}
+
+amprt_status copy(amprt_context *ctx, void *dst, const void *src, size_t bytes, int32_t kind) {
+  return rawCopy(devOf(ctx), dst, src, bytes, kind);
+}
+
+amprt_status sync(amprt_context *ctx) {
+  Dev &d = devOf(ctx);
+  DeviceError e{};
+  if (d.emulate) {
+    e = *d.err;
+    std::memset(d.err, 0, sizeof e);
+  } else {
+    CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+    CUDA_CHECK(cudaMemcpy(&e, d.err, sizeof e, cudaMemcpyDeviceToHost), "reading the device's errors");
+    if (e.kind != ERR_NONE)
+      CUDA_CHECK(cudaMemset(d.err, 0, sizeof e), "cudaMemset");
+  }
+  switch (e.kind) {
+  case ERR_NONE: return AMPRT_OK;
+  case ERR_LABEL:
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "a loss: label %lld at position %lld is outside [0, %lld)",
+                (long long)e.a, (long long)e.b, (long long)e.c);
+  case ERR_INDEX:
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "gather: index %lld out of range [-%lld, %lld)",
+                (long long)e.a, (long long)e.b, (long long)e.b);
+  case ERR_MIN_SCALE:
+    return fail(AMPRT_ERR_NUMERIC,
+                "update_scale: an overflow at the minimum loss scale: every step is being skipped "
+                "(lower the learning rate, check the data and the fp16 ops)");
+  case ERR_MIN_SCALE_WARN:
+    if (!d.warned)
+      std::fprintf(stderr, "warning: update_scale: an overflow at the minimum loss scale: every "
+                           "step is being skipped (lower the learning rate, check the data and "
+                           "the fp16 ops)\n");
+    d.warned = true;
+    return AMPRT_OK;
+  case ERR_MICRO_STEP:
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "micro_step: counter %lld outside [0, %lld) (a checkpoint of another "
+                "accumulation setting?)",
+                (long long)e.a, (long long)e.b);
+  case ERR_INT_DIV_ZERO:
+    return fail(AMPRT_ERR_NUMERIC, "binary: integer division by zero");
+  }
+  return fail(AMPRT_ERR_DEVICE, "the device recorded an unknown error %d", e.kind);
+}
+
+const amprt_device_ops kOps = {open, close, exec, alloc, release, copy, sync};
+
+} // namespace
+} // namespace amprt::cuda
+
+extern "C" const amprt_device_ops *amprt_cuda_device_ops(void) { return &amprt::cuda::kOps; }
