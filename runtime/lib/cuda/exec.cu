@@ -935,11 +935,727 @@ struct AddCF {
   }
 };
 
+//--- Convolutions, pools, batch norm (direct kernels) ----------------------------
+
+/// A convolution's or a pool's geometry, spatial dims padded to three.
+struct Geom {
+  int64_t n, c, m, g, in[3], out[3], k[3], s[3], d[3], pb[3];
+  HD int64_t inPlane() const { return in[0] * in[1] * in[2]; }
+  HD int64_t outPlane() const { return out[0] * out[1] * out[2]; }
+  HD int64_t kPlane() const { return k[0] * k[1] * k[2]; }
+};
+
+/// y[n, m, o] = bias[m] + sum over the group's channels and the window of
+/// x * w (double accumulation), ReLU (NaN kept) on request.
+struct ConvF {
+  Geom gm;
+  const void *x, *w, *bias;
+  void *y;
+  int32_t xt, wt, bt, yt, relu;
+  HD void operator()(int64_t o) const {
+    int64_t op = o % gm.outPlane(), m = (o / gm.outPlane()) % gm.m, n = o / (gm.outPlane() * gm.m);
+    int64_t o2 = op % gm.out[2], o1 = (op / gm.out[2]) % gm.out[1], o0 = op / (gm.out[2] * gm.out[1]);
+    int64_t cpg = gm.c / gm.g, grp = m / (gm.m / gm.g);
+    double acc = bias ? (double)ldF(bias, bt, m) : 0.0;
+    for (int64_t ci = 0; ci < cpg; ++ci) {
+      int64_t xb = (n * gm.c + grp * cpg + ci) * gm.inPlane(), wb = (m * cpg + ci) * gm.kPlane();
+      for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
+        int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
+        if (i0 < 0 || i0 >= gm.in[0])
+          continue;
+        for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
+          int64_t i1 = o1 * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
+          if (i1 < 0 || i1 >= gm.in[1])
+            continue;
+          for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+            int64_t i2 = o2 * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
+            if (i2 < 0 || i2 >= gm.in[2])
+              continue;
+            acc += (double)ldF(x, xt, xb + (i0 * gm.in[1] + i1) * gm.in[2] + i2) *
+                   (double)ldF(w, wt, wb + (k0 * gm.k[1] + k1) * gm.k[2] + k2);
+          }
+        }
+      }
+    }
+    float v = (float)acc;
+    if (relu && !(v > 0.0f) && !isNaN(v))
+      v = 0.0f;
+    stF(y, yt, o, v);
+  }
+};
+
+/// The window offsets k (per dim) that put output position o on input
+/// position i: o * s - pb + k * d == i.
+struct ConvDxF {
+  Geom gm;
+  const void *dy, *w;
+  void *dx;
+  int32_t dyt, wt, dxt;
+  HD void operator()(int64_t e) const {
+    int64_t ip = e % gm.inPlane(), c = (e / gm.inPlane()) % gm.c, n = e / (gm.inPlane() * gm.c);
+    int64_t i2 = ip % gm.in[2], i1 = (ip / gm.in[2]) % gm.in[1], i0 = ip / (gm.in[2] * gm.in[1]);
+    int64_t cpg = gm.c / gm.g, mpg = gm.m / gm.g, grp = c / cpg, ci = c % cpg;
+    double acc = 0.0;
+    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
+      int64_t t0 = i0 + gm.pb[0] - k0 * gm.d[0];
+      if (t0 < 0 || t0 % gm.s[0] || t0 / gm.s[0] >= gm.out[0])
+        continue;
+      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
+        int64_t t1 = i1 + gm.pb[1] - k1 * gm.d[1];
+        if (t1 < 0 || t1 % gm.s[1] || t1 / gm.s[1] >= gm.out[1])
+          continue;
+        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+          int64_t t2 = i2 + gm.pb[2] - k2 * gm.d[2];
+          if (t2 < 0 || t2 % gm.s[2] || t2 / gm.s[2] >= gm.out[2])
+            continue;
+          int64_t opos = ((t0 / gm.s[0]) * gm.out[1] + t1 / gm.s[1]) * gm.out[2] + t2 / gm.s[2];
+          int64_t kpos = (k0 * gm.k[1] + k1) * gm.k[2] + k2;
+          for (int64_t mm = 0; mm < mpg; ++mm) {
+            int64_t m = grp * mpg + mm;
+            acc += (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + opos) *
+                   (double)ldF(w, wt, (m * cpg + ci) * gm.kPlane() + kpos);
+          }
+        }
+      }
+    }
+    stF(dx, dxt, e, (float)acc);
+  }
+};
+
+struct ConvDwF {
+  Geom gm;
+  const void *x, *dy;
+  void *dw;
+  int32_t xt, dyt, dwt;
+  HD void operator()(int64_t e) const {
+    int64_t cpg = gm.c / gm.g, kp = e % gm.kPlane(), ci = (e / gm.kPlane()) % cpg,
+            m = e / (gm.kPlane() * cpg);
+    int64_t k2 = kp % gm.k[2], k1 = (kp / gm.k[2]) % gm.k[1], k0 = kp / (gm.k[2] * gm.k[1]);
+    int64_t c = (m / (gm.m / gm.g)) * cpg + ci;
+    double acc = 0.0;
+    for (int64_t n = 0; n < gm.n; ++n)
+      for (int64_t o0 = 0; o0 < gm.out[0]; ++o0) {
+        int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
+        if (i0 < 0 || i0 >= gm.in[0])
+          continue;
+        for (int64_t o1 = 0; o1 < gm.out[1]; ++o1) {
+          int64_t i1 = o1 * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
+          if (i1 < 0 || i1 >= gm.in[1])
+            continue;
+          for (int64_t o2 = 0; o2 < gm.out[2]; ++o2) {
+            int64_t i2 = o2 * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
+            if (i2 < 0 || i2 >= gm.in[2])
+              continue;
+            acc += (double)ldF(x, xt, (n * gm.c + c) * gm.inPlane() + (i0 * gm.in[1] + i1) * gm.in[2] + i2) *
+                   (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + (o0 * gm.out[1] + o1) * gm.out[2] + o2);
+          }
+        }
+      }
+    stF(dw, dwt, e, (float)acc);
+  }
+};
+
+/// Per channel of [N, C, plane]: the sum (and, with x, the centred sums).
+struct ChannelSumF {
+  const void *x;
+  int32_t xt;
+  int64_t n, c, plane;
+  double *out;
+  HD void operator()(int64_t ch) const {
+    double s = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < plane; ++i)
+        s += (double)ldF(x, xt, (b * c + ch) * plane + i);
+    out[ch] = s;
+  }
+};
+
+/// Max pool: per output, the window's positions in row-major order (padding
+/// skipped); a NaN wins, else the first maximum. Indices: x's flat index
+/// (column-major within the plane for storage_order 1), or -1.
+struct MaxPoolF {
+  Geom gm;
+  const void *x;
+  void *y;
+  int64_t *indices;
+  int32_t xt, yt, storageOrder;
+  HD void operator()(int64_t o) const {
+    int64_t op = o % gm.outPlane(), nc = o / gm.outPlane();
+    int64_t o2 = op % gm.out[2], o1 = (op / gm.out[2]) % gm.out[1], o0 = op / (gm.out[2] * gm.out[1]);
+    float best = -INFINITY;
+    int64_t arg = -1;
+    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
+      int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
+      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
+        int64_t i1 = o1 * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
+        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+          int64_t i2 = o2 * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
+          if (i0 < 0 || i0 >= gm.in[0] || i1 < 0 || i1 >= gm.in[1] || i2 < 0 || i2 >= gm.in[2])
+            continue;
+          int64_t i = nc * gm.inPlane() + (i0 * gm.in[1] + i1) * gm.in[2] + i2;
+          float v = ldF(x, xt, i);
+          if (arg >= 0 && isNaN(best))
+            continue;
+          if (isNaN(v) || arg < 0 || v > best) {
+            best = v;
+            arg = i;
+          }
+        }
+      }
+    }
+    if (floatType(yt))
+      stF(y, yt, o, best);
+    else
+      stI(y, yt, o, arg >= 0 ? ldI(x, xt, arg) : 0);
+    if (indices) {
+      int64_t at = arg;
+      if (at >= 0 && storageOrder == 1) {
+        int64_t plane = gm.inPlane(), q = at / plane, r = at % plane;
+        int64_t j2 = r % gm.in[2], j1 = (r / gm.in[2]) % gm.in[1], j0 = r / (gm.in[2] * gm.in[1]);
+        at = q * plane + (j2 * gm.in[1] + j1) * gm.in[0] + j0;
+      }
+      indices[o] = at;
+    }
+  }
+};
+
+/// The number of window positions an average counts, per dim: inside the
+/// input, or (count_include_pad) before its end plus the end padding.
+HD inline int64_t windowCount(const Geom &gm, const int64_t *o, int32_t includePad) {
+  int64_t count = 1;
+  for (int dd = 0; dd < 3; ++dd) {
+    int64_t c = 0;
+    for (int64_t k = 0; k < gm.k[dd]; ++k) {
+      int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k * gm.d[dd];
+      c += includePad ? i < gm.in[dd] + gm.pb[dd] : (i >= 0 && i < gm.in[dd]);
+    }
+    count *= c;
+  }
+  return count;
+}
+
+struct AvgPoolF {
+  Geom gm;
+  const void *x;
+  void *y;
+  int32_t xt, yt, includePad;
+  HD void operator()(int64_t o) const {
+    int64_t op = o % gm.outPlane(), nc = o / gm.outPlane();
+    int64_t oo[3] = {op / (gm.out[2] * gm.out[1]), (op / gm.out[2]) % gm.out[1], op % gm.out[2]};
+    double sum = 0.0;
+    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0)
+      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1)
+        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+          int64_t i0 = oo[0] * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
+          int64_t i1 = oo[1] * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
+          int64_t i2 = oo[2] * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
+          if (i0 >= 0 && i0 < gm.in[0] && i1 >= 0 && i1 < gm.in[1] && i2 >= 0 && i2 < gm.in[2])
+            sum += ldF(x, xt, nc * gm.inPlane() + (i0 * gm.in[1] + i1) * gm.in[2] + i2);
+        }
+    int64_t count = windowCount(gm, oo, includePad);
+    stF(y, yt, o, count ? (float)(sum / (double)count) : 0.0f);
+  }
+};
+
+struct AvgPoolGradF {
+  Geom gm;
+  const void *dy;
+  void *dx;
+  int32_t dyt, dxt, includePad;
+  HD void operator()(int64_t e) const {
+    int64_t ip = e % gm.inPlane(), nc = e / gm.inPlane();
+    int64_t ii[3] = {ip / (gm.in[2] * gm.in[1]), (ip / gm.in[2]) % gm.in[1], ip % gm.in[2]};
+    double acc = 0.0;
+    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
+      int64_t t0 = ii[0] + gm.pb[0] - k0 * gm.d[0];
+      if (t0 < 0 || t0 % gm.s[0] || t0 / gm.s[0] >= gm.out[0])
+        continue;
+      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
+        int64_t t1 = ii[1] + gm.pb[1] - k1 * gm.d[1];
+        if (t1 < 0 || t1 % gm.s[1] || t1 / gm.s[1] >= gm.out[1])
+          continue;
+        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+          int64_t t2 = ii[2] + gm.pb[2] - k2 * gm.d[2];
+          if (t2 < 0 || t2 % gm.s[2] || t2 / gm.s[2] >= gm.out[2])
+            continue;
+          int64_t oo[3] = {t0 / gm.s[0], t1 / gm.s[1], t2 / gm.s[2]};
+          int64_t count = windowCount(gm, oo, includePad);
+          if (count)
+            acc += (double)ldF(dy, dyt, nc * gm.outPlane() + (oo[0] * gm.out[1] + oo[1]) * gm.out[2] + oo[2]) /
+                   (double)count;
+        }
+      }
+    }
+    stF(dx, dxt, e, (float)acc);
+  }
+};
+
+/// dx[indices[o]] += dy[o] into an f32 accumulator (atomics on the device).
+struct MaxPoolGradF {
+  const void *dy;
+  int32_t dyt;
+  const int64_t *indices;
+  float *acc;
+  int64_t nx;
+  DeviceError *err;
+  HD void operator()(int64_t o) const {
+    int64_t i = indices[o];
+    if (i < 0)
+      return;
+    if (i >= nx) {
+      recordError(err, ERR_INDEX, i, nx, 0);
+      return;
+    }
+    float v = ldF(dy, dyt, o);
+#ifdef __CUDA_ARCH__
+    atomicAdd(acc + i, v);
+#else
+    acc[i] += v;
+#endif
+  }
+};
+
+/// Batch-norm statistics per channel: the mean and the inverse standard
+/// deviation used, and (training) the new running statistics.
+struct BnStatsF {
+  const void *x, *mean, *var;
+  int32_t xt, mt, vt, training;
+  int64_t n, c, plane;
+  float eps, momentum;
+  double *mu, *invStd;
+  void *runMean, *runVar;
+  int32_t rmt, rvt;
+  HD void operator()(int64_t ch) const {
+    double m, v;
+    double oldMean = ldF(mean, mt, ch), oldVar = ldF(var, vt, ch);
+    if (training) {
+      double cnt = (double)(n * plane), s = 0.0, q = 0.0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < plane; ++i)
+          s += (double)ldF(x, xt, (b * c + ch) * plane + i);
+      m = s / cnt;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < plane; ++i) {
+          double dv = (double)ldF(x, xt, (b * c + ch) * plane + i) - m;
+          q += dv * dv;
+        }
+      v = q / cnt;
+      if (runMean)
+        stF(runMean, rmt, ch, (float)(momentum * oldMean + (1.0 - momentum) * m));
+      if (runVar)
+        stF(runVar, rvt, ch, (float)(momentum * oldVar + (1.0 - momentum) * v));
+    } else {
+      m = oldMean;
+      v = oldVar;
+      if (runMean)
+        stF(runMean, rmt, ch, (float)oldMean);
+      if (runVar)
+        stF(runVar, rvt, ch, (float)oldVar);
+    }
+    mu[ch] = m;
+    invStd[ch] = 1.0 / sqrt(v + (double)eps);
+  }
+};
+
+struct BnApplyF {
+  const void *x, *scale, *bias;
+  void *y;
+  int32_t xt, st, bt, yt;
+  int64_t c, plane;
+  const double *mu, *invStd;
+  HD void operator()(int64_t o) const {
+    int64_t ch = (o / plane) % c;
+    double v = ((double)ldF(x, xt, o) - mu[ch]) * invStd[ch] * (double)ldF(scale, st, ch) +
+               (double)ldF(bias, bt, ch);
+    stF(y, yt, o, (float)v);
+  }
+};
+
+/// The batch-norm gradient's per-channel sums, statistics recomputed from x
+/// (amprt_batch_norm_grad_recompute).
+struct BnGradStatsF {
+  const void *x, *dy;
+  int32_t xt, dyt;
+  int64_t n, c, plane;
+  float eps;
+  double *mu, *invStd, *sdy, *sdyx;
+  void *dscale, *dbias;
+  int32_t dst, dbt;
+  HD void operator()(int64_t ch) const {
+    double cnt = (double)(n * plane), s = 0.0, s2 = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < plane; ++i) {
+        double v = ldF(x, xt, (b * c + ch) * plane + i);
+        s += v;
+        s2 += v * v;
+      }
+    double m = s / cnt, var = s2 / cnt - m * m;
+    if (var < 0.0)
+      var = 0.0;
+    // As the CPU runtime: the statistics rounded to f32 first.
+    double mf = (float)m, is = (float)(1.0 / sqrt(var + (double)eps));
+    double a = 0.0, b2 = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < plane; ++i) {
+        int64_t o = (b * c + ch) * plane + i;
+        double d = ldF(dy, dyt, o);
+        a += d;
+        b2 += d * ((double)ldF(x, xt, o) - mf) * is;
+      }
+    mu[ch] = mf;
+    invStd[ch] = is;
+    sdy[ch] = a;
+    sdyx[ch] = b2;
+    if (dscale)
+      stF(dscale, dst, ch, (float)b2);
+    if (dbias)
+      stF(dbias, dbt, ch, (float)a);
+  }
+};
+
+struct BnGradDxF {
+  const void *x, *dy, *scale;
+  void *dx;
+  int32_t xt, dyt, st, dxt;
+  int64_t c, plane, n;
+  const double *mu, *invStd, *sdy, *sdyx;
+  HD void operator()(int64_t o) const {
+    int64_t ch = (o / plane) % c;
+    double m = (double)(n * plane), is = invStd[ch];
+    double xhat = ((double)ldF(x, xt, o) - mu[ch]) * is, d = ldF(dy, dyt, o);
+    double g = ldF(scale, st, ch);
+    stF(dx, dxt, o, (float)(g * is / m * (m * d - sdy[ch] - xhat * sdyx[ch])));
+  }
+};
+
+/// A batch norm folded into f32 weights and bias (conv_bn), per weight.
+struct FoldBnF {
+  const float *w, *bias, *scale, *shift, *mean, *var;
+  float *wf, *bf;
+  int64_t per;
+  double eps;
+  HD void operator()(int64_t e) const {
+    int64_t ch = e / per;
+    double a = (double)scale[ch] / sqrt((double)var[ch] + eps);
+    wf[e] = (float)(w[e] * a);
+    if (e % per == 0)
+      bf[ch] = (float)(((bias ? (double)bias[ch] : 0.0) - (double)mean[ch]) * a + (double)shift[ch]);
+  }
+};
+
 amprt_status unsupported(const char *op) {
   return fail(AMPRT_ERR_UNSUPPORTED,
               "amprt_exec (cuda): %s is not on the CUDA device yet (run this program with "
               "--device cpu)",
               op);
+}
+
+/// The geometry of x [N, C, D...] -> y [N, M, D'...] (w [M, C/g, K...] or
+/// the pool's kernel).
+amprt_status checkContiguous(const amprt_tensor &t, int32_t dtype, const char *what) {
+  if (!amprt_tensor_is_contiguous(&t) || (dtype >= 0 && t.dtype != dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be contiguous%s%s", what,
+                dtype >= 0 ? " " : "", dtype >= 0 ? amprt_dtype_name((amprt_dtype)dtype) : "");
+  return AMPRT_OK;
+}
+
+bool sameShape(const amprt_tensor &a, const amprt_tensor &b) {
+  if (a.rank != b.rank)
+    return false;
+  for (int32_t i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i])
+      return false;
+  return true;
+}
+
+/// A copy of x into y (same element count; row-major order on both).
+amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, const char *what) {
+  if (x.dtype != y.dtype || numel(x) != numel(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: x and y differ", what);
+  size_t es = amprt_dtype_size((amprt_dtype)x.dtype);
+  if (amprt_tensor_is_contiguous(&x) && amprt_tensor_is_contiguous(&y)) {
+    if (x.data == y.data)
+      return AMPRT_OK;
+    if (d.emulate) {
+      std::memmove(y.data, x.data, (size_t)numel(x) * es);
+      return AMPRT_OK;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice,
+                               d.stream),
+               what);
+    return AMPRT_OK;
+  }
+  return each(&d, numel(y), CopyF{viewOf(x), viewOf(y), (int64_t)es}, what);
+}
+
+amprt_status zero(Dev &d, void *p, size_t bytes) {
+  if (d.emulate) {
+    std::memset(p, 0, bytes);
+    return AMPRT_OK;
+  }
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, d.stream), "cudaMemsetAsync");
+  return AMPRT_OK;
+}
+
+amprt_status geomOf(const amprt_tensor &x, const amprt_tensor &y, int32_t spatial, const int64_t *kernel,
+                    const int64_t *strides, const int64_t *dil, const int64_t *pb, int64_t group,
+                    const char *what, Geom &g) {
+  if (spatial < 1 || spatial > 3 || x.rank != spatial + 2 || y.rank != x.rank ||
+      !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&y) || x.shape[0] != y.shape[0] ||
+      group < 1 || x.shape[1] % group || y.shape[1] % group)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec (cuda): %s: x %s and y %s must be contiguous [N, C, D...] of the "
+                "parameters' spatial rank",
+                what, shapeString(&x).c_str(), shapeString(&y).c_str());
+  g.n = x.shape[0];
+  g.c = x.shape[1];
+  g.m = y.shape[1];
+  g.g = group;
+  for (int i = 0; i < 3; ++i) {
+    bool on = i < spatial;
+    g.in[i] = on ? x.shape[2 + i] : 1;
+    g.out[i] = on ? y.shape[2 + i] : 1;
+    g.k[i] = on ? kernel[i] : 1;
+    g.s[i] = on && strides[i] > 0 ? strides[i] : 1;
+    g.d[i] = on && dil[i] > 0 ? dil[i] : 1;
+    g.pb[i] = on ? pb[i] : 0;
+    if (g.k[i] < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: kernel size %lld", what,
+                  (long long)g.k[i]);
+  }
+  return AMPRT_OK;
+}
+
+amprt_status convGeom(const amprt_tensor &x, const amprt_tensor &w, const amprt_tensor &y,
+                      const amprt_conv_params &p, const char *what, Geom &g) {
+  if (w.rank != x.rank || !amprt_tensor_is_contiguous(&w) || !floatType(x.dtype) || !floatType(w.dtype) ||
+      !floatType(y.dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: operands", what);
+  int64_t kernel[3] = {1, 1, 1};
+  for (int32_t i = 0; i < p.spatial && i + 2 < w.rank; ++i)
+    kernel[i] = w.shape[2 + i];
+  AMPRT_CHECK(geomOf(x, y, p.spatial, kernel, p.strides, p.dilations, p.pads_begin, p.group, what, g));
+  if (w.shape[0] != g.m || w.shape[1] != g.c / g.g)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: w %s does not fit x %s / y %s", what,
+                shapeString(&w).c_str(), shapeString(&x).c_str(), shapeString(&y).c_str());
+  return AMPRT_OK;
+}
+
+amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
+  amprt_conv_params p{};
+  bool hasBias = false;
+  AMPRT_CHECK(convParams(dd, withBn ? 7 : 3, withBn ? 1 : 0, withBn ? "conv_bn" : "conv", p, hasBias));
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  int64_t at = withBn ? 4 + 4 * a[0] : 3 + 4 * a[0];
+  int32_t flags = dd.nattrs > at ? (int32_t)a[at] : 0;
+  if (flags & ~(AMPRT_CONV_RELU | AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv flags %d", flags);
+  // Channel-blocked values are plain NCHW here: every reader and writer of
+  // them on this device agrees (the blocked flags are the CPU's layouts).
+  const amprt_tensor &x = t[0], &w = t[1], &y = t.back();
+  Geom g;
+  AMPRT_CHECK(convGeom(x, w, y, p, "conv", g));
+  const void *wp = w.data, *bp = hasBias ? t[2].data : nullptr;
+  int32_t wt = w.dtype, bt = hasBias ? t[2].dtype : AMPRT_F32;
+  if (hasBias && numel(t[2]) != g.m)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv bias must be [%lld]", (long long)g.m);
+  if (withBn) {
+    size_t o = hasBias ? 3 : 2; // scale, shift, mean, var
+    for (size_t k = 0; k < 4; ++k)
+      if (t[o + k].dtype != AMPRT_F32 || numel(t[o + k]) != g.m || !amprt_tensor_is_contiguous(&t[o + k]))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_bn's statistics must be f32 [%lld]",
+                    (long long)g.m);
+    if (w.dtype != AMPRT_F32 || (hasBias && t[2].dtype != AMPRT_F32))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_bn needs f32 weights and bias");
+    void *buf;
+    AMPRT_CHECK(scratch(d, 4, (size_t)(numel(w) + g.m) * 4, &buf));
+    float *wf = static_cast<float *>(buf), *bf = wf + numel(w);
+    AMPRT_CHECK(each(&d, numel(w),
+                     FoldBnF{static_cast<const float *>(w.data),
+                             hasBias ? static_cast<const float *>(t[2].data) : nullptr,
+                             static_cast<const float *>(t[o].data), static_cast<const float *>(t[o + 1].data),
+                             static_cast<const float *>(t[o + 2].data), static_cast<const float *>(t[o + 3].data),
+                             wf, bf, g.m ? numel(w) / g.m : 1, attrF(a, 3 + 4 * a[0])},
+                     "conv_bn"));
+    wp = wf;
+    bp = bf;
+    wt = bt = AMPRT_F32;
+  }
+  return each(&d, numel(y),
+              ConvF{g, x.data, wp, bp, y.data, x.dtype, wt, bt, y.dtype, (flags & AMPRT_CONV_RELU) ? 1 : 0},
+              "conv");
+}
+
+amprt_status convGrad(Dev &d, const Decoded &dd) {
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  if (dd.nattrs < 3 || a[0] < 1 || a[0] > 3 || dd.nattrs < 6 + 4 * a[0])
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_grad");
+  AMPRT_CHECK(need(dd, 6, 6 + 4 * a[0], "conv_grad"));
+  amprt_conv_params p{};
+  p.spatial = (int32_t)a[0];
+  p.group = a[1];
+  windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+  const int64_t *want = a + 3 + 4 * a[0];
+  const amprt_tensor &x = t[0], &w = t[1], &dy = t[2];
+  Geom g;
+  AMPRT_CHECK(convGeom(x, w, dy, p, "conv_grad", g));
+  if (want[0]) {
+    if (numel(t[3]) != numel(x) || !amprt_tensor_is_contiguous(&t[3]))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dx");
+    AMPRT_CHECK(each(&d, numel(x), ConvDxF{g, dy.data, w.data, t[3].data, dy.dtype, w.dtype, t[3].dtype},
+                     "conv_grad dx"));
+  }
+  if (want[1]) {
+    if (numel(t[4]) != numel(w) || !amprt_tensor_is_contiguous(&t[4]))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dw");
+    AMPRT_CHECK(each(&d, numel(w), ConvDwF{g, x.data, dy.data, t[4].data, x.dtype, dy.dtype, t[4].dtype},
+                     "conv_grad dw"));
+  }
+  if (want[2]) {
+    if (numel(t[5]) != g.m)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad db");
+    void *buf;
+    AMPRT_CHECK(scratch(d, 5, (size_t)g.m * 8, &buf));
+    AMPRT_CHECK(each(&d, g.m, ChannelSumF{dy.data, dy.dtype, g.n, g.m, g.outPlane(), static_cast<double *>(buf)},
+                     "conv_grad db"));
+    View dbv = viewOf(t[5]);
+    AMPRT_CHECK(each(&d, g.m, NllStoreNoneF{static_cast<const double *>(buf), dbv}, "conv_grad db"));
+  }
+  return AMPRT_OK;
+}
+
+amprt_status poolParams(const Decoded &dd, amprt_pool_params &p, const char *what) {
+  const int64_t *a = dd.attrs;
+  if (dd.nattrs < 2 || a[0] < 1 || a[0] > 3 || dd.nattrs < 2 + 5 * a[0])
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt %s", what);
+  p = amprt_pool_params{};
+  p.spatial = (int32_t)a[0];
+  p.count_include_pad = (int32_t)a[1];
+  windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
+  return AMPRT_OK;
+}
+
+amprt_status pool(Dev &d, const Decoded &dd) {
+  amprt_pool_params p;
+  AMPRT_CHECK(poolParams(dd, p, "pool"));
+  const int64_t *a = dd.attrs;
+  const auto &t = dd.t;
+  Geom g;
+  if (dd.opcode == AMPRT_OP_AVERAGE_POOL) {
+    AMPRT_CHECK(need(dd, 2, 2 + 5 * a[0], "average_pool"));
+    AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
+                       "average_pool", g));
+    return each(&d, numel(t[1]), AvgPoolF{g, t[0].data, t[1].data, t[0].dtype, t[1].dtype, p.count_include_pad},
+                "average_pool");
+  }
+  AMPRT_CHECK(need(dd, 3, 3 + 5 * a[0], "max_pool"));
+  int32_t storage = (int32_t)a[2 + 5 * a[0]];
+  bool wantIndices = dd.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
+  if (dd.nattrs > 4 + 5 * a[0] && a[4 + 5 * a[0]] != 0 && wantIndices)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: a channel-blocked max pool has no indices");
+  AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1, "max_pool", g));
+  if (g.c != g.m)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): max_pool channels differ");
+  int64_t *idx = nullptr;
+  if (wantIndices) {
+    if (t[2].dtype != AMPRT_I64 || numel(t[2]) != numel(t[1]))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): max_pool indices must be i64 with y's size");
+    idx = static_cast<int64_t *>(t[2].data);
+  }
+  return each(&d, numel(t[1]), MaxPoolF{g, t[0].data, t[1].data, idx, t[0].dtype, t[1].dtype, storage},
+              "max_pool");
+}
+
+amprt_status poolGrad(Dev &d, const Decoded &dd) {
+  const auto &t = dd.t;
+  if (dd.opcode == AMPRT_OP_MAX_POOL_GRAD) {
+    AMPRT_CHECK(need(dd, 4, 0, "max_pool_grad"));
+    const amprt_tensor &dy = t[1], &idx = t[2], &dx = t[3];
+    if (idx.dtype != AMPRT_I64 || numel(idx) != numel(dy) || !amprt_tensor_is_contiguous(&dx) ||
+        !amprt_tensor_is_contiguous(&dy) || !floatType(dx.dtype))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): max_pool_grad's operands");
+    void *acc = dx.data;
+    if (dx.dtype != AMPRT_F32)
+      AMPRT_CHECK(scratch(d, 0, (size_t)numel(dx) * 4, &acc));
+    AMPRT_CHECK(zero(d, acc, (size_t)numel(dx) * 4));
+    AMPRT_CHECK(each(&d, numel(dy),
+                     MaxPoolGradF{dy.data, dy.dtype, static_cast<const int64_t *>(idx.data),
+                                  static_cast<float *>(acc), numel(dx), d.err},
+                     "max_pool_grad"));
+    if (dx.dtype != AMPRT_F32)
+      AMPRT_CHECK(each(&d, numel(dx), CastFloatF{acc, dx.data, AMPRT_F32, dx.dtype}, "max_pool_grad"));
+    return AMPRT_OK;
+  }
+  amprt_pool_params p;
+  AMPRT_CHECK(poolParams(dd, p, "average_pool_grad"));
+  AMPRT_CHECK(need(dd, 3, 2 + 5 * dd.attrs[0], "average_pool_grad"));
+  Geom g;
+  AMPRT_CHECK(geomOf(t[2], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
+                     "average_pool_grad", g));
+  return each(&d, numel(t[2]), AvgPoolGradF{g, t[1].data, t[2].data, t[1].dtype, t[2].dtype, p.count_include_pad},
+              "average_pool_grad");
+}
+
+amprt_status checkChannels(const amprt_tensor &t, int64_t c, const char *what) {
+  if (!floatType(t.dtype) || numel(t) != c || !amprt_tensor_is_contiguous(&t))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be a float [%lld]", what, (long long)c);
+  return AMPRT_OK;
+}
+
+amprt_status batchNorm(Dev &d, const Decoded &dd) {
+  AMPRT_CHECK(need(dd, 8, 3, "batch_norm"));
+  const auto &t = dd.t;
+  const int64_t *a = dd.attrs;
+  const amprt_tensor &x = t[0], &y = t[5];
+  if (x.rank < 2 || !sameShape(x, y) || !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&y) ||
+      !floatType(x.dtype) || !floatType(y.dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm's x and y");
+  int64_t n = x.shape[0], c = x.shape[1], plane = c ? numel(x) / (n * c ? n * c : 1) : 0;
+  for (size_t k : {1, 2, 3, 4})
+    AMPRT_CHECK(checkChannels(t[k], c, "a batch_norm parameter"));
+  for (size_t k : {6, 7})
+    if (t[k].data)
+      AMPRT_CHECK(checkChannels(t[k], c, "a running statistic"));
+  void *buf;
+  AMPRT_CHECK(scratch(d, 5, (size_t)c * 16 + 16, &buf));
+  double *mu = static_cast<double *>(buf), *is = mu + c;
+  AMPRT_CHECK(each(&d, c,
+                   BnStatsF{x.data, t[3].data, t[4].data, x.dtype, t[3].dtype, t[4].dtype, (int32_t)a[2], n, c,
+                            plane, (float)attrF(a, 0), (float)attrF(a, 1), mu, is, t[6].data, t[7].data,
+                            t[6].dtype, t[7].dtype},
+                   "batch_norm"));
+  return each(&d, numel(x),
+              BnApplyF{x.data, t[1].data, t[2].data, y.data, x.dtype, t[1].dtype, t[2].dtype, y.dtype, c, plane,
+                       mu, is},
+              "batch_norm");
+}
+
+amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
+  AMPRT_CHECK(need(dd, 6, 4, "batch_norm_grad"));
+  const auto &t = dd.t;
+  const int64_t *a = dd.attrs;
+  const amprt_tensor &x = t[0], &scale = t[1], &dy = t[2];
+  if (x.rank < 2 || !sameShape(x, dy) || !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&dy) ||
+      !floatType(x.dtype) || !floatType(dy.dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm_grad's x and dy");
+  int64_t n = x.shape[0], c = x.shape[1], plane = n * c ? numel(x) / (n * c) : 0;
+  AMPRT_CHECK(checkChannels(scale, c, "batch_norm_grad's scale"));
+  void *buf;
+  AMPRT_CHECK(scratch(d, 5, (size_t)c * 32 + 32, &buf));
+  double *mu = static_cast<double *>(buf), *is = mu + c, *sdy = is + c, *sdyx = sdy + c;
+  AMPRT_CHECK(each(&d, c,
+                   BnGradStatsF{x.data, dy.data, x.dtype, dy.dtype, n, c, plane, (float)attrF(a, 0), mu, is, sdy,
+                                sdyx, a[2] ? t[4].data : nullptr, a[3] ? t[5].data : nullptr, t[4].dtype,
+                                t[5].dtype},
+                   "batch_norm_grad"));
+  if (!a[1])
+    return AMPRT_OK;
+  return each(&d, numel(x),
+              BnGradDxF{x.data, dy.data, scale.data, t[3].data, x.dtype, dy.dtype, scale.dtype, t[3].dtype, c,
+                        plane, n, mu, is, sdy, sdyx},
+              "batch_norm_grad");
 }
 
 //--- Matrix products (cuBLASLt) ------------------------------------------------------
@@ -1175,51 +1891,6 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
 }
 
 //--- The executor ------------------------------------------------------------------
-
-amprt_status checkContiguous(const amprt_tensor &t, int32_t dtype, const char *what) {
-  if (!amprt_tensor_is_contiguous(&t) || (dtype >= 0 && t.dtype != dtype))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be contiguous%s%s", what,
-                dtype >= 0 ? " " : "", dtype >= 0 ? amprt_dtype_name((amprt_dtype)dtype) : "");
-  return AMPRT_OK;
-}
-
-bool sameShape(const amprt_tensor &a, const amprt_tensor &b) {
-  if (a.rank != b.rank)
-    return false;
-  for (int32_t i = 0; i < a.rank; ++i)
-    if (a.shape[i] != b.shape[i])
-      return false;
-  return true;
-}
-
-/// A copy of x into y (same element count; row-major order on both).
-amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, const char *what) {
-  if (x.dtype != y.dtype || numel(x) != numel(y))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: x and y differ", what);
-  size_t es = amprt_dtype_size((amprt_dtype)x.dtype);
-  if (amprt_tensor_is_contiguous(&x) && amprt_tensor_is_contiguous(&y)) {
-    if (x.data == y.data)
-      return AMPRT_OK;
-    if (d.emulate) {
-      std::memmove(y.data, x.data, (size_t)numel(x) * es);
-      return AMPRT_OK;
-    }
-    CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice,
-                               d.stream),
-               what);
-    return AMPRT_OK;
-  }
-  return each(&d, numel(y), CopyF{viewOf(x), viewOf(y), (int64_t)es}, what);
-}
-
-amprt_status zero(Dev &d, void *p, size_t bytes) {
-  if (d.emulate) {
-    std::memset(p, 0, bytes);
-    return AMPRT_OK;
-  }
-  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, d.stream), "cudaMemsetAsync");
-  return AMPRT_OK;
-}
 
 amprt_status reduceMask(const amprt_tensor &x, const amprt_tensor &y, bool *reduced,
                         int64_t &count, const char *what) {
@@ -1640,8 +2311,8 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     if (dd.nattrs < 2 || dd.nattrs < 2 + a[1] || a[1] > AMPRT_MAX_RANK)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt reduce");
     AMPRT_CHECK(need(dd, 2, 2 + a[1], "reduce"));
-    if (dd.nattrs > 2 + a[1] && a[2 + a[1]] != 0)
-      return unsupported("a channel-blocked reduction");
+    // A channel-blocked input (a mean over H, W) is plain NCHW on this
+    // device (see conv).
     const amprt_tensor &x = t[0], &y = t[1];
     if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_MAX)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
@@ -1816,15 +2487,22 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(zero(d, whole.data, (size_t)numel(whole) * amprt_dtype_size(whole.dtype)));
     return copyTensor(d, t[0], t[1], "slice_grad");
   }
-  case AMPRT_OP_BATCH_NORM: return unsupported("batch_norm");
-  case AMPRT_OP_CONV: return unsupported("conv");
-  case AMPRT_OP_CONV_BN: return unsupported("conv with a folded batch norm");
-  case AMPRT_OP_CONV_GRAD: return unsupported("conv_grad");
-  case AMPRT_OP_MAX_POOL: return unsupported("max_pool");
-  case AMPRT_OP_AVERAGE_POOL: return unsupported("average_pool");
-  case AMPRT_OP_MAX_POOL_GRAD: return unsupported("max_pool_grad");
-  case AMPRT_OP_AVERAGE_POOL_GRAD: return unsupported("average_pool_grad");
-  case AMPRT_OP_BATCH_NORM_GRAD: return unsupported("batch_norm_grad");
+  case AMPRT_OP_BATCH_NORM:
+    return batchNorm(d, dd);
+  case AMPRT_OP_BATCH_NORM_GRAD:
+    return batchNormGrad(d, dd);
+  case AMPRT_OP_CONV:
+    return conv(d, dd, false);
+  case AMPRT_OP_CONV_BN:
+    return conv(d, dd, true);
+  case AMPRT_OP_CONV_GRAD:
+    return convGrad(d, dd);
+  case AMPRT_OP_MAX_POOL:
+  case AMPRT_OP_AVERAGE_POOL:
+    return pool(d, dd);
+  case AMPRT_OP_MAX_POOL_GRAD:
+  case AMPRT_OP_AVERAGE_POOL_GRAD:
+    return poolGrad(d, dd);
   }
   return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unknown opcode %lld", (long long)dd.opcode);
 }
