@@ -85,6 +85,9 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
     ap.add_argument("--data", default=imp.DEFAULT_DATA)
     ap.add_argument("--filter", default="")
+    ap.add_argument("--device", default="cpu",
+                    help="amp-run --device (cuda with AMPRT_CUDA_EMULATE=1 in the environment "
+                         "runs the CUDA executor on the host)")
     args = ap.parse_args()
     expected_fail = xfail.XFAIL[args.precision]
     counts = {"pass": 0, "fail": 0, "xfail": 0, "skip": 0, "xpass": 0}
@@ -105,7 +108,7 @@ def main():
             pbs = [os.path.join(ds, f"input_{i}.pb") for i, n in enumerate(inputs) if n not in bound]
             out = os.path.join(tmp, name + ".npz")
             cmd = [args.run, os.path.join(d, "model.onnx"), "--outputs", out,
-                   "--precision", args.precision, "--nan-check", "off"]
+                   "--precision", args.precision, "--nan-check", "off", "--device", args.device]
             if pbs:
                 cmd += ["--inputs", ",".join(pbs)]
             for n, pb in bound.items():

@@ -70,6 +70,10 @@ static cl::list<std::string> constInputs(
     cl::value_desc("name=file.pb"), cl::cat(category));
 static opt<std::string> funcName("func", cl::desc("Function to run (default: main)"),
                                      cl::init("main"), cl::cat(category));
+static opt<std::string> deviceOpt("device",
+                                  cl::desc("Run on cpu, or on cuda[:N] (AMPRT_CUDA_EMULATE=1: "
+                                           "the CUDA executor emulated on the host)"),
+                                  cl::init("cpu"), cl::cat(category));
 static opt<bool> printOutputs("print", cl::desc("Print a summary of each output"),
                                   cl::cat(category));
 static opt<int> repeat("repeat",
@@ -255,20 +259,34 @@ int main(int argc, char **argv) {
   // 5. Run.
   amprt_context *rctx = nullptr;
   amprt_arena *arena = nullptr;
-  if (amprt_context_create("cpu", &rctx) != AMPRT_OK ||
+  if (amprt_context_create(deviceOpt.c_str(), &rctx) != AMPRT_OK ||
       amprt_arena_create(rctx, (size_t)*arenaBytes, &arena) != AMPRT_OK)
     die(amprt_last_error());
-  std::vector<void *> argPtrs, resPtrs;
+  // Host buffers, or device copies of them.
+  const bool onHost = amprt_context_on_host(rctx);
+  std::vector<void *> argPtrs, resPtrs, owned;
+  auto bufferOf = [&](Slot &s, bool upload) -> void * {
+    if (onHost)
+      return s.data.data();
+    void *p = nullptr;
+    if (amprt_device_alloc(rctx, std::max<size_t>(1, s.data.size()), &p) != AMPRT_OK ||
+        (upload && amprt_device_copy(rctx, p, s.data.data(), s.data.size(), 0) != AMPRT_OK))
+      die(amprt_last_error());
+    owned.push_back(p);
+    return p;
+  };
   for (Slot &s : args)
-    argPtrs.push_back(s.data.data());
+    argPtrs.push_back(bufferOf(s, true));
   for (Slot &s : results)
-    resPtrs.push_back(s.data.data());
+    resPtrs.push_back(bufferOf(s, false));
   if (repeat < 1)
     die("--repeat must be at least 1");
   std::vector<double> times;
   for (int r = 0; r < repeat; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     int32_t status = fn(rctx, amprt_arena_base(arena), argPtrs.data(), resPtrs.data());
+    if (status == AMPRT_OK)
+      status = amprt_device_synchronize(rctx);
     auto t1 = std::chrono::steady_clock::now();
     if (status != AMPRT_OK)
       die(std::string("running '") + funcName + "': " + amprt_last_error());
@@ -279,6 +297,12 @@ int main(int argc, char **argv) {
     outs() << "median time per run: " << times[times.size() / 2] * 1e3 << " ms (" << repeat
            << " runs)\n";
   }
+  for (size_t i = 0; i < results.size() && !onHost; ++i)
+    if (amprt_device_copy(rctx, results[i].data.data(), resPtrs[i], results[i].data.size(), 1) !=
+        AMPRT_OK)
+      die(amprt_last_error());
+  for (void *p : owned)
+    amprt_device_free(rctx, p);
   amprt_arena_destroy(arena);
   amprt_context_destroy(rctx);
 
