@@ -156,6 +156,9 @@ amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src,
  * kernel recorded since the last call (and clears it). A warning recorded
  * (on_min_scale=warn) is printed to stderr once. */
 amprt_status amprt_device_synchronize(amprt_context *ctx);
+/* How many times the host has waited for the context's device so far
+ * (synchronisations, reads back, synchronous copies); 0 for "cpu". */
+int64_t amprt_device_sync_count(amprt_context *ctx);
 /* 1 for a context whose memory is the host's ("cpu"). */
 int32_t amprt_context_on_host(const amprt_context *ctx);
 

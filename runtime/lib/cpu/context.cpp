@@ -58,6 +58,10 @@ extern "C" void amprt_context_destroy(amprt_context *ctx) {
   delete ctx;
 }
 
+extern "C" int64_t amprt_device_sync_count(amprt_context *ctx) {
+  return ctx && ctx->ops ? ctx->ops->syncCount(ctx) : 0;
+}
+
 extern "C" int32_t amprt_context_on_host(const amprt_context *ctx) {
   return ctx && !ctx->ops;
 }

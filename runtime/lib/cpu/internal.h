@@ -26,6 +26,7 @@ struct amprt_device_ops {
   amprt_status (*copy)(amprt_context *ctx, void *dst, const void *src, size_t bytes,
                        int32_t kind);
   amprt_status (*sync)(amprt_context *ctx);
+  int64_t (*syncCount)(amprt_context *ctx);
 };
 
 extern "C" const amprt_device_ops *amprt_cuda_device_ops(void) __attribute__((weak));

@@ -57,6 +57,7 @@ struct Dev {
   size_t ltWorkBytes = 0;
   DeviceError *err = nullptr;
   bool warned = false;
+  int64_t hostSyncs = 0; // times the host waited for the device
   // Memory this context allocated (base -> bytes): any other pointer a
   // descriptor names is one of the program's constants (host memory).
   std::map<const char *, size_t> allocations;
@@ -118,8 +119,10 @@ amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t k
                      : kind == 1 ? cudaMemcpyDeviceToHost
                                  : cudaMemcpyDeviceToDevice;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, d.stream), "cudaMemcpyAsync");
-  if (kind == 1) // the caller reads the bytes next
+  if (kind == 1) { // the caller reads the bytes next
+    ++d.hostSyncs;
     CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+  }
   return AMPRT_OK;
 }
 
@@ -129,6 +132,7 @@ amprt_status scratch(Dev &d, int slot, size_t bytes, void **out) {
   auto &s = d.scratch[slot];
   if (s.second < bytes) {
     if (s.first) {
+      ++d.hostSyncs;
       if (!d.emulate)
         CUDA_CHECK(cudaStreamSynchronize(d.stream), "scratch");
       rawFree(d, s.first);
@@ -2177,6 +2181,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     size_t bytes = (size_t)((static_cast<char *>(tt.data) - base) + (last + 1) * (int64_t)es);
     auto &c = d.constants[base];
     if (c.second < bytes) {
+      ++d.hostSyncs; // a synchronous copy (the first steps only)
       void *copy;
       AMPRT_CHECK(rawAlloc(d, bytes, &copy));
       if (d.emulate) {
@@ -2582,6 +2587,8 @@ void close(amprt_context *ctx) {
   ctx->impl = nullptr;
 }
 
+int64_t syncCount(amprt_context *ctx) { return devOf(ctx).hostSyncs; }
+
 int32_t exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
   return execOne(ctx, devOf(ctx), desc, bufs);
 }
@@ -2598,6 +2605,7 @@ void release(amprt_context *ctx, void *p) {
   auto it = d.allocations.find(static_cast<const char *>(p));
   if (it == d.allocations.end())
     return; // not ours
+  ++d.hostSyncs;
   if (!d.emulate)
     cudaStreamSynchronize(d.stream);
   d.allocations.erase(it);
@@ -2611,6 +2619,7 @@ amprt_status copy(amprt_context *ctx, void *dst, const void *src, size_t bytes, 
 amprt_status sync(amprt_context *ctx) {
   Dev &d = devOf(ctx);
   DeviceError e{};
+  ++d.hostSyncs;
   if (d.emulate) {
     e = *d.err;
     std::memset(d.err, 0, sizeof e);
@@ -2650,7 +2659,7 @@ amprt_status sync(amprt_context *ctx) {
   return fail(AMPRT_ERR_DEVICE, "the device recorded an unknown error %d", e.kind);
 }
 
-const amprt_device_ops kOps = {open, close, exec, alloc, release, copy, sync};
+const amprt_device_ops kOps = {open, close, exec, alloc, release, copy, sync, syncCount};
 
 } // namespace
 } // namespace amprt::cuda

@@ -597,7 +597,7 @@ int main(int argc, char **argv) {
     tmp.data.assign(bytes, bytes + amprt_dtype_size(s->dtype));
     return scalarOf(&tmp);
   };
-  int64_t runOfSkips = 0, pending = 0;
+  int64_t runOfSkips = 0, pending = 0, syncsInSteps = 0, syncsFirstStep = 0;
   bool warnedSkips = false;
   amprt_step_metrics m{};
   std::vector<double> times;
@@ -664,8 +664,10 @@ int main(int argc, char **argv) {
         die(amprt_last_error());
     }
     auto t0 = std::chrono::steady_clock::now();
+    int64_t syncsBefore = amprt_device_sync_count(ctx);
     if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
       die("step " + std::to_string(step + 1) + ": " + amprt_last_error());
+    (step == start ? syncsFirstStep : syncsInSteps) += amprt_device_sync_count(ctx) - syncsBefore;
     if (onHost)
       times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     // The new state becomes the next step's arguments (buffers swap: no copy).
@@ -692,6 +694,11 @@ int main(int argc, char **argv) {
     std::printf("done: %lld steps, %lld skipped (%lld applied)%s\n", (long long)o.steps,
                 (long long)skipped, (long long)(o.steps - skipped),
                 ckFile.empty() ? "" : (", checkpoint " + ckFile).c_str());
+  if (start < o.steps && !onHost)
+    std::printf("device %s: host synchronisations inside steps: %lld in the %lld steps after "
+                "the first, %lld in the first (first-use set-up); %lld in all\n",
+                o.device.c_str(), (long long)syncsInSteps, (long long)(o.steps - start - 1),
+                (long long)syncsFirstStep, (long long)amprt_device_sync_count(ctx));
   if (!o.outputs.empty() && start < o.steps) {
     // The last step's results: the state results now sit in the argument
     // buffers (swapped above), so swap back for the write.

@@ -1,0 +1,205 @@
+"""The training step on a GPU: AMP-MLIR's CUDA programs against the CPU run
+of the same programs (correctness) and against PyTorch on the GPU (speed),
+from a bundle that scripts/gpu-bundle made on a machine with the compiler.
+
+    python3 bench/train_step_gpu.py BUNDLE [--check] [--bench] [--emulate]
+                                           [--steps 150] [--compile-models transformer_large]
+
+BUNDLE (unpacked scripts/gpu-bundle output) holds, per model (the examples'
+MLP, CNN and transformer block, and a larger transformer block for the
+matrix-heavy case) and precision (fp32, fp16 with dynamic loss scaling,
+bf16): the program `amp-compile --device cuda` wrote, its data, and the
+CPU's metrics of the same binary (--device cpu) for the check.
+
+--check: runs each program on the GPU for the CPU run's steps and compares
+the loss of every step (relative tolerance: fp32 1e-4, fp16 2e-3, bf16 1e-2:
+cuBLASLt's and our kernels' sums in another order than the CPU's) and the
+loss-scale / found_inf sequences (identical).
+
+--bench: the median step time of ours (`--sync-every 50`: the loop reads the
+loss back once per 50 steps; the block's time / 50) against PyTorch on the
+same model, weights and data: eager (fp32; torch.autocast fp16 + GradScaler;
+autocast bf16) and torch.compile for --compile-models. PyTorch's steps are
+timed the same way (CUDA events around a block of steps, no synchronisation
+inside). Also: host synchronisations inside our steps (target 0), and the
+AMP speed-up over fp32 of both.
+
+--emulate: AMPRT_CUDA_EMULATE=1 (the CUDA executor on the host): the check on
+a machine without a GPU, to try this script before a GPU is lent.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOL = {"fp32": 1e-4, "fp16": 2e-3, "bf16": 1e-2}
+
+
+def run_ours(bundle, name, precision, steps, metrics, env, extra=()):
+    prog = os.path.join(bundle, "programs", f"{name}.{precision}")
+    data = os.path.join(bundle, "programs", f"{name}.npz")
+    p = subprocess.run([prog, "--data", data, "--steps", str(steps), "--metrics", metrics,
+                        "--print-every", "1000000", *extra], capture_output=True, text=True, env=env)
+    rows = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
+    return p, rows
+
+
+def check(bundle, env, out):
+    index = json.load(open(os.path.join(bundle, "index.json")))
+    bad = 0
+    for item in index["programs"]:
+        name, precision, steps = item["model"], item["precision"], item["steps"]
+        ref = [json.loads(l) for l in open(os.path.join(bundle, "programs", f"{name}.{precision}.cpu.jsonl"))]
+        m = os.path.join(out, f"{name}.{precision}.gpu.jsonl")
+        t0 = time.time()
+        p, rows = run_ours(bundle, name, precision, steps, m, env)
+        if p.returncode != 0:
+            bad += 1
+            print(f"FAIL  {name} {precision}: exit {p.returncode}: {p.stderr.strip()[-300:]}", flush=True)
+            continue
+        worst = max(abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-30) for a, b in zip(ref, rows))
+        seq = all(a["loss_scale"] == b["loss_scale"] and a["found_inf"] == b["found_inf"]
+                  for a, b in zip(ref, rows))
+        ok = len(rows) == len(ref) and np.isfinite(worst) and worst <= TOL[precision] and seq
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'}  {name} {precision}: {len(rows)} steps on the device vs the "
+              f"CPU: worst relative loss difference {worst:.2e} (tolerance {TOL[precision]:g}), "
+              f"scale / found_inf {'identical' if seq else 'DIFFER'}, skipped {rows[-1]['skipped_total'] if rows else '?'}"
+              f" ({time.time() - t0:.1f} s)", flush=True)
+    return bad
+
+
+def torch_step_fn(name, init, shape, precision, compiled, device):
+    import torch
+    sys.path.insert(0, HERE)
+    import train_step_vs_torch as tv  # the CPU bench's torch models
+
+    dev = torch.device(device)
+    if name.startswith("transformer"):
+        model = tv.TorchBlock(init, heads=int(init["shape_heads"][2]))
+        fwd = model
+    else:
+        model, fwd = tv.torch_model(name, init)
+        if name == "cnn":
+            model.rm, model.rv = model.rm.to(dev), model.rv.to(dev)
+    model = model.to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
+    f = torch.compile(fwd) if compiled else fwd
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = f(x, y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return step
+
+
+def torch_time(name, bundle, precision, steps, compiled, device):
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    model = onnx.load(os.path.join(bundle, "programs", f"{name}.onnx"))
+    init = {i.name: numpy_helper.to_array(i).copy() for i in model.graph.initializer}
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    d = np.load(os.path.join(bundle, "programs", f"{name}.npz"))
+    b = shape[0]
+    xs = torch.tensor(d["input"]).to(device)
+    ys = torch.tensor(d["labels"]).to(device)
+    nb = xs.shape[0] // b
+    step = torch_step_fn(name, init, shape, precision, compiled, device)
+    for i in range(10):  # warm-up (and compilation)
+        step(xs[(i % nb) * b:(i % nb + 1) * b], ys[(i % nb) * b:(i % nb + 1) * b])
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+    times = []
+    for r in range(3):
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        t0 = time.perf_counter()
+        for i in range(steps // 3):
+            k = i % nb
+            loss = step(xs[k * b:(k + 1) * b], ys[k * b:(k + 1) * b])
+        if cuda:
+            e1.record()
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) / 1e3 / (steps // 3))
+        else:
+            times.append((time.perf_counter() - t0) / (steps // 3))
+    if not np.isfinite(float(loss)):
+        raise SystemExit(f"PyTorch's {name} {precision} loss is {float(loss)}")
+    return float(np.median(times))
+
+
+def bench(bundle, env, out, steps, compile_models, device):
+    index = json.load(open(os.path.join(bundle, "index.json")))
+    rows = []
+    for item in index["programs"]:
+        name, precision = item["model"], item["precision"]
+        m = os.path.join(out, f"{name}.{precision}.bench.jsonl")
+        p, r = run_ours(bundle, name, precision, steps + 50, m, env, ("--sync-every", "50"))
+        if p.returncode != 0:
+            print(f"FAIL  bench {name} {precision}: {p.stderr.strip()[-300:]}", flush=True)
+            continue
+        ours = float(np.median([x["step_time_s"] for x in r[50:]]))
+        syncs = next((l for l in p.stdout.splitlines() if "host synchronisations" in l), "")
+        # "host synchronisations inside steps: N in the M steps after the first, ..."
+        inside = int(syncs.split("steps:")[1].split()[0]) if syncs else -1
+        eager = torch_time(name, bundle, precision, steps, False, device)
+        comp = torch_time(name, bundle, precision, steps, True, device) if name in compile_models else None
+        rows.append((name, precision, ours, eager, comp, inside, steps + 50))
+        print(f"{name:18} {precision}: ours {ours * 1e3:8.3f} ms  eager {eager * 1e3:8.3f} ms"
+              + (f"  compile {comp * 1e3:8.3f} ms" if comp else "")
+              + f"  syncs inside steps {inside}", flush=True)
+    print("\n| model | precision | AMP-MLIR ms/step | PyTorch eager | torch.compile | eager / ours "
+          "| host syncs inside steps (after the first) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, p, o, e, c, s, n in rows:
+        print(f"| {name} | {p} | {o * 1e3:.3f} | {e * 1e3:.3f} | "
+              f"{'%.3f' % (c * 1e3) if c else '-'} | {e / o:.2f}x | {s} in {n - 1} steps |")
+    by = {(n, p): (o, e) for n, p, o, e, _, _, _ in rows}
+    for n in sorted({r[0] for r in rows}):
+        if (n, "fp32") in by and (n, "fp16") in by:
+            print(f"AMP speed-up (fp32 / fp16 step time) {n}: ours {by[n, 'fp32'][0] / by[n, 'fp16'][0]:.2f}x, "
+                  f"PyTorch eager {by[n, 'fp32'][1] / by[n, 'fp16'][1]:.2f}x")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("bundle")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--emulate", action="store_true")
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--compile-models", default="transformer_large")
+    ap.add_argument("--out", default="/tmp/amp-gpu-out")
+    ap.add_argument("--torch-device", default="cuda",
+                    help="cpu: try the PyTorch side of --bench on a machine without a GPU")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    env = dict(os.environ)
+    env.pop("AMPRT_CUDA_EMULATE", None)
+    if a.emulate:
+        env["AMPRT_CUDA_EMULATE"] = "1"
+    bad = check(a.bundle, env, a.out) if a.check else 0
+    if a.bench:
+        bench(a.bundle, env, a.out, a.steps, a.compile_models.split(","), a.torch_device)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
