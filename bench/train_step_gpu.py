@@ -53,22 +53,23 @@ def run_ours(bundle, name, precision, steps, metrics, env, extra=()):
 def check(bundle, env, out):
     index = json.load(open(os.path.join(bundle, "index.json")))
     bad = 0
-    for item in index["programs"]:
+    for item, graph in [(i, g) for i in index["programs"] for g in (False, True)]:
         name, precision, steps = item["model"], item["precision"], item["steps"]
         ref = [json.loads(l) for l in open(os.path.join(bundle, "programs", f"{name}.{precision}.cpu.jsonl"))]
-        m = os.path.join(out, f"{name}.{precision}.gpu.jsonl")
+        tag = " (CUDA graph)" if graph else ""
+        m = os.path.join(out, f"{name}.{precision}{'.graph' if graph else ''}.gpu.jsonl")
         t0 = time.time()
-        p, rows = run_ours(bundle, name, precision, steps, m, env)
+        p, rows = run_ours(bundle, name, precision, steps, m, env, ("--cuda-graph",) if graph else ())
         if p.returncode != 0:
             bad += 1
-            print(f"FAIL  {name} {precision}: exit {p.returncode}: {p.stderr.strip()[-300:]}", flush=True)
+            print(f"FAIL  {name} {precision}{tag}: exit {p.returncode}: {p.stderr.strip()[-300:]}", flush=True)
             continue
         worst = max(abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-30) for a, b in zip(ref, rows))
         seq = all(a["loss_scale"] == b["loss_scale"] and a["found_inf"] == b["found_inf"]
                   for a, b in zip(ref, rows))
         ok = len(rows) == len(ref) and np.isfinite(worst) and worst <= TOL[precision] and seq
         bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'}  {name} {precision}: {len(rows)} steps on the device vs the "
+        print(f"{'ok  ' if ok else 'FAIL'}  {name} {precision}{tag}: {len(rows)} steps on the device vs the "
               f"CPU: worst relative loss difference {worst:.2e} (tolerance {TOL[precision]:g}), "
               f"scale / found_inf {'identical' if seq else 'DIFFER'}, skipped {rows[-1]['skipped_total'] if rows else '?'}"
               f" ({time.time() - t0:.1f} s)", flush=True)
@@ -156,22 +157,27 @@ def bench(bundle, env, out, steps, compile_models, device):
             print(f"FAIL  bench {name} {precision}: {p.stderr.strip()[-300:]}", flush=True)
             continue
         ours = float(np.median([x["step_time_s"] for x in r[50:]]))
+        pg, rg = run_ours(bundle, name, precision, steps + 50, m + ".graph", env,
+                          ("--sync-every", "50", "--cuda-graph"))
+        graph = float(np.median([x["step_time_s"] for x in rg[50:]])) if pg.returncode == 0 else float("nan")
         syncs = next((l for l in p.stdout.splitlines() if "host synchronisations" in l), "")
         # "host synchronisations inside steps: N in the M steps after the first, ..."
         inside = int(syncs.split("steps:")[1].split()[0]) if syncs else -1
         eager = torch_time(name, bundle, precision, steps, False, device)
         comp = torch_time(name, bundle, precision, steps, True, device) if name in compile_models else None
-        rows.append((name, precision, ours, eager, comp, inside, steps + 50))
-        print(f"{name:18} {precision}: ours {ours * 1e3:8.3f} ms  eager {eager * 1e3:8.3f} ms"
+        rows.append((name, precision, ours, eager, comp, inside, steps + 50, graph))
+        print(f"{name:18} {precision}: ours {ours * 1e3:8.3f} ms  graph {graph * 1e3:8.3f} ms  "
+              f"eager {eager * 1e3:8.3f} ms"
               + (f"  compile {comp * 1e3:8.3f} ms" if comp else "")
               + f"  syncs inside steps {inside}", flush=True)
-    print("\n| model | precision | AMP-MLIR ms/step | PyTorch eager | torch.compile | eager / ours "
-          "| host syncs inside steps (after the first) |")
-    print("|---|---|---|---|---|---|---|")
-    for name, p, o, e, c, s, n in rows:
-        print(f"| {name} | {p} | {o * 1e3:.3f} | {e * 1e3:.3f} | "
-              f"{'%.3f' % (c * 1e3) if c else '-'} | {e / o:.2f}x | {s} in {n - 1} steps |")
-    by = {(n, p): (o, e) for n, p, o, e, _, _, _ in rows}
+    print("\n| model | precision | AMP-MLIR ms/step | AMP-MLIR, CUDA graph | PyTorch eager | "
+          "torch.compile | eager / ours (best) | host syncs inside steps (after the first) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, p, o, e, c, s, n, g in rows:
+        best = min(o, g) if np.isfinite(g) else o
+        print(f"| {name} | {p} | {o * 1e3:.3f} | {g * 1e3:.3f} | {e * 1e3:.3f} | "
+              f"{'%.3f' % (c * 1e3) if c else '-'} | {e / best:.2f}x | {s} in {n - 1} steps |")
+    by = {(n, p): (o, e) for n, p, o, e, _, _, _, _ in rows}
     for n in sorted({r[0] for r in rows}):
         if (n, "fp32") in by and (n, "fp16") in by:
             print(f"AMP speed-up (fp32 / fp16 step time) {n}: ours {by[n, 'fp32'][0] / by[n, 'fp16'][0]:.2f}x, "

@@ -19,6 +19,8 @@ weights per run:
     scales;
   - AdamW with gradient clipping and 2 micro-batches per update;
   - a forward program (--inputs / --outputs) element by element;
+  - --cuda-graph (the step captured once per buffer parity, replayed; an
+    emulated graph records the calls) gives the same run;
   - the device path of the runner: --sync-every 1 and 5 give the same
     metrics; 10 steps, a checkpoint, --resume to 20 equal 20 straight steps
     bit for bit (state and metrics);
@@ -132,6 +134,16 @@ def main():
                                 ("--init-scale", str(2.0 ** 24), "--growth-interval", "2"), ".ovf")
         compare(c, e, TOL["fp16"], "overflow (init scale 2^24, growth interval 2)")
         check(c[-1]["skipped_total"] > 0, f"overflow: {c[-1]['skipped_total']} of 30 steps skipped (> 0)")
+        # The same run as CUDA graphs (two captured steps replayed).
+        prog = os.path.join(tmp, "mlp.fp16.ovf")
+        mg = prog + ".graph.jsonl"
+        run([prog, "--data", os.path.join(tmp, "mlp.npz"), "--steps", "30", "--metrics", mg,
+             "--cuda-graph"], True)
+        g = metrics(mg)
+        same = [(r["loss"], r["loss_scale"], r["found_inf"]) for r in g] == \
+               [(r["loss"], r["loss_scale"], r["found_inf"]) for r in e]
+        check(same and len(g) == 30, "--cuda-graph: the overflow run's 30 steps replayed as captured "
+              "graphs give the same losses, scales and skips")
 
         # 3. AdamW, clipping, accumulation.
         c, e, _, _ = train_pair(a.compile, "mlp", "fp16", tmp, rng, 16,

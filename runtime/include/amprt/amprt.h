@@ -159,6 +159,18 @@ amprt_status amprt_device_synchronize(amprt_context *ctx);
 /* How many times the host has waited for the context's device so far
  * (synchronisations, reads back, synchronous copies); 0 for "cpu". */
 int64_t amprt_device_sync_count(amprt_context *ctx);
+/* CUDA graphs: the ops amprt_exec receives between begin and end are
+ * captured (not run) into a graph that amprt_graph_launch replays with the
+ * same buffers, one launch for a whole training step. Everything an op sets
+ * up on first use (constants' device copies, scratch memory, matrix-product
+ * plans) must exist already: run the step once before capturing it. An
+ * emulated context records the calls and replays them. AMPRT_ERR_UNSUPPORTED
+ * on a "cpu" context. */
+typedef struct amprt_graph amprt_graph;
+amprt_status amprt_graph_begin(amprt_context *ctx);
+amprt_status amprt_graph_end(amprt_context *ctx, amprt_graph **out);
+amprt_status amprt_graph_launch(amprt_context *ctx, amprt_graph *graph);
+void amprt_graph_destroy(amprt_context *ctx, amprt_graph *graph);
 /* 1 for a context whose memory is the host's ("cpu"). */
 int32_t amprt_context_on_host(const amprt_context *ctx);
 

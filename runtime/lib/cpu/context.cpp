@@ -62,6 +62,32 @@ extern "C" int64_t amprt_device_sync_count(amprt_context *ctx) {
   return ctx && ctx->ops ? ctx->ops->syncCount(ctx) : 0;
 }
 
+extern "C" amprt_status amprt_graph_begin(amprt_context *ctx) {
+  if (!ctx || !ctx->ops)
+    return amprt::fail(AMPRT_ERR_UNSUPPORTED, "amprt_graph_begin: graphs need a CUDA context");
+  return ctx->ops->graphBegin(ctx);
+}
+
+extern "C" amprt_status amprt_graph_end(amprt_context *ctx, amprt_graph **out) {
+  if (!ctx || !ctx->ops || !out)
+    return amprt::fail(AMPRT_ERR_UNSUPPORTED, "amprt_graph_end: graphs need a CUDA context");
+  void *g = nullptr;
+  amprt_status s = ctx->ops->graphEnd(ctx, &g);
+  *out = static_cast<amprt_graph *>(g);
+  return s;
+}
+
+extern "C" amprt_status amprt_graph_launch(amprt_context *ctx, amprt_graph *graph) {
+  if (!ctx || !ctx->ops || !graph)
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_graph_launch: no graph");
+  return ctx->ops->graphLaunch(ctx, graph);
+}
+
+extern "C" void amprt_graph_destroy(amprt_context *ctx, amprt_graph *graph) {
+  if (ctx && ctx->ops && graph)
+    ctx->ops->graphDestroy(ctx, graph);
+}
+
 extern "C" int32_t amprt_context_on_host(const amprt_context *ctx) {
   return ctx && !ctx->ops;
 }

@@ -27,6 +27,10 @@ struct amprt_device_ops {
                        int32_t kind);
   amprt_status (*sync)(amprt_context *ctx);
   int64_t (*syncCount)(amprt_context *ctx);
+  amprt_status (*graphBegin)(amprt_context *ctx);
+  amprt_status (*graphEnd)(amprt_context *ctx, void **graph);
+  amprt_status (*graphLaunch)(amprt_context *ctx, void *graph);
+  void (*graphDestroy)(amprt_context *ctx, void *graph);
 };
 
 extern "C" const amprt_device_ops *amprt_cuda_device_ops(void) __attribute__((weak));

@@ -58,6 +58,14 @@ struct Dev {
   DeviceError *err = nullptr;
   bool warned = false;
   int64_t hostSyncs = 0; // times the host waited for the device
+  // Graph capture: on the device the stream is capturing; emulated, the
+  // calls are recorded here instead of run.
+  bool capturing = false;
+  struct Call {
+    const int64_t *desc;
+    std::vector<void *> bufs;
+  };
+  std::vector<Call> recorded;
   // Memory this context allocated (base -> bytes): any other pointer a
   // descriptor names is one of the program's constants (host memory).
   std::map<const char *, size_t> allocations;
@@ -132,6 +140,10 @@ amprt_status scratch(Dev &d, int slot, size_t bytes, void **out) {
   auto &s = d.scratch[slot];
   if (s.second < bytes) {
     if (s.first) {
+      if (d.capturing)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "a CUDA graph capture needs %zu bytes of scratch memory that the step did "
+                    "not use before it (run the step once before capturing it)", bytes);
       ++d.hostSyncs;
       if (!d.emulate)
         CUDA_CHECK(cudaStreamSynchronize(d.stream), "scratch");
@@ -2181,6 +2193,10 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     size_t bytes = (size_t)((static_cast<char *>(tt.data) - base) + (last + 1) * (int64_t)es);
     auto &c = d.constants[base];
     if (c.second < bytes) {
+      if (d.capturing)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "a CUDA graph capture met a constant the step did not use before (run the "
+                    "step once before capturing it)");
       ++d.hostSyncs; // a synchronous copy (the first steps only)
       void *copy;
       AMPRT_CHECK(rawAlloc(d, bytes, &copy));
@@ -2590,7 +2606,84 @@ void close(amprt_context *ctx) {
 int64_t syncCount(amprt_context *ctx) { return devOf(ctx).hostSyncs; }
 
 int32_t exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
-  return execOne(ctx, devOf(ctx), desc, bufs);
+  Dev &d = devOf(ctx);
+  if (d.capturing && d.emulate) {
+    // Recorded for the emulated graph: the descriptor is the program's
+    // constant, the buffer pointers are copied (the caller's array is not).
+    if (!desc || desc[0] != AMPRT_EXEC_VERSION || desc[2] < 0 || desc[2] > 4096)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt descriptor");
+    Dev::Call c{desc, {}};
+    if (bufs)
+      c.bufs.assign(bufs, bufs + desc[2]);
+    d.recorded.push_back(std::move(c));
+    return AMPRT_OK;
+  }
+  return execOne(ctx, d, desc, bufs);
+}
+
+struct Graph {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<Dev::Call> calls; // emulated
+};
+
+amprt_status graphBegin(amprt_context *ctx) {
+  Dev &d = devOf(ctx);
+  if (d.capturing)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_graph_begin: already capturing");
+  if (!d.emulate)
+    CUDA_CHECK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture");
+  d.recorded.clear();
+  d.capturing = true;
+  return AMPRT_OK;
+}
+
+amprt_status graphEnd(amprt_context *ctx, void **out) {
+  Dev &d = devOf(ctx);
+  *out = nullptr;
+  if (!d.capturing)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_graph_end: not capturing");
+  d.capturing = false;
+  auto *g = new (std::nothrow) Graph();
+  if (!g)
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_graph_end");
+  if (d.emulate) {
+    g->calls.swap(d.recorded);
+  } else {
+    cudaGraph_t graph = nullptr;
+    amprt_status s = cudaFail(cudaStreamEndCapture(d.stream, &graph), "cudaStreamEndCapture");
+    if (s == AMPRT_OK)
+      s = cudaFail(cudaGraphInstantiate(&g->exec, graph, 0), "cudaGraphInstantiate");
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (s != AMPRT_OK) {
+      delete g;
+      return s;
+    }
+  }
+  *out = g;
+  return AMPRT_OK;
+}
+
+amprt_status graphLaunch(amprt_context *ctx, void *p) {
+  Dev &d = devOf(ctx);
+  auto *g = static_cast<Graph *>(p);
+  if (d.emulate) {
+    for (Dev::Call &c : g->calls)
+      AMPRT_CHECK((amprt_status)execOne(ctx, d, c.desc, c.bufs.empty() ? nullptr : c.bufs.data()));
+    return AMPRT_OK;
+  }
+  CUDA_CHECK(cudaGraphLaunch(g->exec, d.stream), "cudaGraphLaunch");
+  return AMPRT_OK;
+}
+
+void graphDestroy(amprt_context *ctx, void *p) {
+  auto *g = static_cast<Graph *>(p);
+  if (g && g->exec) {
+    cudaStreamSynchronize(devOf(ctx).stream);
+    cudaGraphExecDestroy(g->exec);
+  }
+  delete g;
 }
 
 amprt_status alloc(amprt_context *ctx, size_t bytes, void **out) {
@@ -2659,7 +2752,8 @@ amprt_status sync(amprt_context *ctx) {
   return fail(AMPRT_ERR_DEVICE, "the device recorded an unknown error %d", e.kind);
 }
 
-const amprt_device_ops kOps = {open, close, exec, alloc, release, copy, sync, syncCount};
+const amprt_device_ops kOps = {open,      close,    exec,     alloc,       release,     copy,
+                               sync,      syncCount, graphBegin, graphEnd, graphLaunch, graphDestroy};
 
 } // namespace
 } // namespace amprt::cuda

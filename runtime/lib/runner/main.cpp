@@ -24,7 +24,10 @@
 // the loop reads the loss, the scale and found_inf back only every
 // --sync-every steps (32 by default; at print and checkpoint steps too): no
 // host synchronisation inside a step, one per block of steps. The metrics
-// then give each step of a block the block's mean time.
+// then give each step of a block the block's mean time. --cuda-graph: after
+// the first step, the step is captured as a CUDA graph (two: the state
+// buffers alternate) and each step is one graph launch; the batch is copied
+// into a fixed buffer first.
 //
 // Links with the object amp-compile emits (which defines amp_entry) and
 // libamprt. The weights file beside the program (safetensors) holds the
@@ -115,7 +118,7 @@ double scalarOf(const Slot *s) {
 struct Options {
   std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir, device;
   int64_t steps = -1, printEvery = 0, checkpointEvery = 0, syncEvery = 32;
-  bool resume = false;
+  bool resume = false, cudaGraph = false;
 };
 
 void checkFinite(const Slot &s, const std::string &what, const std::string &nanCheck) {
@@ -235,6 +238,8 @@ int main(int argc, char **argv) {
       o.resume = true;
     else if (is("--device"))
       o.device = value("--device");
+    else if (a == "--cuda-graph")
+      o.cudaGraph = true;
     else if (is("--sync-every"))
       o.syncEvery = count("--sync-every", 1);
     else if (a == "-h" || a == "--help") {
@@ -243,7 +248,7 @@ int main(int argc, char **argv) {
                   "       %s --data data.npz --steps N [--metrics m.jsonl] "
                   "[--checkpoint-dir D] [--resume]\n"
                   "          [--print-every K] [--checkpoint-every K] [--outputs last.npz] "
-                  "[--sync-every K] (a training step)\n",
+                  "[--sync-every K] [--cuda-graph] (a training step)\n",
                   argv[0], argv[0]);
       return 0;
     } else
@@ -441,7 +446,8 @@ int main(int argc, char **argv) {
     size_t arg;
     const amprt_array *array;
     int64_t rowBytes;
-    char *device = nullptr; // the whole array, converted, on the device
+    char *device = nullptr;  // the whole array, converted, on the device
+    char *staging = nullptr; // --cuda-graph: the batch's fixed buffer
   };
   std::vector<Feed> feeds;
   int64_t batches = -1;
@@ -493,6 +499,8 @@ int main(int argc, char **argv) {
         die(amprt_last_error());
       feeds.back().device = static_cast<char *>(deviceBuffer(all));
       upload(all, feeds.back().device);
+      if (o.cudaGraph)
+        feeds.back().staging = static_cast<char *>(ap[i]);
     }
     // NaN in the data: said once, before training.
     int64_t first;
@@ -509,6 +517,9 @@ int main(int argc, char **argv) {
   }
   if (batches < 0)
     batches = 1;
+  if (o.cudaGraph && onHost)
+    die("--cuda-graph needs a CUDA device (--device cuda)");
+  amprt_graph *graphs[2] = {nullptr, nullptr};
 
   // Resume: the state and the counters from the checkpoint.
   std::string ckFile = o.checkpointDir.empty() ? "" : o.checkpointDir + "/checkpoint.safetensors";
@@ -652,7 +663,13 @@ int main(int argc, char **argv) {
     for (const Feed &f : feeds) {
       Slot &s = args[f.arg];
       if (f.device) { // this batch's rows, already on the device
-        ap[f.arg] = f.device + b * (int64_t)s.data.size();
+        const char *rows = f.device + b * (int64_t)s.data.size();
+        if (f.staging) {
+          if (amprt_device_copy(ctx, f.staging, rows, s.data.size(), 2) != AMPRT_OK)
+            die(amprt_last_error());
+        } else {
+          ap[f.arg] = const_cast<char *>(rows);
+        }
         continue;
       }
       amprt_array view = *f.array;
@@ -665,7 +682,15 @@ int main(int argc, char **argv) {
     }
     auto t0 = std::chrono::steady_clock::now();
     int64_t syncsBefore = amprt_device_sync_count(ctx);
-    if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
+    amprt_graph *&graph = graphs[(step - start) % 2];
+    if (o.cudaGraph && step > start && !graph &&
+        (amprt_graph_begin(ctx) != AMPRT_OK ||
+         amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK ||
+         amprt_graph_end(ctx, &graph) != AMPRT_OK))
+      die("step " + std::to_string(step + 1) + ": capturing the step as a CUDA graph: " +
+          amprt_last_error());
+    if (graph ? amprt_graph_launch(ctx, graph) != AMPRT_OK
+              : amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
       die("step " + std::to_string(step + 1) + ": " + amprt_last_error());
     (step == start ? syncsFirstStep : syncsInSteps) += amprt_device_sync_count(ctx) - syncsBefore;
     if (onHost)
@@ -712,6 +737,8 @@ int main(int argc, char **argv) {
     writeOutputs(o.outputs, results, host);
   }
   amprt_npz_close(data);
+  for (amprt_graph *g : graphs)
+    amprt_graph_destroy(ctx, g);
   finish();
   return 0;
 }
