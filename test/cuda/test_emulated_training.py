@@ -4,7 +4,7 @@ runtime), against the CPU runtime: training programs written by
 `amp-compile --device cuda` run twice, with `--device cpu` and on the
 (emulated) CUDA device, and must agree.
 
-    python test_emulated_training.py AMP_COMPILE
+    python test_emulated_training.py AMP_COMPILE AMP_RUN
 
 Checked, each against the same program on the CPU, fresh random data and
 weights per run:
@@ -24,6 +24,9 @@ weights per run:
   - the device path of the runner: --sync-every 1 and 5 give the same
     metrics; 10 steps, a checkpoint, --resume to 20 equal 20 straight steps
     bit for bit (state and metrics);
+  - long reductions split over threads (sum, mean, max with a NaN; the
+    partial results combined in order) through amp-run --device cuda against
+    numpy in float64;
   - errors found on the device reach the user: a label outside the classes
     stops the run with a message naming the label;
   - without emulation, either a GPU runs the program or the runtime says
@@ -119,6 +122,7 @@ def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag=""):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("compile")
+    ap.add_argument("run")
     a = ap.parse_args()
     rng = np.random.default_rng()
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,7 +205,32 @@ def main():
         check(p.returncode != 0 and "label 10" in p.stderr,
               f"bad label on the device: exit {p.returncode}, '{p.stderr.strip().splitlines()[-1]}'")
 
-        # 7. Without emulation: a GPU, or a clean refusal.
+        # 7. Long reductions (split over threads) against numpy.
+        from onnx import TensorProto, helper
+        for op, axes, shape in [("ReduceSum", [0], [3000, 7]), ("ReduceMax", [0], [3000, 5]),
+                                ("ReduceMean", [1], [4, 5000]), ("ReduceMax", [0, 2], [300, 3, 40])]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            if op == "ReduceMax":
+                x[int(rng.integers(0, shape[0])), 1] = np.nan
+            node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
+            gr = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                   [numpy_helper.from_array(np.array(axes, np.int64), "axes")])
+            mpath, ipath, opath = (os.path.join(tmp, f) for f in ("red.onnx", "red_in.npz", "red_out.npz"))
+            onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 18)]), mpath)
+            np.savez(ipath, x=x)
+            run([a.run, mpath, "--inputs", ipath, "--outputs", opath, "--device", "cuda",
+                 "--nan-check", "off"], True)
+            got = np.load(opath)["y"]
+            ref = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMean": np.mean}[op](
+                x.astype(np.float64), axis=tuple(axes), keepdims=True)
+            err = float(np.nanmax(np.abs(got - ref) / (np.abs(ref) + 1e-3)))
+            nan_ok = np.array_equal(np.isnan(got), np.isnan(ref))
+            check(got.shape == ref.shape and nan_ok and err <= 1e-6,
+                  f"{op} over axes {axes} of {shape}: worst relative error {err:.1e} (tolerance 1e-6), "
+                  f"{int(np.isnan(got).sum())} NaN where numpy has {int(np.isnan(ref).sum())}")
+
+        # 8. Without emulation: a GPU, or a clean refusal.
         p = run([prog, "--data", data, "--steps", "2"], False, expect_ok=False)
         msg = (p.stderr.strip().splitlines() or [""])[-1]
         check(p.returncode == 0 or (p.returncode != 0 and "no CUDA device" in p.stderr),

@@ -482,7 +482,15 @@ struct ReduceF {
   int32_t op; // amprt_reduce_op
   bool reduced[AMPRT_MAX_RANK];
   int64_t count;
-  HD void operator()(int64_t slot) const {
+  // Split over the reduced range (few slots, long sums: more threads): index
+  // = slot * chunks + part, each part's sum / max into partial[index];
+  // ReduceFinishF combines them in order. partial null: one index per slot.
+  double *partial;
+  int64_t chunks, chunk;
+  HD void operator()(int64_t idx) const {
+    int64_t slot = partial ? idx / chunks : idx;
+    int64_t r0 = partial ? (idx % chunks) * chunk : 0;
+    int64_t r1 = partial ? (r0 + chunk < count ? r0 + chunk : count) : count;
     // Slot -> base offset in x (kept dims), and y's offset.
     int64_t rem = slot, base = 0, yo = 0;
     for (int32_t d = y.rank - 1; d >= 0; --d) {
@@ -494,7 +502,7 @@ struct ReduceF {
     double acc = 0.0;
     float m = 0.0f;
     bool first = true;
-    for (int64_t r = 0; r < count; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
       int64_t off = base, q = r;
       for (int32_t d = x.rank - 1; d >= 0; --d)
         if (reduced[d]) {
@@ -510,6 +518,10 @@ struct ReduceF {
         acc += (double)v;
       }
     }
+    if (partial) {
+      partial[idx] = op == AMPRT_REDUCE_MAX ? (double)m : acc;
+      return;
+    }
     float out = op == AMPRT_REDUCE_MAX ? m
                 : op == AMPRT_REDUCE_MEAN ? (float)(acc / (double)count)
                                           : (float)acc;
@@ -518,6 +530,46 @@ struct ReduceF {
     stF(y.data, y.dtype, yo, out);
   }
 };
+
+/// Combines a split reduction's parts in order (a NaN part wins a max).
+struct ReduceFinishF {
+  View y;
+  int32_t op;
+  int64_t count, chunks;
+  const double *partial;
+  HD void operator()(int64_t slot) const {
+    int64_t rem = slot, yo = 0;
+    for (int32_t d = y.rank - 1; d >= 0; --d) {
+      yo += (rem % y.shape[d]) * y.strides[d];
+      rem /= y.shape[d];
+    }
+    double acc = 0.0;
+    float m = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      double v = partial[slot * chunks + k];
+      if (op == AMPRT_REDUCE_MAX) {
+        float f = (float)v;
+        if (k == 0 || isNaN(f) || (!isNaN(m) && f > m))
+          m = f;
+      } else {
+        acc += v;
+      }
+    }
+    stF(y.data, y.dtype, yo,
+        op == AMPRT_REDUCE_MAX ? m
+        : op == AMPRT_REDUCE_MEAN ? (float)(acc / (double)count)
+                                  : (float)acc);
+  }
+};
+
+/// How to split `slots` sums of `count` terms each: 1 part when there are
+/// threads enough, else parts of >= 64 terms up to ~32K threads in all.
+int64_t partsFor(int64_t slots, int64_t count) {
+  if (slots >= 16384 || count < 256)
+    return 1;
+  int64_t parts = std::max<int64_t>(1, 32768 / std::max<int64_t>(slots, 1));
+  return std::max<int64_t>(1, std::min(parts, count / 64));
+}
 
 /// Rows along `axis` of a tensor: row r's base offset and element stride.
 struct Rows {
@@ -660,13 +712,42 @@ struct LayerNormGradParamF {
   View x, dy, dscale, dbias;
   const float *mean, *invStd;
   int64_t rows, cols;
-  HD void operator()(int64_t c) const {
+  // Split over the rows: index = c * chunks + part, sums into partial[2 *
+  // index + {0, 1}]; LayerNormGradParamFinishF adds the parts in order.
+  double *partial;
+  int64_t chunks, chunk;
+  HD void operator()(int64_t idx) const {
+    int64_t c = partial ? idx / chunks : idx;
+    int64_t r0 = partial ? (idx % chunks) * chunk : 0;
+    int64_t r1 = partial ? (r0 + chunk < rows ? r0 + chunk : rows) : rows;
     double gs = 0.0, gb = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
       double g = ldF(dy.data, dy.dtype, r * cols + c);
       double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - (double)mean[r]) * (double)invStd[r];
       gs += g * xh;
       gb += g;
+    }
+    if (partial) {
+      partial[2 * idx] = gs;
+      partial[2 * idx + 1] = gb;
+      return;
+    }
+    if (dscale.data)
+      stF(dscale.data, dscale.dtype, c, (float)gs);
+    if (dbias.data)
+      stF(dbias.data, dbias.dtype, c, (float)gb);
+  }
+};
+
+struct LayerNormGradParamFinishF {
+  View dscale, dbias;
+  const double *partial;
+  int64_t chunks;
+  HD void operator()(int64_t c) const {
+    double gs = 0.0, gb = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      gs += partial[2 * (c * chunks + k)];
+      gb += partial[2 * (c * chunks + k) + 1];
     }
     if (dscale.data)
       stF(dscale.data, dscale.dtype, c, (float)gs);
@@ -1043,13 +1124,16 @@ struct ConvDwF {
   const void *x, *dy;
   void *dw;
   int32_t xt, dyt, dwt;
-  HD void operator()(int64_t e) const {
+  double *partial; // non-null: index = e * n + batch item, its sum (ConvDwFinishF)
+  HD void operator()(int64_t idx) const {
+    int64_t e = partial ? idx / gm.n : idx;
+    int64_t n0 = partial ? idx % gm.n : 0, n1 = partial ? n0 + 1 : gm.n;
     int64_t cpg = gm.c / gm.g, kp = e % gm.kPlane(), ci = (e / gm.kPlane()) % cpg,
             m = e / (gm.kPlane() * cpg);
     int64_t k2 = kp % gm.k[2], k1 = (kp / gm.k[2]) % gm.k[1], k0 = kp / (gm.k[2] * gm.k[1]);
     int64_t c = (m / (gm.m / gm.g)) * cpg + ci;
     double acc = 0.0;
-    for (int64_t n = 0; n < gm.n; ++n)
+    for (int64_t n = n0; n < n1; ++n)
       for (int64_t o0 = 0; o0 < gm.out[0]; ++o0) {
         int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
         if (i0 < 0 || i0 >= gm.in[0])
@@ -1067,22 +1151,41 @@ struct ConvDwF {
           }
         }
       }
-    stF(dw, dwt, e, (float)acc);
+    if (partial)
+      partial[idx] = acc;
+    else
+      stF(dw, dwt, e, (float)acc);
+  }
+};
+
+/// Sums `parts` consecutive partial sums per output, in order.
+struct SumPartsF {
+  const double *partial;
+  int64_t parts;
+  void *out;
+  int32_t outType;
+  HD void operator()(int64_t e) const {
+    double acc = 0.0;
+    for (int64_t k = 0; k < parts; ++k)
+      acc += partial[e * parts + k];
+    stF(out, outType, e, (float)acc);
   }
 };
 
 /// Per channel of [N, C, plane]: the sum (and, with x, the centred sums).
+/// Per channel and batch item of [N, C, plane]: the plane's sum, at
+/// out[ch * n + b] (SumPartsF adds the items).
 struct ChannelSumF {
   const void *x;
   int32_t xt;
   int64_t n, c, plane;
   double *out;
-  HD void operator()(int64_t ch) const {
+  HD void operator()(int64_t idx) const {
+    int64_t ch = idx / n, b = idx % n;
     double s = 0.0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < plane; ++i)
-        s += (double)ldF(x, xt, (b * c + ch) * plane + i);
-    out[ch] = s;
+    for (int64_t i = 0; i < plane; ++i)
+      s += (double)ldF(x, xt, (b * c + ch) * plane + i);
+    out[idx] = s;
   }
 };
 
@@ -1526,18 +1629,27 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
   if (want[1]) {
     if (numel(t[4]) != numel(w) || !amprt_tensor_is_contiguous(&t[4]))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dw");
-    AMPRT_CHECK(each(&d, numel(w), ConvDwF{g, x.data, dy.data, t[4].data, x.dtype, dy.dtype, t[4].dtype},
-                     "conv_grad dw"));
+    ConvDwF f{g, x.data, dy.data, t[4].data, x.dtype, dy.dtype, t[4].dtype, nullptr};
+    if (numel(w) >= 16384 || g.n == 1) {
+      AMPRT_CHECK(each(&d, numel(w), f, "conv_grad dw"));
+    } else { // one part per batch item, then their sum
+      void *buf;
+      AMPRT_CHECK(scratch(d, 6, (size_t)(numel(w) * g.n) * 8, &buf));
+      f.partial = static_cast<double *>(buf);
+      AMPRT_CHECK(each(&d, numel(w) * g.n, f, "conv_grad dw"));
+      AMPRT_CHECK(each(&d, numel(w), SumPartsF{f.partial, g.n, t[4].data, t[4].dtype}, "conv_grad dw"));
+    }
   }
   if (want[2]) {
     if (numel(t[5]) != g.m)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad db");
     void *buf;
-    AMPRT_CHECK(scratch(d, 5, (size_t)g.m * 8, &buf));
-    AMPRT_CHECK(each(&d, g.m, ChannelSumF{dy.data, dy.dtype, g.n, g.m, g.outPlane(), static_cast<double *>(buf)},
+    AMPRT_CHECK(scratch(d, 5, (size_t)(g.m * g.n) * 8, &buf));
+    AMPRT_CHECK(each(&d, g.m * g.n,
+                     ChannelSumF{dy.data, dy.dtype, g.n, g.m, g.outPlane(), static_cast<double *>(buf)},
                      "conv_grad db"));
-    View dbv = viewOf(t[5]);
-    AMPRT_CHECK(each(&d, g.m, NllStoreNoneF{static_cast<const double *>(buf), dbv}, "conv_grad db"));
+    AMPRT_CHECK(each(&d, g.m, SumPartsF{static_cast<const double *>(buf), g.n, t[5].data, t[5].dtype},
+                     "conv_grad db"));
   }
   return AMPRT_OK;
 }
@@ -2067,8 +2179,19 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
     if (numel(scale) != cols || !amprt_tensor_is_contiguous(&scale))
       return unsupported("layer_norm_grad with a broadcast scale");
     View ds = a[2] ? viewOf(t[6]) : View{}, db = a[3] ? viewOf(t[7]) : View{};
-    AMPRT_CHECK(each(&d, cols, LayerNormGradParamF{viewOf(x), viewOf(dy), ds, db, mp, ip, rows, cols},
-                     "layer_norm_grad"));
+    LayerNormGradParamF f{viewOf(x), viewOf(dy), ds, db, mp, ip, rows, cols, nullptr, 1, rows};
+    int64_t parts = partsFor(cols, rows);
+    if (parts == 1) {
+      AMPRT_CHECK(each(&d, cols, f, "layer_norm_grad"));
+    } else {
+      void *buf;
+      f.chunk = (rows + parts - 1) / parts;
+      f.chunks = (rows + f.chunk - 1) / f.chunk;
+      AMPRT_CHECK(scratch(d, 6, (size_t)(cols * f.chunks) * 16, &buf));
+      f.partial = static_cast<double *>(buf);
+      AMPRT_CHECK(each(&d, cols * f.chunks, f, "layer_norm_grad"));
+      AMPRT_CHECK(each(&d, cols, LayerNormGradParamFinishF{ds, db, f.partial, f.chunks}, "layer_norm_grad"));
+    }
   }
   return AMPRT_OK;
 }
@@ -2337,7 +2460,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     const amprt_tensor &x = t[0], &y = t[1];
     if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_MAX)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
-    ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1};
+    ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1, nullptr, 1, 0};
     for (int64_t i = 0; i < a[1]; ++i) {
       if (a[2 + i] < 0 || a[2 + i] >= x.rank)
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce axis");
@@ -2349,7 +2472,17 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       if (f.reduced[i])
         f.count *= x.shape[i];
     }
-    return each(&d, numel(y), f, "reduce");
+    int64_t parts = partsFor(numel(y), f.count);
+    if (parts == 1)
+      return each(&d, numel(y), f, "reduce");
+    void *buf;
+    AMPRT_CHECK(scratch(d, 6, (size_t)(numel(y) * parts) * 8, &buf));
+    f.partial = static_cast<double *>(buf);
+    f.chunks = parts;
+    f.chunk = (f.count + parts - 1) / parts;
+    f.chunks = (f.count + f.chunk - 1) / f.chunk;
+    AMPRT_CHECK(each(&d, numel(y) * f.chunks, f, "reduce"));
+    return each(&d, numel(y), ReduceFinishF{viewOf(y), f.op, f.count, f.chunks, f.partial}, "reduce");
   }
   case AMPRT_OP_REDUCE_MAX_GRAD: {
     AMPRT_CHECK(need(dd, 4, 0, "reduce_max_grad"));
