@@ -1806,7 +1806,17 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                       const void *A, const void *B, int32_t abType, void *Y, int32_t yType,
                       float alpha, const void *bias, int64_t batch, int64_t sA, int64_t sB,
                       int64_t sY) {
-  std::vector<int64_t> key{ta, tb, m, n, k, abType, yType, bias != nullptr, batch, sA, sB, sY};
+  // The operands' alignment (a view may start anywhere): the algorithm is
+  // chosen for it.
+  auto alignOf = [](const void *p) -> uint32_t {
+    uint32_t a = 256;
+    while (a > 1 && reinterpret_cast<uintptr_t>(p) % a)
+      a /= 2;
+    return a;
+  };
+  uint32_t alA = alignOf(B), alB = alignOf(A), alC = alignOf(Y), alBias = bias ? alignOf(bias) : 256;
+  std::vector<int64_t> key{ta, tb, m, n, k, abType, yType, bias != nullptr, batch, sA, sB, sY,
+                           alA, alB, alC, alBias};
   auto it = d.plans.find(key);
   if (it == d.plans.end()) {
     Dev::LtPlan p;
@@ -1835,6 +1845,11 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), w);
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &d.ltWorkBytes, sizeof d.ltWorkBytes), w);
+    for (auto [attr, al] : {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA),
+                            std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB),
+                            std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alC),
+                            std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alC)})
+      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al), w);
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
@@ -1993,6 +2008,13 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
   int64_t dA = batches > 1 ? offA[1] - offA[0] : 0, dB = batches > 1 ? offB[1] - offB[0] : 0;
   for (int64_t q = 0; q < batches && affine; ++q)
     affine = offA[q] == q * dA && offB[q] == q * dB;
+  // One b for every batch and a's matrices stacked: one product of
+  // [batches * m, k] x [k, n].
+  if (affine && batches > 1 && dB == 0 && dA == m * k) {
+    m *= batches;
+    batches = 1;
+    dA = 0;
+  }
   bool direct = ltWrites(A.dtype, Y.dtype);
   void *out = Y.data;
   int32_t outType = Y.dtype;
