@@ -31,3 +31,6 @@ for extra in ["amp-translate", "amp-run", "amp-compile"]:
         tools.append(extra)
         config.available_features.add(extra)
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# Built with the CUDA toolkit: amp-compile --device cuda, amp-run --device cuda.
+if getattr(config, "amp_have_cuda", "").upper() in ("ON", "1", "TRUE"):
+    config.available_features.add("cuda-toolkit")
