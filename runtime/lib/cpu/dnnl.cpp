@@ -341,55 +341,14 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
   AMPRT_CHECK(checkFloatContig(a, "amprt_matmul: a"));
   AMPRT_CHECK(checkFloatContig(b, "amprt_matmul: b"));
   AMPRT_CHECK(checkFloatContig(y, "amprt_matmul: y"));
-  if (a->dtype != b->dtype || a->rank < 1 || b->rank < 1)
+  if (a->dtype != b->dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: a and b must share a float type", k);
-  // Promote vectors, split batch dims.
-  int64_t as[AMPRT_MAX_RANK + 1], bs[AMPRT_MAX_RANK + 1];
-  int32_t ar = a->rank, br = b->rank;
-  for (int32_t d = 0; d < ar; ++d)
-    as[d] = a->shape[d];
-  for (int32_t d = 0; d < br; ++d)
-    bs[d] = b->shape[d];
-  if (ar == 1) {
-    as[1] = as[0];
-    as[0] = 1;
-    ar = 2;
-  }
-  if (br == 1) {
-    bs[1] = 1;
-    br = 2;
-  }
-  int64_t m = as[ar - 2], kk = as[ar - 1], kb = bs[br - 2], n = bs[br - 1];
-  if (kk != kb)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: contracted dims differ (%lld, %lld)",
-                k, (long long)kk, (long long)kb);
-  int32_t batchRank = std::max(ar, br) - 2;
-  int64_t batch[AMPRT_MAX_RANK] = {0};
-  int64_t astr[AMPRT_MAX_RANK], bstr[AMPRT_MAX_RANK];
+  MatmulDims md;
+  AMPRT_CHECK(matmulDims(a, b, y, k, md));
+  const int64_t m = md.m, kk = md.k, n = md.n, batches = md.batches;
+  const int32_t batchRank = md.batchRank;
+  const int64_t *batch = md.batch, *astr = md.astr, *bstr = md.bstr;
   const int64_t aMat = m * kk, bMat = kk * n;
-  // Batch strides in matrices, 0 for broadcast dims.
-  {
-    int64_t sa = 1, sb = 1;
-    for (int32_t d = batchRank - 1; d >= 0; --d) {
-      int32_t ad = d - (batchRank - (ar - 2)), bd = d - (batchRank - (br - 2));
-      int64_t da = ad >= 0 ? as[ad] : 1, db = bd >= 0 ? bs[bd] : 1;
-      if (da != db && da != 1 && db != 1)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                    "%s: batch dims %s and %s do not broadcast", k,
-                    shapeString(a).c_str(), shapeString(b).c_str());
-      batch[d] = std::max(da, db);
-      astr[d] = da == 1 ? 0 : sa;
-      bstr[d] = db == 1 ? 0 : sb;
-      sa *= da;
-      sb *= db;
-    }
-  }
-  int64_t batches = 1;
-  for (int32_t d = 0; d < batchRank; ++d)
-    batches *= batch[d];
-  if (amprt_tensor_numel(y) != batches * m * n)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: y %s does not hold the result", k,
-                shapeString(y).c_str());
   thread_local std::vector<float> scratch;
   // One primitive for the whole product where the batch allows: b shared by
   // every batch (a's rows stacked: [batches * m, k] x [k, n]), or both
@@ -419,15 +378,9 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
     size_t ae = oa.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
     size_t be = ob.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
     GemmKey key{m, n, kk, kk, 1, n, 1, (int)oa.dt, (int)ob.dt};
-    int64_t idx[AMPRT_MAX_RANK] = {0};
     for (int64_t bt = 0; bt < batches; ++bt) {
-      int64_t rem = bt, ao = 0, bo = 0;
-      for (int32_t d = batchRank - 1; d >= 0; --d) {
-        idx[d] = rem % batch[d];
-        rem /= batch[d];
-        ao += idx[d] * astr[d];
-        bo += idx[d] * bstr[d];
-      }
+      int64_t ao, bo;
+      md.offsets(bt, ao, bo);
       float *acc = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + bt * m * n
                                          : scratch.data();
       if (kk == 0)

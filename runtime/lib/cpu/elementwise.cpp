@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "internal.h"
+#include "scalar_ops.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -16,88 +17,9 @@
 #include <vector>
 
 using namespace amprt;
+using namespace amprt::ops;
 
 namespace {
-
-constexpr float kSqrt1_2 = 0.70710678118654752440f;
-
-// Phi(x) = 0.5 * erfc(-x / sqrt 2): unlike 0.5 * (1 + erf(x / sqrt 2)) it
-// keeps its relative accuracy in the negative tail (no cancellation).
-inline float normalCdf(float x) { return 0.5f * std::erfc(-x * kSqrt1_2); }
-inline float gelu(float x) { return x * normalCdf(x); }
-// 0.5 * (1 + tanh(u)) = 1 / (1 + exp(-2u)), again without cancellation.
-inline float geluTanh(float x) {
-  const float k = 0.79788456080286535588f; // sqrt(2 / pi)
-  float u = k * (x + 0.044715f * x * x * x);
-  return x / (1.0f + std::exp(-2.0f * u));
-}
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-float applyUnary(amprt_unary_op op, float x, float alpha) {
-  switch (op) {
-  case AMPRT_UNARY_IDENTITY: return x;
-  case AMPRT_UNARY_RELU: return x > 0.0f ? x : (std::isnan(x) ? x : 0.0f);
-  case AMPRT_UNARY_SQRT: return std::sqrt(x);
-  case AMPRT_UNARY_EXP: return std::exp(x);
-  case AMPRT_UNARY_LOG: return std::log(x);
-  case AMPRT_UNARY_ERF: return std::erf(x);
-  case AMPRT_UNARY_TANH: return std::tanh(x);
-  case AMPRT_UNARY_SIGMOID: return sigmoid(x);
-  case AMPRT_UNARY_GELU: return gelu(x);
-  case AMPRT_UNARY_GELU_TANH: return geluTanh(x);
-  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
-  }
-  return x;
-}
-
-float unaryDerivative(amprt_unary_op op, float x, float alpha) {
-  switch (op) {
-  case AMPRT_UNARY_IDENTITY: return 1.0f;
-  case AMPRT_UNARY_RELU: return x > 0.0f ? 1.0f : 0.0f;
-  case AMPRT_UNARY_SQRT: return 0.5f / std::sqrt(x);
-  case AMPRT_UNARY_EXP: return std::exp(x);
-  case AMPRT_UNARY_LOG: return 1.0f / x;
-  case AMPRT_UNARY_ERF: return 1.12837916709551257390f * std::exp(-x * x);
-  case AMPRT_UNARY_TANH: {
-    float t = std::tanh(x);
-    return 1.0f - t * t;
-  }
-  case AMPRT_UNARY_SIGMOID: {
-    float s = sigmoid(x);
-    return s * (1.0f - s);
-  }
-  case AMPRT_UNARY_GELU: {
-    float cdf = normalCdf(x);
-    float pdf = 0.39894228040143267794f * std::exp(-0.5f * x * x);
-    return cdf + x * pdf;
-  }
-  case AMPRT_UNARY_GELU_TANH: {
-    // 0.5 (1 + tanh u) = s = sigmoid(2u) and 1 - tanh(u)^2 = 4 s (1 - s),
-    // with 1 - s = sigmoid(-2u): no cancellation in either tail.
-    const float k = 0.79788456080286535588f;
-    float inner = k * (x + 0.044715f * x * x * x);
-    float sp = 1.0f / (1.0f + std::exp(-2.0f * inner));
-    float sm = 1.0f / (1.0f + std::exp(2.0f * inner));
-    float dinner = k * (1.0f + 3.0f * 0.044715f * x * x);
-    return sp + 2.0f * x * (sp * sm) * dinner;
-  }
-  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
-  }
-  return 1.0f;
-}
-
-int64_t ipow(int64_t b, int64_t e) {
-  if (e < 0)
-    return b == 1 ? 1 : (b == -1 ? (e % 2 ? -1 : 1) : 0);
-  int64_t r = 1;
-  while (e) {
-    if (e & 1)
-      r *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return r;
-}
 
 /// Shape of y must be the broadcast of the inputs: build per-input strides.
 amprt_status prepare(const char *kernel, const amprt_tensor *y,
@@ -564,44 +486,16 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
   }
   if (isFloat(y->dtype)) {
     forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
-      float p = loadF(a->data, a->dtype, o[0]);
-      float q = loadF(b->data, b->dtype, o[1]);
-      float r;
-      switch (op) {
-      case AMPRT_BINARY_ADD: r = p + q; break;
-      case AMPRT_BINARY_SUB: r = p - q; break;
-      case AMPRT_BINARY_MUL: r = p * q; break;
-      case AMPRT_BINARY_DIV: r = p / q; break;
-      case AMPRT_BINARY_POW: r = std::pow(p, q); break;
-      case AMPRT_BINARY_MAX: r = (std::isnan(p) || p > q) ? p : q; break;
-      default: r = (std::isnan(p) || p < q) ? p : q; break;
-      }
-      storeF(y->data, y->dtype, o[2], r);
+      storeF(y->data, y->dtype, o[2],
+             binaryF(op, loadF(a->data, a->dtype, o[0]), loadF(b->data, b->dtype, o[1])));
     });
     return AMPRT_OK;
   }
   bool divByZero = false;
   forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
-    int64_t p = loadI(a->data, a->dtype, o[0]);
-    int64_t q = loadI(b->data, b->dtype, o[1]);
-    int64_t r;
-    switch (op) {
-    case AMPRT_BINARY_ADD: r = (int64_t)((uint64_t)p + (uint64_t)q); break;
-    case AMPRT_BINARY_SUB: r = (int64_t)((uint64_t)p - (uint64_t)q); break;
-    case AMPRT_BINARY_MUL: r = (int64_t)((uint64_t)p * (uint64_t)q); break;
-    case AMPRT_BINARY_DIV:
-      if (q == 0) {
-        divByZero = true;
-        r = 0;
-      } else {
-        r = (p == INT64_MIN && q == -1) ? p : p / q;
-      }
-      break;
-    case AMPRT_BINARY_POW: r = ipow(p, q); break;
-    case AMPRT_BINARY_MAX: r = std::max(p, q); break;
-    default: r = std::min(p, q); break;
-    }
-    storeI(y->data, y->dtype, o[2], r);
+    storeI(y->data, y->dtype, o[2],
+           binaryI(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]),
+                   &divByZero));
   });
   if (divByZero)
     return fail(AMPRT_ERR_NUMERIC, "amprt_binary: integer division by zero");
@@ -662,14 +556,7 @@ extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
                                   : (float)(double)loadI(x->data, x->dtype, o[0]);
       storeF(y->data, y->dtype, o[1], v);
     } else if (isFloat(x->dtype)) {
-      float v = loadF(x->data, x->dtype, o[0]);
-      // Truncation toward zero; NaN and out-of-range values are undefined
-      // in C, here they give 0 / saturate.
-      int64_t iv = std::isnan(v) ? 0
-                   : v >= 9.2233720368547758e18f ? INT64_MAX
-                   : v <= -9.2233720368547758e18f ? INT64_MIN
-                                                   : (int64_t)v;
-      storeI(y->data, y->dtype, o[1], iv);
+      storeI(y->data, y->dtype, o[1], floatToInt(loadF(x->data, x->dtype, o[0])));
     } else {
       storeI(y->data, y->dtype, o[1], loadI(x->data, x->dtype, o[0]));
     }

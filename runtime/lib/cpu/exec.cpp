@@ -47,10 +47,7 @@ amprt_status copyInto(const amprt_tensor &from, amprt_tensor &to) {
 
 amprt_status flagAndStep(const amprt_tensor &step, const amprt_tensor &flag, int64_t &s,
                          float &found) {
-  if (step.dtype != AMPRT_I64 || amprt_tensor_numel(&step) != 1 || flag.dtype != AMPRT_I1 ||
-      amprt_tensor_numel(&flag) != 1)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec: the step must be i64 [] and found_inf i1 []");
+  AMPRT_CHECK(checkStepAndFlag(step, flag));
   s = *static_cast<const int64_t *>(step.data);
   found = *static_cast<const uint8_t *>(flag.data) ? 1.0f : 0.0f;
   return AMPRT_OK;
@@ -62,10 +59,6 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   // One descriptor buffer per thread, reused (no allocation per op; kernels
   // never call back into amprt_exec).
   thread_local Decoded d;
-  d.opcode = 0;
-  d.t.clear();
-  d.attrs = nullptr;
-  d.nattrs = 0;
   AMPRT_CHECK(decode(desc, bufs, d));
   auto &t = d.t;
   const int64_t *a = d.attrs;
@@ -199,30 +192,21 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(d, 4, 0, "max_pool_grad"));
     return amprt_max_pool_grad(ctx, &t[1], &t[2], &t[3]);
   case AMPRT_OP_AVERAGE_POOL_GRAD: {
-    if (d.nattrs < 2 || a[0] < 1 || a[0] > 3 || d.nattrs < 2 + 5 * a[0])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt average_pool_grad");
-    AMPRT_CHECK(need(d, 3, 2 + 5 * a[0], "average_pool_grad"));
-    amprt_pool_params p{};
-    p.spatial = (int32_t)a[0];
-    p.count_include_pad = (int32_t)a[1];
-    windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
-    return amprt_average_pool_grad(ctx, &t[1], &p, &t[2]);
+    PoolAttrs pa;
+    AMPRT_CHECK(poolAttrs(d, pa));
+    return amprt_average_pool_grad(ctx, &t[1], &pa.p, &t[2]);
   }
   case AMPRT_OP_NLL_LOSS_GRAD: {
-    if (d.nattrs < 4)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt nll_loss_grad");
-    bool hasW = a[3] != 0;
-    AMPRT_CHECK(need(d, hasW ? 5 : 4, 4, "nll_loss_grad"));
-    size_t o = hasW ? 3 : 2;
-    return amprt_nll_loss_grad(ctx, &t[1], hasW ? &t[2] : nullptr, (amprt_reduction)a[0],
-                               (int)a[1], a[2], &t[o], &t[o + 1]);
+    LossAttrs la;
+    AMPRT_CHECK(lossAttrs(d, true, la));
+    return amprt_nll_loss_grad(ctx, &t[1], la.hasWeights ? &t[2] : nullptr, la.reduction,
+                               la.hasIgnore, la.ignore, &t[la.out], &t[la.out + 1]);
   }
   case AMPRT_OP_SGD_UPDATE: {
-    if (d.nattrs < 6)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt sgd_update");
-    bool buf = a[5] != 0;
-    AMPRT_CHECK(need(d, buf ? 7 : 5, 6, "sgd_update"));
-    size_t o = buf ? 3 : 2; // step
+    amprt_sgd_config cfg{};
+    bool buf = false;
+    size_t o = 0; // step
+    AMPRT_CHECK(sgdAttrs(d, cfg, buf, o));
     int64_t step;
     float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[o], t[o + 1], step, found));
@@ -230,20 +214,17 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(copyInto(t[0], np));
     if (buf)
       AMPRT_CHECK(copyInto(t[2], t[o + 3]));
-    amprt_sgd_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
-                         (float)attrF(a, 3), (int32_t)a[4]};
     return amprt_sgd_step(ctx, &cfg, &np, &t[1], buf ? &t[o + 3] : nullptr, &step, found);
   }
   case AMPRT_OP_ADAM_UPDATE: {
-    AMPRT_CHECK(need(d, 9, 6, "adam_update"));
+    amprt_adam_config cfg{};
+    AMPRT_CHECK(adamAttrs(d, cfg));
     int64_t step;
     float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[4], t[5], step, found));
     AMPRT_CHECK(copyInto(t[0], t[6]));
     AMPRT_CHECK(copyInto(t[2], t[7]));
     AMPRT_CHECK(copyInto(t[3], t[8]));
-    amprt_adam_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
-                          (float)attrF(a, 3), (float)attrF(a, 4), (int32_t)a[5]};
     return amprt_adam_step(ctx, &cfg, &t[6], &t[1], &t[7], &t[8], &step, found);
   }
   case AMPRT_OP_STEP_COUNT: {
@@ -255,14 +236,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     return amprt_step_count(ctx, static_cast<int64_t *>(t[2].data), found);
   }
   case AMPRT_OP_UNSCALE_AND_CHECK: {
-    if (d.nattrs < 1 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt unscale_and_check");
-    size_t n = (size_t)a[0];
+    size_t n = 0;
+    AMPRT_CHECK(multiTensorCount(d, "unscale_and_check", 1, n));
     const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
-    if (scale.dtype != AMPRT_F32 || amprt_tensor_numel(&scale) != 1 || flag.dtype != AMPRT_I1 ||
-        amprt_tensor_numel(&flag) != 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_exec: unscale_and_check needs an f32 [] scale and an i1 [] flag");
     float found = 0.0f;
     AMPRT_CHECK(amprt_unscale_and_check(ctx, t.data(), t.data() + n + 1, (int32_t)n,
                                         static_cast<const float *>(scale.data), &found));
@@ -270,14 +246,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     return AMPRT_OK;
   }
   case AMPRT_OP_CLIP_GRAD_NORM: {
-    if (d.nattrs < 2 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt clip_grad_norm");
-    size_t n = (size_t)a[0];
+    size_t n = 0;
+    AMPRT_CHECK(multiTensorCount(d, "clip_grad_norm", 2, n));
     amprt_tensor &norm = t[2 * n + 1];
-    if (norm.dtype != AMPRT_F32 || amprt_tensor_numel(&norm) != 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: clip_grad_norm's norm must be f32 []");
-    if (t[n].dtype != AMPRT_I1 || amprt_tensor_numel(&t[n]) != 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: clip_grad_norm's flag must be i1 []");
     float found = *static_cast<const uint8_t *>(t[n].data) ? 1.0f : 0.0f;
     for (size_t k = 0; k < n; ++k)
       AMPRT_CHECK(copyInto(t[k], t[n + 1 + k]));
@@ -285,17 +256,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
                                 static_cast<float *>(norm.data));
   }
   case AMPRT_OP_UPDATE_SCALE: {
-    AMPRT_CHECK(need(d, 7, 6, "update_scale"));
-    for (int k : {1, 2, 5, 6})
-      if (t[k].dtype != AMPRT_I64 || amprt_tensor_numel(&t[k]) != 1)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's trackers must be i64 []");
-    for (int k : {0, 4})
-      if (t[k].dtype != AMPRT_F32 || amprt_tensor_numel(&t[k]) != 1)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's scale must be f32 []");
-    if (t[3].dtype != AMPRT_I1 || amprt_tensor_numel(&t[3]) != 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's flag must be i1 []");
-    amprt_scaler_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (int32_t)a[2],
-                            (int32_t)a[3], (float)attrF(a, 4)};
+    amprt_scaler_config cfg{};
+    bool errorAtMin = true;
+    AMPRT_CHECK(updateScaleAttrs(d, cfg, errorAtMin));
     amprt_scaler_state st{};
     st.scale = *static_cast<const float *>(t[0].data);
     st.growth_tracker = (int32_t)*static_cast<const int64_t *>(t[1].data);
@@ -305,7 +268,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     *static_cast<float *>(t[4].data) = st.scale;
     *static_cast<int64_t *>(t[5].data) = st.growth_tracker;
     *static_cast<int64_t *>(t[6].data) = st.hysteresis_left;
-    if (s == AMPRT_ERR_NUMERIC && a[5] == 0) { // on_min_scale = warn: once per run
+    if (s == AMPRT_ERR_NUMERIC && !errorAtMin) { // on_min_scale = warn: once per run
       static bool warned = false;
       if (!warned)
         std::fprintf(stderr, "warning: %s\n", amprt_last_error());
@@ -315,18 +278,15 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     return s;
   }
   case AMPRT_OP_MICRO_STEP: {
-    AMPRT_CHECK(need(d, 3, 1, "micro_step"));
-    if (t[0].dtype != AMPRT_I64 || t[2].dtype != AMPRT_I64 || t[1].dtype != AMPRT_I1 ||
-        amprt_tensor_numel(&t[0]) != 1 || amprt_tensor_numel(&t[1]) != 1 ||
-        amprt_tensor_numel(&t[2]) != 1 || a[0] < 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt micro_step");
+    int64_t every = 1;
+    AMPRT_CHECK(microStepAttrs(d, every));
     int64_t m = *static_cast<const int64_t *>(t[0].data);
-    if (m < 0 || m >= a[0])
+    if (m < 0 || m >= every)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "micro_step: counter %lld outside [0, %lld) (a checkpoint of another "
                   "accumulation setting?)",
-                  (long long)m, (long long)a[0]);
-    bool apply = m + 1 == a[0];
+                  (long long)m, (long long)every);
+    bool apply = m + 1 == every;
     *static_cast<uint8_t *>(t[1].data) = apply;
     *static_cast<int64_t *>(t[2].data) = apply ? 0 : m + 1;
     return AMPRT_OK;
@@ -357,60 +317,32 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
                                  a[1] ? &t[5] : nullptr, a[2] ? &t[6] : nullptr,
                                  a[3] ? &t[7] : nullptr);
   case AMPRT_OP_CONV_GRAD: {
-    if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 6 + 4 * a[0])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_grad");
-    AMPRT_CHECK(need(d, 6, 6 + 4 * a[0], "conv_grad"));
     amprt_conv_params p{};
-    p.spatial = (int32_t)a[0];
-    p.group = a[1];
-    windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
-    const int64_t *want = a + 3 + 4 * a[0];
+    const int64_t *want = nullptr;
+    AMPRT_CHECK(convGradParams(d, p, want));
     return amprt_conv_backward(ctx, &t[0], &t[1], &t[2], &p, want[0] ? &t[3] : nullptr,
                                want[1] ? &t[4] : nullptr, want[2] ? &t[5] : nullptr);
   }
   case AMPRT_OP_MAX_POOL:
   case AMPRT_OP_AVERAGE_POOL: {
-    // spatial, count_include_pad, per dim: kernel, stride, dilation, pads
-    if (d.nattrs < 2 || a[0] < 1 || a[0] > 3 || d.nattrs < 2 + 5 * a[0])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt pool");
-    amprt_pool_params p{};
-    p.spatial = (int32_t)a[0];
-    p.count_include_pad = (int32_t)a[1];
-    windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin,
-                 p.pads_end);
-    if (d.opcode == AMPRT_OP_MAX_POOL) {
-      AMPRT_CHECK(need(d, 3, 3 + 5 * a[0], "max_pool"));
-      p.storage_order = (int32_t)a[2 + 5 * a[0]];
-      // The indices are skipped when the compiler says nothing reads them.
-      bool wantIndices = d.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
-      // Then whether x and y are channel-blocked (no indices then).
-      if (d.nattrs > 4 + 5 * a[0] && a[4 + 5 * a[0]] != 0) {
-        if (wantIndices)
-          return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                      "amprt_exec: a channel-blocked max pool has no indices");
-        return amprt_max_pool_blocked(ctx, &t[0], &p, amprt_channel_block(), &t[1]);
-      }
-      return amprt_max_pool(ctx, &t[0], &p, &t[1], wantIndices ? &t[2] : nullptr);
-    }
-    AMPRT_CHECK(need(d, 2, 2 + 5 * a[0], "average_pool"));
-    return amprt_average_pool(ctx, &t[0], &p, &t[1]);
+    PoolAttrs pa;
+    AMPRT_CHECK(poolAttrs(d, pa));
+    if (d.opcode == AMPRT_OP_AVERAGE_POOL)
+      return amprt_average_pool(ctx, &t[0], &pa.p, &t[1]);
+    if (pa.blocked)
+      return amprt_max_pool_blocked(ctx, &t[0], &pa.p, amprt_channel_block(), &t[1]);
+    return amprt_max_pool(ctx, &t[0], &pa.p, &t[1], pa.wantIndices ? &t[2] : nullptr);
   }
   case AMPRT_OP_SOFTMAX_CROSS_ENTROPY:
   case AMPRT_OP_NLL_LOSS: {
-    // reduction, has_ignore, ignore_index, has_weights; in, labels, [w], loss, [log_prob]
-    if (d.nattrs < 4)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt loss");
-    bool hasW = a[3] != 0;
-    bool sce = d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY;
-    size_t n = 3 + (hasW ? 1 : 0) + (sce ? 1 : 0);
-    AMPRT_CHECK(need(d, n, 4, sce ? "softmax_cross_entropy" : "nll_loss"));
-    size_t o = hasW ? 3 : 2;
-    if (sce)
-      return amprt_softmax_cross_entropy(ctx, &t[0], &t[1], hasW ? &t[2] : nullptr,
-                                         (amprt_reduction)a[0], (int)a[1], a[2], &t[o],
-                                         &t[o + 1]);
-    return amprt_nll_loss(ctx, &t[0], &t[1], hasW ? &t[2] : nullptr, (amprt_reduction)a[0],
-                          (int)a[1], a[2], &t[o]);
+    LossAttrs la;
+    AMPRT_CHECK(lossAttrs(d, false, la));
+    const amprt_tensor *w = la.hasWeights ? &t[2] : nullptr;
+    if (la.softmax)
+      return amprt_softmax_cross_entropy(ctx, &t[0], &t[1], w, la.reduction, la.hasIgnore,
+                                         la.ignore, &t[la.out], &t[la.out + 1]);
+    return amprt_nll_loss(ctx, &t[0], &t[1], w, la.reduction, la.hasIgnore, la.ignore,
+                          &t[la.out]);
   }
   case AMPRT_OP_UNARY_GRAD:
     AMPRT_CHECK(need(d, 3, 2, "unary_grad"));
@@ -419,14 +351,11 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(d, 3, 2, "softmax_grad"));
     return amprt_softmax_grad(ctx, &t[0], &t[1], (int32_t)a[0], (int)a[1], &t[2]);
   case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD: {
-    if (d.nattrs < 4)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt loss gradient");
-    bool hasW = a[3] != 0;
-    AMPRT_CHECK(need(d, hasW ? 5 : 4, 4, "softmax_cross_entropy_grad"));
-    size_t o = hasW ? 3 : 2;
-    return amprt_softmax_cross_entropy_grad(ctx, &t[0], &t[1], hasW ? &t[2] : nullptr,
-                                            (amprt_reduction)a[0], (int)a[1], a[2], &t[o],
-                                            &t[o + 1]);
+    LossAttrs la;
+    AMPRT_CHECK(lossAttrs(d, true, la));
+    return amprt_softmax_cross_entropy_grad(ctx, &t[0], &t[1], la.hasWeights ? &t[2] : nullptr,
+                                            la.reduction, la.hasIgnore, la.ignore, &t[la.out],
+                                            &t[la.out + 1]);
   }
   }
   return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec: unknown opcode %lld", (long long)d.opcode);

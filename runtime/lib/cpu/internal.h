@@ -186,6 +186,30 @@ void forEach(int32_t rank, const int64_t *shape, const int64_t (*strides)[AMPRT_
   }
 }
 
+/// A matrix product's shapes (numpy's matmul): 1-D operands promoted, the
+/// batch dims broadcast; per batch dim its size and a's and b's strides
+/// counted in matrices (0 where the operand is broadcast).
+struct MatmulDims {
+  int64_t m = 0, k = 0, n = 0, batches = 1;
+  int32_t batchRank = 0;
+  int64_t batch[AMPRT_MAX_RANK] = {0}, astr[AMPRT_MAX_RANK] = {0}, bstr[AMPRT_MAX_RANK] = {0};
+  /// The matrix indices into a and b of batch `bt` (row-major order).
+  void offsets(int64_t bt, int64_t &ao, int64_t &bo) const {
+    ao = bo = 0;
+    for (int32_t d = batchRank - 1; d >= 0; --d) {
+      int64_t i = bt % batch[d];
+      bt /= batch[d];
+      ao += i * astr[d];
+      bo += i * bstr[d];
+    }
+  }
+};
+/// Fills `md` for y = a @ b (`what` names the kernel in messages): the
+/// contracted dims must agree, the batch dims broadcast and y hold the
+/// result.
+amprt_status matmulDims(const amprt_tensor *a, const amprt_tensor *b, const amprt_tensor *y,
+                        const char *what, MatmulDims &md);
+
 /// Row-major strides of a shape.
 void contiguousStrides(int32_t rank, const int64_t *shape, int64_t *strides);
 

@@ -121,6 +121,15 @@ HD inline void stI(void *p, int32_t t, int64_t i, int64_t v) {
   }
 }
 
+/// *p += v: atomic on the device (threads may meet), in order on the host.
+HD inline void addTo(float *p, float v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd(p, v);
+#else
+  *p += v;
+#endif
+}
+
 HD inline bool floatType(int32_t t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; }
 
 //--- The context's device state ----------------------------------------------

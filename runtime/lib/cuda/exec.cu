@@ -24,6 +24,7 @@
 #include "device.cuh"
 
 #include "../cpu/exec_decode.h"
+#include "../cpu/scalar_ops.h"
 
 #include <cublasLt.h>
 
@@ -37,6 +38,7 @@
 
 using namespace amprt;
 using namespace amprt::desc;
+using namespace amprt::ops;
 
 namespace amprt::cuda {
 
@@ -205,60 +207,6 @@ int64_t numel(const amprt_tensor &t) { return amprt_tensor_numel(&t); }
 
 //--- Element-wise ----------------------------------------------------------------
 
-HD inline float applyUnary(int op, float x, float alpha) {
-  switch (op) {
-  case AMPRT_UNARY_IDENTITY: return x;
-  case AMPRT_UNARY_RELU: return x > 0.0f ? x : (isNaN(x) ? x : 0.0f);
-  case AMPRT_UNARY_SQRT: return sqrtf(x);
-  case AMPRT_UNARY_EXP: return expf(x);
-  case AMPRT_UNARY_LOG: return logf(x);
-  case AMPRT_UNARY_ERF: return erff(x);
-  case AMPRT_UNARY_TANH: return tanhf(x);
-  case AMPRT_UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
-  case AMPRT_UNARY_GELU: return x * (0.5f * erfcf(-x * 0.70710678118654752440f));
-  case AMPRT_UNARY_GELU_TANH: {
-    float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
-    return x / (1.0f + expf(-2.0f * u));
-  }
-  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
-  }
-  return x;
-}
-
-HD inline float unaryDerivative(int op, float x, float alpha) {
-  switch (op) {
-  case AMPRT_UNARY_IDENTITY: return 1.0f;
-  case AMPRT_UNARY_RELU: return x > 0.0f ? 1.0f : 0.0f;
-  case AMPRT_UNARY_SQRT: return 0.5f / sqrtf(x);
-  case AMPRT_UNARY_EXP: return expf(x);
-  case AMPRT_UNARY_LOG: return 1.0f / x;
-  case AMPRT_UNARY_ERF: return 1.12837916709551257390f * expf(-x * x);
-  case AMPRT_UNARY_TANH: {
-    float t = tanhf(x);
-    return 1.0f - t * t;
-  }
-  case AMPRT_UNARY_SIGMOID: {
-    float s = 1.0f / (1.0f + expf(-x));
-    return s * (1.0f - s);
-  }
-  case AMPRT_UNARY_GELU: {
-    float cdf = 0.5f * erfcf(-x * 0.70710678118654752440f);
-    float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
-    return cdf + x * pdf;
-  }
-  case AMPRT_UNARY_GELU_TANH: {
-    const float k = 0.79788456080286535588f;
-    float inner = k * (x + 0.044715f * x * x * x);
-    float sp = 1.0f / (1.0f + expf(-2.0f * inner));
-    float sm = 1.0f / (1.0f + expf(2.0f * inner));
-    float dinner = k * (1.0f + 3.0f * 0.044715f * x * x);
-    return sp + 2.0f * x * (sp * sm) * dinner;
-  }
-  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
-  }
-  return 1.0f;
-}
-
 struct UnaryF {
   View x, y;
   int32_t op;
@@ -284,19 +232,6 @@ struct UnaryGradF {
   }
 };
 
-HD inline int64_t ipow(int64_t b, int64_t e) {
-  if (e < 0)
-    return b == 1 ? 1 : (b == -1 ? (e % 2 ? -1 : 1) : 0);
-  int64_t r = 1;
-  while (e) {
-    if (e & 1)
-      r *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return r;
-}
-
 struct BinaryF {
   View a, b, y;
   int32_t op;
@@ -304,36 +239,13 @@ struct BinaryF {
   HD void operator()(int64_t i) const {
     int64_t ao = a.at(i), bo = b.at(i), yo = y.at(i);
     if (floatType(y.dtype)) {
-      float p = ldF(a.data, a.dtype, ao), q = ldF(b.data, b.dtype, bo), r;
-      switch (op) {
-      case AMPRT_BINARY_ADD: r = p + q; break;
-      case AMPRT_BINARY_SUB: r = p - q; break;
-      case AMPRT_BINARY_MUL: r = p * q; break;
-      case AMPRT_BINARY_DIV: r = p / q; break;
-      case AMPRT_BINARY_POW: r = powf(p, q); break;
-      case AMPRT_BINARY_MAX: r = (isNaN(p) || p > q) ? p : q; break;
-      default: r = (isNaN(p) || p < q) ? p : q; break;
-      }
-      stF(y.data, y.dtype, yo, r);
+      stF(y.data, y.dtype, yo, binaryF(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo)));
       return;
     }
-    int64_t p = ldI(a.data, a.dtype, ao), q = ldI(b.data, b.dtype, bo), r;
-    switch (op) {
-    case AMPRT_BINARY_ADD: r = (int64_t)((uint64_t)p + (uint64_t)q); break;
-    case AMPRT_BINARY_SUB: r = (int64_t)((uint64_t)p - (uint64_t)q); break;
-    case AMPRT_BINARY_MUL: r = (int64_t)((uint64_t)p * (uint64_t)q); break;
-    case AMPRT_BINARY_DIV:
-      if (q == 0) {
-        recordError(err, ERR_INT_DIV_ZERO, 0, 0, 0);
-        r = 0;
-      } else {
-        r = (p == INT64_MIN && q == -1) ? p : p / q;
-      }
-      break;
-    case AMPRT_BINARY_POW: r = ipow(p, q); break;
-    case AMPRT_BINARY_MAX: r = p > q ? p : q; break;
-    default: r = p < q ? p : q; break;
-    }
+    bool divByZero = false;
+    int64_t r = binaryI(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo), &divByZero);
+    if (divByZero)
+      recordError(err, ERR_INT_DIV_ZERO, 0, 0, 0);
     stI(y.data, y.dtype, yo, r);
   }
 };
@@ -379,12 +291,7 @@ struct CastF {
                                    : (float)(double)ldI(x.data, x.dtype, xo);
       stF(y.data, y.dtype, yo, v);
     } else if (floatType(x.dtype)) {
-      float v = ldF(x.data, x.dtype, xo);
-      int64_t iv = isNaN(v) ? 0
-                   : v >= 9.2233720368547758e18f ? INT64_MAX
-                   : v <= -9.2233720368547758e18f ? INT64_MIN
-                                                   : (int64_t)v;
-      stI(y.data, y.dtype, yo, iv);
+      stI(y.data, y.dtype, yo, floatToInt(ldF(x.data, x.dtype, xo)));
     } else {
       stI(y.data, y.dtype, yo, ldI(x.data, x.dtype, xo));
     }
@@ -464,12 +371,7 @@ struct GatherGradF {
       doff += c[d] * dense[d];
     for (int32_t d = axis + 1; d < ddRank; ++d)
       doff += c[d - 1 + idx.rank] * dense[d];
-    float v = ldF(dy.data, dy.dtype, yoff);
-#ifdef __CUDA_ARCH__
-    atomicAdd(acc + doff, v);
-#else
-    acc[doff] += v;
-#endif
+    addTo(acc + doff, ldF(dy.data, dy.dtype, yoff));
   }
 };
 
@@ -1325,12 +1227,7 @@ struct MaxPoolGradF {
       recordError(err, ERR_INDEX, i, nx, 0);
       return;
     }
-    float v = ldF(dy, dyt, o);
-#ifdef __CUDA_ARCH__
-    atomicAdd(acc + i, v);
-#else
-    acc[i] += v;
-#endif
+    addTo(acc + i, ldF(dy, dyt, o));
   }
 };
 
@@ -1607,16 +1504,10 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
 }
 
 amprt_status convGrad(Dev &d, const Decoded &dd) {
-  const int64_t *a = dd.attrs;
   const auto &t = dd.t;
-  if (dd.nattrs < 3 || a[0] < 1 || a[0] > 3 || dd.nattrs < 6 + 4 * a[0])
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_grad");
-  AMPRT_CHECK(need(dd, 6, 6 + 4 * a[0], "conv_grad"));
   amprt_conv_params p{};
-  p.spatial = (int32_t)a[0];
-  p.group = a[1];
-  windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
-  const int64_t *want = a + 3 + 4 * a[0];
+  const int64_t *want = nullptr;
+  AMPRT_CHECK(convGradParams(dd, p, want));
   const amprt_tensor &x = t[0], &w = t[1], &dy = t[2];
   Geom g;
   AMPRT_CHECK(convGeom(x, w, dy, p, "conv_grad", g));
@@ -1654,35 +1545,21 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
   return AMPRT_OK;
 }
 
-amprt_status poolParams(const Decoded &dd, amprt_pool_params &p, const char *what) {
-  const int64_t *a = dd.attrs;
-  if (dd.nattrs < 2 || a[0] < 1 || a[0] > 3 || dd.nattrs < 2 + 5 * a[0])
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt %s", what);
-  p = amprt_pool_params{};
-  p.spatial = (int32_t)a[0];
-  p.count_include_pad = (int32_t)a[1];
-  windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
-  return AMPRT_OK;
-}
-
 amprt_status pool(Dev &d, const Decoded &dd) {
-  amprt_pool_params p;
-  AMPRT_CHECK(poolParams(dd, p, "pool"));
-  const int64_t *a = dd.attrs;
+  // A channel-blocked max pool's x and y are plain NCHW here (see conv).
+  PoolAttrs pa;
+  AMPRT_CHECK(poolAttrs(dd, pa));
+  const amprt_pool_params &p = pa.p;
   const auto &t = dd.t;
   Geom g;
   if (dd.opcode == AMPRT_OP_AVERAGE_POOL) {
-    AMPRT_CHECK(need(dd, 2, 2 + 5 * a[0], "average_pool"));
     AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
                        "average_pool", g));
     return each(&d, numel(t[1]), AvgPoolF{g, t[0].data, t[1].data, t[0].dtype, t[1].dtype, p.count_include_pad},
                 "average_pool");
   }
-  AMPRT_CHECK(need(dd, 3, 3 + 5 * a[0], "max_pool"));
-  int32_t storage = (int32_t)a[2 + 5 * a[0]];
-  bool wantIndices = dd.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
-  if (dd.nattrs > 4 + 5 * a[0] && a[4 + 5 * a[0]] != 0 && wantIndices)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: a channel-blocked max pool has no indices");
+  int32_t storage = p.storage_order;
+  bool wantIndices = pa.wantIndices;
   AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1, "max_pool", g));
   if (g.c != g.m)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): max_pool channels differ");
@@ -1716,9 +1593,9 @@ amprt_status poolGrad(Dev &d, const Decoded &dd) {
       AMPRT_CHECK(each(&d, numel(dx), CastFloatF{acc, dx.data, AMPRT_F32, dx.dtype}, "max_pool_grad"));
     return AMPRT_OK;
   }
-  amprt_pool_params p;
-  AMPRT_CHECK(poolParams(dd, p, "average_pool_grad"));
-  AMPRT_CHECK(need(dd, 3, 2 + 5 * dd.attrs[0], "average_pool_grad"));
+  PoolAttrs pa;
+  AMPRT_CHECK(poolAttrs(dd, pa));
+  const amprt_pool_params &p = pa.p;
   Geom g;
   AMPRT_CHECK(geomOf(t[2], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
                      "average_pool_grad", g));
@@ -1951,58 +1828,18 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul needs contiguous float operands");
   if (A.dtype != B.dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul operands differ in type");
-  int64_t as[AMPRT_MAX_RANK + 1], bs[AMPRT_MAX_RANK + 1];
-  int32_t ar = A.rank, br = B.rank;
-  for (int32_t i = 0; i < ar; ++i)
-    as[i] = A.shape[i];
-  for (int32_t i = 0; i < br; ++i)
-    bs[i] = B.shape[i];
-  if (ar == 1) {
-    as[1] = as[0];
-    as[0] = 1;
-    ar = 2;
-  }
-  if (br == 1) {
-    bs[1] = 1;
-    br = 2;
-  }
-  int64_t m = as[ar - 2], k = as[ar - 1], kb = bs[br - 2], n = bs[br - 1];
-  if (k != kb)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul contracted dims differ");
-  int32_t batchRank = std::max(ar, br) - 2;
-  std::vector<int64_t> batch(batchRank), astr(batchRank), bstr(batchRank);
-  int64_t sa = 1, sb = 1;
-  for (int32_t i = batchRank - 1; i >= 0; --i) {
-    int32_t ad = i - (batchRank - (ar - 2)), bd = i - (batchRank - (br - 2));
-    int64_t da = ad >= 0 ? as[ad] : 1, db = bd >= 0 ? bs[bd] : 1;
-    if (da != db && da != 1 && db != 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul batch dims do not broadcast");
-    batch[i] = std::max(da, db);
-    astr[i] = da == 1 ? 0 : sa;
-    bstr[i] = db == 1 ? 0 : sb;
-    sa *= da;
-    sb *= db;
-  }
-  int64_t batches = 1;
-  for (int64_t b : batch)
-    batches *= b;
-  if (numel(Y) != batches * m * n)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul output size");
+  MatmulDims md;
+  AMPRT_CHECK(matmulDims(&A, &B, &Y, "amprt_exec (cuda): matmul", md));
+  int64_t m = md.m, k = md.k, n = md.n, batches = md.batches;
   if (!batches || !m || !n)
     return AMPRT_OK;
   // Per batch the matrix offsets of a and b; one strided call when they are
   // affine in the batch index, else one call per batch.
   std::vector<int64_t> offA(batches), offB(batches);
   for (int64_t q = 0; q < batches; ++q) {
-    int64_t rem = q, oa = 0, ob = 0;
-    for (int32_t i = batchRank - 1; i >= 0; --i) {
-      int64_t c = rem % batch[i];
-      rem /= batch[i];
-      oa += c * astr[i];
-      ob += c * bstr[i];
-    }
-    offA[q] = oa * m * k;
-    offB[q] = ob * k * n;
+    md.offsets(q, offA[q], offB[q]);
+    offA[q] *= m * k;
+    offB[q] *= k * n;
   }
   bool affine = true;
   int64_t dA = batches > 1 ? offA[1] - offA[0] : 0, dB = batches > 1 ? offB[1] - offB[0] : 0;
@@ -2060,16 +1897,12 @@ amprt_status reduceMask(const amprt_tensor &x, const amprt_tensor &y, bool *redu
 }
 
 amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
-  const int64_t *a = dd.attrs;
   const auto &t = dd.t;
-  if (dd.nattrs < 4)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt loss");
-  bool hasW = a[3] != 0, sce = dd.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY ||
-                               dd.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD;
-  int32_t reduction = (int32_t)a[0];
-  size_t o = hasW ? 3 : 2;
-  size_t want = grad ? (hasW ? 5 : 4) : 3 + (hasW ? 1 : 0) + (sce ? 1 : 0);
-  AMPRT_CHECK(need(dd, want, 4, "loss"));
+  LossAttrs la;
+  AMPRT_CHECK(lossAttrs(dd, grad, la));
+  bool hasW = la.hasWeights, sce = la.softmax;
+  int32_t reduction = la.reduction;
+  size_t o = la.out;
   // The scores' (or log-probabilities') shape: t[0] (for nll_loss_grad t[0]
   // is the input, shape only).
   const amprt_tensor &scores = t[0], &labels = t[1];
@@ -2078,7 +1911,7 @@ amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): loss shapes / types");
   AMPRT_CHECK(checkContiguous(scores, -1, "the scores"));
   AMPRT_CHECK(checkContiguous(labels, -1, "the labels"));
-  LossCommon lc{viewOf(labels), View{}, scores.shape[0], scores.shape[1], 1, (int32_t)a[1], a[2], d.err};
+  LossCommon lc{viewOf(labels), View{}, scores.shape[0], scores.shape[1], 1, la.hasIgnore, la.ignore, d.err};
   for (int32_t i = 2; i < scores.rank; ++i) {
     if (labels.shape[i - 1] != scores.shape[i])
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): labels do not match the scores");
@@ -2219,15 +2052,10 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
 }
 
 amprt_status unscaleAndCheck(Dev &d, const Decoded &dd) {
-  const int64_t *a = dd.attrs;
   const auto &t = dd.t;
-  if (dd.nattrs < 1 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt unscale_and_check");
-  size_t n = (size_t)a[0];
+  size_t n = 0;
+  AMPRT_CHECK(multiTensorCount(dd, "unscale_and_check", 1, n));
   const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
-  if (scale.dtype != AMPRT_F32 || numel(scale) != 1 || flag.dtype != AMPRT_I1 || numel(flag) != 1)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec: unscale_and_check needs an f32 [] scale and an i1 [] flag");
   AMPRT_CHECK(zero(d, flag.data, 1));
   for (size_t first = 0; first < n; first += kMaxTensors) {
     UnscaleF f{};
@@ -2252,17 +2080,13 @@ amprt_status unscaleAndCheck(Dev &d, const Decoded &dd) {
 }
 
 amprt_status clipGradNorm(Dev &d, const Decoded &dd) {
-  const int64_t *a = dd.attrs;
   const auto &t = dd.t;
-  if (dd.nattrs < 2 || a[0] < 0 || (size_t)(2 * a[0] + 2) != t.size())
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt clip_grad_norm");
-  size_t n = (size_t)a[0];
-  float maxNorm = (float)attrF(a, 1);
+  size_t n = 0;
+  AMPRT_CHECK(multiTensorCount(dd, "clip_grad_norm", 2, n));
+  float maxNorm = (float)attrF(dd.attrs, 1);
   if (!(maxNorm > 0.0f))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): clip_grad_norm's max_norm must be > 0");
   const amprt_tensor &flag = t[n], &norm = t[2 * n + 1];
-  if (norm.dtype != AMPRT_F32 || numel(norm) != 1 || flag.dtype != AMPRT_I1 || numel(flag) != 1)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): clip_grad_norm's norm / flag");
   int64_t chunks = 0;
   for (size_t k = 0; k < n; ++k) {
     if (t[k].dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&t[k]) ||
@@ -2300,19 +2124,9 @@ amprt_status checkF32State(const amprt_tensor &t, int64_t n, const char *what) {
   return AMPRT_OK;
 }
 
-amprt_status checkStepAndFlag(const amprt_tensor &step, const amprt_tensor &flag) {
-  if (step.dtype != AMPRT_I64 || numel(step) != 1 || flag.dtype != AMPRT_I1 || numel(flag) != 1)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec: the step must be i64 [] and found_inf i1 []");
-  return AMPRT_OK;
-}
 
 int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
   thread_local Decoded dd;
-  dd.opcode = 0;
-  dd.t.clear();
-  dd.attrs = nullptr;
-  dd.nattrs = 0;
   AMPRT_CHECK(decode(desc, bufs, dd));
   // The program's constants live in host memory: their device copies.
   for (size_t k = 0; k < dd.t.size(); ++k) {
@@ -2561,14 +2375,10 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
   case AMPRT_OP_NLL_LOSS_GRAD:
     return loss(d, dd, true);
   case AMPRT_OP_SGD_UPDATE: {
-    if (dd.nattrs < 6)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt sgd_update");
-    bool buf = a[5] != 0;
-    AMPRT_CHECK(need(dd, buf ? 7 : 5, 6, "sgd_update"));
-    size_t o = buf ? 3 : 2;
-    AMPRT_CHECK(checkStepAndFlag(t[o], t[o + 1]));
-    amprt_sgd_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
-                         (float)attrF(a, 3), (int32_t)a[4]};
+    amprt_sgd_config cfg{};
+    bool buf = false;
+    size_t o = 0;
+    AMPRT_CHECK(sgdAttrs(dd, cfg, buf, o));
     if (cfg.nesterov && (cfg.momentum <= 0.0f || cfg.dampening != 0.0f))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): nesterov needs momentum > 0 and dampening 0");
     if (cfg.momentum != 0.0f && !buf)
@@ -2589,10 +2399,8 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
                 "sgd_update");
   }
   case AMPRT_OP_ADAM_UPDATE: {
-    AMPRT_CHECK(need(dd, 9, 6, "adam_update"));
-    AMPRT_CHECK(checkStepAndFlag(t[4], t[5]));
-    amprt_adam_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
-                          (float)attrF(a, 3), (float)attrF(a, 4), (int32_t)a[5]};
+    amprt_adam_config cfg{};
+    AMPRT_CHECK(adamAttrs(dd, cfg));
     if (!(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f &&
           cfg.eps >= 0.0f) || cfg.decoupled < 0 || cfg.decoupled > 2)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): adam's hyper-parameters");
@@ -2621,17 +2429,9 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
   case AMPRT_OP_CLIP_GRAD_NORM:
     return clipGradNorm(d, dd);
   case AMPRT_OP_UPDATE_SCALE: {
-    AMPRT_CHECK(need(dd, 7, 6, "update_scale"));
-    for (int k : {1, 2, 5, 6})
-      if (t[k].dtype != AMPRT_I64 || numel(t[k]) != 1)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's trackers must be i64 []");
-    for (int k : {0, 4})
-      if (t[k].dtype != AMPRT_F32 || numel(t[k]) != 1)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's scale must be f32 []");
-    if (t[3].dtype != AMPRT_I1 || numel(t[3]) != 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's flag must be i1 []");
-    amprt_scaler_config cfg{(float)attrF(a, 0), (float)attrF(a, 1), (int32_t)a[2], (int32_t)a[3],
-                            (float)attrF(a, 4)};
+    amprt_scaler_config cfg{};
+    bool errorAtMin = true;
+    AMPRT_CHECK(updateScaleAttrs(dd, cfg, errorAtMin));
     if (!(cfg.growth_factor > 1.0f) || !(cfg.backoff_factor > 0.0f) || !(cfg.backoff_factor < 1.0f) ||
         cfg.growth_interval < 1)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
@@ -2643,18 +2443,17 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
                                     static_cast<const int64_t *>(t[2].data),
                                     static_cast<const uint8_t *>(t[3].data),
                                     static_cast<float *>(t[4].data), static_cast<int64_t *>(t[5].data),
-                                    static_cast<int64_t *>(t[6].data), d.err, a[5] != 0},
+                                    static_cast<int64_t *>(t[6].data), d.err, errorAtMin},
                 "update_scale");
   }
-  case AMPRT_OP_MICRO_STEP:
-    AMPRT_CHECK(need(dd, 3, 1, "micro_step"));
-    if (t[0].dtype != AMPRT_I64 || t[2].dtype != AMPRT_I64 || t[1].dtype != AMPRT_I1 ||
-        numel(t[0]) != 1 || numel(t[1]) != 1 || numel(t[2]) != 1 || a[0] < 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt micro_step");
+  case AMPRT_OP_MICRO_STEP: {
+    int64_t every = 1;
+    AMPRT_CHECK(microStepAttrs(dd, every));
     return each(&d, 1,
                 MicroStepF{static_cast<const int64_t *>(t[0].data), static_cast<uint8_t *>(t[1].data),
-                           static_cast<int64_t *>(t[2].data), a[0], d.err},
+                           static_cast<int64_t *>(t[2].data), every, d.err},
                 "micro_step");
+  }
   case AMPRT_OP_SLICE_GRAD: {
     AMPRT_CHECK(need(dd, 3, 0, "slice_grad"));
     const amprt_tensor &whole = t[2];

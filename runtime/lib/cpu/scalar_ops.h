@@ -1,0 +1,144 @@
+//===- scalar_ops.h - the element-wise ops on one value --------*- C++ -*-===//
+//
+// The definitions of the unary ops, their derivatives and the integer power,
+// shared by the CPU runtime (elementwise.cpp: the generic and f16 / bf16
+// paths) and the CUDA kernels (../cuda/exec.cu), so that both compute each
+// op with the same formula.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPRT_SCALAR_OPS_H
+#define AMPRT_SCALAR_OPS_H
+
+#include "amprt/amprt.h"
+#include "convert_bits.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace amprt::ops {
+
+constexpr float kSqrt1_2 = 0.70710678118654752440f;
+
+// Phi(x) = 0.5 * erfc(-x / sqrt 2): unlike 0.5 * (1 + erf(x / sqrt 2)) it
+// keeps its relative accuracy in the negative tail (no cancellation).
+AMPRT_HOST_DEVICE inline float normalCdf(float x) { return 0.5f * erfcf(-x * kSqrt1_2); }
+AMPRT_HOST_DEVICE inline float gelu(float x) { return x * normalCdf(x); }
+// 0.5 * (1 + tanh(u)) = 1 / (1 + exp(-2u)), again without cancellation.
+AMPRT_HOST_DEVICE inline float geluTanh(float x) {
+  const float k = 0.79788456080286535588f; // sqrt(2 / pi)
+  float u = k * (x + 0.044715f * x * x * x);
+  return x / (1.0f + expf(-2.0f * u));
+}
+AMPRT_HOST_DEVICE inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return x;
+  case AMPRT_UNARY_RELU: return x > 0.0f ? x : ((x != x) ? x : 0.0f);
+  case AMPRT_UNARY_SQRT: return sqrtf(x);
+  case AMPRT_UNARY_EXP: return expf(x);
+  case AMPRT_UNARY_LOG: return logf(x);
+  case AMPRT_UNARY_ERF: return erff(x);
+  case AMPRT_UNARY_TANH: return tanhf(x);
+  case AMPRT_UNARY_SIGMOID: return sigmoid(x);
+  case AMPRT_UNARY_GELU: return gelu(x);
+  case AMPRT_UNARY_GELU_TANH: return geluTanh(x);
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
+  }
+  return x;
+}
+
+AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha) {
+  switch (op) {
+  case AMPRT_UNARY_IDENTITY: return 1.0f;
+  case AMPRT_UNARY_RELU: return x > 0.0f ? 1.0f : 0.0f;
+  case AMPRT_UNARY_SQRT: return 0.5f / sqrtf(x);
+  case AMPRT_UNARY_EXP: return expf(x);
+  case AMPRT_UNARY_LOG: return 1.0f / x;
+  case AMPRT_UNARY_ERF: return 1.12837916709551257390f * expf(-x * x);
+  case AMPRT_UNARY_TANH: {
+    float t = tanhf(x);
+    return 1.0f - t * t;
+  }
+  case AMPRT_UNARY_SIGMOID: {
+    float s = sigmoid(x);
+    return s * (1.0f - s);
+  }
+  case AMPRT_UNARY_GELU: {
+    float cdf = normalCdf(x);
+    float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+  }
+  case AMPRT_UNARY_GELU_TANH: {
+    // 0.5 (1 + tanh u) = s = sigmoid(2u) and 1 - tanh(u)^2 = 4 s (1 - s),
+    // with 1 - s = sigmoid(-2u): no cancellation in either tail.
+    const float k = 0.79788456080286535588f;
+    float inner = k * (x + 0.044715f * x * x * x);
+    float sp = 1.0f / (1.0f + expf(-2.0f * inner));
+    float sm = 1.0f / (1.0f + expf(2.0f * inner));
+    float dinner = k * (1.0f + 3.0f * 0.044715f * x * x);
+    return sp + 2.0f * x * (sp * sm) * dinner;
+  }
+  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
+  }
+  return 1.0f;
+}
+
+AMPRT_HOST_DEVICE inline int64_t ipow(int64_t b, int64_t e) {
+  if (e < 0)
+    return b == 1 ? 1 : (b == -1 ? (e % 2 ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (e) {
+    if (e & 1)
+      r *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return r;
+}
+
+/// A binary op in f32 (MAX / MIN: a NaN in p wins).
+AMPRT_HOST_DEVICE inline float binaryF(int op, float p, float q) {
+  switch (op) {
+  case AMPRT_BINARY_ADD: return p + q;
+  case AMPRT_BINARY_SUB: return p - q;
+  case AMPRT_BINARY_MUL: return p * q;
+  case AMPRT_BINARY_DIV: return p / q;
+  case AMPRT_BINARY_POW: return powf(p, q);
+  case AMPRT_BINARY_MAX: return ((p != p) || p > q) ? p : q;
+  default: return ((p != p) || p < q) ? p : q;
+  }
+}
+
+/// A binary op in int64 (wrapping); an integer division by zero gives 0 and
+/// sets *divByZero.
+AMPRT_HOST_DEVICE inline int64_t binaryI(int op, int64_t p, int64_t q, bool *divByZero) {
+  switch (op) {
+  case AMPRT_BINARY_ADD: return (int64_t)((uint64_t)p + (uint64_t)q);
+  case AMPRT_BINARY_SUB: return (int64_t)((uint64_t)p - (uint64_t)q);
+  case AMPRT_BINARY_MUL: return (int64_t)((uint64_t)p * (uint64_t)q);
+  case AMPRT_BINARY_DIV:
+    if (q == 0) {
+      *divByZero = true;
+      return 0;
+    }
+    return (p == INT64_MIN && q == -1) ? p : p / q;
+  case AMPRT_BINARY_POW: return ipow(p, q);
+  case AMPRT_BINARY_MAX: return p > q ? p : q;
+  default: return p < q ? p : q;
+  }
+}
+
+/// A float to an integer: truncation toward zero; NaN gives 0, values out
+/// of range saturate (undefined in C).
+AMPRT_HOST_DEVICE inline int64_t floatToInt(float v) {
+  return (v != v)                     ? 0
+         : v >= 9.2233720368547758e18f ? INT64_MAX
+         : v <= -9.2233720368547758e18f ? INT64_MIN
+                                        : (int64_t)v;
+}
+
+} // namespace amprt::ops
+
+#endif // AMPRT_SCALAR_OPS_H
