@@ -14,6 +14,9 @@ weights per run:
     kernels sum in double in row order where the CPU uses vector partial
     sums, so roundings of half-precision intermediates may differ), and the
     loss-scale, found_inf and skipped-step sequences identical;
+  - a CNN of strided, dilated, grouped and padded convolutions, an average
+    pool with padding and a max pool with stride (--loss-fn cross_entropy):
+    every convolution's data and weight gradients on the device;
   - overflow: a loss scale of 2^24 that overflows fp16 gradients (skipped
     steps, backoff, growth every 2 steps): the same steps skipped, the same
     scales;
@@ -49,6 +52,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from amp_mlir import examples  # noqa: E402
 
 TOL = {"fp32": 1e-5, "fp16": 5e-4, "bf16": 2e-3}
+# The parameters' change over the run (device vs CPU, beyond two ulps of the
+# parameter, relative to the largest change): the gradients themselves, not
+# just the loss.
+UPDATE_TOL = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
 failures = []
 passes = 0
 
@@ -108,15 +115,39 @@ def compare(a, b, tol, what):
           f"scale / found_inf sequences {'identical' if seq else 'DIFFER'}; {skipped} skipped")
 
 
+def compare_updates(model_path, out_cpu, out_emu, tol, what):
+    init = {i.name: numpy_helper.to_array(i) for i in onnx.load(model_path).graph.initializer}
+    c, e = np.load(out_cpu), np.load(out_emu)
+    worst, n = 0.0, 0
+    for k in c.files:
+        name = k[4:] if k.startswith("new:") else None
+        if name not in init or init[name].dtype != np.float32:
+            continue
+        dc = c[k].astype(np.float64) - init[name]
+        de = e[k].astype(np.float64) - init[name]
+        scale = float(np.max(np.abs(dc)))
+        # Less two ulps of the f32 parameter: a gradient differing in its
+        # last bits may round the stored parameter the other way.
+        ulps = 2.0 * np.spacing(np.abs(c[k]).astype(np.float32)).astype(np.float64)
+        err = float(np.max(np.maximum(np.abs(de - dc) - ulps, 0.0))) / max(scale, 1e-30)
+        worst = max(worst, err if np.all(np.isfinite(de)) else np.inf)
+        n += 1
+    check(n > 0 and worst <= tol,
+          f"{what}: {n} parameters' updates, worst difference {worst:.1e} of the largest update "
+          f"(tolerance {tol:g})")
+
+
 def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag=""):
     path, data, _ = model_and_data(name, tmp, rng)
     prog = os.path.join(tmp, f"{name}.{precision}{tag}")
     run([compile_, path, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", "0.01",
          "--device", "cuda", *extra], False)
     mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
-    run([prog, "--data", data, "--steps", str(steps), "--metrics", mc, "--device", "cpu"], False)
-    run([prog, "--data", data, "--steps", str(steps), "--metrics", me], True)
-    return metrics(mc), metrics(me), prog, data
+    run([prog, "--data", data, "--steps", str(steps), "--metrics", mc, "--device", "cpu",
+         "--outputs", prog + ".cpu.npz"], False)
+    run([prog, "--data", data, "--steps", str(steps), "--metrics", me, "--outputs",
+         prog + ".emu.npz"], True)
+    return metrics(mc), metrics(me), prog, path
 
 
 def main():
@@ -130,8 +161,50 @@ def main():
         for name, steps in (("mlp", 12), ("transformer_block", 12), ("cnn", 4)):
             for precision in ("fp32", "fp16", "bf16"):
                 extra = ("--momentum", "0.9") if name == "mlp" else ()
-                c, e, _, _ = train_pair(a.compile, name, precision, tmp, rng, steps, extra)
+                c, e, prog, path = train_pair(a.compile, name, precision, tmp, rng, steps, extra)
                 compare(c, e, TOL[precision], f"{name} {precision}")
+                compare_updates(path, prog + ".cpu.npz", prog + ".emu.npz", UPDATE_TOL[precision],
+                                f"{name} {precision}")
+
+        # 1b. Convolutions and pools with strides, dilation, groups, padding.
+        from onnx import TensorProto, helper
+        w1 = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+        w2 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+        b2 = (rng.standard_normal(8) * 0.1).astype(np.float32)
+        fc = (rng.standard_normal((10, 8)) * 0.3).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], strides=[2, 2], pads=[1, 0, 2, 1]),
+                 helper.make_node("Relu", ["c1"], ["r1"]),
+                 helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=2, dilations=[2, 2],
+                                  pads=[2, 2, 2, 2], strides=[1, 2]),
+                 helper.make_node("Tanh", ["c2"], ["t2"]),
+                 helper.make_node("AveragePool", ["t2"], ["a2"], kernel_shape=[3, 3], strides=[2, 1],
+                                  pads=[1, 1, 1, 1], count_include_pad=1),
+                 helper.make_node("MaxPool", ["a2"], ["m2"], kernel_shape=[2, 2], strides=[2, 2],
+                                  pads=[0, 0, 1, 1]),
+                 helper.make_node("GlobalAveragePool", ["m2"], ["g2"]),
+                 helper.make_node("Flatten", ["g2"], ["f2"]),
+                 helper.make_node("Gemm", ["f2", "fc"], ["logits"], transB=1)]
+        gr = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 17, 15])],
+                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10])],
+                               [numpy_helper.from_array(v, k) for k, v in
+                                (("w1", w1), ("w2", w2), ("b2", b2), ("fc", fc))])
+        cpath = os.path.join(tmp, "convs.onnx")
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), cpath)
+        cdata = os.path.join(tmp, "convs.npz")
+        np.savez(cdata, x=rng.standard_normal((12, 3, 17, 15)).astype(np.float32),
+                 labels=rng.integers(0, 10, 12).astype(np.int64))
+        for precision in ("fp32", "fp16"):
+            prog = os.path.join(tmp, f"convs.{precision}")
+            run([a.compile, cpath, "-o", prog, "--precision", precision, "--optimizer", "sgd",
+                 "--lr", "0.05", "--loss-fn", "cross_entropy", "--device", "cuda"], False)
+            mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
+            run([prog, "--data", cdata, "--steps", "6", "--metrics", mc, "--device", "cpu",
+                 "--outputs", prog + ".cpu.npz"], False)
+            run([prog, "--data", cdata, "--steps", "6", "--metrics", me, "--outputs",
+                 prog + ".emu.npz"], True)
+            what = f"strided / dilated / grouped convolutions and padded pools {precision}"
+            compare(metrics(mc), metrics(me), TOL[precision], what)
+            compare_updates(cpath, prog + ".cpu.npz", prog + ".emu.npz", UPDATE_TOL[precision], what)
 
         # 2. Overflow: skipped steps, backoff and growth decided on the device.
         c, e, _, _ = train_pair(a.compile, "mlp", "fp16", tmp, rng, 30,
@@ -174,7 +247,8 @@ def main():
               f"relative difference {worst:.2e} (tolerance 5e-3)")
 
         # 5. The runner's device path: sync blocks, checkpoint and resume.
-        _, _, prog, data = train_pair(a.compile, "mlp", "fp16", tmp, rng, 2, (), ".run")
+        _, _, prog, _ = train_pair(a.compile, "mlp", "fp16", tmp, rng, 2, (), ".run")
+        data = os.path.join(tmp, "mlp.npz")
         m1, m5 = prog + ".s1.jsonl", prog + ".s5.jsonl"
         run([prog, "--data", data, "--steps", "20", "--metrics", m1, "--sync-every", "1"], True)
         run([prog, "--data", data, "--steps", "20", "--metrics", m5, "--sync-every", "5"], True)

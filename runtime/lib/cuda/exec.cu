@@ -944,6 +944,56 @@ struct Geom {
   HD int64_t kPlane() const { return k[0] * k[1] * k[2]; }
 };
 
+/// Output position `op` (flat in the output plane) -> its three indices.
+HD inline void outIndex(const Geom &gm, int64_t op, int64_t *o) {
+  o[2] = op % gm.out[2];
+  o[1] = (op / gm.out[2]) % gm.out[1];
+  o[0] = op / (gm.out[2] * gm.out[1]);
+}
+
+/// f(window index, input index) for the window positions of output o that
+/// lie inside the input (flat indices in the kernel's and the input's plane),
+/// in row-major window order.
+template <class F> HD inline void forWindow(const Geom &gm, const int64_t *o, F f) {
+  for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
+    int64_t i0 = o[0] * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
+    if (i0 < 0 || i0 >= gm.in[0])
+      continue;
+    for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
+      int64_t i1 = o[1] * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
+      if (i1 < 0 || i1 >= gm.in[1])
+        continue;
+      for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+        int64_t i2 = o[2] * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
+        if (i2 >= 0 && i2 < gm.in[2])
+          f((k0 * gm.k[1] + k1) * gm.k[2] + k2, (i0 * gm.in[1] + i1) * gm.in[2] + i2);
+      }
+    }
+  }
+}
+
+/// f(window index, output index) for the outputs whose window puts window
+/// position k on input position i: o * s - pb + k * d == i.
+template <class F> HD inline void forWindowsOf(const Geom &gm, const int64_t *i, F f) {
+  int64_t t[3];
+  for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
+    t[0] = i[0] + gm.pb[0] - k0 * gm.d[0];
+    if (t[0] < 0 || t[0] % gm.s[0] || t[0] / gm.s[0] >= gm.out[0])
+      continue;
+    for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
+      t[1] = i[1] + gm.pb[1] - k1 * gm.d[1];
+      if (t[1] < 0 || t[1] % gm.s[1] || t[1] / gm.s[1] >= gm.out[1])
+        continue;
+      for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
+        t[2] = i[2] + gm.pb[2] - k2 * gm.d[2];
+        if (t[2] >= 0 && t[2] % gm.s[2] == 0 && t[2] / gm.s[2] < gm.out[2])
+          f((k0 * gm.k[1] + k1) * gm.k[2] + k2,
+            ((t[0] / gm.s[0]) * gm.out[1] + t[1] / gm.s[1]) * gm.out[2] + t[2] / gm.s[2]);
+      }
+    }
+  }
+}
+
 /// y[n, m, o] = bias[m] + sum over the group's channels and the window of
 /// x * w (double accumulation), ReLU (NaN kept) on request.
 struct ConvF {
@@ -951,40 +1001,27 @@ struct ConvF {
   const void *x, *w, *bias;
   void *y;
   int32_t xt, wt, bt, yt, relu;
-  HD void operator()(int64_t o) const {
-    int64_t op = o % gm.outPlane(), m = (o / gm.outPlane()) % gm.m, n = o / (gm.outPlane() * gm.m);
-    int64_t o2 = op % gm.out[2], o1 = (op / gm.out[2]) % gm.out[1], o0 = op / (gm.out[2] * gm.out[1]);
+  HD void operator()(int64_t e) const {
+    int64_t op = e % gm.outPlane(), m = (e / gm.outPlane()) % gm.m, n = e / (gm.outPlane() * gm.m);
+    int64_t o[3];
+    outIndex(gm, op, o);
     int64_t cpg = gm.c / gm.g, grp = m / (gm.m / gm.g);
     double acc = bias ? (double)ldF(bias, bt, m) : 0.0;
     for (int64_t ci = 0; ci < cpg; ++ci) {
       int64_t xb = (n * gm.c + grp * cpg + ci) * gm.inPlane(), wb = (m * cpg + ci) * gm.kPlane();
-      for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
-        int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
-        if (i0 < 0 || i0 >= gm.in[0])
-          continue;
-        for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
-          int64_t i1 = o1 * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
-          if (i1 < 0 || i1 >= gm.in[1])
-            continue;
-          for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
-            int64_t i2 = o2 * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
-            if (i2 < 0 || i2 >= gm.in[2])
-              continue;
-            acc += (double)ldF(x, xt, xb + (i0 * gm.in[1] + i1) * gm.in[2] + i2) *
-                   (double)ldF(w, wt, wb + (k0 * gm.k[1] + k1) * gm.k[2] + k2);
-          }
-        }
-      }
+      forWindow(gm, o, [&](int64_t kp, int64_t ip) {
+        acc += (double)ldF(x, xt, xb + ip) * (double)ldF(w, wt, wb + kp);
+      });
     }
     float v = (float)acc;
     if (relu && !(v > 0.0f) && !isNaN(v))
       v = 0.0f;
-    stF(y, yt, o, v);
+    stF(y, yt, e, v);
   }
 };
 
-/// The window offsets k (per dim) that put output position o on input
-/// position i: o * s - pb + k * d == i.
+/// dx[n, c, i] = sum over the outputs whose window holds i and the group's
+/// filters of dy * w.
 struct ConvDxF {
   Geom gm;
   const void *dy, *w;
@@ -992,66 +1029,50 @@ struct ConvDxF {
   int32_t dyt, wt, dxt;
   HD void operator()(int64_t e) const {
     int64_t ip = e % gm.inPlane(), c = (e / gm.inPlane()) % gm.c, n = e / (gm.inPlane() * gm.c);
-    int64_t i2 = ip % gm.in[2], i1 = (ip / gm.in[2]) % gm.in[1], i0 = ip / (gm.in[2] * gm.in[1]);
+    int64_t i[3] = {ip / (gm.in[2] * gm.in[1]), (ip / gm.in[2]) % gm.in[1], ip % gm.in[2]};
     int64_t cpg = gm.c / gm.g, mpg = gm.m / gm.g, grp = c / cpg, ci = c % cpg;
     double acc = 0.0;
-    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
-      int64_t t0 = i0 + gm.pb[0] - k0 * gm.d[0];
-      if (t0 < 0 || t0 % gm.s[0] || t0 / gm.s[0] >= gm.out[0])
-        continue;
-      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
-        int64_t t1 = i1 + gm.pb[1] - k1 * gm.d[1];
-        if (t1 < 0 || t1 % gm.s[1] || t1 / gm.s[1] >= gm.out[1])
-          continue;
-        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
-          int64_t t2 = i2 + gm.pb[2] - k2 * gm.d[2];
-          if (t2 < 0 || t2 % gm.s[2] || t2 / gm.s[2] >= gm.out[2])
-            continue;
-          int64_t opos = ((t0 / gm.s[0]) * gm.out[1] + t1 / gm.s[1]) * gm.out[2] + t2 / gm.s[2];
-          int64_t kpos = (k0 * gm.k[1] + k1) * gm.k[2] + k2;
-          for (int64_t mm = 0; mm < mpg; ++mm) {
-            int64_t m = grp * mpg + mm;
-            acc += (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + opos) *
-                   (double)ldF(w, wt, (m * cpg + ci) * gm.kPlane() + kpos);
-          }
-        }
+    forWindowsOf(gm, i, [&](int64_t kp, int64_t opos) {
+      for (int64_t mm = 0; mm < mpg; ++mm) {
+        int64_t m = grp * mpg + mm;
+        acc += (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + opos) *
+               (double)ldF(w, wt, (m * cpg + ci) * gm.kPlane() + kp);
       }
-    }
+    });
     stF(dx, dxt, e, (float)acc);
   }
 };
 
+/// dw[m, ci, k] = sum over the batch and the outputs of x * dy: per weight,
+/// or per weight and batch item into partial (SumPartsF adds them).
 struct ConvDwF {
   Geom gm;
   const void *x, *dy;
   void *dw;
   int32_t xt, dyt, dwt;
-  double *partial; // non-null: index = e * n + batch item, its sum (ConvDwFinishF)
+  double *partial; // non-null: index = e * n + batch item
   HD void operator()(int64_t idx) const {
     int64_t e = partial ? idx / gm.n : idx;
     int64_t n0 = partial ? idx % gm.n : 0, n1 = partial ? n0 + 1 : gm.n;
     int64_t cpg = gm.c / gm.g, kp = e % gm.kPlane(), ci = (e / gm.kPlane()) % cpg,
             m = e / (gm.kPlane() * cpg);
-    int64_t k2 = kp % gm.k[2], k1 = (kp / gm.k[2]) % gm.k[1], k0 = kp / (gm.k[2] * gm.k[1]);
     int64_t c = (m / (gm.m / gm.g)) * cpg + ci;
     double acc = 0.0;
     for (int64_t n = n0; n < n1; ++n)
-      for (int64_t o0 = 0; o0 < gm.out[0]; ++o0) {
-        int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
-        if (i0 < 0 || i0 >= gm.in[0])
-          continue;
-        for (int64_t o1 = 0; o1 < gm.out[1]; ++o1) {
-          int64_t i1 = o1 * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
-          if (i1 < 0 || i1 >= gm.in[1])
-            continue;
-          for (int64_t o2 = 0; o2 < gm.out[2]; ++o2) {
-            int64_t i2 = o2 * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
-            if (i2 < 0 || i2 >= gm.in[2])
-              continue;
-            acc += (double)ldF(x, xt, (n * gm.c + c) * gm.inPlane() + (i0 * gm.in[1] + i1) * gm.in[2] + i2) *
-                   (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + (o0 * gm.out[1] + o1) * gm.out[2] + o2);
-          }
+      for (int64_t op = 0; op < gm.outPlane(); ++op) {
+        int64_t o[3];
+        outIndex(gm, op, o);
+        // The one window position kp of output o, if inside.
+        int64_t k[3] = {kp / (gm.k[2] * gm.k[1]), (kp / gm.k[2]) % gm.k[1], kp % gm.k[2]}, in = 0;
+        bool inside = true;
+        for (int dd = 0; dd < 3 && inside; ++dd) {
+          int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k[dd] * gm.d[dd];
+          inside = i >= 0 && i < gm.in[dd];
+          in = in * gm.in[dd] + i;
         }
+        if (inside)
+          acc += (double)ldF(x, xt, (n * gm.c + c) * gm.inPlane() + in) *
+                 (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + op);
       }
     if (partial)
       partial[idx] = acc;
@@ -1101,29 +1122,20 @@ struct MaxPoolF {
   int64_t *indices;
   int32_t xt, yt, storageOrder;
   HD void operator()(int64_t o) const {
-    int64_t op = o % gm.outPlane(), nc = o / gm.outPlane();
-    int64_t o2 = op % gm.out[2], o1 = (op / gm.out[2]) % gm.out[1], o0 = op / (gm.out[2] * gm.out[1]);
+    int64_t op = o % gm.outPlane(), nc = o / gm.outPlane(), oi[3];
+    outIndex(gm, op, oi);
     float best = -INFINITY;
     int64_t arg = -1;
-    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
-      int64_t i0 = o0 * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
-      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
-        int64_t i1 = o1 * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
-        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
-          int64_t i2 = o2 * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
-          if (i0 < 0 || i0 >= gm.in[0] || i1 < 0 || i1 >= gm.in[1] || i2 < 0 || i2 >= gm.in[2])
-            continue;
-          int64_t i = nc * gm.inPlane() + (i0 * gm.in[1] + i1) * gm.in[2] + i2;
-          float v = ldF(x, xt, i);
-          if (arg >= 0 && isNaN(best))
-            continue;
-          if (isNaN(v) || arg < 0 || v > best) {
-            best = v;
-            arg = i;
-          }
-        }
+    forWindow(gm, oi, [&](int64_t, int64_t ip) {
+      int64_t i = nc * gm.inPlane() + ip;
+      float v = ldF(x, xt, i);
+      if (arg >= 0 && isNaN(best))
+        return;
+      if (isNaN(v) || arg < 0 || v > best) {
+        best = v;
+        arg = i;
       }
-    }
+    });
     if (floatType(yt))
       stF(y, yt, o, best);
     else
@@ -1161,18 +1173,10 @@ struct AvgPoolF {
   void *y;
   int32_t xt, yt, includePad;
   HD void operator()(int64_t o) const {
-    int64_t op = o % gm.outPlane(), nc = o / gm.outPlane();
-    int64_t oo[3] = {op / (gm.out[2] * gm.out[1]), (op / gm.out[2]) % gm.out[1], op % gm.out[2]};
+    int64_t op = o % gm.outPlane(), nc = o / gm.outPlane(), oo[3];
+    outIndex(gm, op, oo);
     double sum = 0.0;
-    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0)
-      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1)
-        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
-          int64_t i0 = oo[0] * gm.s[0] - gm.pb[0] + k0 * gm.d[0];
-          int64_t i1 = oo[1] * gm.s[1] - gm.pb[1] + k1 * gm.d[1];
-          int64_t i2 = oo[2] * gm.s[2] - gm.pb[2] + k2 * gm.d[2];
-          if (i0 >= 0 && i0 < gm.in[0] && i1 >= 0 && i1 < gm.in[1] && i2 >= 0 && i2 < gm.in[2])
-            sum += ldF(x, xt, nc * gm.inPlane() + (i0 * gm.in[1] + i1) * gm.in[2] + i2);
-        }
+    forWindow(gm, oo, [&](int64_t, int64_t ip) { sum += ldF(x, xt, nc * gm.inPlane() + ip); });
     int64_t count = windowCount(gm, oo, includePad);
     stF(y, yt, o, count ? (float)(sum / (double)count) : 0.0f);
   }
@@ -1187,26 +1191,13 @@ struct AvgPoolGradF {
     int64_t ip = e % gm.inPlane(), nc = e / gm.inPlane();
     int64_t ii[3] = {ip / (gm.in[2] * gm.in[1]), (ip / gm.in[2]) % gm.in[1], ip % gm.in[2]};
     double acc = 0.0;
-    for (int64_t k0 = 0; k0 < gm.k[0]; ++k0) {
-      int64_t t0 = ii[0] + gm.pb[0] - k0 * gm.d[0];
-      if (t0 < 0 || t0 % gm.s[0] || t0 / gm.s[0] >= gm.out[0])
-        continue;
-      for (int64_t k1 = 0; k1 < gm.k[1]; ++k1) {
-        int64_t t1 = ii[1] + gm.pb[1] - k1 * gm.d[1];
-        if (t1 < 0 || t1 % gm.s[1] || t1 / gm.s[1] >= gm.out[1])
-          continue;
-        for (int64_t k2 = 0; k2 < gm.k[2]; ++k2) {
-          int64_t t2 = ii[2] + gm.pb[2] - k2 * gm.d[2];
-          if (t2 < 0 || t2 % gm.s[2] || t2 / gm.s[2] >= gm.out[2])
-            continue;
-          int64_t oo[3] = {t0 / gm.s[0], t1 / gm.s[1], t2 / gm.s[2]};
-          int64_t count = windowCount(gm, oo, includePad);
-          if (count)
-            acc += (double)ldF(dy, dyt, nc * gm.outPlane() + (oo[0] * gm.out[1] + oo[1]) * gm.out[2] + oo[2]) /
-                   (double)count;
-        }
-      }
-    }
+    forWindowsOf(gm, ii, [&](int64_t, int64_t opos) {
+      int64_t oo[3];
+      outIndex(gm, opos, oo);
+      int64_t count = windowCount(gm, oo, includePad);
+      if (count)
+        acc += (double)ldF(dy, dyt, nc * gm.outPlane() + opos) / (double)count;
+    });
     stF(dx, dxt, e, (float)acc);
   }
 };
