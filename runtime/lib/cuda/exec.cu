@@ -2153,7 +2153,9 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       if (d.emulate) {
         std::memcpy(copy, base, bytes);
       } else {
-        CUDA_CHECK(cudaMemcpy(copy, base, bytes, cudaMemcpyHostToDevice), "a constant's copy");
+        // On the context's stream: ordered before the kernels that read it.
+        CUDA_CHECK(cudaMemcpyAsync(copy, base, bytes, cudaMemcpyHostToDevice, d.stream),
+                   "a constant's copy");
       }
       c = {copy, bytes}; // the smaller copy, if any, stays (a kernel may still read it)
     }
@@ -2514,7 +2516,8 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   d->err = static_cast<DeviceError *>(err);
   if (d->emulate)
     std::memset(err, 0, sizeof(DeviceError));
-  else if ((s = cudaFail(cudaMemset(err, 0, sizeof(DeviceError)), "cudaMemset")) != AMPRT_OK)
+  else if ((s = cudaFail(cudaMemsetAsync(err, 0, sizeof(DeviceError), d->stream),
+                         "cudaMemsetAsync")) != AMPRT_OK)
     return cleanup(s);
   ctx->impl = d;
   return AMPRT_OK;
@@ -2663,9 +2666,11 @@ amprt_status sync(amprt_context *ctx) {
     std::memset(d.err, 0, sizeof e);
   } else {
     CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
-    CUDA_CHECK(cudaMemcpy(&e, d.err, sizeof e, cudaMemcpyDeviceToHost), "reading the device's errors");
+    CUDA_CHECK(cudaMemcpyAsync(&e, d.err, sizeof e, cudaMemcpyDeviceToHost, d.stream),
+               "reading the device's errors");
+    CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
     if (e.kind != ERR_NONE)
-      CUDA_CHECK(cudaMemset(d.err, 0, sizeof e), "cudaMemset");
+      CUDA_CHECK(cudaMemsetAsync(d.err, 0, sizeof e, d.stream), "cudaMemsetAsync"); // in order
   }
   switch (e.kind) {
   case ERR_NONE: return AMPRT_OK;
