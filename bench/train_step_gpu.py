@@ -141,17 +141,19 @@ def torch_time(name, bundle, precision, steps, compiled, device):
             times.append(e0.elapsed_time(e1) / 1e3 / (steps // 3))
         else:
             times.append((time.perf_counter() - t0) / (steps // 3))
-    if not np.isfinite(float(loss)):
-        raise SystemExit(f"PyTorch's {name} {precision} loss is {float(loss)}")
+    if not np.isfinite(float(loss.detach())):
+X
     return float(np.median(times))
 
 
-def bench(bundle, env, out, steps, compile_models, device, budget):
+def bench(bundle, env, out, steps, compile_models, device, budget, models):
     index = json.load(open(os.path.join(bundle, "index.json")))
     rows = []
     start = time.time()
     for item in index["programs"]:
         name, precision = item["model"], item["precision"]
+        if models and name not in models:
+            continue
         m = os.path.join(out, f"{name}.{precision}.bench.jsonl")
         p, r = run_ours(bundle, name, precision, steps + 50, m, env, ("--sync-every", "50"))
         if p.returncode != 0:
@@ -199,6 +201,7 @@ def main():
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--compile-models", default="transformer_large")
     ap.add_argument("--out", default="/tmp/amp-gpu-out")
+    ap.add_argument("--models", default="", help="bench only these (comma-separated; default all)")
     ap.add_argument("--budget-s", type=float, default=300,
                     help="no new torch.compile run after this many seconds of the bench")
     ap.add_argument("--torch-device", default="cuda",
@@ -211,7 +214,8 @@ def main():
         env["AMPRT_CUDA_EMULATE"] = "1"
     bad = check(a.bundle, env, a.out) if a.check else 0
     if a.bench:
-        bench(a.bundle, env, a.out, a.steps, a.compile_models.split(","), a.torch_device, a.budget_s)
+        bench(a.bundle, env, a.out, a.steps, a.compile_models.split(","), a.torch_device, a.budget_s,
+              [m for m in a.models.split(",") if m])
     return 1 if bad else 0
 
 
