@@ -142,7 +142,7 @@ def torch_time(name, bundle, precision, steps, compiled, device):
         else:
             times.append((time.perf_counter() - t0) / (steps // 3))
     if not np.isfinite(float(loss.detach())):
-X
+        raise SystemExit(f"PyTorch's {name} {precision} loss is {float(loss.detach())}")
     return float(np.median(times))
 
 
