@@ -22,7 +22,8 @@
 //   amp-compile artifacts/ -o train --lr 0.01   (training_model.onnx, checkpoint,
 //                                               optimizer_model.onnx)
 //
-// --device cuda links the CUDA runtime too (libamprt_cuda, cuBLASLt): the
+// --device cuda links the CUDA runtime too (libamprt_cuda, cudart; cuBLASLt
+// is opened when a CUDA device is used): the
 // program then runs on the GPU by default (--device cpu still runs it on the
 // CPU); the weights file records the device (amp.device).
 //
@@ -524,8 +525,8 @@ int main(int argc, char **argv) {
 #ifdef AMP_CUDA_LIB_DIR
   if (deviceName == "cuda")
     for (llvm::StringRef a : {llvm::StringRef(cudaL), llvm::StringRef(cudaRpath),
-                              llvm::StringRef("-lcudart_static"), llvm::StringRef("-lcublasLt"),
-                              llvm::StringRef("-ldl"), llvm::StringRef("-lrt")})
+                              llvm::StringRef("-lcudart_static"), llvm::StringRef("-ldl"),
+                              llvm::StringRef("-lrt")})
       args.push_back(a);
 #endif
   args.push_back("-o");

@@ -27,6 +27,9 @@
 #include "../cpu/scalar_ops.h"
 
 #include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <mutex>
 
 #include <algorithm>
 #include <cstdio>
@@ -83,6 +86,60 @@ struct Dev {
   };
   std::map<std::vector<int64_t>, LtPlan> plans;
 };
+
+
+/// cuBLASLt, opened at run time (dlopen) by the first context on a real
+/// device: a program built with the CUDA backend starts, and runs with
+/// --device cpu or emulated, on a machine without the CUDA libraries.
+struct LtApi {
+#define AMP_LT_FN(f) decltype(&::f) f = nullptr;
+  AMP_LT_FN(cublasLtCreate) AMP_LT_FN(cublasLtDestroy) AMP_LT_FN(cublasLtMatmul)
+  AMP_LT_FN(cublasLtMatmulAlgoGetHeuristic) AMP_LT_FN(cublasLtMatmulDescCreate)
+  AMP_LT_FN(cublasLtMatmulDescDestroy) AMP_LT_FN(cublasLtMatmulDescSetAttribute)
+  AMP_LT_FN(cublasLtMatmulPreferenceCreate) AMP_LT_FN(cublasLtMatmulPreferenceDestroy)
+  AMP_LT_FN(cublasLtMatmulPreferenceSetAttribute) AMP_LT_FN(cublasLtMatrixLayoutCreate)
+  AMP_LT_FN(cublasLtMatrixLayoutDestroy) AMP_LT_FN(cublasLtMatrixLayoutSetAttribute)
+#undef AMP_LT_FN
+  bool loaded = false;
+} ltApi;
+
+/// Loads cuBLASLt once: the library of this toolkit's major version, from
+/// the loader's path (LD_LIBRARY_PATH, the program's run path) or the
+/// toolkit's folder.
+amprt_status loadCublasLt() {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (ltApi.loaded)
+    return AMPRT_OK;
+  std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), why;
+  void *h = nullptr;
+  for (std::string path : {name,
+#ifdef AMPRT_CUDA_LIB_DIR
+                           std::string(AMPRT_CUDA_LIB_DIR) + "/" + name,
+#endif
+                           "/usr/local/cuda/lib64/" + name}) {
+    if ((h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)))
+      break;
+    const char *e = dlerror();
+    if (why.empty() && e)
+      why = e;
+  }
+  if (!h)
+    return fail(AMPRT_ERR_DEVICE, "cuBLASLt (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(),
+                why.c_str());
+#define AMP_LT_LOAD(f)                                                         \
+  if (!(ltApi.f = reinterpret_cast<decltype(ltApi.f)>(dlsym(h, #f))))        \
+    return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
+  AMP_LT_LOAD(cublasLtCreate) AMP_LT_LOAD(cublasLtDestroy) AMP_LT_LOAD(cublasLtMatmul)
+  AMP_LT_LOAD(cublasLtMatmulAlgoGetHeuristic) AMP_LT_LOAD(cublasLtMatmulDescCreate)
+  AMP_LT_LOAD(cublasLtMatmulDescDestroy) AMP_LT_LOAD(cublasLtMatmulDescSetAttribute)
+  AMP_LT_LOAD(cublasLtMatmulPreferenceCreate) AMP_LT_LOAD(cublasLtMatmulPreferenceDestroy)
+  AMP_LT_LOAD(cublasLtMatmulPreferenceSetAttribute) AMP_LT_LOAD(cublasLtMatrixLayoutCreate)
+  AMP_LT_LOAD(cublasLtMatrixLayoutDestroy) AMP_LT_LOAD(cublasLtMatrixLayoutSetAttribute)
+#undef AMP_LT_LOAD
+  ltApi.loaded = true;
+  return AMPRT_OK;
+}
 
 bool emulated(const Dev &dev) { return dev.emulate; }
 cudaStream_t streamOf(const Dev &dev) { return dev.stream; }
@@ -1689,39 +1746,39 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   if (it == d.plans.end()) {
     Dev::LtPlan p;
     const char *w = "cuBLASLt matmul setup";
-    LT_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), w);
+    LT_CHECK(ltApi.cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), w);
     cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), w);
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), w);
+    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), w);
+    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), w);
     if (bias) {
       cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-      LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), w);
+      LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), w);
     }
     // Lt's A is our B, its B our A.
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k, tb ? k : n), w);
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m, ta ? m : k), w);
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p.c, cudaType(yType), n, m, n), w);
+    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k, tb ? k : n), w);
+    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m, ta ? m : k), w);
+    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.c, cudaType(yType), n, m, n), w);
     if (batch > 1) {
       int32_t bc = (int32_t)batch;
       for (auto [lay, stride] : {std::make_pair(p.a, sB), std::make_pair(p.b, sA), std::make_pair(p.c, sY)}) {
-        LT_CHECK(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), w);
-        LT_CHECK(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), w);
+        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
                                                   sizeof stride), w);
       }
     }
     cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), w);
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+    LT_CHECK(ltApi.cublasLtMatmulPreferenceCreate(&pref), w);
+    LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &d.ltWorkBytes, sizeof d.ltWorkBytes), w);
     for (auto [attr, al] : {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alC),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alC)})
-      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al), w);
+      LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al), w);
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublasStatus_t st = ltApi.cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
+    ltApi.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return fail(AMPRT_ERR_UNSUPPORTED,
                   "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s -> %s)",
@@ -1732,10 +1789,10 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   }
   Dev::LtPlan &p = it->second;
   if (bias)
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
              "cuBLASLt bias");
   float beta = 0.0f;
-  LT_CHECK(cublasLtMatmul(d.lt, p.op, &alpha, B, p.a, A, p.b, &beta, Y, p.c, Y, p.c, &p.algo,
+  LT_CHECK(ltApi.cublasLtMatmul(d.lt, p.op, &alpha, B, p.a, A, p.b, &beta, Y, p.c, Y, p.c, &p.algo,
                           d.ltWork, d.ltWorkBytes, d.stream),
            "cublasLtMatmul");
   return AMPRT_OK;
@@ -2501,7 +2558,9 @@ amprt_status open(amprt_context *ctx, int32_t device) {
     amprt_status s = cudaFail(cudaSetDevice(device), "cudaSetDevice");
     if (s == AMPRT_OK)
       s = cudaFail(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    if (s == AMPRT_OK && cublasLtCreate(&d->lt) != CUBLAS_STATUS_SUCCESS)
+    if (s == AMPRT_OK)
+      s = loadCublasLt();
+    if (s == AMPRT_OK && ltApi.cublasLtCreate(&d->lt) != CUBLAS_STATUS_SUCCESS)
       s = fail(AMPRT_ERR_DEVICE, "amprt_context_create: cuBLASLt did not start");
     d->ltWorkBytes = (size_t)32 << 20;
     if (s == AMPRT_OK)
@@ -2530,10 +2589,10 @@ void close(amprt_context *ctx) {
   if (!d->emulate)
     cudaStreamSynchronize(d->stream);
   for (auto &[k, p] : d->plans) {
-    cublasLtMatmulDescDestroy(p.op);
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
+    ltApi.cublasLtMatmulDescDestroy(p.op);
+    ltApi.cublasLtMatrixLayoutDestroy(p.a);
+    ltApi.cublasLtMatrixLayoutDestroy(p.b);
+    ltApi.cublasLtMatrixLayoutDestroy(p.c);
   }
   for (auto &[k, c] : d->constants)
     rawFree(*d, c.first);
@@ -2544,7 +2603,7 @@ void close(amprt_context *ctx) {
   rawFree(*d, d->err);
   rawFree(*d, d->ltWork);
   if (d->lt)
-    cublasLtDestroy(d->lt);
+    ltApi.cublasLtDestroy(d->lt);
   if (d->stream)
     cudaStreamDestroy(d->stream);
   delete d;
