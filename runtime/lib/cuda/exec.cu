@@ -2018,6 +2018,28 @@ amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
               "loss gradient");
 }
 
+/// A layer norm's x [rows, cols] split at `axis` (x and `other`, y or dy,
+/// contiguous of one shape) and its parameter `p` seen over the trailing
+/// dims (broadcast).
+amprt_status layerNormShape(const amprt_tensor &x, const amprt_tensor &other, int32_t axis,
+                            const amprt_tensor &p, const char *what, int64_t &rows,
+                            int64_t &cols, View &pv) {
+  if (axis < 0 || axis >= x.rank || !sameShape(x, other) || !amprt_tensor_is_contiguous(&x) ||
+      !amprt_tensor_is_contiguous(&other))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec (cuda): %s: x %s must be contiguous, of the other operand's shape, "
+                "axis %d in range",
+                what, shapeString(&x).c_str(), axis);
+  rows = cols = 1;
+  for (int32_t i = 0; i < x.rank; ++i)
+    (i < axis ? rows : cols) *= x.shape[i];
+  amprt_tensor trail = x;
+  trail.rank = x.rank - axis;
+  for (int32_t i = 0; i < trail.rank; ++i)
+    trail.shape[i] = x.shape[axis + i];
+  return broadcastView(p, trail, what, pv);
+}
+
 amprt_status layerNorm(Dev &d, const Decoded &dd) {
   const int64_t *a = dd.attrs;
   const auto &t = dd.t;
@@ -2027,23 +2049,11 @@ amprt_status layerNorm(Dev &d, const Decoded &dd) {
   AMPRT_CHECK(need(dd, hasBias ? 6 : 5, 3, "layer_norm"));
   size_t o = hasBias ? 3 : 2;
   const amprt_tensor &x = t[0], &y = t[o], &mean = t[o + 1], &inv = t[o + 2];
-  int32_t axis = (int32_t)a[0];
-  if (axis < 0 || axis >= x.rank || !sameShape(x, y))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm shapes");
-  AMPRT_CHECK(checkContiguous(x, -1, "layer_norm's x"));
-  AMPRT_CHECK(checkContiguous(y, -1, "layer_norm's y"));
-  int64_t rows = 1, cols = 1;
-  for (int32_t i = 0; i < x.rank; ++i)
-    (i < axis ? rows : cols) *= x.shape[i];
-  // scale / bias broadcast to the trailing shape.
-  amprt_tensor trail = x;
-  trail.rank = x.rank - axis;
-  for (int32_t i = 0; i < trail.rank; ++i)
-    trail.shape[i] = x.shape[axis + i];
+  int64_t rows, cols;
   View sv, bv{};
-  AMPRT_CHECK(broadcastView(t[1], trail, "amprt_exec (cuda): layer_norm scale", sv));
+  AMPRT_CHECK(layerNormShape(x, y, (int32_t)a[0], t[1], "layer_norm (scale)", rows, cols, sv));
   if (hasBias)
-    AMPRT_CHECK(broadcastView(t[2], trail, "amprt_exec (cuda): layer_norm bias", bv));
+    AMPRT_CHECK(layerNormShape(x, y, (int32_t)a[0], t[2], "layer_norm (bias)", rows, cols, bv));
   for (const amprt_tensor *st : {&mean, &inv})
     if (st->data && (st->dtype != AMPRT_F32 || numel(*st) != rows))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm statistics");
@@ -2058,22 +2068,11 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
   const int64_t *a = dd.attrs;
   const auto &t = dd.t;
   const amprt_tensor &x = t[0], &scale = t[1], &mean = t[2], &inv = t[3], &dy = t[4];
-  int32_t axis = (int32_t)a[0];
-  if (axis < 0 || axis >= x.rank || !sameShape(x, dy))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad shapes");
-  AMPRT_CHECK(checkContiguous(x, -1, "layer_norm_grad's x"));
-  AMPRT_CHECK(checkContiguous(dy, -1, "layer_norm_grad's dy"));
-  int64_t rows = 1, cols = 1;
-  for (int32_t i = 0; i < x.rank; ++i)
-    (i < axis ? rows : cols) *= x.shape[i];
+  int64_t rows, cols;
+  View sv;
+  AMPRT_CHECK(layerNormShape(x, dy, (int32_t)a[0], scale, "layer_norm_grad", rows, cols, sv));
   if (mean.dtype != AMPRT_F32 || inv.dtype != AMPRT_F32 || numel(mean) != rows || numel(inv) != rows)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad statistics");
-  amprt_tensor trail = x;
-  trail.rank = x.rank - axis;
-  for (int32_t i = 0; i < trail.rank; ++i)
-    trail.shape[i] = x.shape[axis + i];
-  View sv;
-  AMPRT_CHECK(broadcastView(scale, trail, "amprt_exec (cuda): layer_norm_grad scale", sv));
   const float *mp = static_cast<const float *>(mean.data), *ip = static_cast<const float *>(inv.data);
   if (a[1])
     AMPRT_CHECK(each(&d, rows, LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
