@@ -91,14 +91,15 @@ struct Dev {
 /// cuBLASLt, opened at run time (dlopen) by the first context on a real
 /// device: a program built with the CUDA backend starts, and runs with
 /// --device cpu or emulated, on a machine without the CUDA libraries.
+#define AMP_LT_FUNCTIONS(X)                                                    \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic)   \
+  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                       \
+  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate)                      \
+  X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)
 struct LtApi {
 #define AMP_LT_FN(f) decltype(&::f) f = nullptr;
-  AMP_LT_FN(cublasLtCreate) AMP_LT_FN(cublasLtDestroy) AMP_LT_FN(cublasLtMatmul)
-  AMP_LT_FN(cublasLtMatmulAlgoGetHeuristic) AMP_LT_FN(cublasLtMatmulDescCreate)
-  AMP_LT_FN(cublasLtMatmulDescDestroy) AMP_LT_FN(cublasLtMatmulDescSetAttribute)
-  AMP_LT_FN(cublasLtMatmulPreferenceCreate) AMP_LT_FN(cublasLtMatmulPreferenceDestroy)
-  AMP_LT_FN(cublasLtMatmulPreferenceSetAttribute) AMP_LT_FN(cublasLtMatrixLayoutCreate)
-  AMP_LT_FN(cublasLtMatrixLayoutDestroy) AMP_LT_FN(cublasLtMatrixLayoutSetAttribute)
+  AMP_LT_FUNCTIONS(AMP_LT_FN)
 #undef AMP_LT_FN
   bool loaded = false;
 } ltApi;
@@ -130,12 +131,7 @@ amprt_status loadCublasLt() {
 #define AMP_LT_LOAD(f)                                                         \
   if (!(ltApi.f = reinterpret_cast<decltype(ltApi.f)>(dlsym(h, #f))))        \
     return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
-  AMP_LT_LOAD(cublasLtCreate) AMP_LT_LOAD(cublasLtDestroy) AMP_LT_LOAD(cublasLtMatmul)
-  AMP_LT_LOAD(cublasLtMatmulAlgoGetHeuristic) AMP_LT_LOAD(cublasLtMatmulDescCreate)
-  AMP_LT_LOAD(cublasLtMatmulDescDestroy) AMP_LT_LOAD(cublasLtMatmulDescSetAttribute)
-  AMP_LT_LOAD(cublasLtMatmulPreferenceCreate) AMP_LT_LOAD(cublasLtMatmulPreferenceDestroy)
-  AMP_LT_LOAD(cublasLtMatmulPreferenceSetAttribute) AMP_LT_LOAD(cublasLtMatrixLayoutCreate)
-  AMP_LT_LOAD(cublasLtMatrixLayoutDestroy) AMP_LT_LOAD(cublasLtMatrixLayoutSetAttribute)
+  AMP_LT_FUNCTIONS(AMP_LT_LOAD)
 #undef AMP_LT_LOAD
   ltApi.loaded = true;
   return AMPRT_OK;
