@@ -15,7 +15,11 @@ output must agree to 1e-5 of the output's scale (f32 arithmetic, other
 summation orders); fp16 / bf16 to 16 eps of it (worst seen over a few
 runs: 2.4 / 5 eps). A fresh seed each run (printed; AMP_TEST_SEED repeats one).
 
-    python blocked_chains.py AMP_RUN WORKDIR
+    python blocked_chains.py AMP_RUN WORKDIR [--device cuda]
+
+With --device cuda (and AMPRT_CUDA_EMULATE=1 where there is no GPU) the
+chains run on the CUDA executor, which reads the blocked-layout flags the
+lowering wrote for the CPU as plain NCHW: the same outputs are expected.
 """
 
 import os
@@ -28,6 +32,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 run, work = sys.argv[1], sys.argv[2]
+device = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--device" else "cpu"
 os.makedirs(work, exist_ok=True)
 SEED = int(os.environ.get("AMP_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
 rng = np.random.default_rng(SEED)
@@ -160,7 +165,7 @@ for i in range(CASES):
     for precision, rel in TOL.items():
         out = os.path.join(work, f"chain{i}.{precision}.npz")
         p = subprocess.run([run, path, "--inputs", os.path.join(work, f"chain{i}.in.npz"),
-                            "--outputs", out, "--precision", precision],
+                            "--outputs", out, "--precision", precision, "--device", device],
                            capture_output=True, text=True)
         if p.returncode:
             failed += 1
