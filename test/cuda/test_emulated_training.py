@@ -16,7 +16,9 @@ weights per run:
     loss-scale, found_inf and skipped-step sequences identical;
   - a CNN of strided, dilated, grouped and padded convolutions, an average
     pool with padding and a max pool with stride (--loss-fn cross_entropy):
-    every convolution's data and weight gradients on the device;
+    every convolution's data and weight gradients on the device; its smooth
+    variant (tanh, average pools) holds the parameters' updates to 1e-5 in
+    fp32;
   - overflow: a loss scale of 2^24 that overflows fp16 gradients (skipped
     steps, backoff, growth every 2 steps): the same steps skipped, the same
     scales;
@@ -30,6 +32,8 @@ weights per run:
   - long reductions split over threads (sum, mean, max with a NaN; the
     partial results combined in order) through amp-run --device cuda against
     numpy in float64;
+  - the scale's floor: an overflow at --min-scale stops the device's run
+    (or warns) with the CPU's message;
   - errors found on the device reach the user: a label outside the classes
     stops the run with a message naming the label;
   - without emulation, either a GPU runs the program or the runtime says
@@ -54,8 +58,13 @@ from amp_mlir import examples  # noqa: E402
 TOL = {"fp32": 1e-5, "fp16": 5e-4, "bf16": 2e-3}
 # The parameters' change over the run (device vs CPU, beyond two ulps of the
 # parameter, relative to the largest change): the gradients themselves, not
-# just the loss.
-UPDATE_TOL = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
+# just the loss. Tight for a smooth model (tanh, average pools); looser where
+# ReLU and max pool make the gradient jump: an activation within rounding of
+# 0, or two window values within rounding of each other, may go either way
+# on the two sides (seen: 1.9e-4 of the largest update in fp32, once in
+# eight runs).
+UPDATE_TOL = {"fp32": 1e-3, "fp16": 5e-3, "bf16": 2e-2}
+SMOOTH_UPDATE_TOL = {"fp32": 1e-5, "fp16": 2e-3}
 failures = []
 passes = 0
 
@@ -118,23 +127,30 @@ def compare(a, b, tol, what):
 def compare_updates(model_path, out_cpu, out_emu, tol, what):
     init = {i.name: numpy_helper.to_array(i) for i in onnx.load(model_path).graph.initializer}
     c, e = np.load(out_cpu), np.load(out_emu)
-    worst, n = 0.0, 0
+    deltas = {}
     for k in c.files:
         name = k[4:] if k.startswith("new:") else None
-        if name not in init or init[name].dtype != np.float32:
-            continue
-        dc = c[k].astype(np.float64) - init[name]
-        de = e[k].astype(np.float64) - init[name]
-        scale = float(np.max(np.abs(dc)))
+        if name in init and init[name].dtype == np.float32:
+            deltas[name] = (c[k], c[k].astype(np.float64) - init[name],
+                            e[k].astype(np.float64) - init[name])
+    # Each parameter against its own largest update, but not below 1e-3 of
+    # the model's largest: a gradient that is zero in exact arithmetic (the
+    # key bias of attention, say) is rounding noise on either side.
+    largest = max((float(np.max(np.abs(dc))) for _, dc, _ in deltas.values()), default=0.0)
+    worst, at = 0.0, ""
+    for name, (pc, dc, de) in deltas.items():
+        scale = max(float(np.max(np.abs(dc))), 1e-3 * largest, 1e-30)
         # Less two ulps of the f32 parameter: a gradient differing in its
         # last bits may round the stored parameter the other way.
-        ulps = 2.0 * np.spacing(np.abs(c[k]).astype(np.float32)).astype(np.float64)
-        err = float(np.max(np.maximum(np.abs(de - dc) - ulps, 0.0))) / max(scale, 1e-30)
-        worst = max(worst, err if np.all(np.isfinite(de)) else np.inf)
-        n += 1
-    check(n > 0 and worst <= tol,
-          f"{what}: {n} parameters' updates, worst difference {worst:.1e} of the largest update "
-          f"(tolerance {tol:g})")
+        ulps = 2.0 * np.spacing(np.abs(pc).astype(np.float32)).astype(np.float64)
+        err = float(np.max(np.maximum(np.abs(de - dc) - ulps, 0.0))) / scale
+        if not np.all(np.isfinite(de)):
+            err = np.inf
+        if err > worst:
+            worst, at = err, name
+    check(deltas and worst <= tol,
+          f"{what}: {len(deltas)} parameters' updates, worst difference {worst:.1e} of the largest "
+          f"update (tolerance {tol:g}{', ' + at if at else ''})")
 
 
 def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag=""):
@@ -172,39 +188,44 @@ def main():
         w2 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
         b2 = (rng.standard_normal(8) * 0.1).astype(np.float32)
         fc = (rng.standard_normal((10, 8)) * 0.3).astype(np.float32)
-        nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], strides=[2, 2], pads=[1, 0, 2, 1]),
-                 helper.make_node("Relu", ["c1"], ["r1"]),
-                 helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=2, dilations=[2, 2],
-                                  pads=[2, 2, 2, 2], strides=[1, 2]),
-                 helper.make_node("Tanh", ["c2"], ["t2"]),
-                 helper.make_node("AveragePool", ["t2"], ["a2"], kernel_shape=[3, 3], strides=[2, 1],
-                                  pads=[1, 1, 1, 1], count_include_pad=1),
-                 helper.make_node("MaxPool", ["a2"], ["m2"], kernel_shape=[2, 2], strides=[2, 2],
-                                  pads=[0, 0, 1, 1]),
-                 helper.make_node("GlobalAveragePool", ["m2"], ["g2"]),
-                 helper.make_node("Flatten", ["g2"], ["f2"]),
-                 helper.make_node("Gemm", ["f2", "fc"], ["logits"], transB=1)]
-        gr = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 17, 15])],
-                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10])],
-                               [numpy_helper.from_array(v, k) for k, v in
-                                (("w1", w1), ("w2", w2), ("b2", b2), ("fc", fc))])
-        cpath = os.path.join(tmp, "convs.onnx")
-        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), cpath)
         cdata = os.path.join(tmp, "convs.npz")
         np.savez(cdata, x=rng.standard_normal((12, 3, 17, 15)).astype(np.float32),
                  labels=rng.integers(0, 10, 12).astype(np.int64))
-        for precision in ("fp32", "fp16"):
-            prog = os.path.join(tmp, f"convs.{precision}")
-            run([a.compile, cpath, "-o", prog, "--precision", precision, "--optimizer", "sgd",
-                 "--lr", "0.05", "--loss-fn", "cross_entropy", "--device", "cuda"], False)
-            mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
-            run([prog, "--data", cdata, "--steps", "6", "--metrics", mc, "--device", "cpu",
-                 "--outputs", prog + ".cpu.npz"], False)
-            run([prog, "--data", cdata, "--steps", "6", "--metrics", me, "--outputs",
-                 prog + ".emu.npz"], True)
-            what = f"strided / dilated / grouped convolutions and padded pools {precision}"
-            compare(metrics(mc), metrics(me), TOL[precision], what)
-            compare_updates(cpath, prog + ".cpu.npz", prog + ".emu.npz", UPDATE_TOL[precision], what)
+        # The smooth variant (Tanh for the ReLU, an average for the max pool)
+        # with the tight update tolerance, then the one with the jumps.
+        for smooth in (True, False):
+            nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], strides=[2, 2], pads=[1, 0, 2, 1]),
+                     helper.make_node("Tanh" if smooth else "Relu", ["c1"], ["r1"]),
+                     helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=2, dilations=[2, 2],
+                                      pads=[2, 2, 2, 2], strides=[1, 2]),
+                     helper.make_node("Tanh", ["c2"], ["t2"]),
+                     helper.make_node("AveragePool", ["t2"], ["a2"], kernel_shape=[3, 3],
+                                      strides=[2, 1], pads=[1, 1, 1, 1], count_include_pad=1),
+                     helper.make_node("AveragePool" if smooth else "MaxPool", ["a2"], ["m2"],
+                                      kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1]),
+                     helper.make_node("GlobalAveragePool", ["m2"], ["g2"]),
+                     helper.make_node("Flatten", ["g2"], ["f2"]),
+                     helper.make_node("Gemm", ["f2", "fc"], ["logits"], transB=1)]
+            gr = helper.make_graph(
+                nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 17, 15])],
+                [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10])],
+                [numpy_helper.from_array(v, k) for k, v in (("w1", w1), ("w2", w2), ("b2", b2), ("fc", fc))])
+            cpath = os.path.join(tmp, f"convs{int(smooth)}.onnx")
+            onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), cpath)
+            for precision in ("fp32", "fp16"):
+                prog = os.path.join(tmp, f"convs{int(smooth)}.{precision}")
+                run([a.compile, cpath, "-o", prog, "--precision", precision, "--optimizer", "sgd",
+                     "--lr", "0.05", "--loss-fn", "cross_entropy", "--device", "cuda"], False)
+                mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
+                run([prog, "--data", cdata, "--steps", "6", "--metrics", mc, "--device", "cpu",
+                     "--outputs", prog + ".cpu.npz"], False)
+                run([prog, "--data", cdata, "--steps", "6", "--metrics", me, "--outputs",
+                     prog + ".emu.npz"], True)
+                what = (f"strided / dilated / grouped convolutions, padded pools "
+                        f"({'tanh, average pools' if smooth else 'relu, max pool'}) {precision}")
+                compare(metrics(mc), metrics(me), TOL[precision], what)
+                compare_updates(cpath, prog + ".cpu.npz", prog + ".emu.npz",
+                                (SMOOTH_UPDATE_TOL if smooth else UPDATE_TOL)[precision], what)
 
         # 2. Overflow: skipped steps, backoff and growth decided on the device.
         c, e, _, _ = train_pair(a.compile, "mlp", "fp16", tmp, rng, 30,
@@ -221,6 +242,31 @@ def main():
                [(r["loss"], r["loss_scale"], r["found_inf"]) for r in e]
         check(same and len(g) == 30, "--cuda-graph: the overflow run's 30 steps replayed as captured "
               "graphs give the same losses, scales and skips")
+
+        # 2b. The scale's floor: an overflow at --min-scale stops the run (a
+        # device error, reported at the next read) or warns, as on the CPU.
+        for mode in ("error", "warn"):
+            prog = os.path.join(tmp, f"mlp.floor.{mode}")
+            run([a.compile, os.path.join(tmp, "mlp.onnx"), "-o", prog, "--precision", "fp16",
+                 "--optimizer", "sgd", "--lr", "0.01", "--init-scale", str(2.0 ** 24),
+                 "--min-scale", str(2.0 ** 24), "--on-min-scale", mode, "--device", "cuda"], False)
+            outs = []
+            for emu in (False, True):
+                m = f"{prog}.{'emu' if emu else 'cpu'}.jsonl"
+                cmd = [prog, "--data", os.path.join(tmp, "mlp.npz"), "--steps", "8", "--metrics", m]
+                outs.append((run(cmd + ([] if emu else ["--device", "cpu"]), emu, expect_ok=False), m))
+            (pc, mc), (pe, me) = outs
+            said = "minimum loss scale 1.67772e+07"
+            if mode == "error":
+                check(pc.returncode != 0 and pe.returncode != 0 and said in pc.stderr and said in pe.stderr,
+                      f"min-scale error: CPU exit {pc.returncode}, device exit {pe.returncode}, both "
+                      f"say '{said}': {said in pc.stderr and said in pe.stderr}")
+            else:
+                same = [(r["loss_scale"], r["found_inf"]) for r in metrics(mc)] == \
+                       [(r["loss_scale"], r["found_inf"]) for r in metrics(me)]
+                check(pc.returncode == 0 and pe.returncode == 0 and said in pe.stderr and same,
+                      f"min-scale warn: exits {pc.returncode} / {pe.returncode}, the device's warning "
+                      f"names the floor, the same scales and skips")
 
         # 3. AdamW, clipping, accumulation.
         c, e, _, _ = train_pair(a.compile, "mlp", "fp16", tmp, rng, 16,

@@ -273,8 +273,9 @@ struct UpdateScaleF {
       }
       st->growth_tracker = 0;
       st->at_min_scale = floor;
-      if (floor && err)
-        recordError(err, errorAtMin ? ERR_MIN_SCALE : ERR_MIN_SCALE_WARN, 0, 0, 0);
+      if (floor && err) // a: the floor's bits, for the message
+        recordError(err, errorAtMin ? ERR_MIN_SCALE : ERR_MIN_SCALE_WARN,
+                    (int64_t)bitsOf(cfg.min_scale), 0, 0);
       return;
     }
     st->at_min_scale = 0;

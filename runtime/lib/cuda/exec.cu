@@ -2735,16 +2735,20 @@ amprt_status sync(amprt_context *ctx) {
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "gather: index %lld out of range [-%lld, %lld)",
                 (long long)e.a, (long long)e.b, (long long)e.b);
   case ERR_MIN_SCALE:
-    return fail(AMPRT_ERR_NUMERIC,
-                "update_scale: an overflow at the minimum loss scale: every step is being skipped "
-                "(lower the learning rate, check the data and the fp16 ops)");
-  case ERR_MIN_SCALE_WARN:
+  case ERR_MIN_SCALE_WARN: {
+    // The CPU runtime's words (amprt_update_scale).
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "amprt_update_scale: an overflow at the minimum loss scale %g: every step is "
+                  "being skipped (lower the learning rate, check the data and the fp16 ops)",
+                  floatOf((uint32_t)e.a));
+    if (e.kind == ERR_MIN_SCALE)
+      return fail(AMPRT_ERR_NUMERIC, "%s", msg);
     if (!d.warned)
-      std::fprintf(stderr, "warning: update_scale: an overflow at the minimum loss scale: every "
-                           "step is being skipped (lower the learning rate, check the data and "
-                           "the fp16 ops)\n");
+      std::fprintf(stderr, "warning: %s\n", msg);
     d.warned = true;
     return AMPRT_OK;
+  }
   case ERR_MICRO_STEP:
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "micro_step: counter %lld outside [0, %lld) (a checkpoint of another "
