@@ -53,13 +53,18 @@ def run_ours(bundle, name, precision, steps, metrics, env, extra=()):
 def check(bundle, env, out):
     index = json.load(open(os.path.join(bundle, "index.json")))
     bad = 0
-    for item, graph in [(i, g) for i in index["programs"] for g in (False, True)]:
+    # Each program plain and as CUDA graphs; the CNN also on the direct
+    # convolution kernels (AMPRT_CUDA_CONV=direct) besides im2col + cuBLASLt.
+    runs = [(i, g, False) for i in index["programs"] for g in (False, True)]
+    runs += [(i, False, True) for i in index["programs"] if i["model"] == "cnn"]
+    for item, graph, direct in runs:
         name, precision, steps = item["model"], item["precision"], item["steps"]
         ref = [json.loads(l) for l in open(os.path.join(bundle, "programs", f"{name}.{precision}.cpu.jsonl"))]
-        tag = " (CUDA graph)" if graph else ""
-        m = os.path.join(out, f"{name}.{precision}{'.graph' if graph else ''}.gpu.jsonl")
+        tag = " (CUDA graph)" if graph else " (direct convolutions)" if direct else ""
+        m = os.path.join(out, f"{name}.{precision}{'.graph' if graph else '.direct' if direct else ''}.gpu.jsonl")
         t0 = time.time()
-        p, rows = run_ours(bundle, name, precision, steps, m, env, ("--cuda-graph",) if graph else ())
+        p, rows = run_ours(bundle, name, precision, steps, m, dict(env, AMPRT_CUDA_CONV="direct") if direct else env,
+                           ("--cuda-graph",) if graph else ())
         if p.returncode != 0:
             bad += 1
             print(f"FAIL  {name} {precision}{tag}: exit {p.returncode}: {p.stderr.strip()[-300:]}", flush=True)

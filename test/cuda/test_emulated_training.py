@@ -79,9 +79,11 @@ def check(ok, what):
         print(f"FAIL  {what}", flush=True)
 
 
-def run(cmd, emulate, expect_ok=True):
+def run(cmd, emulate, expect_ok=True, extra_env=None):
     env = dict(os.environ)
-    env.pop("AMPRT_CUDA_EMULATE", None)
+    for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK"):
+        env.pop(k, None)
+    env.update(extra_env or {})
     if emulate:
         env["AMPRT_CUDA_EMULATE"] = "1"
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -226,6 +228,26 @@ def main():
                 compare(metrics(mc), metrics(me), TOL[precision], what)
                 compare_updates(cpath, prog + ".cpu.npz", prog + ".emu.npz",
                                 (SMOOTH_UPDATE_TOL if smooth else UPDATE_TOL)[precision], what)
+                if not smooth or precision != "fp32":
+                    continue
+                # The other ways the device convolves: the direct kernels, and
+                # the products over one batch item at a time (the gathered
+                # windows' budget at one byte: chunks, the weight gradient
+                # summed over them).
+                for env, how in (({"AMPRT_CUDA_CONV": "direct"}, "direct kernels"),
+                                 ({"AMPRT_CUDA_CONV_CHUNK": "1"}, "one batch item per product")):
+                    mv = prog + ".var.jsonl"
+                    run([prog, "--data", cdata, "--steps", "6", "--metrics", mv, "--outputs",
+                         prog + ".var.npz"], True, extra_env=env)
+                    compare(metrics(mc), metrics(mv), TOL[precision], f"{what}, {how}")
+                    compare_updates(cpath, prog + ".cpu.npz", prog + ".var.npz",
+                                    SMOOTH_UPDATE_TOL[precision], f"{what}, {how}")
+                for env in ({"AMPRT_CUDA_CONV": "winograd"}, {"AMPRT_CUDA_CONV_CHUNK": "-5"}):
+                    p = run([prog, "--data", cdata, "--steps", "1"], True, expect_ok=False, extra_env=env)
+                    (k, v), = env.items()
+                    check(p.returncode != 0 and f"{k}={v}" in p.stderr,
+                          f"{k}={v}: exit {p.returncode}, "
+                          f"'{(p.stderr.strip().splitlines() or [''])[-1]}'")
 
         # 2. Overflow: skipped steps, backoff and growth decided on the device.
         c, e, _, _ = train_pair(a.compile, "mlp", "fp16", tmp, rng, 30,

@@ -32,6 +32,7 @@
 #include <mutex>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -55,6 +56,8 @@ amprt_status cudaFail(cudaError_t e, const char *what) {
 
 struct Dev {
   bool emulate = false;
+  bool directConv = false; // AMPRT_CUDA_CONV=direct: the direct kernels, not im2col + cuBLASLt
+  size_t convChunkBytes = (size_t)512 << 20; // AMPRT_CUDA_CONV_CHUNK: the gathered windows' budget
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -77,7 +80,7 @@ struct Dev {
   // Constants copied to the device: host base -> (device copy, bytes).
   std::map<const void *, std::pair<void *, size_t>> constants;
   // Scratch buffers by slot, grown on demand.
-  std::vector<std::pair<void *, size_t>> scratch = std::vector<std::pair<void *, size_t>>(8);
+  std::vector<std::pair<void *, size_t>> scratch = std::vector<std::pair<void *, size_t>>(12);
   // cuBLASLt plans by problem.
   struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;
@@ -1148,6 +1151,106 @@ struct SumPartsF {
   }
 };
 
+//--- Convolutions as matrix products (im2col + cuBLASLt) ----------------------------
+//
+// A batch chunk of nc items at a time: the windows of x gathered into
+// col[C * KP, nc * OP] (row c * KP + kp, column nn * OP + op), then per group
+// one product of the group's filters [M / g, C / g * KP] with its rows of col
+// (all groups in one strided call). The gradients use the same layout: dy
+// made channel-major ([M, nc * OP]), dx's columns dW^T dy scattered back
+// onto x's positions (a gather per input element: no atomics, one order),
+// dw = dy col^T, whose [M, C / g * KP] per group is w's own layout.
+
+/// col[c * KP + kp, nn, op] = x[n0 + nn, c, the position of window kp at
+/// output op] (0 in the padding), in col's type.
+struct Im2ColF {
+  Geom gm;
+  const void *x;
+  void *col;
+  int32_t xt, ct;
+  int64_t n0, nc;
+  HD void operator()(int64_t e) const {
+    int64_t OP = gm.outPlane(), KP = gm.kPlane();
+    int64_t op = e % OP, nn = (e / OP) % nc, ckp = e / (OP * nc);
+    int64_t c = ckp / KP, kp = ckp % KP;
+    int64_t o[3];
+    outIndex(gm, op, o);
+    int64_t k[3] = {kp / (gm.k[2] * gm.k[1]), (kp / gm.k[2]) % gm.k[1], kp % gm.k[2]}, in = 0;
+    bool inside = true;
+    for (int dd = 0; dd < 3 && inside; ++dd) {
+      int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k[dd] * gm.d[dd];
+      inside = i >= 0 && i < gm.in[dd];
+      in = in * gm.in[dd] + i;
+    }
+    stF(col, ct, e, inside ? ldF(x, xt, ((n0 + nn) * gm.c + c) * gm.inPlane() + in) : 0.0f);
+  }
+};
+
+/// dst[ch, nn, p] = src[n0 + nn, ch, p] ([N, CH, P] -> [CH, nc, P]) in dst's type.
+struct ChannelMajorF {
+  const void *src;
+  void *dst;
+  int32_t st, dt;
+  int64_t ch, plane, n0, nc;
+  HD void operator()(int64_t e) const {
+    int64_t p = e % plane, nn = (e / plane) % nc, c = e / (plane * nc);
+    stF(dst, dt, e, ldF(src, st, ((n0 + nn) * ch + c) * plane + p));
+  }
+};
+
+/// y[n0 + nn, m, op] = acc[m, nn, op] + bias[m], ReLU (NaN kept) on
+/// request, rounded once to y's type.
+struct ConvOutF {
+  Geom gm;
+  const float *acc;
+  const void *bias;
+  void *y;
+  int32_t bt, yt, relu;
+  int64_t n0, nc;
+  HD void operator()(int64_t e) const {
+    int64_t OP = gm.outPlane();
+    int64_t op = e % OP, m = (e / OP) % gm.m, nn = e / (OP * gm.m);
+    float v = acc[(m * nc + nn) * OP + op];
+    if (bias)
+      v += ldF(bias, bt, m);
+    if (relu && !(v > 0.0f) && !isNaN(v))
+      v = 0.0f;
+    stF(y, yt, n0 * gm.m * OP + e, v);
+  }
+};
+
+/// dx[n0 + nn, c, ip] = the sum of dcol[c * KP + kp, nn, op] over the
+/// windows (kp, op) that hold input position ip.
+struct Col2ImF {
+  Geom gm;
+  const float *dcol;
+  void *dx;
+  int32_t dxt;
+  int64_t n0, nc;
+  HD void operator()(int64_t e) const {
+    int64_t IP = gm.inPlane(), OP = gm.outPlane(), KP = gm.kPlane();
+    int64_t ip = e % IP, c = (e / IP) % gm.c, nn = e / (IP * gm.c);
+    int64_t i[3] = {ip / (gm.in[2] * gm.in[1]), (ip / gm.in[2]) % gm.in[1], ip % gm.in[2]};
+    float acc = 0.0f;
+    forWindowsOf(gm, i, [&](int64_t kp, int64_t opos) { acc += dcol[((c * KP + kp) * nc + nn) * OP + opos]; });
+    stF(dx, dxt, n0 * gm.c * IP + e, acc);
+  }
+};
+
+/// out[e] = the sum over the parts of part[k * n + e] (f32), in order.
+struct SumF32PartsF {
+  const float *part;
+  int64_t n, parts;
+  void *out;
+  int32_t outType;
+  HD void operator()(int64_t e) const {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < parts; ++k)
+      acc += part[k * n + e];
+    stF(out, outType, e, acc);
+  }
+};
+
 /// Per channel of [N, C, plane]: the sum (and, with x, the centred sums).
 /// Per channel and batch item of [N, C, plane]: the plane's sum, at
 /// out[ch * n + b] (SumPartsF adds the items).
@@ -1501,6 +1604,101 @@ amprt_status convGeom(const amprt_tensor &x, const amprt_tensor &w, const amprt_
   return AMPRT_OK;
 }
 
+amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, const void *B,
+                 int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA, int64_t sB, int64_t sY);
+
+/// Batch items per chunk of a convolution as products: the gathered
+/// windows (C * KP * OP elements of `es` bytes per item) within the budget
+/// (AMPRT_CUDA_CONV_CHUNK bytes, 512 MiB by default), one item at least.
+int64_t convChunk(const Dev &d, const Geom &g, size_t es) {
+  size_t per = (size_t)(g.c * g.kPlane() * g.outPlane()) * es;
+  int64_t nc = per ? (int64_t)std::min<size_t>(d.convChunkBytes / per, (size_t)g.n) : g.n;
+  return std::max<int64_t>(1, std::min(nc, g.n));
+}
+
+/// p (n elements of type t) as type `want`: itself, or a converted copy in
+/// scratch slot `slot`.
+amprt_status asType(Dev &d, const void *p, int32_t t, int64_t n, int32_t want, int slot, const void **out) {
+  *out = p;
+  if (t == want)
+    return AMPRT_OK;
+  void *buf;
+  AMPRT_CHECK(scratch(d, slot, (size_t)n * amprt_dtype_size((amprt_dtype)want), &buf));
+  *out = buf;
+  return each(&d, n, CastFloatF{p, buf, t, want}, "conv operand");
+}
+
+/// y = conv(x, w) + bias (ReLU on request) as im2col + one product per
+/// chunk: operands of one type (f32 when x and w differ), f32 accumulation,
+/// bias and ReLU added in f32 and rounded once.
+amprt_status convGemm(Dev &d, const Geom &g, const void *x, int32_t xt, const void *w, int32_t wt,
+                      const void *bias, int32_t bt, void *y, int32_t yt, bool relu) {
+  int32_t T = xt == wt ? xt : AMPRT_F32;
+  int64_t KP = g.kPlane(), OP = g.outPlane(), cpg = g.c / g.g, mpg = g.m / g.g;
+  const void *wT;
+  AMPRT_CHECK(asType(d, w, wt, g.m * cpg * KP, T, 7, &wT));
+  size_t es = amprt_dtype_size((amprt_dtype)T);
+  int64_t nc = convChunk(d, g, es);
+  void *col, *acc;
+  AMPRT_CHECK(scratch(d, 8, (size_t)(g.c * KP * nc * OP) * es, &col));
+  AMPRT_CHECK(scratch(d, 9, (size_t)(g.m * nc * OP) * 4, &acc));
+  for (int64_t n0 = 0; n0 < g.n; n0 += nc) {
+    int64_t cn = std::min(nc, g.n - n0);
+    AMPRT_CHECK(each(&d, g.c * KP * cn * OP, Im2ColF{g, x, col, xt, T, n0, cn}, "conv im2col"));
+    AMPRT_CHECK(bmm(d, false, false, mpg, cn * OP, cpg * KP, wT, col, T, acc, AMPRT_F32, g.g, mpg * cpg * KP,
+                    cpg * KP * cn * OP, mpg * cn * OP));
+    AMPRT_CHECK(each(&d, cn * g.m * OP,
+                     ConvOutF{g, static_cast<const float *>(acc), bias, y, bt, yt, relu ? 1 : 0, n0, cn},
+                     "conv"));
+  }
+  return AMPRT_OK;
+}
+
+/// The data and weight gradients as products (see convGemm): dcol = W^T dy
+/// gathered back onto x, dw = dy col^T summed over the chunks.
+amprt_status convGradGemm(Dev &d, const Geom &g, const amprt_tensor &x, const amprt_tensor &w,
+                          const amprt_tensor &dy, const amprt_tensor *dx, const amprt_tensor *dw) {
+  int32_t T = x.dtype == w.dtype && w.dtype == dy.dtype ? x.dtype : AMPRT_F32;
+  int64_t KP = g.kPlane(), OP = g.outPlane(), cpg = g.c / g.g, mpg = g.m / g.g, nw = g.m * cpg * KP;
+  size_t es = amprt_dtype_size((amprt_dtype)T);
+  int64_t nc = convChunk(d, g, 4), chunks = (g.n + nc - 1) / nc;
+  const void *wT = nullptr;
+  if (dx)
+    AMPRT_CHECK(asType(d, w.data, w.dtype, nw, T, 7, &wT));
+  void *col = nullptr, *dcol = nullptr, *dyT, *part = nullptr;
+  AMPRT_CHECK(scratch(d, 10, (size_t)(g.m * nc * OP) * es, &dyT));
+  if (dx)
+    AMPRT_CHECK(scratch(d, 9, (size_t)(g.c * KP * nc * OP) * 4, &dcol));
+  bool direct = dw && chunks == 1 && dw->dtype == AMPRT_F32;
+  if (dw) {
+    AMPRT_CHECK(scratch(d, 8, (size_t)(g.c * KP * nc * OP) * es, &col));
+    if (!direct)
+      AMPRT_CHECK(scratch(d, 11, (size_t)(nw * chunks) * 4, &part));
+  }
+  for (int64_t n0 = 0, q = 0; n0 < g.n; n0 += nc, ++q) {
+    int64_t cn = std::min(nc, g.n - n0);
+    AMPRT_CHECK(each(&d, g.m * cn * OP, ChannelMajorF{dy.data, dyT, dy.dtype, T, g.m, OP, n0, cn},
+                     "conv_grad"));
+    if (dx) {
+      AMPRT_CHECK(bmm(d, true, false, cpg * KP, cn * OP, mpg, wT, dyT, T, dcol, AMPRT_F32, g.g,
+                      mpg * cpg * KP, mpg * cn * OP, cpg * KP * cn * OP));
+      AMPRT_CHECK(each(&d, cn * g.c * g.inPlane(),
+                       Col2ImF{g, static_cast<const float *>(dcol), dx->data, dx->dtype, n0, cn},
+                       "conv_grad dx"));
+    }
+    if (dw) {
+      AMPRT_CHECK(each(&d, g.c * KP * cn * OP, Im2ColF{g, x.data, col, x.dtype, T, n0, cn}, "conv_grad im2col"));
+      void *out = direct ? dw->data : static_cast<char *>(part) + (size_t)(q * nw) * 4;
+      AMPRT_CHECK(bmm(d, false, true, mpg, cpg * KP, cn * OP, dyT, col, T, out, AMPRT_F32, g.g, mpg * cn * OP,
+                      cpg * KP * cn * OP, mpg * cpg * KP));
+    }
+  }
+  if (dw && !direct)
+    AMPRT_CHECK(each(&d, nw, SumF32PartsF{static_cast<const float *>(part), nw, chunks, dw->data, dw->dtype},
+                     "conv_grad dw"));
+  return AMPRT_OK;
+}
+
 amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   amprt_conv_params p{};
   bool hasBias = false;
@@ -1542,6 +1740,8 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
     bp = bf;
     wt = bt = AMPRT_F32;
   }
+  if (!d.directConv && numel(y) > 0)
+    return convGemm(d, g, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, (flags & AMPRT_CONV_RELU) != 0);
   return each(&d, numel(y),
               ConvF{g, x.data, wp, bp, y.data, x.dtype, wt, bt, y.dtype, (flags & AMPRT_CONV_RELU) ? 1 : 0},
               "conv");
@@ -1555,15 +1755,18 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
   const amprt_tensor &x = t[0], &w = t[1], &dy = t[2];
   Geom g;
   AMPRT_CHECK(convGeom(x, w, dy, p, "conv_grad", g));
-  if (want[0]) {
-    if (numel(t[3]) != numel(x) || !amprt_tensor_is_contiguous(&t[3]))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dx");
+  if (want[0] && (numel(t[3]) != numel(x) || !amprt_tensor_is_contiguous(&t[3])))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dx");
+  if (want[1] && (numel(t[4]) != numel(w) || !amprt_tensor_is_contiguous(&t[4])))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dw");
+  bool gemm = !d.directConv && numel(dy) > 0 && numel(x) > 0;
+  if (gemm && (want[0] || want[1]))
+    AMPRT_CHECK(convGradGemm(d, g, x, w, dy, want[0] ? &t[3] : nullptr, want[1] ? &t[4] : nullptr));
+  if (want[0] && !gemm) {
     AMPRT_CHECK(each(&d, numel(x), ConvDxF{g, dy.data, w.data, t[3].data, dy.dtype, w.dtype, t[3].dtype},
                      "conv_grad dx"));
   }
-  if (want[1]) {
-    if (numel(t[4]) != numel(w) || !amprt_tensor_is_contiguous(&t[4]))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dw");
+  if (want[1] && !gemm) {
     ConvDwF f{g, x.data, dy.data, t[4].data, x.dtype, dy.dtype, t[4].dtype, nullptr};
     if (numel(w) >= 16384 || g.n == 1) {
       AMPRT_CHECK(each(&d, numel(w), f, "conv_grad dw"));
@@ -1735,7 +1938,14 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
       a /= 2;
     return a;
   };
-  uint32_t alA = alignOf(B), alB = alignOf(A), alC = alignOf(Y), alBias = bias ? alignOf(bias) : 256;
+  // A batch's later matrices start at multiples of its strides.
+  size_t eAB = amprt_dtype_size((amprt_dtype)abType), eY = amprt_dtype_size((amprt_dtype)yType);
+  auto alignIn = [&](const void *p, int64_t strideBytes) {
+    uint32_t a = alignOf(p);
+    return batch > 1 ? std::min(a, alignOf(reinterpret_cast<const void *>((uintptr_t)strideBytes))) : a;
+  };
+  uint32_t alA = alignIn(B, sB * (int64_t)eAB), alB = alignIn(A, sA * (int64_t)eAB),
+           alC = alignIn(Y, sY * (int64_t)eY), alBias = bias ? alignOf(bias) : 256;
   std::vector<int64_t> key{ta, tb, m, n, k, abType, yType, bias != nullptr, batch, sA, sB, sY,
                            alA, alB, alC, alBias};
   auto it = d.plans.find(key);
@@ -1792,6 +2002,30 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           d.ltWork, d.ltWorkBytes, d.stream),
            "cublasLtMatmul");
   return AMPRT_OK;
+}
+
+/// `batch` row-major products Y_q[m, n] = op(A_q) op(B_q), X_q = X + q * sX
+/// (elements): one strided cuBLASLt call, or emulated the CPU runtime's
+/// product per item.
+amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, const void *B,
+                 int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA, int64_t sB, int64_t sY) {
+  if (!d.emulate)
+    return ltMatmul(d, ta, tb, m, n, k, A, B, abType, Y, yType, 1.0f, nullptr, batch, sA, sB, sY);
+#ifdef AMPRT_CUDA_CORE_ONLY
+  return unsupported("an emulated matrix product (this build has no CPU kernels)");
+#else
+  size_t ea = amprt_dtype_size((amprt_dtype)abType), ey = amprt_dtype_size((amprt_dtype)yType);
+  int64_t shA[2] = {ta ? k : m, ta ? m : k}, shB[2] = {tb ? n : k, tb ? k : n}, shY[2] = {m, n};
+  for (int64_t q = 0; q < batch; ++q) {
+    amprt_tensor a = amprt_tensor_make(const_cast<char *>(static_cast<const char *>(A)) + q * sA * ea,
+                                       (amprt_dtype)abType, 2, shA);
+    amprt_tensor b = amprt_tensor_make(const_cast<char *>(static_cast<const char *>(B)) + q * sB * ea,
+                                       (amprt_dtype)abType, 2, shB);
+    amprt_tensor y = amprt_tensor_make(static_cast<char *>(Y) + q * sY * ey, (amprt_dtype)yType, 2, shY);
+    AMPRT_CHECK(amprt_gemm_ex(nullptr, &a, &b, nullptr, 1.0f, 0.0f, ta, tb, 0, &y));
+  }
+  return AMPRT_OK;
+#endif
 }
 
 /// Whether cuBLASLt writes this output type from these operands directly.
@@ -2536,6 +2770,26 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   const char *emu = std::getenv("AMPRT_CUDA_EMULATE");
   d->emulate = emu && *emu && std::strcmp(emu, "0") != 0;
   d->device = device;
+  if (const char *cv = std::getenv("AMPRT_CUDA_CONV"); cv && *cv) {
+    if (std::strcmp(cv, "direct") != 0 && std::strcmp(cv, "gemm") != 0) {
+      delete d;
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_context_create: AMPRT_CUDA_CONV=%s: expected 'gemm' (im2col + cuBLASLt, the "
+                  "default) or 'direct'", cv);
+    }
+    d->directConv = std::strcmp(cv, "direct") == 0;
+  }
+  if (const char *cb = std::getenv("AMPRT_CUDA_CONV_CHUNK"); cb && *cb) {
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(cb, &end, 10);
+    if (errno || *end || v == 0 || cb[0] == '-') {
+      delete d;
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_context_create: AMPRT_CUDA_CONV_CHUNK=%s: expected a positive number of bytes", cb);
+    }
+    d->convChunkBytes = (size_t)v;
+  }
   auto cleanup = [&](amprt_status s) {
     delete d;
     return s;
