@@ -224,6 +224,8 @@ struct View {
   int64_t shape[AMPRT_MAX_RANK], strides[AMPRT_MAX_RANK];
   /// The element offset of the i-th element in row-major order of `shape`.
   HD int64_t at(int64_t i) const {
+    if (rank <= 1) // i < shape[0]: no division (flat() makes most views so)
+      return rank ? i * strides[0] : 0;
     int64_t off = 0;
     for (int32_t d = rank - 1; d >= 0; --d) {
       int64_t n = shape[d];
@@ -244,6 +246,38 @@ View viewOf(const amprt_tensor &t) {
     v.shape[d] = t.shape[d];
     v.strides[d] = t.strides[d];
   }
+  return v;
+}
+
+/// The same element order with fewer dims: dims of size 1 dropped and
+/// neighbours whose strides chain (stride[d] == stride[d + 1] * shape[d + 1])
+/// merged, so a dense tensor or a broadcast row is one or two dims and the
+/// element-wise kernels divide less per element. Only for kernels that use
+/// nothing but at(i).
+View flat(View v) {
+  int32_t r = 0;
+  for (int32_t d = 0; d < v.rank; ++d) {
+    if (v.shape[d] == 1)
+      continue;
+    if (r > 0 && v.strides[r - 1] == v.strides[d] * v.shape[d]) {
+      v.shape[r - 1] *= v.shape[d];
+      v.strides[r - 1] = v.strides[d];
+      continue;
+    }
+    v.shape[r] = v.shape[d];
+    v.strides[r] = v.strides[d];
+    ++r;
+  }
+  for (int32_t d = 0; d < v.rank; ++d)
+    if (v.shape[d] == 0) { // empty: keep one dim of 0 (at() is never called)
+      v.shape[0] = 0;
+      r = 1;
+    }
+  for (int32_t d = r; d < AMPRT_MAX_RANK; ++d) {
+    v.shape[d] = 1;
+    v.strides[d] = 0;
+  }
+  v.rank = r;
   return v;
 }
 
@@ -1548,7 +1582,7 @@ amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, co
                what);
     return AMPRT_OK;
   }
-  return each(&d, numel(y), CopyF{viewOf(x), viewOf(y), (int64_t)es}, what);
+  return each(&d, numel(y), CopyF{flat(viewOf(x)), flat(viewOf(y)), (int64_t)es}, what);
 }
 
 amprt_status zero(Dev &d, void *p, size_t bytes) {
@@ -2458,14 +2492,14 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
-    return each(&d, numel(t[1]), UnaryF{xv, viewOf(t[1]), (int32_t)a[0], (float)attrF(a, 1)}, "unary");
+    return each(&d, numel(t[1]), UnaryF{flat(xv), flat(viewOf(t[1])), (int32_t)a[0], (float)attrF(a, 1)}, "unary");
   }
   case AMPRT_OP_UNARY_GRAD: {
     AMPRT_CHECK(need(dd, 3, 2, "unary_grad"));
     View xv, gv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): unary_grad", xv));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): unary_grad", gv));
-    return each(&d, numel(t[2]), UnaryGradF{xv, gv, viewOf(t[2]), (int32_t)a[0], (float)attrF(a, 1)},
+    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), flat(viewOf(t[2])), (int32_t)a[0], (float)attrF(a, 1)},
                 "unary_grad");
   }
   case AMPRT_OP_BINARY: {
@@ -2475,7 +2509,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     View av, bv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): binary", av));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): binary", bv));
-    return each(&d, numel(t[2]), BinaryF{av, bv, viewOf(t[2]), (int32_t)a[0], d.err}, "binary");
+    return each(&d, numel(t[2]), BinaryF{flat(av), flat(bv), flat(viewOf(t[2])), (int32_t)a[0], d.err}, "binary");
   }
   case AMPRT_OP_WHERE: {
     AMPRT_CHECK(need(dd, 4, 0, "where"));
@@ -2486,13 +2520,13 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(broadcastView(t[1], t[3], "amprt_exec (cuda): where", av));
     AMPRT_CHECK(broadcastView(t[2], t[3], "amprt_exec (cuda): where", bv));
     return each(&d, numel(t[3]),
-                WhereF{cv, av, bv, viewOf(t[3]), (int64_t)amprt_dtype_size(t[3].dtype)}, "where");
+                WhereF{flat(cv), flat(av), flat(bv), flat(viewOf(t[3])), (int64_t)amprt_dtype_size(t[3].dtype)}, "where");
   }
   case AMPRT_OP_CAST:
     AMPRT_CHECK(need(dd, 2, 0, "cast"));
     if (!sameShape(t[0], t[1]))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cast shapes differ");
-    return each(&d, numel(t[1]), CastF{viewOf(t[0]), viewOf(t[1])}, "cast");
+    return each(&d, numel(t[1]), CastF{flat(viewOf(t[0])), flat(viewOf(t[1]))}, "cast");
   case AMPRT_OP_COPY:
     AMPRT_CHECK(need(dd, 2, 0, "copy"));
     return copyTensor(d, t[0], t[1], "copy");
@@ -2510,7 +2544,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       amprt_tensor view = y;
       view.shape[axis] = t[i].shape[axis];
       view.data = static_cast<char *>(y.data) + at * y.strides[axis] * (int64_t)amprt_dtype_size(y.dtype);
-      AMPRT_CHECK(each(&d, numel(view), CopyF{viewOf(t[i]), viewOf(view), (int64_t)amprt_dtype_size(y.dtype)},
+      AMPRT_CHECK(each(&d, numel(view), CopyF{flat(viewOf(t[i])), flat(viewOf(view)), (int64_t)amprt_dtype_size(y.dtype)},
                        "concat"));
       at += t[i].shape[axis];
     }
@@ -2555,7 +2589,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     float ratio = a[1] ? (float)attrF(a, 0) : 0.0f;
     if (ratio != 0.0f)
       return unsupported("dropout in training");
-    AMPRT_CHECK(each(&d, numel(t[1]), CastF{viewOf(t[0]), viewOf(t[1])}, "dropout"));
+    AMPRT_CHECK(each(&d, numel(t[1]), CastF{flat(viewOf(t[0])), flat(viewOf(t[1]))}, "dropout"));
     if (t[2].data) {
       if (t[2].dtype != AMPRT_I1 || !amprt_tensor_is_contiguous(&t[2]))
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): dropout's mask");
