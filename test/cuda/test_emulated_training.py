@@ -372,6 +372,87 @@ def main():
                   f"{op} over axes {axes} of {shape}: worst relative error {err:.1e} (tolerance 1e-6), "
                   f"{int(np.isnan(got).sum())} NaN where numpy has {int(np.isnan(ref).sum())}")
 
+        # 7b. Dropout in training: the device draws the CPU's sequence (the
+        # generator jumped ahead per chunk of elements), so outputs and masks
+        # equal the CPU's bit for bit; a second dropout continues the stream.
+        x = rng.standard_normal((3, 1000, 7)).astype(np.float32)
+        nodes = [helper.make_node("Dropout", ["x", "r1", "t"], ["y1", "m1"]),
+                 helper.make_node("Dropout", ["y1", "r2", "t"], ["y2", "m2"])]
+        gr = helper.make_graph(nodes, "drop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                               [helper.make_tensor_value_info(k, TensorProto.FLOAT, None) for k in ("y1", "y2")] +
+                               [helper.make_tensor_value_info(k, TensorProto.BOOL, None) for k in ("m1", "m2")],
+                               [numpy_helper.from_array(np.array(0.3, np.float32), "r1"),
+                                numpy_helper.from_array(np.array(0.55, np.float32), "r2"),
+                                numpy_helper.from_array(np.array(True), "t")])
+        mpath, ipath = os.path.join(tmp, "drop.onnx"), os.path.join(tmp, "drop_in.npz")
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), mpath)
+        np.savez(ipath, x=x)
+        outs = []
+        for emu in (False, True):
+            o = os.path.join(tmp, f"drop_{int(emu)}.npz")
+            run([a.run, mpath, "--inputs", ipath, "--outputs", o, "--device", "cuda" if emu else "cpu"], emu)
+            outs.append(np.load(o))
+        c, e = outs
+        same = all(np.array_equal(c[k], e[k]) for k in ("y1", "y2", "m1", "m2"))
+        kept = [float(np.mean(c[k])) for k in ("m1", "m2")]
+        scaled = np.allclose(c["y1"][c["m1"]], x[c["m1"]] / np.float32(0.7), rtol=1e-6)
+        check(same and abs(kept[0] - 0.7) < 0.02 and abs(kept[1] - 0.45) < 0.02 and scaled,
+              f"dropout 0.3 then 0.55 over {x.size} elements in training: outputs and masks equal the "
+              f"CPU's bit for bit: {same}; kept {kept[0]:.3f} / {kept[1]:.3f} (0.7 / 0.45); kept values "
+              f"x / 0.7: {scaled}")
+        # A model with dropout trained on the device as on the CPU.
+        w1 = (rng.standard_normal((32, 16)) * 0.3).astype(np.float32)
+        w2 = (rng.standard_normal((10, 32)) * 0.3).astype(np.float32)
+        nodes = [helper.make_node("Gemm", ["x", "w1"], ["h"], transB=1),
+                 helper.make_node("Tanh", ["h"], ["t1"]),
+                 helper.make_node("Dropout", ["t1", "r", "t"], ["d1"]),
+                 helper.make_node("Gemm", ["d1", "w2"], ["logits"], transB=1)]
+        gr = helper.make_graph(nodes, "dropmlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [8, 10])],
+                               [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+                                numpy_helper.from_array(np.array(0.25, np.float32), "r"),
+                                numpy_helper.from_array(np.array(True), "t")])
+        dpath, ddata = os.path.join(tmp, "dropmlp.onnx"), os.path.join(tmp, "dropmlp.npz")
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), dpath)
+        np.savez(ddata, x=rng.standard_normal((24, 16)).astype(np.float32),
+                 labels=rng.integers(0, 10, 24).astype(np.int64))
+        for precision in ("fp32", "fp16"):
+            prog = os.path.join(tmp, f"dropmlp.{precision}")
+            run([a.compile, dpath, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", "0.05",
+                 "--loss-fn", "cross_entropy", "--device", "cuda"], False)
+            mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
+            run([prog, "--data", ddata, "--steps", "8", "--metrics", mc, "--device", "cpu",
+                 "--outputs", prog + ".cpu.npz"], False)
+            run([prog, "--data", ddata, "--steps", "8", "--metrics", me, "--outputs", prog + ".emu.npz"], True)
+            what = f"training with dropout 0.25 {precision}"
+            compare(metrics(mc), metrics(me), TOL[precision], what)
+            compare_updates(dpath, prog + ".cpu.npz", prog + ".emu.npz", SMOOTH_UPDATE_TOL[precision], what)
+            if precision == "fp32":  # captured steps draw on from the device's state
+                mg = prog + ".graph.jsonl"
+                run([prog, "--data", ddata, "--steps", "8", "--metrics", mg, "--cuda-graph"], True)
+                key = lambda rows: [(r["loss"], r["loss_scale"]) for r in rows]  # noqa: E731
+                check(key(metrics(mg)) == key(metrics(me)) and len(metrics(mg)) == 8,
+                      f"{what}, --cuda-graph: the same 8 losses as the plain run")
+                # The generator's state in the checkpoint: 4 steps + --resume
+                # = 8 straight; --seed picks other masks, the same on both.
+                for emu in (False, True):
+                    ck, mr = os.path.join(tmp, f"dropck{int(emu)}"), prog + f".resume{int(emu)}.jsonl"
+                    dev = [] if emu else ["--device", "cpu"]
+                    run([prog, "--data", ddata, "--steps", "4", "--checkpoint-dir", ck, "--metrics", mr, *dev], emu)
+                    run([prog, "--data", ddata, "--steps", "8", "--checkpoint-dir", ck, "--resume", "--metrics", mr,
+                         *dev], emu)
+                    check(key(metrics(mr)) == key(metrics(mc if not emu else me)),
+                          f"{what}, {'device' if emu else 'CPU'}: 4 steps + --resume = 8 straight steps "
+                          "(the masks go on from the checkpoint's generator state)")
+                seeded = []
+                for emu in (False, True):
+                    ms = prog + f".seed{int(emu)}.jsonl"
+                    run([prog, "--data", ddata, "--steps", "8", "--metrics", ms, "--seed", "7",
+                         *([] if emu else ["--device", "cpu"])], emu)
+                    seeded.append(metrics(ms))
+                compare(seeded[0], seeded[1], TOL[precision], f"{what}, --seed 7")
+                check(key(seeded[0]) != key(metrics(mc)), f"{what}: --seed 7 draws other masks than the default")
+
         # 8. Without emulation: a GPU, or a clean refusal.
         p = run([prog, "--data", data, "--steps", "2"], False, expect_ok=False)
         msg = (p.stderr.strip().splitlines() or [""])[-1]

@@ -125,9 +125,11 @@ typedef struct amprt_context amprt_context;
 amprt_status amprt_context_create(const char *device, amprt_context **out);
 void amprt_context_destroy(amprt_context *ctx);
 const char *amprt_context_device(const amprt_context *ctx);
-/* Seeds the context's random generator (dropout). */
+/* Seeds the context's random generator (dropout). A CUDA context keeps the
+ * state in device memory and its dropout kernels draw the CPU's sequence
+ * (the same masks for the same state). */
 void amprt_context_seed(amprt_context *ctx, uint64_t seed);
-/* The generator state, for checkpoints. */
+/* The generator state, for checkpoints (on a device: waits for it). */
 uint64_t amprt_context_rng_state(const amprt_context *ctx);
 void amprt_context_set_rng_state(amprt_context *ctx, uint64_t state);
 

@@ -1,6 +1,7 @@
 //===- context.cpp - contexts, devices, CPU features, arenas -------------===//
 
 #include "internal.h"
+#include "scalar_ops.h"
 
 #include <cpuid.h>
 #include <cstdlib>
@@ -141,24 +142,27 @@ extern "C" void amprt_context_seed(amprt_context *ctx, uint64_t seed) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   ctx->rng = (z ^ (z >> 31)) | 1;
+  if (ctx->ops) // a device keeps the state where its kernels draw
+    ctx->ops->rngSet(ctx, ctx->rng);
 }
 
 extern "C" uint64_t amprt_context_rng_state(const amprt_context *ctx) {
-  return ctx->rng;
+  uint64_t v = ctx->rng;
+  if (ctx->ops && ctx->ops->rngGet(const_cast<amprt_context *>(ctx), &v) != AMPRT_OK)
+    return ctx->rng;
+  return v;
 }
 
 extern "C" void amprt_context_set_rng_state(amprt_context *ctx,
                                             uint64_t state) {
   ctx->rng = state ? state : 1;
+  if (ctx->ops)
+    ctx->ops->rngSet(ctx, ctx->rng);
 }
 
 float amprt::nextUniform(amprt_context *ctx) {
-  uint64_t x = ctx->rng;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  ctx->rng = x;
-  return (float)((x * 0x2545F4914F6CDD1DULL) >> 40) * (1.0f / 16777216.0f);
+  ctx->rng = amprt::ops::rngStep(ctx->rng);
+  return amprt::ops::rngUniform(ctx->rng);
 }
 
 extern "C" uint32_t amprt_cpu_features(void) {

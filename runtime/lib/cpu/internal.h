@@ -31,6 +31,10 @@ struct amprt_device_ops {
   amprt_status (*graphEnd)(amprt_context *ctx, void **graph);
   amprt_status (*graphLaunch)(amprt_context *ctx, void *graph);
   void (*graphDestroy)(amprt_context *ctx, void *graph);
+  // The dropout generator's state, kept on the device (ctx->rng mirrors
+  // what was last set).
+  amprt_status (*rngSet)(amprt_context *ctx, uint64_t state);
+  amprt_status (*rngGet)(amprt_context *ctx, uint64_t *state);
 };
 
 extern "C" const amprt_device_ops *amprt_cuda_device_ops(void) __attribute__((weak));

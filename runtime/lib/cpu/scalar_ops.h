@@ -20,6 +20,20 @@ namespace amprt::ops {
 
 constexpr float kSqrt1_2 = 0.70710678118654752440f;
 
+// The dropout generator (xorshift64*): a context's state steps once per
+// drawn element and the uniform in [0, 1) is read from the new state. The
+// step is linear over GF(2), so the CUDA kernels jump ahead to any element
+// (a product of bit matrices) and draw the CPU's very sequence.
+AMPRT_HOST_DEVICE inline uint64_t rngStep(uint64_t x) {
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  return x;
+}
+AMPRT_HOST_DEVICE inline float rngUniform(uint64_t x) {
+  return (float)((x * 0x2545F4914F6CDD1DULL) >> 40) * (1.0f / 16777216.0f);
+}
+
 // Phi(x) = 0.5 * erfc(-x / sqrt 2): unlike 0.5 * (1 + erf(x / sqrt 2)) it
 // keeps its relative accuracy in the negative tail (no cancellation).
 AMPRT_HOST_DEVICE inline float normalCdf(float x) { return 0.5f * erfcf(-x * kSqrt1_2); }

@@ -64,6 +64,9 @@ struct Dev {
   void *ltWork = nullptr;
   size_t ltWorkBytes = 0;
   DeviceError *err = nullptr;
+  // The dropout generator's state and its jump table (kRngJumps matrices
+  // of 64 columns: the step to the power 2^j), in device memory.
+  uint64_t *rngState = nullptr, *rngJumps = nullptr;
   bool warned = false;
   int64_t hostSyncs = 0; // times the host waited for the device
   // Graph capture: on the device the stream is capturing; emulated, the
@@ -463,6 +466,74 @@ struct GatherGradF {
       doff += c[d - 1 + idx.rank] * dense[d];
     addTo(acc + doff, ldF(dy.data, dy.dtype, yoff));
   }
+};
+
+//--- Dropout (the CPU's generator, jumped ahead) ----------------------------------
+
+constexpr int kRngJumps = 48; // elements per dropout call < 2^48
+constexpr int64_t kDropoutChunk = 256; // elements per thread (one jump each)
+
+/// The state k steps after s: the product of the jump matrices of k's bits.
+HD inline uint64_t rngJump(const uint64_t *jumps, uint64_t s, int64_t k) {
+  for (int j = 0; k && j < kRngJumps; ++j, k >>= 1) {
+    if (!(k & 1))
+      continue;
+    const uint64_t *col = jumps + 64 * j;
+    uint64_t r = 0;
+    for (int b = 0; b < 64; ++b)
+      r ^= col[b] & (0 - ((s >> b) & 1));
+    s = r;
+  }
+  return s;
+}
+
+/// The 64 columns of the step's matrix to the powers 2^0 .. 2^47.
+const std::vector<uint64_t> &rngJumpTable() {
+  static const std::vector<uint64_t> table = [] {
+    std::vector<uint64_t> t((size_t)kRngJumps * 64);
+    for (int b = 0; b < 64; ++b)
+      t[b] = ops::rngStep(uint64_t(1) << b);
+    for (int j = 1; j < kRngJumps; ++j) // M^(2^j) = M^(2^(j-1)) squared
+      for (int b = 0; b < 64; ++b) {
+        uint64_t v = t[64 * (j - 1) + b], r = 0;
+        for (int c = 0; c < 64; ++c)
+          if ((v >> c) & 1)
+            r ^= t[64 * (j - 1) + c];
+        t[64 * j + b] = r;
+      }
+    return t;
+  }();
+  return table;
+}
+
+/// Inverted dropout over kDropoutChunk elements per index (y's row-major
+/// order): element i draws from the state i + 1 steps after *state, keeps
+/// x * keepScale where the uniform >= ratio (amprt_dropout's definition).
+struct DropoutF {
+  View x, y;
+  uint8_t *mask;
+  const uint64_t *state, *jumps;
+  int64_t n;
+  float ratio, keepScale;
+  HD void operator()(int64_t c) const {
+    int64_t i0 = c * kDropoutChunk, i1 = i0 + kDropoutChunk < n ? i0 + kDropoutChunk : n;
+    uint64_t s = rngJump(jumps, *state, i0);
+    for (int64_t i = i0; i < i1; ++i) {
+      s = ops::rngStep(s);
+      bool keep = ops::rngUniform(s) >= ratio;
+      stF(y.data, y.dtype, y.at(i), keep ? ldF(x.data, x.dtype, x.at(i)) * keepScale : 0.0f);
+      if (mask)
+        mask[i] = keep;
+    }
+  }
+};
+
+/// *state moves n steps on (after the draws that read it).
+struct RngAdvanceF {
+  uint64_t *state;
+  const uint64_t *jumps;
+  int64_t n;
+  HD void operator()(int64_t) const { *state = rngJump(jumps, *state, n); }
 };
 
 //--- Reductions, softmax, normalisation, losses (sums in double) ---------------
@@ -2587,8 +2658,26 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
   case AMPRT_OP_DROPOUT: {
     AMPRT_CHECK(need(dd, 3, 2, "dropout"));
     float ratio = a[1] ? (float)attrF(a, 0) : 0.0f;
-    if (ratio != 0.0f)
-      return unsupported("dropout in training");
+    if (ratio != 0.0f) {
+      amprt_tensor &x = t[0], &y = t[1], &mask = t[2];
+      if (!(ratio > 0.0f && ratio < 1.0f))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_dropout: ratio %g outside [0, 1)", ratio);
+      if (!floatType(x.dtype) || !floatType(y.dtype))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): dropout needs float tensors");
+      if (mask.data && (mask.dtype != AMPRT_I1 || numel(mask) != numel(y) || !amprt_tensor_is_contiguous(&mask)))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_dropout: mask must be a contiguous i1 tensor of y's size");
+      int64_t n = numel(y);
+      if (n >= ((int64_t)1 << kRngJumps))
+        return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): dropout over %lld elements", (long long)n);
+      View xv;
+      AMPRT_CHECK(broadcastView(x, y, "amprt_exec (cuda): dropout", xv));
+      AMPRT_CHECK(each(&d, (n + kDropoutChunk - 1) / kDropoutChunk,
+                       DropoutF{flat(xv), flat(viewOf(y)), static_cast<uint8_t *>(mask.data), d.rngState,
+                                d.rngJumps, n, ratio, 1.0f / (1.0f - ratio)},
+                       "dropout"));
+      return each(&d, 1, RngAdvanceF{d.rngState, d.rngJumps, n}, "dropout");
+    }
     AMPRT_CHECK(each(&d, numel(t[1]), CastF{flat(viewOf(t[0])), flat(viewOf(t[1]))}, "dropout"));
     if (t[2].data) {
       if (t[2].dtype != AMPRT_I1 || !amprt_tensor_is_contiguous(&t[2]))
@@ -2861,6 +2950,15 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   else if ((s = cudaFail(cudaMemsetAsync(err, 0, sizeof(DeviceError), d->stream),
                          "cudaMemsetAsync")) != AMPRT_OK)
     return cleanup(s);
+  const std::vector<uint64_t> &jumps = rngJumpTable();
+  void *rng;
+  if ((s = rawAlloc(*d, 8 + jumps.size() * 8, &rng)) != AMPRT_OK)
+    return cleanup(s);
+  d->rngState = static_cast<uint64_t *>(rng);
+  d->rngJumps = d->rngState + 1;
+  if ((s = rawCopy(*d, d->rngJumps, jumps.data(), jumps.size() * 8, 0)) != AMPRT_OK ||
+      (s = rawCopy(*d, d->rngState, &ctx->rng, 8, 0)) != AMPRT_OK)
+    return cleanup(s);
   ctx->impl = d;
   return AMPRT_OK;
 }
@@ -2884,6 +2982,7 @@ void close(amprt_context *ctx) {
   for (auto &[p, n] : d->allocations)
     rawFree(*d, const_cast<char *>(p));
   rawFree(*d, d->err);
+  rawFree(*d, d->rngState);
   rawFree(*d, d->ltWork);
   if (d->lt)
     ltApi.cublasLtDestroy(d->lt);
@@ -3048,8 +3147,22 @@ amprt_status sync(amprt_context *ctx) {
   return fail(AMPRT_ERR_DEVICE, "the device recorded an unknown error %d", e.kind);
 }
 
-const amprt_device_ops kOps = {open,      close,    exec,     alloc,       release,     copy,
-                               sync,      syncCount, graphBegin, graphEnd, graphLaunch, graphDestroy};
+amprt_status rngSet(amprt_context *ctx, uint64_t state) {
+  Dev &d = devOf(ctx);
+  if (d.capturing)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "the dropout generator cannot be set inside a CUDA graph capture");
+  return rawCopy(d, d.rngState, &state, 8, 0);
+}
+
+amprt_status rngGet(amprt_context *ctx, uint64_t *state) {
+  Dev &d = devOf(ctx);
+  if (d.capturing)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "the dropout generator cannot be read inside a CUDA graph capture");
+  return rawCopy(d, state, d.rngState, 8, 1);
+}
+
+const amprt_device_ops kOps = {open,       close,    exec,        alloc,        release, copy,   sync,
+                               syncCount,  graphBegin, graphEnd, graphLaunch, graphDestroy, rngSet, rngGet};
 
 } // namespace
 } // namespace amprt::cuda

@@ -15,7 +15,10 @@
 // optimizer moments, the loss scale and its trackers). --steps counts all
 // steps of the run, so `--resume` continues an interrupted run to N. The
 // checkpoint (D/checkpoint.safetensors) holds every state tensor and, in its
-// metadata, the step and the skipped-step count.
+// metadata, the step, the skipped-step count and the dropout generator's
+// state (amp.rng_state), so a resumed run draws the masks it would have
+// drawn. --seed N seeds the generator (dropout's masks; a fixed default
+// state without it).
 //
 // --device: where the program runs; by default where it was compiled for
 // (amp.device in the weights' metadata; amp-compile --device cuda). On a
@@ -45,6 +48,7 @@
 #include "amprt/amprt.h"
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -117,7 +121,7 @@ double scalarOf(const Slot *s) {
 
 struct Options {
   std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir, device;
-  int64_t steps = -1, printEvery = 0, checkpointEvery = 0, syncEvery = 32;
+  int64_t steps = -1, printEvery = 0, checkpointEvery = 0, syncEvery = 32, seed = -1;
   bool resume = false, cudaGraph = false;
 };
 
@@ -242,9 +246,11 @@ int main(int argc, char **argv) {
       o.cudaGraph = true;
     else if (is("--sync-every"))
       o.syncEvery = count("--sync-every", 1);
+    else if (is("--seed"))
+      o.seed = count("--seed", 0);
     else if (a == "-h" || a == "--help") {
       std::printf("usage: %s --inputs in.npz --outputs out.npz [--weights FILE] "
-                  "[--nan-check warn|error|off] [--device cpu|cuda[:N]]\n"
+                  "[--nan-check warn|error|off] [--device cpu|cuda[:N]] [--seed N]\n"
                   "       %s --data data.npz --steps N [--metrics m.jsonl] "
                   "[--checkpoint-dir D] [--resume]\n"
                   "          [--print-every K] [--checkpoint-every K] [--outputs last.npz] "
@@ -320,6 +326,8 @@ int main(int argc, char **argv) {
   amprt_arena *arena = nullptr;
   if (amprt_context_create(o.device.c_str(), &ctx) != AMPRT_OK)
     die(std::string(amprt_last_error()) + " (--device " + o.device + ")");
+  if (o.seed >= 0) // dropout's masks (a checkpoint's state wins on --resume)
+    amprt_context_seed(ctx, (uint64_t)o.seed);
   if (amprt_arena_create(ctx, (size_t)std::strtoll(arenaText, nullptr, 10), &arena) != AMPRT_OK)
     die(amprt_last_error());
   // ap / rp: the buffers the program reads and writes (the slots' host
@@ -554,6 +562,16 @@ int main(int argc, char **argv) {
     }
     start = std::strtoll(it, nullptr, 10);
     skipped = std::strtoll(sk, nullptr, 10);
+    // The dropout generator goes on where it stopped (older checkpoints
+    // have no state: the fresh one).
+    if (const char *rs = amprt_checkpoint_metadata(rc, "amp.rng_state")) {
+      char *end = nullptr;
+      errno = 0;
+      unsigned long long v = std::strtoull(rs, &end, 16);
+      if (errno || !*rs || *end)
+        die("--resume: '" + ckFile + "': amp.rng_state '" + rs + "' is not a hexadecimal number");
+      amprt_context_set_rng_state(ctx, (uint64_t)v);
+    }
     amprt_checkpoint_close(rc);
     if (start >= o.steps)
       std::printf("resumed at step %lld: nothing to do for --steps %lld\n", (long long)start,
@@ -572,11 +590,14 @@ int main(int argc, char **argv) {
                                                       s.shape.data())});
     }
     std::string d = std::to_string(done), k = std::to_string(skipped);
+    char rng[32];
+    std::snprintf(rng, sizeof rng, "%016llx", (unsigned long long)amprt_context_rng_state(ctx));
     amprt_metadata meta[] = {{"amp.signature", sigText},
                              {"amp.steps_done", d.c_str()},
                              {"amp.skipped_total", k.c_str()},
-                             {"amp.training", trainingText}};
-    if (amprt_checkpoint_save(ckFile.c_str(), ts.data(), (int32_t)ts.size(), meta, 4) !=
+                             {"amp.training", trainingText},
+                             {"amp.rng_state", rng}};
+    if (amprt_checkpoint_save(ckFile.c_str(), ts.data(), (int32_t)ts.size(), meta, 5) !=
         AMPRT_OK)
       die(amprt_last_error());
   };
