@@ -372,6 +372,72 @@ def main():
                   f"{op} over axes {axes} of {shape}: worst relative error {err:.1e} (tolerance 1e-6), "
                   f"{int(np.isnan(got).sum())} NaN where numpy has {int(np.isnan(ref).sum())}")
 
+        # 7a. Long rows (32 elements or more: a warp per row on the device,
+        # its 32 lanes' partial sums combined in a butterfly, emulated here
+        # in the same order): softmax, log-softmax (a NaN row), layer norm
+        # against numpy in float64, then a model of them trained as on the CPU.
+        x = rng.standard_normal((6, 100)).astype(np.float32) * 3
+        x[2, 17] = np.nan
+        z = rng.standard_normal((5, 3, 80)).astype(np.float32)
+        g, b = rng.standard_normal(80).astype(np.float32), rng.standard_normal(80).astype(np.float32)
+        nodes = [helper.make_node("Softmax", ["x"], ["sm"], axis=1),
+                 helper.make_node("LogSoftmax", ["x"], ["lsm"], axis=1),
+                 helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+                 helper.make_node("Softmax", ["xt"], ["smt"], axis=0),  # strided rows
+                 helper.make_node("LayerNormalization", ["z", "g", "b"], ["ln"], axis=-1, epsilon=1e-5)]
+        gr = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+                                               helper.make_tensor_value_info("z", TensorProto.FLOAT, z.shape)],
+                               [helper.make_tensor_value_info(k, TensorProto.FLOAT, None)
+                                for k in ("sm", "lsm", "smt", "ln")],
+                               [numpy_helper.from_array(g, "g"), numpy_helper.from_array(b, "b")])
+        mpath, ipath, opath = (os.path.join(tmp, f) for f in ("rows.onnx", "rows_in.npz", "rows_out.npz"))
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), mpath)
+        np.savez(ipath, x=x, z=z)
+        run([a.run, mpath, "--inputs", ipath, "--outputs", opath, "--device", "cuda", "--nan-check", "off"], True)
+        got = np.load(opath)
+        xd = x.astype(np.float64)
+        e = np.exp(xd - np.max(xd, axis=1, keepdims=True))
+        sm = e / e.sum(axis=1, keepdims=True)
+        lsm = xd - np.max(xd, axis=1, keepdims=True) - np.log(e.sum(axis=1, keepdims=True))
+        zd = z.astype(np.float64)
+        mu, var = zd.mean(-1, keepdims=True), zd.var(-1, keepdims=True)
+        ln = (zd - mu) / np.sqrt(var + 1e-5) * g + b
+        worst = 0.0
+        nan_ok = True
+        for k, ref in (("sm", sm), ("lsm", lsm), ("smt", sm.T), ("ln", ln)):
+            nan_ok &= got[k].shape == ref.shape and np.array_equal(np.isnan(got[k]), np.isnan(ref))
+            worst = max(worst, float(np.nanmax(np.abs(got[k] - ref) / (np.abs(ref) + 1e-6))))
+        check(nan_ok and worst <= 2e-6,
+              f"softmax / log-softmax over rows of 100 (one with a NaN: all NaN), along a strided axis, "
+              f"layer norm over 80: worst relative error {worst:.1e} vs numpy float64 (tolerance 2e-6), "
+              f"NaN rows as numpy's: {nan_ok}")
+        w1 = (rng.standard_normal((64, 64)) * 0.3).astype(np.float32)
+        w2 = (rng.standard_normal((48, 64)) * 0.3).astype(np.float32)
+        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n1"], axis=-1),
+                 helper.make_node("Gemm", ["n1", "w1"], ["h"], transB=1),
+                 helper.make_node("Softmax", ["h"], ["s"], axis=-1),
+                 helper.make_node("Gemm", ["s", "w2"], ["logits"], transB=1)]
+        gr = helper.make_graph(nodes, "rowmlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [8, 48])],
+                               [numpy_helper.from_array(v, k) for k, v in
+                                (("w1", w1), ("w2", w2), ("g", 1 + 0.1 * rng.standard_normal(64).astype(np.float32)),
+                                 ("b", 0.1 * rng.standard_normal(64).astype(np.float32)))])
+        rpath, rdata = os.path.join(tmp, "rowmlp.onnx"), os.path.join(tmp, "rowmlp.npz")
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), rpath)
+        np.savez(rdata, x=rng.standard_normal((24, 64)).astype(np.float32),
+                 labels=rng.integers(0, 48, 24).astype(np.int64))
+        for precision in ("fp32", "fp16"):
+            prog = os.path.join(tmp, f"rowmlp.{precision}")
+            run([a.compile, rpath, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", "0.5",
+                 "--loss-fn", "cross_entropy", "--device", "cuda"], False)
+            mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
+            run([prog, "--data", rdata, "--steps", "6", "--metrics", mc, "--device", "cpu",
+                 "--outputs", prog + ".cpu.npz"], False)
+            run([prog, "--data", rdata, "--steps", "6", "--metrics", me, "--outputs", prog + ".emu.npz"], True)
+            what = f"layer norm (64) -> softmax (64) -> cross entropy (48 classes) {precision}"
+            compare(metrics(mc), metrics(me), TOL[precision], what)
+            compare_updates(rpath, prog + ".cpu.npz", prog + ".emu.npz", SMOOTH_UPDATE_TOL[precision], what)
+
         # 7b. Dropout in training: the device draws the CPU's sequence (the
         # generator jumped ahead per chunk of elements), so outputs and masks
         # equal the CPU's bit for bit; a second dropout continues the stream.

@@ -189,6 +189,126 @@ template <class F> amprt_status each(const Dev *dev, int64_t n, const F &f, cons
   return cudaFail(cudaGetLastError(), what);
 }
 
+//--- Row kernels: a thread or a warp per row --------------------------------------
+
+constexpr int kWarp = 32;
+
+/// The lanes working on one row of `len` elements, for row kernels
+/// f(row, lane, lanes). lanes == 1: one thread does the row in order (short
+/// rows). lanes == 32: on the device a warp, lane l taking elements l, l +
+/// 32, ... (coalesced), sum / max combining the lanes' parts in a butterfly
+/// of shuffles (commutative steps: every lane ends with the same value);
+/// emulated on the host, the same 32 parts combined in the same butterfly,
+/// so the host computes the device's very values.
+struct RowLanes {
+  int lane, lanes;
+  int64_t len;
+
+  template <class F> HD double sum(const F &f) const {
+    if (lanes == 1) {
+      double s = 0.0;
+      for (int64_t i = 0; i < len; ++i)
+        s += f(i);
+      return s;
+    }
+#ifdef __CUDA_ARCH__
+    double s = 0.0;
+    for (int64_t i = lane; i < len; i += kWarp)
+      s += f(i);
+    for (int o = kWarp / 2; o; o >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+#else
+    double p[kWarp];
+    for (int l = 0; l < kWarp; ++l) {
+      p[l] = 0.0;
+      for (int64_t i = l; i < len; i += kWarp)
+        p[l] += f(i);
+    }
+    for (int o = kWarp / 2; o; o >>= 1) {
+      double q[kWarp];
+      for (int l = 0; l < kWarp; ++l)
+        q[l] = p[l] + p[l ^ o];
+      for (int l = 0; l < kWarp; ++l)
+        p[l] = q[l];
+    }
+    return p[0];
+#endif
+  }
+
+  /// The largest f(i) (-inf for none); a NaN wins.
+  template <class F> HD float max(const F &f) const {
+    float m = -INFINITY;
+    if (lanes == 1) {
+      for (int64_t i = 0; i < len; ++i)
+        m = maxNaN(m, f(i));
+      return m;
+    }
+#ifdef __CUDA_ARCH__
+    for (int64_t i = lane; i < len; i += kWarp)
+      m = maxNaN(m, f(i));
+    for (int o = kWarp / 2; o; o >>= 1)
+      m = maxNaN(m, __shfl_xor_sync(0xffffffffu, m, o));
+    return m;
+#else
+    for (int64_t i = 0; i < len; ++i) // max is exact: any order
+      m = maxNaN(m, f(i));
+    return m;
+#endif
+  }
+
+  /// f(i) for this lane's elements (every element on the host).
+  template <class F> HD void forEach(const F &f) const {
+#ifdef __CUDA_ARCH__
+    if (lanes > 1) {
+      for (int64_t i = lane; i < len; i += kWarp)
+        f(i);
+      return;
+    }
+#endif
+    for (int64_t i = 0; i < len; ++i)
+      f(i);
+  }
+
+  /// The one lane that writes a row's scalars.
+  HD bool leader() const { return lane == 0; }
+
+  HD static float maxNaN(float a, float b) { return isNaN(a) || isNaN(b) ? NAN : (b > a ? b : a); }
+};
+
+template <class F> struct PerThreadRow {
+  F f;
+  HD void operator()(int64_t r) const { f(r, 0, 1); }
+};
+
+template <class F> __global__ void rowKernel(F f, int64_t rows) {
+  int lane = threadIdx.x % kWarp;
+  int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / kWarp,
+          nw = ((int64_t)gridDim.x * blockDim.x) / kWarp;
+  for (int64_t r = w; r < rows; r += nw) // r is the same for the whole warp
+    f(r, lane, kWarp);
+}
+
+/// f(r, lane, lanes) for the rows [0, rows) of `len` elements: a warp per
+/// row for rows of 32 elements or more, else a thread per row.
+template <class F>
+amprt_status eachRow(const Dev *dev, int64_t rows, int64_t len, const F &f, const char *what) {
+  if (rows <= 0)
+    return AMPRT_OK;
+  if (len < kWarp)
+    return each(dev, rows, PerThreadRow<F>{f}, what);
+  if (dev && emulated(*dev)) {
+    for (int64_t r = 0; r < rows; ++r)
+      f(r, 0, kWarp);
+    return AMPRT_OK;
+  }
+  int64_t blocks = (rows + 7) / 8; // 8 warps per block of 256
+  if (blocks > (1 << 20))
+    blocks = 1 << 20;
+  rowKernel<<<(unsigned)blocks, 256, 0, dev ? streamOf(*dev) : nullptr>>>(f, rows);
+  return cudaFail(cudaGetLastError(), what);
+}
+
 //--- The loss-scaling kernels and the optimizer steps (amp.cpp's twins) --------
 
 /// Multi-tensor unscale and check (like Apex's multi_tensor_apply): one

@@ -667,28 +667,21 @@ struct SoftmaxF {
   View x, y;
   Rows rows;
   int32_t log;
-  HD void operator()(int64_t r) const {
+  HD void operator()(int64_t r, int lane, int lanes) const {
     int64_t len = x.shape[rows.axis];
     int64_t xb = rows.base(r, x.strides), yb = rows.base(r, y.strides);
     int64_t xs = x.strides[rows.axis], ys = y.strides[rows.axis];
-    float m = -INFINITY;
-    bool nan = false;
-    for (int64_t i = 0; i < len; ++i) {
-      float v = ldF(x.data, x.dtype, xb + i * xs);
-      nan |= isNaN(v);
-      m = v > m ? v : m;
-    }
-    double sum = 0.0;
-    for (int64_t i = 0; i < len; ++i)
-      sum += exp((double)ldF(x.data, x.dtype, xb + i * xs) - m);
+    RowLanes L{lane, lanes, len};
+    auto xAt = [&](int64_t i) { return ldF(x.data, x.dtype, xb + i * xs); };
+    float m = L.max(xAt);
+    double sum = L.sum([&](int64_t i) { return exp((double)xAt(i) - m); });
     double logSum = log ? ::log(sum) : 0.0;
-    for (int64_t i = 0; i < len; ++i) {
-      double xv = ldF(x.data, x.dtype, xb + i * xs);
-      double v = log ? xv - m - logSum : exp(xv - m) / sum;
-      if (nan)
-        v = NAN;
+    bool nan = isNaN(m); // a NaN anywhere in the row: all NaN
+    L.forEach([&](int64_t i) {
+      double xv = xAt(i);
+      double v = nan ? (double)NAN : log ? xv - m - logSum : exp(xv - m) / sum;
       stF(y.data, y.dtype, yb + i * ys, (float)v);
-    }
+    });
   }
 };
 
@@ -696,22 +689,22 @@ struct SoftmaxGradF {
   View y, dy, dx;
   Rows rows;
   int32_t log;
-  HD void operator()(int64_t r) const {
+  HD void operator()(int64_t r, int lane, int lanes) const {
     int64_t len = y.shape[rows.axis];
     int64_t yb = rows.base(r, y.strides), gb = rows.base(r, dy.strides),
             xb = rows.base(r, dx.strides);
     int64_t ys = y.strides[rows.axis], gs = dy.strides[rows.axis], xs = dx.strides[rows.axis];
-    double dot = 0.0;
-    for (int64_t i = 0; i < len; ++i) {
+    RowLanes L{lane, lanes, len};
+    double dot = L.sum([&](int64_t i) {
       double g = ldF(dy.data, dy.dtype, gb + i * gs);
-      dot += log ? g : g * ldF(y.data, y.dtype, yb + i * ys);
-    }
-    for (int64_t i = 0; i < len; ++i) {
+      return log ? g : g * ldF(y.data, y.dtype, yb + i * ys);
+    });
+    L.forEach([&](int64_t i) {
       double yv = ldF(y.data, y.dtype, yb + i * ys);
       double g = ldF(dy.data, dy.dtype, gb + i * gs);
       double v = log ? g - exp(yv) * dot : yv * (g - dot);
       stF(dx.data, dx.dtype, xb + i * xs, (float)v);
-    }
+    });
   }
 };
 
@@ -723,25 +716,23 @@ struct LayerNormF {
   int64_t cols;
   float eps;
   int32_t hasBias;
-  HD void operator()(int64_t r) const {
-    double s = 0.0;
-    for (int64_t c = 0; c < cols; ++c)
-      s += (double)ldF(x.data, x.dtype, r * cols + c);
-    double mu = s / (double)cols, q = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      double d = (double)ldF(x.data, x.dtype, r * cols + c) - mu;
-      q += d * d;
-    }
+  HD void operator()(int64_t r, int lane, int lanes) const {
+    RowLanes L{lane, lanes, cols};
+    auto xAt = [&](int64_t c) { return (double)ldF(x.data, x.dtype, r * cols + c); };
+    double mu = L.sum(xAt) / (double)cols;
+    double q = L.sum([&](int64_t c) {
+      double d = xAt(c) - mu;
+      return d * d;
+    });
     double rstd = 1.0 / sqrt(q / (double)cols + (double)eps);
-    for (int64_t c = 0; c < cols; ++c) {
+    L.forEach([&](int64_t c) {
       double sc = ldF(scale.data, scale.dtype, scale.at(c));
       double bi = hasBias ? (double)ldF(bias.data, bias.dtype, bias.at(c)) : 0.0;
-      double v = ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd * sc + bi;
-      stF(y.data, y.dtype, r * cols + c, (float)v);
-    }
-    if (mean)
+      stF(y.data, y.dtype, r * cols + c, (float)((xAt(c) - mu) * rstd * sc + bi));
+    });
+    if (mean && L.leader())
       mean[r] = (float)mu;
-    if (invStd)
+    if (invStd && L.leader())
       invStd[r] = (float)rstd;
   }
 };
@@ -750,23 +741,18 @@ struct LayerNormGradDxF {
   View x, scale, dy, dx;
   const float *mean, *invStd;
   int64_t cols;
-  HD void operator()(int64_t r) const {
-    double mu = mean[r], rstd = invStd[r], m1 = 0.0, m2 = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd;
-      double dxh = (double)ldF(dy.data, dy.dtype, r * cols + c) *
-                   (double)ldF(scale.data, scale.dtype, scale.at(c));
-      m1 += dxh;
-      m2 += dxh * xh;
-    }
-    m1 /= (double)cols;
-    m2 /= (double)cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd;
-      double dxh = (double)ldF(dy.data, dy.dtype, r * cols + c) *
-                   (double)ldF(scale.data, scale.dtype, scale.at(c));
-      stF(dx.data, dx.dtype, r * cols + c, (float)(rstd * (dxh - m1 - xh * m2)));
-    }
+  HD void operator()(int64_t r, int lane, int lanes) const {
+    RowLanes L{lane, lanes, cols};
+    double mu = mean[r], rstd = invStd[r];
+    auto xh = [&](int64_t c) { return ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd; };
+    auto dxh = [&](int64_t c) {
+      return (double)ldF(dy.data, dy.dtype, r * cols + c) * (double)ldF(scale.data, scale.dtype, scale.at(c));
+    };
+    double m1 = L.sum(dxh) / (double)cols;
+    double m2 = L.sum([&](int64_t c) { return dxh(c) * xh(c); }) / (double)cols;
+    L.forEach([&](int64_t c) {
+      stF(dx.data, dx.dtype, r * cols + c, (float)(rstd * (dxh(c) - m1 - xh(c) * m2)));
+    });
   }
 };
 
@@ -2318,13 +2304,13 @@ amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
       AMPRT_CHECK(checkContiguous(lp, -1, "log_prob"));
       int64_t rows;
       Rows r = rowsOf(scores, 1, rows);
-      AMPRT_CHECK(each(&d, rows, SoftmaxF{viewOf(scores), viewOf(lp), r, 1}, "softmax_cross_entropy"));
+      AMPRT_CHECK(eachRow(&d, rows, scores.shape[1], SoftmaxF{viewOf(scores), viewOf(lp), r, 1}, "softmax_cross_entropy"));
       logp = viewOf(lp);
       if (lp.dtype != AMPRT_F32) {
         void *tmp;
         AMPRT_CHECK(scratch(d, 2, (size_t)numel(scores) * 4, &tmp));
         amprt_tensor f = amprt_tensor_make(tmp, AMPRT_F32, scores.rank, scores.shape);
-        AMPRT_CHECK(each(&d, rows, SoftmaxF{viewOf(scores), viewOf(f), r, 1}, "softmax_cross_entropy"));
+        AMPRT_CHECK(eachRow(&d, rows, scores.shape[1], SoftmaxF{viewOf(scores), viewOf(f), r, 1}, "softmax_cross_entropy"));
         logp = viewOf(f);
       }
     }
@@ -2392,7 +2378,7 @@ amprt_status layerNorm(Dev &d, const Decoded &dd) {
   for (const amprt_tensor *st : {&mean, &inv})
     if (st->data && (st->dtype != AMPRT_F32 || numel(*st) != rows))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm statistics");
-  return each(&d, rows,
+  return eachRow(&d, rows, cols,
               LayerNormF{viewOf(x), viewOf(y), sv, bv, static_cast<float *>(mean.data),
                          static_cast<float *>(inv.data), cols, (float)attrF(a, 1), hasBias},
               "layer_norm");
@@ -2410,7 +2396,7 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad statistics");
   const float *mp = static_cast<const float *>(mean.data), *ip = static_cast<const float *>(inv.data);
   if (a[1])
-    AMPRT_CHECK(each(&d, rows, LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
+    AMPRT_CHECK(eachRow(&d, rows, cols, LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
                      "layer_norm_grad"));
   if (a[2] || a[3]) {
     if (numel(scale) != cols || !amprt_tensor_is_contiguous(&scale))
@@ -2745,7 +2731,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax's operands");
     int64_t rows;
     Rows r = rowsOf(t[0], axis, rows);
-    return each(&d, rows, SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a[1]}, "softmax");
+    return eachRow(&d, rows, t[0].shape[r.axis], SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a[1]}, "softmax");
   }
   case AMPRT_OP_SOFTMAX_GRAD: {
     AMPRT_CHECK(need(dd, 3, 2, "softmax_grad"));
@@ -2754,7 +2740,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax_grad's operands");
     int64_t rows;
     Rows r = rowsOf(t[0], axis, rows);
-    return each(&d, rows, SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a[1]},
+    return eachRow(&d, rows, t[0].shape[r.axis], SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a[1]},
                 "softmax_grad");
   }
   case AMPRT_OP_LAYER_NORM:
