@@ -41,11 +41,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"fp32": 1e-4, "fp16": 2e-3, "bf16": 1e-2}
 
 
-def run_ours(bundle, name, precision, steps, metrics, env, extra=()):
+def run_ours(bundle, name, precision, steps, metrics, env, extra=(), timeout=120):
     prog = os.path.join(bundle, "programs", f"{name}.{precision}")
     data = os.path.join(bundle, "programs", f"{name}.npz")
-    p = subprocess.run([prog, "--data", data, "--steps", str(steps), "--metrics", metrics,
-                        "--print-every", "1000000", *extra], capture_output=True, text=True, env=env)
+    cmd = [prog, "--data", data, "--steps", str(steps), "--metrics", metrics, "--print-every", "1000000", *extra]
+    try:  # a hung program must not eat the GPU call's time
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p = subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout} s")
     rows = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
     return p, rows
 
@@ -69,7 +72,8 @@ def check(bundle, env, out):
             bad += 1
             print(f"FAIL  {name} {precision}{tag}: exit {p.returncode}: {p.stderr.strip()[-300:]}", flush=True)
             continue
-        worst = max(abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-30) for a, b in zip(ref, rows))
+        worst = max((abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-30) for a, b in zip(ref, rows)),
+                    default=float("inf"))
         seq = all(a["loss_scale"] == b["loss_scale"] and a["found_inf"] == b["found_inf"]
                   for a, b in zip(ref, rows))
         ok = len(rows) == len(ref) and np.isfinite(worst) and worst <= TOL[precision] and seq

@@ -168,6 +168,22 @@ def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag=""):
     return metrics(mc), metrics(me), prog, path
 
 
+def train_model_pair(compile_, path, data, precision, lr, steps, what):
+    """A model file trained on the CPU and on the emulated device (SGD,
+    cross entropy): every step's loss and every parameter's update compared
+    (the smooth tolerance). Returns the program and the two metrics files."""
+    prog = os.path.splitext(path)[0] + f".{precision}"
+    run([compile_, path, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", lr,
+         "--loss-fn", "cross_entropy", "--device", "cuda"], False)
+    mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
+    run([prog, "--data", data, "--steps", str(steps), "--metrics", mc, "--device", "cpu",
+         "--outputs", prog + ".cpu.npz"], False)
+    run([prog, "--data", data, "--steps", str(steps), "--metrics", me, "--outputs", prog + ".emu.npz"], True)
+    compare(metrics(mc), metrics(me), TOL[precision], what)
+    compare_updates(path, prog + ".cpu.npz", prog + ".emu.npz", SMOOTH_UPDATE_TOL[precision], what)
+    return prog, mc, me
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("compile")
@@ -427,16 +443,8 @@ def main():
         np.savez(rdata, x=rng.standard_normal((24, 64)).astype(np.float32),
                  labels=rng.integers(0, 48, 24).astype(np.int64))
         for precision in ("fp32", "fp16"):
-            prog = os.path.join(tmp, f"rowmlp.{precision}")
-            run([a.compile, rpath, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", "0.5",
-                 "--loss-fn", "cross_entropy", "--device", "cuda"], False)
-            mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
-            run([prog, "--data", rdata, "--steps", "6", "--metrics", mc, "--device", "cpu",
-                 "--outputs", prog + ".cpu.npz"], False)
-            run([prog, "--data", rdata, "--steps", "6", "--metrics", me, "--outputs", prog + ".emu.npz"], True)
-            what = f"layer norm (64) -> softmax (64) -> cross entropy (48 classes) {precision}"
-            compare(metrics(mc), metrics(me), TOL[precision], what)
-            compare_updates(rpath, prog + ".cpu.npz", prog + ".emu.npz", SMOOTH_UPDATE_TOL[precision], what)
+            train_model_pair(a.compile, rpath, rdata, precision, "0.5", 6,
+                             f"layer norm (64) -> softmax (64) -> cross entropy (48 classes) {precision}")
 
         # 7b. Dropout in training: the device draws the CPU's sequence (the
         # generator jumped ahead per chunk of elements), so outputs and masks
@@ -483,16 +491,8 @@ def main():
         np.savez(ddata, x=rng.standard_normal((24, 16)).astype(np.float32),
                  labels=rng.integers(0, 10, 24).astype(np.int64))
         for precision in ("fp32", "fp16"):
-            prog = os.path.join(tmp, f"dropmlp.{precision}")
-            run([a.compile, dpath, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", "0.05",
-                 "--loss-fn", "cross_entropy", "--device", "cuda"], False)
-            mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
-            run([prog, "--data", ddata, "--steps", "8", "--metrics", mc, "--device", "cpu",
-                 "--outputs", prog + ".cpu.npz"], False)
-            run([prog, "--data", ddata, "--steps", "8", "--metrics", me, "--outputs", prog + ".emu.npz"], True)
             what = f"training with dropout 0.25 {precision}"
-            compare(metrics(mc), metrics(me), TOL[precision], what)
-            compare_updates(dpath, prog + ".cpu.npz", prog + ".emu.npz", SMOOTH_UPDATE_TOL[precision], what)
+            prog, mc, me = train_model_pair(a.compile, dpath, ddata, precision, "0.05", 8, what)
             if precision == "fp32":  # captured steps draw on from the device's state
                 mg = prog + ".graph.jsonl"
                 run([prog, "--data", ddata, "--steps", "8", "--metrics", mg, "--cuda-graph"], True)

@@ -1119,6 +1119,22 @@ template <class F> HD inline void forWindow(const Geom &gm, const int64_t *o, F 
   }
 }
 
+/// Whether window position kp (flat in the kernel's plane) of output op
+/// (flat in the output plane) lies inside the input, and where (flat).
+HD inline bool windowInput(const Geom &gm, int64_t op, int64_t kp, int64_t &in) {
+  int64_t o[3];
+  outIndex(gm, op, o);
+  int64_t k[3] = {kp / (gm.k[2] * gm.k[1]), (kp / gm.k[2]) % gm.k[1], kp % gm.k[2]};
+  in = 0;
+  for (int dd = 0; dd < 3; ++dd) {
+    int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k[dd] * gm.d[dd];
+    if (i < 0 || i >= gm.in[dd])
+      return false;
+    in = in * gm.in[dd] + i;
+  }
+  return true;
+}
+
 /// f(window index, output index) for the outputs whose window puts window
 /// position k on input position i: o * s - pb + k * d == i.
 template <class F> HD inline void forWindowsOf(const Geom &gm, const int64_t *i, F f) {
@@ -1207,17 +1223,8 @@ struct ConvDwF {
     double acc = 0.0;
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t op = 0; op < gm.outPlane(); ++op) {
-        int64_t o[3];
-        outIndex(gm, op, o);
-        // The one window position kp of output o, if inside.
-        int64_t k[3] = {kp / (gm.k[2] * gm.k[1]), (kp / gm.k[2]) % gm.k[1], kp % gm.k[2]}, in = 0;
-        bool inside = true;
-        for (int dd = 0; dd < 3 && inside; ++dd) {
-          int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k[dd] * gm.d[dd];
-          inside = i >= 0 && i < gm.in[dd];
-          in = in * gm.in[dd] + i;
-        }
-        if (inside)
+        int64_t in;
+        if (windowInput(gm, op, kp, in))
           acc += (double)ldF(x, xt, (n * gm.c + c) * gm.inPlane() + in) *
                  (double)ldF(dy, dyt, (n * gm.m + m) * gm.outPlane() + op);
       }
@@ -1264,15 +1271,8 @@ struct Im2ColF {
     int64_t OP = gm.outPlane(), KP = gm.kPlane();
     int64_t op = e % OP, nn = (e / OP) % nc, ckp = e / (OP * nc);
     int64_t c = ckp / KP, kp = ckp % KP;
-    int64_t o[3];
-    outIndex(gm, op, o);
-    int64_t k[3] = {kp / (gm.k[2] * gm.k[1]), (kp / gm.k[2]) % gm.k[1], kp % gm.k[2]}, in = 0;
-    bool inside = true;
-    for (int dd = 0; dd < 3 && inside; ++dd) {
-      int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k[dd] * gm.d[dd];
-      inside = i >= 0 && i < gm.in[dd];
-      in = in * gm.in[dd] + i;
-    }
+    int64_t in;
+    bool inside = windowInput(gm, op, kp, in);
     stF(col, ct, e, inside ? ldF(x, xt, ((n0 + nn) * gm.c + c) * gm.inPlane() + in) : 0.0f);
   }
 };
