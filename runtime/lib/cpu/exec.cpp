@@ -394,6 +394,8 @@ bool profiling() {
 extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
   if (ctx && ctx->ops) // another device's executor (libamprt_cuda)
     return ctx->ops->exec(ctx, desc, bufs);
+  if (recordFolder())
+    return recordExec(ctx, desc, bufs, execOne);
   if (!profiling())
     return execOne(ctx, desc, bufs);
   static Profile prof;

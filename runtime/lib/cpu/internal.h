@@ -48,6 +48,12 @@ struct amprt_context {
 
 namespace amprt {
 
+/// AMPRT_EXEC_RECORD's folder, or null (record.cpp).
+const char *recordFolder();
+/// Runs `run` and records the call (its tensors' bytes before and after).
+int32_t recordExec(amprt_context *ctx, const int64_t *desc, void **bufs,
+                   int32_t (*run)(amprt_context *, const int64_t *, void **));
+
 /// Records a printf-style message as this thread's last error and returns
 /// `status`.
 amprt_status fail(amprt_status status, const char *fmt, ...)
