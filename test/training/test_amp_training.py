@@ -546,6 +546,7 @@ bad = [
      "does not fit the initializer's"),
     ([oprog, "--data", odata], "training needs both --data data.npz and --steps N"),
     ([oprog, "--data", odata, "--steps", "0"], "--steps needs an integer >= 1"),
+    ([oprog, "--data", odata, "--steps", "1", "--seed", "-3"], "--seed needs an integer >= 0, got '-3'"),
     ([oprog, "--data", fdata + ".missing", "--steps", "2"], "missing"),
     ([oprog, "--steps", "2", "--data", save_data("short", X[:100], Y[:100])],
      "fewer than the program's batch of 256"),
