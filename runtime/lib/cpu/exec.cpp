@@ -364,31 +364,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
 // AMPRT_PROFILE=1: time per opcode (and the first tensor's shape), printed to
 // stderr when the program exits. For finding where a step's time goes.
 namespace {
-struct Profile {
-  struct Entry {
-    double seconds = 0;
-    int64_t calls = 0;
-  };
-  std::map<std::string, Entry> byOp;
-  ~Profile() {
-    std::vector<std::pair<double, std::string>> rows;
-    double total = 0;
-    for (auto &[k, e] : byOp) {
-      rows.push_back({e.seconds, k});
-      total += e.seconds;
-    }
-    std::sort(rows.rbegin(), rows.rend());
-    std::fprintf(stderr, "amprt profile: %.3f ms in kernels\n", total * 1e3);
-    for (size_t i = 0; i < rows.size() && i < 40; ++i)
-      std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
-                   rows[i].first * 1e3, (long long)byOp[rows[i].second].calls,
-                   rows[i].second.c_str());
-  }
+struct Profile : ProfileTable {
+  ~Profile() { print(""); }
 };
-bool profiling() {
-  static const bool on = std::getenv("AMPRT_PROFILE") && *std::getenv("AMPRT_PROFILE") != '0';
-  return on;
-}
 } // namespace
 
 extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
@@ -396,34 +374,12 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
     return ctx->ops->exec(ctx, desc, bufs);
   if (recordFolder())
     return recordExec(ctx, desc, bufs, execOne);
-  if (!profiling())
+  if (!profilingRequested())
     return execOne(ctx, desc, bufs);
   static Profile prof;
   auto t0 = std::chrono::steady_clock::now();
   int32_t r = execOne(ctx, desc, bufs);
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string key = "op " + std::to_string(desc ? desc[1] : -1);
-  // Each tensor: [shape] and, when not dense, /strides.
-  const int64_t *p = desc ? desc + 4 : nullptr;
-  for (int64_t k = 0; p && k < desc[2] && k < 4; ++k) {
-    int64_t rank = p[1];
-    const int64_t *shape = p + 3, *strides = p + 3 + rank;
-    std::string sh, st;
-    int64_t dense = 1;
-    bool isDense = true;
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      isDense &= shape[i] == 1 || strides[i] == dense;
-      dense *= shape[i];
-    }
-    for (int64_t i = 0; i < rank; ++i) {
-      sh += (i ? "x" : "") + std::to_string(shape[i]);
-      st += (i ? "," : "") + std::to_string(strides[i]);
-    }
-    key += " [" + sh + (isDense ? "" : "/" + st) + "]";
-    p += 3 + 2 * rank;
-  }
-  auto &e = prof.byOp[key];
-  e.seconds += dt;
-  ++e.calls;
+  prof.add(profileKey(desc), dt);
   return r;
 }

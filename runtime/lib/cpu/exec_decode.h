@@ -12,7 +12,12 @@
 
 #include "internal.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace amprt::desc {
@@ -69,6 +74,63 @@ inline amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
   }
   d.attrs = p;
   return AMPRT_OK;
+}
+
+/// AMPRT_PROFILE's key for a call: "op N" and its first four tensors'
+/// [shape] (with /strides when not dense).
+inline std::string profileKey(const int64_t *desc) {
+  std::string key = "op " + std::to_string(desc ? desc[1] : -1);
+  const int64_t *p = desc ? desc + 4 : nullptr;
+  for (int64_t k = 0; p && k < desc[2] && k < 4; ++k) {
+    int64_t rank = p[1];
+    const int64_t *shape = p + 3, *strides = p + 3 + rank;
+    std::string sh, st;
+    int64_t dense = 1;
+    bool isDense = true;
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      isDense &= shape[i] == 1 || strides[i] == dense;
+      dense *= shape[i];
+    }
+    for (int64_t i = 0; i < rank; ++i) {
+      sh += (i ? "x" : "") + std::to_string(shape[i]);
+      st += (i ? "," : "") + std::to_string(strides[i]);
+    }
+    key += " [" + sh + (isDense ? "" : "/" + st) + "]";
+    p += 3 + 2 * rank;
+  }
+  return key;
+}
+
+/// Seconds and calls per profileKey, printed (the 40 largest) to stderr.
+struct ProfileTable {
+  struct Entry {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Entry> byOp;
+  void add(const std::string &key, double seconds) {
+    Entry &e = byOp[key];
+    e.seconds += seconds;
+    ++e.calls;
+  }
+  void print(const char *where) const {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (auto &[k, e] : byOp) {
+      rows.push_back({e.seconds, k});
+      total += e.seconds;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "amprt profile%s: %.3f ms in kernels\n", where, total * 1e3);
+    for (size_t i = 0; i < rows.size() && i < 40; ++i)
+      std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
+                   rows[i].first * 1e3, (long long)byOp.at(rows[i].second).calls, rows[i].second.c_str());
+  }
+};
+
+inline bool profilingRequested() {
+  static const bool on = std::getenv("AMPRT_PROFILE") && *std::getenv("AMPRT_PROFILE") != '0';
+  return on;
 }
 
 inline amprt_status need(const Decoded &d, size_t tensors, int64_t attrs, const char *op) {

@@ -32,6 +32,7 @@
 #include <mutex>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,12 @@ struct Dev {
   // The dropout generator's state and its jump table (kRngJumps matrices
   // of 64 columns: the step to the power 2^j), in device memory.
   uint64_t *rngState = nullptr, *rngJumps = nullptr;
+  // AMPRT_PROFILE=1: each call outside a graph capture between two events;
+  // their times are read at the next synchronisation, printed at close.
+  bool profile = false;
+  std::vector<std::pair<std::string, std::pair<cudaEvent_t, cudaEvent_t>>> timed;
+  std::vector<cudaEvent_t> eventPool;
+  desc::ProfileTable profileTable;
   bool warned = false;
   int64_t hostSyncs = 0; // times the host waited for the device
   // Graph capture: on the device the stream is capturing; emulated, the
@@ -2878,6 +2885,7 @@ amprt_status open(amprt_context *ctx, int32_t device) {
     return fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_context_create");
   const char *emu = std::getenv("AMPRT_CUDA_EMULATE");
   d->emulate = emu && *emu && std::strcmp(emu, "0") != 0;
+  d->profile = desc::profilingRequested();
   d->device = device;
   if (const char *cv = std::getenv("AMPRT_CUDA_CONV"); cv && *cv) {
     if (std::strcmp(cv, "direct") != 0 && std::strcmp(cv, "gemm") != 0) {
@@ -2949,12 +2957,31 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   return AMPRT_OK;
 }
 
+/// The profile's pending event pairs, read (the stream is synchronised).
+void flushProfile(Dev &d) {
+  for (auto &[key, ev] : d.timed) {
+    float ms = 0.0f;
+    if (cudaEventSynchronize(ev.second) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, ev.first, ev.second) == cudaSuccess)
+      d.profileTable.add(key, ms * 1e-3);
+    d.eventPool.push_back(ev.first);
+    d.eventPool.push_back(ev.second);
+  }
+  d.timed.clear();
+}
+
 void close(amprt_context *ctx) {
   Dev *d = static_cast<Dev *>(ctx->impl);
   if (!d)
     return;
   if (!d->emulate)
     cudaStreamSynchronize(d->stream);
+  if (d->profile) {
+    flushProfile(*d);
+    for (cudaEvent_t e : d->eventPool)
+      cudaEventDestroy(e);
+    d->profileTable.print(d->emulate ? " (cuda, emulated on the host)" : " (cuda)");
+  }
   for (auto &[k, p] : d->plans) {
     ltApi.cublasLtMatmulDescDestroy(p.op);
     ltApi.cublasLtMatrixLayoutDestroy(p.a);
@@ -2980,8 +3007,34 @@ void close(amprt_context *ctx) {
 
 int64_t syncCount(amprt_context *ctx) { return devOf(ctx).hostSyncs; }
 
+int32_t profiledExec(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
+  if (d.emulate) {
+    auto t0 = std::chrono::steady_clock::now();
+    int32_t r = execOne(ctx, d, desc, bufs);
+    d.profileTable.add(desc::profileKey(desc),
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return r;
+  }
+  cudaEvent_t ev[2];
+  for (cudaEvent_t &e : ev) {
+    if (d.eventPool.empty()) {
+      CUDA_CHECK(cudaEventCreate(&e), "AMPRT_PROFILE: cudaEventCreate");
+    } else {
+      e = d.eventPool.back();
+      d.eventPool.pop_back();
+    }
+  }
+  cudaEventRecord(ev[0], d.stream);
+  int32_t r = execOne(ctx, d, desc, bufs);
+  cudaEventRecord(ev[1], d.stream);
+  d.timed.push_back({desc::profileKey(desc), {ev[0], ev[1]}});
+  return r;
+}
+
 int32_t exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
   Dev &d = devOf(ctx);
+  if (d.profile && !d.capturing)
+    return profiledExec(ctx, d, desc, bufs);
   if (d.capturing && d.emulate) {
     // Recorded for the emulated graph: the descriptor is the program's
     // constant, the buffer pointers are copied (the caller's array is not).
@@ -3093,6 +3146,7 @@ amprt_status sync(amprt_context *ctx) {
     std::memset(d.err, 0, sizeof e);
   } else {
     CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+    flushProfile(d);
     CUDA_CHECK(cudaMemcpyAsync(&e, d.err, sizeof e, cudaMemcpyDeviceToHost, d.stream),
                "reading the device's errors");
     CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
