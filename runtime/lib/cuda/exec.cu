@@ -1242,16 +1242,17 @@ struct ConvDwF {
   }
 };
 
-/// Sums `parts` consecutive partial sums per output, in order.
-struct SumPartsF {
-  const double *partial;
-  int64_t parts;
+/// out[e] = the sum over k < parts of part[e * eStep + k * kStep], in
+/// order, accumulated in T (double partial sums, or f32 chunk products).
+template <class T> struct SumPartsF {
+  const T *part;
+  int64_t parts, eStep, kStep;
   void *out;
   int32_t outType;
   HD void operator()(int64_t e) const {
-    double acc = 0.0;
+    T acc = 0;
     for (int64_t k = 0; k < parts; ++k)
-      acc += partial[e * parts + k];
+      acc += part[e * eStep + k * kStep];
     stF(out, outType, e, (float)acc);
   }
 };
@@ -1332,20 +1333,6 @@ struct Col2ImF {
     float acc = 0.0f;
     forWindowsOf(gm, i, [&](int64_t kp, int64_t opos) { acc += dcol[((c * KP + kp) * nc + nn) * OP + opos]; });
     stF(dx, dxt, n0 * gm.c * IP + e, acc);
-  }
-};
-
-/// out[e] = the sum over the parts of part[k * n + e] (f32), in order.
-struct SumF32PartsF {
-  const float *part;
-  int64_t n, parts;
-  void *out;
-  int32_t outType;
-  HD void operator()(int64_t e) const {
-    float acc = 0.0f;
-    for (int64_t k = 0; k < parts; ++k)
-      acc += part[k * n + e];
-    stF(out, outType, e, acc);
   }
 };
 
@@ -1792,7 +1779,7 @@ amprt_status convGradGemm(Dev &d, const Geom &g, const amprt_tensor &x, const am
     }
   }
   if (dw && !direct)
-    AMPRT_CHECK(each(&d, nw, SumF32PartsF{static_cast<const float *>(part), nw, chunks, dw->data, dw->dtype},
+    AMPRT_CHECK(each(&d, nw, SumPartsF<float>{static_cast<const float *>(part), chunks, 1, nw, dw->data, dw->dtype},
                      "conv_grad dw"));
   return AMPRT_OK;
 }
@@ -1873,7 +1860,7 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
       AMPRT_CHECK(scratch(d, 6, (size_t)(numel(w) * g.n) * 8, &buf));
       f.partial = static_cast<double *>(buf);
       AMPRT_CHECK(each(&d, numel(w) * g.n, f, "conv_grad dw"));
-      AMPRT_CHECK(each(&d, numel(w), SumPartsF{f.partial, g.n, t[4].data, t[4].dtype}, "conv_grad dw"));
+      AMPRT_CHECK(each(&d, numel(w), SumPartsF<double>{f.partial, g.n, g.n, 1, t[4].data, t[4].dtype}, "conv_grad dw"));
     }
   }
   if (want[2]) {
@@ -1884,7 +1871,7 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
     AMPRT_CHECK(each(&d, g.m * g.n,
                      ChannelSumF{dy.data, dy.dtype, g.n, g.m, g.outPlane(), static_cast<double *>(buf)},
                      "conv_grad db"));
-    AMPRT_CHECK(each(&d, g.m, SumPartsF{static_cast<const double *>(buf), g.n, t[5].data, t[5].dtype},
+    AMPRT_CHECK(each(&d, g.m, SumPartsF<double>{static_cast<const double *>(buf), g.n, g.n, 1, t[5].data, t[5].dtype},
                      "conv_grad db"));
   }
   return AMPRT_OK;
