@@ -173,6 +173,9 @@ template <class F> __global__ void eachKernel(F f, int64_t n) {
     f(i);
 }
 
+/// A grid of `blocks` blocks, at most 2^20 (the kernels loop over the rest).
+inline unsigned gridOf(int64_t blocks) { return (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)); }
+
 /// f(i) for i in [0, n): on the device, or on the host when emulated.
 template <class F> amprt_status each(const Dev *dev, int64_t n, const F &f, const char *what) {
   if (n <= 0)
@@ -182,10 +185,7 @@ template <class F> amprt_status each(const Dev *dev, int64_t n, const F &f, cons
       f(i);
     return AMPRT_OK;
   }
-  int64_t blocks = (n + 255) / 256;
-  if (blocks > (1 << 20))
-    blocks = 1 << 20;
-  eachKernel<<<(unsigned)blocks, 256, 0, dev ? streamOf(*dev) : nullptr>>>(f, n);
+  eachKernel<<<gridOf((n + 255) / 256), 256, 0, dev ? streamOf(*dev) : nullptr>>>(f, n);
   return cudaFail(cudaGetLastError(), what);
 }
 
@@ -302,10 +302,8 @@ amprt_status eachRow(const Dev *dev, int64_t rows, int64_t len, const F &f, cons
       f(r, 0, kWarp);
     return AMPRT_OK;
   }
-  int64_t blocks = (rows + 7) / 8; // 8 warps per block of 256
-  if (blocks > (1 << 20))
-    blocks = 1 << 20;
-  rowKernel<<<(unsigned)blocks, 256, 0, dev ? streamOf(*dev) : nullptr>>>(f, rows);
+  // 8 warps per block of 256.
+  rowKernel<<<gridOf((rows + 7) / 8), 256, 0, dev ? streamOf(*dev) : nullptr>>>(f, rows);
   return cudaFail(cudaGetLastError(), what);
 }
 
