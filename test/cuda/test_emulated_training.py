@@ -81,7 +81,7 @@ def check(ok, what):
 
 def run(cmd, emulate, expect_ok=True, extra_env=None):
     env = dict(os.environ)
-    for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK"):
+    for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK", "AMPRT_CUDA_VEC"):
         env.pop(k, None)
     env.update(extra_env or {})
     if emulate:
@@ -518,6 +518,72 @@ def main():
                     seeded.append(metrics(ms))
                 compare(seeded[0], seeded[1], TOL[precision], f"{what}, --seed 7")
                 check(key(seeded[0]) != key(metrics(mc)), f"{what}: --seed 7 draws other masks than the default")
+
+        # 7c. Element-wise ops in groups of 8 (16-byte loads and stores on the
+        # device): dense operands, a broadcast row, a per-row scalar, groups
+        # cut by the end of the tensor, f16 / bf16 casts with specials; and
+        # views that cannot be grouped (rows of 13, a transpose) go element
+        # by element. Both paths must give the same bits (AMPRT_CUDA_VEC=0
+        # vs 1), and the values numpy's.
+        x = rng.standard_normal((37, 24)).astype(np.float32)
+        r = rng.standard_normal((37, 1)).astype(np.float32)
+        z = rng.standard_normal((5, 13)).astype(np.float32)
+        n1 = (rng.standard_normal(1003) * 3).astype(np.float32)
+        n1[[0, 9, 500, 1001, 1002]] = [np.nan, np.inf, -np.inf, 65520.0, 3e-8]
+        b = rng.standard_normal(24).astype(np.float32)
+        zb = rng.standard_normal(13).astype(np.float32)
+        nodes = [helper.make_node("Add", ["x", "b"], ["xb"]), helper.make_node("Tanh", ["xb"], ["y1"]),
+                 helper.make_node("Mul", ["x", "r"], ["y2"]),
+                 helper.make_node("Add", ["z", "zb"], ["y3"]),
+                 helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+                 helper.make_node("Sigmoid", ["xt"], ["y4"]),
+                 helper.make_node("Cast", ["n1"], ["h16"], to=TensorProto.FLOAT16),
+                 helper.make_node("Cast", ["h16"], ["y5"], to=TensorProto.FLOAT),
+                 helper.make_node("Cast", ["n1"], ["hb"], to=TensorProto.BFLOAT16),
+                 helper.make_node("Cast", ["hb"], ["y6"], to=TensorProto.FLOAT),
+                 helper.make_node("Sub", ["y5", "n1"], ["y7"])]
+        ins = {"x": x, "r": r, "z": z, "n1": n1}
+        gr = helper.make_graph(nodes, "vec", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape)
+                                              for k, v in ins.items()],
+                               [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(1, 8)],
+                               [numpy_helper.from_array(b, "b"), numpy_helper.from_array(zb, "zb")])
+        mpath, ipath = os.path.join(tmp, "vec.onnx"), os.path.join(tmp, "vec_in.npz")
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), mpath)
+        np.savez(ipath, **ins)
+        outs = []
+        for vec in ("1", "0"):
+            o = os.path.join(tmp, f"vec_{vec}.npz")
+            run([a.run, mpath, "--inputs", ipath, "--outputs", o, "--device", "cuda", "--nan-check", "off"], True,
+                extra_env={"AMPRT_CUDA_VEC": vec})
+            outs.append(np.load(o))
+        g1, g0 = outs
+        same = all(g1[k].tobytes() == g0[k].tobytes() for k in g0.files) and sorted(g0.files) == sorted(g1.files)
+        u = n1.view(np.uint32).astype(np.uint64)
+        bf = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32)
+        bf = np.where(np.isnan(n1), np.float32(np.nan), bf)
+        x64 = x.astype(np.float64)
+        refs = {"y1": np.tanh(x64 + b), "y2": x64 * r, "y3": z.astype(np.float64) + zb,
+                "y4": 1 / (1 + np.exp(-x64.T)), "y5": n1.astype(np.float16).astype(np.float32), "y6": bf,
+                "y7": n1.astype(np.float16).astype(np.float32) - n1}
+        worst, exact = 0.0, True
+        for k, ref in refs.items():
+            got = g1[k]
+            if k in ("y5", "y6", "y7"):  # casts: bit for bit (NaN where the input is NaN)
+                refa = np.asarray(ref, np.float32)
+                exact &= got.shape == refa.shape and np.array_equal(np.isnan(got), np.isnan(refa)) and \
+                    np.array_equal(got[~np.isnan(refa)].view(np.uint32), refa[~np.isnan(refa)].view(np.uint32))
+            else:
+                exact &= got.shape == ref.shape and bool(np.all(np.isfinite(got)))
+                worst = max(worst, float(np.max(np.abs(got - ref) / (np.abs(ref) + 1e-6))))
+        check(same and exact and worst <= 2e-6,
+              f"element-wise in 16-byte groups (dense with a cut last group, a broadcast row, a per-row scalar; "
+              f"rows of 13 and a transpose element by element): the same bits as AMPRT_CUDA_VEC=0: {same}; "
+              f"f16 / bf16 casts (NaN, inf, overflow, subnormal) numpy's bit for bit: {exact}; worst relative "
+              f"error {worst:.1e} vs numpy float64 (tolerance 2e-6)")
+        p = run([a.run, mpath, "--inputs", ipath, "--device", "cuda"], True, expect_ok=False,
+                extra_env={"AMPRT_CUDA_VEC": "2"})
+        msg = (p.stderr.strip().splitlines() or [""])[-1]
+        check(p.returncode != 0 and "AMPRT_CUDA_VEC=2" in p.stderr, f"AMPRT_CUDA_VEC=2: exit {p.returncode}, '{msg}'")
 
         # 8. Without emulation: a GPU, or a clean refusal.
         p = run([prog, "--data", data, "--steps", "2"], False, expect_ok=False)

@@ -59,6 +59,7 @@ struct Dev {
   bool emulate = false;
   bool directConv = false; // AMPRT_CUDA_CONV=direct: the direct kernels, not im2col + cuBLASLt
   size_t convChunkBytes = (size_t)512 << 20; // AMPRT_CUDA_CONV_CHUNK: the gathered windows' budget
+  bool vec = true; // AMPRT_CUDA_VEC=0: no 16-byte groups in the element-wise kernels
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -397,6 +398,169 @@ struct CastF {
     }
   }
 };
+
+//--- Element-wise in groups of 16-byte accesses ----------------------------------
+//
+// The float element-wise ops (unary, its gradient, binary, float casts) over
+// operands whose elements come in runs of kVec: one thread per group of
+// kVec consecutive output elements, each dense operand read with one or two
+// 16-byte loads (f16 / bf16: one, f32: two) and the output written so; a
+// broadcast operand whose group is one element (a stride 0 innermost) read
+// once. The per-element formulas are the scalar kernels' (results bit for
+// bit the same); the last, partial group goes element by element.
+
+constexpr int kVec = 8;
+enum VecMode : int32_t { VEC_NONE = 0, VEC_DENSE = 1, VEC_SPLAT = 2 };
+
+/// How a flattened view can be read in groups of kVec consecutive elements
+/// (of the output's order): every group within one run of the innermost
+/// dim, dense ones 16-byte aligned.
+VecMode vecMode(const View &v) {
+  if (!floatType(v.dtype))
+    return VEC_NONE;
+  if (v.rank == 0)
+    return VEC_SPLAT;
+  int32_t in = v.rank - 1;
+  if (v.rank > 1 && v.shape[in] % kVec)
+    return VEC_NONE;
+  if (v.strides[in] == 0)
+    return VEC_SPLAT;
+  if (v.strides[in] != 1 || reinterpret_cast<uintptr_t>(v.data) % 16)
+    return VEC_NONE;
+  for (int32_t d = 0; d < in; ++d)
+    if (v.strides[d] % kVec)
+      return VEC_NONE;
+  return VEC_DENSE;
+}
+
+/// The 16-bit element k of 32-bit words (little-endian, as memory has it).
+HD inline uint32_t half16(const uint32_t *w, int k) { return (w[k >> 1] >> (16 * (k & 1))) & 0xffffu; }
+
+/// Elements [i0, i0 + kVec) of v (mode != VEC_NONE) as floats.
+HD inline void load8(const View &v, int32_t mode, int64_t i0, float *out) {
+  int64_t o = v.at(i0);
+  if (mode == VEC_SPLAT) {
+    float s = ldF(v.data, v.dtype, o);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      out[k] = s;
+    return;
+  }
+  bool f32 = v.dtype == AMPRT_F32;
+  const char *p = v.data + o * (f32 ? 4 : 2);
+  uint32_t w[kVec];
+#ifdef __CUDA_ARCH__
+  uint4 a = reinterpret_cast<const uint4 *>(p)[0];
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+  if (f32) {
+    uint4 b = reinterpret_cast<const uint4 *>(p)[1];
+    w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  }
+#else
+  std::memcpy(w, p, f32 ? 32 : 16);
+#endif
+#pragma unroll
+  for (int k = 0; k < kVec; ++k)
+    out[k] = f32 ? floatOf(w[k])
+             : v.dtype == AMPRT_F16 ? floatOf(bits::f16ToF32((uint16_t)half16(w, k)))
+                                    : floatOf(bits::bf16ToF32((uint16_t)half16(w, k)));
+}
+
+/// Stores val into elements [i0, i0 + kVec) of a VEC_DENSE view.
+HD inline void store8(const View &v, int64_t i0, const float *val) {
+  bool f32 = v.dtype == AMPRT_F32;
+  char *p = v.data + v.at(i0) * (f32 ? 4 : 2);
+  uint32_t w[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    if (f32) {
+      w[k] = bitsOf(val[k]);
+    } else {
+      uint32_t h = v.dtype == AMPRT_F16 ? bits::f32ToF16(bitsOf(val[k])) : bits::f32ToBf16(bitsOf(val[k]));
+      w[k >> 1] = (k & 1) ? (w[k >> 1] | (h << 16)) : h;
+    }
+  }
+#ifdef __CUDA_ARCH__
+  reinterpret_cast<uint4 *>(p)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  if (f32)
+    reinterpret_cast<uint4 *>(p)[1] = make_uint4(w[4], w[5], w[6], w[7]);
+#else
+  std::memcpy(p, w, f32 ? 32 : 16);
+#endif
+}
+
+/// y[i] = op(in[0][i], ..., in[N-1][i]) in groups of kVec (index = group).
+template <int N, class Op> struct Vec8F {
+  View in[N], y;
+  int32_t mode[N];
+  int64_t n;
+  Op op;
+  HD void operator()(int64_t g) const {
+    int64_t i0 = g * kVec;
+    if (i0 + kVec <= n) {
+      float v[N][kVec], r[kVec];
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        load8(in[j], mode[j], i0, v[j]);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        float a[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          a[j] = v[j][k];
+        r[k] = op(a);
+      }
+      store8(y, i0, r);
+      return;
+    }
+    for (int64_t i = i0; i < n; ++i) {
+      float a[N];
+      for (int j = 0; j < N; ++j)
+        a[j] = ldF(in[j].data, in[j].dtype, in[j].at(i));
+      stF(y.data, y.dtype, y.at(i), op(a));
+    }
+  }
+};
+
+struct UnaryOp {
+  int32_t op;
+  float alpha;
+  HD float operator()(const float *a) const { return applyUnary(op, a[0], alpha); }
+};
+struct UnaryGradOp {
+  int32_t op;
+  float alpha;
+  HD float operator()(const float *a) const { return a[1] * unaryDerivative(op, a[0], alpha); }
+};
+struct BinaryOp {
+  int32_t op;
+  HD float operator()(const float *a) const { return binaryF(op, a[0], a[1]); }
+};
+struct CastOp {
+  HD float operator()(const float *a) const { return a[0]; }
+};
+
+/// The grouped launch of op over the flattened views in -> y when every
+/// operand allows it (else *done = false and nothing runs).
+template <int N, class Op>
+amprt_status eachVec8(Dev &d, const View (&in)[N], const View &y, int64_t n, const Op &op,
+                      const char *what, bool *done) {
+  *done = false;
+  if (!d.vec || n < kVec || vecMode(y) != VEC_DENSE)
+    return AMPRT_OK;
+  Vec8F<N, Op> f;
+  for (int j = 0; j < N; ++j) {
+    f.in[j] = in[j];
+    f.mode[j] = vecMode(in[j]);
+    if (f.mode[j] == VEC_NONE)
+      return AMPRT_OK;
+  }
+  f.y = y;
+  f.n = n;
+  f.op = op;
+  *done = true;
+  return each(&d, (n + kVec - 1) / kVec, f, what);
+}
 
 struct FillZeroF {
   char *p;
@@ -2543,15 +2707,27 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
-    return each(&d, numel(t[1]), UnaryF{flat(xv), flat(viewOf(t[1])), (int32_t)a[0], (float)attrF(a, 1)}, "unary");
+    View yv = flat(viewOf(t[1]));
+    if (floatType(t[1].dtype)) {
+      bool done;
+      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], (float)attrF(a, 1)}, "unary", &done));
+      if (done)
+        return AMPRT_OK;
+    }
+    return each(&d, numel(t[1]), UnaryF{flat(xv), yv, (int32_t)a[0], (float)attrF(a, 1)}, "unary");
   }
   case AMPRT_OP_UNARY_GRAD: {
     AMPRT_CHECK(need(dd, 3, 2, "unary_grad"));
     View xv, gv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): unary_grad", xv));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): unary_grad", gv));
-    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), flat(viewOf(t[2])), (int32_t)a[0], (float)attrF(a, 1)},
-                "unary_grad");
+    View yv = flat(viewOf(t[2]));
+    bool done;
+    AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], (float)attrF(a, 1)},
+                            "unary_grad", &done));
+    if (done)
+      return AMPRT_OK;
+    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], (float)attrF(a, 1)}, "unary_grad");
   }
   case AMPRT_OP_BINARY: {
     AMPRT_CHECK(need(dd, 3, 1, "binary"));
@@ -2560,7 +2736,14 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     View av, bv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): binary", av));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): binary", bv));
-    return each(&d, numel(t[2]), BinaryF{flat(av), flat(bv), flat(viewOf(t[2])), (int32_t)a[0], d.err}, "binary");
+    View yv = flat(viewOf(t[2]));
+    if (floatType(t[2].dtype)) {
+      bool done;
+      AMPRT_CHECK(eachVec8<2>(d, {flat(av), flat(bv)}, yv, numel(t[2]), BinaryOp{(int32_t)a[0]}, "binary", &done));
+      if (done)
+        return AMPRT_OK;
+    }
+    return each(&d, numel(t[2]), BinaryF{flat(av), flat(bv), yv, (int32_t)a[0], d.err}, "binary");
   }
   case AMPRT_OP_WHERE: {
     AMPRT_CHECK(need(dd, 4, 0, "where"));
@@ -2577,6 +2760,12 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(dd, 2, 0, "cast"));
     if (!sameShape(t[0], t[1]))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cast shapes differ");
+    if (floatType(t[0].dtype) && floatType(t[1].dtype)) {
+      bool done;
+      AMPRT_CHECK(eachVec8<1>(d, {flat(viewOf(t[0]))}, flat(viewOf(t[1])), numel(t[1]), CastOp{}, "cast", &done));
+      if (done)
+        return AMPRT_OK;
+    }
     return each(&d, numel(t[1]), CastF{flat(viewOf(t[0])), flat(viewOf(t[1]))}, "cast");
   case AMPRT_OP_COPY:
     AMPRT_CHECK(need(dd, 2, 0, "copy"));
@@ -2882,6 +3071,15 @@ amprt_status open(amprt_context *ctx, int32_t device) {
                   "default) or 'direct'", cv);
     }
     d->directConv = std::strcmp(cv, "direct") == 0;
+  }
+  if (const char *cv = std::getenv("AMPRT_CUDA_VEC"); cv && *cv) {
+    if (std::strcmp(cv, "0") != 0 && std::strcmp(cv, "1") != 0) {
+      delete d;
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_context_create: AMPRT_CUDA_VEC=%s: expected 1 (16-byte groups in the element-wise "
+                  "kernels, the default) or 0", cv);
+    }
+    d->vec = cv[0] == '1';
   }
   if (const char *cb = std::getenv("AMPRT_CUDA_CONV_CHUNK"); cb && *cb) {
     char *end = nullptr;
