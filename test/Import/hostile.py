@@ -80,6 +80,9 @@ cases = [
      ["node 'softmax_float_axis' (Softmax, domain ai.onnx, opset 13): attribute 'axis' must be INT, got FLOAT"]),
     ("unknown attribute", from_gen("unknown_attribute"),
      ["node 'relu_extra' (Relu, domain ai.onnx, opset 13): attribute 'frobnicate' is not supported"]),
+    ("axes as an input before its opset", from_gen("axes_input_too_early"),
+     ["node 'mean17' (ReduceMean, domain ai.onnx, opset 17): has a second input, but 'axes' is an input only "
+      "since opset 18 (this model imports opset 17): use the 'axes' attribute"]),
     ("unsupported element type", from_gen("double_input"),
      ["graph input 'x' has element type DOUBLE"]),
     ("negative dimension", from_gen("negative_dim"), ["tensor 'w' has a negative dimension -4"]),

@@ -786,6 +786,10 @@ axesOf(NodeCtx &n, int inputSince) {
       return failure();
     return std::optional<std::vector<int64_t>>(*v);
   }
+  if (n.numInputs() > 1) // ignoring it would reduce / squeeze other axes
+    return n.fail("has a second input, but 'axes' is an input only since opset " +
+                  llvm::Twine(inputSince) + " (this model imports opset " +
+                  llvm::Twine(n.opset) + "): use the 'axes' attribute");
   return n.getInts("axes");
 }
 

@@ -350,6 +350,13 @@ def unknown_attribute():
     return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=13)
 
 
+def axes_input_too_early():
+    """ReduceMean with axes as an input at opset 17 (an input only since 18)."""
+    inits = [NH.from_array(np.array([1], np.int64), "axes")]
+    n = [H.make_node("ReduceMean", ["x", "axes"], ["y"], name="mean17", keepdims=1)]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 1])], inits, opset=17)
+
+
 def double_input():
     n = [H.make_node("Relu", ["x"], ["y"], name="relu")]
     return model(n, [vi("x", TP.DOUBLE, [2])], [vi("y", TP.DOUBLE, [2])])
