@@ -541,14 +541,19 @@ def main():
                  helper.make_node("Cast", ["h16"], ["y5"], to=TensorProto.FLOAT),
                  helper.make_node("Cast", ["n1"], ["hb"], to=TensorProto.BFLOAT16),
                  helper.make_node("Cast", ["hb"], ["y6"], to=TensorProto.FLOAT),
-                 helper.make_node("Sub", ["y5", "n1"], ["y7"])]
+                 helper.make_node("Sub", ["y5", "n1"], ["y7"]),
+                 helper.make_node("ReduceSum", ["x", "ax1"], ["y8"], keepdims=1),
+                 helper.make_node("ReduceMax", ["h16"], ["m16"], keepdims=0),
+                 helper.make_node("Cast", ["m16"], ["y9"], to=TensorProto.FLOAT),
+                 helper.make_node("ReduceMean", ["z", "ax1"], ["y10"], keepdims=1)]
         ins = {"x": x, "r": r, "z": z, "n1": n1}
         gr = helper.make_graph(nodes, "vec", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape)
                                               for k, v in ins.items()],
-                               [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(1, 8)],
-                               [numpy_helper.from_array(b, "b"), numpy_helper.from_array(zb, "zb")])
+                               [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(1, 11)],
+                               [numpy_helper.from_array(b, "b"), numpy_helper.from_array(zb, "zb"),
+                                numpy_helper.from_array(np.array([1], np.int64), "ax1")])
         mpath, ipath = os.path.join(tmp, "vec.onnx"), os.path.join(tmp, "vec_in.npz")
-        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), mpath)
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 18)]), mpath)
         np.savez(ipath, **ins)
         outs = []
         for vec in ("1", "0"):
@@ -564,11 +569,12 @@ def main():
         x64 = x.astype(np.float64)
         refs = {"y1": np.tanh(x64 + b), "y2": x64 * r, "y3": z.astype(np.float64) + zb,
                 "y4": 1 / (1 + np.exp(-x64.T)), "y5": n1.astype(np.float16).astype(np.float32), "y6": bf,
-                "y7": n1.astype(np.float16).astype(np.float32) - n1}
+                "y7": n1.astype(np.float16).astype(np.float32) - n1, "y8": x64.sum(axis=1, keepdims=True),
+                "y9": np.float32(np.nan), "y10": z.astype(np.float64).mean(axis=1, keepdims=True)}
         worst, exact = 0.0, True
         for k, ref in refs.items():
             got = g1[k]
-            if k in ("y5", "y6", "y7"):  # casts: bit for bit (NaN where the input is NaN)
+            if k in ("y5", "y6", "y7", "y9"):  # casts: bit for bit (NaN where the input is NaN)
                 refa = np.asarray(ref, np.float32)
                 exact &= got.shape == refa.shape and np.array_equal(np.isnan(got), np.isnan(refa)) and \
                     np.array_equal(got[~np.isnan(refa)].view(np.uint32), refa[~np.isnan(refa)].view(np.uint32))
@@ -577,7 +583,8 @@ def main():
                 worst = max(worst, float(np.max(np.abs(got - ref) / (np.abs(ref) + 1e-6))))
         check(same and exact and worst <= 2e-6,
               f"element-wise in 16-byte groups (dense with a cut last group, a broadcast row, a per-row scalar; "
-              f"rows of 13 and a transpose element by element): the same bits as AMPRT_CUDA_VEC=0: {same}; "
+              f"rows of 13 and a transpose element by element; sums / max / mean along rows of 24, 1003 "
+              f"(f16, NaN among them) and 13 read in groups): the same bits as AMPRT_CUDA_VEC=0: {same}; "
               f"f16 / bf16 casts (NaN, inf, overflow, subnormal) numpy's bit for bit: {exact}; worst relative "
               f"error {worst:.1e} vs numpy float64 (tolerance 2e-6)")
         p = run([a.run, mpath, "--inputs", ipath, "--device", "cuda"], True, expect_ok=False,

@@ -59,7 +59,7 @@ struct Dev {
   bool emulate = false;
   bool directConv = false; // AMPRT_CUDA_CONV=direct: the direct kernels, not im2col + cuBLASLt
   size_t convChunkBytes = (size_t)512 << 20; // AMPRT_CUDA_CONV_CHUNK: the gathered windows' budget
-  bool vec = true; // AMPRT_CUDA_VEC=0: no 16-byte groups in the element-wise kernels
+  bool vec = true; // AMPRT_CUDA_VEC=0: no 16-byte groups in the element-wise kernels, reductions
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -433,8 +433,43 @@ VecMode vecMode(const View &v) {
   return VEC_DENSE;
 }
 
+#ifndef __CUDA_ARCH__
+/// Emulated, a 16-byte access the device could not make stops the process
+/// (on the device it is a misaligned-address fault).
+inline void misaligned16(const void *p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16) {
+    std::fprintf(stderr, "amprt (cuda, emulated): a 16-byte access at %p is not 16-byte aligned\n", p);
+    std::abort();
+  }
+}
+#endif
+
 /// The 16-bit element k of 32-bit words (little-endian, as memory has it).
 HD inline uint32_t half16(const uint32_t *w, int k) { return (w[k >> 1] >> (16 * (k & 1))) & 0xffffu; }
+
+/// The kVec float elements of type t at element offset o of data, where
+/// they lie in 16-byte aligned memory: one or two 16-byte loads.
+HD inline void loadRun8(const char *data, int32_t t, int64_t o, float *out) {
+  bool f32 = t == AMPRT_F32;
+  const char *p = data + o * (f32 ? 4 : 2);
+  uint32_t w[kVec];
+#ifdef __CUDA_ARCH__
+  uint4 a = reinterpret_cast<const uint4 *>(p)[0];
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+  if (f32) {
+    uint4 b = reinterpret_cast<const uint4 *>(p)[1];
+    w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  }
+#else
+  misaligned16(p);
+  std::memcpy(w, p, f32 ? 32 : 16);
+#endif
+#pragma unroll
+  for (int k = 0; k < kVec; ++k)
+    out[k] = f32 ? floatOf(w[k])
+             : t == AMPRT_F16 ? floatOf(bits::f16ToF32((uint16_t)half16(w, k)))
+                              : floatOf(bits::bf16ToF32((uint16_t)half16(w, k)));
+}
 
 /// Elements [i0, i0 + kVec) of v (mode != VEC_NONE) as floats.
 HD inline void load8(const View &v, int32_t mode, int64_t i0, float *out) {
@@ -446,24 +481,7 @@ HD inline void load8(const View &v, int32_t mode, int64_t i0, float *out) {
       out[k] = s;
     return;
   }
-  bool f32 = v.dtype == AMPRT_F32;
-  const char *p = v.data + o * (f32 ? 4 : 2);
-  uint32_t w[kVec];
-#ifdef __CUDA_ARCH__
-  uint4 a = reinterpret_cast<const uint4 *>(p)[0];
-  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
-  if (f32) {
-    uint4 b = reinterpret_cast<const uint4 *>(p)[1];
-    w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-  }
-#else
-  std::memcpy(w, p, f32 ? 32 : 16);
-#endif
-#pragma unroll
-  for (int k = 0; k < kVec; ++k)
-    out[k] = f32 ? floatOf(w[k])
-             : v.dtype == AMPRT_F16 ? floatOf(bits::f16ToF32((uint16_t)half16(w, k)))
-                                    : floatOf(bits::bf16ToF32((uint16_t)half16(w, k)));
+  loadRun8(v.data, v.dtype, o, out);
 }
 
 /// Stores val into elements [i0, i0 + kVec) of a VEC_DENSE view.
@@ -485,6 +503,7 @@ HD inline void store8(const View &v, int64_t i0, const float *val) {
   if (f32)
     reinterpret_cast<uint4 *>(p)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 #else
+  misaligned16(p);
   std::memcpy(p, w, f32 ? 32 : 16);
 #endif
 }
@@ -721,6 +740,9 @@ struct ReduceF {
   // ReduceFinishF combines them in order. partial null: one index per slot.
   double *partial;
   int64_t chunks, chunk;
+  // Each slot's elements one dense run from its base (denseRun): read in
+  // order, aligned groups of kVec with 16-byte loads.
+  bool run;
   HD void operator()(int64_t idx) const {
     int64_t slot = partial ? idx / chunks : idx;
     int64_t r0 = partial ? (idx % chunks) * chunk : 0;
@@ -736,20 +758,39 @@ struct ReduceF {
     double acc = 0.0;
     float m = 0.0f;
     bool first = true;
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t off = base, q = r;
-      for (int32_t d = x.rank - 1; d >= 0; --d)
-        if (reduced[d]) {
-          off += (q % x.shape[d]) * x.strides[d];
-          q /= x.shape[d];
-        }
-      float v = ldF(x.data, x.dtype, off);
+    auto take = [&](float v) {
       if (op == AMPRT_REDUCE_MAX) {
         if (first || isNaN(v) || (!isNaN(m) && v > m))
           m = v;
         first = false;
       } else {
         acc += (double)v;
+      }
+    };
+    if (run) {
+      int64_t r = r0;
+      if (floatType(x.dtype) && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
+        for (; r < r1 && (base + r) % kVec; ++r)
+          take(ldF(x.data, x.dtype, base + r));
+        for (; r + kVec <= r1; r += kVec) {
+          float v[kVec];
+          loadRun8(x.data, x.dtype, base + r, v);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k)
+            take(v[k]);
+        }
+      }
+      for (; r < r1; ++r)
+        take(ldF(x.data, x.dtype, base + r));
+    } else {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t off = base, q = r;
+        for (int32_t d = x.rank - 1; d >= 0; --d)
+          if (reduced[d]) {
+            off += (q % x.shape[d]) * x.strides[d];
+            q /= x.shape[d];
+          }
+        take(ldF(x.data, x.dtype, off));
       }
     }
     if (partial) {
@@ -764,6 +805,26 @@ struct ReduceF {
     stF(y.data, y.dtype, yo, out);
   }
 };
+
+/// Whether each output slot's elements are one dense run of x in the
+/// reduction's order: the reduced dims (size-1 dims aside) a suffix of x's,
+/// their strides chaining down to 1.
+bool denseRun(const View &x, const bool *reduced) {
+  int64_t expect = 1;
+  bool suffix = true;
+  for (int32_t d = x.rank - 1; d >= 0; --d) {
+    if (x.shape[d] == 1)
+      continue;
+    if (!reduced[d]) {
+      suffix = false;
+      continue;
+    }
+    if (!suffix || x.strides[d] != expect)
+      return false;
+    expect *= x.shape[d];
+  }
+  return true;
+}
 
 /// Combines a split reduction's parts in order (a NaN part wins a max).
 struct ReduceFinishF {
@@ -936,6 +997,9 @@ struct LayerNormGradParamF {
   // index + {0, 1}]; LayerNormGradParamFinishF adds the parts in order.
   double *partial;
   int64_t chunks, chunk;
+  // Each slot's elements one dense run from its base (denseRun): read in
+  // order, aligned groups of kVec with 16-byte loads.
+  bool run;
   HD void operator()(int64_t idx) const {
     int64_t c = partial ? idx / chunks : idx;
     int64_t r0 = partial ? (idx % chunks) * chunk : 0;
@@ -2867,7 +2931,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     const amprt_tensor &x = t[0], &y = t[1];
     if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_MAX)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
-    ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1, nullptr, 1, 0};
+    ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1, nullptr, 1, 0, false};
     for (int64_t i = 0; i < a[1]; ++i) {
       if (a[2 + i] < 0 || a[2 + i] >= x.rank)
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce axis");
@@ -2879,6 +2943,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       if (f.reduced[i])
         f.count *= x.shape[i];
     }
+    f.run = d.vec && denseRun(f.x, f.reduced);
     int64_t parts = partsFor(numel(y), f.count);
     if (parts == 1)
       return each(&d, numel(y), f, "reduce");
@@ -3077,7 +3142,7 @@ amprt_status open(amprt_context *ctx, int32_t device) {
       delete d;
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_context_create: AMPRT_CUDA_VEC=%s: expected 1 (16-byte groups in the element-wise "
-                  "kernels, the default) or 0", cv);
+                  "kernels and the reductions, the default) or 0", cv);
     }
     d->vec = cv[0] == '1';
   }
