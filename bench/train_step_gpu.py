@@ -194,6 +194,27 @@ def bench(bundle, env, out, steps, compile_models, device, budget, models):
         best = min(o, g) if np.isfinite(g) else o
         print(f"| {name} | {p} | {o * 1e3:.3f} | {g * 1e3:.3f} | {e * 1e3:.3f} | "
               f"{'%.3f' % (c * 1e3) if c else '-'} | {e / best:.2f}x | {s} in {n - 1} steps |")
+    # The backend's switches, each against its default on the same program:
+    # which default wins on this GPU.
+    variants = [("cnn", "fp16", "AMPRT_CUDA_CONV", "direct"), ("cnn", "fp16", "AMPRT_CUDA_VEC", "0"),
+                ("transformer_large", "fp16", "AMPRT_CUDA_VEC", "0")]
+    done = {(r[0], r[1]): r[2] for r in rows}
+    lines = []
+    for name, precision, var, val in variants:
+        if (name, precision) not in done:
+            continue
+        m = os.path.join(out, f"{name}.{precision}.{var}.bench.jsonl")
+        p, r = run_ours(bundle, name, precision, steps + 50, m, dict(env, **{var: val}), ("--sync-every", "50"))
+        if p.returncode != 0:
+            print(f"FAIL  bench {name} {precision} with {var}={val}: {p.stderr.strip()[-300:]}", flush=True)
+            continue
+        t = float(np.median([x["step_time_s"] for x in r[50:]]))
+        lines.append(f"| {name} | {precision} | {var}={val} | {t * 1e3:.3f} | {done[name, precision] * 1e3:.3f} | "
+                     f"{t / done[name, precision]:.2f}x |")
+    if lines:
+        print("\n| model | precision | switch | ms/step | default ms/step | switch / default |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(lines))
     by = {(n, p): (o, e) for n, p, o, e, _, _, _, _ in rows}
     for n in sorted({r[0] for r in rows}):
         if (n, "fp32") in by and (n, "fp16") in by:
