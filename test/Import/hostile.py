@@ -83,6 +83,9 @@ cases = [
     ("axes as an input before its opset", from_gen("axes_input_too_early"),
      ["node 'mean17' (ReduceMean, domain ai.onnx, opset 17): has a second input, but 'axes' is an input only "
       "since opset 18 (this model imports opset 17): use the 'axes' attribute"]),
+    ("an input the op does not take", from_gen("extra_input"),
+     ["node 'gemm4' (Gemm, domain ai.onnx, opset 17): input 3 ('b') is not one this op takes at opset 17 "
+      "(the node has 4 inputs)"]),
     ("unsupported element type", from_gen("double_input"),
      ["graph input 'x' has element type DOUBLE"]),
     ("negative dimension", from_gen("negative_dim"), ["tensor 'w' has a negative dimension -4"]),

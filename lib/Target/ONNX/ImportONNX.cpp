@@ -86,9 +86,26 @@ struct NodeCtx {
   getInts(llvm::StringRef n) const;
 
   size_t numInputs() const { return node.input_size(); }
+  /// Whether input i is present; asking marks it as considered (see
+  /// unusedInput: every reader of an input goes through here).
   bool hasInput(size_t i) const {
-    return (int)i < node.input_size() && !node.input(i).empty();
+    if ((int)i >= node.input_size())
+      return false;
+    if (seen.size() <= i)
+      seen.resize(i + 1, 0);
+    seen[i] = 1;
+    return !node.input(i).empty();
   }
+  /// The first present input the handler never looked at (-1: none): an
+  /// input the op does not take at this opset, which would otherwise be
+  /// ignored without a word.
+  int unusedInput() const {
+    for (int i = 0; i < node.input_size(); ++i)
+      if (!node.input(i).empty() && ((size_t)i >= seen.size() || !seen[i]))
+        return i;
+    return -1;
+  }
+  mutable std::vector<char> seen;
   bool hasOutput(size_t i) const {
     return (int)i < node.output_size() && !node.output(i).empty();
   }
@@ -1587,7 +1604,9 @@ LogicalResult handleBatchNormGradMS(NodeCtx &n) {
   auto in = tensorInputs(n, {1, 2, 0});
   if (failed(eps) || failed(in))
     return failure();
-  // The statistics must be those of a batch norm of X.
+  // The statistics must be those of a batch norm of X (recomputed from X).
+  if (!n.hasInput(3) || !n.hasInput(4))
+    return n.fail("its saved mean and inverse std (inputs 3 and 4) are required");
   bool found = false;
   for (const auto &other : n.im.model.graph().node())
     if (other.op_type() == "BatchNormInternal" && other.output_size() > 4 &&
@@ -2314,8 +2333,15 @@ OwningOpRef<ModuleOp> Importer::run() {
     current = &n;
     const OpInfo &info =
         table.at(domain.empty() ? node.op_type() : domain + "." + node.op_type());
-    LogicalResult ok = succeeded(foldIntegerNode(n)) ? success()
-                                                     : info.handle(n);
+    bool folded = succeeded(foldIntegerNode(n));
+    LogicalResult ok = folded ? success() : info.handle(n);
+    if (succeeded(ok) && !folded) {
+      int extra = n.unusedInput();
+      if (extra >= 0)
+        ok = n.fail("input " + llvm::Twine(extra) + " ('" + node.input(extra) +
+                    "') is not one this op takes at opset " + llvm::Twine(n.opset) +
+                    " (the node has " + llvm::Twine(node.input_size()) + " inputs)");
+    }
     current = nullptr;
     if (failed(ok)) {
       for (const auto &o : node.output())

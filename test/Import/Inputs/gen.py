@@ -357,6 +357,13 @@ def axes_input_too_early():
     return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 1])], inits, opset=17)
 
 
+def extra_input():
+    """Gemm with a fourth input: no Gemm takes one; it must not be ignored."""
+    w, b = NH.from_array(rnd(3, 4), "w"), NH.from_array(rnd(4), "b")
+    n = [H.make_node("Gemm", ["x", "w", "b", "b"], ["y"], name="gemm4")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 4])], [w, b])
+
+
 def double_input():
     n = [H.make_node("Relu", ["x"], ["y"], name="relu")]
     return model(n, [vi("x", TP.DOUBLE, [2])], [vi("y", TP.DOUBLE, [2])])
