@@ -86,6 +86,9 @@ cases = [
     ("an input the op does not take", from_gen("extra_input"),
      ["node 'gemm4' (Gemm, domain ai.onnx, opset 17): input 3 ('b') is not one this op takes at opset 17 "
       "(the node has 4 inputs)"]),
+    ("an output the op does not produce", from_gen("extra_output"),
+     ["node 'relu2out' (Relu, domain ai.onnx, opset 17): output 1 ('z') is not one this op produces at "
+      "opset 17 (the node has 2 outputs)"]),
     ("unsupported element type", from_gen("double_input"),
      ["graph input 'x' has element type DOUBLE"]),
     ("negative dimension", from_gen("negative_dim"), ["tensor 'w' has a negative dimension -4"]),

@@ -106,6 +106,9 @@ struct NodeCtx {
     return -1;
   }
   mutable std::vector<char> seen;
+  /// Output i is deliberately left without a value (nothing may read it).
+  void skipOutput(size_t i) const { skipped.insert(i); }
+  mutable std::set<size_t> skipped;
   bool hasOutput(size_t i) const {
     return (int)i < node.output_size() && !node.output(i).empty();
   }
@@ -1586,6 +1589,7 @@ LogicalResult handleBatchNormInternal(NodeCtx &n) {
     for (const auto &o : n.im.model.graph().output())
       if (o.name() == name)
         return n.fail("its saved statistic '" + name + "' is a graph output (not supported)");
+    n.skipOutput(k); // BatchNormalizationGrad recomputes it from X
   }
   auto in = tensorInputs(n, {0, 1, 2, 3, 4});
   if (failed(in))
@@ -2342,6 +2346,12 @@ OwningOpRef<ModuleOp> Importer::run() {
                     "') is not one this op takes at opset " + llvm::Twine(n.opset) +
                     " (the node has " + llvm::Twine(node.input_size()) + " inputs)");
     }
+    for (int k = 0; succeeded(ok) && k < node.output_size(); ++k)
+      if (!node.output(k).empty() && !values.count(node.output(k)) &&
+          !consts.count(node.output(k)) && !n.skipped.count(k))
+        ok = n.fail("output " + llvm::Twine(k) + " ('" + node.output(k) +
+                    "') is not one this op produces at opset " + llvm::Twine(n.opset) +
+                    " (the node has " + llvm::Twine(node.output_size()) + " outputs)");
     current = nullptr;
     if (failed(ok)) {
       for (const auto &o : node.output())

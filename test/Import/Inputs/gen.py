@@ -364,6 +364,12 @@ def extra_input():
     return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 4])], [w, b])
 
 
+def extra_output():
+    """Relu with a second output that is a graph output: no Relu has one."""
+    n = [H.make_node("Relu", ["x"], ["y", "z"], name="relu2out")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3]), vi("z", TP.FLOAT, [2, 3])])
+
+
 def double_input():
     n = [H.make_node("Relu", ["x"], ["y"], name="relu")]
     return model(n, [vi("x", TP.DOUBLE, [2])], [vi("y", TP.DOUBLE, [2])])
