@@ -249,11 +249,25 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
     OpBuilder b(ret);
     Location loc = f.getLoc();
     bool sgd = optimizer == "sgd";
-    double wd = weightDecay >= 0 ? (double)weightDecay : optimizer == "adamw" ? 0.01 : 0.0;
-    if (lr <= 0 || momentum < 0 || wd < 0 || eps <= 0 || beta1 < 0 || beta1 >= 1 ||
-        beta2 < 0 || beta2 >= 1)
-      return f.emitError("amp-optimizer: bad hyper-parameters (lr > 0, momentum >= 0, "
-                         "weight-decay >= 0, 0 <= beta < 1, eps > 0)");
+    // weight-decay -1 (the default): PyTorch's default for the optimizer.
+    double wd = weightDecay == -1.0 ? (optimizer == "adamw" ? 0.01 : 0.0) : (double)weightDecay;
+    // Each hyper-parameter named with its rule; NaN and inf fail every rule.
+    struct Rule {
+      const char *name;
+      double v;
+      bool ok;
+      const char *want;
+    } rules[] = {
+        {"lr", lr, lr > 0 && std::isfinite((double)lr), "a finite number > 0"},
+        {"momentum", momentum, momentum >= 0 && std::isfinite((double)momentum), "a finite number >= 0"},
+        {"dampening", dampening, std::isfinite((double)dampening), "finite"},
+        {"weight-decay", wd, wd >= 0 && std::isfinite(wd), "a finite number >= 0"},
+        {"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
+        {"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
+        {"eps", eps, eps > 0 && std::isfinite((double)eps), "a finite number > 0"}};
+    for (const Rule &r : rules)
+      if (!r.ok)
+        return f.emitError("amp-optimizer: ") << r.name << " must be " << r.want << ", got " << r.v;
     if (adamMode != "torch" && adamMode != "hf")
       return f.emitError("amp-optimizer: adam-mode must be torch or hf, got '")
              << adamMode << "'";

@@ -1,7 +1,13 @@
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer=optimizer=lamb 2>&1 | FileCheck %s --check-prefix=NAME
 // NAME: amp-optimizer: unknown optimizer 'lamb' (sgd, adam or adamw)
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0" 2>&1 | FileCheck %s --check-prefix=LR
-// LR: amp-optimizer: bad hyper-parameters
+// LR: amp-optimizer: lr must be a finite number > 0, got 0
+// RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=nan" 2>&1 | FileCheck %s --check-prefix=LRNAN
+// LRNAN: amp-optimizer: lr must be a finite number > 0, got nan
+// RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=adamw weight-decay=-0.5" 2>&1 | FileCheck %s --check-prefix=WD
+// WD: amp-optimizer: weight-decay must be a finite number >= 0, got -5
+// RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=adam beta2=1" 2>&1 | FileCheck %s --check-prefix=BETA
+// BETA: amp-optimizer: beta2 must be in [0, 1), got 1
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=adam nesterov=true" 2>&1 | FileCheck %s --check-prefix=NES
 // NES: amp-optimizer: nesterov needs sgd with momentum > 0 and dampening 0
 // RUN: not amp-opt %s -amp-optimizer 2>&1 | FileCheck %s --check-prefix=NOGRAD

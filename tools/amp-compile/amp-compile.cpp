@@ -368,6 +368,8 @@ int main(int argc, char **argv) {
     t.momentum = momentum;
     t.dampening = dampening;
     t.nesterov = nesterov;
+    if (weightDecay.getNumOccurrences() && !(weightDecay >= 0))
+      die("--weight-decay must be >= 0, got " + std::to_string(weightDecay));
     t.weightDecay = weightDecay;
     t.beta1 = beta1;
     t.beta2 = beta2;

@@ -212,8 +212,9 @@ int main(int argc, char **argv) {
     auto count = [&](const char *flag, int64_t lo) -> int64_t {
       std::string v = value(flag);
       char *end = nullptr;
+      errno = 0;
       long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < lo)
+      if (v.empty() || *end || errno == ERANGE || n < lo)
         die(std::string(flag) + " needs an integer >= " + std::to_string(lo) + ", got '" + v +
             "'");
       return n;
