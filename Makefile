@@ -4,7 +4,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: demo test build setup configure clean bench-deps
+.PHONY: demo test build setup configure clean bench-deps docs
 
 setup:
 	@scripts/setup.sh
@@ -29,6 +29,10 @@ demo: build
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure
+
+# docs/passes.md and docs/dialect.md from the .td files (ctest docs-up-to-date).
+docs:
+	@scripts/gen-docs.sh
 
 # The peers of the benchmarks in bench/ (TVM, onnxruntime): optional.
 bench-deps: setup
