@@ -160,8 +160,10 @@ static cl::opt<bool> noInfCheck("no-inf-check",
                                 cl::cat(trainCat));
 
 static cl::opt<std::string> runtimeDir(
-    "runtime-dir", cl::desc("Folder holding libamprt.a and libamprt_runner.a"),
-    cl::init(AMP_RUNTIME_LIB_DIR), cl::cat(category));
+    "runtime-dir",
+    cl::desc("Folder holding libamprt.a and libamprt_runner.a (default: ../lib next to this "
+             "amp-compile, as in the build and the install tree)"),
+    cl::init(""), cl::cat(category));
 
 namespace {
 
@@ -232,6 +234,18 @@ int main(int argc, char **argv) {
   llvm::InitializeNativeTargetAsmPrinter();
   if (deviceName != "cpu" && deviceName != "cuda")
     die("--device must be cpu or cuda, got '" + deviceName + "'");
+  if (runtimeDir.empty()) {
+    // ../lib beside the executable (build/bin -> build/lib, <prefix>/bin ->
+    // <prefix>/lib), else the build tree this amp-compile came from.
+    static int anchor;
+    std::string exe = llvm::sys::fs::getMainExecutable(argv[0], &anchor);
+    llvm::SmallString<256> lib(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+    llvm::sys::path::append(lib, "lib");
+    llvm::SmallString<256> probe(lib);
+    llvm::sys::path::append(probe, "libamprt.a");
+    runtimeDir = !exe.empty() && llvm::sys::fs::exists(probe) ? std::string(lib)
+                                                              : std::string(AMP_RUNTIME_LIB_DIR);
+  }
 #ifndef AMP_CUDA_LIB_DIR
   if (deviceName == "cuda")
     die("--device cuda: this amp-compile was built without the CUDA toolkit (no CUDA runtime "
