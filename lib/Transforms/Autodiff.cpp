@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::amp {
 #define GEN_PASS_DEF_AMPADDLOSS
@@ -351,6 +352,37 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         state.push_back({op.getNewExpAvgSq(), name + ".exp_avg_sq"});
       }
     }
+    // Batch norm in training mode: its running statistics (parameters of
+    // the graph, no gradient) are state that every step's forward updates,
+    // skipped steps included (as PyTorch's forward does).
+    llvm::StringSet<> trained, statNames;
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      if (auto g = f.getResultAttrOfType<StringAttr>(i, "amp.grad"))
+        trained.insert(g.getValue());
+    WalkResult walk = f.walk([&](BatchNormOp bn) {
+      if (!bn.getTrainingMode())
+        return WalkResult::advance();
+      for (auto [operand, updated] : {std::make_pair(bn.getMean(), bn.getRunningMean()),
+                                      std::make_pair(bn.getVar(), bn.getRunningVar())}) {
+        auto arg = dyn_cast<BlockArgument>(operand);
+        auto name = arg && arg.getOwner() == &block
+                        ? f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.param")
+                        : StringAttr();
+        if (!name)
+          continue; // a computed or constant statistic: nothing to carry
+        if (trained.contains(name.getValue()) || !statNames.insert(name.getValue()).second) {
+          bn.emitError("amp-optimizer: the running statistic '")
+              << name.getValue() << "' is "
+              << (trained.contains(name.getValue()) ? "also trained by the optimizer"
+                                                    : "updated by two batch norms");
+          return WalkResult::interrupt();
+        }
+        state.push_back({updated, name.getValue().str()});
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
     for (auto &[v, n] : state) {
       results.push_back(v);
       resAttrs.push_back(updates(n));

@@ -1,5 +1,7 @@
 """AMP-MLIR's Python package.
 
-For now: the example models (``amp_mlir.examples``). The bindings to the
-compiler and the runtime join it as they are built.
+``amp_mlir.examples`` (the example models), ``amp_mlir.train`` (compile and
+run training programs), ``amp_mlir.torch_bridge`` (train a PyTorch module:
+``fit``), ``amp_mlir.runtime`` (ctypes bindings to libamprt), and
+``amp_mlir.demo``.
 """

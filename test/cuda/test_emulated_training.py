@@ -592,6 +592,39 @@ def main():
         msg = (p.stderr.strip().splitlines() or [""])[-1]
         check(p.returncode != 0 and "AMPRT_CUDA_VEC=2" in p.stderr, f"AMPRT_CUDA_VEC=2: exit {p.returncode}, '{msg}'")
 
+        # 7d. Batch norm in training mode: its running statistics are state
+        # each step's forward moves; on the device as on the CPU (the
+        # statistics are among the compared updates).
+        cw = (rng.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32)
+        fw = (rng.standard_normal((5, 6)) * 0.3).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 helper.make_node("BatchNormalization", ["c", "g", "b", "bn.running_mean", "bn.running_var"],
+                                  ["n", "rm_out", "rv_out"], training_mode=1, momentum=0.8),
+                 helper.make_node("Relu", ["n"], ["r"]),
+                 helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+                 helper.make_node("Flatten", ["p"], ["f"]),
+                 helper.make_node("Gemm", ["f", "fw"], ["logits"], transB=1)]
+        gr = helper.make_graph(nodes, "bntrain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 6, 6])],
+                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 5])],
+                               [numpy_helper.from_array(v, k) for k, v in
+                                (("cw", cw), ("fw", fw), ("g", 1 + 0.1 * rng.standard_normal(6).astype(np.float32)),
+                                 ("b", 0.1 * rng.standard_normal(6).astype(np.float32)),
+                                 ("bn.running_mean", 0.1 * rng.standard_normal(6).astype(np.float32)),
+                                 ("bn.running_var", 1 + 0.1 * rng.random(6).astype(np.float32)))])
+        bpath, bdata = os.path.join(tmp, "bntrain.onnx"), os.path.join(tmp, "bntrain.npz")
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 15)]), bpath)
+        np.savez(bdata, x=rng.standard_normal((12, 3, 6, 6)).astype(np.float32),
+                 labels=rng.integers(0, 5, 12).astype(np.int64))
+        for precision in ("fp32", "fp16"):
+            prog, _, _ = train_model_pair(a.compile, bpath, bdata, precision, "0.05", 5,
+                                          f"batch norm in training mode {precision}")
+            o = np.load(prog + ".emu.npz")
+            init = {i.name: numpy_helper.to_array(i) for i in onnx.load(bpath).graph.initializer}
+            moved = all(k in o.files and float(np.max(np.abs(o[k] - init[k[4:]]))) > 1e-4
+                        for k in ("new:bn.running_mean", "new:bn.running_var"))
+            check(moved, f"batch norm in training mode {precision}: the running statistics are results "
+                         f"of the step and moved over 5 steps: {moved}")
+
         # 8. Without emulation: a GPU, or a clean refusal.
         p = run([prog, "--data", data, "--steps", "2"], False, expect_ok=False)
         msg = (p.stderr.strip().splitlines() or [""])[-1]

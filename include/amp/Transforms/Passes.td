@@ -179,7 +179,13 @@ def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
     `"<p>.exp_avg_sq"`, and `"step"`, all starting at zero) with matching
     results, as DESIGN.md section 2 has it. The updates read a `found_inf`
     flag (false here; amp-loss-scaling supplies the real one) and change
-    nothing when it is set.
+    nothing when it is set. The running statistics of an `amp.batch_norm` in
+    training mode (parameters without a gradient) become state too: its
+    `running_mean` / `running_var` results are returned with `amp.updates`
+    naming them, so every step's forward moves them (a skipped step's too,
+    as PyTorch's forward does); a statistic shared by two batch norms is an
+    error. A bad hyper-parameter (NaN and inf included) is an error naming
+    it.
   }];
   let dependentDialects = ["::mlir::amp::AMPDialect", "::mlir::arith::ArithDialect"];
   let options = [

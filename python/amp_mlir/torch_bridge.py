@@ -1,0 +1,221 @@
+"""Train a PyTorch module with AMP-MLIR: the PyTorch bridge.
+
+    import torch.nn.functional as F
+    from amp_mlir import torch_bridge
+
+    class Net(torch.nn.Module):
+        def forward(self, input, labels):              # returns the loss
+            return F.cross_entropy(self.fc(input), labels)
+
+    rows = torch_bridge.fit(net, {"input": x, "labels": y}, steps=200, batch=64,
+                            precision="fp16", optimizer="sgd", lr=0.01)
+    rows[-1]["loss"], rows[-1]["loss_scale"], rows[-1]["skipped_total"]
+    # net's parameters (and buffers such as batch-norm statistics) now hold
+    # the trained values.
+
+A module that returns scores instead takes ``loss_fn`` (cross_entropy, nll
+or mse) and ``labels`` (the targets, one row per sample):
+
+    rows = torch_bridge.fit(net, {"input": x}, steps=200, loss_fn="cross_entropy",
+                            labels=y, precision="bf16", optimizer="adamw", lr=1e-3)
+
+What happens: the module is exported with ``torch.onnx.export`` (the
+TorchScript exporter, opset 17, no constant folding, so the ONNX
+initializers keep the parameters' names; training-mode behaviour of dropout
+and batch norm is kept), ``amp-compile --optimizer`` writes a training
+program for that graph (precision, optimizer, its hyper-parameters and
+loss scaling as keyword arguments, the options of
+:func:`amp_mlir.train.compile_training`), the program trains ``steps`` steps
+on the arrays cut into batches of ``batch`` rows (in order, starting again
+after the last), and the parameters and buffers of its last checkpoint are
+copied back into the module. Returns one dict per step (step, loss,
+loss_scale, found_inf, skipped_total, step_time_s).
+
+The exporter's own forward would move batch-norm statistics: the module
+and the exported initializers keep their values from before it. ONNX's
+BatchNormalization (what the exporter writes) moves running_var by the
+batch's population variance where PyTorch uses the unbiased one.
+
+Errors raise ValueError (bad arguments: arrays of different lengths, a batch
+larger than the data, an unknown keyword) or RuntimeError (the exporter's
+or a tool's message).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+import warnings
+
+import numpy as np
+
+from . import train as _train
+
+_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+           "U8": np.uint8, "BOOL": np.bool_, "I8": np.int8, "F64": np.float64}
+
+
+def read_checkpoint(path: str) -> tuple[dict, dict]:
+    """The tensors (name -> numpy array; bf16 as float32) and the metadata
+    of a safetensors checkpoint a training program wrote."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise RuntimeError(f"{path}: not a safetensors file (too short)")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > len(blob) - 8:
+        raise RuntimeError(f"{path}: truncated safetensors header")
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    for name, h in header.items():
+        a, b = h["data_offsets"]
+        raw = blob[base + a:base + b]
+        if h["dtype"] == "BF16":
+            bits = np.frombuffer(raw, np.uint16).astype(np.uint32) << 16
+            arr = bits.view(np.float32)
+        elif h["dtype"] in _DTYPES:
+            arr = np.frombuffer(raw, _DTYPES[h["dtype"]])
+        else:
+            raise RuntimeError(f"{path}: tensor '{name}' has dtype {h['dtype']}")
+        out[name] = arr.reshape(h["shape"]).copy()
+    return out, meta
+
+
+def _as_numpy(name, value):
+    import torch
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    a = np.asarray(value)
+    if a.dtype == np.float64:
+        a = a.astype(np.float32)
+    if a.ndim == 0:
+        raise ValueError(f"'{name}' is a scalar; every input needs one row per sample")
+    return np.ascontiguousarray(a)
+
+
+def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision: str = "fp32",
+        optimizer: str = "sgd", lr: float = 0.01, loss_fn: str | None = None, labels=None,
+        workdir: str | None = None, **options) -> list[dict]:
+    """Trains `module` (in place) for `steps` steps; see the module docstring."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"fit needs a torch.nn.Module, got {type(module).__name__}")
+    if not inputs:
+        raise ValueError("fit needs the module's inputs: {name: array with one row per sample}")
+    arrays = {str(k): _as_numpy(k, v) for k, v in inputs.items()}
+    if (loss_fn is None) != (labels is None):
+        raise ValueError("loss_fn and labels go together (a module returning scores); a module "
+                         "returning its loss takes neither")
+    if loss_fn is not None:
+        if "labels" in arrays:
+            raise ValueError("an input is named 'labels', the name of the targets of loss_fn")
+        arrays_with_labels = dict(arrays, labels=_as_numpy("labels", labels))
+    else:
+        arrays_with_labels = arrays
+    rows = {k: a.shape[0] for k, a in arrays_with_labels.items()}
+    if len(set(rows.values())) != 1:
+        raise ValueError("the arrays differ in length (rows per sample): " +
+                         ", ".join(f"{k} {n}" for k, n in rows.items()))
+    total = next(iter(rows.values()))
+    batch = total if batch is None else int(batch)
+    if batch < 1 or batch > total:
+        raise ValueError(f"batch must lie in [1, {total}] (the samples), got {batch}")
+    if int(steps) < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+
+    own = workdir is None
+    tmp = tempfile.mkdtemp(prefix="amp-fit-") if own else workdir
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        onnx_path = os.path.join(tmp, "model.onnx")
+        example = tuple(torch.from_numpy(a[:batch]) for a in arrays.values())
+        was_training = module.training
+        # The exporter runs the module once: its batch-norm statistics would
+        # move, so the module's state comes back as it was.
+        before = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        module.train()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(module, example, onnx_path, input_names=list(arrays),
+                                  output_names=["output" if loss_fn else "loss"], opset_version=17,
+                                  dynamo=False, do_constant_folding=False,
+                                  training=torch.onnx.TrainingMode.TRAINING)
+        except Exception as e:  # the exporter's own message
+            raise RuntimeError(f"torch.onnx.export failed: {e}") from e
+        finally:
+            module.train(was_training)
+            with torch.no_grad():
+                module.load_state_dict(before)
+        _restore_initializers(onnx_path, before)
+        prog = os.path.join(tmp, "train")
+        spec = dict(loss_fn=loss_fn, loss_of="output", label="labels") if loss_fn else {}
+        _train.compile_training(onnx_path, prog, precision=precision, optimizer=optimizer, lr=lr,
+                                **spec, **options)
+        data = os.path.join(tmp, "data.npz")
+        np.savez(data, **arrays_with_labels)
+        ck = os.path.join(tmp, "checkpoints")
+        metrics = _train.run_training(prog, data, int(steps), checkpoint_dir=ck)
+        trained, _ = read_checkpoint(os.path.join(ck, "checkpoint.safetensors"))
+        _load_back(module, trained, int(steps))
+        return metrics
+    finally:
+        if own:
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _restore_initializers(path: str, state: dict) -> None:
+    """The exporter's forward in training mode moved the batch-norm
+    statistics before it wrote them: the ONNX file's initializers get the
+    module's values from before the export."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(path)
+    changed = False
+    for init in model.graph.initializer:
+        if init.name in state:
+            value = state[init.name].cpu().numpy()
+            if numpy_helper.to_array(init).shape != value.shape:
+                continue
+            init.CopyFrom(numpy_helper.from_array(value.astype(numpy_helper.to_array(init).dtype),
+                                                  init.name))
+            changed = True
+    if changed:
+        onnx.save(model, path)
+
+
+def _load_back(module, trained: dict, steps: int) -> None:
+    """Copies the checkpoint's parameters and buffers into the module's
+    tensors of the same names (the exporter kept them); batch norms count
+    the steps' batches (num_batches_tracked), as PyTorch's forward does."""
+    import torch
+
+    own = dict(module.named_parameters())
+    own.update(dict(module.named_buffers()))
+    copied = set()
+    with torch.no_grad():
+        for name, t in own.items():
+            if name not in trained:
+                continue
+            value = torch.from_numpy(trained[name])
+            if tuple(value.shape) != tuple(t.shape):
+                raise RuntimeError(f"the trained '{name}' has shape {list(value.shape)}, the "
+                                   f"module's {list(t.shape)}")
+            t.copy_(value.to(t.dtype))
+            copied.add(name)
+    with torch.no_grad():
+        for name, t in module.named_buffers():
+            if name.endswith("num_batches_tracked") and name[:-len("num_batches_tracked")] + \
+                    "running_mean" in copied:
+                t += steps
+    missing = [n for n, p in module.named_parameters() if p.requires_grad and n not in copied]
+    if missing:
+        warnings.warn("parameters not in the exported graph (the loss does not depend on them, "
+                      "so they were not trained): " + ", ".join(missing), stacklevel=3)
