@@ -80,6 +80,26 @@ def param_error(ours, ref, start):
     return worst / moved if moved else float("inf"), moved
 
 
+def both_ways(make_net, arrays, steps, batch, fit_kwargs, make_opt, **torch_kwargs):
+    """The same fresh module trained by fit (on `arrays`; with loss_fn the
+    last array is the labels) and by PyTorch: (fit's rows, torch's losses,
+    torch's scales, the parameters' error, the largest update, the three
+    modules: fit's, torch's, the start)."""
+    net = make_net()
+    start, ref = copy.deepcopy(net), copy.deepcopy(net)
+    names = list(arrays)
+    if "loss_fn" in fit_kwargs:
+        inputs = {k: arrays[k] for k in names[:-1]}
+        rows = torch_bridge.fit(net, inputs, steps=steps, batch=batch, labels=arrays[names[-1]], **fit_kwargs)
+        torch_kwargs.setdefault("loss_fn", F.cross_entropy)
+    else:
+        rows = torch_bridge.fit(net, arrays, steps=steps, batch=batch, **fit_kwargs)
+    tl, ts = torch_train(ref, arrays, steps, batch, make_opt, **torch_kwargs)
+    err, moved = param_error(net, ref, start)
+    rel = max(abs(r["loss"] - t) / abs(t) for r, t in zip(rows, tl))
+    return rows, rel, ts, err, moved, (net, ref, start)
+
+
 class LossMLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -115,31 +135,21 @@ x = torch.randn(64, 12)
 y = torch.randint(0, 5, (64,))
 
 # 1. fp32, the loss inside the module, SGD with momentum and weight decay.
-net = LossMLP()
-start, ref = copy.deepcopy(net), copy.deepcopy(net)
-rows = torch_bridge.fit(net, {"input": x, "labels": y}, steps=12, batch=16, lr=0.1, momentum=0.9,
-                        weight_decay=1e-4)
-tl, _ = torch_train(ref, {"input": x, "labels": y}, 12, 16,
-                    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-4))
-rel = max(abs(r["loss"] - t) / abs(t) for r, t in zip(rows, tl))
-err, moved = param_error(net, ref, start)
+rows, rel, _, err, moved, _ = both_ways(
+    LossMLP, {"input": x, "labels": y}, 12, 16, dict(lr=0.1, momentum=0.9, weight_decay=1e-4),
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-4))
 check(len(rows) == 12 and rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
       f"fp32 SGD (momentum 0.9, weight decay 1e-4), 12 steps of 16 from 64 samples: worst relative "
       f"loss difference {rel:.1e} (tolerance 1e-5); trained parameters copied back, worst difference "
       f"{err:.1e} of the largest update {moved:.2e} (tolerance 1e-4)")
 
 # 2. fp16, scores + loss_fn, dynamic loss scaling against autocast + GradScaler.
-net = ScoreMLP()
-start, ref = copy.deepcopy(net), copy.deepcopy(net)
-rows = torch_bridge.fit(net, {"input": x}, steps=12, batch=32, loss_fn="cross_entropy", labels=y,
-                        precision="fp16", lr=0.05, init_scale=1024, growth_interval=4)
-tl, ts = torch_train(ref, {"input": x, "labels": y}, 12, 32, lambda p: torch.optim.SGD(p, lr=0.05),
-                     autocast=torch.float16,
-                     scaler=torch.amp.GradScaler("cpu", init_scale=1024, growth_interval=4),
-                     loss_fn=F.cross_entropy)
-rel = max(abs(r["loss"] - t) / abs(t) for r, t in zip(rows, tl))
+rows, rel, ts, err, moved, _ = both_ways(
+    ScoreMLP, {"input": x, "labels": y}, 12, 32,
+    dict(loss_fn="cross_entropy", precision="fp16", lr=0.05, init_scale=1024, growth_interval=4),
+    lambda p: torch.optim.SGD(p, lr=0.05), autocast=torch.float16,
+    scaler=torch.amp.GradScaler("cpu", init_scale=1024, growth_interval=4))
 same = [r["loss_scale"] for r in rows] == ts
-err, moved = param_error(net, ref, start)
 check(rel <= 1e-3 and same and err <= 1e-2,
       f"fp16 (loss_fn cross_entropy, dynamic scaling from 1024, growth every 4): worst relative loss "
       f"difference vs autocast + GradScaler {rel:.1e} (tolerance 1e-3); loss scale sequence "
@@ -147,14 +157,9 @@ check(rel <= 1e-3 and same and err <= 1e-2,
       f"of the largest update (tolerance 1e-2)")
 
 # 2b. bf16 (no loss scaling), SGD, against autocast bf16.
-net = ScoreMLP()
-start, ref = copy.deepcopy(net), copy.deepcopy(net)
-rows = torch_bridge.fit(net, {"input": x}, steps=8, batch=32, loss_fn="cross_entropy", labels=y,
-                        precision="bf16", lr=0.05)
-tl, _ = torch_train(ref, {"input": x, "labels": y}, 8, 32, lambda p: torch.optim.SGD(p, lr=0.05),
-                    autocast=torch.bfloat16, loss_fn=F.cross_entropy)
-rel = max(abs(r["loss"] - t) / abs(t) for r, t in zip(rows, tl))
-err, moved = param_error(net, ref, start)
+rows, rel, _, err, moved, _ = both_ways(
+    ScoreMLP, {"input": x, "labels": y}, 8, 32, dict(loss_fn="cross_entropy", precision="bf16", lr=0.05),
+    lambda p: torch.optim.SGD(p, lr=0.05), autocast=torch.bfloat16)
 check(rel <= 2e-3 and err <= 1e-2 and all(r["loss_scale"] == 1 for r in rows),
       f"bf16 SGD: worst relative loss difference vs autocast bf16 {rel:.1e} (tolerance 2e-3), "
       f"parameters off by {err:.1e} of the largest update (tolerance 1e-2), no loss scaling")
@@ -168,17 +173,12 @@ check(rel <= 2e-3 and err <= 1e-2 and all(r["loss_scale"] == 1 for r in rows),
 # of the batch variance's share.
 xc = torch.randn(32, 3, 8, 8)
 yc = torch.randint(0, 4, (32,))
-net = CNN()
-start, ref = copy.deepcopy(net), copy.deepcopy(net)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    rows = torch_bridge.fit(net, {"input": xc}, steps=6, batch=8, loss_fn="cross_entropy", labels=yc,
-                            optimizer="adamw", lr=1e-2)
+    rows, rel, _, err, moved, (net, ref, start) = both_ways(
+        CNN, {"input": xc, "labels": yc}, 6, 8, dict(loss_fn="cross_entropy", optimizer="adamw", lr=1e-2),
+        lambda p: torch.optim.AdamW(p, lr=1e-2))
 warned = any("unused.weight" in str(w.message) for w in caught)
-tl, _ = torch_train(ref, {"input": xc, "labels": yc}, 6, 8, lambda p: torch.optim.AdamW(p, lr=1e-2),
-                    loss_fn=F.cross_entropy)
-rel = max(abs(r["loss"] - t) / abs(t) for r, t in zip(rows, tl))
-err, moved = param_error(net, ref, start)
 stats = max(float((getattr(net.bn, k) - getattr(ref.bn, k)).abs().max() /
                   (getattr(ref.bn, k) - getattr(start.bn, k)).abs().max())
             for k in ("running_mean", "running_var"))

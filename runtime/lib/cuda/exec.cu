@@ -3128,23 +3128,26 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   d->emulate = emu && *emu && std::strcmp(emu, "0") != 0;
   d->profile = desc::profilingRequested();
   d->device = device;
-  if (const char *cv = std::getenv("AMPRT_CUDA_CONV"); cv && *cv) {
-    if (std::strcmp(cv, "direct") != 0 && std::strcmp(cv, "gemm") != 0) {
-      delete d;
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_context_create: AMPRT_CUDA_CONV=%s: expected 'gemm' (im2col + cuBLASLt, the "
-                  "default) or 'direct'", cv);
+  // A switch: unset or empty keeps the default; `on` / `off` set it.
+  auto envSwitch = [&](const char *var, const char *on, const char *off, const char *expect,
+                       bool &value) {
+    const char *v = std::getenv(var);
+    if (!v || !*v)
+      return true;
+    if (std::strcmp(v, on) != 0 && std::strcmp(v, off) != 0) {
+      fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_context_create: %s=%s: expected %s", var, v, expect);
+      return false;
     }
-    d->directConv = std::strcmp(cv, "direct") == 0;
-  }
-  if (const char *cv = std::getenv("AMPRT_CUDA_VEC"); cv && *cv) {
-    if (std::strcmp(cv, "0") != 0 && std::strcmp(cv, "1") != 0) {
-      delete d;
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_context_create: AMPRT_CUDA_VEC=%s: expected 1 (16-byte groups in the element-wise "
-                  "kernels and the reductions, the default) or 0", cv);
-    }
-    d->vec = cv[0] == '1';
+    value = std::strcmp(v, on) == 0;
+    return true;
+  };
+  if (!envSwitch("AMPRT_CUDA_CONV", "direct", "gemm",
+                 "'gemm' (im2col + cuBLASLt, the default) or 'direct'", d->directConv) ||
+      !envSwitch("AMPRT_CUDA_VEC", "1", "0",
+                 "1 (16-byte groups in the element-wise kernels and the reductions, the default) or 0",
+                 d->vec)) {
+    delete d;
+    return AMPRT_ERR_INVALID_ARGUMENT;
   }
   if (const char *cb = std::getenv("AMPRT_CUDA_CONV_CHUNK"); cb && *cb) {
     char *end = nullptr;
