@@ -569,6 +569,12 @@ open(f"{TMP}/garbage.npz", "wb").write(b"PK\x03\x04garbage")
 BY = Y.copy()
 BY[5] = 12
 np.savez(f"{TMP}/badlabel.npz", input=X, labels=BY)
+# An array no input takes (a misspelt name): a warning naming it, the run goes on.
+np.savez(f"{TMP}/extra.npz", input=X, labels=Y, lables=Y)
+r = subprocess.run([oprog, "--data", f"{TMP}/extra.npz", "--steps", "1"], capture_output=True, text=True)
+check(r.returncode == 0 and "warning: 'lables' in '" in r.stderr and
+      "is no input of the program (its inputs: input, labels); ignored" in r.stderr,
+      f"an extra array in --data: rc {r.returncode}, stderr {r.stderr.strip()!r}")
 for cmd, msg in bad:
     r = subprocess.run(cmd, capture_output=True, text=True)
     check(r.returncode != 0 and msg in r.stderr,

@@ -213,6 +213,20 @@ int main(int argc, char **argv) {
       fill(s, a->data, a->dtype, ArrayRef<int64_t>(a->shape, a->rank),
            "input '" + s.name + "' in '" + inputsOpt + "'");
     }
+    // An array no input takes (a misspelt name, most likely): said, not
+    // silently dropped.
+    std::string unused, names;
+    for (size_t k : inputArgs)
+      names += (names.empty() ? "" : ", ") + args[k].name;
+    for (int32_t i = 0; i < amprt_npz_count(z); ++i) {
+      std::string n = amprt_npz_name(z, i);
+      if (llvm::none_of(inputArgs, [&](size_t k) { return args[k].name == n; }))
+        unused += (unused.empty() ? "'" : ", '") + n + "'";
+    }
+    if (!unused.empty())
+      errs() << "amp-run: warning: " << unused << " in '" << inputsOpt
+             << "' is no input of the model (its inputs: " << (names.empty() ? "none" : names)
+             << "); ignored\n";
     amprt_npz_close(z);
   } else if (!inputsOpt.empty()) {
     SmallVector<StringRef> files;

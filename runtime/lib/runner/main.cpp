@@ -137,6 +137,29 @@ void checkFinite(const Slot &s, const std::string &what, const std::string &nanC
   std::fprintf(stderr, "warning: %s\n", msg.c_str());
 }
 
+/// Warns about the arrays of `z` that no argument of kind `kind` takes (a
+/// misspelt name, most likely): said, not silently dropped. `feeds(s)`:
+/// whether the file feeds slot s.
+template <class Feeds>
+void warnUnusedArrays(const amprt_npz *z, const std::vector<Slot> &args, const std::string &file,
+                      Feeds feeds) {
+  std::string unused, names;
+  for (const Slot &s : args)
+    if (feeds(s))
+      names += (names.empty() ? "" : ", ") + s.name;
+  for (int32_t i = 0; i < amprt_npz_count(z); ++i) {
+    std::string n = amprt_npz_name(z, i);
+    bool used = false;
+    for (const Slot &s : args)
+      used |= feeds(s) && s.name == n;
+    if (!used)
+      unused += (unused.empty() ? "'" : ", '") + n + "'";
+  }
+  if (!unused.empty())
+    std::fprintf(stderr, "warning: %s in '%s' is no input of the program (its inputs: %s); ignored\n",
+                 unused.c_str(), file.c_str(), names.empty() ? "none" : names.c_str());
+}
+
 void writeOutputs(const std::string &path, std::vector<Slot> &results,
                   const std::vector<void *> &rp) {
   std::vector<amprt_array> arrays;
@@ -396,8 +419,10 @@ int main(int argc, char **argv) {
       checkFinite(s, "input '" + s.name + "'", o.nanCheck);
       upload(s, ap[&s - args.data()]);
     }
-    if (in)
+    if (in) {
+      warnUnusedArrays(in, args, o.inputs, [](const Slot &s) { return s.kind != "param"; });
       amprt_npz_close(in);
+    }
     if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK ||
         amprt_device_synchronize(ctx) != AMPRT_OK)
       die(amprt_last_error());
@@ -524,6 +549,7 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "warning: %s\n", msg.c_str());
     }
   }
+  warnUnusedArrays(data, args, o.data, [](const Slot &s) { return s.kind == "input"; });
   if (batches < 0)
     batches = 1;
   if (o.cudaGraph && onHost)
