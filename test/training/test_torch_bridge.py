@@ -11,7 +11,7 @@ training of the same module on the same batches.
    And bf16 with SGD against torch.autocast (bf16).
 3. A CNN with batch norm, AdamW, fp32: the trained parameters and the batch
    norm's running statistics (buffers: state every step's forward updates)
-   against PyTorch.
+   against PyTorch; torch's TransformerEncoderLayer, fp32 SGD.
 4. Bad arguments: one clear error each.
 Fresh random data and weights each run (AMP_TEST_SEED repeats one).
 """
@@ -189,6 +189,19 @@ check(rel <= 1e-5 and err <= 1e-3 and stats <= 5e-3 and warned and tracked and
       f"1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-3), running "
       f"statistics off by {stats:.1e} of their change (tolerance 5e-3); the unused "
       f"layer warned about and left as it was: {warned}; num_batches_tracked 6: {tracked}")
+
+# 3b. torch's own TransformerEncoderLayer (multi-head attention, layer norm;
+# the exporter's shape arithmetic folded at import), fp32 SGD.
+xt = torch.randn(32, 6, 16)
+yt = torch.randint(0, 3, (32,))
+rows, rel, _, err, moved, _ = both_ways(
+    lambda: nn.Sequential(nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
+                          nn.Flatten(), nn.Linear(16 * 6, 3)),
+    {"input": xt, "labels": yt}, 6, 8, dict(loss_fn="cross_entropy", lr=0.05),
+    lambda p: torch.optim.SGD(p, lr=0.05))
+check(rel <= 1e-5 and err <= 1e-3,
+      f"nn.TransformerEncoderLayer (4 heads) + Linear, fp32 SGD, 6 steps: worst relative loss difference "
+      f"{rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-3)")
 
 # 4. Bad arguments.
 bad = [

@@ -1180,6 +1180,67 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     n.setConstOutput(0, makeInt64(shape, vals(in[0])));
     return success();
   }
+  if (op == "Slice" && n.opset >= 10 && in.size() >= 3 && in[1] && in[2] &&
+      in[0]->shape.size() == 1) {
+    // One axis (of a 1-D shape vector), ONNX's clamping rules.
+    auto starts = vals(in[1]), ends = vals(in[2]);
+    std::vector<int64_t> axes = in.size() > 3 && in[3] ? vals(in[3]) : std::vector<int64_t>{0};
+    std::vector<int64_t> steps = in.size() > 4 && in[4] ? vals(in[4]) : std::vector<int64_t>{1};
+    if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1 ||
+        (axes[0] != 0 && axes[0] != -1) || steps[0] == 0)
+      return failure();
+    auto v = vals(in[0]);
+    int64_t dim = v.size(), st = steps[0];
+    auto clampTo = [](int64_t x, int64_t lo, int64_t hi) { return std::max(lo, std::min(x, hi)); };
+    int64_t b = starts[0] < 0 ? starts[0] + dim : starts[0];
+    int64_t e = ends[0] < 0 ? ends[0] + dim : ends[0];
+    if (st > 0) {
+      b = clampTo(b, 0, dim);
+      e = clampTo(e, 0, dim);
+    } else {
+      b = clampTo(b, 0, dim - 1);
+      e = clampTo(e, -1, dim - 1);
+    }
+    std::vector<int64_t> out;
+    for (int64_t i = b; st > 0 ? i < e : i > e; i += st)
+      out.push_back(v[i]);
+    n.setConstOutput(0, makeInt64({(int64_t)out.size()}, out));
+    return success();
+  }
+  if (op == "Reshape" && n.opset >= 5 && in.size() == 2 && in[1] && in[1]->shape.size() == 1) {
+    // ONNX's rules: 0 copies the input's dim (unless allowzero), -1 is
+    // inferred; anything inconsistent is left to the op's own checks.
+    auto allowZero = n.getInt("allowzero", 0);
+    if (failed(allowZero))
+      return failure();
+    std::vector<int64_t> shape = vals(in[1]);
+    int64_t known = 1, infer = -1, count = in[0]->numElements();
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 0 && !*allowZero) {
+        if (i >= in[0]->shape.size())
+          return failure();
+        shape[i] = in[0]->shape[i];
+      }
+      if (shape[i] == -1) {
+        if (infer >= 0)
+          return failure();
+        infer = i;
+      } else if (shape[i] < 0) {
+        return failure();
+      } else {
+        known *= shape[i];
+      }
+    }
+    if (infer >= 0) {
+      if (known == 0 || count % known)
+        return failure();
+      shape[infer] = count / known;
+    } else if (known != count) {
+      return failure();
+    }
+    n.setConstOutput(0, makeInt64(shape, vals(in[0])));
+    return success();
+  }
   if (op == "Concat") {
     std::vector<int64_t> out;
     for (const HostTensor *t : in) {
@@ -1206,21 +1267,36 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     n.setConstOutput(0, makeInt64(in[1]->shape, out));
     return success();
   }
-  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") &&
-      in.size() == 2 && in[1] && in[0]->numElements() == in[1]->numElements() &&
-      in[0]->shape == in[1]->shape) {
-    auto a = vals(in[0]), c = vals(in[1]);
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (op == "Add") a[i] += c[i];
-      else if (op == "Sub") a[i] -= c[i];
-      else if (op == "Mul") a[i] *= c[i];
-      else {
-        if (c[i] == 0)
-          return n.fail("integer division by zero in a shape computation");
-        a[i] /= c[i];
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") &&
+      in.size() == 2 && in[1]) {
+    // Same shapes, or one side a single value of no higher rank (broadcast).
+    const HostTensor *x = in[0], *y = in[1];
+    bool same = x->shape == y->shape;
+    bool xOne = x->numElements() == 1 && x->shape.size() <= y->shape.size();
+    bool yOne = y->numElements() == 1 && y->shape.size() <= x->shape.size();
+    if (!same && !xOne && !yOne)
+      return failure();
+    auto fmod = n.getInt("fmod", 0);
+    if (failed(fmod))
+      return failure();
+    auto a = vals(x), c = vals(y);
+    const auto &shape = same || yOne ? x->shape : y->shape;
+    std::vector<int64_t> r(std::max(a.size(), c.size()));
+    for (size_t i = 0; i < r.size(); ++i) {
+      int64_t p = a[a.size() == 1 ? 0 : i], q = c[c.size() == 1 ? 0 : i];
+      if ((op == "Div" || op == "Mod") && q == 0)
+        return n.fail("integer division by zero in a shape computation");
+      if (op == "Add") r[i] = p + q;
+      else if (op == "Sub") r[i] = p - q;
+      else if (op == "Mul") r[i] = p * q;
+      else if (op == "Div") r[i] = p / q; // truncates, as ONNX's integer Div
+      else { // Mod: the divisor's sign (fmod=0, Python's %), or the dividend's (fmod=1)
+        r[i] = p % q;
+        if (*fmod == 0 && r[i] != 0 && ((r[i] < 0) != (q < 0)))
+          r[i] += q;
       }
     }
-    n.setConstOutput(0, makeInt64(in[0]->shape, a));
+    n.setConstOutput(0, makeInt64(shape, r));
     return success();
   }
   return failure();
@@ -1994,6 +2070,11 @@ const std::map<std::string, OpInfo> &opTable() {
       return handleLoss(n, "amp.nll_loss", 1);
     }};
     t["Cast"] = {6, handleCast};
+    // Only on integer constants (shape arithmetic), folded at import.
+    t["Mod"] = {10, [](NodeCtx &n) -> LogicalResult {
+      return n.fail("unsupported op ai.onnx.Mod on a value computed at run time or a float (Mod "
+                    "is folded at import on integer constants only: shape arithmetic)");
+    }};
     t["Constant"] = {1, handleConstant};
     t["Shape"] = {1, handleShape};
     t["Sum"] = {1, handleSum};
