@@ -275,6 +275,28 @@ def reductions(p, i, out):
 run_case("reductions", m, params, {k: v for k, v in inputs.items()}, reductions,
          constants=("ratio",), with_outputs=True)
 
+# 4a. Max (broadcast), Min of three, Clip (constant bounds): torch.maximum /
+#     torch.minimum's gradients, half to each side of a tie (r equals the
+#     Max's result at some places, so the Min sees ties), torch.clamp's.
+N, D, C = 12, 8, 4
+params = {"p": randn(N, D), "q": randn(D, scale=0.5), "r": randn(N, D), "k": randn(D, C, scale=0.5)}
+pm = np.maximum(params["p"], params["q"])
+tie = rng.random((N, D)) < 0.25
+params["r"][tie] = pm[tie]
+inputs = {"x": randn(N, D, scale=2.0), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("Max", ["p", "q"], ["m0"]),
+           helper.make_node("Min", ["m0", "r", "x"], ["m1"]),
+           helper.make_node("Clip", ["m1", "lo", "hi"], ["c"]),
+           helper.make_node("MatMul", ["c", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+for n, a in {"lo": np.array(-0.6, np.float32), "hi": np.array(0.7, np.float32)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+run_case("max-min-clip", m, params, inputs,
+         lambda p, i: F.cross_entropy(torch.clamp(torch.minimum(torch.minimum(
+             torch.maximum(p["p"], p["q"]), p["r"]), i["x"]), -0.6, 0.7) @ p["k"], i["y"]),
+         constants=("lo", "hi"))
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

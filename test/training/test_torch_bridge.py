@@ -203,6 +203,24 @@ check(rel <= 1e-5 and err <= 1e-3,
       f"nn.TransformerEncoderLayer (4 heads) + Linear, fp32 SGD, 6 steps: worst relative loss difference "
       f"{rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-3)")
 
+# 3c. ReLU6 and torch.clamp / torch.maximum (exported as Clip and Max), fp32.
+class Clamped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(12, 16), nn.Linear(12, 16), nn.Linear(16, 5)
+
+    def forward(self, input):  # noqa: A002
+        h = torch.maximum(F.relu6(self.fc1(input) * 4), torch.clamp(self.fc2(input), -0.5, 0.5))
+        return self.fc3(h)
+
+
+rows, rel, _, err, moved, _ = both_ways(
+    Clamped, {"input": x, "labels": y}, 6, 16, dict(loss_fn="cross_entropy", lr=0.1),
+    lambda p: torch.optim.SGD(p, lr=0.1))
+check(rel <= 1e-5 and err <= 1e-4,
+      f"ReLU6, torch.clamp and torch.maximum (ONNX Clip, Max), fp32 SGD: worst relative loss difference "
+      f"{rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-4)")
+
 # 4. Bad arguments.
 bad = [
     (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y[:10]}, steps=1), ValueError,

@@ -404,6 +404,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](MulOp) { return binary(AMPRT_BINARY_MUL); })
       .Case([&](DivOp) { return binary(AMPRT_BINARY_DIV); })
       .Case([&](PowOp) { return binary(AMPRT_BINARY_POW); })
+      .Case([&](MaxOp) { return binary(AMPRT_BINARY_MAX); })
+      .Case([&](MinOp) { return binary(AMPRT_BINARY_MIN); })
       .Case([&](ReluOp) { return unary(AMPRT_UNARY_RELU, 0); })
       .Case([&](SqrtOp) { return unary(AMPRT_UNARY_SQRT, 0); })
       .Case([&](ExpOp) { return unary(AMPRT_UNARY_EXP, 0); })

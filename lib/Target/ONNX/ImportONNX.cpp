@@ -1029,6 +1029,22 @@ LogicalResult handleCast(NodeCtx &n) {
     n.setConstOutput(0, std::move(t));
     return success();
   }
+  // A DOUBLE constant cast to FLOAT (torch.onnx.export writes clamp bounds
+  // so) becomes a FLOAT constant: each value rounded once, as Cast would.
+  if (c != n.im.consts.end() && c->second.dtype == onnx::TensorProto::DOUBLE &&
+      *to == onnx::TensorProto::FLOAT) {
+    std::vector<double> v = c->second.toDouble();
+    HostTensor t;
+    t.dtype = onnx::TensorProto::FLOAT;
+    t.shape = c->second.shape;
+    t.bytes = std::make_shared<std::string>(v.size() * 4, '\0');
+    for (size_t i = 0; i < v.size(); ++i) {
+      float f = (float)v[i];
+      std::memcpy(t.bytes->data() + 4 * i, &f, 4);
+    }
+    n.setConstOutput(0, std::move(t));
+    return success();
+  }
   auto elt = n.im.elementType((int32_t)*to, "the cast's target type");
   auto x = n.input(0);
   if (failed(elt) || failed(x))
@@ -1888,8 +1904,9 @@ LogicalResult handleScaleMS(NodeCtx &n) {
   return success();
 }
 
-/// Sum: the inputs added up, left to right (multidirectional broadcast).
-LogicalResult handleSum(NodeCtx &n) {
+/// Sum / Max / Min: the inputs combined left to right by `opName`
+/// (multidirectional broadcast); one input is itself.
+LogicalResult handleVariadic(NodeCtx &n, llvm::StringRef opName) {
   if (failed(n.allowAttrs({"consumed_inputs"})))
     return failure();
   if (n.numInputs() < 1)
@@ -1902,7 +1919,58 @@ LogicalResult handleSum(NodeCtx &n) {
     auto v = n.input(i);
     if (failed(v))
       return failure();
-    auto op = n.im.create(n, "amp.add", {r, *v}, {}, 1);
+    auto op = n.im.create(n, opName, {r, *v}, {}, 1);
+    if (failed(op))
+      return failure();
+    r = (*op)->getResult(0);
+  }
+  n.setOutput(0, r);
+  return success();
+}
+
+/// Clip: max(x, min) then min(., max), each bound optional (inputs since
+/// opset 11, attributes before); min > max gives max everywhere, as ONNX
+/// says.
+LogicalResult handleClip(NodeCtx &n) {
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  Value lo, hi;
+  if (n.opset < 11) {
+    if (failed(n.allowAttrs({"min", "max", "consumed_inputs"})))
+      return failure();
+    auto elt = cast<RankedTensorType>(x->getType()).getElementType();
+    if (!isa<FloatType>(elt))
+      return n.fail("Clip before opset 11 takes float inputs");
+    Elementwise e{n};
+    if (n.attr("min")) {
+      auto v = n.getFloat("min", std::nullopt);
+      if (failed(v))
+        return failure();
+      lo = e.cst(elt, *v);
+    }
+    if (n.attr("max")) {
+      auto v = n.getFloat("max", std::nullopt);
+      if (failed(v))
+        return failure();
+      hi = e.cst(elt, *v);
+    }
+    if (!e.ok)
+      return failure();
+  } else {
+    if (failed(n.allowAttrs({})))
+      return failure();
+    lo = n.optInput(1);
+    hi = n.optInput(2);
+    for (auto [v, what] : {std::make_pair(lo, "min"), std::make_pair(hi, "max")})
+      if (v && cast<RankedTensorType>(v.getType()).getNumElements() != 1)
+        return n.fail(llvm::Twine("'") + what + "' must be a single value");
+  }
+  Value r = *x;
+  for (auto [bound, opName] : {std::make_pair(lo, "amp.max"), std::make_pair(hi, "amp.min")}) {
+    if (!bound)
+      continue;
+    auto op = n.im.create(n, opName, {r, bound}, {}, 1);
     if (failed(op))
       return failure();
     r = (*op)->getResult(0);
@@ -2077,7 +2145,10 @@ const std::map<std::string, OpInfo> &opTable() {
     }};
     t["Constant"] = {1, handleConstant};
     t["Shape"] = {1, handleShape};
-    t["Sum"] = {1, handleSum};
+    t["Sum"] = {1, [](NodeCtx &n) { return handleVariadic(n, "amp.add"); }};
+    t["Max"] = {6, [](NodeCtx &n) { return handleVariadic(n, "amp.max"); }};
+    t["Min"] = {6, [](NodeCtx &n) { return handleVariadic(n, "amp.min"); }};
+    t["Clip"] = {6, handleClip};
     t["Size"] = {1, handleSize};
     t["com.microsoft.Scale"] = {1, handleScaleMS};
     t["Neg"] = {1, handleNeg};

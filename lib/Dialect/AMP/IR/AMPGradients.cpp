@@ -138,6 +138,44 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] && og[1]);
 }
 
+/// torch.maximum / torch.minimum's gradient: dy to the chosen input, half
+/// to each on a tie. With d = lhs - rhs, g1 = dy [d > 0] and g2 = dy [d < 0]
+/// (the relu derivative of d and of -d); a tie's share is (dy - g1 - g2) / 2,
+/// exact in every float type (no doubling that could overflow).
+static LogicalResult minMaxGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
+                                SmallVectorImpl<Value> &og, bool isMax) {
+  og.assign(2, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(op->getResult(0).getType())))
+    return success(); // integers carry no gradient
+  Location loc = op->getLoc();
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  Value d = make(b, loc, "amp.sub", {lhs, rhs});
+  Value nd = make(b, loc, "amp.sub", {rhs, lhs});
+  if (!d || !nd)
+    return failure();
+  auto relu = b.getStringAttr("relu");
+  Value g1 = UnaryGradOp::create(b, loc, d, rg[0], relu, b.getF32FloatAttr(0.0f));
+  Value g2 = UnaryGradOp::create(b, loc, nd, rg[0], relu, b.getF32FloatAttr(0.0f));
+  Value rest = make(b, loc, "amp.sub", {rg[0], g1});
+  rest = rest ? make(b, loc, "amp.sub", {rest, g2}) : Value();
+  Value tie = rest ? make(b, loc, "amp.mul", {rest, scalar(b, loc, rest, 0.5)}) : Value();
+  Value toLhs = tie ? make(b, loc, "amp.add", {isMax ? g1 : g2, tie}) : Value();
+  Value toRhs = tie ? make(b, loc, "amp.add", {isMax ? g2 : g1, tie}) : Value();
+  og[0] = toLhs ? sumToShape(b, loc, toLhs, lhs.getType()) : Value();
+  og[1] = toRhs ? sumToShape(b, loc, toRhs, rhs.getType()) : Value();
+  return success(og[0] && og[1]);
+}
+
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &og) {
+  return minMaxGrad(b, *this, rg, og, true);
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &og) {
+  return minMaxGrad(b, *this, rg, og, false);
+}
+
 #define AMP_UNARY_GRAD(OP, KIND)                                               \
   LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg,           \
                                    SmallVectorImpl<Value> &og) {               \
@@ -584,7 +622,7 @@ LogicalResult GatherGradOp::verify() {
   auto ix = cast<RankedTensorType>(getIndices().getType());
   if (dy.getElementType() != dd.getElementType())
     return emitOpError("dy and ddata must share the element type");
-  if (getAxis() < 0 || getAxis() >= dd.getRank() ||
+  if ((int64_t)getAxis() < 0 || (int64_t)getAxis() >= dd.getRank() ||
       dy.getRank() != dd.getRank() - 1 + ix.getRank())
     return emitOpError("shapes of indices ") << ix << ", dy " << dy << " and ddata " << dd
                                              << " do not agree for axis " << getAxis();

@@ -301,6 +301,8 @@ AMP_BINARY_INFER(SubOp, true)
 AMP_BINARY_INFER(MulOp, true)
 AMP_BINARY_INFER(DivOp, true)
 AMP_BINARY_INFER(PowOp, false)
+AMP_BINARY_INFER(MaxOp, true)
+AMP_BINARY_INFER(MinOp, true)
 #undef AMP_BINARY_INFER
 
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *,

@@ -337,6 +337,22 @@ def AMP_DivOp : AMP_BinaryOp<"div", [DeclareOpInterfaceMethods<AMP_GradientOpInt
 def AMP_PowOp : AMP_BinaryOp<"pow", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "lhs ^ rhs (ONNX Pow: the exponent may have another type)";
 }
+def AMP_MaxOp : AMP_BinaryOp<"max", [Commutative, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "The larger of lhs and rhs (a NaN wins)";
+  let description = [{
+    ONNX Max of two inputs (the importer chains more). The gradient is
+    PyTorch's torch.maximum's: all of it to the larger input, half to each
+    on a tie.
+  }];
+}
+def AMP_MinOp : AMP_BinaryOp<"min", [Commutative, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "The smaller of lhs and rhs (a NaN wins)";
+  let description = [{
+    ONNX Min of two inputs (the importer chains more; ONNX Clip is a max
+    then a min). The gradient is PyTorch's torch.minimum's: all of it to the
+    smaller input, half to each on a tie.
+  }];
+}
 
 def AMP_SqrtOp : AMP_UnaryOp<"sqrt", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Square root"; }
 def AMP_ExpOp : AMP_UnaryOp<"exp", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "e^x"; }
