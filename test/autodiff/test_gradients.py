@@ -297,6 +297,25 @@ run_case("max-min-clip", m, params, inputs,
              torch.maximum(p["p"], p["q"]), p["r"]), i["x"]), -0.6, 0.7) @ p["k"], i["y"]),
          constants=("lo", "hi"))
 
+# 4a'. Abs, Softplus and Reciprocal (of softplus + 0.5: away from the pole).
+params = {"w": randn(D, D, scale=0.5), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Abs", ["h"], ["a"]),
+           helper.make_node("Softplus", ["h"], ["sp"]),
+           helper.make_node("Add", ["sp", "half"], ["sh"]),
+           helper.make_node("Reciprocal", ["sh"], ["r"]),
+           helper.make_node("Mul", ["a", "r"], ["ar"]),
+           helper.make_node("MatMul", ["ar", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+m.graph.initializer.append(numpy_helper.from_array(np.array(0.5, np.float32), "half"))
+run_case("abs-softplus-reciprocal", m, params, inputs,
+         lambda p, i: F.cross_entropy(torch.abs(i["x"] @ p["w"]) *
+                                      torch.reciprocal(F.softplus(i["x"] @ p["w"]) + 0.5) @ p["k"],
+                                      i["y"]),
+         constants=("half",))
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

@@ -24,6 +24,9 @@ double refUnary(amprt_unary_op op, double x, double alpha) {
   case AMPRT_UNARY_GELU_TANH: // 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)), exact in double
     return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
   case AMPRT_UNARY_LEAKY_RELU: return x >= 0 ? x : alpha * x;
+  case AMPRT_UNARY_ABS: return std::fabs(x);
+  case AMPRT_UNARY_RECIPROCAL: return 1.0 / x;
+  case AMPRT_UNARY_SOFTPLUS: return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   }
   return NAN;
 }
@@ -37,6 +40,8 @@ double refDerivative(amprt_unary_op op, double x, double alpha) {
     return x > 0 ? 1.0 : 0.0;
   if (op == AMPRT_UNARY_LEAKY_RELU)
     return x >= 0 ? 1.0 : alpha;
+  if (op == AMPRT_UNARY_ABS)
+    return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
   long double h = 1e-6L * std::max(1.0L, (long double)std::fabs(x));
   return (double)(((long double)refUnary(op, (double)(x + h), alpha) -
                    (long double)refUnary(op, (double)(x - h), alpha)) /
@@ -50,7 +55,8 @@ TEST(Unary, EveryOpEveryFloatType) {
                                 AMPRT_UNARY_EXP,      AMPRT_UNARY_LOG,  AMPRT_UNARY_ERF,
                                 AMPRT_UNARY_TANH,     AMPRT_UNARY_SIGMOID,
                                 AMPRT_UNARY_GELU,     AMPRT_UNARY_GELU_TANH,
-                                AMPRT_UNARY_LEAKY_RELU};
+                                AMPRT_UNARY_LEAKY_RELU, AMPRT_UNARY_ABS,
+                                AMPRT_UNARY_RECIPROCAL, AMPRT_UNARY_SOFTPLUS};
   for (amprt_dtype dt : kFloats)
     for (amprt_unary_op op : ops) {
       bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
@@ -88,9 +94,11 @@ TEST(Unary, GradientsMatchNumericDerivative) {
   const amprt_unary_op ops[] = {AMPRT_UNARY_RELU, AMPRT_UNARY_SQRT, AMPRT_UNARY_EXP,
                                 AMPRT_UNARY_LOG,  AMPRT_UNARY_ERF,  AMPRT_UNARY_TANH,
                                 AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU,
-                                AMPRT_UNARY_GELU_TANH, AMPRT_UNARY_LEAKY_RELU};
+                                AMPRT_UNARY_GELU_TANH, AMPRT_UNARY_LEAKY_RELU,
+                                AMPRT_UNARY_ABS, AMPRT_UNARY_RECIPROCAL, AMPRT_UNARY_SOFTPLUS};
   for (amprt_unary_op op : ops) {
-    bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
+    // 1 / x: away from its pole, where a central difference is accurate.
+    bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG || op == AMPRT_UNARY_RECIPROCAL;
     Buf x = positive ? uniform(AMPRT_F32, {200}, 0.1, 5.0) : randn(AMPRT_F32, {200}, 2.0);
     Buf dy = randn(AMPRT_F32, {200});
     Buf dx(AMPRT_F32, {200});

@@ -413,6 +413,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](ErfOp) { return unary(AMPRT_UNARY_ERF, 0); })
       .Case([&](TanhOp) { return unary(AMPRT_UNARY_TANH, 0); })
       .Case([&](SigmoidOp) { return unary(AMPRT_UNARY_SIGMOID, 0); })
+      .Case([&](AbsOp) { return unary(AMPRT_UNARY_ABS, 0); })
+      .Case([&](ReciprocalOp) { return unary(AMPRT_UNARY_RECIPROCAL, 0); })
+      .Case([&](SoftplusOp) { return unary(AMPRT_UNARY_SOFTPLUS, 0); })
       .Case([&](LeakyReluOp o) {
         return unary(AMPRT_UNARY_LEAKY_RELU, o.getAlpha().convertToDouble());
       })
@@ -768,7 +771,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             {"exp", AMPRT_UNARY_EXP},         {"log", AMPRT_UNARY_LOG},
             {"erf", AMPRT_UNARY_ERF},         {"tanh", AMPRT_UNARY_TANH},
             {"sigmoid", AMPRT_UNARY_SIGMOID}, {"gelu", AMPRT_UNARY_GELU},
-            {"gelu_tanh", AMPRT_UNARY_GELU_TANH}, {"leaky_relu", AMPRT_UNARY_LEAKY_RELU}};
+            {"gelu_tanh", AMPRT_UNARY_GELU_TANH}, {"leaky_relu", AMPRT_UNARY_LEAKY_RELU},
+            {"abs", AMPRT_UNARY_ABS},         {"reciprocal", AMPRT_UNARY_RECIPROCAL},
+            {"softplus", AMPRT_UNARY_SOFTPLUS}};
         const auto *k = llvm::find_if(kinds, [&](auto &p) { return p.first == o.getKind(); });
         if (k == std::end(kinds))
           return o.emitOpError("unknown kind '") << o.getKind() << "'";

@@ -2018,6 +2018,9 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Erf"] = {9, un("amp.erf")};
     t["Tanh"] = {1, un("amp.tanh")};
     t["Sigmoid"] = {1, un("amp.sigmoid")};
+    t["Abs"] = {1, un("amp.abs")};
+    t["Reciprocal"] = {1, un("amp.reciprocal")};
+    t["Softplus"] = {1, un("amp.softplus")};
     t["Relu"] = {1, un("amp.relu")};
     t["Identity"] = {1, un("amp.identity")};
     t["LeakyRelu"] = {1, [](NodeCtx &n) {

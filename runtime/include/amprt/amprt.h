@@ -204,7 +204,10 @@ typedef enum amprt_unary_op {
   AMPRT_UNARY_SIGMOID,
   AMPRT_UNARY_GELU,      /* x * Phi(x), erf form */
   AMPRT_UNARY_GELU_TANH, /* tanh approximation */
-  AMPRT_UNARY_LEAKY_RELU /* uses alpha */
+  AMPRT_UNARY_LEAKY_RELU, /* uses alpha */
+  AMPRT_UNARY_ABS,
+  AMPRT_UNARY_RECIPROCAL, /* 1 / x */
+  AMPRT_UNARY_SOFTPLUS    /* log(1 + e^x) */
 } amprt_unary_op;
 
 typedef enum amprt_binary_op {

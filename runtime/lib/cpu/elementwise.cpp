@@ -347,7 +347,7 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
                                     amprt_tensor *y) {
   int64_t s[2][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
-  if ((unsigned)op > AMPRT_UNARY_LEAKY_RELU)
+  if ((unsigned)op > AMPRT_UNARY_SOFTPLUS)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary: unknown op %d", op);
   if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && sameDense(x, y)) {
     const float *xp = static_cast<const float *>(x->data);

@@ -59,6 +59,10 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha) {
   case AMPRT_UNARY_GELU: return gelu(x);
   case AMPRT_UNARY_GELU_TANH: return geluTanh(x);
   case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
+  case AMPRT_UNARY_ABS: return fabsf(x);
+  case AMPRT_UNARY_RECIPROCAL: return 1.0f / x;
+  // log(1 + e^x) without overflow: x + log(1 + e^-x) for x > 0.
+  case AMPRT_UNARY_SOFTPLUS: return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
   }
   return x;
 }
@@ -95,6 +99,13 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha) {
     return sp + 2.0f * x * (sp * sm) * dinner;
   }
   case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
+  // torch.abs's: sign(x), 0 at 0 (a NaN stays NaN).
+  case AMPRT_UNARY_ABS: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : (x != x ? x : 0.0f));
+  case AMPRT_UNARY_RECIPROCAL: {
+    float r = 1.0f / x;
+    return -(r * r);
+  }
+  case AMPRT_UNARY_SOFTPLUS: return sigmoid(x);
   }
   return 1.0f;
 }

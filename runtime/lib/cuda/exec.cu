@@ -2767,7 +2767,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(dd, 2, 2, "unary"));
     View xv;
     AMPRT_CHECK(broadcastView(t[0], t[1], "amprt_exec (cuda): unary", xv));
-    if ((unsigned)a[0] > AMPRT_UNARY_LEAKY_RELU)
+    if ((unsigned)a[0] > AMPRT_UNARY_SOFTPLUS)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);

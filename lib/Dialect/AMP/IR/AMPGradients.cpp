@@ -187,6 +187,9 @@ AMP_UNARY_GRAD(LogOp, "log")
 AMP_UNARY_GRAD(ErfOp, "erf")
 AMP_UNARY_GRAD(TanhOp, "tanh")
 AMP_UNARY_GRAD(SigmoidOp, "sigmoid")
+AMP_UNARY_GRAD(AbsOp, "abs")
+AMP_UNARY_GRAD(ReciprocalOp, "reciprocal")
+AMP_UNARY_GRAD(SoftplusOp, "softplus")
 #undef AMP_UNARY_GRAD
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
@@ -752,8 +755,9 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 }
 
 LogicalResult UnaryGradOp::verify() {
-  static const char *kinds[] = {"relu", "sqrt",    "exp",  "log",       "erf",
-                                "tanh", "sigmoid", "gelu", "gelu_tanh", "leaky_relu"};
+  static const char *kinds[] = {"relu",      "sqrt", "exp",        "log",       "erf",
+                                "tanh",      "sigmoid", "gelu",   "gelu_tanh", "leaky_relu",
+                                "abs",       "reciprocal", "softplus"};
   for (const char *k : kinds)
     if (getKind() == k)
       return success();

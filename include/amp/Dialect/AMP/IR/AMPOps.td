@@ -362,6 +362,15 @@ def AMP_TanhOp : AMP_UnaryOp<"tanh", AMP_FloatTensor, [DeclareOpInterfaceMethods
 def AMP_SigmoidOp : AMP_UnaryOp<"sigmoid", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "1 / (1 + e^-x)";
 }
+def AMP_AbsOp : AMP_UnaryOp<"abs", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "|x| (the gradient is torch.abs's: sign(x), 0 at 0)";
+}
+def AMP_ReciprocalOp : AMP_UnaryOp<"reciprocal", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "1 / x";
+}
+def AMP_SoftplusOp : AMP_UnaryOp<"softplus", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "log(1 + e^x), without overflow for large x";
+}
 def AMP_ReluOp : AMP_UnaryOp<"relu", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "max(x, 0)"; }
 
 def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
