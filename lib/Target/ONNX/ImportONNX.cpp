@@ -1090,6 +1090,55 @@ LogicalResult handleConstant(NodeCtx &n) {
   return success();
 }
 
+/// ConstantOfShape with a constant shape: a constant tensor filled with
+/// `value`'s one element (float 0 when absent).
+LogicalResult handleConstantOfShape(NodeCtx &n) {
+  if (failed(n.allowAttrs({"value"})))
+    return failure();
+  if (n.hasInput(0) && !n.im.consts.count(n.node.input(0)))
+    return n.fail("unsupported op ai.onnx.ConstantOfShape on a shape computed at run time (only a "
+                  "constant shape folds: export with static shapes)");
+  auto shape = n.constInts(0, "input");
+  if (failed(shape))
+    return failure();
+  HostTensor fill;
+  if (const onnx::AttributeProto *a = n.attr("value")) {
+    if (a->type() != onnx::AttributeProto::TENSOR)
+      return n.fail("attribute 'value' must be a TENSOR");
+    onnx::TensorProto copy = a->t();
+    auto d = decodeTensor(copy, n.im.dir, n.name + " value");
+    if (!d)
+      return n.fail(llvm::toString(d.takeError()));
+    fill = std::move(*d);
+    if (fill.numElements() != 1)
+      return n.fail("attribute 'value' must hold one element");
+  } else {
+    fill.dtype = onnx::TensorProto::FLOAT;
+    fill.bytes = std::make_shared<std::string>(4, '\0');
+  }
+  int64_t count = 1;
+  for (int64_t d : *shape) {
+    if (d < 0)
+      return n.fail("the shape has a negative dimension " + llvm::Twine(d));
+    if (d && count > ((int64_t)1 << 30) / d)
+      return n.fail("the shape asks for more than 2^30 elements");
+    count *= d;
+  }
+  size_t es = elementSize(fill.dtype);
+  if (!es)
+    return n.fail(llvm::Twine("attribute 'value' has element type ") + dataTypeName(fill.dtype));
+  if ((uint64_t)count * es > ((uint64_t)1 << 30))
+    return n.fail("the constant would take more than 1 GiB");
+  HostTensor t;
+  t.dtype = fill.dtype;
+  t.shape = *shape;
+  t.bytes = std::make_shared<std::string>((size_t)count * es, '\0');
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(t.bytes->data() + i * es, fill.data(), es);
+  n.setConstOutput(0, std::move(t));
+  return success();
+}
+
 /// Shape of a statically shaped value, folded to a constant.
 LogicalResult handleShape(NodeCtx &n) {
   if (failed(n.allowAttrs({"start", "end"})))
@@ -1157,6 +1206,13 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
   auto vals = [](const HostTensor *t) { return t->toInt64(); };
   if (op == "Identity") {
     n.setConstOutput(0, *in[0]);
+    return success();
+  }
+  if (op == "Neg") {
+    auto v = vals(in[0]);
+    for (int64_t &x : v)
+      x = (int64_t)(0 - (uint64_t)x);
+    n.setConstOutput(0, makeInt64(in[0]->shape, v));
     return success();
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
@@ -2148,6 +2204,7 @@ const std::map<std::string, OpInfo> &opTable() {
     }};
     t["Constant"] = {1, handleConstant};
     t["Shape"] = {1, handleShape};
+    t["ConstantOfShape"] = {9, handleConstantOfShape, {0}};
     t["Sum"] = {1, [](NodeCtx &n) { return handleVariadic(n, "amp.add"); }};
     t["Max"] = {6, [](NodeCtx &n) { return handleVariadic(n, "amp.max"); }};
     t["Min"] = {6, [](NodeCtx &n) { return handleVariadic(n, "amp.min"); }};

@@ -1,5 +1,5 @@
 """Integer shape arithmetic folded at import (Mod, Reshape, Slice, Div with
-a broadcast scalar): what torch.onnx.export writes for attention's head
+a broadcast scalar, Neg, ConstantOfShape of a constant shape): what torch.onnx.export writes for attention's head
 split. `gen OUT.onnx` writes the model (random values each run, negative
 ones included); `check MODEL OUT.npz` compares amp-run's outputs with numpy.
 """
@@ -26,8 +26,12 @@ def gen(path):
          H.make_node("Mod", ["v", "two"], ["modb"]), H.make_node("Reshape", ["v", "rs"], ["resh"]),
          H.make_node("Reshape", ["resh", "z"], ["resh0"]),
          H.make_node("Slice", ["v", "s0", "e0", "", "st"], ["slc"]),
-         H.make_node("Slice", ["v", "s1", "e1"], ["slc2"]), H.make_node("Div", ["a", "two"], ["div"])]
-    outs = ["mod0", "mod1", "modb", "resh", "resh0", "slc", "slc2", "div"]
+         H.make_node("Slice", ["v", "s1", "e1"], ["slc2"]), H.make_node("Div", ["a", "two"], ["div"]),
+         H.make_node("Neg", ["a"], ["neg"]),
+         H.make_node("ConstantOfShape", ["rs2"], ["cos"],
+                     value=NH.from_array(np.array([int(v[0])], np.int64), "fill"))]
+    inits["rs2"] = np.array([2, 3], np.int64)
+    outs = ["mod0", "mod1", "modb", "resh", "resh0", "slc", "slc2", "div", "neg", "cos"]
     g = H.make_graph(n, "fold", [], [H.make_tensor_value_info(o, TP.INT64, None) for o in outs],
                      [NH.from_array(v, k) for k, v in inits.items()])
     onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 17)]), path)
@@ -38,7 +42,7 @@ def check(model, out):
     a, b, v = x["a"], x["b"], x["v"]
     want = {"mod0": np.mod(a, b), "mod1": np.fmod(a, b), "modb": np.mod(v, 2),
             "resh": v.reshape(-1, 3), "resh0": v.reshape(2, 3), "slc": v[-2:-100:-2], "slc2": v[1:100],
-            "div": np.trunc(a / 2).astype(np.int64)}
+            "div": np.trunc(a / 2).astype(np.int64), "neg": -a, "cos": np.full((2, 3), v[0], np.int64)}
     got = np.load(out)
     bad = [k for k, w in want.items() if k not in got.files or got[k].shape != w.shape
            or not np.array_equal(got[k], w)]
