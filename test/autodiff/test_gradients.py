@@ -316,6 +316,82 @@ run_case("abs-softplus-reciprocal", m, params, inputs,
                                       i["y"]),
          constants=("half",))
 
+# 4a2. The activations with parameters (Elu, Celu, Selu, HardSigmoid as
+#      torch.nn.Hardsigmoid exports it, HardSwish, Softsign, Sin, Cos,
+#      ThresholdedRelu), summed: each one's gradient against torch's.
+N, D, C = 12, 8, 4
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+acts = [helper.make_node("Elu", ["h"], ["a0"], alpha=0.7),
+        helper.make_node("Celu", ["h"], ["a1"], alpha=1.3),
+        helper.make_node("Selu", ["h"], ["a2"]),
+        helper.make_node("HardSigmoid", ["h"], ["a3"], alpha=1.0 / 6, beta=0.5),
+        helper.make_node("HardSwish", ["h"], ["a4"]),
+        helper.make_node("Softsign", ["h"], ["a5"]),
+        helper.make_node("Sin", ["h"], ["a6"]),
+        helper.make_node("Cos", ["h"], ["a7"]),
+        helper.make_node("ThresholdedRelu", ["h"], ["a8"], alpha=0.2)]
+sums = [helper.make_node("Add", [f"a{i}" if i == 0 else f"s{i - 1}", f"a{i + 1}"], [f"s{i}"])
+        for i in range(len(acts) - 1)]
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"])] + acts + sums +
+          [helper.make_node("MatMul", [f"s{len(acts) - 2}", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=14)
+
+
+def activations(p, i):
+    h = i["x"] @ p["w"]
+    s = (F.elu(h, alpha=0.7) + F.celu(h, alpha=1.3) + F.selu(h) + F.hardsigmoid(h) +
+         F.hardswish(h) + F.softsign(h) + torch.sin(h) + torch.cos(h) + F.threshold(h, 0.2, 0.0))
+    return F.cross_entropy(s @ p["k"], i["y"])
+
+
+run_case("activations", m, params, inputs, activations)
+
+# 4a3. Clip with constant bounds on values exactly at the bounds: torch.clamp
+#      with scalar bounds passes none of the gradient there (amp.max /
+#      amp.min would split it, as torch.clamp does with tensor bounds).
+params = {"p": randn(N, D), "k": randn(D, C, scale=0.5)}
+at = rng.random((N, D))
+params["p"][at < 0.2] = -0.5
+params["p"][at > 0.8] = 0.75
+m = model([helper.make_node("Clip", ["p", "lo", "hi"], ["c"]),
+           helper.make_node("Mul", ["c", "x"], ["cx"]),
+           helper.make_node("MatMul", ["cx", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+for n, a in {"lo": np.array(-0.5, np.float32), "hi": np.array(0.75, np.float32)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+run_case("clip-at-bounds", m, params, inputs,
+         lambda p, i: F.cross_entropy((torch.clamp(p["p"], -0.5, 0.75) * i["x"]) @ p["k"], i["y"]),
+         constants=("lo", "hi"))
+
+# 4a4. Floor, Ceil, Round and Sign (gradient 0) times their input: the
+#      gradient is theirs (fp32 only: a low-precision input rounding across
+#      an integer would move the forward value by 1).
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Floor", ["h"], ["f"]),
+           helper.make_node("Ceil", ["h"], ["c"]),
+           helper.make_node("Round", ["h"], ["r"]),
+           helper.make_node("Sign", ["h"], ["g"]),
+           helper.make_node("Add", ["f", "c"], ["fc"]),
+           helper.make_node("Add", ["r", "g"], ["rg"]),
+           helper.make_node("Add", ["fc", "rg"], ["t"]),
+           helper.make_node("Mul", ["t", "h"], ["th"]),
+           helper.make_node("MatMul", ["th", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+
+
+def rounding(p, i):
+    h = i["x"] @ p["w"]
+    t = torch.floor(h) + torch.ceil(h) + torch.round(h) + torch.sign(h)
+    return F.cross_entropy((t * h) @ p["k"], i["y"])
+
+
+run_case("floor-ceil-round-sign", m, params, inputs, rounding, precisions=("fp32",))
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

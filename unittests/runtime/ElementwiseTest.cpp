@@ -10,7 +10,7 @@ namespace {
 
 const amprt_dtype kFloats[] = {AMPRT_F32, AMPRT_F16, AMPRT_BF16};
 
-double refUnary(amprt_unary_op op, double x, double alpha) {
+double refUnary(amprt_unary_op op, double x, double alpha, double beta = 0.0) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: return x;
   case AMPRT_UNARY_RELU: return std::isnan(x) ? x : x > 0 ? x : 0; // NaN propagates
@@ -27,13 +27,28 @@ double refUnary(amprt_unary_op op, double x, double alpha) {
   case AMPRT_UNARY_ABS: return std::fabs(x);
   case AMPRT_UNARY_RECIPROCAL: return 1.0 / x;
   case AMPRT_UNARY_SOFTPLUS: return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  case AMPRT_UNARY_ELU: return x > 0 ? x : alpha * std::expm1(x);
+  case AMPRT_UNARY_CELU:
+    return std::isnan(x) ? x : std::max(0.0, x) + std::min(0.0, alpha * std::expm1(x / alpha));
+  case AMPRT_UNARY_SELU: return x > 0 ? beta * x : beta * alpha * std::expm1(x);
+  case AMPRT_UNARY_HARD_SIGMOID: return std::isnan(x) ? x : std::clamp(alpha * x + beta, 0.0, 1.0);
+  case AMPRT_UNARY_HARD_SWISH: return std::isnan(x) ? x : x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
+  case AMPRT_UNARY_SOFTSIGN: return x / (1 + std::fabs(x));
+  case AMPRT_UNARY_SIN: return std::sin(x);
+  case AMPRT_UNARY_COS: return std::cos(x);
+  case AMPRT_UNARY_FLOOR: return std::floor(x);
+  case AMPRT_UNARY_CEIL: return std::ceil(x);
+  case AMPRT_UNARY_ROUND: return std::nearbyint(x); // halves to even
+  case AMPRT_UNARY_SIGN: return std::isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0;
+  case AMPRT_UNARY_CLAMP: return std::isnan(x) ? x : std::min(std::max(x, alpha), beta);
+  case AMPRT_UNARY_THRESHOLDED_RELU: return std::isnan(x) ? x : x > alpha ? x : 0;
   }
   return NAN;
 }
 
 // Derivatives by central differences in long double, independent of the
 // closed forms the kernels use.
-double refDerivative(amprt_unary_op op, double x, double alpha) {
+double refDerivative(amprt_unary_op op, double x, double alpha, double beta = 0.0) {
   // The piecewise-linear ones exactly (a central difference straddles the
   // kink when x lies within h of 0).
   if (op == AMPRT_UNARY_RELU)
@@ -42,11 +57,44 @@ double refDerivative(amprt_unary_op op, double x, double alpha) {
     return x >= 0 ? 1.0 : alpha;
   if (op == AMPRT_UNARY_ABS)
     return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+  // PyTorch's at the kinks (measured on torch 2.15): clamp with scalar
+  // bounds passes none of dy at its bounds, hardsigmoid none at its corners,
+  // hardswish x / 3 + 1/2 on [-3, 3].
+  if (op == AMPRT_UNARY_CLAMP)
+    return x > alpha && x < beta ? 1.0 : 0.0;
+  if (op == AMPRT_UNARY_THRESHOLDED_RELU)
+    return x > alpha ? 1.0 : 0.0;
+  if (op == AMPRT_UNARY_HARD_SIGMOID)
+    return alpha * x + beta > 0 && alpha * x + beta < 1 ? alpha : 0.0;
+  if (op == AMPRT_UNARY_HARD_SWISH)
+    return x < -3 ? 0.0 : x <= 3 ? x / 3 + 0.5 : 1.0;
+  if (op == AMPRT_UNARY_FLOOR || op == AMPRT_UNARY_CEIL || op == AMPRT_UNARY_ROUND ||
+      op == AMPRT_UNARY_SIGN)
+    return 0.0;
   long double h = 1e-6L * std::max(1.0L, (long double)std::fabs(x));
-  return (double)(((long double)refUnary(op, (double)(x + h), alpha) -
-                   (long double)refUnary(op, (double)(x - h), alpha)) /
+  return (double)(((long double)refUnary(op, (double)(x + h), alpha, beta) -
+                   (long double)refUnary(op, (double)(x - h), alpha, beta)) /
                   (2 * h));
 }
+
+// The parameters each op is tested with (alpha 0.1 for the others).
+std::pair<float, float> params(amprt_unary_op op) {
+  switch (op) {
+  case AMPRT_UNARY_ELU: return {0.7f, 0.0f};
+  case AMPRT_UNARY_CELU: return {1.3f, 0.0f};
+  case AMPRT_UNARY_SELU: return {1.67326319f, 1.05070102f};
+  case AMPRT_UNARY_HARD_SIGMOID: return {0.2f, 0.5f};
+  case AMPRT_UNARY_CLAMP: return {-1.0f, 2.0f};
+  case AMPRT_UNARY_THRESHOLDED_RELU: return {0.5f, 0.0f};
+  default: return {0.1f, 0.0f};
+  }
+}
+
+const amprt_unary_op kNewOps[] = {
+    AMPRT_UNARY_ELU,   AMPRT_UNARY_CELU,  AMPRT_UNARY_SELU,  AMPRT_UNARY_HARD_SIGMOID,
+    AMPRT_UNARY_HARD_SWISH, AMPRT_UNARY_SOFTSIGN, AMPRT_UNARY_SIN, AMPRT_UNARY_COS,
+    AMPRT_UNARY_FLOOR, AMPRT_UNARY_CEIL, AMPRT_UNARY_ROUND, AMPRT_UNARY_SIGN,
+    AMPRT_UNARY_CLAMP, AMPRT_UNARY_THRESHOLDED_RELU};
 
 } // namespace
 
@@ -57,8 +105,11 @@ TEST(Unary, EveryOpEveryFloatType) {
                                 AMPRT_UNARY_GELU,     AMPRT_UNARY_GELU_TANH,
                                 AMPRT_UNARY_LEAKY_RELU, AMPRT_UNARY_ABS,
                                 AMPRT_UNARY_RECIPROCAL, AMPRT_UNARY_SOFTPLUS};
+  std::vector<amprt_unary_op> all(std::begin(ops), std::end(ops));
+  all.insert(all.end(), std::begin(kNewOps), std::end(kNewOps));
   for (amprt_dtype dt : kFloats)
-    for (amprt_unary_op op : ops) {
+    for (amprt_unary_op op : all) {
+      auto [alpha, beta] = params(op);
       bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
       Buf x = positive ? uniform(dt, {7, 33}, 0.01, 20.0) : randn(dt, {7, 33}, 3.0);
       // Special values: inf, -inf, nan, a subnormal.
@@ -67,12 +118,18 @@ TEST(Unary, EveryOpEveryFloatType) {
       x.set(2, NAN);
       x.set(3, dt == AMPRT_F16 ? 3e-6 : 1e-39);
       Buf y(dt, {7, 33});
-      AMPRT_OK_OR_FAIL(amprt_unary(nullptr, op, 0.1f, x.p(), y.p()));
+      // Halves (round's ties) and the clamp's bounds exactly.
+      if (op == AMPRT_UNARY_ROUND || op == AMPRT_UNARY_CLAMP) {
+        const double v[] = {0.5, 1.5, 2.5, -0.5, -2.5, -1.0, 2.0};
+        for (int i = 0; i < 7; ++i)
+          x.set(4 + i, v[i]);
+      }
+      AMPRT_OK_OR_FAIL(amprt_unary_ex(nullptr, op, alpha, beta, x.p(), y.p()));
       // Correctly rounded up to f32's own error, which the function's
       // condition number amplifies (|x * f'(x) / f(x)| grows like x^2 in the
       // tails of exp, sigmoid and gelu): 1.2e-7 * (2 + x^2) relative.
       for (int64_t i = 0; i < x.numel(); ++i) {
-        double xv = x.get(i), r = refUnary(op, xv, 0.1), g = y.get(i);
+        double xv = x.get(i), r = refUnary(op, xv, alpha, beta), g = y.get(i);
         // Beyond the format's largest finite value the rounded result is
         // inf (exp(11.3) in f16).
         double big = dt == AMPRT_F16 ? 65520.0 : dt == AMPRT_BF16 ? 3.3961775292304e38 : 3.4028235677973366e38;
@@ -80,6 +137,11 @@ TEST(Unary, EveryOpEveryFloatType) {
           r = std::copysign(INFINITY, r);
         double tol = (0.5 + (dt == AMPRT_F32 ? 4 : 0.01)) * ulp(dt, r) +
                      std::fabs(r) * 1.2e-7 * (2 + (std::isfinite(xv) ? xv * xv : 0)) + 1e-37;
+        // alpha x + beta in f32 cancels near the hard sigmoid's corner at 0.
+        if (std::isfinite(xv) && op == AMPRT_UNARY_HARD_SIGMOID)
+          tol += 1.2e-7 * (std::fabs(alpha * xv) + std::fabs(beta));
+        if (std::isfinite(xv) && op == AMPRT_UNARY_HARD_SWISH)
+          tol += 1.2e-7 * std::fabs(xv) * (std::fabs(xv / 6) + 0.5);
         bool ok = std::isnan(r) || std::isnan(g) ? std::isnan(r) && std::isnan(g)
                   : std::isinf(r) || std::isinf(g) ? g == r
                                                    : std::fabs(g - r) <= tol;
@@ -96,16 +158,22 @@ TEST(Unary, GradientsMatchNumericDerivative) {
                                 AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU,
                                 AMPRT_UNARY_GELU_TANH, AMPRT_UNARY_LEAKY_RELU,
                                 AMPRT_UNARY_ABS, AMPRT_UNARY_RECIPROCAL, AMPRT_UNARY_SOFTPLUS};
-  for (amprt_unary_op op : ops) {
+  std::vector<amprt_unary_op> all(std::begin(ops), std::end(ops));
+  all.insert(all.end(), std::begin(kNewOps), std::end(kNewOps));
+  for (amprt_unary_op op : all) {
+    auto [alpha, beta] = params(op);
     // 1 / x: away from its pole, where a central difference is accurate.
     bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG || op == AMPRT_UNARY_RECIPROCAL;
     Buf x = positive ? uniform(AMPRT_F32, {200}, 0.1, 5.0) : randn(AMPRT_F32, {200}, 2.0);
     Buf dy = randn(AMPRT_F32, {200});
     Buf dx(AMPRT_F32, {200});
-    AMPRT_OK_OR_FAIL(amprt_unary_grad(nullptr, op, 0.1f, x.p(), dy.p(), dx.p()));
+    if (op == AMPRT_UNARY_CLAMP || op == AMPRT_UNARY_HARD_SWISH)
+      for (int i = 0; i < 4; ++i) // the kinks themselves
+        x.set(i, op == AMPRT_UNARY_CLAMP ? (i % 2 ? alpha : beta) : (i % 2 ? -3.0 : 3.0));
+    AMPRT_OK_OR_FAIL(amprt_unary_grad_ex(nullptr, op, alpha, beta, x.p(), dy.p(), dx.p()));
     std::vector<double> ref;
     for (int64_t i = 0; i < 200; ++i)
-      ref.push_back(dy.get(i) * refDerivative(op, x.get(i), 0.1));
+      ref.push_back(dy.get(i) * refDerivative(op, x.get(i), alpha, beta));
     EXPECT_TRUE(near(dx, ref, 8, 1e-5, 1e-6)) << "op " << op;
   }
 }

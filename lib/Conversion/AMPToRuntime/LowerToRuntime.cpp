@@ -386,10 +386,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return failure();
     return success();
   };
-  auto unary = [&](amprt_unary_op u, double alpha) -> LogicalResult {
+  auto unary = [&](amprt_unary_op u, double alpha, std::optional<double> beta = {}) -> LogicalResult {
     if (failed(all(op->getOperands())) || failed(all(op->getResults())))
       return failure();
     d.attrs = {u, f64Bits(alpha)};
+    if (beta)
+      d.attrs.push_back(f64Bits(*beta));
     return emit(op, AMPRT_OP_UNARY, d);
   };
   auto binary = [&](amprt_binary_op bo) -> LogicalResult {
@@ -416,6 +418,29 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](AbsOp) { return unary(AMPRT_UNARY_ABS, 0); })
       .Case([&](ReciprocalOp) { return unary(AMPRT_UNARY_RECIPROCAL, 0); })
       .Case([&](SoftplusOp) { return unary(AMPRT_UNARY_SOFTPLUS, 0); })
+      .Case([&](HardSwishOp) { return unary(AMPRT_UNARY_HARD_SWISH, 0); })
+      .Case([&](SoftsignOp) { return unary(AMPRT_UNARY_SOFTSIGN, 0); })
+      .Case([&](SinOp) { return unary(AMPRT_UNARY_SIN, 0); })
+      .Case([&](CosOp) { return unary(AMPRT_UNARY_COS, 0); })
+      .Case([&](FloorOp) { return unary(AMPRT_UNARY_FLOOR, 0); })
+      .Case([&](CeilOp) { return unary(AMPRT_UNARY_CEIL, 0); })
+      .Case([&](RoundOp) { return unary(AMPRT_UNARY_ROUND, 0); })
+      .Case([&](SignOp) { return unary(AMPRT_UNARY_SIGN, 0); })
+      .Case([&](EluOp o) { return unary(AMPRT_UNARY_ELU, o.getAlpha().convertToDouble()); })
+      .Case([&](CeluOp o) { return unary(AMPRT_UNARY_CELU, o.getAlpha().convertToDouble()); })
+      .Case([&](SeluOp o) {
+        return unary(AMPRT_UNARY_SELU, o.getAlpha().convertToDouble(), o.getGamma().convertToDouble());
+      })
+      .Case([&](HardSigmoidOp o) {
+        return unary(AMPRT_UNARY_HARD_SIGMOID, o.getAlpha().convertToDouble(),
+                     o.getBeta().convertToDouble());
+      })
+      .Case([&](ThresholdedReluOp o) {
+        return unary(AMPRT_UNARY_THRESHOLDED_RELU, o.getAlpha().convertToDouble());
+      })
+      .Case([&](ClipOp o) {
+        return unary(AMPRT_UNARY_CLAMP, o.getMin().convertToDouble(), o.getMax().convertToDouble());
+      })
       .Case([&](LeakyReluOp o) {
         return unary(AMPRT_UNARY_LEAKY_RELU, o.getAlpha().convertToDouble());
       })
@@ -773,13 +798,21 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             {"sigmoid", AMPRT_UNARY_SIGMOID}, {"gelu", AMPRT_UNARY_GELU},
             {"gelu_tanh", AMPRT_UNARY_GELU_TANH}, {"leaky_relu", AMPRT_UNARY_LEAKY_RELU},
             {"abs", AMPRT_UNARY_ABS},         {"reciprocal", AMPRT_UNARY_RECIPROCAL},
-            {"softplus", AMPRT_UNARY_SOFTPLUS}};
+            {"softplus", AMPRT_UNARY_SOFTPLUS}, {"elu", AMPRT_UNARY_ELU},
+            {"celu", AMPRT_UNARY_CELU},       {"selu", AMPRT_UNARY_SELU},
+            {"hard_sigmoid", AMPRT_UNARY_HARD_SIGMOID}, {"hard_swish", AMPRT_UNARY_HARD_SWISH},
+            {"softsign", AMPRT_UNARY_SOFTSIGN}, {"sin", AMPRT_UNARY_SIN},
+            {"cos", AMPRT_UNARY_COS},         {"floor", AMPRT_UNARY_FLOOR},
+            {"ceil", AMPRT_UNARY_CEIL},       {"round", AMPRT_UNARY_ROUND},
+            {"sign", AMPRT_UNARY_SIGN},       {"clip", AMPRT_UNARY_CLAMP},
+            {"thresholded_relu", AMPRT_UNARY_THRESHOLDED_RELU}};
         const auto *k = llvm::find_if(kinds, [&](auto &p) { return p.first == o.getKind(); });
         if (k == std::end(kinds))
           return o.emitOpError("unknown kind '") << o.getKind() << "'";
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {k->second, f64Bits(o.getAlpha().convertToDouble())};
+        d.attrs = {k->second, f64Bits(o.getAlpha().convertToDouble()),
+                   f64Bits(o.getBeta().convertToDouble())};
         return emit(op, AMPRT_OP_UNARY_GRAD, d);
       })
       .Case([&](SoftmaxGradOp o) -> LogicalResult {

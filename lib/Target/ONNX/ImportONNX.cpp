@@ -77,7 +77,7 @@ struct NodeCtx {
     return nullptr;
   }
   /// Fails on any attribute not in `known` (nothing is silently ignored).
-  LogicalResult allowAttrs(std::initializer_list<llvm::StringRef> known) const;
+  LogicalResult allowAttrs(llvm::ArrayRef<llvm::StringRef> known) const;
   FailureOr<int64_t> getInt(llvm::StringRef n, std::optional<int64_t> def) const;
   FailureOr<float> getFloat(llvm::StringRef n, std::optional<float> def) const;
   FailureOr<std::string> getString(llvm::StringRef n,
@@ -201,7 +201,7 @@ LogicalResult NodeCtx::fail(const llvm::Twine &msg) const {
 }
 
 LogicalResult
-NodeCtx::allowAttrs(std::initializer_list<llvm::StringRef> known) const {
+NodeCtx::allowAttrs(llvm::ArrayRef<llvm::StringRef> known) const {
   bool ok = true;
   for (const auto &a : node.attribute()) {
     if (std::find(known.begin(), known.end(), a.name()) == known.end()) {
@@ -1603,7 +1603,7 @@ LogicalResult handleUnaryGrad(NodeCtx &n, llvm::StringRef kind) {
   if (dy->getType() != x->getType())
     return n.fail("dY and X must have the same type");
   n.setOutput(0, UnaryGradOp::create(n.im.b, n.loc, *x, *dy, n.im.b.getStringAttr(kind),
-                                     n.im.b.getF32FloatAttr(0.0f)));
+                                     n.im.b.getF32FloatAttr(0.0f), n.im.b.getF32FloatAttr(0.0f)));
   return success();
 }
 
@@ -1984,38 +1984,63 @@ LogicalResult handleVariadic(NodeCtx &n, llvm::StringRef opName) {
   return success();
 }
 
-/// Clip: max(x, min) then min(., max), each bound optional (inputs since
-/// opset 11, attributes before); min > max gives max everywhere, as ONNX
-/// says.
+/// Clip. Constant (non-NaN) bounds on a float tensor give amp.clip, with
+/// torch.clamp's gradient for scalar bounds (none at a bound); otherwise
+/// max(x, min) then min(., max), which split a tie as torch.clamp does with
+/// tensor bounds. Each bound is optional (inputs
+/// since opset 11, attributes before); min > max gives max everywhere, as
+/// ONNX says.
 LogicalResult handleClip(NodeCtx &n) {
   auto x = n.input(0);
   if (failed(x))
     return failure();
-  Value lo, hi;
+  auto elt = cast<RankedTensorType>(x->getType()).getElementType();
   if (n.opset < 11) {
     if (failed(n.allowAttrs({"min", "max", "consumed_inputs"})))
       return failure();
-    auto elt = cast<RankedTensorType>(x->getType()).getElementType();
     if (!isa<FloatType>(elt))
       return n.fail("Clip before opset 11 takes float inputs");
+  } else if (failed(n.allowAttrs({}))) {
+    return failure();
+  }
+  // The bounds known now: (present, value), ±inf when absent.
+  double inf = std::numeric_limits<double>::infinity();
+  auto known = [&](size_t i, const char *what, double none) -> FailureOr<std::optional<double>> {
+    if (n.opset < 11) {
+      if (!n.attr(what))
+        return std::optional<double>(none);
+      auto f = n.getFloat(what, std::nullopt);
+      if (failed(f))
+        return failure();
+      return std::optional<double>(*f);
+    }
+    if (!n.hasInput(i))
+      return std::optional<double>(none);
+    auto it = n.im.consts.find(n.node.input(i));
+    if (it == n.im.consts.end())
+      return std::optional<double>();
+    if (it->second.numElements() != 1)
+      return n.fail(llvm::Twine("'") + what + "' must be a single value");
+    if (!isa<FloatType>(elt))
+      return std::optional<double>(); // integer bounds: amp.max / amp.min
+    return std::optional<double>(it->second.toDouble()[0]);
+  };
+  auto cl = known(1, "min", -inf), ch = known(2, "max", inf);
+  if (failed(cl) || failed(ch))
+    return failure();
+  if (isa<FloatType>(elt) && *cl && *ch && !std::isnan(**cl) && !std::isnan(**ch))
+    return simple(n, "amp.clip", {0},
+                  {named(n, "min", f32(n, (float)**cl)), named(n, "max", f32(n, (float)**ch))});
+  Value lo, hi;
+  if (n.opset < 11) {
     Elementwise e{n};
-    if (n.attr("min")) {
-      auto v = n.getFloat("min", std::nullopt);
-      if (failed(v))
-        return failure();
-      lo = e.cst(elt, *v);
-    }
-    if (n.attr("max")) {
-      auto v = n.getFloat("max", std::nullopt);
-      if (failed(v))
-        return failure();
-      hi = e.cst(elt, *v);
-    }
+    if (n.attr("min"))
+      lo = e.cst(elt, **cl);
+    if (n.attr("max"))
+      hi = e.cst(elt, **ch);
     if (!e.ok)
       return failure();
   } else {
-    if (failed(n.allowAttrs({})))
-      return failure();
     lo = n.optInput(1);
     hi = n.optInput(2);
     for (auto [v, what] : {std::make_pair(lo, "min"), std::make_pair(hi, "max")})
@@ -2032,6 +2057,123 @@ LogicalResult handleClip(NodeCtx &n) {
     r = (*op)->getResult(0);
   }
   n.setOutput(0, r);
+  return success();
+}
+
+/// A unary activation with float attributes (name, default), passed on
+/// under the same names (`rename` maps an ONNX name to the op's).
+LogicalResult unaryWithAttrs(NodeCtx &n, llvm::StringRef opName,
+                             std::initializer_list<std::pair<const char *, float>> params,
+                             std::initializer_list<std::pair<const char *, const char *>> rename = {}) {
+  SmallVector<llvm::StringRef> allowed{"consumed_inputs"};
+  for (auto &p : params)
+    allowed.push_back(p.first);
+  if (failed(n.allowAttrs(allowed)))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  for (auto &[name, def] : params) {
+    auto v = n.getFloat(name, def);
+    if (failed(v))
+      return failure();
+    if (std::isnan(*v))
+      return n.fail(llvm::Twine("attribute '") + name + "' is NaN");
+    llvm::StringRef as = name;
+    for (auto &[from, to] : rename)
+      if (as == from)
+        as = to;
+    attrs.push_back(named(n, as, f32(n, *v)));
+  }
+  return simple(n, opName, {0}, attrs);
+}
+
+/// Split: slices along `axis`; the sizes from `split` (an input since opset
+/// 13, an attribute before), else equal parts, one per output (opset 18's
+/// `num_outputs`: parts of ceil(dim / num_outputs), the last one smaller;
+/// a part may be empty).
+LogicalResult handleSplit(NodeCtx &n) {
+  SmallVector<llvm::StringRef> allowed{"axis"};
+  if (n.opset < 13)
+    allowed.push_back("split");
+  if (n.opset >= 18)
+    allowed.push_back("num_outputs");
+  if (failed(n.allowAttrs(allowed)))
+    return failure();
+  auto x = n.input(0);
+  auto axis = n.getInt("axis", 0);
+  if (failed(x) || failed(axis))
+    return failure();
+  auto type = cast<RankedTensorType>(x->getType());
+  int64_t rank = type.getRank(), ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax < 0 || ax >= rank)
+    return n.fail("axis " + llvm::Twine(*axis) + " is out of range for rank " + llvm::Twine(rank));
+  int64_t dim = type.getDimSize(ax), outs = n.node.output_size();
+  if (ShapedType::isDynamic(dim))
+    return n.fail("the split axis must have a static size");
+  if (outs < 1)
+    return n.fail("needs at least one output");
+  std::optional<std::vector<int64_t>> sizes;
+  if (n.opset < 13) {
+    auto s = n.getInts("split");
+    if (failed(s))
+      return failure();
+    if (*s)
+      sizes = **s;
+  } else if (n.hasInput(1)) {
+    auto s = n.constInts(1, "split");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+  }
+  if (n.opset >= 18 && n.attr("num_outputs")) {
+    if (sizes)
+      return n.fail("give either the 'split' input or 'num_outputs', not both");
+    auto k = n.getInt("num_outputs", 0);
+    if (failed(k))
+      return failure();
+    if (*k != outs)
+      return n.fail("num_outputs is " + llvm::Twine(*k) + " but the node has " +
+                    llvm::Twine(outs) + " outputs");
+    int64_t part = (dim + outs - 1) / outs;
+    sizes = std::vector<int64_t>(outs, part);
+    sizes->back() = dim - part * (outs - 1);
+    if (sizes->back() < 0)
+      return n.fail("cannot split a dim of " + llvm::Twine(dim) + " into " + llvm::Twine(outs) +
+                    " parts of " + llvm::Twine(part));
+  } else if (!sizes) {
+    if (n.opset >= 18)
+      return n.fail("needs the 'split' input or the 'num_outputs' attribute");
+    if (dim % outs)
+      return n.fail("cannot split a dim of " + llvm::Twine(dim) + " into " + llvm::Twine(outs) +
+                    " equal parts");
+    sizes = std::vector<int64_t>(outs, dim / outs);
+  }
+  if ((int64_t)sizes->size() != outs)
+    return n.fail("'split' has " + llvm::Twine(sizes->size()) + " sizes for " + llvm::Twine(outs) +
+                  " outputs");
+  int64_t total = 0;
+  for (int64_t v : *sizes) {
+    if (v < 0)
+      return n.fail("a part of negative size " + llvm::Twine(v));
+    total += v;
+  }
+  if (total != dim)
+    return n.fail("the parts add up to " + llvm::Twine(total) + ", not the axis size " +
+                  llvm::Twine(dim));
+  int64_t start = 0;
+  for (int64_t i = 0; i < outs; ++i) {
+    int64_t size = (*sizes)[i];
+    if (n.hasOutput(i)) {
+      auto op = n.im.create(n, "amp.slice", {*x},
+                            {named(n, "starts", ints(n, {start})),
+                             named(n, "ends", ints(n, {start + size})),
+                             named(n, "axes", ints(n, {ax}))},
+                            1);
+      if (failed(op))
+        return failure();
+      n.setOutput(i, (*op)->getResult(0));
+    }
+    start += size;
+  }
   return success();
 }
 
@@ -2078,6 +2220,32 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Reciprocal"] = {1, un("amp.reciprocal")};
     t["Softplus"] = {1, un("amp.softplus")};
     t["Relu"] = {1, un("amp.relu")};
+    t["HardSwish"] = {14, un("amp.hard_swish")};
+    t["Softsign"] = {1, un("amp.softsign")};
+    t["Sin"] = {7, un("amp.sin")};
+    t["Cos"] = {7, un("amp.cos")};
+    t["Floor"] = {1, un("amp.floor")};
+    t["Ceil"] = {1, un("amp.ceil")};
+    t["Round"] = {11, un("amp.round")};
+    t["Sign"] = {9, un("amp.sign")};
+    t["Elu"] = {1, [](NodeCtx &n) { return unaryWithAttrs(n, "amp.elu", {{"alpha", 1.0f}}); }};
+    t["Celu"] = {12, [](NodeCtx &n) {
+      auto a = n.getFloat("alpha", 1.0f);
+      if (succeeded(a) && *a == 0.0f)
+        return n.fail("attribute 'alpha' must be nonzero");
+      return unaryWithAttrs(n, "amp.celu", {{"alpha", 1.0f}});
+    }};
+    t["Selu"] = {1, [](NodeCtx &n) {
+      return unaryWithAttrs(n, "amp.selu",
+                            {{"alpha", 1.67326319217681884765625f}, {"gamma", 1.05070102214813232421875f}});
+    }};
+    t["HardSigmoid"] = {1, [](NodeCtx &n) {
+      return unaryWithAttrs(n, "amp.hard_sigmoid", {{"alpha", 0.2f}, {"beta", 0.5f}});
+    }};
+    t["ThresholdedRelu"] = {10, [](NodeCtx &n) {
+      return unaryWithAttrs(n, "amp.thresholded_relu", {{"alpha", 1.0f}});
+    }};
+    t["Split"] = {1, handleSplit, {1}};
     t["Identity"] = {1, un("amp.identity")};
     t["LeakyRelu"] = {1, [](NodeCtx &n) {
       if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))

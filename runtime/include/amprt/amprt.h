@@ -207,8 +207,24 @@ typedef enum amprt_unary_op {
   AMPRT_UNARY_LEAKY_RELU, /* uses alpha */
   AMPRT_UNARY_ABS,
   AMPRT_UNARY_RECIPROCAL, /* 1 / x */
-  AMPRT_UNARY_SOFTPLUS    /* log(1 + e^x) */
+  AMPRT_UNARY_SOFTPLUS,   /* log(1 + e^x) */
+  AMPRT_UNARY_ELU,        /* x > 0 ? x : alpha (e^x - 1) */
+  AMPRT_UNARY_CELU,       /* x > 0 ? x : alpha (e^(x / alpha) - 1) */
+  AMPRT_UNARY_SELU,       /* beta * (x > 0 ? x : alpha (e^x - 1)) */
+  AMPRT_UNARY_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
+  AMPRT_UNARY_HARD_SWISH, /* x * max(0, min(1, x / 6 + 1 / 2)) */
+  AMPRT_UNARY_SOFTSIGN,   /* x / (1 + |x|) */
+  AMPRT_UNARY_SIN,
+  AMPRT_UNARY_COS,
+  AMPRT_UNARY_FLOOR,      /* FLOOR to SIGN: derivative 0 */
+  AMPRT_UNARY_CEIL,
+  AMPRT_UNARY_ROUND,      /* half to even */
+  AMPRT_UNARY_SIGN,
+  AMPRT_UNARY_CLAMP,      /* min(max(x, alpha), beta); NaN stays NaN */
+  AMPRT_UNARY_THRESHOLDED_RELU /* x > alpha ? x : 0 (NaN kept) */
 } amprt_unary_op;
+/* The last op: amprt_unary refuses larger ones. */
+#define AMPRT_UNARY_LAST AMPRT_UNARY_THRESHOLDED_RELU
 
 typedef enum amprt_binary_op {
   AMPRT_BINARY_ADD = 0,
@@ -222,6 +238,10 @@ typedef enum amprt_binary_op {
 
 amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
                          const amprt_tensor *x, amprt_tensor *y);
+/* amprt_unary for the ops with a second parameter (SELU, HARD_SIGMOID,
+ * CLAMP); amprt_unary passes beta = 0. */
+amprt_status amprt_unary_ex(amprt_context *ctx, amprt_unary_op op, float alpha,
+                            float beta, const amprt_tensor *x, amprt_tensor *y);
 amprt_status amprt_binary(amprt_context *ctx, amprt_binary_op op,
                           const amprt_tensor *a, const amprt_tensor *b,
                           amprt_tensor *y);
@@ -405,11 +425,16 @@ amprt_status amprt_nll_loss(amprt_context *ctx, const amprt_tensor *log_prob,
 
 /*--- Backward kernels ------------------------------------------------------*/
 
-/* dx = dy * f'(x) for relu, sigmoid, tanh, gelu (both forms), leaky_relu
- * (alpha), exp, log, sqrt, erf; x is the forward input. */
+/* dx = dy * f'(x) for every amprt_unary_op (PyTorch's derivative where a
+ * kink has two: relu 0 at 0, elu alpha at 0, clamp 0 at its bounds,
+ * hard_sigmoid 0 at its corners, hard_swish torch's); x is the forward
+ * input. */
 amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op,
                               float alpha, const amprt_tensor *x,
                               const amprt_tensor *dy, amprt_tensor *dx);
+amprt_status amprt_unary_grad_ex(amprt_context *ctx, amprt_unary_op op,
+                                 float alpha, float beta, const amprt_tensor *x,
+                                 const amprt_tensor *dy, amprt_tensor *dx);
 /* From the forward output y: dx = y * (dy - sum(dy * y)) (softmax) or
  * dy - exp(y) * sum(dy) (log-softmax). */
 amprt_status amprt_softmax_grad(amprt_context *ctx, const amprt_tensor *y,

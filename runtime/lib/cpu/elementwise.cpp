@@ -342,12 +342,18 @@ amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y) {
 
 } // namespace amprt
 
-extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
+extern "C" amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op,
                                     float alpha, const amprt_tensor *x,
                                     amprt_tensor *y) {
+  return amprt_unary_ex(ctx, op, alpha, 0.0f, x, y);
+}
+
+extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op,
+                                       float alpha, float beta, const amprt_tensor *x,
+                                       amprt_tensor *y) {
   int64_t s[2][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
-  if ((unsigned)op > AMPRT_UNARY_SOFTPLUS)
+  if ((unsigned)op > AMPRT_UNARY_LAST)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary: unknown op %d", op);
   if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && sameDense(x, y)) {
     const float *xp = static_cast<const float *>(x->data);
@@ -383,12 +389,12 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
                   amprt_dtype_name(x->dtype));
     if (isHalf(x->dtype) || isHalf(y->dtype)) {
       amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
-      AMPRT_CHECK(amprt_unary(nullptr, op, alpha, &x32, &y32));
+      AMPRT_CHECK(amprt_unary_ex(nullptr, op, alpha, beta, &x32, &y32));
       return storeFromF32(y32, y);
     }
     forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
       storeF(y->data, y->dtype, o[1],
-             applyUnary(op, loadF(x->data, x->dtype, o[0]), alpha));
+             applyUnary(op, loadF(x->data, x->dtype, o[0]), alpha, beta));
     });
     return AMPRT_OK;
   }
@@ -404,8 +410,8 @@ extern "C" amprt_status amprt_unary(amprt_context *, amprt_unary_op op,
 
 namespace {
 /// The f32 fast path of amprt_unary_grad over n contiguous elements.
-void unaryGradF32(amprt_unary_op op, float alpha, const float *xp, const float *gp, float *o,
-                  int64_t n) {
+void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, const float *gp,
+                  float *o, int64_t n) {
   if (op == AMPRT_UNARY_ERF) {
     erfGradF32(xp, gp, o, n);
     return;
@@ -430,22 +436,31 @@ void unaryGradF32(amprt_unary_op op, float alpha, const float *xp, const float *
     return;
   }
   for (int64_t i = 0; i < n; ++i)
-    o[i] = gp[i] * unaryDerivative(op, xp[i], alpha);
+    o[i] = gp[i] * unaryDerivative(op, xp[i], alpha, beta);
 }
 } // namespace
 
-extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
+extern "C" amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op,
                                          float alpha, const amprt_tensor *x,
                                          const amprt_tensor *dy,
                                          amprt_tensor *dx) {
+  return amprt_unary_grad_ex(ctx, op, alpha, 0.0f, x, dy, dx);
+}
+
+extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op,
+                                            float alpha, float beta, const amprt_tensor *x,
+                                            const amprt_tensor *dy,
+                                            amprt_tensor *dx) {
   int64_t s[3][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_unary_grad", dx, {x, dy}, s));
+  if ((unsigned)op > AMPRT_UNARY_LAST)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: unknown op %d", op);
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_unary_grad: x, dy and dx must be float");
   if (isHalf(x->dtype) || isHalf(dy->dtype) || isHalf(dx->dtype)) {
     amprt_tensor x32 = asF32(x, 0), dy32 = asF32(dy, 1), dx32 = scratchF32(dx, 2);
-    AMPRT_CHECK(amprt_unary_grad(nullptr, op, alpha, &x32, &dy32, &dx32));
+    AMPRT_CHECK(amprt_unary_grad_ex(nullptr, op, alpha, beta, &x32, &dy32, &dx32));
     return storeFromF32(dx32, dx);
   }
   if (x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && dx->dtype == AMPRT_F32 &&
@@ -455,7 +470,7 @@ extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
     bool costly = op == AMPRT_UNARY_ERF || op == AMPRT_UNARY_GELU;
     parallelFor(amprt_tensor_numel(dx), costly ? 4096 : (int64_t)1 << 16, 64,
                 [&](int64_t b, int64_t e) {
-                  unaryGradF32(op, alpha, static_cast<const float *>(x->data) + b,
+                  unaryGradF32(op, alpha, beta, static_cast<const float *>(x->data) + b,
                                static_cast<const float *>(dy->data) + b,
                                static_cast<float *>(dx->data) + b, e - b);
                 });
@@ -464,7 +479,7 @@ extern "C" amprt_status amprt_unary_grad(amprt_context *, amprt_unary_op op,
   forEach<3>(dx->rank, dx->shape, s, [&](const int64_t *o) {
     float xv = loadF(x->data, x->dtype, o[0]);
     float g = loadF(dy->data, dy->dtype, o[1]);
-    storeF(dx->data, dx->dtype, o[2], g * unaryDerivative(op, xv, alpha));
+    storeF(dx->data, dx->dtype, o[2], g * unaryDerivative(op, xv, alpha, beta));
   });
   return AMPRT_OK;
 }

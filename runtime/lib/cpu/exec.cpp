@@ -65,7 +65,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   switch ((amprt_opcode)d.opcode) {
   case AMPRT_OP_UNARY:
     AMPRT_CHECK(need(d, 2, 2, "unary"));
-    return amprt_unary(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1), &t[0], &t[1]);
+    return amprt_unary_ex(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1),
+                          d.nattrs > 2 ? (float)attrF(a, 2) : 0.0f, &t[0], &t[1]);
   case AMPRT_OP_BINARY:
     AMPRT_CHECK(need(d, 3, 1, "binary"));
     return amprt_binary(ctx, (amprt_binary_op)a[0], &t[0], &t[1], &t[2]);
@@ -346,7 +347,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   }
   case AMPRT_OP_UNARY_GRAD:
     AMPRT_CHECK(need(d, 3, 2, "unary_grad"));
-    return amprt_unary_grad(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1), &t[0], &t[1], &t[2]);
+    return amprt_unary_grad_ex(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1),
+                               d.nattrs > 2 ? (float)attrF(a, 2) : 0.0f, &t[0], &t[1], &t[2]);
   case AMPRT_OP_SOFTMAX_GRAD:
     AMPRT_CHECK(need(d, 3, 2, "softmax_grad"));
     return amprt_softmax_grad(ctx, &t[0], &t[1], (int32_t)a[0], (int)a[1], &t[2]);

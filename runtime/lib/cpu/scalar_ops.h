@@ -46,7 +46,10 @@ AMPRT_HOST_DEVICE inline float geluTanh(float x) {
 }
 AMPRT_HOST_DEVICE inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha) {
+/// max(0, min(1, t)), a NaN kept.
+AMPRT_HOST_DEVICE inline float unitClamp(float t) { return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t); }
+
+AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float beta = 0.0f) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: return x;
   case AMPRT_UNARY_RELU: return x > 0.0f ? x : ((x != x) ? x : 0.0f);
@@ -63,11 +66,28 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha) {
   case AMPRT_UNARY_RECIPROCAL: return 1.0f / x;
   // log(1 + e^x) without overflow: x + log(1 + e^-x) for x > 0.
   case AMPRT_UNARY_SOFTPLUS: return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+  case AMPRT_UNARY_ELU: return x > 0.0f ? x : alpha * expm1f(x);
+  case AMPRT_UNARY_CELU: return x > 0.0f ? x : alpha * expm1f(x / alpha);
+  case AMPRT_UNARY_SELU: return x > 0.0f ? beta * x : (beta * alpha) * expm1f(x);
+  case AMPRT_UNARY_HARD_SIGMOID: return unitClamp(alpha * x + beta);
+  case AMPRT_UNARY_HARD_SWISH: return x * unitClamp(x * (1.0f / 6.0f) + 0.5f);
+  case AMPRT_UNARY_SOFTSIGN: return x / (1.0f + fabsf(x));
+  case AMPRT_UNARY_SIN: return sinf(x);
+  case AMPRT_UNARY_COS: return cosf(x);
+  case AMPRT_UNARY_FLOOR: return floorf(x);
+  case AMPRT_UNARY_CEIL: return ceilf(x);
+  case AMPRT_UNARY_ROUND: return rintf(x);
+  case AMPRT_UNARY_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+  case AMPRT_UNARY_CLAMP: {
+    float v = x < alpha ? alpha : x;
+    return v > beta ? beta : v;
+  }
+  case AMPRT_UNARY_THRESHOLDED_RELU: return x > alpha ? x : ((x != x) ? x : 0.0f);
   }
   return x;
 }
 
-AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha) {
+AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, float beta = 0.0f) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: return 1.0f;
   case AMPRT_UNARY_RELU: return x > 0.0f ? 1.0f : 0.0f;
@@ -106,6 +126,30 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha) {
     return -(r * r);
   }
   case AMPRT_UNARY_SOFTPLUS: return sigmoid(x);
+  // torch's elu_backward on the input: the exponential's side includes 0.
+  case AMPRT_UNARY_ELU: return x > 0.0f ? 1.0f : alpha * expf(x);
+  case AMPRT_UNARY_CELU: return x > 0.0f ? 1.0f : expf(x / alpha);
+  case AMPRT_UNARY_SELU: return x > 0.0f ? beta : (beta * alpha) * expf(x);
+  case AMPRT_UNARY_HARD_SIGMOID: {
+    float t = alpha * x + beta;
+    return (t > 0.0f && t < 1.0f) ? alpha : 0.0f;
+  }
+  // torch's hardswish_backward: 0 below -3, x / 3 + 1/2 on [-3, 3], 1 above.
+  case AMPRT_UNARY_HARD_SWISH: return x < -3.0f ? 0.0f : (x <= 3.0f ? x / 3.0f + 0.5f : 1.0f);
+  case AMPRT_UNARY_SOFTSIGN: {
+    float d = 1.0f + fabsf(x);
+    return 1.0f / (d * d);
+  }
+  case AMPRT_UNARY_SIN: return cosf(x);
+  case AMPRT_UNARY_COS: return -sinf(x);
+  case AMPRT_UNARY_FLOOR:
+  case AMPRT_UNARY_CEIL:
+  case AMPRT_UNARY_ROUND:
+  case AMPRT_UNARY_SIGN: return 0.0f; // dy * 0 keeps an inf / NaN dy visible
+  // torch.clamp's with scalar bounds (and hardtanh's): the whole gradient
+  // strictly inside (alpha, beta), none at the bounds.
+  case AMPRT_UNARY_CLAMP: return (x > alpha && x < beta) ? 1.0f : 0.0f;
+  case AMPRT_UNARY_THRESHOLDED_RELU: return x > alpha ? 1.0f : 0.0f;
   }
   return 1.0f;
 }

@@ -311,11 +311,11 @@ int64_t numel(const amprt_tensor &t) { return amprt_tensor_numel(&t); }
 struct UnaryF {
   View x, y;
   int32_t op;
-  float alpha;
+  float alpha, beta;
   HD void operator()(int64_t i) const {
     int64_t xo = x.at(i), yo = y.at(i);
     if (floatType(y.dtype)) {
-      stF(y.data, y.dtype, yo, applyUnary(op, ldF(x.data, x.dtype, xo), alpha));
+      stF(y.data, y.dtype, yo, applyUnary(op, ldF(x.data, x.dtype, xo), alpha, beta));
     } else {
       int64_t v = ldI(x.data, x.dtype, xo);
       stI(y.data, y.dtype, yo, op == AMPRT_UNARY_RELU && v < 0 ? 0 : v);
@@ -326,10 +326,10 @@ struct UnaryF {
 struct UnaryGradF {
   View x, dy, dx;
   int32_t op;
-  float alpha;
+  float alpha, beta;
   HD void operator()(int64_t i) const {
     float xv = ldF(x.data, x.dtype, x.at(i)), g = ldF(dy.data, dy.dtype, dy.at(i));
-    stF(dx.data, dx.dtype, dx.at(i), g * unaryDerivative(op, xv, alpha));
+    stF(dx.data, dx.dtype, dx.at(i), g * unaryDerivative(op, xv, alpha, beta));
   }
 };
 
@@ -543,13 +543,13 @@ template <int N, class Op> struct Vec8F {
 
 struct UnaryOp {
   int32_t op;
-  float alpha;
-  HD float operator()(const float *a) const { return applyUnary(op, a[0], alpha); }
+  float alpha, beta;
+  HD float operator()(const float *a) const { return applyUnary(op, a[0], alpha, beta); }
 };
 struct UnaryGradOp {
   int32_t op;
-  float alpha;
-  HD float operator()(const float *a) const { return a[1] * unaryDerivative(op, a[0], alpha); }
+  float alpha, beta;
+  HD float operator()(const float *a) const { return a[1] * unaryDerivative(op, a[0], alpha, beta); }
 };
 struct BinaryOp {
   int32_t op;
@@ -2399,7 +2399,7 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
   }
   if (flags & AMPRT_GEMM_RELU) {
     View yv = viewOf(Y);
-    AMPRT_CHECK(each(&d, m * n, UnaryF{yv, yv, AMPRT_UNARY_RELU, 0.0f}, "gemm relu"));
+    AMPRT_CHECK(each(&d, m * n, UnaryF{yv, yv, AMPRT_UNARY_RELU, 0.0f, 0.0f}, "gemm relu"));
   }
   (void)ctx;
   return AMPRT_OK;
@@ -2767,31 +2767,35 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(dd, 2, 2, "unary"));
     View xv;
     AMPRT_CHECK(broadcastView(t[0], t[1], "amprt_exec (cuda): unary", xv));
-    if ((unsigned)a[0] > AMPRT_UNARY_SOFTPLUS)
+    if ((unsigned)a[0] > AMPRT_UNARY_LAST)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
     View yv = flat(viewOf(t[1]));
+    float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
     if (floatType(t[1].dtype)) {
       bool done;
-      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], (float)attrF(a, 1)}, "unary", &done));
+      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], alpha, beta}, "unary", &done));
       if (done)
         return AMPRT_OK;
     }
-    return each(&d, numel(t[1]), UnaryF{flat(xv), yv, (int32_t)a[0], (float)attrF(a, 1)}, "unary");
+    return each(&d, numel(t[1]), UnaryF{flat(xv), yv, (int32_t)a[0], alpha, beta}, "unary");
   }
   case AMPRT_OP_UNARY_GRAD: {
     AMPRT_CHECK(need(dd, 3, 2, "unary_grad"));
     View xv, gv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): unary_grad", xv));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): unary_grad", gv));
+    if ((unsigned)a[0] > AMPRT_UNARY_LAST)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     View yv = flat(viewOf(t[2]));
+    float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
     bool done;
-    AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], (float)attrF(a, 1)},
+    AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], alpha, beta},
                             "unary_grad", &done));
     if (done)
       return AMPRT_OK;
-    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], (float)attrF(a, 1)}, "unary_grad");
+    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], alpha, beta}, "unary_grad");
   }
   case AMPRT_OP_BINARY: {
     AMPRT_CHECK(need(dd, 3, 1, "binary"));

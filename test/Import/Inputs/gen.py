@@ -387,6 +387,86 @@ def reshape_runtime_shape():
                  [vi("y", TP.FLOAT, [6, 4])])
 
 
+def activations():
+    """The activations with parameters, the rounding ops, and Clip with
+    constant bounds (amp.clip), one bound (the other infinite) and a bound
+    computed at run time (amp.max / amp.min)."""
+    n = [H.make_node("Elu", ["x"], ["e"], alpha=0.5),
+         H.make_node("Celu", ["e"], ["c"]),
+         H.make_node("Selu", ["c"], ["s"]),
+         H.make_node("HardSigmoid", ["s"], ["h"], alpha=0.25),
+         H.make_node("HardSwish", ["h"], ["w"]),
+         H.make_node("Softsign", ["w"], ["g"]),
+         H.make_node("ThresholdedRelu", ["g"], ["t"], alpha=0.125),
+         H.make_node("Sin", ["t"], ["si"]),
+         H.make_node("Cos", ["si"], ["co"]),
+         H.make_node("Floor", ["co"], ["fl"]),
+         H.make_node("Ceil", ["fl"], ["ce"]),
+         H.make_node("Round", ["ce"], ["ro"]),
+         H.make_node("Sign", ["ro"], ["sg"]),
+         H.make_node("Clip", ["sg", "lo", "hi"], ["c1"]),
+         H.make_node("Clip", ["c1", "", "hi"], ["c2"]),
+         H.make_node("Clip", ["c2", "r"], ["y"])]
+    n = [H.make_node("Constant", [], ["lo"], value=H.make_tensor("lo", TP.FLOAT, [], [-0.5])),
+         H.make_node("Constant", [], ["hi"], value=H.make_tensor("hi", TP.FLOAT, [], [0.75]))] + n
+    return model(n, [vi("x", TP.FLOAT, [2, 3]), vi("r", TP.FLOAT, [])],
+                 [vi("y", TP.FLOAT, [2, 3])], opset=14)
+
+
+def split(opset=13, sizes=(2, 4), outputs=2, num_outputs=None, dim=6, axis=1, attr=False):
+    ins = ["x"]
+    extra = {}
+    inits = []
+    if sizes is not None and (attr or opset < 13):
+        extra["split"] = list(sizes)
+    elif sizes is not None:
+        ins.append("sizes")
+        inits.append(H.make_tensor("sizes", TP.INT64, [len(sizes)], list(sizes)))
+    if num_outputs is not None:
+        extra["num_outputs"] = num_outputs
+    outs = [f"y{i}" for i in range(outputs)]
+    n = [H.make_node("Split", ins, outs, name="split", axis=axis, **extra)]
+    return model(n, [vi("x", TP.FLOAT, [3, dim])], [vi(o, TP.FLOAT, None) for o in outs],
+                 inits=inits, opset=opset)
+
+
+def split_sizes():
+    return split()
+
+
+def split_equal():
+    return split(opset=11, sizes=None, outputs=3, axis=-1)
+
+
+def split_num_outputs():
+    return split(opset=18, sizes=None, outputs=4, num_outputs=4, dim=7)
+
+
+def split_bad_sum():
+    return split(sizes=(2, 3))
+
+
+def split_uneven():
+    return split(opset=11, sizes=None, outputs=4)
+
+
+def split_count():
+    return split(sizes=(1, 2, 3))
+
+
+def split_both():
+    return split(opset=18, num_outputs=2)
+
+
+def split_bad_axis():
+    return split(axis=2)
+
+
+def celu_zero():
+    n = [H.make_node("Celu", ["x"], ["y"], alpha=0.0)]
+    return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])], opset=13)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

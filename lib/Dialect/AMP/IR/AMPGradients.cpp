@@ -69,12 +69,13 @@ Value transposeLast2(OpBuilder &b, Location loc, Value v) {
 }
 
 LogicalResult unaryGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
-                        SmallVectorImpl<Value> &og, StringRef kind, float alpha = 0.0f) {
+                        SmallVectorImpl<Value> &og, StringRef kind, float alpha = 0.0f,
+                        float beta = 0.0f) {
   og.assign(op->getNumOperands(), Value());
   if (!rg[0])
     return success();
   og[0] = UnaryGradOp::create(b, op->getLoc(), op->getOperand(0), rg[0], b.getStringAttr(kind),
-                              b.getF32FloatAttr(alpha));
+                              b.getF32FloatAttr(alpha), b.getF32FloatAttr(beta));
   return success();
 }
 
@@ -154,8 +155,9 @@ static LogicalResult minMaxGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
   if (!d || !nd)
     return failure();
   auto relu = b.getStringAttr("relu");
-  Value g1 = UnaryGradOp::create(b, loc, d, rg[0], relu, b.getF32FloatAttr(0.0f));
-  Value g2 = UnaryGradOp::create(b, loc, nd, rg[0], relu, b.getF32FloatAttr(0.0f));
+  auto zero = b.getF32FloatAttr(0.0f);
+  Value g1 = UnaryGradOp::create(b, loc, d, rg[0], relu, zero, zero);
+  Value g2 = UnaryGradOp::create(b, loc, nd, rg[0], relu, zero, zero);
   Value rest = make(b, loc, "amp.sub", {rg[0], g1});
   rest = rest ? make(b, loc, "amp.sub", {rest, g2}) : Value();
   Value tie = rest ? make(b, loc, "amp.mul", {rest, scalar(b, loc, rest, 0.5)}) : Value();
@@ -190,7 +192,48 @@ AMP_UNARY_GRAD(SigmoidOp, "sigmoid")
 AMP_UNARY_GRAD(AbsOp, "abs")
 AMP_UNARY_GRAD(ReciprocalOp, "reciprocal")
 AMP_UNARY_GRAD(SoftplusOp, "softplus")
+AMP_UNARY_GRAD(HardSwishOp, "hard_swish")
+AMP_UNARY_GRAD(SoftsignOp, "softsign")
+AMP_UNARY_GRAD(SinOp, "sin")
+AMP_UNARY_GRAD(CosOp, "cos")
+AMP_UNARY_GRAD(FloorOp, "floor")
+AMP_UNARY_GRAD(CeilOp, "ceil")
+AMP_UNARY_GRAD(RoundOp, "round")
+AMP_UNARY_GRAD(SignOp, "sign")
 #undef AMP_UNARY_GRAD
+
+LogicalResult EluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &og) {
+  return unaryGrad(b, *this, rg, og, "elu", getAlpha().convertToFloat());
+}
+
+LogicalResult CeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &og) {
+  return unaryGrad(b, *this, rg, og, "celu", getAlpha().convertToFloat());
+}
+
+LogicalResult SeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &og) {
+  return unaryGrad(b, *this, rg, og, "selu", getAlpha().convertToFloat(),
+                   getGamma().convertToFloat());
+}
+
+LogicalResult HardSigmoidOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                            SmallVectorImpl<Value> &og) {
+  return unaryGrad(b, *this, rg, og, "hard_sigmoid", getAlpha().convertToFloat(),
+                   getBeta().convertToFloat());
+}
+
+LogicalResult ThresholdedReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                                SmallVectorImpl<Value> &og) {
+  return unaryGrad(b, *this, rg, og, "thresholded_relu", getAlpha().convertToFloat());
+}
+
+LogicalResult ClipOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &og) {
+  return unaryGrad(b, *this, rg, og, "clip", getMin().convertToFloat(),
+                   getMax().convertToFloat());
+}
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                      SmallVectorImpl<Value> &og) {
@@ -755,9 +798,14 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 }
 
 LogicalResult UnaryGradOp::verify() {
-  static const char *kinds[] = {"relu",      "sqrt", "exp",        "log",       "erf",
-                                "tanh",      "sigmoid", "gelu",   "gelu_tanh", "leaky_relu",
-                                "abs",       "reciprocal", "softplus"};
+  static const char *kinds[] = {
+      "relu",     "sqrt",         "exp",        "log",      "erf",  "tanh",
+      "sigmoid",  "gelu",         "gelu_tanh",  "leaky_relu", "abs", "reciprocal",
+      "softplus", "elu",          "celu",       "selu",     "hard_sigmoid",
+      "hard_swish", "softsign",   "sin",        "cos",      "floor", "ceil",
+      "round",    "sign",         "clip",       "thresholded_relu"};
+  if (getKind() == "celu" && getAlpha().convertToDouble() == 0.0)
+    return emitOpError("celu needs a nonzero alpha");
   for (const char *k : kinds)
     if (getKind() == k)
       return success();

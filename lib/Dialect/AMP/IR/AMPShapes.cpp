@@ -447,6 +447,12 @@ LogicalResult LogSoftmaxOp::verify() {
   return verifySoftmaxAxis(*this, getAxis(), getInput().getType());
 }
 
+LogicalResult CeluOp::verify() {
+  if (getAlpha().convertToDouble() == 0.0)
+    return emitOpError("alpha must be nonzero (it divides x)");
+  return success();
+}
+
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("approximate must be \"none\" or \"tanh\", got \"")

@@ -379,6 +379,71 @@ def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor, [DeclareOpInter
                    DefaultValuedAttr<F32Attr, "0.01f">:$alpha);
 }
 
+def AMP_EluOp : AMP_UnaryOp<"elu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "x if x > 0 else alpha * (e^x - 1) (ONNX Elu, torch.nn.ELU)";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha);
+}
+def AMP_CeluOp : AMP_UnaryOp<"celu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "x if x > 0 else alpha * (e^(x / alpha) - 1) (ONNX Celu)";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha);
+  let hasVerifier = 1;
+}
+def AMP_SeluOp : AMP_UnaryOp<"selu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "gamma * (x if x > 0 else alpha * (e^x - 1)) (ONNX Selu)";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "1.67326319217681884765625f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.05070102214813232421875f">:$gamma);
+}
+def AMP_HardSigmoidOp : AMP_UnaryOp<"hard_sigmoid", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid)";
+  let description = [{
+    torch.nn.Hardsigmoid exports as alpha 1/6, beta 1/2. The gradient is
+    alpha strictly inside (0, 1) and 0 at and beyond the corners, as
+    torch's.
+  }];
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "0.2f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.5f">:$beta);
+}
+def AMP_HardSwishOp : AMP_UnaryOp<"hard_swish", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "x * max(0, min(1, x / 6 + 1/2)) (ONNX HardSwish, torch.nn.Hardswish)";
+}
+def AMP_SoftsignOp : AMP_UnaryOp<"softsign", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "x / (1 + |x|)";
+}
+def AMP_ThresholdedReluOp : AMP_UnaryOp<"thresholded_relu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "x if x > alpha else 0 (ONNX ThresholdedRelu; a NaN stays NaN)";
+  let arguments = (ins AMP_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha);
+}
+def AMP_ClipOp : AMP_UnaryOp<"clip", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "min(max(x, min), max) with constant bounds (ONNX Clip, torch.clamp)";
+  let description = [{
+    The importer's form of an ONNX Clip whose bounds are constants (a
+    missing bound is an infinity); a bound computed at run time goes
+    through amp.max / amp.min. A NaN stays NaN. The gradient is
+    torch.clamp's with scalar bounds (and torch.nn.Hardtanh's): all of dy
+    where min < x < max, none at the bounds or beyond.
+  }];
+  let arguments = (ins AMP_FloatTensor:$input, F32Attr:$min, F32Attr:$max);
+}
+def AMP_SinOp : AMP_UnaryOp<"sin", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Sine"; }
+def AMP_CosOp : AMP_UnaryOp<"cos", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Cosine"; }
+def AMP_FloorOp : AMP_UnaryOp<"floor", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Round toward -inf (gradient 0)";
+}
+def AMP_CeilOp : AMP_UnaryOp<"ceil", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Round toward +inf (gradient 0)";
+}
+def AMP_RoundOp : AMP_UnaryOp<"round", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Round to nearest, halves to even (gradient 0)";
+}
+def AMP_SignOp : AMP_UnaryOp<"sign", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "-1, 0 or 1 (a NaN stays NaN; gradient 0)";
+}
+
 def AMP_GeluOp : AMP_UnaryOp<"gelu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "x * Phi(x); `approximate` is \"none\" (erf) or \"tanh\"";
   let arguments = (ins AMP_FloatTensor:$input,
@@ -465,10 +530,15 @@ def AMP_UnaryGradOp : AMP_Op<"unary_grad", [Pure, AllTypesMatch<["x", "dy", "dx"
   let summary = "dx = dy * f'(x) for an elementwise op f";
   let description = [{
     `kind` names f: relu, sqrt, exp, log, erf, tanh, sigmoid, gelu,
-    gelu_tanh, leaky_relu (with `alpha`). x is the forward input.
+    gelu_tanh, leaky_relu (with `alpha`), abs, reciprocal, softplus, elu
+    and celu (`alpha`), selu (`alpha`, `beta` = gamma), hard_sigmoid
+    (`alpha`, `beta`), hard_swish, softsign, sin, cos, floor, ceil, round,
+    sign, clip (`alpha` = min, `beta` = max), thresholded_relu (`alpha`).
+    x is the forward input.
   }];
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy, StrAttr:$kind,
-                   DefaultValuedAttr<F32Attr, "0.0f">:$alpha);
+                   DefaultValuedAttr<F32Attr, "0.0f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$beta);
   let results = (outs AMP_FloatTensor:$dx);
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
   let hasVerifier = 1;
