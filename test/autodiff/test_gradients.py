@@ -392,6 +392,89 @@ def rounding(p, i):
 
 run_case("floor-ceil-round-sign", m, params, inputs, rounding, precisions=("fp32",))
 
+# 4a5. Comparisons and logical ops building masks (no gradient of their
+#      own; amp.where carries it): a leaky ReLU written as
+#      Where(Greater(h, 0), h, 0.1 h), and the logits of rows whose label
+#      id passes a test (every comparison and logical op on int64 ids)
+#      replaced by a constant, as a padding mask does.
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64),
+          "ids": rng.integers(0, 8, (N, 1)).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Greater", ["h", "zero"], ["pos"]),
+           helper.make_node("Mul", ["h", "tenth"], ["h10"]),
+           helper.make_node("Where", ["pos", "h", "h10"], ["lr"]),
+           helper.make_node("MatMul", ["lr", "k"], ["z"]),
+           helper.make_node("Equal", ["ids", "i0"], ["e0"]),
+           helper.make_node("GreaterOrEqual", ["ids", "i3"], ["ge3"]),
+           helper.make_node("Less", ["ids", "i5"], ["lt5"]),
+           helper.make_node("Not", ["lt5"], ["nlt5"]),
+           helper.make_node("And", ["ge3", "nlt5"], ["mid"]),
+           helper.make_node("LessOrEqual", ["ids", "i6"], ["le6"]),
+           helper.make_node("Xor", ["mid", "le6"], ["x1"]),
+           helper.make_node("Or", ["e0", "x1"], ["mask"]),
+           helper.make_node("Where", ["mask", "fill", "z"], ["zm"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["zm", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+consts = {"zero": np.array(0.0, np.float32), "tenth": np.array(0.1, np.float32),
+          "fill": np.array(-2.0, np.float32), "i0": np.array(0, np.int64),
+          "i3": np.array(3, np.int64), "i5": np.array(5, np.int64), "i6": np.array(6, np.int64)}
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def masked(p, i):
+    h = i["x"] @ p["w"]
+    z = torch.where(h > 0, h, h * 0.1) @ p["k"]
+    ids = i["ids"]
+    mask = (ids == 0) | (((ids >= 3) & ~(ids < 5)) ^ (ids <= 6))
+    return F.cross_entropy(torch.where(mask, torch.tensor(-2.0, dtype=z.dtype), z), i["y"])
+
+
+run_case("compare-logical-masks", m, params, inputs, masked, constants=tuple(consts))
+
+# 4a6. PRelu (a learned slope per column), Tile, Trilu (k = 1, lower), the
+#      composed reductions (ReduceL2, ReduceLogSumExp, ReduceMin with ties
+#      at the masked zeros, ReduceL1, ReduceSumSquare, ReduceLogSum of a
+#      Softplus) and Mean: against torch.prelu, tile, tril, norm, logsumexp,
+#      amin (ties shared evenly), ...
+params = {"w": randn(D, D, scale=0.8), "slope": randn(D, scale=0.3),
+          "k2": randn(2 * D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+red = [("ReduceL2", "r0"), ("ReduceLogSumExp", "r1"), ("ReduceMin", "r2"), ("ReduceL1", "r3"),
+       ("ReduceSumSquare", "r4")]
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("PRelu", ["h", "slope"], ["p"]),
+           helper.make_node("Tile", ["p", "reps"], ["tl"]),
+           helper.make_node("Trilu", ["tl", "one"], ["t"], upper=0),
+           helper.make_node("Softplus", ["t"], ["sp"]),
+           helper.make_node("ReduceLogSum", ["sp", "ax"], ["r5"], keepdims=1)] +
+          [helper.make_node(op, ["t", "ax"], [o], keepdims=1) for op, o in red] +
+          [helper.make_node("Mean", ["r0", "r1", "r2", "r3", "r5"], ["mean"]),
+           helper.make_node("Mul", ["r4", "hundredth"], ["r4s"]),
+           helper.make_node("Add", ["mean", "r4s"], ["s"]),
+           helper.make_node("Mul", ["t", "s"], ["ts"]),
+           helper.make_node("MatMul", ["ts", "k2"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=18)
+consts = {"reps": np.array([1, 2], np.int64), "one": np.array(1, np.int64),
+          "ax": np.array([1], np.int64), "hundredth": np.array(0.01, np.float32)}
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def composed(p, i):
+    h = i["x"] @ p["w"]
+    t = torch.tril(F.prelu(h, p["slope"]).tile(1, 2), 1)
+    r = [torch.sqrt((t * t).sum(1, keepdim=True)), torch.logsumexp(t, 1, keepdim=True),
+         t.amin(1, keepdim=True), t.abs().sum(1, keepdim=True),
+         torch.log(F.softplus(t).sum(1, keepdim=True))]
+    s = sum(r) / 5 + (t * t).sum(1, keepdim=True) * 0.01
+    return F.cross_entropy((t * s) @ p["k2"], i["y"])
+
+
+run_case("prelu-tile-trilu-reductions", m, params, inputs, composed, constants=tuple(consts))
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

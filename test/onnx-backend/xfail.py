@@ -6,6 +6,10 @@ _COMMON = {
                                                     "where the model declares [3, 4]",
         "test_castlike_BFLOAT16_to_FLOAT_expanded": "the test data's 'like' input has shape [1] "
                                                     "where the model declares [3, 4]",
+        "test_castlike_FLOAT_to_BFLOAT16": "the test data's 'like' input has shape [1] "
+                                           "where the model declares [3, 4]",
+        "test_castlike_BFLOAT16_to_FLOAT": "the test data's 'like' input has shape [1] "
+                                           "where the model declares [3, 4]",
         "test_training_dropout": "random mask: ONNX's expected output comes from numpy's "
                                  "generator, the runtime has its own",
         "test_training_dropout_default": "random mask (numpy's generator vs the runtime's)",

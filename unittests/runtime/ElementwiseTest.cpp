@@ -438,3 +438,61 @@ TEST(Unary, ErfAndItsGradientWithinTwoUlp) {
     ASSERT_LE(ulps(dx[i], d), 6) << "erf'(" << x[i] << ")";
   }
 }
+
+TEST(Binary, ComparisonsAndLogicalOpsGiveI1) {
+  const amprt_binary_op ops[] = {AMPRT_BINARY_EQ, AMPRT_BINARY_LT,  AMPRT_BINARY_LE,
+                                 AMPRT_BINARY_GT, AMPRT_BINARY_GE,  AMPRT_BINARY_AND,
+                                 AMPRT_BINARY_OR, AMPRT_BINARY_XOR};
+  // In long double (exact for int64 too) with the IEEE rules.
+  auto ref = [](amprt_binary_op op, long double p, long double q) -> bool {
+    switch (op) {
+    case AMPRT_BINARY_EQ: return p == q;
+    case AMPRT_BINARY_LT: return p < q;
+    case AMPRT_BINARY_LE: return p <= q;
+    case AMPRT_BINARY_GT: return p > q;
+    case AMPRT_BINARY_GE: return p >= q;
+    case AMPRT_BINARY_AND: return p != 0 && q != 0;
+    case AMPRT_BINARY_OR: return p != 0 || q != 0;
+    default: return (p != 0) != (q != 0);
+    }
+  };
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16, AMPRT_I64, AMPRT_I32, AMPRT_I1})
+    for (amprt_binary_op op : ops) {
+      bool isInt = dt == AMPRT_I64 || dt == AMPRT_I32 || dt == AMPRT_I1;
+      int64_t lo = dt == AMPRT_I1 ? 0 : -2, hi = dt == AMPRT_I1 ? 2 : 4;
+      // Small integers (many ties); floats with a copy of b's value in a,
+      // NaNs and zeros (logical ops read 0 as false).
+      Buf a = isInt ? randint(dt, {4, 1, 5}, lo, hi) : randn(dt, {4, 1, 5});
+      Buf b = isInt ? randint(dt, {3, 1}, lo, hi) : randn(dt, {3, 1});
+      if (!isInt) {
+        a.set(0, b.get(0));
+        a.set(1, NAN);
+        b.set(2, NAN);
+        a.set(7, 0.0);
+        b.set(1, 0.0);
+      }
+      auto at = [&](const Buf &t, int64_t i) -> long double {
+        return t.dtype == AMPRT_I64 ? (long double)reinterpret_cast<const int64_t *>(
+                                          const_cast<Buf &>(t).p()->data)[i]
+                                    : (long double)t.get(i);
+      };
+      if (dt == AMPRT_I64) { // 2^53 + 1 against 2^53: equal only through a double
+        reinterpret_cast<int64_t *>(a.p()->data)[3] = ((int64_t)1 << 53) + 1;
+        reinterpret_cast<int64_t *>(b.p()->data)[0] = (int64_t)1 << 53;
+      }
+      Buf y(AMPRT_I1, {4, 3, 5});
+      AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+      int wrong = 0;
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int k = 0; k < 5; ++k)
+            wrong += y.get((i * 3 + j) * 5 + k) != (ref(op, at(a, i * 5 + k), at(b, j)) ? 1.0 : 0.0);
+      EXPECT_EQ(wrong, 0) << "op " << op << " " << amprt_dtype_name(dt) << " (seed " << testSeed()
+                          << ")";
+    }
+  // A comparison gives i1 from operands of one type; other ops never give i1.
+  Buf f(AMPRT_F32, {2}), g(AMPRT_F16, {2}), y1(AMPRT_I1, {2}), yf(AMPRT_F32, {2});
+  EXPECT_NE(amprt_binary(nullptr, AMPRT_BINARY_LT, f.p(), g.p(), y1.p()), AMPRT_OK);
+  EXPECT_NE(amprt_binary(nullptr, AMPRT_BINARY_LT, f.p(), f.p(), yf.p()), AMPRT_OK);
+  EXPECT_NE(amprt_binary(nullptr, AMPRT_BINARY_ADD, f.p(), f.p(), y1.p()), AMPRT_OK);
+}

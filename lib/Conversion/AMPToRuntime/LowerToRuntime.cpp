@@ -222,6 +222,18 @@ LogicalResult Lowerer::constant(arith::ConstantOp c) {
     dense = DenseElementsAttr::getFromRawBuffer(t, blob->getData());
   }
   Type elt = t.getElementType();
+  if (t.getNumElements() == 0) {
+    // No data: one zero element keeps the global well formed (an empty
+    // dense attribute has no splat value to read).
+    Type store = elt.isInteger(1) ? Type(b.getI8Type()) : elt;
+    if (auto it = dyn_cast<IntegerType>(store); it && !it.isSignless())
+      store = IntegerType::get(b.getContext(), it.getWidth());
+    auto g = global(c.getLoc(), LLVM::LLVMArrayType::get(store, 1),
+                    DenseElementsAttr::get(RankedTensorType::get({1}, store), b.getZeroAttr(store)),
+                    "__amp_const");
+    ptrs[c.getResult()] = addressOf(c.getLoc(), g);
+    return success();
+  }
   if (elt.isInteger(1)) {
     // Booleans as bytes, as the runtime stores them.
     auto bytesTy = RankedTensorType::get(t.getShape(), b.getI8Type());
@@ -408,6 +420,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](PowOp) { return binary(AMPRT_BINARY_POW); })
       .Case([&](MaxOp) { return binary(AMPRT_BINARY_MAX); })
       .Case([&](MinOp) { return binary(AMPRT_BINARY_MIN); })
+      .Case([&](EqualOp) { return binary(AMPRT_BINARY_EQ); })
+      .Case([&](LessOp) { return binary(AMPRT_BINARY_LT); })
+      .Case([&](LessEqualOp) { return binary(AMPRT_BINARY_LE); })
+      .Case([&](GreaterOp) { return binary(AMPRT_BINARY_GT); })
+      .Case([&](GreaterEqualOp) { return binary(AMPRT_BINARY_GE); })
+      .Case([&](AndOp) { return binary(AMPRT_BINARY_AND); })
+      .Case([&](OrOp) { return binary(AMPRT_BINARY_OR); })
+      .Case([&](XorOp) { return binary(AMPRT_BINARY_XOR); })
       .Case([&](ReluOp) { return unary(AMPRT_UNARY_RELU, 0); })
       .Case([&](SqrtOp) { return unary(AMPRT_UNARY_SQRT, 0); })
       .Case([&](ExpOp) { return unary(AMPRT_UNARY_EXP, 0); })

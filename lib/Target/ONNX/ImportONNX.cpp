@@ -1001,10 +1001,29 @@ LogicalResult handleLoss(NodeCtx &n, llvm::StringRef opName, int results) {
   return success();
 }
 
-LogicalResult handleCast(NodeCtx &n) {
-  if (failed(n.allowAttrs({"to", "saturate"})))
+/// Cast (`to`), or CastLike (input 1's element type; `like`).
+LogicalResult handleCast(NodeCtx &n, bool like = false) {
+  if (failed(n.allowAttrs(like ? llvm::ArrayRef<llvm::StringRef>{"saturate"}
+                               : llvm::ArrayRef<llvm::StringRef>{"to", "saturate"})))
     return failure();
-  auto to = n.getInt("to", std::nullopt);
+  FailureOr<int64_t> to = failure();
+  Type likeElt;
+  if (like) {
+    if (!n.hasInput(1))
+      return n.fail("input 1 ('target_type') is required");
+    auto c1 = n.im.consts.find(n.node.input(1));
+    if (c1 != n.im.consts.end()) {
+      to = c1->second.dtype;
+    } else {
+      auto target = n.input(1);
+      if (failed(target))
+        return failure();
+      likeElt = getElementTypeOrSelf(target->getType());
+      to = -1; // the type is likeElt: no folding below
+    }
+  } else {
+    to = n.getInt("to", std::nullopt);
+  }
   if (failed(to))
     return failure();
   // A cast of a compile-time integer (shape arithmetic) stays a constant.
@@ -1045,7 +1064,8 @@ LogicalResult handleCast(NodeCtx &n) {
     n.setConstOutput(0, std::move(t));
     return success();
   }
-  auto elt = n.im.elementType((int32_t)*to, "the cast's target type");
+  auto elt = likeElt ? FailureOr<Type>(likeElt)
+                     : n.im.elementType((int32_t)*to, "the cast's target type");
   auto x = n.input(0);
   if (failed(elt) || failed(x))
     return failure();
@@ -2177,6 +2197,307 @@ LogicalResult handleSplit(NodeCtx &n) {
   return success();
 }
 
+/// ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and
+/// ReduceLogSumExp, composed from amp.reduce_sum / amp.reduce_max and
+/// element-wise ops (so their gradients and precisions follow theirs):
+/// min = -max(-x), l1 = sum |x|, l2 = sqrt(sum x^2), log_sum_exp =
+/// log(sum e^(x - m)) + m with m = max x (no overflow).
+LogicalResult handleComposedReduce(NodeCtx &n, llvm::StringRef kind) {
+  if (failed(n.allowAttrs({"axes", "keepdims", "noop_with_empty_axes"})))
+    return failure();
+  auto keep = n.getInt("keepdims", 1);
+  auto noop = n.getInt("noop_with_empty_axes", 0);
+  auto axes = axesOf(n, 18);
+  auto x = n.input(0);
+  if (failed(keep) || failed(noop) || failed(axes) || failed(x))
+    return failure();
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float tensors are supported");
+  Elementwise e{n};
+  auto reduce = [&](llvm::StringRef name, Value v, bool keepdims) -> Value {
+    if (!e.ok || !v)
+      return Value();
+    SmallVector<NamedAttribute> attrs{named(n, "keepdims", boolean(n, keepdims)),
+                                      named(n, "noop_with_empty_axes", boolean(n, *noop != 0))};
+    if (*axes)
+      attrs.push_back(named(n, "axes", ints(n, **axes)));
+    auto op = n.im.create(n, name, {v}, attrs, 1);
+    if (failed(op)) {
+      e.ok = false;
+      return Value();
+    }
+    return (*op)->getResult(0);
+  };
+  bool kd = *keep != 0;
+  Value r;
+  if (kind == "min") {
+    Value neg = e.cst(elt, -1.0);
+    r = e.mul(reduce("amp.reduce_max", e.mul(*x, neg), kd), neg);
+  } else if (kind == "l1") {
+    r = reduce("amp.reduce_sum", e.op("amp.abs", {*x}), kd);
+  } else if (kind == "l2" || kind == "sum_square") {
+    r = reduce("amp.reduce_sum", e.mul(*x, *x), kd);
+    if (kind == "l2")
+      r = e.sqrt(r);
+  } else if (kind == "log_sum") {
+    r = e.op("amp.log", {reduce("amp.reduce_sum", *x, kd)});
+  } else { // log_sum_exp
+    Value m = reduce("amp.reduce_max", *x, true);
+    Value s = reduce("amp.reduce_sum", e.op("amp.exp", {e.sub(*x, m)}), kd);
+    Value mo = kd ? m : reduce("amp.reduce_max", *x, false);
+    r = e.add(e.op("amp.log", {s}), mo);
+  }
+  if (!e.ok || !r)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
+/// PRelu: where(x > 0, x, slope * x), slope broadcast to x (torch.prelu's
+/// gradients: slope at x = 0; the slope's summed over the broadcast).
+LogicalResult handlePRelu(NodeCtx &n) {
+  if (failed(n.allowAttrs({"consumed_inputs"})))
+    return failure();
+  auto x = n.input(0), slope = n.input(1);
+  if (failed(x) || failed(slope))
+    return failure();
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float tensors are supported");
+  Elementwise e{n};
+  Value neg = e.mul(*slope, *x);
+  if (neg && neg.getType() != x->getType())
+    return n.fail("the slope does not broadcast to the input's shape (unidirectionally)");
+  Value r = e.op("amp.where", {e.op("amp.greater", {*x, e.cst(elt, 0.0)}), *x, neg});
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
+/// IsNaN: x != x. IsInf: x == +inf or x == -inf (each side optional).
+LogicalResult handleIsNaNOrInf(NodeCtx &n, bool inf) {
+  if (failed(n.allowAttrs(inf ? llvm::ArrayRef<llvm::StringRef>{"detect_negative", "detect_positive"}
+                              : llvm::ArrayRef<llvm::StringRef>{})))
+    return failure();
+  auto x = n.input(0);
+  auto neg = n.getInt("detect_negative", 1), pos = n.getInt("detect_positive", 1);
+  if (failed(x) || failed(neg) || failed(pos))
+    return failure();
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float tensors are supported");
+  Elementwise e{n};
+  Value r;
+  if (!inf) {
+    auto t = RankedTensorType::get({}, n.im.b.getI1Type());
+    Value one = arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, true));
+    r = e.op("amp.xor", {e.op("amp.equal", {*x, *x}), one});
+  } else {
+    double big = std::numeric_limits<double>::infinity();
+    Value p = *pos ? e.op("amp.equal", {*x, e.cst(elt, big)}) : Value();
+    Value m = *neg ? e.op("amp.equal", {*x, e.cst(elt, -big)}) : Value();
+    if (p && m)
+      r = e.op("amp.or", {p, m});
+    else if (p || m)
+      r = p ? p : m;
+    else // neither side: all false
+      r = e.op("amp.xor", {e.op("amp.equal", {*x, *x}), e.op("amp.equal", {*x, *x})});
+  }
+  if (!e.ok || !r)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
+/// Mean of n inputs: their sum (left to right) divided by n.
+LogicalResult handleMean(NodeCtx &n) {
+  if (failed(n.allowAttrs({"consumed_inputs"})))
+    return failure();
+  if (n.numInputs() < 1)
+    return n.fail("needs at least one input");
+  auto first = n.input(0);
+  if (failed(first))
+    return failure();
+  Type elt = getElementTypeOrSelf(first->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float tensors are supported");
+  Elementwise e{n};
+  Value r = *first;
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    auto v = n.input(i);
+    if (failed(v))
+      return failure();
+    r = e.add(r, *v);
+  }
+  if (n.numInputs() > 1)
+    r = e.div(r, e.cst(elt, (double)n.numInputs()));
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
+/// Trilu: x where the last two dims' (i, j) has j - i >= k (upper) or
+/// j - i <= k (lower), else 0; the mask a constant, k a constant.
+LogicalResult handleTrilu(NodeCtx &n) {
+  if (failed(n.allowAttrs({"upper"})))
+    return failure();
+  auto upper = n.getInt("upper", 1);
+  auto x = n.input(0);
+  if (failed(upper) || failed(x))
+    return failure();
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    auto kv = n.constInts(1, "k");
+    if (failed(kv))
+      return failure();
+    if (kv->size() != 1)
+      return n.fail("'k' must be a single value");
+    k = (*kv)[0];
+  }
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (xt.getRank() < 2)
+    return n.fail("the input must have rank 2 or more");
+  int64_t rows = xt.getDimSize(xt.getRank() - 2), cols = xt.getDimSize(xt.getRank() - 1);
+  if (ShapedType::isDynamic(rows) || ShapedType::isDynamic(cols))
+    return n.fail("the last two dims must have static sizes");
+  std::vector<bool> mask(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      // j - i compared without overflow for any k.
+      __int128 d = (__int128)j - i;
+      mask[i * cols + j] = *upper ? d >= k : d <= k;
+    }
+  auto b = n.im.b;
+  auto mt = RankedTensorType::get({rows, cols}, b.getI1Type());
+  SmallVector<bool> bits(mask.begin(), mask.end());
+  Value m = arith::ConstantOp::create(b, n.loc, mt, DenseElementsAttr::get(mt, ArrayRef<bool>(bits)));
+  auto zt = RankedTensorType::get({}, xt.getElementType());
+  Value zero = arith::ConstantOp::create(b, n.loc, zt,
+                                         DenseElementsAttr::get(zt, b.getZeroAttr(xt.getElementType())));
+  return emitAll(n, "amp.where", {m, *x, zero}, {}, 1);
+}
+
+/// Range of constants, folded: start + i * delta for i < max(ceil((limit -
+/// start) / delta), 0); INT64, INT32 or FLOAT. Run-time bounds: unsupported.
+LogicalResult handleRange(NodeCtx &n) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  const char *roles[] = {"start", "limit", "delta"};
+  const HostTensor *c[3];
+  for (int i = 0; i < 3; ++i) {
+    if (n.hasInput(i) && !n.im.consts.count(n.node.input(i)))
+      return n.fail("unsupported op ai.onnx.Range on values computed at run time (it is folded "
+                    "at import from constant start, limit and delta)");
+    auto t = n.constInput(i, roles[i]);
+    if (failed(t))
+      return failure();
+    if ((*t)->numElements() != 1)
+      return n.fail(llvm::Twine("'") + roles[i] + "' must be a scalar");
+    c[i] = *t;
+  }
+  int32_t dt = c[0]->dtype;
+  if (c[1]->dtype != dt || c[2]->dtype != dt)
+    return n.fail("start, limit and delta must have one type");
+  constexpr int64_t kMax = (int64_t)1 << 30;
+  HostTensor out;
+  out.dtype = dt;
+  if (dt == onnx::TensorProto::INT64 || dt == onnx::TensorProto::INT32) {
+    int64_t s0 = c[0]->toInt64()[0], l = c[1]->toInt64()[0], d = c[2]->toInt64()[0];
+    if (d == 0)
+      return n.fail("'delta' is zero");
+    __int128 span = (__int128)l - s0;
+    __int128 cnt = span / d + ((span % d != 0 && ((span > 0) == (d > 0))) ? 1 : 0);
+    if (cnt < 0)
+      cnt = 0;
+    if (cnt > kMax)
+      return n.fail("the range has more than 2^30 elements");
+    std::vector<int64_t> v((size_t)cnt);
+    for (int64_t i = 0; i < (int64_t)cnt; ++i)
+      v[i] = s0 + i * d;
+    out = makeInt64({(int64_t)cnt}, v);
+    if (dt == onnx::TensorProto::INT32) {
+      out.dtype = dt;
+      out.bytes = std::make_shared<std::string>(v.size() * 4, '\0');
+      for (size_t i = 0; i < v.size(); ++i) {
+        int32_t x = (int32_t)v[i];
+        std::memcpy(out.bytes->data() + 4 * i, &x, 4);
+      }
+    }
+  } else if (dt == onnx::TensorProto::FLOAT) {
+    double s0 = c[0]->toDouble()[0], l = c[1]->toDouble()[0], d = c[2]->toDouble()[0];
+    if (d == 0 || !std::isfinite(s0) || !std::isfinite(l) || !std::isfinite(d))
+      return n.fail("'delta' is zero or a bound is not finite");
+    double cnt = std::max(std::ceil((l - s0) / d), 0.0);
+    if (cnt > (double)kMax)
+      return n.fail("the range has more than 2^30 elements");
+    out.shape = {(int64_t)cnt};
+    out.bytes = std::make_shared<std::string>((size_t)cnt * 4, '\0');
+    for (int64_t i = 0; i < (int64_t)cnt; ++i) {
+      float f = (float)(s0 + (double)i * d);
+      std::memcpy(out.bytes->data() + 4 * i, &f, 4);
+    }
+  } else {
+    return n.fail(llvm::Twine("Range of ") + dataTypeName(dt) + " is not supported");
+  }
+  n.setConstOutput(0, std::move(out));
+  return success();
+}
+
+/// Tile with constant repeats: x reshaped to [1, d0, 1, d1, ...], expanded
+/// to [r0, d0, r1, d1, ...] and reshaped to [r0 d0, r1 d1, ...] (the
+/// expand's gradient sums the copies).
+LogicalResult handleTile(NodeCtx &n) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  auto reps = n.constInts(1, "repeats");
+  if (failed(x) || failed(reps))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if ((int64_t)reps->size() != xt.getRank())
+    return n.fail("'repeats' has " + llvm::Twine(reps->size()) + " values for rank " +
+                  llvm::Twine(xt.getRank()));
+  SmallVector<int64_t> inter, expanded, out;
+  for (int64_t i = 0; i < xt.getRank(); ++i) {
+    int64_t d = xt.getDimSize(i), r = (*reps)[i];
+    if (ShapedType::isDynamic(d))
+      return n.fail("the input must have a static shape");
+    if (r < 0)
+      return n.fail("a negative repeat " + llvm::Twine(r));
+    if (r > 0 && d > (((int64_t)1 << 40) / r))
+      return n.fail("the tiled shape is too large");
+    inter.append({1, d});
+    expanded.append({r, d});
+    out.push_back(r * d);
+  }
+  if (llvm::all_of(*reps, [](int64_t r) { return r == 1; })) {
+    n.setOutput(0, *x);
+    return success();
+  }
+  auto a = n.im.create(n, "amp.reshape", {*x}, {named(n, "shape", ints(n, inter))}, 1);
+  if (failed(a))
+    return failure();
+  auto e = n.im.create(n, "amp.expand", {(*a)->getResult(0)}, {named(n, "shape", ints(n, expanded))}, 1);
+  if (failed(e))
+    return failure();
+  return emitAll(n, "amp.reshape", {(*e)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
+}
+
+/// Not: x xor true.
+LogicalResult handleNot(NodeCtx &n) {
+  if (failed(n.allowAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto t = RankedTensorType::get({}, n.im.b.getI1Type());
+  Value one = arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, true));
+  return emitAll(n, "amp.xor", {*x, one}, {}, 1);
+}
+
 /// Neg: -x, as x * -1 (exact).
 LogicalResult handleNeg(NodeCtx &n) {
   if (failed(n.allowAttrs({"consumed_inputs"})))
@@ -2246,6 +2567,23 @@ const std::map<std::string, OpInfo> &opTable() {
       return unaryWithAttrs(n, "amp.thresholded_relu", {{"alpha", 1.0f}});
     }};
     t["Split"] = {1, handleSplit, {1}};
+    t["Equal"] = {7, bin("amp.equal")};
+    t["Less"] = {7, bin("amp.less")};
+    t["LessOrEqual"] = {12, bin("amp.less_equal")};
+    t["Greater"] = {7, bin("amp.greater")};
+    t["GreaterOrEqual"] = {12, bin("amp.greater_equal")};
+    t["And"] = {7, bin("amp.and")};
+    t["Or"] = {7, bin("amp.or")};
+    t["Xor"] = {7, bin("amp.xor")};
+    t["Not"] = {1, handleNot};
+    t["PRelu"] = {7, handlePRelu};
+    t["IsNaN"] = {9, [](NodeCtx &n) { return handleIsNaNOrInf(n, false); }};
+    t["IsInf"] = {10, [](NodeCtx &n) { return handleIsNaNOrInf(n, true); }};
+    t["Mean"] = {6, handleMean};
+    t["CastLike"] = {15, [](NodeCtx &n) { return handleCast(n, true); }};
+    t["Trilu"] = {14, handleTrilu, {1}};
+    t["Range"] = {11, handleRange, {0, 1, 2}};
+    t["Tile"] = {6, handleTile, {1}};
     t["Identity"] = {1, un("amp.identity")};
     t["LeakyRelu"] = {1, [](NodeCtx &n) {
       if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))
@@ -2358,13 +2696,21 @@ const std::map<std::string, OpInfo> &opTable() {
     t["ReduceMax"] = {1, [](NodeCtx &n) {
       return handleReduce(n, "amp.reduce_max", 18);
     }, {1}};
+    for (auto [onnxName, kind] : {std::make_pair("ReduceMin", "min"), std::make_pair("ReduceL1", "l1"),
+                                  std::make_pair("ReduceL2", "l2"),
+                                  std::make_pair("ReduceSumSquare", "sum_square"),
+                                  std::make_pair("ReduceLogSum", "log_sum"),
+                                  std::make_pair("ReduceLogSumExp", "log_sum_exp")})
+      t[onnxName] = {1, [kind = std::string(kind)](NodeCtx &n) {
+        return handleComposedReduce(n, kind);
+      }, {1}};
     t["SoftmaxCrossEntropyLoss"] = {12, [](NodeCtx &n) {
       return handleLoss(n, "amp.softmax_cross_entropy_loss", 2);
     }};
     t["NegativeLogLikelihoodLoss"] = {12, [](NodeCtx &n) {
       return handleLoss(n, "amp.nll_loss", 1);
     }};
-    t["Cast"] = {6, handleCast};
+    t["Cast"] = {6, [](NodeCtx &n) { return handleCast(n); }};
     // Only on integer constants (shape arithmetic), folded at import.
     t["Mod"] = {10, [](NodeCtx &n) -> LogicalResult {
       return n.fail("unsupported op ai.onnx.Mod on a value computed at run time or a float (Mod "
@@ -2376,7 +2722,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Sum"] = {1, [](NodeCtx &n) { return handleVariadic(n, "amp.add"); }};
     t["Max"] = {6, [](NodeCtx &n) { return handleVariadic(n, "amp.max"); }};
     t["Min"] = {6, [](NodeCtx &n) { return handleVariadic(n, "amp.min"); }};
-    t["Clip"] = {6, handleClip};
+    t["Clip"] = {6, handleClip, {1, 2}}; // bounds: constants, never parameters
     t["Size"] = {1, handleSize};
     t["com.microsoft.Scale"] = {1, handleScaleMS};
     t["Neg"] = {1, handleNeg};

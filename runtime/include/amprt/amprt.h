@@ -233,8 +233,20 @@ typedef enum amprt_binary_op {
   AMPRT_BINARY_DIV,
   AMPRT_BINARY_POW,
   AMPRT_BINARY_MAX,
-  AMPRT_BINARY_MIN
+  AMPRT_BINARY_MIN,
+  /* EQ .. XOR: y is i1 and a, b have one element type; floats compare in
+   * f32 (a NaN is unequal to everything), integers in int64; AND / OR / XOR
+   * read x != 0. */
+  AMPRT_BINARY_EQ,
+  AMPRT_BINARY_LT,
+  AMPRT_BINARY_LE,
+  AMPRT_BINARY_GT,
+  AMPRT_BINARY_GE,
+  AMPRT_BINARY_AND,
+  AMPRT_BINARY_OR,
+  AMPRT_BINARY_XOR
 } amprt_binary_op;
+#define AMPRT_BINARY_LAST AMPRT_BINARY_XOR
 
 amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
                          const amprt_tensor *x, amprt_tensor *y);

@@ -489,8 +489,25 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
                                      const amprt_tensor *b, amprt_tensor *y) {
   int64_t s[3][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_binary", y, {a, b}, s));
-  if ((unsigned)op > AMPRT_BINARY_MIN)
+  if ((unsigned)op > AMPRT_BINARY_LAST)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: unknown op %d", op);
+  if (op >= AMPRT_BINARY_EQ) {
+    if (y->dtype != AMPRT_I1 || a->dtype != b->dtype)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_binary: a comparison takes a and b of one type (got %s, %s) and gives "
+                  "i1 (got %s)",
+                  amprt_dtype_name(a->dtype), amprt_dtype_name(b->dtype),
+                  amprt_dtype_name(y->dtype));
+    bool flt = isFloat(a->dtype);
+    forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
+      bool r = flt ? compareF(op, loadF(a->data, a->dtype, o[0]), loadF(b->data, b->dtype, o[1]))
+                   : compareI(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]));
+      static_cast<uint8_t *>(y->data)[o[2]] = r ? 1 : 0;
+    });
+    return AMPRT_OK;
+  }
+  if (y->dtype == AMPRT_I1)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: op %d does not give i1", op);
   if (binaryFastF32(op, a, b, y))
     return AMPRT_OK;
   if (isFloat(y->dtype) && isFloat(a->dtype) && isFloat(b->dtype) &&

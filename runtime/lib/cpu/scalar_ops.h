@@ -49,6 +49,10 @@ AMPRT_HOST_DEVICE inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)
 /// max(0, min(1, t)), a NaN kept.
 AMPRT_HOST_DEVICE inline float unitClamp(float t) { return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t); }
 
+/// `Trig` false leaves sin and cos out (they return x): their range
+/// reduction for huge arguments needs local memory on a GPU, which the CUDA
+/// backend's grouped kernels must not use; it sends sin and cos elsewhere.
+template <bool Trig = true>
 AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float beta = 0.0f) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: return x;
@@ -72,8 +76,8 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float be
   case AMPRT_UNARY_HARD_SIGMOID: return unitClamp(alpha * x + beta);
   case AMPRT_UNARY_HARD_SWISH: return x * unitClamp(x * (1.0f / 6.0f) + 0.5f);
   case AMPRT_UNARY_SOFTSIGN: return x / (1.0f + fabsf(x));
-  case AMPRT_UNARY_SIN: return sinf(x);
-  case AMPRT_UNARY_COS: return cosf(x);
+  case AMPRT_UNARY_SIN: return Trig ? sinf(x) : x;
+  case AMPRT_UNARY_COS: return Trig ? cosf(x) : x;
   case AMPRT_UNARY_FLOOR: return floorf(x);
   case AMPRT_UNARY_CEIL: return ceilf(x);
   case AMPRT_UNARY_ROUND: return rintf(x);
@@ -87,6 +91,7 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float be
   return x;
 }
 
+template <bool Trig = true>
 AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, float beta = 0.0f) {
   switch (op) {
   case AMPRT_UNARY_IDENTITY: return 1.0f;
@@ -140,8 +145,8 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, flo
     float d = 1.0f + fabsf(x);
     return 1.0f / (d * d);
   }
-  case AMPRT_UNARY_SIN: return cosf(x);
-  case AMPRT_UNARY_COS: return -sinf(x);
+  case AMPRT_UNARY_SIN: return Trig ? cosf(x) : x;
+  case AMPRT_UNARY_COS: return Trig ? -sinf(x) : x;
   case AMPRT_UNARY_FLOOR:
   case AMPRT_UNARY_CEIL:
   case AMPRT_UNARY_ROUND:
@@ -177,6 +182,34 @@ AMPRT_HOST_DEVICE inline float binaryF(int op, float p, float q) {
   case AMPRT_BINARY_POW: return powf(p, q);
   case AMPRT_BINARY_MAX: return ((p != p) || p > q) ? p : q;
   default: return ((p != p) || p < q) ? p : q;
+  }
+}
+
+/// A comparison or logical op (AMPRT_BINARY_EQ and after) on two floats.
+AMPRT_HOST_DEVICE inline bool compareF(int op, float p, float q) {
+  switch (op) {
+  case AMPRT_BINARY_EQ: return p == q;
+  case AMPRT_BINARY_LT: return p < q;
+  case AMPRT_BINARY_LE: return p <= q;
+  case AMPRT_BINARY_GT: return p > q;
+  case AMPRT_BINARY_GE: return p >= q;
+  case AMPRT_BINARY_AND: return p != 0.0f && q != 0.0f;
+  case AMPRT_BINARY_OR: return p != 0.0f || q != 0.0f;
+  default: return (p != 0.0f) != (q != 0.0f);
+  }
+}
+
+/// The same on two integers.
+AMPRT_HOST_DEVICE inline bool compareI(int op, int64_t p, int64_t q) {
+  switch (op) {
+  case AMPRT_BINARY_EQ: return p == q;
+  case AMPRT_BINARY_LT: return p < q;
+  case AMPRT_BINARY_LE: return p <= q;
+  case AMPRT_BINARY_GT: return p > q;
+  case AMPRT_BINARY_GE: return p >= q;
+  case AMPRT_BINARY_AND: return p != 0 && q != 0;
+  case AMPRT_BINARY_OR: return p != 0 || q != 0;
+  default: return (p != 0) != (q != 0);
   }
 }
 

@@ -339,6 +339,12 @@ struct BinaryF {
   DeviceError *err;
   HD void operator()(int64_t i) const {
     int64_t ao = a.at(i), bo = b.at(i), yo = y.at(i);
+    if (op >= AMPRT_BINARY_EQ) {
+      bool r = floatType(a.dtype) ? compareF(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo))
+                                  : compareI(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo));
+      reinterpret_cast<uint8_t *>(y.data)[yo] = r ? 1 : 0;
+      return;
+    }
     if (floatType(y.dtype)) {
       stF(y.data, y.dtype, yo, binaryF(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo)));
       return;
@@ -544,12 +550,12 @@ template <int N, class Op> struct Vec8F {
 struct UnaryOp {
   int32_t op;
   float alpha, beta;
-  HD float operator()(const float *a) const { return applyUnary(op, a[0], alpha, beta); }
+  HD float operator()(const float *a) const { return applyUnary<false>(op, a[0], alpha, beta); }
 };
 struct UnaryGradOp {
   int32_t op;
   float alpha, beta;
-  HD float operator()(const float *a) const { return a[1] * unaryDerivative(op, a[0], alpha, beta); }
+  HD float operator()(const float *a) const { return a[1] * unaryDerivative<false>(op, a[0], alpha, beta); }
 };
 struct BinaryOp {
   int32_t op;
@@ -2773,7 +2779,9 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
     View yv = flat(viewOf(t[1]));
     float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
-    if (floatType(t[1].dtype)) {
+    // sin / cos element by element (UnaryOp leaves them out: see applyUnary).
+    bool trig = a[0] == AMPRT_UNARY_SIN || a[0] == AMPRT_UNARY_COS;
+    if (floatType(t[1].dtype) && !trig) {
       bool done;
       AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], alpha, beta}, "unary", &done));
       if (done)
@@ -2790,17 +2798,24 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     View yv = flat(viewOf(t[2]));
     float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
-    bool done;
-    AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], alpha, beta},
-                            "unary_grad", &done));
-    if (done)
-      return AMPRT_OK;
+    if (a[0] != AMPRT_UNARY_SIN && a[0] != AMPRT_UNARY_COS) {
+      bool done;
+      AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], alpha, beta},
+                              "unary_grad", &done));
+      if (done)
+        return AMPRT_OK;
+    }
     return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], alpha, beta}, "unary_grad");
   }
   case AMPRT_OP_BINARY: {
     AMPRT_CHECK(need(dd, 3, 1, "binary"));
-    if ((unsigned)a[0] > AMPRT_BINARY_MIN)
+    if ((unsigned)a[0] > AMPRT_BINARY_LAST)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown binary op %lld", (long long)a[0]);
+    if ((a[0] >= AMPRT_BINARY_EQ) != (t[2].dtype == AMPRT_I1) ||
+        (a[0] >= AMPRT_BINARY_EQ && t[0].dtype != t[1].dtype))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): binary op %lld: a comparison (only) gives i1, from one type",
+                  (long long)a[0]);
     View av, bv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): binary", av));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): binary", bv));

@@ -467,6 +467,43 @@ def celu_zero():
     return model(n, [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])], opset=13)
 
 
+def masks():
+    """Comparisons and logical ops (Not as xor with true), IsNaN, Trilu
+    (constant mask), Range of constants (folded), Tile, CastLike, PRelu."""
+    c = lambda name, v, t=TP.INT64: H.make_node(  # noqa: E731
+        "Constant", [], [name], value=H.make_tensor(name, t, [], [v]))
+    n = [c("k", 1), c("r0", 0), c("r1", 6), c("r2", 2),
+         H.make_node("Constant", [], ["reps"], value=H.make_tensor("reps", TP.INT64, [2], [2, 1])),
+         H.make_node("Greater", ["a", "b"], ["g"]),
+         H.make_node("Equal", ["ids", "ids"], ["e"]),
+         H.make_node("Not", ["g"], ["ng"]),
+         H.make_node("And", ["ng", "e"], ["m"]),
+         H.make_node("IsNaN", ["a"], ["nan"]),
+         H.make_node("Or", ["m", "nan"], ["mask"]),
+         H.make_node("Where", ["mask", "a", "b"], ["w"]),
+         H.make_node("Trilu", ["w", "k"], ["tri"]),
+         H.make_node("Range", ["r0", "r1", "r2"], ["rng"]),
+         H.make_node("CastLike", ["rng", "a"], ["rf"]),
+         H.make_node("Tile", ["tri", "reps"], ["tiled"]),
+         H.make_node("PRelu", ["tiled", "slope"], ["pr"]),
+         H.make_node("Add", ["pr", "rf"], ["y"])]
+    return model(n, [vi("a", TP.FLOAT, [2, 3]), vi("b", TP.FLOAT, [2, 3]), vi("ids", TP.INT64, [2, 3]),
+                     vi("slope", TP.FLOAT, [3])],
+                 [vi("y", TP.FLOAT, [4, 3])], opset=15)
+
+
+def range_runtime():
+    n = [H.make_node("Range", ["s", "l", "d"], ["y"], name="range")]
+    return model(n, [vi("s", TP.INT64, []), vi("l", TP.INT64, []), vi("d", TP.INT64, [])],
+                 [vi("y", TP.INT64, None)], opset=13)
+
+
+def prelu_bad_slope():
+    n = [H.make_node("PRelu", ["x", "s"], ["y"], name="prelu")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3]), vi("s", TP.FLOAT, [4, 3])],
+                 [vi("y", TP.FLOAT, None)], opset=13)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

@@ -291,6 +291,33 @@ static LogicalResult inferBinary(std::optional<Location> loc,
   return success();
 }
 
+/// Comparisons and logical ops: the broadcast shape, i1.
+template <typename OpTy>
+static LogicalResult inferCompare(std::optional<Location> loc, typename OpTy::Adaptor adaptor,
+                                  SmallVectorImpl<Type> &types) {
+  SmallVector<Type> t;
+  if (failed(inferBinary<OpTy>(loc, adaptor, t, true)))
+    return failure();
+  auto r = cast<RankedTensorType>(t[0]);
+  types.push_back(RankedTensorType::get(r.getShape(), IntegerType::get(r.getContext(), 1)));
+  return success();
+}
+
+#define AMP_COMPARE_INFER(OP)                                                  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
+                                     Adaptor a, SmallVectorImpl<Type> &t) {    \
+    return inferCompare<OP>(l, a, t);                                          \
+  }
+AMP_COMPARE_INFER(EqualOp)
+AMP_COMPARE_INFER(LessOp)
+AMP_COMPARE_INFER(LessEqualOp)
+AMP_COMPARE_INFER(GreaterOp)
+AMP_COMPARE_INFER(GreaterEqualOp)
+AMP_COMPARE_INFER(AndOp)
+AMP_COMPARE_INFER(OrOp)
+AMP_COMPARE_INFER(XorOp)
+#undef AMP_COMPARE_INFER
+
 #define AMP_BINARY_INFER(OP, SAME)                                             \
   LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
                                      Adaptor a, SmallVectorImpl<Type> &t) {    \

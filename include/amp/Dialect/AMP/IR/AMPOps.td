@@ -354,6 +354,33 @@ def AMP_MinOp : AMP_BinaryOp<"min", [Commutative, DeclareOpInterfaceMethods<AMP_
   }];
 }
 
+// Comparisons and logical ops: an i1 result, no gradient (their results
+// only select; amp.where carries the gradient).
+class AMP_CompareOp<string mnemonic, string what>
+    : AMP_InferredOp<mnemonic, [Pure]> {
+  let summary = what;
+  let description = [{
+    Multidirectional (numpy) broadcasting; lhs and rhs have one element
+    type. Floats compare as IEEE does (a NaN is unequal to everything).
+  }];
+  let arguments = (ins AMP_AnyTensor:$lhs, AMP_AnyTensor:$rhs);
+  let results = (outs AMP_BoolTensor:$output);
+}
+def AMP_EqualOp : AMP_CompareOp<"equal", "lhs == rhs (ONNX Equal)">;
+def AMP_LessOp : AMP_CompareOp<"less", "lhs < rhs (ONNX Less)">;
+def AMP_LessEqualOp : AMP_CompareOp<"less_equal", "lhs <= rhs (ONNX LessOrEqual)">;
+def AMP_GreaterOp : AMP_CompareOp<"greater", "lhs > rhs (ONNX Greater)">;
+def AMP_GreaterEqualOp : AMP_CompareOp<"greater_equal", "lhs >= rhs (ONNX GreaterOrEqual)">;
+class AMP_LogicalOp<string mnemonic, string what>
+    : AMP_InferredOp<mnemonic, [Pure, Commutative]> {
+  let summary = what;
+  let arguments = (ins AMP_BoolTensor:$lhs, AMP_BoolTensor:$rhs);
+  let results = (outs AMP_BoolTensor:$output);
+}
+def AMP_AndOp : AMP_LogicalOp<"and", "lhs and rhs (ONNX And)">;
+def AMP_OrOp : AMP_LogicalOp<"or", "lhs or rhs (ONNX Or)">;
+def AMP_XorOp : AMP_LogicalOp<"xor", "lhs xor rhs (ONNX Xor; ONNX Not is xor with true)">;
+
 def AMP_SqrtOp : AMP_UnaryOp<"sqrt", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Square root"; }
 def AMP_ExpOp : AMP_UnaryOp<"exp", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "e^x"; }
 def AMP_LogOp : AMP_UnaryOp<"log", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Natural logarithm"; }
