@@ -221,6 +221,40 @@ check(rel <= 1e-5 and err <= 1e-4,
       f"ReLU6, torch.clamp and torch.maximum (ONNX Clip, Max), fp32 SGD: worst relative loss difference "
       f"{rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-4)")
 
+# 3d. Activations and shapes a PyTorch user writes (torch.chunk as Split,
+# ELU, Hardswish, SELU, Hardsigmoid, PReLU, CELU, Softsign, torch.where on a
+# comparison, F.pad), fp32 and fp16 with GradScaler.
+class Activations(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(12, 24), nn.Linear(15, 5)
+        self.prelu = nn.PReLU(24, init=0.2)
+
+    def forward(self, input):  # noqa: A002
+        h = self.fc1(input)
+        a, b = torch.chunk(h, 2, dim=1)
+        a = F.elu(a) + F.hardswish(b * 3) + F.selu(a) * F.hardsigmoid(b * 3)
+        c1, c2 = torch.chunk(self.prelu(h), 2, dim=1)
+        s = a + torch.where(c1 > c2, c1, c2 * 0.5) + F.celu(c2, 0.5) + F.softsign(c1)
+        return self.fc2(F.pad(s, (1, 2)))
+
+
+rows, rel, _, err, moved, _ = both_ways(
+    Activations, {"input": x, "labels": y}, 6, 16, dict(loss_fn="cross_entropy", lr=0.1),
+    lambda p: torch.optim.SGD(p, lr=0.1))
+check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
+      f"chunk, ELU, Hardswish, SELU, Hardsigmoid, PReLU, CELU, Softsign, where, pad, fp32 SGD: worst "
+      f"relative loss difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the "
+      f"largest update (tolerance 1e-4)")
+rows, rel, _, err, moved, _ = both_ways(
+    Activations, {"input": x, "labels": y}, 6, 16,
+    dict(loss_fn="cross_entropy", lr=0.1, precision="fp16"),
+    lambda p: torch.optim.SGD(p, lr=0.1), autocast=torch.float16,
+    scaler=torch.amp.GradScaler("cpu"))
+check(rel <= 2e-3 and err <= 2e-2,
+      f"the same in fp16 against torch.autocast + GradScaler: worst relative loss difference "
+      f"{rel:.1e} (tolerance 2e-3), parameters off by {err:.1e} of the largest update (tolerance 2e-2)")
+
 # 4. Bad arguments.
 bad = [
     (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y[:10]}, steps=1), ValueError,

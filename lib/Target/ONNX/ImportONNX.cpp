@@ -1272,31 +1272,103 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     n.setConstOutput(0, makeInt64(shape, vals(in[0])));
     return success();
   }
-  if (op == "Slice" && n.opset >= 10 && in.size() >= 3 && in[1] && in[2] &&
-      in[0]->shape.size() == 1) {
-    // One axis (of a 1-D shape vector), ONNX's clamping rules.
+  if (op == "Slice" && n.opset >= 10 && in.size() >= 3 && in[1] && in[2]) {
+    // Any rank, ONNX's clamping rules (torch's F.pad pads go through a
+    // reversed 2-D slice).
     auto starts = vals(in[1]), ends = vals(in[2]);
-    std::vector<int64_t> axes = in.size() > 3 && in[3] ? vals(in[3]) : std::vector<int64_t>{0};
-    std::vector<int64_t> steps = in.size() > 4 && in[4] ? vals(in[4]) : std::vector<int64_t>{1};
-    if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1 ||
-        (axes[0] != 0 && axes[0] != -1) || steps[0] == 0)
+    int64_t rank = in[0]->shape.size();
+    std::vector<int64_t> axes = in.size() > 3 && in[3] ? vals(in[3]) : std::vector<int64_t>();
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i)
+        axes.push_back(i);
+    std::vector<int64_t> steps = in.size() > 4 && in[4] ? vals(in[4])
+                                                        : std::vector<int64_t>(starts.size(), 1);
+    if (starts.size() != ends.size() || starts.size() != axes.size() ||
+        starts.size() != steps.size() || rank == 0)
       return failure();
-    auto v = vals(in[0]);
-    int64_t dim = v.size(), st = steps[0];
+    std::vector<int64_t> b(rank, 0), st(rank, 1), cnt = in[0]->shape;
+    std::vector<bool> seen(rank, false);
     auto clampTo = [](int64_t x, int64_t lo, int64_t hi) { return std::max(lo, std::min(x, hi)); };
-    int64_t b = starts[0] < 0 ? starts[0] + dim : starts[0];
-    int64_t e = ends[0] < 0 ? ends[0] + dim : ends[0];
-    if (st > 0) {
-      b = clampTo(b, 0, dim);
-      e = clampTo(e, 0, dim);
-    } else {
-      b = clampTo(b, 0, dim - 1);
-      e = clampTo(e, -1, dim - 1);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      int64_t ax = axes[k] < 0 ? axes[k] + rank : axes[k];
+      if (ax < 0 || ax >= rank || seen[ax] || steps[k] == 0)
+        return failure();
+      seen[ax] = true;
+      int64_t dim = in[0]->shape[ax], step = steps[k];
+      int64_t lo = starts[k] < 0 ? starts[k] + dim : starts[k];
+      int64_t hi = ends[k] < 0 ? ends[k] + dim : ends[k];
+      if (step > 0) {
+        lo = clampTo(lo, 0, dim);
+        hi = clampTo(hi, 0, dim);
+        cnt[ax] = hi > lo ? (hi - lo + step - 1) / step : 0;
+      } else {
+        lo = clampTo(lo, 0, dim - 1);
+        hi = clampTo(hi, -1, dim - 1);
+        cnt[ax] = lo > hi ? (lo - hi - step - 1) / -step : 0;
+      }
+      b[ax] = lo;
+      st[ax] = step;
     }
+    auto v = vals(in[0]);
+    std::vector<int64_t> strides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * in[0]->shape[d + 1];
+    int64_t total = 1;
+    for (int64_t c : cnt)
+      total *= c;
     std::vector<int64_t> out;
-    for (int64_t i = b; st > 0 ? i < e : i > e; i += st)
-      out.push_back(v[i]);
-    n.setConstOutput(0, makeInt64({(int64_t)out.size()}, out));
+    out.reserve(total);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t e = 0; e < total; ++e) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        off += (b[d] + idx[d] * st[d]) * strides[d];
+      out.push_back(v[off]);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < cnt[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    n.setConstOutput(0, makeInt64(cnt, out));
+    return success();
+  }
+  if (op == "Transpose") {
+    int64_t rank = in[0]->shape.size();
+    std::vector<int64_t> perm;
+    if (auto a = n.attr("perm"))
+      perm.assign(a->ints().begin(), a->ints().end());
+    else
+      for (int64_t d = rank - 1; d >= 0; --d)
+        perm.push_back(d);
+    if ((int64_t)perm.size() != rank)
+      return failure();
+    std::vector<int64_t> shape(rank), strides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * in[0]->shape[d + 1];
+    std::vector<bool> used(rank, false);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (perm[d] < 0 || perm[d] >= rank || used[perm[d]])
+        return failure();
+      used[perm[d]] = true;
+      shape[d] = in[0]->shape[perm[d]];
+    }
+    auto v = vals(in[0]);
+    std::vector<int64_t> out;
+    out.reserve(v.size());
+    std::vector<int64_t> idx(rank, 0);
+    for (size_t e = 0; e < v.size(); ++e) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        off += idx[d] * strides[perm[d]];
+      out.push_back(v[off]);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    n.setConstOutput(0, makeInt64(shape, out));
     return success();
   }
   if (op == "Reshape" && n.opset >= 5 && in.size() == 2 && in[1] && in[1]->shape.size() == 1) {
@@ -2486,6 +2558,161 @@ LogicalResult handleTile(NodeCtx &n) {
   return emitAll(n, "amp.reshape", {(*e)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
 }
 
+/// Pad with constant pads, axis by axis: a negative pad slices, a positive
+/// one concatenates a block on each side: the constant expanded
+/// ("constant"), the first / last slice expanded ("edge"), the mirrored
+/// slices without the border ("reflect"), or the other end ("wrap"). The
+/// slices', expands' and concatenation's gradients make Pad's.
+LogicalResult handlePad(NodeCtx &n) {
+  if (failed(n.allowAttrs(n.opset < 11 ? llvm::ArrayRef<llvm::StringRef>{"mode", "pads", "value"}
+                                       : llvm::ArrayRef<llvm::StringRef>{"mode"})))
+    return failure();
+  auto mode = n.getString("mode", std::string("constant"));
+  auto x = n.input(0);
+  if (failed(mode) || failed(x))
+    return failure();
+  if (*mode != "constant" && *mode != "edge" && *mode != "reflect" &&
+      !(*mode == "wrap" && n.opset >= 19))
+    return n.fail("mode '" + *mode + "' is not supported (constant, edge, reflect" +
+                  (n.opset >= 19 ? ", wrap" : "") + ")");
+  auto xt = cast<RankedTensorType>(x->getType());
+  int64_t rank = xt.getRank();
+  Type elt = xt.getElementType();
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  std::optional<Attribute> valueAttr;
+  std::vector<int64_t> axes;
+  if (n.opset < 11) {
+    auto p = n.getInts("pads");
+    auto v = n.getFloat("value", 0.0f);
+    if (failed(p) || failed(v))
+      return failure();
+    if (!*p)
+      return n.fail("attribute 'pads' is required");
+    pads = **p;
+    value = *v;
+  } else {
+    auto p = n.constInts(1, "pads");
+    if (failed(p))
+      return failure();
+    pads = *p;
+    if (n.hasInput(2)) {
+      auto c = n.constInput(2, "constant_value");
+      if (failed(c))
+        return failure();
+      if ((*c)->numElements() != 1)
+        return n.fail("'constant_value' must be a single value");
+      if (isa<FloatType>(elt))
+        value = (*c)->toDouble()[0];
+      else
+        valueAttr = IntegerAttr::get(elt, (*c)->toInt64()[0]);
+    }
+    if (n.hasInput(3)) {
+      auto a = n.constInts(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  if (pads.size() != 2 * axes.size())
+    return n.fail("'pads' has " + llvm::Twine(pads.size()) + " values for " +
+                  llvm::Twine(axes.size()) + " axes (two per axis)");
+  auto b = n.im.b;
+  Value r = *x;
+  auto create = [&](llvm::StringRef name, ValueRange in, SmallVector<NamedAttribute> attrs)
+      -> FailureOr<Value> {
+    auto op = n.im.create(n, name, in, attrs, 1);
+    if (failed(op))
+      return failure();
+    return (*op)->getResult(0);
+  };
+  auto slice = [&](Value v, int64_t ax, int64_t start, int64_t end, int64_t step) {
+    return create("amp.slice", {v},
+                  {named(n, "starts", ints(n, {start})), named(n, "ends", ints(n, {end})),
+                   named(n, "axes", ints(n, {ax})), named(n, "steps", ints(n, {step}))});
+  };
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (ax < 0 || ax >= rank || seen[ax])
+      return n.fail("axis " + llvm::Twine(axes[i]) + " is out of range or repeated");
+    seen[ax] = true;
+    int64_t before = pads[i], after = pads[i + axes.size()];
+    auto shape = llvm::to_vector(cast<RankedTensorType>(r.getType()).getShape());
+    int64_t dim = shape[ax];
+    if (ShapedType::isDynamic(dim))
+      return n.fail("a padded axis must have a static size");
+    if (before < -dim || after < -dim || before + after < -dim)
+      return n.fail("pads " + llvm::Twine(before) + ", " + llvm::Twine(after) +
+                    " remove more than the axis' " + llvm::Twine(dim) + " elements");
+    // Crops first.
+    if (before < 0 || after < 0) {
+      auto c = slice(r, ax, std::max<int64_t>(0, -before), dim - std::max<int64_t>(0, -after), 1);
+      if (failed(c))
+        return failure();
+      r = *c;
+      dim -= std::max<int64_t>(0, -before) + std::max<int64_t>(0, -after);
+      shape[ax] = dim;
+      before = std::max<int64_t>(0, before);
+      after = std::max<int64_t>(0, after);
+    }
+    if (before == 0 && after == 0)
+      continue;
+    if (*mode != "constant" && dim == 0)
+      return n.fail("mode '" + *mode + "' cannot pad an empty axis");
+    if (*mode == "reflect" && (before > dim - 1 || after > dim - 1))
+      return n.fail("mode 'reflect' pads at most " + llvm::Twine(dim - 1) + " on an axis of " +
+                    llvm::Twine(dim));
+    if (*mode == "wrap" && (before > dim || after > dim))
+      return n.fail("mode 'wrap' pads at most the axis size " + llvm::Twine(dim));
+    auto block = [&](int64_t width, bool front) -> FailureOr<Value> {
+      SmallVector<int64_t> bs(shape.begin(), shape.end());
+      bs[ax] = width;
+      if (*mode == "constant") {
+        auto st = RankedTensorType::get({}, elt);
+        Attribute a = valueAttr ? *valueAttr : Attribute(b.getFloatAttr(elt, value));
+        Value c = arith::ConstantOp::create(b, n.loc, st, DenseElementsAttr::get(st, a));
+        return create("amp.expand", {c}, {named(n, "shape", ints(n, bs))});
+      }
+      if (*mode == "edge") {
+        auto e = front ? slice(r, ax, 0, 1, 1) : slice(r, ax, dim - 1, dim, 1);
+        if (failed(e))
+          return failure();
+        return create("amp.expand", {*e}, {named(n, "shape", ints(n, bs))});
+      }
+      if (*mode == "reflect") // x[width], ..., x[1] / x[dim-2], ..., x[dim-1-width]
+        // (an end before index 0 is written -dim - 1: a plain -1 would count
+        // from the back)
+        return front ? slice(r, ax, width, 0, -1)
+                     : slice(r, ax, dim - 2, dim - 2 - width < 0 ? -dim - 1 : dim - 2 - width, -1);
+      return front ? slice(r, ax, dim - width, dim, 1) : slice(r, ax, 0, width, 1); // wrap
+    };
+    SmallVector<Value> parts;
+    if (before) {
+      auto v = block(before, true);
+      if (failed(v))
+        return failure();
+      parts.push_back(*v);
+    }
+    parts.push_back(r);
+    if (after) {
+      auto v = block(after, false);
+      if (failed(v))
+        return failure();
+      parts.push_back(*v);
+    }
+    auto c = create("amp.concat", parts, {named(n, "axis", i64(n, ax))});
+    if (failed(c))
+      return failure();
+    r = *c;
+  }
+  n.setOutput(0, r);
+  return success();
+}
+
 /// Not: x xor true.
 LogicalResult handleNot(NodeCtx &n) {
   if (failed(n.allowAttrs({})))
@@ -2584,6 +2811,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Trilu"] = {14, handleTrilu, {1}};
     t["Range"] = {11, handleRange, {0, 1, 2}};
     t["Tile"] = {6, handleTile, {1}};
+    t["Pad"] = {2, handlePad, {1, 2, 3}};
     t["Identity"] = {1, un("amp.identity")};
     t["LeakyRelu"] = {1, [](NodeCtx &n) {
       if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))

@@ -504,6 +504,38 @@ def prelu_bad_slope():
                  [vi("y", TP.FLOAT, None)], opset=13)
 
 
+def pad(mode="reflect", pads=(1, -1, 2, 1), opset=13, value=None):
+    """Pad of x [3, 4] with constant pads (and a constant value)."""
+    c = [H.make_node("Constant", [], ["pads"],
+                     value=H.make_tensor("pads", TP.INT64, [len(pads)], list(pads)))]
+    ins = ["x", "pads"]
+    if value is not None:
+        c.append(H.make_node("Constant", [], ["v"], value=H.make_tensor("v", TP.FLOAT, [], [value])))
+        ins.append("v")
+    n = c + [H.make_node("Pad", ins, ["y"], name="pad", mode=mode)]
+    return model(n, [vi("x", TP.FLOAT, [3, 4])], [vi("y", TP.FLOAT, None)], opset=opset)
+
+
+def pad_reflect():
+    return pad()
+
+
+def pad_constant():
+    return pad("constant", (0, 2, 1, 0), value=0.5)
+
+
+def pad_reflect_too_far():
+    return pad(pads=(3, 0, 0, 0))
+
+
+def pad_unknown_mode():
+    return pad("mirror")
+
+
+def pad_crop_too_much():
+    return pad("edge", (-2, 0, -2, 0))
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()
