@@ -515,6 +515,33 @@ def padded(p, i):
 
 run_case("pad-modes", m, params, inputs, padded, constants=tuple(consts))
 
+# 4a8. GatherElements (torch.gather): the log-probability of each label
+#      picked from a LogSoftmax (a hand-written NLL loss), and rows of a
+#      parameter picked along axis 0 with repeats and negative indices (the
+#      gradient sums the repeats).
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5), "t": randn(5, D)}
+inputs = {"x": randn(N, D), "lab": rng.integers(0, C, (N, 1)).astype(np.int64),
+          "rows": rng.integers(-5, 5, (N, D)).astype(np.int64)}
+m = model([helper.make_node("GatherElements", ["t", "rows"], ["tr"], axis=0),
+           helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Add", ["h", "tr"], ["ht"]),
+           helper.make_node("MatMul", ["ht", "k"], ["z"]),
+           helper.make_node("LogSoftmax", ["z"], ["lp"], axis=1),
+           helper.make_node("GatherElements", ["lp", "lab"], ["picked"], axis=1),
+           helper.make_node("ReduceMean", ["picked"], ["mean"], keepdims=0),
+           helper.make_node("Neg", ["mean"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+
+
+def gathered(p, i):
+    rows = i["rows"] % 5
+    h = i["x"] @ p["w"] + torch.gather(p["t"], 0, rows)
+    lp = F.log_softmax(h @ p["k"], dim=1)
+    return -torch.gather(lp, 1, i["lab"]).mean()
+
+
+run_case("gather-elements", m, params, inputs, gathered)
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

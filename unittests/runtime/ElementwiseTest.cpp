@@ -320,6 +320,42 @@ TEST(Gather, NegativeIndicesAndRangeErrors) {
   EXPECT_NE(std::string(amprt_last_error()).find("index 5 out of range"), std::string::npos);
 }
 
+TEST(GatherElements, EveryAxisAgainstLoopsAndItsGradient) {
+  // data [4, 5, 3]; indices smaller than data off the axis (torch.gather's
+  // rule), negative ones included, repeated ones summed by the gradient.
+  const int64_t ds[3] = {4, 5, 3};
+  for (int32_t axis = 0; axis < 3; ++axis)
+    for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
+      std::vector<int64_t> is = {3, 4, 2};
+      is[axis] = 6; // more picks than the axis holds: repeats
+      Buf data = randn(dt, {4, 5, 3}), idx = randint(AMPRT_I64, is, -ds[axis], ds[axis]);
+      Buf y(dt, is), dy = randn(dt, is), dd(dt, {4, 5, 3});
+      AMPRT_OK_OR_FAIL(amprt_gather_elements(nullptr, data.p(), idx.p(), axis, y.p()));
+      AMPRT_OK_OR_FAIL(amprt_gather_elements_grad(nullptr, idx.p(), dy.p(), axis, dd.p()));
+      std::vector<double> ref(60, 0.0);
+      int wrong = 0;
+      for (int64_t i = 0; i < is[0]; ++i)
+        for (int64_t j = 0; j < is[1]; ++j)
+          for (int64_t k = 0; k < is[2]; ++k) {
+            int64_t lin = (i * is[1] + j) * is[2] + k, c[3] = {i, j, k};
+            int64_t v = (int64_t)idx.get(lin);
+            c[axis] = v < 0 ? v + ds[axis] : v;
+            int64_t at = (c[0] * 5 + c[1]) * 3 + c[2];
+            wrong += y.get(lin) != data.get(at);
+            ref[at] += dy.get(lin);
+          }
+      EXPECT_EQ(wrong, 0) << "axis " << axis << " " << amprt_dtype_name(dt);
+      // f32 sums of at most 6 terms, one rounding to the type at the end.
+      EXPECT_TRUE(near(dd, ref, dt == AMPRT_F32 ? 4 : 0.6, 1e-6)) << "axis " << axis;
+    }
+  Buf data = randn(AMPRT_F32, {2, 3}), idx(AMPRT_I64, {2, 3}), y(AMPRT_F32, {2, 3});
+  idx.set(4, 3);
+  EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), idx.p(), 1, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("index 3 out of range [-3, 3)"), std::string::npos);
+  Buf big(AMPRT_I64, {2, 4}), y2(AMPRT_F32, {2, 4});
+  EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), big.p(), 0, y2.p()), AMPRT_ERR_INVALID_ARGUMENT);
+}
+
 TEST(Dropout, KeepsAboutOneMinusRatioAndRescales) {
   amprt_context *ctx;
   AMPRT_OK_OR_FAIL(amprt_context_create("cpu", &ctx));

@@ -526,6 +526,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return failure();
         return emit(op, AMPRT_OP_SLICE_GRAD, d);
       })
+      .Case([&](GatherElementsOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank())};
+        return emit(op, AMPRT_OP_GATHER_ELEMENTS, d);
+      })
+      .Case([&](GatherElementsGradOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {(int64_t)o.getAxis()};
+        return emit(op, AMPRT_OP_GATHER_ELEMENTS_GRAD, d);
+      })
       .Case([&](GatherGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

@@ -792,6 +792,47 @@ LogicalResult handleLayerNorm(NodeCtx &n) {
   return success();
 }
 
+/// InstanceNormalization: layer_norm over the spatial dims (axis 2, unit
+/// scale, no bias; its f32 statistics and gradient), then the per-channel
+/// scale and bias, reshaped to [C, 1, ...].
+LogicalResult handleInstanceNorm(NodeCtx &n) {
+  if (failed(n.allowAttrs({"epsilon"})))
+    return failure();
+  auto eps = n.getFloat("epsilon", 1e-5f);
+  auto x = n.input(0), s = n.input(1), b = n.input(2);
+  if (failed(eps) || failed(x) || failed(s) || failed(b))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (xt.getRank() < 3 || !xt.hasStaticShape())
+    return n.fail("the input must be [N, C, D...] with a static shape");
+  int64_t c = xt.getDimSize(1);
+  for (auto [v, what] : {std::make_pair(*s, "scale"), std::make_pair(*b, "B")}) {
+    auto vt = cast<RankedTensorType>(v.getType());
+    if (vt.getRank() != 1 || vt.getDimSize(0) != c)
+      return n.fail(llvm::Twine("'") + what + "' must have shape [" + llvm::Twine(c) + "]");
+  }
+  auto ot = RankedTensorType::get(xt.getShape().drop_front(2), xt.getElementType());
+  Value ones = arith::ConstantOp::create(n.im.b, n.loc, ot,
+                                         DenseElementsAttr::get(ot, n.im.b.getFloatAttr(xt.getElementType(), 1.0)));
+  auto ln = n.im.create(n, "amp.layer_norm", {*x, ones},
+                        {named(n, "axis", i64(n, 2)), named(n, "epsilon", f32(n, *eps))}, 3);
+  if (failed(ln))
+    return failure();
+  SmallVector<int64_t> cs(xt.getRank() - 1, 1);
+  cs[0] = c;
+  SmallVector<Value> sb;
+  for (Value v : {*s, *b}) {
+    auto r = n.im.create(n, "amp.reshape", {v}, {named(n, "shape", ints(n, cs))}, 1);
+    if (failed(r))
+      return failure();
+    sb.push_back((*r)->getResult(0));
+  }
+  auto mul = n.im.create(n, "amp.mul", {(*ln)->getResult(0), sb[0]}, {}, 1);
+  if (failed(mul))
+    return failure();
+  return emitAll(n, "amp.add", {(*mul)->getResult(0), sb[1]}, {}, 1);
+}
+
 /// Axes from the attribute (old opsets) or the constant input 1 (new ones).
 FailureOr<std::optional<std::vector<int64_t>>>
 axesOf(NodeCtx &n, int inputSince) {
@@ -2812,6 +2853,15 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Range"] = {11, handleRange, {0, 1, 2}};
     t["Tile"] = {6, handleTile, {1}};
     t["Pad"] = {2, handlePad, {1, 2, 3}};
+    t["InstanceNormalization"] = {6, handleInstanceNorm};
+    t["GatherElements"] = {11, [](NodeCtx &n) {
+      if (failed(n.allowAttrs({"axis"})))
+        return failure();
+      auto axis = n.getInt("axis", 0);
+      if (failed(axis))
+        return failure();
+      return simple(n, "amp.gather_elements", {0, 1}, {named(n, "axis", i64(n, *axis))});
+    }};
     t["Identity"] = {1, un("amp.identity")};
     t["LeakyRelu"] = {1, [](NodeCtx &n) {
       if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))

@@ -500,6 +500,18 @@ amprt_status amprt_nll_loss_grad(amprt_context *ctx,
 amprt_status amprt_gather_grad(amprt_context *ctx, const amprt_tensor *indices,
                                const amprt_tensor *dy, int32_t axis,
                                amprt_tensor *ddata);
+/* ONNX GatherElements / torch.gather: y and indices share a shape (data's
+ * rank; on the other dims no larger than data's), y[..., i, ...] =
+ * data[..., indices[..., i, ...], ...] along `axis`. Negative indices count
+ * from the end; one out of range is an error. */
+amprt_status amprt_gather_elements(amprt_context *ctx, const amprt_tensor *data,
+                                   const amprt_tensor *indices, int32_t axis,
+                                   amprt_tensor *y);
+/* Its gradient for data: ddata = 0, then dy added where each element was
+ * read (an element read twice gets both); sums accumulate in f32. */
+amprt_status amprt_gather_elements_grad(amprt_context *ctx, const amprt_tensor *indices,
+                                        const amprt_tensor *dy, int32_t axis,
+                                        amprt_tensor *ddata);
 /* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
  * the reduced dims as 1; dx = dy / count where x == y (count: how many
  * elements of the slot equal its maximum), else 0. */
@@ -678,9 +690,11 @@ typedef enum amprt_opcode {
   AMPRT_OP_SLICE_GRAD = 36,        /* dy, dx (the sliced view), dx (whole, zeroed first) */
   AMPRT_OP_GATHER_GRAD = 37,       /* axis;  indices, dy, ddata */
   AMPRT_OP_REDUCE_MAX_GRAD = 38,   /* x, y, dy, dx */
-  AMPRT_OP_CONV_BN = 39            /* conv's attrs, epsilon, [flags];  x, w, [bias], scale, shift,
+  AMPRT_OP_CONV_BN = 39,           /* conv's attrs, epsilon, [flags];  x, w, [bias], scale, shift,
                                       mean, var, y: an f32 convolution followed by an
                                       inference-mode batch norm, folded into the weights */
+  AMPRT_OP_GATHER_ELEMENTS = 40,   /* axis;  data, indices, y */
+  AMPRT_OP_GATHER_ELEMENTS_GRAD = 41 /* axis;  indices, dy, ddata */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

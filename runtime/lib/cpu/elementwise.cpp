@@ -898,6 +898,96 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
   return storeFromF32(acc, ddata);
 }
 
+namespace {
+/// The shared checks of gather_elements and its gradient: indices i32 / i64
+/// of data's rank, no larger than data off the axis.
+amprt_status gatherElementsShapes(const char *what, const amprt_tensor *data,
+                                  const amprt_tensor *indices, int32_t axis,
+                                  const amprt_tensor *y) {
+  if (indices->dtype != AMPRT_I32 && indices->dtype != AMPRT_I64)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: indices must be i32 or i64", what);
+  bool ok = data->rank >= 1 && indices->rank == data->rank && y->rank == data->rank && axis >= 0 &&
+            axis < data->rank;
+  for (int32_t d = 0; ok && d < data->rank; ++d)
+    ok = y->shape[d] == indices->shape[d] && (d == axis || indices->shape[d] <= data->shape[d]);
+  if (!ok)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: data %s, indices %s and the result %s do not agree (axis %d)",
+                what, shapeString(data).c_str(), shapeString(indices).c_str(), shapeString(y).c_str(),
+                axis);
+  return AMPRT_OK;
+}
+
+/// Calls f(data offset in `strides`, indices offset, y offset) for every
+/// element of y; an index out of range stops with an error.
+template <typename F>
+amprt_status eachGathered(const char *what, const amprt_tensor *indices, const int64_t *dataShape,
+                          const int64_t *dataStrides, const amprt_tensor *y, int32_t axis, F f) {
+  int32_t rank = y->rank;
+  int64_t n = amprt_tensor_numel(y), limit = dataShape[axis];
+  int64_t c[AMPRT_MAX_RANK] = {0};
+  for (int64_t lin = 0; lin < n; ++lin) {
+    int64_t ioff = 0, yoff = 0, doff = 0;
+    for (int32_t d = 0; d < rank; ++d) {
+      ioff += c[d] * indices->strides[d];
+      yoff += c[d] * y->strides[d];
+      if (d != axis)
+        doff += c[d] * dataStrides[d];
+    }
+    int64_t k = loadI(indices->data, indices->dtype, ioff);
+    if (k < -limit || k >= limit)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: index %lld out of range [-%lld, %lld)", what,
+                  (long long)k, (long long)limit, (long long)limit);
+    f(doff + (k < 0 ? k + limit : k) * dataStrides[axis], ioff, yoff);
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      if (++c[d] < y->shape[d])
+        break;
+      c[d] = 0;
+    }
+  }
+  return AMPRT_OK;
+}
+} // namespace
+
+extern "C" amprt_status amprt_gather_elements(amprt_context *, const amprt_tensor *data,
+                                              const amprt_tensor *indices, int32_t axis,
+                                              amprt_tensor *y) {
+  AMPRT_CHECK(check(data, "amprt_gather_elements: data"));
+  AMPRT_CHECK(check(indices, "amprt_gather_elements: indices"));
+  AMPRT_CHECK(check(y, "amprt_gather_elements: y"));
+  AMPRT_CHECK(gatherElementsShapes("amprt_gather_elements", data, indices, axis, y));
+  if (data->dtype != y->dtype)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_elements: data and y differ in type");
+  size_t es = amprt_dtype_size(y->dtype);
+  return eachGathered("amprt_gather_elements", indices, data->shape, data->strides, y, axis,
+                      [&](int64_t doff, int64_t, int64_t yoff) {
+                        std::memcpy(static_cast<char *>(y->data) + yoff * es,
+                                    static_cast<const char *>(data->data) + doff * es, es);
+                      });
+}
+
+extern "C" amprt_status amprt_gather_elements_grad(amprt_context *, const amprt_tensor *indices,
+                                                   const amprt_tensor *dy, int32_t axis,
+                                                   amprt_tensor *ddata) {
+  AMPRT_CHECK(check(indices, "amprt_gather_elements_grad: indices"));
+  AMPRT_CHECK(check(dy, "amprt_gather_elements_grad: dy"));
+  AMPRT_CHECK(check(ddata, "amprt_gather_elements_grad: ddata"));
+  AMPRT_CHECK(gatherElementsShapes("amprt_gather_elements_grad", ddata, indices, axis, dy));
+  if (!isFloat(dy->dtype) || dy->dtype != ddata->dtype || !amprt_tensor_is_contiguous(ddata))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_gather_elements_grad: dy and ddata must be one float type, ddata contiguous");
+  // Sums in f32 (a scratch copy when ddata is f16 / bf16), in y's order.
+  amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
+  float *a = static_cast<float *>(acc.data);
+  std::fill(a, a + amprt_tensor_numel(ddata), 0.0f);
+  int64_t dense[AMPRT_MAX_RANK];
+  contiguousStrides(ddata->rank, ddata->shape, dense);
+  AMPRT_CHECK(eachGathered("amprt_gather_elements_grad", indices, ddata->shape, dense, dy, axis,
+                           [&](int64_t doff, int64_t, int64_t yoff) {
+                             a[doff] += loadF(dy->data, dy->dtype, yoff);
+                           }));
+  return storeFromF32(acc, ddata);
+}
+
 extern "C" amprt_status amprt_reduce_max_grad(amprt_context *, const amprt_tensor *x,
                                               const amprt_tensor *y, const amprt_tensor *dy,
                                               amprt_tensor *dx) {

@@ -86,6 +86,12 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_GATHER:
     AMPRT_CHECK(need(d, 3, 1, "gather"));
     return amprt_gather(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
+  case AMPRT_OP_GATHER_ELEMENTS:
+    AMPRT_CHECK(need(d, 3, 1, "gather_elements"));
+    return amprt_gather_elements(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
+  case AMPRT_OP_GATHER_ELEMENTS_GRAD:
+    AMPRT_CHECK(need(d, 3, 1, "gather_elements_grad"));
+    return amprt_gather_elements_grad(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
   case AMPRT_OP_DROPOUT: {
     // ratio, training; tensors x, y, mask
     AMPRT_CHECK(need(d, 3, 2, "dropout"));

@@ -664,6 +664,44 @@ struct GatherGradF {
   }
 };
 
+/// GatherElements: y's element lin reads data at y's coordinates with the
+/// axis one replaced by the index (`dataStrides` data's, or ddata's dense
+/// ones for the gradient). Shared by the forward (copy) and the gradient
+/// (an f32 atomic add on the device, in order on the host).
+struct GatherElementsF {
+  View data, idx, y;
+  int32_t axis;
+  int64_t es;
+  float *acc; // the gradient's accumulator, or null for the forward
+  int64_t limit, dataStrides[AMPRT_MAX_RANK];
+  DeviceError *err;
+  HD void operator()(int64_t lin) const {
+    int64_t c[AMPRT_MAX_RANK];
+    int64_t rem = lin;
+    for (int32_t d = y.rank - 1; d >= 0; --d) {
+      c[d] = rem % y.shape[d];
+      rem /= y.shape[d];
+    }
+    int64_t ioff = 0, yoff = 0, doff = 0;
+    for (int32_t d = 0; d < y.rank; ++d) {
+      ioff += c[d] * idx.strides[d];
+      yoff += c[d] * y.strides[d];
+      if (d != axis)
+        doff += c[d] * dataStrides[d];
+    }
+    int64_t k = ldI(idx.data, idx.dtype, ioff);
+    if (k < -limit || k >= limit) {
+      recordError(err, ERR_INDEX, k, limit, 0);
+      return;
+    }
+    doff += (k < 0 ? k + limit : k) * dataStrides[axis];
+    if (acc)
+      addTo(acc + doff, ldF(y.data, y.dtype, yoff));
+    else
+      copyElement(y.data + yoff * es, data.data + doff * es, es);
+  }
+};
+
 //--- Dropout (the CPU's generator, jumped ahead) ----------------------------------
 
 constexpr int kRngJumps = 48; // elements per dropout call < 2^48
@@ -2905,6 +2943,39 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(each(&d, numel(dy), f, "gather_grad"));
     if (dd2.dtype != AMPRT_F32)
       AMPRT_CHECK(each(&d, numel(dd2), CastFloatF{acc, dd2.data, AMPRT_F32, dd2.dtype}, "gather_grad"));
+    return AMPRT_OK;
+  }
+  case AMPRT_OP_GATHER_ELEMENTS:
+  case AMPRT_OP_GATHER_ELEMENTS_GRAD: {
+    bool grad = dd.opcode == AMPRT_OP_GATHER_ELEMENTS_GRAD;
+    AMPRT_CHECK(need(dd, 3, 1, grad ? "gather_elements_grad" : "gather_elements"));
+    int32_t axis = (int32_t)a[0];
+    // Forward: data, indices, y. Gradient: indices, dy (read as "y"), ddata.
+    const amprt_tensor &data = grad ? t[2] : t[0], &idx = grad ? t[0] : t[1], &y = grad ? t[1] : t[2];
+    bool ok = (idx.dtype == AMPRT_I32 || idx.dtype == AMPRT_I64) && data.rank >= 1 &&
+              idx.rank == data.rank && y.rank == data.rank && axis >= 0 && axis < data.rank &&
+              data.dtype == y.dtype && (!grad || (floatType(y.dtype) && amprt_tensor_is_contiguous(&data)));
+    for (int32_t i = 0; ok && i < data.rank; ++i)
+      ok = y.shape[i] == idx.shape[i] && (i == axis || idx.shape[i] <= data.shape[i]);
+    if (!ok)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s's operands do not agree",
+                  grad ? "gather_elements_grad" : "gather_elements");
+    GatherElementsF f{viewOf(data), viewOf(idx), viewOf(y), axis, (int64_t)amprt_dtype_size(y.dtype),
+                      nullptr, data.shape[axis], {}, d.err};
+    if (!grad) {
+      for (int32_t i = 0; i < data.rank; ++i)
+        f.dataStrides[i] = data.strides[i];
+      return each(&d, numel(y), f, "gather_elements");
+    }
+    void *acc = data.data;
+    if (data.dtype != AMPRT_F32)
+      AMPRT_CHECK(scratch(d, 0, (size_t)numel(data) * 4, &acc));
+    AMPRT_CHECK(zero(d, acc, (size_t)numel(data) * 4));
+    f.acc = static_cast<float *>(acc);
+    contiguousStrides(data.rank, data.shape, f.dataStrides);
+    AMPRT_CHECK(each(&d, numel(y), f, "gather_elements_grad"));
+    if (data.dtype != AMPRT_F32)
+      AMPRT_CHECK(each(&d, numel(data), CastFloatF{acc, data.data, AMPRT_F32, data.dtype}, "gather_elements_grad"));
     return AMPRT_OK;
   }
   case AMPRT_OP_DROPOUT: {

@@ -116,7 +116,7 @@ const char *opName(int64_t op) {
       "conv_grad", "layer_norm_grad", "max_pool_grad", "average_pool_grad", "batch_norm_grad",
       "sgd_update", "adam_update", "step_count", "nll_loss_grad", "unscale_and_check",
       "clip_grad_norm", "update_scale", "micro_step", "slice_grad", "gather_grad",
-      "reduce_max_grad", "conv_bn"};
+      "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad"};
   return op >= 0 && op < (int64_t)(sizeof names / sizeof *names) ? names[op] : "?";
 }
 
@@ -125,6 +125,7 @@ enum Kind { kExact, kElementwise, kSums, kUnary, kAdam };
 Kind kindOf(int64_t op) {
   switch (op) {
   case AMPRT_OP_CAST: case AMPRT_OP_COPY: case AMPRT_OP_CONCAT: case AMPRT_OP_GATHER:
+  case AMPRT_OP_GATHER_ELEMENTS:
   case AMPRT_OP_WHERE: case AMPRT_OP_DROPOUT: case AMPRT_OP_SLICE_GRAD: case AMPRT_OP_MAX_POOL:
   case AMPRT_OP_SGD_UPDATE: case AMPRT_OP_STEP_COUNT: case AMPRT_OP_MICRO_STEP:
   case AMPRT_OP_UNSCALE_AND_CHECK: case AMPRT_OP_UPDATE_SCALE:
@@ -132,7 +133,8 @@ Kind kindOf(int64_t op) {
   case AMPRT_OP_GEMM: case AMPRT_OP_MATMUL: case AMPRT_OP_CONV: case AMPRT_OP_CONV_GRAD:
   case AMPRT_OP_CONV_BN: case AMPRT_OP_REDUCE: case AMPRT_OP_BATCH_NORM: case AMPRT_OP_BATCH_NORM_GRAD:
   case AMPRT_OP_LAYER_NORM_GRAD: case AMPRT_OP_CLIP_GRAD_NORM: case AMPRT_OP_SOFTMAX_CROSS_ENTROPY:
-  case AMPRT_OP_NLL_LOSS: case AMPRT_OP_GATHER_GRAD: case AMPRT_OP_MAX_POOL_GRAD:
+  case AMPRT_OP_NLL_LOSS: case AMPRT_OP_GATHER_GRAD: case AMPRT_OP_GATHER_ELEMENTS_GRAD:
+  case AMPRT_OP_MAX_POOL_GRAD:
   case AMPRT_OP_AVERAGE_POOL_GRAD: case AMPRT_OP_REDUCE_MAX_GRAD: case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD:
   case AMPRT_OP_NLL_LOSS_GRAD:
     return kSums;

@@ -536,6 +536,21 @@ def pad_crop_too_much():
     return pad("edge", (-2, 0, -2, 0))
 
 
+def gather_elements_norm():
+    """GatherElements (axis -1) and InstanceNormalization."""
+    n = [H.make_node("GatherElements", ["x", "i"], ["g"], axis=-1),
+         H.make_node("InstanceNormalization", ["img", "s", "b"], ["y"], epsilon=1e-3)]
+    return model(n, [vi("x", TP.FLOAT, [2, 5]), vi("i", TP.INT64, [2, 3]),
+                     vi("img", TP.FLOAT, [2, 3, 4, 4]), vi("s", TP.FLOAT, [3]), vi("b", TP.FLOAT, [3])],
+                 [vi("g", TP.FLOAT, [2, 3]), vi("y", TP.FLOAT, [2, 3, 4, 4])], opset=13)
+
+
+def gather_elements_too_big():
+    n = [H.make_node("GatherElements", ["x", "i"], ["g"], name="ge", axis=1)]
+    return model(n, [vi("x", TP.FLOAT, [2, 5]), vi("i", TP.INT64, [3, 3])],
+                 [vi("g", TP.FLOAT, None)], opset=13)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

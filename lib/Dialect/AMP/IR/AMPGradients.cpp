@@ -650,6 +650,21 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                               SmallVectorImpl<Value> &og) {
+  og.assign(getOperation()->getNumOperands(), Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  auto in = cast<RankedTensorType>(getData().getType());
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  int64_t axis = getAxis() < 0 ? getAxis() + in.getRank() : getAxis();
+  og[0] = GatherElementsGradOp::create(b, getLoc(), getIndices(), rg[0],
+                                       b.getDenseI64ArrayAttr(in.getShape()),
+                                       b.getI64IntegerAttr(axis));
+  return success();
+}
+
 LogicalResult SliceGradOp::verify() {
   auto dy = cast<RankedTensorType>(getDy().getType());
   auto dx = cast<RankedTensorType>(getDx().getType());

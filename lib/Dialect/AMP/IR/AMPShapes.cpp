@@ -1093,6 +1093,35 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto data = r.ranked(adaptor.getData(), "data");
+  auto idx = r.ranked(adaptor.getIndices(), "indices");
+  if (failed(data) || failed(idx))
+    return failure();
+  if (data->getRank() == 0 || idx->getRank() != data->getRank())
+    return r.fail("indices ", shapeString(idx->getShape()), " must have the rank of data ",
+                  shapeString(data->getShape()), " (at least 1)");
+  auto axis = r.axis(adaptor.getAxis(), data->getRank(), "axis");
+  if (failed(axis))
+    return failure();
+  for (int64_t d = 0; d < data->getRank(); ++d)
+    if (d != *axis && !ShapedType::isDynamic(idx->getDimSize(d)) &&
+        !ShapedType::isDynamic(data->getDimSize(d)) && idx->getDimSize(d) > data->getDimSize(d))
+      return r.fail("indices ", shapeString(idx->getShape()), " exceed data ",
+                    shapeString(data->getShape()), " on dim ", d, " (only the axis may differ)");
+  types.push_back(RankedTensorType::get(idx->getShape(), data->getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto dy = cast<RankedTensorType>(adaptor.getDy().getType());
+  types.push_back(RankedTensorType::get(adaptor.getShape(), dy.getElementType()));
+  return success();
+}
+
 LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,

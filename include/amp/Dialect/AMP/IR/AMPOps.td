@@ -293,6 +293,19 @@ def AMP_GatherOp : AMP_InferredOp<"gather", [Pure, DeclareOpInterfaceMethods<AMP
   let results = (outs AMP_AnyTensor:$output);
 }
 
+def AMP_GatherElementsOp : AMP_InferredOp<"gather_elements", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Take one entry per index along `axis` (ONNX GatherElements, torch.gather)";
+  let description = [{
+    indices has data's rank and, off `axis`, dims no larger than data's;
+    the result has indices' shape: out[..., i, ...] = data[..., indices[...,
+    i, ...], ...]. Negative indices count from the end; one out of range is
+    a run-time error.
+  }];
+  let arguments = (ins AMP_AnyTensor:$data, AMP_IndexTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AMP_AnyTensor:$output);
+}
+
 def AMP_ExpandOp : AMP_InferredOp<"expand", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Broadcast to a constant shape (ONNX Expand)";
   let arguments = (ins AMP_AnyTensor:$input, DenseI64ArrayAttr:$shape);
@@ -852,6 +865,18 @@ def AMP_GatherGradOp : AMP_InferredOp<"gather_grad", [Pure]> {
   let results = (outs AMP_FloatTensor:$ddata);
   let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+def AMP_GatherElementsGradOp : AMP_InferredOp<"gather_elements_grad", [Pure]> {
+  let summary = "Gradient of amp.gather_elements for its data";
+  let description = [{
+    ddata (dy's element type in the data's `shape`) is zero except where an
+    element was read, which gets the dy entries that read it, summed.
+  }];
+  let arguments = (ins AMP_IndexTensor:$indices, AMP_FloatTensor:$dy,
+                   DenseI64ArrayAttr:$shape, I64Attr:$axis);
+  let results = (outs AMP_FloatTensor:$ddata);
+  let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
 }
 
 def AMP_ReduceMaxGradOp : AMP_Op<"reduce_max_grad", [Pure, AllTypesMatch<["x", "dx"]>]> {
