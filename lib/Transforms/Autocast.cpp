@@ -161,6 +161,13 @@ Autocaster::Decision Autocaster::decide(Operation *op,
              it != opts.policy.nodes.end()) {
     rule = it->second;
     why = "node override in " + it->second.source;
+  } else if (auto hint = op->getAttrOfType<StringAttr>("amp.class");
+             hint && parsePrecisionClass(hint.getValue())) {
+    // The importer's mark on the ops it composes one ONNX node of whose
+    // PyTorch counterpart autocast runs in fp32 (Resize, the norms).
+    rule = PolicyRule{*parsePrecisionClass(hint.getValue()), "f32", "importer"};
+    why = "node '" + name + "' (" + opName.str() + ") is part of an op imported as " +
+          hint.getValue().str();
   } else if (auto fwd = op->getAttrOfType<StringAttr>("amp.differentiates")) {
     auto f = byNode.find(fwd.getValue());
     if (f != byNode.end()) {

@@ -85,3 +85,20 @@ func.func @promote(%w: tensor<4x4xf32> {amp.param = "w"}, %x: tensor<2x4xf32>) -
   %2 = amp.concat %0, %0 {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
   return %1, %2 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// The importer's amp.class mark (Resize's linear taps, the norms): a
+// follow op so marked computes in f32 after a low matmul; an unmarked one
+// next to it follows its f16 input.
+// CHECK-LABEL: func @marked
+// CHECK: %[[M:.+]] = amp.matmul {{.*}} -> tensor<2x4xf16>
+// CHECK: %[[W:.+]] = amp.cast %[[M]] : tensor<2x4xf16> to tensor<2x4xf32>
+// CHECK: amp.mul %[[W]], %[[W]] {amp.class = "fp32"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: amp.mul %[[M]], %[[M]] : (tensor<2x4xf16>, tensor<2x4xf16>) -> tensor<2x4xf16>
+func.func @marked(%w: tensor<4x4xf32> {amp.param = "w"}, %x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %0 = amp.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %1 = amp.mul %0, %0 {amp.class = "fp32"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %2 = amp.mul %0, %0 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %1, %2 : tensor<2x4xf32>, tensor<2x4xf32>
+}

@@ -542,6 +542,39 @@ def gathered(p, i):
 
 run_case("gather-elements", m, params, inputs, gathered)
 
+# 4a9. Resize: nearest (x2 scales, asymmetric / floor: torch's nearest),
+#      linear (sizes, half_pixel: bilinear, align_corners False) and cubic
+#      (sizes, align_corners: bicubic) against F.interpolate.
+params = {"w": randn(D, D, scale=0.8), "k16": randn(16, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y24": rng.integers(0, C, 24).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Reshape", ["h", "s4"], ["h4"]),
+           helper.make_node("Resize", ["h4", "", "sc"], ["un"], mode="nearest",
+                            coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+           helper.make_node("Resize", ["h4", "", "", "sz"], ["ul"], mode="linear"),
+           helper.make_node("Resize", ["h4", "", "", "sz"], ["uc"], mode="cubic",
+                            coordinate_transformation_mode="align_corners"),
+           helper.make_node("Sum", ["un", "ul", "uc"], ["u"]),
+           helper.make_node("Reshape", ["u", "s2"], ["u2"]),
+           helper.make_node("MatMul", ["u2", "k16"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y24"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+consts = {"s4": np.array([2, 1, 6, 8], np.int64), "sc": np.array([1, 1, 2, 2], np.float32),
+          "sz": np.array([2, 1, 12, 16], np.int64), "s2": np.array([24, 16], np.int64)}
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def resized(p, i):
+    h4 = (i["x"] @ p["w"]).reshape(2, 1, 6, 8)
+    u = (F.interpolate(h4, scale_factor=2, mode="nearest") +
+         F.interpolate(h4, size=(12, 16), mode="bilinear", align_corners=False) +
+         F.interpolate(h4, size=(12, 16), mode="bicubic", align_corners=True))
+    return F.cross_entropy(u.reshape(24, 16) @ p["k16"], i["y24"])
+
+
+run_case("resize", m, params, inputs, resized, constants=tuple(consts))
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

@@ -356,6 +356,45 @@ TEST(GatherElements, EveryAxisAgainstLoopsAndItsGradient) {
   EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), big.p(), 0, y2.p()), AMPRT_ERR_INVALID_ARGUMENT);
 }
 
+TEST(ArgReduce, MaxMinTiesNaNAndIntegers) {
+  // Every axis of [3, 4, 5], small integers (many ties), a NaN; max and
+  // min, first and last of equal values.
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_I64})
+    for (int32_t axis = 0; axis < 3; ++axis)
+      for (int mn = 0; mn < 2; ++mn)
+        for (int last = 0; last < 2; ++last) {
+          Buf x = randint(dt == AMPRT_I64 ? AMPRT_I64 : AMPRT_I32, {3, 4, 5}, -3, 4);
+          Buf xt(dt, {3, 4, 5});
+          for (int64_t i = 0; i < 60; ++i)
+            xt.set(i, x.get(i));
+          if (dt != AMPRT_I64)
+            xt.set(7, NAN);
+          std::vector<int64_t> ys = {3, 4, 5};
+          ys[axis] = 1;
+          Buf y(AMPRT_I64, ys);
+          AMPRT_OK_OR_FAIL(amprt_arg_reduce(nullptr, xt.p(), axis, mn, last, y.p()));
+          const int64_t st[3] = {20, 5, 1};
+          int wrong = 0;
+          for (int64_t lin = 0; lin < y.numel(); ++lin) {
+            int64_t c[3] = {lin / (ys[1] * ys[2]), (lin / ys[2]) % ys[1], lin % ys[2]};
+            int64_t base = c[0] * 20 + c[1] * 5 + c[2], best = -1;
+            double bv = 0;
+            for (int64_t i = 0; i < (int64_t)(axis == 0 ? 3 : axis == 1 ? 4 : 5); ++i) {
+              double v = xt.get(base + i * st[axis]);
+              bool take = best < 0 || (!std::isnan(bv) && (std::isnan(v) || (mn ? (last ? v <= bv : v < bv)
+                                                                              : (last ? v >= bv : v > bv))));
+              if (take)
+                best = i, bv = v;
+            }
+            wrong += y.get(lin) != (double)best;
+          }
+          EXPECT_EQ(wrong, 0) << amprt_dtype_name(dt) << " axis " << axis << " min " << mn << " last "
+                              << last << " (seed " << testSeed() << ")";
+        }
+  Buf x = randn(AMPRT_F32, {2, 3}), bad(AMPRT_I32, {2, 1});
+  EXPECT_EQ(amprt_arg_reduce(nullptr, x.p(), 1, 0, 0, bad.p()), AMPRT_ERR_INVALID_ARGUMENT);
+}
+
 TEST(Dropout, KeepsAboutOneMinusRatioAndRescales) {
   amprt_context *ctx;
   AMPRT_OK_OR_FAIL(amprt_context_create("cpu", &ctx));

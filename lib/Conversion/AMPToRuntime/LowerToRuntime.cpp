@@ -526,6 +526,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return failure();
         return emit(op, AMPRT_OP_SLICE_GRAD, d);
       })
+      .Case<ArgMaxOp, ArgMinOp>([&](Operation *) -> LogicalResult {
+        auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+        int64_t axis = normAxis(op->getAttrOfType<IntegerAttr>("axis").getInt(), in.getRank());
+        SmallVector<int64_t> keep(in.getShape());
+        keep[axis] = 1;
+        if (failed(tensor(d, op->getOperand(0), op)) ||
+            failed(tensor(d, op->getResult(0), op, keep)))
+          return failure();
+        auto last = op->getAttrOfType<BoolAttr>("select_last_index");
+        d.attrs = {axis, isa<ArgMinOp>(op) ? 1 : 0, last && last.getValue() ? 1 : 0};
+        return emit(op, AMPRT_OP_ARG_REDUCE, d);
+      })
       .Case([&](GatherElementsOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

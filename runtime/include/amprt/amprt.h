@@ -512,6 +512,12 @@ amprt_status amprt_gather_elements(amprt_context *ctx, const amprt_tensor *data,
 amprt_status amprt_gather_elements_grad(amprt_context *ctx, const amprt_tensor *indices,
                                         const amprt_tensor *dy, int32_t axis,
                                         amprt_tensor *ddata);
+/* ONNX ArgMax / ArgMin along `axis`: y (int64, x's shape with the axis 1)
+ * holds the index of the largest (min: smallest) value, the first of equal
+ * ones (the last with select_last); a NaN counts as the extreme, as numpy
+ * and torch have it. */
+amprt_status amprt_arg_reduce(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
+                              int min, int select_last, amprt_tensor *y);
 /* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
  * the reduced dims as 1; dx = dy / count where x == y (count: how many
  * elements of the slot equal its maximum), else 0. */
@@ -694,7 +700,8 @@ typedef enum amprt_opcode {
                                       mean, var, y: an f32 convolution followed by an
                                       inference-mode batch norm, folded into the weights */
   AMPRT_OP_GATHER_ELEMENTS = 40,   /* axis;  data, indices, y */
-  AMPRT_OP_GATHER_ELEMENTS_GRAD = 41 /* axis;  indices, dy, ddata */
+  AMPRT_OP_GATHER_ELEMENTS_GRAD = 41, /* axis;  indices, dy, ddata */
+  AMPRT_OP_ARG_REDUCE = 42         /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -988,6 +988,53 @@ extern "C" amprt_status amprt_gather_elements_grad(amprt_context *, const amprt_
   return storeFromF32(acc, ddata);
 }
 
+extern "C" amprt_status amprt_arg_reduce(amprt_context *, const amprt_tensor *x, int32_t axis,
+                                         int min, int select_last, amprt_tensor *y) {
+  AMPRT_CHECK(check(x, "amprt_arg_reduce: x"));
+  AMPRT_CHECK(check(y, "amprt_arg_reduce: y"));
+  bool ok = y->dtype == AMPRT_I64 && x->rank >= 1 && y->rank == x->rank && axis >= 0 &&
+            axis < x->rank && x->shape[axis] >= 1 && y->shape[axis] == 1;
+  for (int32_t d = 0; ok && d < x->rank; ++d)
+    ok = d == axis || y->shape[d] == x->shape[d];
+  if (!ok)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_arg_reduce: x %s and y %s (i64, the axis 1) do not agree for axis %d",
+                shapeString(x).c_str(), shapeString(y).c_str(), axis);
+  bool flt = isFloat(x->dtype), mn = min != 0, last = select_last != 0;
+  int64_t n = amprt_tensor_numel(y), len = x->shape[axis];
+  int64_t c[AMPRT_MAX_RANK] = {0};
+  for (int64_t lin = 0; lin < n; ++lin) {
+    int64_t xoff = 0, yoff = 0;
+    for (int32_t d = 0; d < x->rank; ++d) {
+      xoff += c[d] * x->strides[d];
+      yoff += c[d] * y->strides[d];
+    }
+    int64_t best = 0;
+    if (flt) {
+      float bv = loadF(x->data, x->dtype, xoff);
+      for (int64_t i = 1; i < len; ++i) {
+        float v = loadF(x->data, x->dtype, xoff + i * x->strides[axis]);
+        if (argBetter(v, bv, mn, last))
+          bv = v, best = i;
+      }
+    } else {
+      int64_t bv = loadI(x->data, x->dtype, xoff);
+      for (int64_t i = 1; i < len; ++i) {
+        int64_t v = loadI(x->data, x->dtype, xoff + i * x->strides[axis]);
+        if (argBetter(v, bv, mn, last))
+          bv = v, best = i;
+      }
+    }
+    static_cast<int64_t *>(y->data)[yoff] = best;
+    for (int32_t d = x->rank - 1; d >= 0; --d) {
+      if (++c[d] < y->shape[d])
+        break;
+      c[d] = 0;
+    }
+  }
+  return AMPRT_OK;
+}
+
 extern "C" amprt_status amprt_reduce_max_grad(amprt_context *, const amprt_tensor *x,
                                               const amprt_tensor *y, const amprt_tensor *dy,
                                               amprt_tensor *dx) {

@@ -213,6 +213,17 @@ AMPRT_HOST_DEVICE inline bool compareI(int op, int64_t p, int64_t q) {
   }
 }
 
+/// Whether v replaces the current extreme `best` of an arg max / min scan
+/// (a NaN is the extreme: the first one stays; ties per select_last).
+template <typename T>
+AMPRT_HOST_DEVICE inline bool argBetter(T v, T best, bool min, bool last) {
+  if (best != best)
+    return false;
+  if (v != v)
+    return true;
+  return min ? (last ? v <= best : v < best) : (last ? v >= best : v > best);
+}
+
 /// A binary op in int64 (wrapping); an integer division by zero gives 0 and
 /// sets *divByZero.
 AMPRT_HOST_DEVICE inline int64_t binaryI(int op, int64_t p, int64_t q, bool *divByZero) {

@@ -702,6 +702,43 @@ struct GatherElementsF {
   }
 };
 
+/// ArgMax / ArgMin: one output slot per thread, scanning the axis.
+struct ArgReduceF {
+  View x, y;
+  int32_t axis;
+  bool min, last;
+  HD void operator()(int64_t lin) const {
+    int64_t c[AMPRT_MAX_RANK];
+    int64_t rem = lin;
+    for (int32_t d = y.rank - 1; d >= 0; --d) {
+      c[d] = rem % y.shape[d];
+      rem /= y.shape[d];
+    }
+    int64_t xoff = 0, yoff = 0;
+    for (int32_t d = 0; d < y.rank; ++d) {
+      xoff += c[d] * x.strides[d];
+      yoff += c[d] * y.strides[d];
+    }
+    int64_t best = 0, len = x.shape[axis], st = x.strides[axis];
+    if (floatType(x.dtype)) {
+      float bv = ldF(x.data, x.dtype, xoff);
+      for (int64_t i = 1; i < len; ++i) {
+        float v = ldF(x.data, x.dtype, xoff + i * st);
+        if (argBetter(v, bv, min, last))
+          bv = v, best = i;
+      }
+    } else {
+      int64_t bv = ldI(x.data, x.dtype, xoff);
+      for (int64_t i = 1; i < len; ++i) {
+        int64_t v = ldI(x.data, x.dtype, xoff + i * st);
+        if (argBetter(v, bv, min, last))
+          bv = v, best = i;
+      }
+    }
+    reinterpret_cast<int64_t *>(y.data)[yoff] = best;
+  }
+};
+
 //--- Dropout (the CPU's generator, jumped ahead) ----------------------------------
 
 constexpr int kRngJumps = 48; // elements per dropout call < 2^48
@@ -2944,6 +2981,18 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     if (dd2.dtype != AMPRT_F32)
       AMPRT_CHECK(each(&d, numel(dd2), CastFloatF{acc, dd2.data, AMPRT_F32, dd2.dtype}, "gather_grad"));
     return AMPRT_OK;
+  }
+  case AMPRT_OP_ARG_REDUCE: {
+    AMPRT_CHECK(need(dd, 2, 3, "arg_reduce"));
+    int32_t axis = (int32_t)a[0];
+    const amprt_tensor &x = t[0], &y = t[1];
+    bool ok = y.dtype == AMPRT_I64 && x.rank >= 1 && y.rank == x.rank && axis >= 0 && axis < x.rank &&
+              x.shape[axis] >= 1 && y.shape[axis] == 1;
+    for (int32_t i = 0; ok && i < x.rank; ++i)
+      ok = i == axis || y.shape[i] == x.shape[i];
+    if (!ok)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): arg_reduce's operands do not agree");
+    return each(&d, numel(y), ArgReduceF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0}, "arg_reduce");
   }
   case AMPRT_OP_GATHER_ELEMENTS:
   case AMPRT_OP_GATHER_ELEMENTS_GRAD: {

@@ -551,6 +551,39 @@ def gather_elements_too_big():
                  [vi("g", TP.FLOAT, None)], opset=13)
 
 
+def resize(mode="nearest", coord="asymmetric", sizes=None, scales=(1.0, 1.0, 2.0, 1.5)):
+    c = []
+    ins = ["x", ""]
+    if sizes is None:
+        c.append(H.make_node("Constant", [], ["sc"], value=H.make_tensor("sc", TP.FLOAT, [4], list(scales))))
+        ins.append("sc")
+    else:
+        c.append(H.make_node("Constant", [], ["sz"], value=H.make_tensor("sz", TP.INT64, [4], list(sizes))))
+        ins += ["", "sz"]
+    n = c + [H.make_node("Resize", ins, ["y"], name="resize", mode=mode,
+                         coordinate_transformation_mode=coord, nearest_mode="floor")]
+    return model(n, [vi("x", TP.FLOAT, [1, 1, 2, 2])], [vi("y", TP.FLOAT, None)], opset=13)
+
+
+def resize_nearest():
+    return resize()
+
+
+def resize_linear():
+    return resize("linear", "align_corners", sizes=(1, 1, 3, 2))
+
+
+def resize_crop():
+    return resize("linear", "tf_crop_and_resize")
+
+
+def argmax():
+    n = [H.make_node("ArgMax", ["x"], ["a"], axis=1, keepdims=0),
+         H.make_node("ArgMin", ["x"], ["b"], axis=-1, select_last_index=1)]
+    return model(n, [vi("x", TP.FLOAT, [2, 3, 4])], [vi("a", TP.INT64, None), vi("b", TP.INT64, None)],
+                 opset=13)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

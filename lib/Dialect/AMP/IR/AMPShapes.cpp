@@ -1093,6 +1093,40 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+template <typename OpTy>
+static LogicalResult inferArgReduce(std::optional<Location> loc, typename OpTy::Adaptor adaptor,
+                                    SmallVectorImpl<Type> &types) {
+  Rules r(loc, OpTy::getOperationName());
+  auto in = r.ranked(adaptor.getInput(), "input");
+  if (failed(in))
+    return failure();
+  if (in->getRank() == 0)
+    return r.fail("input must have rank >= 1");
+  auto axis = r.axis(adaptor.getAxis(), in->getRank(), "axis");
+  if (failed(axis))
+    return failure();
+  if (in->getDimSize(*axis) == 0)
+    return r.fail("the axis is empty");
+  SmallVector<int64_t> out;
+  for (int64_t d = 0; d < in->getRank(); ++d)
+    if (d != *axis)
+      out.push_back(in->getDimSize(d));
+    else if (adaptor.getKeepdims())
+      out.push_back(1);
+  types.push_back(RankedTensorType::get(out, IntegerType::get(in->getContext(), 64)));
+  return success();
+}
+
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,
+                                         SmallVectorImpl<Type> &t) {
+  return inferArgReduce<ArgMaxOp>(l, a, t);
+}
+
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,
+                                         SmallVectorImpl<Type> &t) {
+  return inferArgReduce<ArgMinOp>(l, a, t);
+}
+
 LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());

@@ -509,6 +509,21 @@ def AMP_LogSoftmaxOp : AMP_UnaryOp<"log_softmax", AMP_FloatTensor, [DeclareOpInt
 // Reductions
 //===----------------------------------------------------------------------===//
 
+class AMP_ArgReduceOp<string mnemonic, string what> : AMP_InferredOp<mnemonic, [Pure]> {
+  let summary = what;
+  let description = [{
+    The index (int64) along `axis` of the extreme value: the first of equal
+    ones, the last with `select_last_index`; a NaN counts as the extreme (as
+    numpy and torch). `keepdims` keeps the axis as 1. No gradient.
+  }];
+  let arguments = (ins AMP_NumTensor:$input, DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs RankedTensorOf<[I64]>:$output);
+}
+def AMP_ArgMaxOp : AMP_ArgReduceOp<"arg_max", "Index of the largest value along an axis (ONNX ArgMax)">;
+def AMP_ArgMinOp : AMP_ArgReduceOp<"arg_min", "Index of the smallest value along an axis (ONNX ArgMin)">;
+
 class AMP_ReduceOp<string mnemonic, Type tensorType, list<Trait> traits = []>
     : AMP_InferredOp<mnemonic, traits # [Pure]> {
   let description = [{
