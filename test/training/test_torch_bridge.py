@@ -255,6 +255,44 @@ check(rel <= 2e-3 and err <= 2e-2,
       f"the same in fp16 against torch.autocast + GradScaler: worst relative loss difference "
       f"{rel:.1e} (tolerance 2e-3), parameters off by {err:.1e} of the largest update (tolerance 2e-2)")
 
+# 3e. A small image model with nn.Upsample (bilinear), F.interpolate
+# (nearest), InstanceNorm2d (affine), PixelShuffle and ELU: the exporter's
+# Resize, InstanceNormalization and DepthToSpace, fp32 and bf16.
+class UpNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.InstanceNorm2d(8, affine=True)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.shuffle = nn.PixelShuffle(2)
+        self.conv2 = nn.Conv2d(10, 4, 3, stride=2, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 4)
+
+    def forward(self, input):  # noqa: A002
+        h = F.elu(self.norm(self.conv1(input)))
+        u = F.interpolate(h, scale_factor=2, mode="nearest") + self.up(h)
+        h = self.conv2(torch.cat([u, self.shuffle(h)], 1))
+        return self.fc(h.flatten(1))
+
+
+ximg = torch.randn(32, 3, 8, 8)
+yimg = torch.randint(0, 4, (32,))
+rows, rel, _, err, moved, _ = both_ways(
+    UpNet, {"input": ximg, "labels": yimg}, 6, 8, dict(loss_fn="cross_entropy", lr=0.05),
+    lambda p: torch.optim.SGD(p, lr=0.05))
+check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
+      f"Conv2d, InstanceNorm2d, ELU, nn.Upsample (bilinear), F.interpolate (nearest), PixelShuffle, "
+      f"fp32 SGD: "
+      f"worst relative loss difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of "
+      f"the largest update (tolerance 1e-4)")
+rows, rel, _, err, moved, _ = both_ways(
+    UpNet, {"input": ximg, "labels": yimg}, 6, 8,
+    dict(loss_fn="cross_entropy", lr=0.05, precision="bf16"),
+    lambda p: torch.optim.SGD(p, lr=0.05), autocast=torch.bfloat16)
+check(rel <= 2e-2 and err <= 5e-2,
+      f"the same in bf16 against torch.autocast bf16: worst relative loss difference {rel:.1e} "
+      f"(tolerance 2e-2), parameters off by {err:.1e} of the largest update (tolerance 5e-2)")
+
 # 4. Bad arguments.
 bad = [
     (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y[:10]}, steps=1), ValueError,

@@ -1243,6 +1243,29 @@ LogicalResult handleSize(NodeCtx &n) {
   return success();
 }
 
+/// A Concat of 1-D FLOAT constants (torch's training-mode export writes
+/// Resize's scales so) is a FLOAT constant.
+LogicalResult foldFloatConcat(NodeCtx &n) {
+  if (n.node.op_type() != "Concat" || n.node.input_size() == 0)
+    return failure();
+  auto out = std::make_shared<std::string>();
+  int64_t count = 0;
+  for (int i = 0; i < n.node.input_size(); ++i) {
+    auto it = n.im.consts.find(n.node.input(i));
+    if (it == n.im.consts.end() || it->second.dtype != onnx::TensorProto::FLOAT ||
+        it->second.shape.size() != 1)
+      return failure();
+    out->append(it->second.data(), (size_t)it->second.numElements() * 4);
+    count += it->second.numElements();
+  }
+  HostTensor t;
+  t.dtype = onnx::TensorProto::FLOAT;
+  t.shape = {count};
+  t.bytes = out;
+  n.setConstOutput(0, std::move(t));
+  return success();
+}
+
 /// Integer constant folding for the small shape subgraphs exporters emit.
 /// Returns success() with the output bound when it folded, failure() when
 /// it did not apply (the node is then imported as an op).
@@ -3009,6 +3032,152 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
   return success();
 }
 
+/// DepthToSpace (DCR / CRD) and SpaceToDepth: a reshape to 6-D, a
+/// transpose, a reshape back (torch.nn.PixelShuffle is DepthToSpace CRD).
+LogicalResult handleDepthSpace(NodeCtx &n, bool toSpace) {
+  if (failed(n.allowAttrs(toSpace ? llvm::ArrayRef<llvm::StringRef>{"blocksize", "mode"}
+                                  : llvm::ArrayRef<llvm::StringRef>{"blocksize"})))
+    return failure();
+  auto bs = n.getInt("blocksize", std::nullopt);
+  auto mode = n.getString("mode", std::string("DCR"));
+  auto x = n.input(0);
+  if (failed(bs) || failed(mode) || failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (xt.getRank() != 4 || !xt.hasStaticShape())
+    return n.fail("the input must be [N, C, H, W] with a static shape");
+  int64_t b = *bs, N = xt.getDimSize(0), C = xt.getDimSize(1), H = xt.getDimSize(2),
+          W = xt.getDimSize(3);
+  if (b < 1)
+    return n.fail("blocksize must be positive");
+  if (*mode != "DCR" && *mode != "CRD")
+    return n.fail("mode '" + *mode + "' is not supported (DCR, CRD)");
+  SmallVector<int64_t> s6, perm, out;
+  if (toSpace) {
+    if (C % (b * b))
+      return n.fail("channels " + llvm::Twine(C) + " are not a multiple of blocksize^2");
+    int64_t c = C / (b * b);
+    if (*mode == "DCR") {
+      s6 = {N, b, b, c, H, W};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      s6 = {N, c, b, b, H, W};
+      perm = {0, 1, 4, 2, 5, 3};
+    }
+    out = {N, c, H * b, W * b};
+  } else {
+    if (H % b || W % b)
+      return n.fail("height and width must be multiples of blocksize");
+    s6 = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {N, C * b * b, H / b, W / b};
+  }
+  auto r = n.im.create(n, "amp.reshape", {*x}, {named(n, "shape", ints(n, s6))}, 1);
+  if (failed(r))
+    return failure();
+  auto t = n.im.create(n, "amp.transpose", {(*r)->getResult(0)}, {named(n, "perm", ints(n, perm))}, 1);
+  if (failed(t))
+    return failure();
+  return emitAll(n, "amp.reshape", {(*t)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
+}
+
+/// An int64 constant 0, 1, ..., len - 1 laid along `axis` of a rank-`rank`
+/// shape (ones elsewhere).
+static Value iotaAlong(NodeCtx &n, int64_t len, int64_t axis, int64_t rank) {
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = len;
+  auto t = RankedTensorType::get(shape, n.im.b.getI64Type());
+  SmallVector<int64_t> v(len);
+  for (int64_t i = 0; i < len; ++i)
+    v[i] = i;
+  return arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, ArrayRef<int64_t>(v)));
+}
+
+/// Hardmax (opset 13): 1 at the first maximum along `axis`, 0 elsewhere:
+/// cast(arg_max(x) == iota). No gradient (as ONNX defines none).
+LogicalResult handleHardmax(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis"})))
+    return failure();
+  auto axis = n.getInt("axis", -1);
+  auto x = n.input(0);
+  if (failed(axis) || failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  int64_t rank = xt.getRank(), ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax < 0 || ax >= rank || ShapedType::isDynamic(xt.getDimSize(ax)))
+    return n.fail("axis " + llvm::Twine(*axis) + " is out of range or dynamic");
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.fail("only float tensors are supported");
+  auto am = n.im.create(n, "amp.arg_max", {*x}, {named(n, "axis", i64(n, ax))}, 1);
+  if (failed(am))
+    return failure();
+  auto eq = n.im.create(n, "amp.equal", {(*am)->getResult(0), iotaAlong(n, xt.getDimSize(ax), ax, rank)},
+                        {}, 1);
+  if (failed(eq))
+    return failure();
+  auto c = CastOp::create(n.im.b, n.loc, xt, (*eq)->getResult(0));
+  n.setOutput(0, c.getResult());
+  return success();
+}
+
+/// OneHot with a constant depth and values: where(unsqueeze(i') == iota,
+/// on, off), i' = i + depth for negative i (out of range: all off); float
+/// indices truncate to integers first, as ONNX's reference does.
+LogicalResult handleOneHot(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis"})))
+    return failure();
+  auto axis = n.getInt("axis", -1);
+  auto ind = n.input(0);
+  auto depth = n.constInput(1, "depth");
+  auto values = n.constInput(2, "values");
+  if (failed(axis) || failed(ind) || failed(depth) || failed(values))
+    return failure();
+  auto it = cast<RankedTensorType>(ind->getType());
+  if (it.getElementType().isInteger(1))
+    return n.fail("indices must be numbers, not bool");
+  if ((*depth)->numElements() != 1 || (*values)->numElements() != 2)
+    return n.fail("'depth' must be a single value and 'values' two (off, on)");
+  bool intDepth = (*depth)->dtype != onnx::TensorProto::FLOAT && (*depth)->dtype != onnx::TensorProto::DOUBLE &&
+                  (*depth)->dtype != onnx::TensorProto::FLOAT16;
+  int64_t d = intDepth ? (*depth)->toInt64()[0] : (int64_t)(*depth)->toDouble()[0];
+  if (d < 1 || d > ((int64_t)1 << 24))
+    return n.fail("depth " + llvm::Twine(d) + " is out of range [1, 2^24]");
+  int64_t rank = it.getRank() + 1, ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax < 0 || ax >= rank)
+    return n.fail("axis " + llvm::Twine(*axis) + " is out of range for rank " + llvm::Twine(rank));
+  auto b = n.im.b;
+  auto vt = RankedTensorType::get({}, b.getI64Type());
+  auto i64c = [&](int64_t v) {
+    return arith::ConstantOp::create(b, n.loc, vt, DenseElementsAttr::get(vt, v)).getResult();
+  };
+  Value i = *ind;
+  if (!it.getElementType().isInteger(64))
+    i = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), i).getResult();
+  Elementwise e{n};
+  Value wrapped = e.op("amp.where", {e.op("amp.less", {i, i64c(0)}), e.add(i, i64c(d)), i});
+  if (!e.ok)
+    return failure();
+  auto un = n.im.create(n, "amp.unsqueeze", {wrapped}, {named(n, "axes", ints(n, {ax}))}, 1);
+  if (failed(un))
+    return failure();
+  Value hot = e.op("amp.equal", {(*un)->getResult(0), iotaAlong(n, d, ax, rank)});
+  // off / on in the values' element type.
+  auto elt = n.im.elementType((*values)->dtype, "values");
+  if (failed(elt))
+    return failure();
+  auto st = RankedTensorType::get({}, *elt);
+  auto scalar = [&](int k) -> Value {
+    Attribute a = isa<FloatType>(*elt) ? Attribute(b.getFloatAttr(*elt, (*values)->toDouble()[k]))
+                                       : Attribute(IntegerAttr::get(*elt, (*values)->toInt64()[k]));
+    return arith::ConstantOp::create(b, n.loc, st, DenseElementsAttr::get(st, a)).getResult();
+  };
+  Value r = e.op("amp.where", {hot, scalar(1), scalar(0)});
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, r);
+  return success();
+}
+
 /// Not: x xor true.
 LogicalResult handleNot(NodeCtx &n) {
   if (failed(n.allowAttrs({})))
@@ -3109,6 +3278,25 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Tile"] = {6, handleTile, {1}};
     t["Pad"] = {2, handlePad, {1, 2, 3}};
     t["InstanceNormalization"] = {6, handleInstanceNorm};
+    t["DepthToSpace"] = {1, [](NodeCtx &n) { return handleDepthSpace(n, true); }};
+    t["SpaceToDepth"] = {1, [](NodeCtx &n) { return handleDepthSpace(n, false); }};
+    t["Hardmax"] = {13, handleHardmax};
+    t["OneHot"] = {11, handleOneHot, {1, 2}};
+    t["GlobalMaxPool"] = {1, [](NodeCtx &n) -> LogicalResult {
+      if (failed(n.allowAttrs({})))
+        return failure();
+      auto x = n.input(0);
+      if (failed(x))
+        return failure();
+      int64_t rank = cast<RankedTensorType>(x->getType()).getRank();
+      if (rank < 3)
+        return n.fail("the input must be [N, C, D...]");
+      SmallVector<int64_t> axes;
+      for (int64_t a = 2; a < rank; ++a)
+        axes.push_back(a);
+      return simple(n, "amp.reduce_max", {0},
+                    {named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))});
+    }};
     t["Resize"] = {10, [](NodeCtx &n) { return handleResize(n, false); }, {1, 2, 3}};
     t["Upsample"] = {9, [](NodeCtx &n) { return handleResize(n, true); }, {1}};
     for (const char *name : {"ArgMax", "ArgMin"})
@@ -3612,7 +3800,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     current = &n;
     const OpInfo &info =
         table.at(domain.empty() ? node.op_type() : domain + "." + node.op_type());
-    bool folded = succeeded(foldIntegerNode(n));
+    bool folded = succeeded(foldIntegerNode(n)) || succeeded(foldFloatConcat(n));
     LogicalResult ok = folded ? success() : info.handle(n);
     if (succeeded(ok) && !folded) {
       int extra = n.unusedInput();
