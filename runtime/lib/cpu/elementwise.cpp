@@ -500,8 +500,8 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
                   amprt_dtype_name(y->dtype));
     bool flt = isFloat(a->dtype);
     forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
-      bool r = flt ? compareF(op, loadF(a->data, a->dtype, o[0]), loadF(b->data, b->dtype, o[1]))
-                   : compareI(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]));
+      bool r = flt ? compareOp<float>(op, loadF(a->data, a->dtype, o[0]), loadF(b->data, b->dtype, o[1]))
+                   : compareOp<int64_t>(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]));
       static_cast<uint8_t *>(y->data)[o[2]] = r ? 1 : 0;
     });
     return AMPRT_OK;
@@ -1009,23 +1009,19 @@ extern "C" amprt_status amprt_arg_reduce(amprt_context *, const amprt_tensor *x,
       xoff += c[d] * x->strides[d];
       yoff += c[d] * y->strides[d];
     }
-    int64_t best = 0;
-    if (flt) {
-      float bv = loadF(x->data, x->dtype, xoff);
+    auto scan = [&](auto load) {
+      auto bv = load(xoff);
+      int64_t best = 0;
       for (int64_t i = 1; i < len; ++i) {
-        float v = loadF(x->data, x->dtype, xoff + i * x->strides[axis]);
+        auto v = load(xoff + i * x->strides[axis]);
         if (argBetter(v, bv, mn, last))
           bv = v, best = i;
       }
-    } else {
-      int64_t bv = loadI(x->data, x->dtype, xoff);
-      for (int64_t i = 1; i < len; ++i) {
-        int64_t v = loadI(x->data, x->dtype, xoff + i * x->strides[axis]);
-        if (argBetter(v, bv, mn, last))
-          bv = v, best = i;
-      }
-    }
-    static_cast<int64_t *>(y->data)[yoff] = best;
+      return best;
+    };
+    static_cast<int64_t *>(y->data)[yoff] =
+        flt ? scan([&](int64_t o) { return loadF(x->data, x->dtype, o); })
+            : scan([&](int64_t o) { return loadI(x->data, x->dtype, o); });
     for (int32_t d = x->rank - 1; d >= 0; --d) {
       if (++c[d] < y->shape[d])
         break;

@@ -185,31 +185,19 @@ AMPRT_HOST_DEVICE inline float binaryF(int op, float p, float q) {
   }
 }
 
-/// A comparison or logical op (AMPRT_BINARY_EQ and after) on two floats.
-AMPRT_HOST_DEVICE inline bool compareF(int op, float p, float q) {
+/// A comparison or logical op (AMPRT_BINARY_EQ and after) on two floats
+/// (IEEE: a NaN is unequal to everything) or two int64s.
+template <typename T>
+AMPRT_HOST_DEVICE inline bool compareOp(int op, T p, T q) {
   switch (op) {
   case AMPRT_BINARY_EQ: return p == q;
   case AMPRT_BINARY_LT: return p < q;
   case AMPRT_BINARY_LE: return p <= q;
   case AMPRT_BINARY_GT: return p > q;
   case AMPRT_BINARY_GE: return p >= q;
-  case AMPRT_BINARY_AND: return p != 0.0f && q != 0.0f;
-  case AMPRT_BINARY_OR: return p != 0.0f || q != 0.0f;
-  default: return (p != 0.0f) != (q != 0.0f);
-  }
-}
-
-/// The same on two integers.
-AMPRT_HOST_DEVICE inline bool compareI(int op, int64_t p, int64_t q) {
-  switch (op) {
-  case AMPRT_BINARY_EQ: return p == q;
-  case AMPRT_BINARY_LT: return p < q;
-  case AMPRT_BINARY_LE: return p <= q;
-  case AMPRT_BINARY_GT: return p > q;
-  case AMPRT_BINARY_GE: return p >= q;
-  case AMPRT_BINARY_AND: return p != 0 && q != 0;
-  case AMPRT_BINARY_OR: return p != 0 || q != 0;
-  default: return (p != 0) != (q != 0);
+  case AMPRT_BINARY_AND: return p != T(0) && q != T(0);
+  case AMPRT_BINARY_OR: return p != T(0) || q != T(0);
+  default: return (p != T(0)) != (q != T(0));
   }
 }
 

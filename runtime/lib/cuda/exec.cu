@@ -340,8 +340,8 @@ struct BinaryF {
   HD void operator()(int64_t i) const {
     int64_t ao = a.at(i), bo = b.at(i), yo = y.at(i);
     if (op >= AMPRT_BINARY_EQ) {
-      bool r = floatType(a.dtype) ? compareF(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo))
-                                  : compareI(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo));
+      bool r = floatType(a.dtype) ? compareOp<float>(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo))
+                                  : compareOp<int64_t>(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo));
       reinterpret_cast<uint8_t *>(y.data)[yo] = r ? 1 : 0;
       return;
     }
@@ -719,23 +719,25 @@ struct ArgReduceF {
       xoff += c[d] * x.strides[d];
       yoff += c[d] * y.strides[d];
     }
+    reinterpret_cast<int64_t *>(y.data)[yoff] =
+        floatType(x.dtype) ? scan<true>(xoff) : scan<false>(xoff);
+  }
+  /// The index of the extreme along the axis from xoff (floats or int64s).
+  template <bool Float> HD int64_t scan(int64_t xoff) const {
     int64_t best = 0, len = x.shape[axis], st = x.strides[axis];
-    if (floatType(x.dtype)) {
-      float bv = ldF(x.data, x.dtype, xoff);
-      for (int64_t i = 1; i < len; ++i) {
-        float v = ldF(x.data, x.dtype, xoff + i * st);
-        if (argBetter(v, bv, min, last))
-          bv = v, best = i;
-      }
-    } else {
-      int64_t bv = ldI(x.data, x.dtype, xoff);
-      for (int64_t i = 1; i < len; ++i) {
-        int64_t v = ldI(x.data, x.dtype, xoff + i * st);
-        if (argBetter(v, bv, min, last))
-          bv = v, best = i;
-      }
+    auto load = [&](int64_t o) {
+      if constexpr (Float)
+        return ldF(x.data, x.dtype, o);
+      else
+        return ldI(x.data, x.dtype, o);
+    };
+    auto bv = load(xoff);
+    for (int64_t i = 1; i < len; ++i) {
+      auto v = load(xoff + i * st);
+      if (argBetter(v, bv, min, last))
+        bv = v, best = i;
     }
-    reinterpret_cast<int64_t *>(y.data)[yoff] = best;
+    return best;
   }
 };
 

@@ -202,38 +202,20 @@ AMP_UNARY_GRAD(RoundOp, "round")
 AMP_UNARY_GRAD(SignOp, "sign")
 #undef AMP_UNARY_GRAD
 
-LogicalResult EluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "elu", getAlpha().convertToFloat());
-}
-
-LogicalResult CeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "celu", getAlpha().convertToFloat());
-}
-
-LogicalResult SeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "selu", getAlpha().convertToFloat(),
-                   getGamma().convertToFloat());
-}
-
-LogicalResult HardSigmoidOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                            SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "hard_sigmoid", getAlpha().convertToFloat(),
-                   getBeta().convertToFloat());
-}
-
-LogicalResult ThresholdedReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                                SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "thresholded_relu", getAlpha().convertToFloat());
-}
-
-LogicalResult ClipOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "clip", getMin().convertToFloat(),
-                   getMax().convertToFloat());
-}
+// Unary ops with parameters: alpha (and beta) passed on to amp.unary_grad.
+#define AMP_UNARY_GRAD_PARAMS(OP, KIND, ALPHA, BETA)                           \
+  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg,           \
+                                   SmallVectorImpl<Value> &og) {               \
+    return unaryGrad(b, *this, rg, og, KIND, ALPHA, BETA);                     \
+  }
+AMP_UNARY_GRAD_PARAMS(EluOp, "elu", getAlpha().convertToFloat(), 0.0f)
+AMP_UNARY_GRAD_PARAMS(CeluOp, "celu", getAlpha().convertToFloat(), 0.0f)
+AMP_UNARY_GRAD_PARAMS(SeluOp, "selu", getAlpha().convertToFloat(), getGamma().convertToFloat())
+AMP_UNARY_GRAD_PARAMS(HardSigmoidOp, "hard_sigmoid", getAlpha().convertToFloat(),
+                      getBeta().convertToFloat())
+AMP_UNARY_GRAD_PARAMS(ThresholdedReluOp, "thresholded_relu", getAlpha().convertToFloat(), 0.0f)
+AMP_UNARY_GRAD_PARAMS(ClipOp, "clip", getMin().convertToFloat(), getMax().convertToFloat())
+#undef AMP_UNARY_GRAD_PARAMS
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                      SmallVectorImpl<Value> &og) {
@@ -636,33 +618,31 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+/// Gather and GatherElements: GradOp scatters dy back into data's shape
+/// (summing repeats); integer data carries no gradient.
+template <typename GradOp, typename FwdOp>
+static LogicalResult gatherGrad(FwdOp op, OpBuilder &b, ArrayRef<Value> rg,
+                                SmallVectorImpl<Value> &og) {
+  og.assign(op->getNumOperands(), Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(op.getType())))
+    return success();
+  auto in = cast<RankedTensorType>(op.getData().getType());
+  if (!in.hasStaticShape())
+    return fail(op, "dynamic shapes");
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + in.getRank() : op.getAxis();
+  og[0] = GradOp::create(b, op.getLoc(), op.getIndices(), rg[0],
+                         b.getDenseI64ArrayAttr(in.getShape()), b.getI64IntegerAttr(axis));
+  return success();
+}
+
 LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
-  og.assign(getOperation()->getNumOperands(), Value());
-  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
-    return success();
-  auto in = cast<RankedTensorType>(getData().getType());
-  if (!in.hasStaticShape())
-    return fail(*this, "dynamic shapes");
-  int64_t axis = getAxis() < 0 ? getAxis() + in.getRank() : getAxis();
-  og[0] = GatherGradOp::create(b, getLoc(), getIndices(), rg[0],
-                               b.getDenseI64ArrayAttr(in.getShape()), b.getI64IntegerAttr(axis));
-  return success();
+  return gatherGrad<GatherGradOp>(*this, b, rg, og);
 }
 
 LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                                SmallVectorImpl<Value> &og) {
-  og.assign(getOperation()->getNumOperands(), Value());
-  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
-    return success();
-  auto in = cast<RankedTensorType>(getData().getType());
-  if (!in.hasStaticShape())
-    return fail(*this, "dynamic shapes");
-  int64_t axis = getAxis() < 0 ? getAxis() + in.getRank() : getAxis();
-  og[0] = GatherElementsGradOp::create(b, getLoc(), getIndices(), rg[0],
-                                       b.getDenseI64ArrayAttr(in.getShape()),
-                                       b.getI64IntegerAttr(axis));
-  return success();
+  return gatherGrad<GatherElementsGradOp>(*this, b, rg, og);
 }
 
 LogicalResult SliceGradOp::verify() {
