@@ -575,6 +575,51 @@ def resized(p, i):
 
 run_case("resize", m, params, inputs, resized, constants=tuple(consts))
 
+# 4a10. CumSum (inclusive forward, exclusive reverse): the gradient is the
+#       sum the other way round, against torch.cumsum / flip.
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("CumSum", ["h", "ax1"], ["c1"]),
+           helper.make_node("CumSum", ["h", "ax0"], ["c2"], exclusive=1, reverse=1),
+           helper.make_node("Add", ["c1", "c2"], ["c"]),
+           helper.make_node("MatMul", ["c", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+consts = {"ax1": np.array(1, np.int64), "ax0": np.array(0, np.int64)}
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def cumsums(p, i):
+    h = i["x"] @ p["w"]
+    rev_ex = torch.flip(torch.cumsum(torch.flip(h, [0]), 0), [0]) - h
+    return F.cross_entropy((torch.cumsum(h, 1) + rev_ex) @ p["k"], i["y"])
+
+
+run_case("cumsum", m, params, inputs, cumsums, constants=tuple(consts))
+
+# 4a11. Negative axes in gradient rules (torch.cat(dim=-1) and index_select
+#       on the last dim export so): Concat axis -1 and Gather axis -1 (the
+#       gather's gradient was refused, the concat's read a dim out of range).
+params = {"w": randn(D, D, scale=0.8), "k2": randn(2 * D - 3, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64),
+          "cols": rng.integers(-D, D, D - 3).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Gather", ["h", "cols"], ["g"], axis=-1),
+           helper.make_node("Concat", ["h", "g"], ["c"], axis=-1),
+           helper.make_node("MatMul", ["c", "k2"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+
+
+def negative_axes(p, i):
+    h = i["x"] @ p["w"]
+    return F.cross_entropy(torch.cat([h, h[:, i["cols"] % D]], -1) @ p["k2"], i["y"])
+
+
+run_case("negative-axes", m, params, inputs, negative_axes)
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16

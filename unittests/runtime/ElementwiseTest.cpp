@@ -396,6 +396,35 @@ TEST(ArgReduce, MaxMinTiesNaNAndIntegers) {
   EXPECT_EQ(amprt_arg_reduce(nullptr, x.p(), 1, 0, 0, bad.p()), AMPRT_ERR_INVALID_ARGUMENT);
 }
 
+TEST(CumSum, EveryAxisExclusiveReverseAgainstDouble) {
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_I64})
+    for (int32_t axis = 0; axis < 3; ++axis)
+      for (int ex = 0; ex < 2; ++ex)
+        for (int rev = 0; rev < 2; ++rev) {
+          Buf x = dt == AMPRT_I64 ? randint(dt, {3, 4, 5}, -50, 50) : randn(dt, {3, 4, 5});
+          Buf y(dt, {3, 4, 5});
+          AMPRT_OK_OR_FAIL(amprt_cumsum(nullptr, x.p(), axis, ex, rev, y.p()));
+          const int64_t sh[3] = {3, 4, 5}, st[3] = {20, 5, 1};
+          std::vector<double> ref(60);
+          for (int64_t e = 0; e < 60; ++e) {
+            int64_t c[3] = {e / 20, (e / 5) % 4, e % 5}, base = e - c[axis] * st[axis];
+            double sum = 0;
+            for (int64_t k = 0; k < sh[axis]; ++k) {
+              bool in = rev ? (ex ? k > c[axis] : k >= c[axis]) : (ex ? k < c[axis] : k <= c[axis]);
+              if (in)
+                sum += x.get(base + k * st[axis]);
+            }
+            ref[e] = sum;
+          }
+          // f32 running sums of at most 5 normal terms: 5 * 5 * 2^-24 absolute,
+          // then one rounding to the type; integers exactly.
+          EXPECT_TRUE(dt == AMPRT_I64 ? near(y, ref, 0, 0, 0) : near(y, ref, 1, 0, 2e-6))
+              << amprt_dtype_name(dt) << " axis " << axis << " exclusive " << ex << " reverse " << rev;
+        }
+  Buf x = randn(AMPRT_F32, {2, 3}), y(AMPRT_F32, {3, 2});
+  EXPECT_EQ(amprt_cumsum(nullptr, x.p(), 0, 0, 0, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+}
+
 TEST(Dropout, KeepsAboutOneMinusRatioAndRescales) {
   amprt_context *ctx;
   AMPRT_OK_OR_FAIL(amprt_context_create("cpu", &ctx));

@@ -526,6 +526,13 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return failure();
         return emit(op, AMPRT_OP_SLICE_GRAD, d);
       })
+      .Case([&](CumSumOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis((int64_t)o.getAxis(), o.getType().getRank()), o.getExclusive() ? 1 : 0,
+                   o.getReverse() ? 1 : 0};
+        return emit(op, AMPRT_OP_CUMSUM, d);
+      })
       .Case<ArgMaxOp, ArgMinOp>([&](Operation *) -> LogicalResult {
         auto in = cast<RankedTensorType>(op->getOperand(0).getType());
         int64_t axis = normAxis(op->getAttrOfType<IntegerAttr>("axis").getInt(), in.getRank());

@@ -3281,6 +3281,19 @@ const std::map<std::string, OpInfo> &opTable() {
     t["DepthToSpace"] = {1, [](NodeCtx &n) { return handleDepthSpace(n, true); }};
     t["SpaceToDepth"] = {1, [](NodeCtx &n) { return handleDepthSpace(n, false); }};
     t["Hardmax"] = {13, handleHardmax};
+    t["CumSum"] = {11, [](NodeCtx &n) -> LogicalResult {
+      if (failed(n.allowAttrs({"exclusive", "reverse"})))
+        return failure();
+      auto ex = n.getInt("exclusive", 0), rev = n.getInt("reverse", 0);
+      auto axis = n.constInts(1, "axis");
+      if (failed(ex) || failed(rev) || failed(axis))
+        return failure();
+      if (axis->size() != 1)
+        return n.fail("'axis' must be a single value");
+      return simple(n, "amp.cumsum", {0},
+                    {named(n, "axis", i64(n, (*axis)[0])), named(n, "exclusive", boolean(n, *ex != 0)),
+                     named(n, "reverse", boolean(n, *rev != 0))});
+    }, {1}};
     t["OneHot"] = {11, handleOneHot, {1, 2}};
     t["GlobalMaxPool"] = {1, [](NodeCtx &n) -> LogicalResult {
       if (failed(n.allowAttrs({})))

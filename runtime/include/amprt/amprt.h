@@ -518,6 +518,11 @@ amprt_status amprt_gather_elements_grad(amprt_context *ctx, const amprt_tensor *
  * and torch have it. */
 amprt_status amprt_arg_reduce(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
                               int min, int select_last, amprt_tensor *y);
+/* ONNX CumSum along `axis` (exclusive: without the element itself; reverse:
+ * from the end); floats accumulate in f32 and round each output once,
+ * integers in int64 (wrapping). */
+amprt_status amprt_cumsum(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
+                          int exclusive, int reverse, amprt_tensor *y);
 /* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
  * the reduced dims as 1; dx = dy / count where x == y (count: how many
  * elements of the slot equal its maximum), else 0. */
@@ -701,7 +706,8 @@ typedef enum amprt_opcode {
                                       inference-mode batch norm, folded into the weights */
   AMPRT_OP_GATHER_ELEMENTS = 40,   /* axis;  data, indices, y */
   AMPRT_OP_GATHER_ELEMENTS_GRAD = 41, /* axis;  indices, dy, ddata */
-  AMPRT_OP_ARG_REDUCE = 42         /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
+  AMPRT_OP_ARG_REDUCE = 42,        /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
+  AMPRT_OP_CUMSUM = 43             /* axis, exclusive, reverse;  x, y */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

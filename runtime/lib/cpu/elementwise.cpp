@@ -1031,6 +1031,45 @@ extern "C" amprt_status amprt_arg_reduce(amprt_context *, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
+extern "C" amprt_status amprt_cumsum(amprt_context *, const amprt_tensor *x, int32_t axis,
+                                     int exclusive, int reverse, amprt_tensor *y) {
+  AMPRT_CHECK(check(x, "amprt_cumsum: x"));
+  AMPRT_CHECK(check(y, "amprt_cumsum: y"));
+  bool ok = x->rank >= 1 && y->rank == x->rank && axis >= 0 && axis < x->rank &&
+            isFloat(x->dtype) == isFloat(y->dtype);
+  for (int32_t d = 0; ok && d < x->rank; ++d)
+    ok = y->shape[d] == x->shape[d];
+  if (!ok)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cumsum: x %s and y %s do not agree (axis %d)",
+                shapeString(x).c_str(), shapeString(y).c_str(), axis);
+  int64_t len = x->shape[axis], lines = len ? amprt_tensor_numel(x) / len : 0;
+  int64_t c[AMPRT_MAX_RANK] = {0};
+  for (int64_t line = 0; line < lines; ++line) {
+    int64_t xo = 0, yo = 0;
+    for (int32_t d = 0; d < x->rank; ++d) {
+      xo += c[d] * x->strides[d];
+      yo += c[d] * y->strides[d];
+    }
+    int64_t xs = x->strides[axis], ys = y->strides[axis];
+    if (isFloat(x->dtype))
+      cumsumScan<float>(
+          len, exclusive != 0, reverse != 0, [&](int64_t i) { return loadF(x->data, x->dtype, xo + i * xs); },
+          [&](int64_t i, float v) { storeF(y->data, y->dtype, yo + i * ys, v); });
+    else
+      cumsumScan<int64_t>(
+          len, exclusive != 0, reverse != 0, [&](int64_t i) { return loadI(x->data, x->dtype, xo + i * xs); },
+          [&](int64_t i, int64_t v) { storeI(y->data, y->dtype, yo + i * ys, v); });
+    for (int32_t d = x->rank - 1; d >= 0; --d) {
+      if (d == axis)
+        continue;
+      if (++c[d] < x->shape[d])
+        break;
+      c[d] = 0;
+    }
+  }
+  return AMPRT_OK;
+}
+
 extern "C" amprt_status amprt_reduce_max_grad(amprt_context *, const amprt_tensor *x,
                                               const amprt_tensor *y, const amprt_tensor *dy,
                                               amprt_tensor *dx) {

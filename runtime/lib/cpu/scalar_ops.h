@@ -201,6 +201,26 @@ AMPRT_HOST_DEVICE inline bool compareOp(int op, T p, T q) {
   }
 }
 
+/// One line of a cumulative sum: a running total of T (f32, or int64
+/// wrapping), each output stored once: ld(i) reads element i, st(i, v)
+/// writes it.
+AMPRT_HOST_DEVICE inline float cumsumAdd(float a, float b) { return a + b; }
+AMPRT_HOST_DEVICE inline int64_t cumsumAdd(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+template <typename T, typename Load, typename Store>
+AMPRT_HOST_DEVICE inline void cumsumScan(int64_t len, bool exclusive, bool reverse, Load ld, Store st) {
+  T acc = T(0);
+  for (int64_t k = 0; k < len; ++k) {
+    int64_t i = reverse ? len - 1 - k : k;
+    if (exclusive)
+      st(i, acc);
+    acc = cumsumAdd(acc, (T)ld(i));
+    if (!exclusive)
+      st(i, acc);
+  }
+}
+
 /// Whether v replaces the current extreme `best` of an arg max / min scan
 /// (a NaN is the extreme: the first one stays; ties per select_last).
 template <typename T>

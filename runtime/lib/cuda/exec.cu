@@ -702,6 +702,34 @@ struct GatherElementsF {
   }
 };
 
+/// CumSum: one line per thread, the CPU's order (f32 / int64 running total).
+struct CumsumF {
+  View x, y;
+  int32_t axis;
+  bool exclusive, reverse;
+  HD void operator()(int64_t line) const {
+    // line's coordinates over x's dims without the axis.
+    int64_t xo = 0, yo = 0, rem = line;
+    for (int32_t d = x.rank - 1; d >= 0; --d) {
+      if (d == axis)
+        continue;
+      int64_t c = rem % x.shape[d];
+      rem /= x.shape[d];
+      xo += c * x.strides[d];
+      yo += c * y.strides[d];
+    }
+    int64_t len = x.shape[axis], xs = x.strides[axis], ys = y.strides[axis];
+    if (floatType(x.dtype))
+      cumsumScan<float>(
+          len, exclusive, reverse, [&](int64_t i) { return ldF(x.data, x.dtype, xo + i * xs); },
+          [&](int64_t i, float v) { stF(y.data, y.dtype, yo + i * ys, v); });
+    else
+      cumsumScan<int64_t>(
+          len, exclusive, reverse, [&](int64_t i) { return ldI(x.data, x.dtype, xo + i * xs); },
+          [&](int64_t i, int64_t v) { stI(y.data, y.dtype, yo + i * ys, v); });
+  }
+};
+
 /// ArgMax / ArgMin: one output slot per thread, scanning the axis.
 struct ArgReduceF {
   View x, y;
@@ -2983,6 +3011,19 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     if (dd2.dtype != AMPRT_F32)
       AMPRT_CHECK(each(&d, numel(dd2), CastFloatF{acc, dd2.data, AMPRT_F32, dd2.dtype}, "gather_grad"));
     return AMPRT_OK;
+  }
+  case AMPRT_OP_CUMSUM: {
+    AMPRT_CHECK(need(dd, 2, 3, "cumsum"));
+    int32_t axis = (int32_t)a[0];
+    const amprt_tensor &x = t[0], &y = t[1];
+    bool ok = x.rank >= 1 && y.rank == x.rank && axis >= 0 && axis < x.rank &&
+              floatType(x.dtype) == floatType(y.dtype);
+    for (int32_t i = 0; ok && i < x.rank; ++i)
+      ok = y.shape[i] == x.shape[i];
+    if (!ok)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cumsum's operands do not agree");
+    int64_t len = x.shape[axis], lines = len ? numel(x) / len : 0;
+    return each(&d, lines, CumsumF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0}, "cumsum");
   }
   case AMPRT_OP_ARG_REDUCE: {
     AMPRT_CHECK(need(dd, 2, 3, "arg_reduce"));

@@ -388,7 +388,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return success();
   int64_t rank = getX().getType().getRank();
   auto g = LayerNormGradOp::create(b, getLoc(), getX(), getScale(), getMean(), getInvStdDev(),
-                                   rg[0], getAxis() < 0 ? getAxis() + rank : getAxis());
+                                   rg[0], (int64_t)getAxis() < 0 ? (int64_t)getAxis() + rank
+                                                                 : (int64_t)getAxis());
   og[0] = g.getDx();
   og[1] = g.getDscale();
   if (getBias())
@@ -629,7 +630,9 @@ static LogicalResult gatherGrad(FwdOp op, OpBuilder &b, ArrayRef<Value> rg,
   auto in = cast<RankedTensorType>(op.getData().getType());
   if (!in.hasStaticShape())
     return fail(op, "dynamic shapes");
-  int64_t axis = op.getAxis() < 0 ? op.getAxis() + in.getRank() : op.getAxis();
+  // (I64Attr getters are unsigned: a negative axis compares as huge)
+  int64_t axis = (int64_t)op.getAxis() < 0 ? (int64_t)op.getAxis() + in.getRank()
+                                           : (int64_t)op.getAxis();
   og[0] = GradOp::create(b, op.getLoc(), op.getIndices(), rg[0],
                          b.getDenseI64ArrayAttr(in.getShape()), b.getI64IntegerAttr(axis));
   return success();
@@ -643,6 +646,16 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                                SmallVectorImpl<Value> &og) {
   return gatherGrad<GatherElementsGradOp>(*this, b, rg, og);
+}
+
+LogicalResult CumSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  og[0] = CumSumOp::create(b, getLoc(), rg[0], getAxisAttr(), getExclusiveAttr(),
+                           b.getBoolAttr(!getReverse()));
+  return success();
 }
 
 LogicalResult SliceGradOp::verify() {
@@ -733,7 +746,7 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
     return success();
   int64_t rank = getType().getRank();
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t axis = (int64_t)getAxis() < 0 ? (int64_t)getAxis() + rank : (int64_t)getAxis();
   int64_t offset = 0;
   for (auto [i, v] : llvm::enumerate(getInputs())) {
     int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(axis);

@@ -474,6 +474,13 @@ LogicalResult LogSoftmaxOp::verify() {
   return verifySoftmaxAxis(*this, getAxis(), getInput().getType());
 }
 
+LogicalResult CumSumOp::verify() {
+  int64_t rank = cast<RankedTensorType>(getType()).getRank(), axis = (int64_t)getAxis();
+  if (rank == 0 || axis < -rank || axis >= rank)
+    return emitOpError("axis ") << axis << " is out of range for rank " << rank;
+  return success();
+}
+
 LogicalResult CeluOp::verify() {
   if (getAlpha().convertToDouble() == 0.0)
     return emitOpError("alpha must be nonzero (it divides x)");

@@ -509,6 +509,22 @@ def AMP_LogSoftmaxOp : AMP_UnaryOp<"log_softmax", AMP_FloatTensor, [DeclareOpInt
 // Reductions
 //===----------------------------------------------------------------------===//
 
+def AMP_CumSumOp : AMP_Op<"cumsum", [Pure, SameOperandsAndResultType,
+                                      DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Cumulative sum along `axis` (ONNX CumSum, torch.cumsum)";
+  let description = [{
+    `exclusive` leaves each element out of its own sum, `reverse` sums from
+    the end. Floats accumulate in f32 and round each output once. The
+    gradient is the cumulative sum of dy the other way round.
+  }];
+  let arguments = (ins AMP_NumTensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs AMP_NumTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 class AMP_ArgReduceOp<string mnemonic, string what> : AMP_InferredOp<mnemonic, [Pure]> {
   let summary = what;
   let description = [{
