@@ -11,8 +11,9 @@ sometimes depthwise), optionally an inference batch norm, an activation
 activation, and an ending that reads the chain (global average pool,
 ReduceMean over H and W with or without keepdims, the feature map itself,
 or an Add that needs the plain layout). In fp32 every element of the
-output must agree to 1e-5 of the output's scale (f32 arithmetic, other
-summation orders); fp16 / bf16 to 16 eps of it (worst seen over a few
+output must agree to 1e-5 of the larger of the output's scale and the
+largest rms of a convolution's or batch norm's output in the chain (at most
+4 times the output's scale; f32 arithmetic, other summation orders); fp16 / bf16 to 16 eps of it (worst seen over a few
 runs: 2.4 / 5 eps). A fresh seed each run (printed; AMP_TEST_SEED repeats one).
 
     python blocked_chains.py AMP_RUN WORKDIR [--device cuda]
@@ -55,6 +56,11 @@ def case(i):
     x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
     t = torch.from_numpy(x.astype(np.float64))
     cur, c, desc = "x", cin, []
+    # The largest root-mean-square of a convolution's or batch norm's output:
+    # a sum's rounding error is relative to its terms (about its rms), and an
+    # activation after it (tanh near 0) passes that on however small its
+    # own output.
+    peak = [0.0]
 
     def init(name, a):
         inits.append(numpy_helper.from_array(a.astype(np.float32), name))
@@ -77,7 +83,9 @@ def case(i):
                                       strides=[s, s], pads=[p] * 4, dilations=[d, d],
                                       group=group))
         desc.append(f"conv{k}({c}->{cout} k{ks} s{s} p{p} d{d} g{group}{' b' if bt is not None else ''})")
-        return F.conv2d(t, wt, bt, stride=s, padding=p, dilation=d, groups=group), f"c{k}", cout
+        y = F.conv2d(t, wt, bt, stride=s, padding=p, dilation=d, groups=group)
+        peak[0] = max(peak[0], float(y.pow(2).mean().sqrt()))
+        return y, f"c{k}", cout
 
     def act(k, t, cur):
         kind = str(rng.choice(["Relu", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "none"]))
@@ -101,6 +109,7 @@ def case(i):
                                       epsilon=1e-5))
         desc.append("bn")
         t, cur = F.batch_norm(t, mt, vt, st, bt, training=False, eps=1e-5), "bn"
+        peak[0] = max(peak[0], float(t.pow(2).mean().sqrt()))
     t, cur = act(1, t, cur)
     if rng.random() < 0.6:
         for _ in range(20):
@@ -149,7 +158,7 @@ def case(i):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    return model, x, t.numpy(), " -> ".join(desc)
+    return model, x, t.numpy(), " -> ".join(desc), peak[0]
 
 
 # fp16 / bf16 (amp-autocast: convolutions on rounded operands, f32
@@ -158,7 +167,7 @@ def case(i):
 # the pool / activations between them.
 TOL = {"fp32": 1e-5, "fp16": 16 * 2.0 ** -10, "bf16": 16 * 2.0 ** -7}
 for i in range(CASES):
-    model, x, want, desc = case(i)
+    model, x, want, desc, peak = case(i)
     path = os.path.join(work, f"chain{i}.onnx")
     onnx.save(model, path)
     np.savez(os.path.join(work, f"chain{i}.in.npz"), x=x)
@@ -172,7 +181,12 @@ for i in range(CASES):
             print(f"FAIL chain {i} {precision} [{desc}]: {p.stderr.strip()}")
             continue
         got = np.load(out)["y"].astype(np.float64)
-        scale = max(np.abs(want).max(), 1e-30)
+        # Relative to the output, or to the largest intermediate rms (a tanh
+        # of a long sum: seed 3485114499 had 1.27e-5 on an output of 1), at
+        # most 4 times the output's scale, so that an error the size of the
+        # output still fails in every precision.
+        out_scale = np.abs(want).max()
+        scale = max(out_scale, min(peak, 4 * out_scale), 1e-30)
         err = np.abs(got - want.reshape(got.shape)).max() if got.size == want.size else np.inf
         ok = got.size == want.size and np.isfinite(got).all() and err <= rel * scale
         passed += ok
