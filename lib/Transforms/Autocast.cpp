@@ -322,7 +322,7 @@ LogicalResult Autocaster::run() {
       for (Value r : op->getResults())
         weak.insert(r);
     if (d.cls == PrecisionClass::Lower &&
-        isa<MatMulOp, GemmOp, ConvOp, ConvGradOp>(op)) {
+        isa<MatMulOp, GemmOp, ConvOp, ConvGradOp, ConvTransposeOp>(op)) {
       Type acc = d.accumulate == "f16"    ? Type(Float16Type::get(op->getContext()))
                  : d.accumulate == "bf16" ? Type(BFloat16Type::get(op->getContext()))
                                           : f32;

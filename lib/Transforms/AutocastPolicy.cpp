@@ -55,6 +55,7 @@ static llvm::StringRef onnxHint(llvm::StringRef name) {
   static const std::pair<const char *, const char *> hints[] = {
       {"MatMul", "amp.matmul"},   {"Gemm", "amp.gemm"},
       {"Conv", "amp.conv"},       {"Softmax", "amp.softmax"},
+      {"ConvTranspose", "amp.conv_transpose"},
       {"LayerNormalization", "amp.layer_norm"},
       {"BatchNormalization", "amp.batch_norm"},
       {"Relu", "amp.relu"},       {"Add", "amp.add"},

@@ -683,6 +683,39 @@ def convnet(p, i):
 
 run_case("conv", m, params, inputs, convnet)
 
+# 5a. ConvTranspose (torch's conv_transpose): 2-D grouped, strided and
+#     dilated with a bias, asymmetric pads (a crop of torch's full output)
+#     and output_padding, through Tanh into a 1-D one whose output_shape
+#     asks for one row more than its natural size (output padding 1).
+N, C, M = 2, 4, 6
+params = {"tw1": randn(C, M // 2, 3, 3, scale=0.3), "tb1": randn(M, scale=0.1),
+          "tw2": randn(M, 2, 4, scale=0.3), "fw": randn(3, 2, scale=0.5)}
+inputs = {"x": randn(N, C, 5, 6), "y": rng.integers(0, 3, N).astype(np.int64)}
+m = model([helper.make_node("ConvTranspose", ["x", "tw1", "tb1"], ["c1"], group=2,
+                            strides=[2, 2], dilations=[1, 2], pads=[1, 0, 1, 1],
+                            output_padding=[1, 0]),
+           helper.make_node("Tanh", ["c1"], ["t1"]),
+           helper.make_node("Reshape", ["t1", "shp"], ["r1"]),
+           helper.make_node("ConvTranspose", ["r1", "tw2"], ["c2"], strides=[3],
+                            output_shape=[3 * (10 * 14 - 1) + 4 + 1]),
+           helper.make_node("ReduceMean", ["c2", "ax"], ["g"], keepdims=0),
+           helper.make_node("Gemm", ["g", "fw"], ["z"], transB=1),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"])
+for n, a in {"shp": np.array([N, M, 10 * 14], np.int64), "ax": np.array([2], np.int64)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def deconvnet(p, i):
+    c1 = F.conv_transpose2d(i["x"], p["tw1"], p["tb1"], stride=2, dilation=(1, 2), groups=2,
+                            output_padding=(1, 0))[:, :, 1:-1, 0:-1]
+    r1 = torch.tanh(c1).reshape(N, M, 10 * 14)
+    c2 = F.conv_transpose1d(r1, p["tw2"], stride=3, output_padding=1)
+    return F.cross_entropy(c2.mean(2) @ p["fw"].T, i["y"])
+
+
+run_case("conv-transpose", m, params, inputs, deconvnet)
+
 # 6. A transformer block: LayerNormalization (with and without bias, over
 #    the last one and last two dims), single-head attention (batched MatMul
 #    against a transposed operand, scaled Softmax), residual Adds, Gelu.

@@ -293,6 +293,39 @@ check(rel <= 2e-2 and err <= 5e-2,
       f"the same in bf16 against torch.autocast bf16: worst relative loss difference {rel:.1e} "
       f"(tolerance 2e-2), parameters off by {err:.1e} of the largest update (tolerance 5e-2)")
 
+# 3f. An encoder-decoder with nn.ConvTranspose2d (stride 2, padding 1,
+# output_padding 1, grouped, with a bias) and nn.ConvTranspose1d (no bias):
+# the exporter's ConvTranspose, fp32 and fp16 with GradScaler.
+class DeconvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.up1d = nn.ConvTranspose1d(4, 2, 4, stride=2, bias=False)
+        self.fc = nn.Linear(2 * 130, 4)
+
+    def forward(self, input):  # noqa: A002
+        h = torch.relu(self.up(torch.relu(self.down(input))))  # [N, 4, 8, 8]
+        h = torch.tanh(self.up1d(h.flatten(2)))                # [N, 2, 130]
+        return self.fc(h.flatten(1))
+
+
+rows, rel, _, err, moved, _ = both_ways(
+    DeconvNet, {"input": ximg, "labels": yimg}, 6, 8, dict(loss_fn="cross_entropy", lr=0.05),
+    lambda p: torch.optim.SGD(p, lr=0.05))
+check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
+      f"ConvTranspose2d (grouped, output_padding), ConvTranspose1d, fp32 SGD: worst relative loss "
+      f"difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update "
+      f"(tolerance 1e-4)")
+rows, rel, _, err, moved, _ = both_ways(
+    DeconvNet, {"input": ximg, "labels": yimg}, 6, 8,
+    dict(loss_fn="cross_entropy", lr=0.05, precision="fp16"),
+    lambda p: torch.optim.SGD(p, lr=0.05), autocast=torch.float16,
+    scaler=torch.amp.GradScaler("cpu"))
+check(rel <= 2e-3 and err <= 2e-2,
+      f"the same in fp16 against torch.autocast + GradScaler: worst relative loss difference "
+      f"{rel:.1e} (tolerance 2e-3), parameters off by {err:.1e} of the largest update (tolerance 2e-2)")
+
 # 4. Bad arguments.
 bad = [
     (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y[:10]}, steps=1), ValueError,

@@ -787,6 +787,44 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           d.attrs.push_back(r.use_empty() ? 0 : 1);
         return emit(op, AMPRT_OP_CONV_GRAD, d);
       })
+      .Case([&](ConvTransposeOp o) -> LogicalResult {
+        // amp.conv's input gradient: the runtime's conv_grad with the result
+        // as the convolution's input (its shape only) and dx, x as its dy;
+        // then the bias added in place, broadcast along the channels.
+        if (o.getAccumulate() && !o.getAccumulate()->isF32())
+          return op->emitOpError("accumulate = ")
+                 << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
+        auto y = o.getType();
+        auto x = o.getX().getType();
+        int64_t n = x.getRank() - 2;
+        if (n < 1 || n > 3)
+          return op->emitOpError("needs 1 to 3 spatial dims");
+        if (!y.hasStaticShape())
+          return op->emitOpError("needs a static result shape");
+        d.attrs = {n, (int64_t)o.getGroup(), 0};
+        for (int64_t i = 0; i < n; ++i)
+          d.attrs.append({o.getStrides() ? (*o.getStrides())[i] : 1,
+                          o.getDilations() ? (*o.getDilations())[i] : 1,
+                          o.getPads() ? (*o.getPads())[i] : 0,
+                          o.getPads() ? (*o.getPads())[n + i] : 0});
+        d.attrs.append({1, 0, 0});
+        Value out = o.getOutput();
+        if (failed(all({out, o.getW(), o.getX(), out, o.getW(), o.getW()})))
+          return failure();
+        if (failed(emit(op, AMPRT_OP_CONV_GRAD, d)))
+          return failure();
+        Value bias = o.getBias();
+        if (!bias)
+          return success();
+        Desc add;
+        SmallVector<int64_t> bshape(y.getRank(), 1);
+        bshape[1] = y.getDimSize(1);
+        if (failed(tensor(add, out, op)) || failed(tensor(add, bias, op, ArrayRef<int64_t>(bshape))) ||
+            failed(tensor(add, out, op)))
+          return failure();
+        add.attrs = {AMPRT_BINARY_ADD};
+        return emit(op, AMPRT_OP_BINARY, add);
+      })
       .Case([&](MaxPoolGradOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

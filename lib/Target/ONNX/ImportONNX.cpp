@@ -657,6 +657,108 @@ LogicalResult handleConv(NodeCtx &n) {
   return success();
 }
 
+/// ConvTranspose with explicit pads: auto_pad and output_shape resolved as
+/// the ONNX spec gives them (total padding split evenly, the odd one at the
+/// end for SAME_UPPER, at the start for SAME_LOWER and for NOTSET with
+/// output_shape); padding "removed" below zero at the end becomes output
+/// padding, as PyTorch's output_size argument does.
+LogicalResult handleConvTranspose(NodeCtx &n) {
+  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                           "output_shape", "pads", "strides"})))
+    return failure();
+  auto autoPad = n.getString("auto_pad", std::string("NOTSET"));
+  auto group = n.getInt("group", 1);
+  auto dilA = n.getInts("dilations"), padA = n.getInts("pads"), strA = n.getInts("strides"),
+       ksA = n.getInts("kernel_shape"), opA = n.getInts("output_padding"),
+       osA = n.getInts("output_shape");
+  if (failed(autoPad) || failed(group) || failed(dilA) || failed(padA) || failed(strA) ||
+      failed(ksA) || failed(opA) || failed(osA))
+    return failure();
+  auto x = n.input(0), w = n.input(1);
+  if (failed(x) || failed(w))
+    return failure();
+  auto xt = dyn_cast<RankedTensorType>(x->getType());
+  auto wt = dyn_cast<RankedTensorType>(w->getType());
+  if (!xt || !wt || !xt.hasStaticShape() || !wt.hasStaticShape())
+    return n.fail("needs static shapes of X and W");
+  int64_t rank = xt.getRank(), sp = rank - 2;
+  if (rank < 3 || wt.getRank() != rank)
+    return n.fail("X must be [N, C, D1, ...] and W of the same rank");
+  auto perDim = [&](const std::optional<std::vector<int64_t>> &a, size_t len, const char *what,
+                    int64_t dflt, SmallVector<int64_t> &out) -> LogicalResult {
+    if (!a) {
+      out.assign(len, dflt);
+      return success();
+    }
+    if (a->size() != len)
+      return n.fail(llvm::Twine(what) + " must have " + llvm::Twine(len) + " values");
+    out.assign(a->begin(), a->end());
+    return success();
+  };
+  SmallVector<int64_t> dil, strides, kernel, outPad, pads;
+  if (failed(perDim(*dilA, sp, "dilations", 1, dil)) ||
+      failed(perDim(*strA, sp, "strides", 1, strides)) ||
+      failed(perDim(*opA, sp, "output_padding", 0, outPad)))
+    return failure();
+  kernel.assign(wt.getShape().begin() + 2, wt.getShape().end());
+  if (*ksA && ArrayRef<int64_t>(**ksA) != ArrayRef<int64_t>(kernel))
+    return n.fail("kernel_shape does not match W's spatial dims");
+  const std::string &ap = *autoPad;
+  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID")
+    return n.fail("auto_pad '" + ap + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  std::optional<std::vector<int64_t>> outShape = *osA;
+  if (outShape && outShape->size() == (size_t)rank)
+    outShape = std::vector<int64_t>(outShape->begin() + 2, outShape->end());
+  if (outShape && outShape->size() != (size_t)sp)
+    return n.fail("output_shape must have one value per spatial dim");
+  if (outShape || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    pads.assign(2 * sp, 0);
+    for (int64_t i = 0; i < sp; ++i) {
+      int64_t in = xt.getDimSize(2 + i);
+      int64_t target = outShape ? (*outShape)[i] : in * strides[i];
+      int64_t total = strides[i] * (in - 1) + outPad[i] + (kernel[i] - 1) * dil[i] + 1 - target;
+      // total // 2 rounded toward minus infinity, as the reference's Python.
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      bool lower = ap != "SAME_UPPER";
+      pads[i] = lower ? total - half : half;
+      pads[sp + i] = lower ? half : total - half;
+      if (pads[sp + i] < 0) { // a larger output: extra rows at the end
+        outPad[i] -= pads[sp + i];
+        pads[sp + i] = 0;
+      }
+      if (pads[i] < 0)
+        return n.fail("output_shape " + llvm::Twine(target) + " for spatial dim " + llvm::Twine(i) +
+                      " needs padding before the first row, which is not supported");
+    }
+  } else if (ap == "VALID") {
+    pads.assign(2 * sp, 0);
+  } else if (failed(perDim(*padA, 2 * sp, "pads", 0, pads))) {
+    return failure();
+  }
+  for (int64_t i = 0; i < sp; ++i)
+    if (outPad[i] < 0 || outPad[i] >= strides[i])
+      return n.fail("output padding " + llvm::Twine(outPad[i]) + " of spatial dim " + llvm::Twine(i) +
+                    " must be less than its stride " + llvm::Twine(strides[i]) +
+                    " (a larger one is not supported)");
+  SmallVector<Value> operands{*x, *w};
+  if (n.hasInput(2)) {
+    auto bias = n.input(2);
+    if (failed(bias))
+      return failure();
+    operands.push_back(*bias);
+  }
+  SmallVector<NamedAttribute> attrs{named(n, "dilations", ints(n, dil)),
+                                    named(n, "group", i64(n, *group)),
+                                    named(n, "output_padding", ints(n, outPad)),
+                                    named(n, "pads", ints(n, pads)),
+                                    named(n, "strides", ints(n, strides))};
+  auto op = n.im.create(n, "amp.conv_transpose", operands, attrs, 1);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  return success();
+}
+
 LogicalResult handleBatchNorm(NodeCtx &n) {
   if (failed(n.allowAttrs({"epsilon", "momentum", "training_mode", "spatial",
                            "is_test", "consumed_inputs"})))
@@ -3363,6 +3465,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["ai.onnx.preview.training.Adam"] = {1, handleAdam};
     t["ai.onnx.preview.training.Gradient"] = {1, handleGradient};
     t["Conv"] = {1, handleConv};
+    t["ConvTranspose"] = {1, handleConvTranspose};
     t["BatchNormalization"] = {9, handleBatchNorm};
     t["MaxPool"] = {1, handleMaxPool};
     t["AveragePool"] = {1, handleAveragePool};

@@ -699,7 +699,9 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       convertPar(t->data, t->dtype, buf.data(), AMPRT_F32, buf.size());
       return buf.data();
     };
-    float *xf = f32Of(x, xw), *wf = f32Of(w, ww), *dyf = f32Of(dy, dyw);
+    // x is read only for dw (for dx alone it gives the shape: ConvTranspose
+    // passes its own, not yet written, result).
+    float *xf = dw ? f32Of(x, xw) : nullptr, *wf = f32Of(w, ww), *dyf = f32Of(dy, dyw);
     dnnl::memory::desc xd(cd.src, dt::f32, plainTag(cd.src.size()));
     dnnl::memory::desc wd(cd.wei, dt::f32, plainTag(cd.wei.size()));
     dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));

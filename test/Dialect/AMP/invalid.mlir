@@ -633,3 +633,33 @@ func.func @micro_step_every(%m: tensor<i64>) -> tensor<i1> {
   %a, %n = amp.micro_step %m {every = 0 : i64}
   return %a : tensor<i1>
 }
+
+
+// -----
+
+func.func @conv_transpose_channels(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x3x3xf32>) {
+  // expected-error @+2 {{input channels 3 must equal w's dim 0 (2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = amp.conv_transpose %x, %w : (tensor<1x3x4x4xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x6x6xf32>
+  return
+}
+
+
+// -----
+
+func.func @conv_transpose_output_padding(%x: tensor<1x2x4x4xf32>, %w: tensor<2x3x3x3xf32>) {
+  // expected-error @+2 {{output_padding [1, 0] must be >= 0 and less than the stride [1, 1]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = amp.conv_transpose %x, %w {output_padding = array<i64: 1, 0>} : (tensor<1x2x4x4xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x7x6xf32>
+  return
+}
+
+
+// -----
+
+func.func @conv_transpose_bias(%x: tensor<1x2x4x4xf32>, %w: tensor<2x3x3x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{bias must be [M] = [6], got [3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = amp.conv_transpose %x, %w, %b {group = 2 : i64} : (tensor<1x2x4x4xf32>, tensor<2x3x3x3xf32>, tensor<3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}

@@ -158,3 +158,11 @@ func.func @backward(%dy: tensor<4x2x5xf32>, %i: tensor<4x3xi64>, %g: tensor<4x3x
   %apply, %next = amp.micro_step %m {every = 4 : i64}
   return %0, %1, %2, %apply, %next : tensor<4x6x5xf32>, tensor<7x5xf16>, tensor<4x6x5xf32>, tensor<i1>, tensor<i64>
 }
+
+// CHECK-LABEL: func @deconv
+func.func @deconv(%x: tensor<2x4x5xf16>, %w: tensor<4x3x3xf16>, %b: tensor<6xf16>) -> tensor<2x6x10xf16> {
+  // 2 * (5 - 1) + 1 + (3 - 1) * 2 + 1 - 1 - 3 = 10 (grouped: 6 output channels)
+  // CHECK: amp.conv_transpose {{.*}} -> tensor<2x6x10xf16>
+  %0 = amp.conv_transpose %x, %w, %b {group = 2 : i64, strides = array<i64: 2>, dilations = array<i64: 2>, pads = array<i64: 1, 3>, output_padding = array<i64: 1>, accumulate = f32} : (tensor<2x4x5xf16>, tensor<4x3x3xf16>, tensor<6xf16>) -> tensor<2x6x10xf16>
+  return %0 : tensor<2x6x10xf16>
+}

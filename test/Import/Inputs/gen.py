@@ -584,6 +584,32 @@ def argmax():
                  opset=13)
 
 
+
+def conv_transpose(x=(1, 2, 3, 3), w=(2, 3, 3, 3), bias=True, **attrs):
+    """ConvTranspose of x by the weights w (and a bias)."""
+    ins = ["x", "w"] + (["b"] if bias else [])
+    inits = [NH.from_array(rnd(*w), "w")] + ([NH.from_array(rnd(w[1] * attrs.get("group", 1)), "b")]
+                                            if bias else [])
+    n = [H.make_node("ConvTranspose", ins, ["y"], name="deconv", **attrs)]
+    return model(n, [vi("x", TP.FLOAT, list(x))], [vi("y", TP.FLOAT, None)], inits, opset=17)
+
+
+def conv_transpose_same():
+    return conv_transpose(strides=[2, 2], auto_pad="SAME_UPPER")
+
+
+def conv_transpose_output_shape():
+    return conv_transpose(strides=[3, 2], output_shape=[10, 8], bias=False)
+
+
+def conv_transpose_big_output_padding():
+    return conv_transpose(strides=[2, 2], output_padding=[2, 0])
+
+
+def conv_transpose_output_shape_too_big():
+    return conv_transpose(strides=[2, 2], output_shape=[10, 7])
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

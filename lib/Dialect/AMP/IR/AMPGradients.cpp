@@ -379,6 +379,37 @@ LogicalResult ConvOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+/// ConvTranspose is amp.conv's input gradient: its input gradient is the
+/// convolution of dy by the same weights, its weight gradient amp.conv's
+/// weight gradient with the roles of x and dy swapped, as PyTorch's
+/// conv_transpose backward.
+LogicalResult ConvTransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                              SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (!rg[0])
+    return success();
+  Location loc = getLoc();
+  StringAttr notSet = b.getStringAttr("NOTSET");
+  og[0] = ConvOp::create(b, loc, rg[0], getW(), Value(), notSet, getDilationsAttr(),
+                         getGroupAttr(), getKernelShapeAttr(), getPadsAttr(), getStridesAttr(),
+                         getAccumulateAttr())
+              .getOutput();
+  og[1] = ConvGradOp::create(b, loc, rg[0], getW(), getX(), notSet, getDilationsAttr(),
+                             getGroupAttr(), getKernelShapeAttr(), getPadsAttr(), getStridesAttr(),
+                             getAccumulateAttr())
+              .getDw();
+  if (getBias()) {
+    SmallVector<int64_t> axes{0};
+    for (int64_t d = 2; d < getX().getType().getRank(); ++d)
+      axes.push_back(d);
+    og[2] = make(b, loc, "amp.reduce_sum", rg[0],
+                 {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(false))});
+    if (!og[2])
+      return failure();
+  }
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
   og.assign(getNumOperands(), Value());

@@ -580,6 +580,86 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto x = r.ranked(adaptor.getX(), "x");
+  auto w = r.ranked(adaptor.getW(), "w");
+  if (failed(x) || failed(w) || failed(r.sameElementType(*x, *w, "x", "w")))
+    return failure();
+  if (failed(checkAccumulate(r, adaptor.getAccumulate(), x->getElementType())))
+    return failure();
+  int64_t rank = x->getRank(), n = rank - 2;
+  if (rank < 3)
+    return r.fail("x must be [N, C, D1, ...] with at least one spatial dim, got ",
+                  shapeString(x->getShape()));
+  if (w->getRank() != rank)
+    return r.fail("w must have the rank of x (", rank, "), got ", shapeString(w->getShape()));
+  int64_t group = adaptor.getGroup();
+  if (group < 1)
+    return r.fail("group must be >= 1, got ", group);
+  int64_t c = x->getDimSize(1), wc = w->getDimSize(0), mg = w->getDimSize(1);
+  if (!ShapedType::isDynamic(c) && !ShapedType::isDynamic(wc) && c != wc)
+    return r.fail("input channels ", c, " must equal w's dim 0 (", wc, ")");
+  if (!ShapedType::isDynamic(wc) && wc % group != 0)
+    return r.fail("input channels ", wc, " must be divisible by group ", group);
+  int64_t m = ShapedType::isDynamic(mg) ? ShapedType::kDynamic : mg * group;
+  SmallVector<int64_t> kernel(w->getShape().drop_front(2));
+  if (auto ks = adaptor.getKernelShape()) {
+    if (failed(verifyCompatibleShape(*ks, kernel)))
+      return r.fail("kernel_shape ", shapeString(*ks), " does not match w's spatial dims ",
+                    shapeString(kernel));
+    kernel.assign(ks->begin(), ks->end());
+  }
+  if (llvm::any_of(kernel, ShapedType::isDynamic))
+    return r.fail("needs static kernel dims, w is ", shapeString(w->getShape()));
+  auto per = [&](std::optional<ArrayRef<int64_t>> a, size_t len, const char *name,
+                 SmallVectorImpl<int64_t> &out, int64_t dflt) -> LogicalResult {
+    if (!a) {
+      out.assign(len, dflt);
+      return success();
+    }
+    if (a->size() != len)
+      return r.fail(name, " must have ", (int64_t)len, " values, got ", shapeString(*a));
+    out.assign(a->begin(), a->end());
+    return success();
+  };
+  SmallVector<int64_t> strides, dil, pads, outPad;
+  if (failed(per(adaptor.getStrides(), n, "strides", strides, 1)) ||
+      failed(per(adaptor.getDilations(), n, "dilations", dil, 1)) ||
+      failed(per(adaptor.getPads(), 2 * n, "pads", pads, 0)) ||
+      failed(per(adaptor.getOutputPadding(), n, "output_padding", outPad, 0)))
+    return failure();
+  SmallVector<int64_t> out{x->getDimSize(0), m};
+  for (int64_t i = 0; i < n; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1)
+      return r.fail("strides, dilations and kernel dims must be >= 1");
+    if (pads[i] < 0 || pads[n + i] < 0)
+      return r.fail("pads must be >= 0, got ", shapeString(pads));
+    if (outPad[i] < 0 || outPad[i] >= strides[i])
+      return r.fail("output_padding ", shapeString(outPad),
+                    " must be >= 0 and less than the stride ", shapeString(strides));
+    int64_t d = x->getDimSize(2 + i);
+    if (ShapedType::isDynamic(d)) {
+      out.push_back(ShapedType::kDynamic);
+      continue;
+    }
+    int64_t o = strides[i] * (d - 1) + outPad[i] + (kernel[i] - 1) * dil[i] + 1 - pads[i] - pads[n + i];
+    if (o < 1)
+      return r.fail("spatial dim ", i, " of the result would be ", o, " (pads too large)");
+    out.push_back(o);
+  }
+  if (Value bv = adaptor.getBias()) {
+    auto b = r.ranked(bv, "bias");
+    if (failed(b) || failed(r.sameElementType(*x, *b, "x", "bias")))
+      return failure();
+    if (b->getRank() != 1 || failed(verifyCompatibleShape(b->getShape(), {m})))
+      return r.fail("bias must be [M] = [", m, "], got ", shapeString(b->getShape()));
+  }
+  types.push_back(RankedTensorType::get(out, x->getElementType()));
+  return success();
+}
+
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                                        std::optional<Location> loc,
                                        Adaptor adaptor,

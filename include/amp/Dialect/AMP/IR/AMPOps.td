@@ -144,6 +144,30 @@ def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_Gra
   let results = (outs AMP_FloatTensor:$output);
 }
 
+def AMP_ConvTransposeOp : AMP_InferredOp<"conv_transpose", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "N-d transposed convolution, NCHW layout (ONNX ConvTranspose)";
+  let description = [{
+    X is [N, C, D1..Dn], W is [C, M/group, k1..kn], the optional bias B is
+    [M]. The result is [N, M, O1..On] with
+    `Oi = strides[i] * (Di - 1) + output_padding[i] + (ki - 1) * dilations[i] + 1
+    - pads[i] - pads[n + i]`: the gradient of amp.conv with respect to its
+    input (PyTorch's conv_transpose). Pads are explicit (the importer
+    resolves ONNX's auto_pad and output_shape) and each output_padding is
+    less than its stride. Missing `strides` / `dilations` are 1, missing
+    `pads` / `output_padding` 0.
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$w,
+                   Optional<AMP_FloatTensor>:$bias,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_padding,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides,
+                   OptionalAttr<TypeAttr>:$accumulate);
+  let results = (outs AMP_FloatTensor:$output);
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation and pooling
 //===----------------------------------------------------------------------===//
