@@ -716,6 +716,35 @@ def deconvnet(p, i):
 
 run_case("conv-transpose", m, params, inputs, deconvnet)
 
+# 5b. Einsum (torch.einsum): attention scores against a transposed operand,
+#     a weighted sum with a broadcast ellipsis, a diagonal, a chain of three
+#     operands with an outer product, a full contraction.
+B, Hh, T, D = 2, 2, 4, 3
+params = {"wq": randn(D, D, scale=0.5), "sq": randn(Hh, T, T, scale=0.5),
+          "u": randn(T, 3, scale=0.5), "v": randn(3, 2, scale=0.5), "fw": randn(3, 2, scale=0.5)}
+inputs = {"x": randn(B, Hh, T, D), "y": rng.integers(0, 3, B).astype(np.int64)}
+m = model([helper.make_node("Einsum", ["x", "wq"], ["q"], equation="bhtd,de->bhte"),
+           helper.make_node("Einsum", ["q", "x"], ["s"], equation="bhqd,bhkd->bhqk"),
+           helper.make_node("Tanh", ["s"], ["a"]),
+           helper.make_node("Einsum", ["a", "sq"], ["w"], equation="...qk,...kq->...q"),
+           helper.make_node("Einsum", ["sq"], ["dg"], equation="hii->hi"),
+           helper.make_node("Add", ["w", "dg"], ["wd"]),
+           helper.make_node("Einsum", ["wd", "u", "v"], ["z0"], equation="bht,tc,cj->bj"),
+           helper.make_node("Einsum", ["z0", "fw"], ["z"], equation="bj,cj"),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+
+
+def einsums(p, i):
+    q = torch.einsum("bhtd,de->bhte", i["x"], p["wq"])
+    a = torch.tanh(torch.einsum("bhqd,bhkd->bhqk", q, i["x"]))
+    w = torch.einsum("...qk,...kq->...q", a, p["sq"]) + torch.einsum("hii->hi", p["sq"])
+    z0 = torch.einsum("bht,tc,cj->bj", w, p["u"], p["v"])
+    return F.cross_entropy(torch.einsum("bj,cj", z0, p["fw"]), i["y"])
+
+
+run_case("einsum", m, params, inputs, einsums)
+
 # 6. A transformer block: LayerNormalization (with and without bias, over
 #    the last one and last two dims), single-head attention (batched MatMul
 #    against a transposed operand, scaled Softmax), residual Adds, Gelu.

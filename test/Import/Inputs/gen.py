@@ -610,6 +610,30 @@ def conv_transpose_output_shape_too_big():
     return conv_transpose(strides=[2, 2], output_shape=[10, 7])
 
 
+
+def einsum(eq="bhqd,bhkd->bhqk", shapes=((2, 3, 4, 5), (2, 3, 6, 5))):
+    names = [f"x{i}" for i in range(len(shapes))]
+    n = [H.make_node("Einsum", names, ["y"], name="ein", equation=eq)]
+    return model(n, [vi(nm, TP.FLOAT, list(s)) for nm, s in zip(names, shapes)],
+                 [vi("y", TP.FLOAT, None)], opset=13)
+
+
+def einsum_attention():
+    return einsum()
+
+
+def einsum_diagonal():
+    return einsum("...ii->...i", ((3, 5, 5),))
+
+
+def einsum_bad_size():
+    return einsum("ij,jk", ((2, 3), (4, 4)))
+
+
+def einsum_bad_label():
+    return einsum("ij,jk->iz", ((2, 3), (3, 4)))
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()
