@@ -745,6 +745,89 @@ def einsums(p, i):
 
 run_case("einsum", m, params, inputs, einsums)
 
+# 5c. LSTM, GRU and RNN by the ONNX equations, written out step by step in
+#     torch (float64): a bidirectional LSTM with peepholes, initial states
+#     and variable sequence_lens (0, 2 and 4 of 4 steps: the state is kept
+#     and Y is 0 past each end, a reverse pass starts at its last step, an
+#     empty sequence ends in state 0 as in onnxruntime);
+#     a reverse, batch-first GRU (linear_before_reset 0, clip) with a
+#     sequence of lengths 3 and 1; a forward RNN with Relu.
+#     The loss weighs every output (Y, Y_h, Y_c) by fixed random tensors.
+T, Bt, I, Hs = 4, 3, 3, 2
+lens = np.array([4, 0, 2], np.int32)
+params = {"lw": randn(2, 4 * Hs, I, scale=0.5), "lr": randn(2, 4 * Hs, Hs, scale=0.5),
+          "lb": randn(2, 8 * Hs, scale=0.3), "lp": randn(2, 3 * Hs, scale=0.5),
+          "lh0": randn(2, Bt, Hs, scale=0.5), "lc0": randn(2, Bt, Hs, scale=0.5),
+          "gw": randn(1, 3 * Hs, I, scale=0.8), "gr": randn(1, 3 * Hs, Hs, scale=0.8),
+          "gb": randn(1, 6 * Hs, scale=0.3),
+          "rw": randn(1, Hs, I, scale=0.5), "rr": randn(1, Hs, Hs, scale=0.5)}
+inputs = {"x": randn(T, Bt, I), "lens": lens, "glens": np.array([3, 1, 3], np.int32)}
+weights = {"k1": randn(T, 2, Bt, Hs), "k2": randn(2, Bt, Hs), "k3": randn(2, Bt, Hs),
+           "k4": randn(Bt, T, 1, Hs), "k5": randn(Bt, 1, Hs), "k6": randn(T, 1, Bt, Hs)}
+nodes = [helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens", "lh0", "lc0", "lp"],
+                          ["y1", "yh1", "yc1"], hidden_size=Hs, direction="bidirectional"),
+         helper.make_node("Transpose", ["x"], ["xb"], perm=[1, 0, 2]),
+         helper.make_node("GRU", ["xb", "gw", "gr", "gb", "glens"], ["y2", "yh2"], hidden_size=Hs,
+                          direction="reverse", layout=1, clip=1.5),
+         helper.make_node("RNN", ["x", "rw", "rr"], ["y3"], hidden_size=Hs, activations=["Relu"])]
+terms = []
+for k, y in [("k1", "y1"), ("k2", "yh1"), ("k3", "yc1"), ("k4", "y2"), ("k5", "yh2"), ("k6", "y3")]:
+    nodes += [helper.make_node("Mul", [y, k], [f"m{k}"]),
+              helper.make_node("ReduceSum", [f"m{k}"], [f"s{k}"], keepdims=0)]
+    terms.append(f"s{k}")
+nodes.append(helper.make_node("Sum", terms, ["loss"]))
+m = model(nodes, params, inputs, ["loss"], opset=14)
+for n, a in weights.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def recurrent(p, i):
+    sig, th = torch.sigmoid, torch.tanh
+    x, zero = i["x"], torch.zeros(Hs, dtype=torch.float64)
+    Y1 = [[[zero] * Bt for _ in range(2)] for _ in range(T)]
+    Yh1, Yc1 = [[None] * Bt for _ in range(2)], [[None] * Bt for _ in range(2)]
+    for d in range(2):
+        W, R, Bb, P = p["lw"][d], p["lr"][d], p["lb"][d], p["lp"][d]
+        for b in range(Bt):
+            H, C = p["lh0"][d, b], p["lc0"][d, b]
+            steps = range(int(lens[b]))
+            for t in (reversed(steps) if d else steps):
+                g = W @ x[t, b] + Bb[:4 * Hs] + R @ H + Bb[4 * Hs:]
+                gi, go, gf, gc = g.split(Hs)
+                it, ft = sig(gi + P[:Hs] * C), sig(gf + P[2 * Hs:] * C)
+                C = ft * C + it * th(gc)
+                H = sig(go + P[Hs:2 * Hs] * C) * th(C)
+                Y1[t][d][b] = H
+            # an empty sequence's final state is 0 (as onnxruntime's)
+            Yh1[d][b], Yc1[d][b] = (H, C) if lens[b] else (zero, zero)
+    W, R, Bb = p["gw"][0], p["gr"][0], p["gb"][0]
+    Y2 = [[zero] * T for _ in range(Bt)]
+    Yh2 = []
+    for b in range(Bt):
+        H = zero
+        for t in reversed(range(int(i["glens"][b]))):
+            xw = W @ x[t, b] + Bb[:3 * Hs]
+            zr = (xw[:2 * Hs] + R[:2 * Hs] @ H + Bb[3 * Hs:5 * Hs]).clamp(-1.5, 1.5)
+            z, r = sig(zr[:Hs]), sig(zr[Hs:])
+            hh = th((xw[2 * Hs:] + R[2 * Hs:] @ (r * H) + Bb[5 * Hs:]).clamp(-1.5, 1.5))
+            H = (1 - z) * hh + z * H
+            Y2[b][t] = H
+        Yh2.append(H)
+    H = torch.zeros(Bt, Hs, dtype=torch.float64)
+    Y3 = []
+    for t in range(T):
+        H = torch.relu(x[t] @ p["rw"][0].T + H @ p["rr"][0].T)
+        Y3.append(H)
+    outs = {"k1": torch.stack([torch.stack([torch.stack(v) for v in row]) for row in Y1]),
+            "k2": torch.stack([torch.stack(v) for v in Yh1]),
+            "k3": torch.stack([torch.stack(v) for v in Yc1]),
+            "k4": torch.stack([torch.stack(v) for v in Y2]).unsqueeze(2),
+            "k5": torch.stack(Yh2).unsqueeze(1), "k6": torch.stack(Y3).unsqueeze(1)}
+    return sum((o * torch.tensor(weights[k], dtype=torch.float64)).sum() for k, o in outs.items())
+
+
+run_case("recurrent", m, params, inputs, recurrent, constants=tuple(weights))
+
 # 6. A transformer block: LayerNormalization (with and without bias, over
 #    the last one and last two dims), single-head attention (batched MatMul
 #    against a transposed operand, scaled Softmax), residual Adds, Gelu.

@@ -75,8 +75,8 @@ def param_error(ours, ref, start):
     worst, moved = 0.0, 0.0
     for (n, p), (_, r), (_, s) in zip(ours.named_parameters(), ref.named_parameters(),
                                       start.named_parameters()):
-        worst = max(worst, float((p - r).abs().max()))
-        moved = max(moved, float((r - s).abs().max()))
+        worst = max(worst, float((p - r).detach().abs().max()))
+        moved = max(moved, float((r - s).detach().abs().max()))
     return worst / moved if moved else float("inf"), moved
 
 
@@ -325,6 +325,38 @@ rows, rel, _, err, moved, _ = both_ways(
 check(rel <= 2e-3 and err <= 2e-2,
       f"the same in fp16 against torch.autocast + GradScaler: worst relative loss difference "
       f"{rel:.1e} (tolerance 2e-3), parameters off by {err:.1e} of the largest update (tolerance 2e-2)")
+
+# 3g. A sequence model: a bidirectional, batch-first nn.LSTM into an nn.GRU
+# (the exporter's LSTM and GRU with their reordered gate weights), the last
+# step's state into a Linear; fp32 and bf16.
+class SeqNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(5, 8, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(16, 6, batch_first=True)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, input):  # noqa: A002
+        h, _ = self.lstm(input)
+        h, _ = self.gru(h)
+        return self.fc(h[:, -1])
+
+
+xseq = torch.randn(32, 6, 5)
+rows, rel, _, err, moved, _ = both_ways(
+    SeqNet, {"input": xseq, "labels": yimg}, 6, 8, dict(loss_fn="cross_entropy", lr=0.1),
+    lambda p: torch.optim.SGD(p, lr=0.1))
+check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
+      f"LSTM (bidirectional, batch_first), GRU, fp32 SGD: worst relative loss difference {rel:.1e} "
+      f"(tolerance 1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-4)")
+# (bf16: torch's CPU LSTM has no fp16 kernel under autocast.)
+rows, rel, _, err, moved, _ = both_ways(
+    SeqNet, {"input": xseq, "labels": yimg}, 6, 8,
+    dict(loss_fn="cross_entropy", lr=0.1, precision="bf16"),
+    lambda p: torch.optim.SGD(p, lr=0.1), autocast=torch.bfloat16)
+check(rel <= 2e-2 and err <= 5e-2,
+      f"the same in bf16 against torch.autocast bf16: worst relative loss difference {rel:.1e} "
+      f"(tolerance 2e-2), parameters off by {err:.1e} of the largest update (tolerance 5e-2)")
 
 # 4. Bad arguments.
 bad = [

@@ -634,6 +634,28 @@ def einsum_bad_label():
     return einsum("ij,jk->iz", ((2, 3), (3, 4)))
 
 
+
+def recurrent(op="LSTM", gates=4, hidden=2, wshape=None, **attrs):
+    """An RNN / GRU / LSTM over x [3, 2, 4] (steps, batch, features)."""
+    w = NH.from_array(rnd(*(wshape or (1, gates * hidden, 4))), "w")
+    r = NH.from_array(rnd(1, gates * hidden, hidden), "r")
+    n = [H.make_node(op, ["x", "w", "r"], ["y", "yh"], name="rec", hidden_size=hidden, **attrs)]
+    return model(n, [vi("x", TP.FLOAT, [3, 2, 4])], [vi("y", TP.FLOAT, None), vi("yh", TP.FLOAT, None)],
+                 [w, r], opset=14)
+
+
+def rnn_relu():
+    return recurrent("RNN", 1, activations=["Relu"])
+
+
+def lstm_bad_activation():
+    return recurrent(activations=["Sigmoid", "Gelu", "Tanh"])
+
+
+def gru_bad_w():
+    return recurrent("GRU", 3, wshape=(1, 5, 4))
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()
