@@ -397,6 +397,43 @@ def rounding(p, i):
 
 run_case("floor-ceil-round-sign", m, params, inputs, rounding, precisions=("fp32",))
 
+# 4a4'. The trigonometric and hyperbolic functions, each on a product
+#       squashed into its domain (tanh * 0.9 for asin / acos / atanh,
+#       1.1 + softplus for acosh, tanh for tan: away from its poles).
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Tanh", ["h"], ["t"]),
+           helper.make_node("Mul", ["t", "p9"], ["u"]),
+           helper.make_node("Softplus", ["h"], ["sp"]),
+           helper.make_node("Add", ["sp", "p11"], ["v"]),
+           helper.make_node("Tan", ["t"], ["a1"]),
+           helper.make_node("Asin", ["u"], ["a2"]),
+           helper.make_node("Acos", ["u"], ["a3"]),
+           helper.make_node("Atan", ["h"], ["a4"]),
+           helper.make_node("Sinh", ["t"], ["a5"]),
+           helper.make_node("Cosh", ["h"], ["a6"]),
+           helper.make_node("Asinh", ["h"], ["a7"]),
+           helper.make_node("Acosh", ["v"], ["a8"]),
+           helper.make_node("Atanh", ["u"], ["a9"]),
+           helper.make_node("Sum", [f"a{i}" for i in range(1, 10)], ["s"]),
+           helper.make_node("MatMul", ["s", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+for n, a in {"p9": np.array(0.9, np.float32), "p11": np.array(1.1, np.float32)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def trig(p, i):
+    h = i["x"] @ p["w"]
+    t = torch.tanh(h)
+    u, v = t * 0.9, F.softplus(h) + 1.1
+    s = (torch.tan(t) + torch.asin(u) + torch.acos(u) + torch.atan(h) + torch.sinh(t) + torch.cosh(h)
+         + torch.asinh(h) + torch.acosh(v) + torch.atanh(u))
+    return F.cross_entropy(s @ p["k"], i["y"])
+
+
+run_case("trigonometric", m, params, inputs, trig, constants=("p9", "p11"))
+
 # 4a5. Comparisons and logical ops building masks (no gradient of their
 #      own; amp.where carries it): a leaky ReLU written as
 #      Where(Greater(h, 0), h, 0.1 h), and the logits of rows whose label

@@ -42,6 +42,15 @@ double refUnary(amprt_unary_op op, double x, double alpha, double beta = 0.0) {
   case AMPRT_UNARY_SIGN: return std::isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0;
   case AMPRT_UNARY_CLAMP: return std::isnan(x) ? x : std::min(std::max(x, alpha), beta);
   case AMPRT_UNARY_THRESHOLDED_RELU: return std::isnan(x) ? x : x > alpha ? x : 0;
+  case AMPRT_UNARY_TAN: return std::tan(x);
+  case AMPRT_UNARY_ASIN: return std::asin(x);
+  case AMPRT_UNARY_ACOS: return std::acos(x);
+  case AMPRT_UNARY_ATAN: return std::atan(x);
+  case AMPRT_UNARY_SINH: return std::sinh(x);
+  case AMPRT_UNARY_COSH: return std::cosh(x);
+  case AMPRT_UNARY_ASINH: return std::asinh(x);
+  case AMPRT_UNARY_ACOSH: return std::acosh(x);
+  case AMPRT_UNARY_ATANH: return std::atanh(x);
   }
   return NAN;
 }
@@ -94,7 +103,15 @@ const amprt_unary_op kNewOps[] = {
     AMPRT_UNARY_ELU,   AMPRT_UNARY_CELU,  AMPRT_UNARY_SELU,  AMPRT_UNARY_HARD_SIGMOID,
     AMPRT_UNARY_HARD_SWISH, AMPRT_UNARY_SOFTSIGN, AMPRT_UNARY_SIN, AMPRT_UNARY_COS,
     AMPRT_UNARY_FLOOR, AMPRT_UNARY_CEIL, AMPRT_UNARY_ROUND, AMPRT_UNARY_SIGN,
-    AMPRT_UNARY_CLAMP, AMPRT_UNARY_THRESHOLDED_RELU};
+    AMPRT_UNARY_CLAMP, AMPRT_UNARY_THRESHOLDED_RELU, AMPRT_UNARY_TAN,  AMPRT_UNARY_ASIN,
+    AMPRT_UNARY_ACOS,  AMPRT_UNARY_ATAN,  AMPRT_UNARY_SINH,  AMPRT_UNARY_COSH,
+    AMPRT_UNARY_ASINH, AMPRT_UNARY_ACOSH, AMPRT_UNARY_ATANH};
+
+// Inputs inside the domain of the inverse functions (mostly: a few of the
+// randn ones fall outside, where both sides must give NaN).
+bool unitDomain(amprt_unary_op op) {
+  return op == AMPRT_UNARY_ASIN || op == AMPRT_UNARY_ACOS || op == AMPRT_UNARY_ATANH;
+}
 
 } // namespace
 
@@ -111,7 +128,10 @@ TEST(Unary, EveryOpEveryFloatType) {
     for (amprt_unary_op op : all) {
       auto [alpha, beta] = params(op);
       bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
-      Buf x = positive ? uniform(dt, {7, 33}, 0.01, 20.0) : randn(dt, {7, 33}, 3.0);
+      Buf x = positive                    ? uniform(dt, {7, 33}, 0.01, 20.0)
+              : unitDomain(op)            ? uniform(dt, {7, 33}, -1.05, 1.05)
+              : op == AMPRT_UNARY_ACOSH   ? uniform(dt, {7, 33}, 0.95, 20.0)
+                                          : randn(dt, {7, 33}, 3.0);
       // Special values: inf, -inf, nan, a subnormal.
       x.set(0, INFINITY);
       x.set(1, positive ? 1e-30 : -INFINITY);
@@ -164,7 +184,12 @@ TEST(Unary, GradientsMatchNumericDerivative) {
     auto [alpha, beta] = params(op);
     // 1 / x: away from its pole, where a central difference is accurate.
     bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG || op == AMPRT_UNARY_RECIPROCAL;
-    Buf x = positive ? uniform(AMPRT_F32, {200}, 0.1, 5.0) : randn(AMPRT_F32, {200}, 2.0);
+    // Away from the poles of tan and of the inverse functions' derivatives.
+    Buf x = positive                    ? uniform(AMPRT_F32, {200}, 0.1, 5.0)
+            : unitDomain(op)            ? uniform(AMPRT_F32, {200}, -0.9, 0.9)
+            : op == AMPRT_UNARY_ACOSH   ? uniform(AMPRT_F32, {200}, 1.2, 5.0)
+            : op == AMPRT_UNARY_TAN     ? uniform(AMPRT_F32, {200}, -1.3, 1.3)
+                                        : randn(AMPRT_F32, {200}, 2.0);
     Buf dy = randn(AMPRT_F32, {200});
     Buf dx(AMPRT_F32, {200});
     if (op == AMPRT_UNARY_CLAMP || op == AMPRT_UNARY_HARD_SWISH)

@@ -442,6 +442,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](SoftsignOp) { return unary(AMPRT_UNARY_SOFTSIGN, 0); })
       .Case([&](SinOp) { return unary(AMPRT_UNARY_SIN, 0); })
       .Case([&](CosOp) { return unary(AMPRT_UNARY_COS, 0); })
+      .Case([&](TanOp) { return unary(AMPRT_UNARY_TAN, 0); })
+      .Case([&](AsinOp) { return unary(AMPRT_UNARY_ASIN, 0); })
+      .Case([&](AcosOp) { return unary(AMPRT_UNARY_ACOS, 0); })
+      .Case([&](AtanOp) { return unary(AMPRT_UNARY_ATAN, 0); })
+      .Case([&](SinhOp) { return unary(AMPRT_UNARY_SINH, 0); })
+      .Case([&](CoshOp) { return unary(AMPRT_UNARY_COSH, 0); })
+      .Case([&](AsinhOp) { return unary(AMPRT_UNARY_ASINH, 0); })
+      .Case([&](AcoshOp) { return unary(AMPRT_UNARY_ACOSH, 0); })
+      .Case([&](AtanhOp) { return unary(AMPRT_UNARY_ATANH, 0); })
       .Case([&](FloorOp) { return unary(AMPRT_UNARY_FLOOR, 0); })
       .Case([&](CeilOp) { return unary(AMPRT_UNARY_CEIL, 0); })
       .Case([&](RoundOp) { return unary(AMPRT_UNARY_ROUND, 0); })
@@ -894,7 +903,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             {"cos", AMPRT_UNARY_COS},         {"floor", AMPRT_UNARY_FLOOR},
             {"ceil", AMPRT_UNARY_CEIL},       {"round", AMPRT_UNARY_ROUND},
             {"sign", AMPRT_UNARY_SIGN},       {"clip", AMPRT_UNARY_CLAMP},
-            {"thresholded_relu", AMPRT_UNARY_THRESHOLDED_RELU}};
+            {"thresholded_relu", AMPRT_UNARY_THRESHOLDED_RELU},
+            {"tan", AMPRT_UNARY_TAN},         {"asin", AMPRT_UNARY_ASIN},
+            {"acos", AMPRT_UNARY_ACOS},       {"atan", AMPRT_UNARY_ATAN},
+            {"sinh", AMPRT_UNARY_SINH},       {"cosh", AMPRT_UNARY_COSH},
+            {"asinh", AMPRT_UNARY_ASINH},     {"acosh", AMPRT_UNARY_ACOSH},
+            {"atanh", AMPRT_UNARY_ATANH}};
         const auto *k = llvm::find_if(kinds, [&](auto &p) { return p.first == o.getKind(); });
         if (k == std::end(kinds))
           return o.emitOpError("unknown kind '") << o.getKind() << "'";

@@ -3963,6 +3963,15 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Softsign"] = {1, un("amp.softsign")};
     t["Sin"] = {7, un("amp.sin")};
     t["Cos"] = {7, un("amp.cos")};
+    t["Tan"] = {7, un("amp.tan")};
+    t["Asin"] = {7, un("amp.asin")};
+    t["Acos"] = {7, un("amp.acos")};
+    t["Atan"] = {7, un("amp.atan")};
+    t["Sinh"] = {9, un("amp.sinh")};
+    t["Cosh"] = {9, un("amp.cosh")};
+    t["Asinh"] = {9, un("amp.asinh")};
+    t["Acosh"] = {9, un("amp.acosh")};
+    t["Atanh"] = {9, un("amp.atanh")};
     t["Floor"] = {1, un("amp.floor")};
     t["Ceil"] = {1, un("amp.ceil")};
     t["Round"] = {11, un("amp.round")};

@@ -221,10 +221,19 @@ typedef enum amprt_unary_op {
   AMPRT_UNARY_ROUND,      /* half to even */
   AMPRT_UNARY_SIGN,
   AMPRT_UNARY_CLAMP,      /* min(max(x, alpha), beta); NaN stays NaN */
-  AMPRT_UNARY_THRESHOLDED_RELU /* x > alpha ? x : 0 (NaN kept) */
+  AMPRT_UNARY_THRESHOLDED_RELU, /* x > alpha ? x : 0 (NaN kept) */
+  AMPRT_UNARY_TAN,
+  AMPRT_UNARY_ASIN,
+  AMPRT_UNARY_ACOS,
+  AMPRT_UNARY_ATAN,
+  AMPRT_UNARY_SINH,
+  AMPRT_UNARY_COSH,
+  AMPRT_UNARY_ASINH,
+  AMPRT_UNARY_ACOSH,
+  AMPRT_UNARY_ATANH
 } amprt_unary_op;
 /* The last op: amprt_unary refuses larger ones. */
-#define AMPRT_UNARY_LAST AMPRT_UNARY_THRESHOLDED_RELU
+#define AMPRT_UNARY_LAST AMPRT_UNARY_ATANH
 
 typedef enum amprt_binary_op {
   AMPRT_BINARY_ADD = 0,

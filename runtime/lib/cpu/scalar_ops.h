@@ -49,9 +49,14 @@ AMPRT_HOST_DEVICE inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)
 /// max(0, min(1, t)), a NaN kept.
 AMPRT_HOST_DEVICE inline float unitClamp(float t) { return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t); }
 
-/// `Trig` false leaves sin and cos out (they return x): their range
-/// reduction for huge arguments needs local memory on a GPU, which the CUDA
-/// backend's grouped kernels must not use; it sends sin and cos elsewhere.
+/// `Trig` false leaves the trigonometric and hyperbolic functions out (they
+/// return x): sin / cos / tan's range reduction for huge arguments needs
+/// local memory on a GPU, which the CUDA backend's grouped kernels must not
+/// use, and the others are rare; it sends them (isTrig) elsewhere.
+AMPRT_HOST_DEVICE inline bool isTrig(int op) {
+  return op == AMPRT_UNARY_SIN || op == AMPRT_UNARY_COS || (op >= AMPRT_UNARY_TAN && op <= AMPRT_UNARY_ATANH);
+}
+
 template <bool Trig = true>
 AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float beta = 0.0f) {
   switch (op) {
@@ -87,6 +92,15 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float be
     return v > beta ? beta : v;
   }
   case AMPRT_UNARY_THRESHOLDED_RELU: return x > alpha ? x : ((x != x) ? x : 0.0f);
+  case AMPRT_UNARY_TAN: return Trig ? tanf(x) : x;
+  case AMPRT_UNARY_ASIN: return Trig ? asinf(x) : x;
+  case AMPRT_UNARY_ACOS: return Trig ? acosf(x) : x;
+  case AMPRT_UNARY_ATAN: return Trig ? atanf(x) : x;
+  case AMPRT_UNARY_SINH: return Trig ? sinhf(x) : x;
+  case AMPRT_UNARY_COSH: return Trig ? coshf(x) : x;
+  case AMPRT_UNARY_ASINH: return Trig ? asinhf(x) : x;
+  case AMPRT_UNARY_ACOSH: return Trig ? acoshf(x) : x;
+  case AMPRT_UNARY_ATANH: return Trig ? atanhf(x) : x;
   }
   return x;
 }
@@ -155,6 +169,21 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, flo
   // strictly inside (alpha, beta), none at the bounds.
   case AMPRT_UNARY_CLAMP: return (x > alpha && x < beta) ? 1.0f : 0.0f;
   case AMPRT_UNARY_THRESHOLDED_RELU: return x > alpha ? 1.0f : 0.0f;
+  // torch's formulas (outside the domain: NaN, as the function).
+  case AMPRT_UNARY_TAN: {
+    if (!Trig)
+      return x;
+    float t = tanf(x);
+    return 1.0f + t * t;
+  }
+  case AMPRT_UNARY_ASIN: return Trig ? 1.0f / sqrtf(1.0f - x * x) : x;
+  case AMPRT_UNARY_ACOS: return Trig ? -1.0f / sqrtf(1.0f - x * x) : x;
+  case AMPRT_UNARY_ATAN: return Trig ? 1.0f / (1.0f + x * x) : x;
+  case AMPRT_UNARY_SINH: return Trig ? coshf(x) : x;
+  case AMPRT_UNARY_COSH: return Trig ? sinhf(x) : x;
+  case AMPRT_UNARY_ASINH: return Trig ? 1.0f / sqrtf(x * x + 1.0f) : x;
+  case AMPRT_UNARY_ACOSH: return Trig ? 1.0f / sqrtf((x - 1.0f) * (x + 1.0f)) : x;
+  case AMPRT_UNARY_ATANH: return Trig ? 1.0f / (1.0f - x * x) : x;
   }
   return 1.0f;
 }

@@ -2884,8 +2884,8 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
     View yv = flat(viewOf(t[1]));
     float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
-    // sin / cos element by element (UnaryOp leaves them out: see applyUnary).
-    bool trig = a[0] == AMPRT_UNARY_SIN || a[0] == AMPRT_UNARY_COS;
+    // sin, cos, ... element by element (UnaryOp leaves them out: see applyUnary).
+    bool trig = isTrig((int)a[0]);
     if (floatType(t[1].dtype) && !trig) {
       bool done;
       AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], alpha, beta}, "unary", &done));
@@ -2903,7 +2903,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
     View yv = flat(viewOf(t[2]));
     float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
-    if (a[0] != AMPRT_UNARY_SIN && a[0] != AMPRT_UNARY_COS) {
+    if (!isTrig((int)a[0])) {
       bool done;
       AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], alpha, beta},
                               "unary_grad", &done));

@@ -196,6 +196,15 @@ AMP_UNARY_GRAD(HardSwishOp, "hard_swish")
 AMP_UNARY_GRAD(SoftsignOp, "softsign")
 AMP_UNARY_GRAD(SinOp, "sin")
 AMP_UNARY_GRAD(CosOp, "cos")
+AMP_UNARY_GRAD(TanOp, "tan")
+AMP_UNARY_GRAD(AsinOp, "asin")
+AMP_UNARY_GRAD(AcosOp, "acos")
+AMP_UNARY_GRAD(AtanOp, "atan")
+AMP_UNARY_GRAD(SinhOp, "sinh")
+AMP_UNARY_GRAD(CoshOp, "cosh")
+AMP_UNARY_GRAD(AsinhOp, "asinh")
+AMP_UNARY_GRAD(AcoshOp, "acosh")
+AMP_UNARY_GRAD(AtanhOp, "atanh")
 AMP_UNARY_GRAD(FloorOp, "floor")
 AMP_UNARY_GRAD(CeilOp, "ceil")
 AMP_UNARY_GRAD(RoundOp, "round")
@@ -842,7 +851,8 @@ LogicalResult UnaryGradOp::verify() {
       "sigmoid",  "gelu",         "gelu_tanh",  "leaky_relu", "abs", "reciprocal",
       "softplus", "elu",          "celu",       "selu",     "hard_sigmoid",
       "hard_swish", "softsign",   "sin",        "cos",      "floor", "ceil",
-      "round",    "sign",         "clip",       "thresholded_relu"};
+      "round",    "sign",         "clip",       "thresholded_relu", "tan", "asin",
+      "acos",     "atan",         "sinh",       "cosh",     "asinh", "acosh", "atanh"};
   if (getKind() == "celu" && getAlpha().convertToDouble() == 0.0)
     return emitOpError("celu needs a nonzero alpha");
   for (const char *k : kinds)

@@ -495,6 +495,15 @@ def AMP_ClipOp : AMP_UnaryOp<"clip", AMP_FloatTensor, [DeclareOpInterfaceMethods
 }
 def AMP_SinOp : AMP_UnaryOp<"sin", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Sine"; }
 def AMP_CosOp : AMP_UnaryOp<"cos", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Cosine"; }
+def AMP_TanOp : AMP_UnaryOp<"tan", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Tangent"; }
+def AMP_AsinOp : AMP_UnaryOp<"asin", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Arcsine (NaN outside [-1, 1])"; }
+def AMP_AcosOp : AMP_UnaryOp<"acos", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Arccosine (NaN outside [-1, 1])"; }
+def AMP_AtanOp : AMP_UnaryOp<"atan", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Arctangent"; }
+def AMP_SinhOp : AMP_UnaryOp<"sinh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Hyperbolic sine"; }
+def AMP_CoshOp : AMP_UnaryOp<"cosh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Hyperbolic cosine"; }
+def AMP_AsinhOp : AMP_UnaryOp<"asinh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Inverse hyperbolic sine"; }
+def AMP_AcoshOp : AMP_UnaryOp<"acosh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Inverse hyperbolic cosine (NaN below 1)"; }
+def AMP_AtanhOp : AMP_UnaryOp<"atanh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Inverse hyperbolic tangent (NaN outside [-1, 1])"; }
 def AMP_FloorOp : AMP_UnaryOp<"floor", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Round toward -inf (gradient 0)";
 }
@@ -628,7 +637,8 @@ def AMP_UnaryGradOp : AMP_Op<"unary_grad", [Pure, AllTypesMatch<["x", "dy", "dx"
     gelu_tanh, leaky_relu (with `alpha`), abs, reciprocal, softplus, elu
     and celu (`alpha`), selu (`alpha`, `beta` = gamma), hard_sigmoid
     (`alpha`, `beta`), hard_swish, softsign, sin, cos, floor, ceil, round,
-    sign, clip (`alpha` = min, `beta` = max), thresholded_relu (`alpha`).
+    sign, clip (`alpha` = min, `beta` = max), thresholded_relu (`alpha`),
+    tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh.
     x is the forward input.
   }];
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy, StrAttr:$kind,
