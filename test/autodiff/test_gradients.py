@@ -579,6 +579,55 @@ def gathered(p, i):
 
 run_case("gather-elements", m, params, inputs, gathered)
 
+# 4a8'. Scatters and GatherND: ScatterElements (torch.scatter, unique
+#       indices; and scatter_add with repeats), ScatterND (index_put, and
+#       with accumulate=True and a repeated row), GatherND (advanced indexing
+#       by index tuples, batch_dims 0 and 1). Gradients flow to data and
+#       updates alike.
+params = {"d1": randn(4, 5), "u1": randn(2, 5), "d2": randn(3, 4), "u2": randn(3, 4),
+          "d3": randn(4, 3, 2), "u3": randn(3, 3, 2), "d4": randn(2, 3, 4), "k": randn(5, 3, scale=0.5)}
+perm = np.stack([rng.permutation(4)[:2] for _ in range(5)], 1).astype(np.int64)  # [2, 5] unique per column
+inputs = {"x": randn(3, 5), "y": rng.integers(0, 3, 3).astype(np.int64)}
+consts = {"i1": perm, "i2": rng.integers(0, 4, (3, 4)).astype(np.int64),
+          "i3": np.array([[1, 2], [3, 0], [1, 2]], np.int64)[:, :1].copy(),
+          "i4": np.array([[[1, 2], [0, 0]], [[-2, 1], [1, -1]]], np.int64),
+          "i5": np.array([[[2], [0]], [[1], [2]]], np.int64)}
+m = model([helper.make_node("ScatterElements", ["d1", "i1", "u1"], ["s1"], axis=0),
+           helper.make_node("ScatterElements", ["d2", "i2", "u2"], ["s2"], axis=1, reduction="add"),
+           helper.make_node("ScatterND", ["d3", "i3", "u3"], ["s3"], reduction="add"),
+           helper.make_node("GatherND", ["d4", "i4"], ["g4"]),
+           helper.make_node("GatherND", ["d4", "i5"], ["g5"], batch_dims=1),
+           helper.make_node("MatMul", ["x", "k"], ["h"]),
+           helper.make_node("ReduceSum", ["s1"], ["r1"], keepdims=0),
+           helper.make_node("ReduceSum", ["s2"], ["r2"], keepdims=0),
+           helper.make_node("ReduceSum", ["s3"], ["r3"], keepdims=0),
+           helper.make_node("ReduceSum", ["g4"], ["r4"], keepdims=0),
+           helper.make_node("ReduceSum", ["g5"], ["r5"], keepdims=0),
+           helper.make_node("Sum", ["r1", "r2", "r3", "r4", "r5"], ["r"]),
+           helper.make_node("Mul", ["h", "r"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=16)
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+# Sum of squares, so that each scattered / gathered position matters.
+for node in m.graph.node:
+    if node.op_type == "ReduceSum":
+        node.op_type = "ReduceSumSquare"
+
+
+def scatters(p, i):
+    t = {k: torch.tensor(v) for k, v in consts.items()}
+    s1 = p["d1"].scatter(0, t["i1"], p["u1"])
+    s2 = p["d2"].scatter_add(1, t["i2"], p["u2"])
+    s3 = p["d3"].index_put((t["i3"][:, 0],), p["u3"], accumulate=True)
+    g4 = p["d4"][t["i4"][..., 0], t["i4"][..., 1]]
+    g5 = torch.stack([p["d4"][b][t["i5"][b][:, 0]] for b in range(2)])
+    r = sum((v * v).sum() for v in (s1, s2, s3, g4, g5))
+    return F.cross_entropy((i["x"] @ p["k"]) * r, i["y"])
+
+
+run_case("scatter-gathernd", m, params, inputs, scatters)
+
 # 4a9. Resize: nearest (x2 scales, asymmetric / floor: torch's nearest),
 #      linear (sizes, half_pixel: bilinear, align_corners False) and cubic
 #      (sizes, align_corners: bicubic) against F.interpolate.

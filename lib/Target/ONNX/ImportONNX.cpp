@@ -3807,6 +3807,189 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   return e.ok ? success() : failure();
 }
 
+/// The scatter of ScatterElements / ScatterND along `axis` of data (float,
+/// static): reduction "add" is data + the scatter-add of the updates
+/// (amp.gather_elements_grad); "none" takes the scattered values where an
+/// index points, data elsewhere. Gradients: the scatter-add's (a gather of
+/// dy) and the where's.
+static Value scatterAlong(NodeCtx &n, Elementwise &e, Value data, Value indices, Value updates,
+                          int64_t axis, llvm::StringRef reduction) {
+  auto dt = cast<RankedTensorType>(data.getType());
+  SmallVector<NamedAttribute> attrs{named(n, "shape", ints(n, dt.getShape())),
+                                    named(n, "axis", i64(n, axis))};
+  Value scattered = e.op("amp.gather_elements_grad", {indices, updates}, attrs);
+  if (reduction == "add")
+    return e.add(data, scattered);
+  auto ut = cast<RankedTensorType>(updates.getType());
+  auto onesT = RankedTensorType::get(ut.getShape(), ut.getElementType());
+  Value ones = arith::ConstantOp::create(n.im.b, n.loc, onesT,
+                                         DenseElementsAttr::get(onesT, n.im.b.getFloatAttr(ut.getElementType(), 1.0)));
+  Value hits = e.op("amp.gather_elements_grad", {indices, ones}, attrs);
+  Value hit = e.op("amp.greater", {hits, e.cst(ut.getElementType(), 0.0)});
+  return e.op("amp.where", {hit, scattered, data});
+}
+
+/// ScatterElements (and the deprecated Scatter): reduction none or add.
+LogicalResult handleScatterElements(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis", "reduction"})))
+    return failure();
+  auto axis = n.getInt("axis", 0);
+  auto red = n.getString("reduction", std::string("none"));
+  auto data = n.input(0), idx = n.input(1), upd = n.input(2);
+  if (failed(axis) || failed(red) || failed(data) || failed(idx) || failed(upd))
+    return failure();
+  if (*red != "none" && *red != "add")
+    return n.fail("reduction '" + *red + "' is not supported (none, add)");
+  auto dt = cast<RankedTensorType>(data->getType());
+  auto it = cast<RankedTensorType>(idx->getType());
+  auto ut = cast<RankedTensorType>(upd->getType());
+  if (!isa<FloatType>(dt.getElementType()))
+    return n.fail("only float data is supported");
+  if (!dt.hasStaticShape() || !it.hasStaticShape() || it.getShape() != ut.getShape())
+    return n.fail("needs static shapes, and updates of the indices' shape");
+  int64_t rank = dt.getRank(), ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax < 0 || ax >= rank || it.getRank() != rank)
+    return n.fail("axis " + llvm::Twine(*axis) + " out of range, or indices not of data's rank");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != ax && it.getDimSize(d) > dt.getDimSize(d))
+      return n.fail("indices are larger than data off the axis");
+  Elementwise e{n};
+  Value y = scatterAlong(n, e, *data, *idx, *upd, ax, *red);
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, y);
+  return success();
+}
+
+/// The row of each index tuple of GatherND / ScatterND (indices [..., k])
+/// in data viewed as [d0 * ... * d(k-1), rest]: sum of the components
+/// (negative ones counted from the end, each checked against its dim at
+/// run time) times their strides; int64, of shape indices.shape[:-1].
+static Value linearIndex(NodeCtx &n, Elementwise &e, Value indices, ArrayRef<int64_t> dataShape) {
+  auto it = cast<RankedTensorType>(indices.getType());
+  int64_t k = it.getDimSize(it.getRank() - 1), r = it.getRank();
+  SmallVector<int64_t> outer(it.getShape().drop_back());
+  auto &b = n.im.b;
+  Value idx = indices;
+  if (!it.getElementType().isInteger(64))
+    idx = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), idx).getResult();
+  Value lin;
+  int64_t stride = 1;
+  for (int64_t j = k - 1; j >= 0; --j) {
+    Value comp = e.op("amp.slice", {idx},
+                      {named(n, "starts", ints(n, {j})), named(n, "ends", ints(n, {j + 1})),
+                       named(n, "axes", ints(n, {r - 1}))});
+    comp = e.op("amp.reshape", {comp}, {named(n, "shape", ints(n, outer))});
+    // stride * comp, comp counted from the end when negative, by a gather
+    // from [0, stride, 2 stride, ...]: its range check names a component
+    // out of range (which would otherwise land in another row).
+    auto tt = RankedTensorType::get({dataShape[j]}, b.getI64Type());
+    SmallVector<int64_t> steps;
+    for (int64_t v = 0; v < dataShape[j]; ++v)
+      steps.push_back(v * stride);
+    Value table = arith::ConstantOp::create(b, n.loc, tt, DenseElementsAttr::get(tt, ArrayRef<int64_t>(steps)));
+    Value term = e.op("amp.gather", {table, comp}, {named(n, "axis", i64(n, 0))});
+    lin = lin ? e.add(lin, term) : term;
+    stride *= dataShape[j];
+  }
+  return lin;
+}
+
+/// GatherND: a Gather from data with its batch dims and the k indexed dims
+/// flattened into one (each index tuple's row offset by its batch's).
+LogicalResult handleGatherND(NodeCtx &n) {
+  if (failed(n.allowAttrs({"batch_dims"})))
+    return failure();
+  auto bd = n.getInt("batch_dims", 0);
+  auto data = n.input(0), idx = n.input(1);
+  if (failed(bd) || failed(data) || failed(idx))
+    return failure();
+  auto dt = cast<RankedTensorType>(data->getType());
+  auto it = cast<RankedTensorType>(idx->getType());
+  if (!dt.hasStaticShape() || !it.hasStaticShape() || it.getRank() < 1)
+    return n.fail("needs static shapes and indices of rank >= 1");
+  int64_t nb = *bd, k = it.getDimSize(it.getRank() - 1);
+  if (nb < 0 || nb >= it.getRank() || nb >= dt.getRank())
+    return n.fail("batch_dims " + llvm::Twine(nb) + " out of range");
+  for (int64_t j = 0; j < nb; ++j)
+    if (it.getDimSize(j) != dt.getDimSize(j))
+      return n.fail("the batch dims of data and indices differ");
+  if (k < 1 || nb + k > dt.getRank())
+    return n.fail("the indices' last dim " + llvm::Twine(k) + " must lie in [1, " +
+                  llvm::Twine(dt.getRank() - nb) + "]");
+  Elementwise e{n};
+  Value lin = linearIndex(n, e, *idx, dt.getShape().slice(nb, k));
+  int64_t rows = 1, batch = 1;
+  for (int64_t j = 0; j < nb + k; ++j)
+    (j < nb ? batch : rows) *= dt.getDimSize(j);
+  if (nb) { // + the batch's number times its rows, broadcast over the middle dims
+    SmallVector<int64_t> bshape(it.getShape().begin(), it.getShape().end() - 1);
+    for (int64_t j = nb; j < (int64_t)bshape.size(); ++j)
+      bshape[j] = 1;
+    auto bt = RankedTensorType::get(bshape, n.im.b.getI64Type());
+    SmallVector<int64_t> offs;
+    for (int64_t i = 0; i < batch; ++i)
+      offs.push_back(i * rows);
+    lin = e.add(lin, arith::ConstantOp::create(n.im.b, n.loc, bt, DenseElementsAttr::get(bt, ArrayRef<int64_t>(offs))));
+    rows *= batch;
+  }
+  SmallVector<int64_t> flat{rows};
+  llvm::append_range(flat, dt.getShape().drop_front(nb + k));
+  Value d2 = e.op("amp.reshape", {*data}, {named(n, "shape", ints(n, flat))});
+  Value y = e.op("amp.gather", {d2, lin}, {named(n, "axis", i64(n, 0))});
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, y);
+  return success();
+}
+
+/// ScatterND (reduction none or add): ScatterElements along the rows of
+/// data viewed as [d0 * ... * d(k-1), rest], each update row's index
+/// broadcast over the rest.
+LogicalResult handleScatterND(NodeCtx &n) {
+  if (failed(n.allowAttrs({"reduction"})))
+    return failure();
+  auto red = n.getString("reduction", std::string("none"));
+  auto data = n.input(0), idx = n.input(1), upd = n.input(2);
+  if (failed(red) || failed(data) || failed(idx) || failed(upd))
+    return failure();
+  if (*red != "none" && *red != "add")
+    return n.fail("reduction '" + *red + "' is not supported (none, add)");
+  auto dt = cast<RankedTensorType>(data->getType());
+  auto it = cast<RankedTensorType>(idx->getType());
+  auto ut = cast<RankedTensorType>(upd->getType());
+  if (!isa<FloatType>(dt.getElementType()))
+    return n.fail("only float data is supported");
+  if (!dt.hasStaticShape() || !it.hasStaticShape() || !ut.hasStaticShape() || it.getRank() < 1)
+    return n.fail("needs static shapes and indices of rank >= 1");
+  int64_t k = it.getDimSize(it.getRank() - 1);
+  if (k < 1 || k > dt.getRank())
+    return n.fail("the indices' last dim " + llvm::Twine(k) + " must lie in [1, " + llvm::Twine(dt.getRank()) + "]");
+  SmallVector<int64_t> want(it.getShape().drop_back());
+  llvm::append_range(want, dt.getShape().drop_front(k));
+  if (ut.getShape() != ArrayRef<int64_t>(want))
+    return n.fail("updates must have the shape indices.shape[:-1] + data.shape[k:]");
+  int64_t rows = 1, rest = 1, count = 1;
+  for (int64_t j = 0; j < dt.getRank(); ++j)
+    (j < k ? rows : rest) *= dt.getDimSize(j);
+  for (int64_t j = 0; j + 1 < it.getRank(); ++j)
+    count *= it.getDimSize(j);
+  Elementwise e{n};
+  Value lin = linearIndex(n, e, *idx, dt.getShape());
+  lin = e.op("amp.reshape", {lin}, {named(n, "shape", ints(n, {count, 1}))});
+  lin = e.op("amp.expand", {lin}, {named(n, "shape", ints(n, {count, rest}))});
+  Value d2 = e.op("amp.reshape", {*data}, {named(n, "shape", ints(n, {rows, rest}))});
+  Value u2 = e.op("amp.reshape", {*upd}, {named(n, "shape", ints(n, {count, rest}))});
+  if (!e.ok)
+    return failure();
+  Value y = scatterAlong(n, e, d2, lin, u2, 0, *red);
+  y = e.op("amp.reshape", {y}, {named(n, "shape", ints(n, dt.getShape()))});
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, y);
+  return success();
+}
+
 /// An int64 constant 0, 1, ..., len - 1 laid along `axis` of a rank-`rank`
 /// shape (ones elsewhere).
 static Value iotaAlong(NodeCtx &n, int64_t len, int64_t axis, int64_t rank) {
@@ -4073,6 +4256,10 @@ const std::map<std::string, OpInfo> &opTable() {
         return failure();
       return simple(n, "amp.gather_elements", {0, 1}, {named(n, "axis", i64(n, *axis))});
     }};
+    t["ScatterElements"] = {11, handleScatterElements};
+    t["Scatter"] = {9, handleScatterElements};
+    t["GatherND"] = {11, handleGatherND};
+    t["ScatterND"] = {11, handleScatterND};
     t["Identity"] = {1, un("amp.identity")};
     t["LeakyRelu"] = {1, [](NodeCtx &n) {
       if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))

@@ -656,6 +656,20 @@ def gru_bad_w():
     return recurrent("GRU", 3, wshape=(1, 5, 4))
 
 
+
+def gathernd():
+    """GatherND of data [3, 4] by index pairs given at run time."""
+    n = [H.make_node("GatherND", ["x", "i"], ["y"], name="gnd")]
+    return model(n, [vi("x", TP.FLOAT, [3, 4]), vi("i", TP.INT64, [2, 2])], [vi("y", TP.FLOAT, None)],
+                 opset=13)
+
+
+def scatternd_mul():
+    n = [H.make_node("ScatterND", ["x", "i", "u"], ["y"], name="snd", reduction="mul")]
+    return model(n, [vi("x", TP.FLOAT, [3, 4]), vi("i", TP.INT64, [2, 1]), vi("u", TP.FLOAT, [2, 4])],
+                 [vi("y", TP.FLOAT, None)], opset=16)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

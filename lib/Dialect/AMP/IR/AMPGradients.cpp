@@ -688,6 +688,16 @@ LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return gatherGrad<GatherElementsGradOp>(*this, b, rg, og);
 }
 
+/// A scatter-add is linear in dy: its gradient gathers from the same places.
+LogicalResult GatherElementsGradOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                                   SmallVectorImpl<Value> &og) {
+  og.assign(getNumOperands(), Value());
+  if (!rg[0])
+    return success();
+  og[1] = GatherElementsOp::create(b, getLoc(), rg[0], getIndices(), getAxisAttr()).getOutput();
+  return success();
+}
+
 LogicalResult CumSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
   og.assign(1, Value());

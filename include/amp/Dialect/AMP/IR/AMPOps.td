@@ -932,11 +932,13 @@ def AMP_GatherGradOp : AMP_InferredOp<"gather_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def AMP_GatherElementsGradOp : AMP_InferredOp<"gather_elements_grad", [Pure]> {
-  let summary = "Gradient of amp.gather_elements for its data";
+def AMP_GatherElementsGradOp : AMP_InferredOp<"gather_elements_grad", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Gradient of amp.gather_elements for its data (a scatter-add)";
   let description = [{
     ddata (dy's element type in the data's `shape`) is zero except where an
-    element was read, which gets the dy entries that read it, summed.
+    element was read, which gets the dy entries that read it, summed. Also
+    ONNX ScatterElements / ScatterND's scatter (the importer composes them
+    from it); its own gradient for dy is amp.gather_elements.
   }];
   let arguments = (ins AMP_IndexTensor:$indices, AMP_FloatTensor:$dy,
                    DenseI64ArrayAttr:$shape, I64Attr:$axis);
