@@ -628,6 +628,43 @@ def scatters(p, i):
 
 run_case("scatter-gathernd", m, params, inputs, scatters)
 
+# 4a8''. TopK (torch.topk): the values' gradient goes back to the chosen
+#        positions; the largest 3 of each row and the smallest 2 along axis 0.
+#        The values are 0.1 apart (a rounding to bf16 moves them by < 0.02):
+#        no near-tie can pick other elements than float64 torch does.
+params = {"a": (rng.permutation(70).reshape(10, 7) * 0.1 - 3.5).astype(np.float32),
+          "k": randn(5, 4, scale=0.5)}
+inputs = {"x": randn(10, 7), "y": rng.integers(0, 4, 10).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["a", "eye"], ["h0"]),   # in the low precision, exactly
+           helper.make_node("Mul", ["h0", "x"], ["h"]),
+           helper.make_node("TopK", ["h0", "k3"], ["v", "iv"], axis=1),
+           helper.make_node("TopK", ["h0", "k2"], ["s", "is"], axis=0, largest=0),
+           helper.make_node("ReduceSum", ["s", "ax0"], ["sr"], keepdims=0),
+           helper.make_node("Slice", ["sr", "st", "en"], ["s5"]),
+           helper.make_node("Concat", ["v", "v"], ["vv"], axis=1),
+           helper.make_node("Slice", ["vv", "st", "en", "one"], ["v5"]),
+           helper.make_node("Add", ["v5", "s5"], ["t"]),
+           helper.make_node("ReduceSum", ["h", "one"], ["hs"]),
+           helper.make_node("Add", ["t", "hs"], ["t2"]),
+           helper.make_node("MatMul", ["t2", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+for n, a in {"k3": np.array([3], np.int64), "k2": np.array([2], np.int64), "ax0": np.array([0], np.int64),
+             "st": np.array([0], np.int64), "en": np.array([5], np.int64), "one": np.array([1], np.int64),
+             "eye": np.eye(7, dtype=np.float32)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def topks(p, i):
+    h0 = p["a"]
+    v = torch.topk(h0, 3, dim=1).values
+    s = torch.topk(h0, 2, dim=0, largest=False).values.sum(0)[:5]
+    hs = (h0 * i["x"]).sum(1, keepdim=True)
+    return F.cross_entropy((torch.cat([v, v], 1)[:, :5] + s + hs) @ p["k"], i["y"])
+
+
+run_case("topk", m, params, inputs, topks, constants=("eye",))
+
 # 4a9. Resize: nearest (x2 scales, asymmetric / floor: torch's nearest),
 #      linear (sizes, half_pixel: bilinear, align_corners False) and cubic
 #      (sizes, align_corners: bicubic) against F.interpolate.

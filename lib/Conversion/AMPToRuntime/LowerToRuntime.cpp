@@ -542,6 +542,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    o.getReverse() ? 1 : 0};
         return emit(op, AMPRT_OP_CUMSUM, d);
       })
+      .Case([&](TopKOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {normAxis((int64_t)o.getAxis(), o.getInput().getType().getRank()), o.getLargest() ? 1 : 0};
+        return emit(op, AMPRT_OP_TOPK, d);
+      })
       .Case<ArgMaxOp, ArgMinOp>([&](Operation *) -> LogicalResult {
         auto in = cast<RankedTensorType>(op->getOperand(0).getType());
         int64_t axis = normAxis(op->getAttrOfType<IntegerAttr>("axis").getInt(), in.getRank());

@@ -3990,6 +3990,44 @@ LogicalResult handleScatterND(NodeCtx &n) {
   return success();
 }
 
+/// TopK (k an attribute before opset 10, a constant input after).
+LogicalResult handleTopK(NodeCtx &n) {
+  if (failed(n.allowAttrs(n.opset < 10 ? llvm::ArrayRef<llvm::StringRef>{"axis", "k"}
+                                       : llvm::ArrayRef<llvm::StringRef>{"axis", "largest", "sorted"})))
+    return failure();
+  auto axis = n.getInt("axis", -1), largest = n.getInt("largest", 1), sorted = n.getInt("sorted", 1);
+  auto x = n.input(0);
+  if (failed(axis) || failed(largest) || failed(sorted) || failed(x))
+    return failure();
+  int64_t k;
+  if (n.opset < 10) {
+    auto ka = n.getInt("k", std::nullopt);
+    if (failed(ka))
+      return failure();
+    k = *ka;
+  } else {
+    auto ks = n.constInts(1, "K");
+    if (failed(ks))
+      return failure();
+    if (ks->size() != 1)
+      return n.fail("K must hold one value");
+    k = (*ks)[0];
+  }
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.fail("only float tensors are supported");
+  // sorted = 0 leaves the order free: sorted is one of them.
+  auto op = n.im.create(n, "amp.top_k", {*x},
+                        {named(n, "k", i64(n, k)), named(n, "axis", i64(n, *axis)),
+                         named(n, "largest", boolean(n, *largest != 0))},
+                        2);
+  if (failed(op))
+    return failure();
+  n.setOutput(0, (*op)->getResult(0));
+  n.setOutput(1, (*op)->getResult(1));
+  return success();
+}
+
 /// An int64 constant 0, 1, ..., len - 1 laid along `axis` of a rank-`rank`
 /// shape (ones elsewhere).
 static Value iotaAlong(NodeCtx &n, int64_t len, int64_t axis, int64_t rank) {
@@ -4256,6 +4294,7 @@ const std::map<std::string, OpInfo> &opTable() {
         return failure();
       return simple(n, "amp.gather_elements", {0, 1}, {named(n, "axis", i64(n, *axis))});
     }};
+    t["TopK"] = {1, handleTopK, {1}};
     t["ScatterElements"] = {11, handleScatterElements};
     t["Scatter"] = {9, handleScatterElements};
     t["GatherND"] = {11, handleGatherND};

@@ -530,6 +530,12 @@ amprt_status amprt_arg_reduce(amprt_context *ctx, const amprt_tensor *x, int32_t
 /* ONNX CumSum along `axis` (exclusive: without the element itself; reverse:
  * from the end); floats accumulate in f32 and round each output once,
  * integers in int64 (wrapping). */
+/* ONNX TopK / torch.topk along `axis` (float x): values and indices (i64,
+ * x's shape with the axis k) of the k largest (or smallest) elements,
+ * sorted; equal values in index order; a NaN counts as larger than any
+ * number. */
+amprt_status amprt_topk(amprt_context *ctx, const amprt_tensor *x, int32_t axis, int largest,
+                        amprt_tensor *values, amprt_tensor *indices);
 amprt_status amprt_cumsum(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
                           int exclusive, int reverse, amprt_tensor *y);
 /* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
@@ -716,7 +722,8 @@ typedef enum amprt_opcode {
   AMPRT_OP_GATHER_ELEMENTS = 40,   /* axis;  data, indices, y */
   AMPRT_OP_GATHER_ELEMENTS_GRAD = 41, /* axis;  indices, dy, ddata */
   AMPRT_OP_ARG_REDUCE = 42,        /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
-  AMPRT_OP_CUMSUM = 43             /* axis, exclusive, reverse;  x, y */
+  AMPRT_OP_CUMSUM = 43,            /* axis, exclusive, reverse;  x, y */
+  AMPRT_OP_TOPK = 44               /* axis, largest;  x, values, indices (i64; k from their shape) */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -1031,6 +1031,53 @@ extern "C" amprt_status amprt_arg_reduce(amprt_context *, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
+extern "C" amprt_status amprt_topk(amprt_context *, const amprt_tensor *x, int32_t axis, int largest,
+                                   amprt_tensor *values, amprt_tensor *indices) {
+  AMPRT_CHECK(check(x, "amprt_topk: x"));
+  AMPRT_CHECK(check(values, "amprt_topk: values"));
+  AMPRT_CHECK(check(indices, "amprt_topk: indices"));
+  bool ok = isFloat(x->dtype) && values->dtype == x->dtype && indices->dtype == AMPRT_I64 && x->rank >= 1 &&
+            values->rank == x->rank && indices->rank == x->rank && axis >= 0 && axis < x->rank &&
+            values->shape[axis] <= x->shape[axis];
+  for (int32_t d = 0; ok && d < x->rank; ++d)
+    ok = values->shape[d] == indices->shape[d] && (d == axis || values->shape[d] == x->shape[d]);
+  if (!ok)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_topk: x %s (float), values %s (x's type) and indices %s (i64) do not agree for axis %d",
+                shapeString(x).c_str(), shapeString(values).c_str(), shapeString(indices).c_str(), axis);
+  int64_t len = x->shape[axis], k = values->shape[axis];
+  int64_t rows = len ? amprt_tensor_numel(x) / len : 0;
+  size_t es = amprt_dtype_size(x->dtype);
+  std::vector<int64_t> order(len);
+  std::vector<float> v(len);
+  for (int64_t row = 0; row < rows && k > 0; ++row) {
+    // row's coordinates over the dims but the axis.
+    int64_t xo = 0, vo = 0, io = 0, rem = row;
+    for (int32_t d = x->rank - 1; d >= 0; --d) {
+      if (d == axis)
+        continue;
+      int64_t c = rem % x->shape[d];
+      rem /= x->shape[d];
+      xo += c * x->strides[d];
+      vo += c * values->strides[d];
+      io += c * indices->strides[d];
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      order[i] = i;
+      v[i] = loadF(x->data, x->dtype, xo + i * x->strides[axis]);
+    }
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+      return topBefore(v[a], a, v[b], b, largest != 0);
+    });
+    for (int64_t j = 0; j < k; ++j) {
+      std::memcpy(static_cast<char *>(values->data) + (vo + j * values->strides[axis]) * es,
+                  static_cast<const char *>(x->data) + (xo + order[j] * x->strides[axis]) * es, es);
+      static_cast<int64_t *>(indices->data)[io + j * indices->strides[axis]] = order[j];
+    }
+  }
+  return AMPRT_OK;
+}
+
 extern "C" amprt_status amprt_cumsum(amprt_context *, const amprt_tensor *x, int32_t axis,
                                      int exclusive, int reverse, amprt_tensor *y) {
   AMPRT_CHECK(check(x, "amprt_cumsum: x"));

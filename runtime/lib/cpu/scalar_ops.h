@@ -261,6 +261,18 @@ AMPRT_HOST_DEVICE inline bool argBetter(T v, T best, bool min, bool last) {
   return min ? (last ? v <= best : v < best) : (last ? v >= best : v > best);
 }
 
+/// TopK's order: whether (a, ia) comes before (b, ib). Largest first (or
+/// smallest), equal values by their index; a NaN counts as larger than any
+/// number (torch.topk's order), NaNs among themselves by index.
+AMPRT_HOST_DEVICE inline bool topBefore(float a, int64_t ia, float b, int64_t ib, bool largest) {
+  bool an = a != a, bn = b != b;
+  if (an || bn)
+    return an && bn ? ia < ib : (largest ? an : bn);
+  if (a == b)
+    return ia < ib;
+  return largest ? a > b : a < b;
+}
+
 /// A binary op in int64 (wrapping); an integer division by zero gives 0 and
 /// sets *divByZero.
 AMPRT_HOST_DEVICE inline int64_t binaryI(int op, int64_t p, int64_t q, bool *divByZero) {

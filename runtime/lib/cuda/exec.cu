@@ -730,6 +730,45 @@ struct CumsumF {
   }
 };
 
+/// TopK: one row per thread, the k best kept sorted in the outputs as the
+/// row is scanned (an insertion each time an element beats the k-th).
+struct TopKF {
+  View x, v, idx;
+  int32_t axis;
+  int64_t k, es;
+  bool largest;
+  HD void operator()(int64_t row) const {
+    int64_t xo = 0, vo = 0, io = 0, rem = row;
+    for (int32_t d = x.rank - 1; d >= 0; --d) {
+      if (d == axis)
+        continue;
+      int64_t c = rem % x.shape[d];
+      rem /= x.shape[d];
+      xo += c * x.strides[d];
+      vo += c * v.strides[d];
+      io += c * idx.strides[d];
+    }
+    int64_t len = x.shape[axis], xs = x.strides[axis], is = idx.strides[axis];
+    int64_t *ix = reinterpret_cast<int64_t *>(idx.data) + io;
+    int64_t have = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      float a = ldF(x.data, x.dtype, xo + i * xs);
+      if (have == k && !topBefore(a, i, ldF(x.data, x.dtype, xo + ix[(k - 1) * is] * xs), ix[(k - 1) * is], largest))
+        continue;
+      int64_t j = have < k ? have++ : k - 1;
+      for (; j > 0; --j) {
+        int64_t p = ix[(j - 1) * is];
+        if (!topBefore(a, i, ldF(x.data, x.dtype, xo + p * xs), p, largest))
+          break;
+        ix[j * is] = p;
+      }
+      ix[j * is] = i;
+    }
+    for (int64_t j = 0; j < k; ++j)
+      copyElement(v.data + (vo + j * v.strides[axis]) * es, x.data + (xo + ix[j * is] * xs) * es, es);
+  }
+};
+
 /// ArgMax / ArgMin: one output slot per thread, scanning the axis.
 struct ArgReduceF {
   View x, y;
@@ -3024,6 +3063,22 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cumsum's operands do not agree");
     int64_t len = x.shape[axis], lines = len ? numel(x) / len : 0;
     return each(&d, lines, CumsumF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0}, "cumsum");
+  }
+  case AMPRT_OP_TOPK: {
+    AMPRT_CHECK(need(dd, 3, 2, "topk"));
+    int32_t axis = (int32_t)a[0];
+    const amprt_tensor &x = t[0], &v = t[1], &ix = t[2];
+    bool ok = floatType(x.dtype) && v.dtype == x.dtype && ix.dtype == AMPRT_I64 && x.rank >= 1 &&
+              v.rank == x.rank && ix.rank == x.rank && axis >= 0 && axis < x.rank && v.shape[axis] <= x.shape[axis];
+    for (int32_t i = 0; ok && i < x.rank; ++i)
+      ok = v.shape[i] == ix.shape[i] && (i == axis || v.shape[i] == x.shape[i]);
+    if (!ok)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): topk's operands do not agree");
+    int64_t len = x.shape[axis], k = v.shape[axis], rows = len ? numel(x) / len : 0;
+    if (k == 0 || rows == 0)
+      return AMPRT_OK;
+    return each(&d, rows, TopKF{viewOf(x), viewOf(v), viewOf(ix), axis, k, (int64_t)amprt_dtype_size(x.dtype), a[1] != 0},
+                "topk");
   }
   case AMPRT_OP_ARG_REDUCE: {
     AMPRT_CHECK(need(dd, 2, 3, "arg_reduce"));

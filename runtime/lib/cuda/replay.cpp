@@ -116,7 +116,7 @@ const char *opName(int64_t op) {
       "conv_grad", "layer_norm_grad", "max_pool_grad", "average_pool_grad", "batch_norm_grad",
       "sgd_update", "adam_update", "step_count", "nll_loss_grad", "unscale_and_check",
       "clip_grad_norm", "update_scale", "micro_step", "slice_grad", "gather_grad",
-      "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad", "arg_reduce", "cumsum"};
+      "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad", "arg_reduce", "cumsum", "topk"};
   return op >= 0 && op < (int64_t)(sizeof names / sizeof *names) ? names[op] : "?";
 }
 
@@ -125,7 +125,7 @@ enum Kind { kExact, kElementwise, kSums, kUnary, kAdam };
 Kind kindOf(int64_t op) {
   switch (op) {
   case AMPRT_OP_CAST: case AMPRT_OP_COPY: case AMPRT_OP_CONCAT: case AMPRT_OP_GATHER:
-  case AMPRT_OP_GATHER_ELEMENTS: case AMPRT_OP_ARG_REDUCE:
+  case AMPRT_OP_GATHER_ELEMENTS: case AMPRT_OP_ARG_REDUCE: case AMPRT_OP_TOPK:
   case AMPRT_OP_WHERE: case AMPRT_OP_DROPOUT: case AMPRT_OP_SLICE_GRAD: case AMPRT_OP_MAX_POOL:
   case AMPRT_OP_SGD_UPDATE: case AMPRT_OP_STEP_COUNT: case AMPRT_OP_MICRO_STEP:
   case AMPRT_OP_UNSCALE_AND_CHECK: case AMPRT_OP_UPDATE_SCALE:

@@ -670,6 +670,26 @@ def scatternd_mul():
                  [vi("y", TP.FLOAT, None)], opset=16)
 
 
+
+def topk(dtype=TP.FLOAT):
+    """TopK of x [4, 9, 3] along axis 1 (k 4), largest and smallest (after
+    a Cast to dtype)."""
+    k = NH.from_array(np.array([4], np.int64), "k")
+    n = [H.make_node("Cast", ["x"], ["xc"], to=dtype),
+         H.make_node("TopK", ["xc", "k"], ["v", "i"], name="top", axis=1),
+         H.make_node("TopK", ["xc", "k"], ["sv", "si"], name="bottom", axis=-2, largest=0)]
+    outs = [vi(o, TP.INT64 if o.endswith("i") else dtype, None) for o in ("v", "i", "sv", "si")]
+    return model(n, [vi("x", TP.FLOAT, [4, 9, 3])], outs, [k], opset=13)
+
+
+def topk_f16():
+    return topk(TP.FLOAT16)
+
+
+def topk_bf16():
+    return topk(TP.BFLOAT16)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

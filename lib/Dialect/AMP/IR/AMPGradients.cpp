@@ -688,6 +688,21 @@ LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return gatherGrad<GatherElementsGradOp>(*this, b, rg, og);
 }
 
+/// TopK's values are a gather of the input at the indices.
+LogicalResult TopKOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
+  og.assign((*this)->getNumOperands(), Value());
+  if (!rg[0])
+    return success();
+  auto in = getInput().getType();
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  int64_t axis = (int64_t)getAxis() < 0 ? (int64_t)getAxis() + in.getRank() : (int64_t)getAxis();
+  og[0] = GatherElementsGradOp::create(b, getLoc(), getIndices(), rg[0], b.getDenseI64ArrayAttr(in.getShape()),
+                                       b.getI64IntegerAttr(axis))
+              .getDdata();
+  return success();
+}
+
 /// A scatter-add is linear in dy: its gradient gathers from the same places.
 LogicalResult GatherElementsGradOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                                    SmallVectorImpl<Value> &og) {

@@ -1180,6 +1180,27 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto in = r.ranked(adaptor.getInput(), "input");
+  if (failed(in))
+    return failure();
+  if (in->getRank() == 0)
+    return r.fail("input must have rank >= 1");
+  auto axis = r.axis((int64_t)adaptor.getAxis(), in->getRank(), "axis");
+  if (failed(axis))
+    return failure();
+  int64_t k = (int64_t)adaptor.getK(), len = in->getDimSize(*axis);
+  if (k < 0 || (!ShapedType::isDynamic(len) && k > len))
+    return r.fail("k = ", k, " must lie in [0, ", len, "] (the axis' size)");
+  SmallVector<int64_t> out(in->getShape());
+  out[*axis] = k;
+  types.push_back(RankedTensorType::get(out, in->getElementType()));
+  types.push_back(RankedTensorType::get(out, IntegerType::get(in->getContext(), 64)));
+  return success();
+}
+
 template <typename OpTy>
 static LogicalResult inferArgReduce(std::optional<Location> loc, typename OpTy::Adaptor adaptor,
                                     SmallVectorImpl<Type> &types) {

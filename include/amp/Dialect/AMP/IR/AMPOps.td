@@ -570,6 +570,18 @@ class AMP_ArgReduceOp<string mnemonic, string what> : AMP_InferredOp<mnemonic, [
                    DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
   let results = (outs RankedTensorOf<[I64]>:$output);
 }
+def AMP_TopKOp : AMP_InferredOp<"top_k", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "The k largest (or smallest) values along an axis and their indices (ONNX TopK)";
+  let description = [{
+    Sorted, equal values in index order, a NaN larger than any number
+    (torch.topk's order). The values' gradient goes back to the positions
+    the indices name (amp.gather_elements_grad).
+  }];
+  let arguments = (ins AMP_FloatTensor:$input, I64Attr:$k, DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs AMP_FloatTensor:$values, RankedTensorOf<[I64]>:$indices);
+}
+
 def AMP_ArgMaxOp : AMP_ArgReduceOp<"arg_max", "Index of the largest value along an axis (ONNX ArgMax)">;
 def AMP_ArgMinOp : AMP_ArgReduceOp<"arg_min", "Index of the smallest value along an axis (ONNX ArgMin)">;
 
