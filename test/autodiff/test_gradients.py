@@ -665,6 +665,51 @@ def topks(p, i):
 
 run_case("topk", m, params, inputs, topks, constants=("eye",))
 
+# 4a8c. LRN (F.local_response_norm, odd sizes: ONNX and torch pad the
+#       channel window alike), MeanVarianceNormalization, Shrink (soft and
+#       hard), Compress (index_select), ReverseSequence, MaxUnpool
+#       (F.max_unpool2d, ONNX's indices flat over the whole tensor).
+params = {"c": randn(2, 6, 3, 4), "m": randn(2, 3, 4, 2), "s": randn(4, 5), "r": randn(4, 3, 2),
+          "u": randn(2, 2, 2, 3)}
+inputs = {"x": randn(2, 6, 3, 4)}
+keep = np.array([1, 0, 1, 1, 0], bool)
+lens = np.array([4, 1, 3], np.int64)
+upos = np.stack([rng.choice(24, 6, replace=False) for _ in range(4)]).reshape(2, 2, 2, 3)  # in a 4x6 plane
+uidx = (upos + (np.arange(4).reshape(2, 2, 1, 1) * 24)).astype(np.int64)               # flat over [2, 2, 4, 6]
+mvw = randn(2, 3, 4, 2)  # MVN's output has a fixed norm: weighed by random data
+m = model([helper.make_node("LRN", ["c"], ["l1"], size=3, alpha=0.3, beta=0.6, bias=1.5),
+           helper.make_node("Mul", ["l1", "x"], ["l2"]),
+           helper.make_node("LRN", ["l2"], ["l3"], size=5),
+           helper.make_node("MeanVarianceNormalization", ["m"], ["mv0"]),
+           helper.make_node("Mul", ["mv0", "mvw"], ["mv"]),
+           helper.make_node("Shrink", ["s"], ["sh1"], lambd=0.4, bias=0.4),
+           helper.make_node("Shrink", ["s"], ["sh2"], lambd=0.7),
+           helper.make_node("Compress", ["sh1", "keep"], ["cp"], axis=1),
+           helper.make_node("ReverseSequence", ["r", "lens"], ["rv"], batch_axis=1, time_axis=0),
+           helper.make_node("MaxUnpool", ["u", "uidx"], ["up"], kernel_shape=[2, 2], strides=[2, 2]),
+           *[helper.make_node("ReduceSumSquare", [v], [f"q{j}"], keepdims=0)
+             for j, v in enumerate(["l3", "mv", "sh2", "cp", "rv", "up"])],
+           helper.make_node("Sum", ["q0", "q1", "q2", "q3", "q4", "q5"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+wts = {"keep": keep, "lens": lens, "uidx": uidx, "mvw": mvw}
+for n, a in wts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def misc(p, i):
+    l1 = F.local_response_norm(p["c"], 3, alpha=0.3, beta=0.6, k=1.5)
+    l3 = F.local_response_norm(l1 * i["x"], 5)
+    d = p["m"] - p["m"].mean((0, 2, 3), keepdim=True)
+    mv = d / ((d * d).mean((0, 2, 3), keepdim=True).sqrt() + 1e-9) * torch.tensor(mvw, dtype=torch.float64)
+    sh1, sh2 = F.softshrink(p["s"], 0.4), F.hardshrink(p["s"], 0.7)
+    cp = sh1[:, torch.tensor(np.nonzero(keep)[0])]
+    rv = torch.stack([torch.cat([p["r"][:l, b].flip(0), p["r"][l:, b]]) for b, l in enumerate(lens)], 1)
+    up = F.max_unpool2d(p["u"], torch.tensor(upos), 2, 2, output_size=(4, 6))
+    return sum((v * v).sum() for v in (l3, mv, sh2, cp, rv, up))
+
+
+run_case("lrn-mvn-shrink-compress-reverse-unpool", m, params, inputs, misc, constants=tuple(wts))
+
 # 4a9. Resize: nearest (x2 scales, asymmetric / floor: torch's nearest),
 #      linear (sizes, half_pixel: bilinear, align_corners False) and cubic
 #      (sizes, align_corners: bicubic) against F.interpolate.

@@ -1,5 +1,5 @@
-"""Runs every importable ONNX backend node and simple test through amp-run and compares
-with the expected outputs.
+"""Runs every importable ONNX backend test (node, simple, pytorch-converted,
+pytorch-operator) through amp-run and compares with the expected outputs.
 
     python run_backend_tests.py AMP_TRANSLATE AMP_RUN [--precision fp32|fp16|bf16]
                                 [--data DIR] [--filter SUBSTRING]
@@ -94,7 +94,9 @@ def main():
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         for d in sorted(glob.glob(os.path.join(args.data, "node", "*"))
-                        + glob.glob(os.path.join(args.data, "simple", "*"))):
+                        + glob.glob(os.path.join(args.data, "simple", "*"))
+                        + glob.glob(os.path.join(args.data, "pytorch-converted", "*"))
+                        + glob.glob(os.path.join(args.data, "pytorch-operator", "*"))):
             name = os.path.basename(d)
             if args.filter not in name or not os.path.exists(os.path.join(d, "model.onnx")):
                 continue

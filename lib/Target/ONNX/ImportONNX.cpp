@@ -568,6 +568,66 @@ LogicalResult binary(NodeCtx &n, llvm::StringRef opName) {
   return simple(n, opName, {0, 1});
 }
 
+static std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// Add, Sub, Mul, Div, Pow before opset 7: no numpy broadcasting, but with
+/// broadcast = 1 B broadcasts to A's shape with its dims placed from `axis`
+/// (default: at the end), size-1 dims stretching; with broadcast = 0 the
+/// shapes must be equal.
+LogicalResult legacyBinary(NodeCtx &n, llvm::StringRef opName) {
+  if (n.opset >= 7)
+    return binary(n, opName);
+  if (failed(n.allowAttrs({"broadcast", "axis", "consumed_inputs"})))
+    return failure();
+  auto bc = n.getInt("broadcast", 0);
+  auto a = n.input(0), b = n.input(1);
+  if (failed(bc) || failed(a) || failed(b))
+    return failure();
+  auto at = cast<RankedTensorType>(a->getType()), bt = cast<RankedTensorType>(b->getType());
+  Value rhs = *b;
+  if (*bc == 0) {
+    if (at.getShape() != bt.getShape())
+      return n.fail("broadcast = 0 (before opset 7) needs equal shapes, got " + typeString(at) + " and " +
+                    typeString(bt));
+  } else {
+    int64_t ra = at.getRank(), rb = bt.getRank();
+    auto ax = n.getInt("axis", ra - rb);
+    if (failed(ax))
+      return failure();
+    int64_t axis = *ax < 0 ? *ax + ra : *ax;
+    bool fits = rb <= ra && axis >= 0 && axis + rb <= ra;
+    for (int64_t i = 0; fits && i < rb; ++i)
+      fits = bt.getDimSize(i) == 1 || bt.getDimSize(i) == at.getDimSize(axis + i);
+    if (!fits)
+      return n.fail("B " + typeString(bt) + " does not fit A " + typeString(at) + " from axis " +
+                    llvm::Twine(*ax));
+    if (rb < ra) {
+      if (!bt.hasStaticShape())
+        return n.fail("needs B's static shape");
+      SmallVector<int64_t> shape(axis, 1);
+      llvm::append_range(shape, bt.getShape());
+      shape.resize(ra, 1);
+      auto r = n.im.create(n, "amp.reshape", {rhs}, {named(n, "shape", ints(n, shape))}, 1);
+      if (failed(r))
+        return failure();
+      rhs = (*r)->getResult(0);
+    }
+  }
+  auto op = n.im.create(n, opName, {*a, rhs}, {}, 1);
+  if (failed(op))
+    return failure();
+  Value y = (*op)->getResult(0);
+  if (cast<RankedTensorType>(y.getType()).getShape() != at.getShape())
+    return n.fail("B " + typeString(bt) + " does not broadcast to A " + typeString(at) + " (one way)");
+  n.setOutput(0, y);
+  return success();
+}
+
 LogicalResult unary(NodeCtx &n, llvm::StringRef opName) {
   // consumed_inputs: a legacy (opset < 6) hint with no semantics.
   if (failed(n.allowAttrs({"consumed_inputs"})))
@@ -2528,7 +2588,16 @@ LogicalResult handlePRelu(NodeCtx &n) {
   if (!isa<FloatType>(elt))
     return n.fail("only float tensors are supported");
   Elementwise e{n};
-  Value neg = e.mul(*slope, *x);
+  Value s = *slope;
+  auto xt = cast<RankedTensorType>(x->getType()), st = cast<RankedTensorType>(s.getType());
+  if (n.opset < 7 && st.getRank() == 1 && xt.getRank() >= 3 && st.getDimSize(0) == xt.getDimSize(1) &&
+      st.getDimSize(0) != 1) {
+    // Before opset 7 a slope of C values is per channel (dim 1).
+    SmallVector<int64_t> shape(xt.getRank() - 1, 1);
+    shape[0] = st.getDimSize(0);
+    s = e.op("amp.reshape", {s}, {named(n, "shape", ints(n, shape))});
+  }
+  Value neg = e.mul(s, *x);
   if (neg && neg.getType() != x->getType())
     return n.fail("the slope does not broadcast to the input's shape (unidirectionally)");
   Value r = e.op("amp.where", {e.op("amp.greater", {*x, e.cst(elt, 0.0)}), *x, neg});
@@ -3552,8 +3621,9 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     if (auto it = alphaOf.find(name); it != alphaOf.end())
       a.alpha = ai < alphas.size() ? alphas[ai++] : it->second.second;
     else if (!plain.count(name))
-      return n.fail("activation '" + name + "' is not supported (Sigmoid, Tanh, Relu, LeakyRelu, "
-                    "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus, Affine)");
+      return n.fail("unsupported op ai.onnx." + n.node.op_type() + " with activation '" + name +
+                    "' (Sigmoid, Tanh, Relu, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, "
+                    "Softsign, Softplus, Affine are supported)");
     if (auto it = betaOf.find(name); it != betaOf.end())
       a.beta = bi < betas.size() ? betas[bi++] : it->second;
     actList.push_back(a);
@@ -3839,7 +3909,8 @@ LogicalResult handleScatterElements(NodeCtx &n) {
   if (failed(axis) || failed(red) || failed(data) || failed(idx) || failed(upd))
     return failure();
   if (*red != "none" && *red != "add")
-    return n.fail("reduction '" + *red + "' is not supported (none, add)");
+    return n.fail("unsupported op ai.onnx." + n.node.op_type() + " with reduction '" + *red +
+                  "' (none and add are supported)");
   auto dt = cast<RankedTensorType>(data->getType());
   auto it = cast<RankedTensorType>(idx->getType());
   auto ut = cast<RankedTensorType>(upd->getType());
@@ -3954,7 +4025,8 @@ LogicalResult handleScatterND(NodeCtx &n) {
   if (failed(red) || failed(data) || failed(idx) || failed(upd))
     return failure();
   if (*red != "none" && *red != "add")
-    return n.fail("reduction '" + *red + "' is not supported (none, add)");
+    return n.fail("unsupported op ai.onnx." + n.node.op_type() + " with reduction '" + *red +
+                  "' (none and add are supported)");
   auto dt = cast<RankedTensorType>(data->getType());
   auto it = cast<RankedTensorType>(idx->getType());
   auto ut = cast<RankedTensorType>(upd->getType());
@@ -4025,6 +4097,274 @@ LogicalResult handleTopK(NodeCtx &n) {
     return failure();
   n.setOutput(0, (*op)->getResult(0));
   n.setOutput(1, (*op)->getResult(1));
+  return success();
+}
+
+/// LRN: x * (bias + alpha * mean of x^2 over the channel window)^-beta, the
+/// window's mean an AveragePool (count_include_pad) of x^2 viewed as
+/// [N, 1, C, rest] with ONNX's padding (floor((size - 1) / 2) before,
+/// the rest after); marked fp32 (the sum of squares and the power).
+LogicalResult handleLRN(NodeCtx &n) {
+  if (failed(n.allowAttrs({"alpha", "beta", "bias", "size"})))
+    return failure();
+  auto alpha = n.getFloat("alpha", 1e-4f), beta = n.getFloat("beta", 0.75f), bias = n.getFloat("bias", 1.0f);
+  auto size = n.getInt("size", std::nullopt);
+  auto x = n.input(0);
+  if (failed(alpha) || failed(beta) || failed(bias) || failed(size) || failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (!isa<FloatType>(xt.getElementType()) || xt.getRank() < 3 || !xt.hasStaticShape())
+    return n.fail("X must be a float [N, C, D1, ...] of static shape");
+  if (*size < 1)
+    return n.fail("size must be positive");
+  int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), rest = xt.getNumElements() / std::max<int64_t>(1, N * C);
+  Type elt = xt.getElementType();
+  ClassMark mark(n);
+  Elementwise e{n};
+  Value sq = e.op("amp.reshape", {e.mul(*x, *x)}, {named(n, "shape", ints(n, {N, 1, C, rest}))});
+  int64_t before = (*size - 1) / 2, after = *size - 1 - before;
+  Value avg = e.op("amp.average_pool", {sq},
+                   {named(n, "kernel_shape", ints(n, {*size, 1})), named(n, "pads", ints(n, {before, 0, after, 0})),
+                    named(n, "count_include_pad", boolean(n, true))});
+  avg = e.op("amp.reshape", {avg}, {named(n, "shape", ints(n, xt.getShape()))});
+  Value den = e.op("amp.pow", {e.add(e.mul(avg, e.cst(elt, *alpha)), e.cst(elt, *bias)), e.cst(elt, -*beta)});
+  Value y = e.mul(*x, den);
+  if (!e.ok)
+    return failure();
+  mark.apply("fp32");
+  n.setOutput(0, y);
+  return success();
+}
+
+/// MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes`
+/// (ONNX's function body, the variance as the mean of squared deviations);
+/// marked fp32.
+LogicalResult handleMVN(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axes"})))
+    return failure();
+  auto axesA = n.getInts("axes");
+  auto x = n.input(0);
+  if (failed(axesA) || failed(x))
+    return failure();
+  std::vector<int64_t> axes = *axesA ? **axesA : std::vector<int64_t>{0, 2, 3};
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("only float tensors are supported");
+  ClassMark mark(n);
+  Elementwise e{n};
+  SmallVector<NamedAttribute> attrs{named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))};
+  Value d = e.sub(*x, e.op("amp.reduce_mean", {*x}, attrs));
+  Value sd = e.op("amp.sqrt", {e.op("amp.reduce_mean", {e.mul(d, d)}, attrs)});
+  Value y = e.div(d, e.add(sd, e.cst(elt, 1e-9)));
+  if (!e.ok)
+    return failure();
+  mark.apply("fp32");
+  n.setOutput(0, y);
+  return success();
+}
+
+/// Shrink: x + bias below -lambd, x - bias above lambd, 0 between
+/// (torch's hardshrink / softshrink).
+LogicalResult handleShrink(NodeCtx &n) {
+  if (failed(n.allowAttrs({"bias", "lambd"})))
+    return failure();
+  auto bias = n.getFloat("bias", 0.0f), lambd = n.getFloat("lambd", 0.5f);
+  auto x = n.input(0);
+  if (failed(bias) || failed(lambd) || failed(x))
+    return failure();
+  Type elt = getElementTypeOrSelf(x->getType());
+  if (!isa<FloatType>(elt))
+    return n.fail("unsupported op ai.onnx.Shrink on integers (float tensors are supported)");
+  Elementwise e{n};
+  auto xt = cast<RankedTensorType>(x->getType());
+  Value zeros = arith::ConstantOp::create(n.im.b, n.loc, xt, DenseElementsAttr::get(xt, n.im.b.getFloatAttr(elt, 0.0)));
+  Value hi = e.op("amp.where", {e.op("amp.greater", {*x, e.cst(elt, *lambd)}), e.sub(*x, e.cst(elt, *bias)), zeros});
+  Value y = e.op("amp.where", {e.op("amp.less", {*x, e.cst(elt, -*lambd)}), e.add(*x, e.cst(elt, *bias)), hi});
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, y);
+  return success();
+}
+
+/// EyeLike: a constant (ones on diagonal k) of the input's static 2-D shape.
+LogicalResult handleEyeLike(NodeCtx &n) {
+  if (failed(n.allowAttrs({"dtype", "k"})))
+    return failure();
+  auto k = n.getInt("k", 0);
+  auto x = n.input(0);
+  if (failed(k) || failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (xt.getRank() != 2 || !xt.hasStaticShape())
+    return n.fail("the input must be 2-D with a static shape");
+  Type elt = xt.getElementType();
+  if (n.attr("dtype")) {
+    auto dt = n.getInt("dtype", std::nullopt);
+    if (failed(dt))
+      return failure();
+    auto t = n.im.elementType((int32_t)*dt, "dtype");
+    if (failed(t))
+      return failure();
+    elt = *t;
+  }
+  auto rt = RankedTensorType::get(xt.getShape(), elt);
+  SmallVector<Attribute> vals;
+  for (int64_t i = 0; i < xt.getDimSize(0); ++i)
+    for (int64_t j = 0; j < xt.getDimSize(1); ++j) {
+      bool on = j - i == *k;
+      vals.push_back(isa<FloatType>(elt) ? Attribute(n.im.b.getFloatAttr(elt, on ? 1.0 : 0.0))
+                                         : Attribute(n.im.b.getIntegerAttr(elt, on ? 1 : 0)));
+    }
+  n.setOutput(0, arith::ConstantOp::create(n.im.b, n.loc, rt, DenseElementsAttr::get(rt, vals)));
+  return success();
+}
+
+/// Compress with a constant condition: a Gather of the selected positions
+/// along `axis` (of the flattened input without one).
+LogicalResult handleCompress(NodeCtx &n) {
+  if (failed(n.allowAttrs({"axis"})))
+    return failure();
+  auto x = n.input(0);
+  auto cond = n.constInput(1, "condition");
+  if (failed(x) || failed(cond))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (!xt.hasStaticShape())
+    return n.fail("needs a static input shape");
+  Value in = *x;
+  int64_t axis = 0, len;
+  if (n.attr("axis")) {
+    auto a = n.getInt("axis", std::nullopt);
+    if (failed(a))
+      return failure();
+    axis = *a < 0 ? *a + xt.getRank() : *a;
+    if (axis < 0 || axis >= xt.getRank())
+      return n.fail("axis " + llvm::Twine(*a) + " is out of range");
+    len = xt.getDimSize(axis);
+  } else {
+    len = xt.getNumElements();
+    auto r = n.im.create(n, "amp.reshape", {in}, {named(n, "shape", ints(n, {len}))}, 1);
+    if (failed(r))
+      return failure();
+    in = (*r)->getResult(0);
+  }
+  auto c = (*cond)->toInt64();
+  if ((int64_t)c.size() > len)
+    return n.fail("condition has " + llvm::Twine(c.size()) + " entries for an axis of " + llvm::Twine(len));
+  SmallVector<int64_t> keep;
+  for (size_t i = 0; i < c.size(); ++i)
+    if (c[i])
+      keep.push_back((int64_t)i);
+  auto it = RankedTensorType::get({(int64_t)keep.size()}, n.im.b.getI64Type());
+  Value idx = arith::ConstantOp::create(n.im.b, n.loc, it, DenseElementsAttr::get(it, ArrayRef<int64_t>(keep)));
+  return emitAll(n, "amp.gather", {in, idx}, {named(n, "axis", i64(n, axis))}, 1);
+}
+
+/// ReverseSequence with constant lengths: the batch and time axes moved to
+/// the front, one row gather with each sequence's first len steps reversed,
+/// moved back.
+LogicalResult handleReverseSequence(NodeCtx &n) {
+  if (failed(n.allowAttrs({"batch_axis", "time_axis"})))
+    return failure();
+  auto ba = n.getInt("batch_axis", 1), ta = n.getInt("time_axis", 0);
+  auto x = n.input(0);
+  auto lensT = n.constInput(1, "sequence_lens");
+  if (failed(ba) || failed(ta) || failed(x) || failed(lensT))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  int64_t rank = xt.getRank();
+  if (!xt.hasStaticShape() || rank < 2 || !((*ba == 0 && *ta == 1) || (*ba == 1 && *ta == 0)))
+    return n.fail("needs a static input of rank >= 2 and batch / time axes 0 and 1");
+  int64_t B = xt.getDimSize(*ba), T = xt.getDimSize(*ta);
+  auto lens = (*lensT)->toInt64();
+  if ((int64_t)lens.size() != B)
+    return n.fail("sequence_lens must have one entry per batch element (" + llvm::Twine(B) + ")");
+  SmallVector<int64_t> rows; // in the [B, T] order of the data's first two dims
+  for (int64_t p = 0; p < xt.getDimSize(0); ++p)
+    for (int64_t q = 0; q < xt.getDimSize(1); ++q) {
+      int64_t b = *ba == 0 ? p : q, t = *ba == 0 ? q : p, l = lens[b];
+      if (l < 0 || l > T)
+        return n.fail("sequence length " + llvm::Twine(l) + " is out of range [0, " + llvm::Twine(T) + "]");
+      int64_t src = t < l ? l - 1 - t : t;
+      rows.push_back(*ba == 0 ? b * T + src : src * B + b);
+    }
+  SmallVector<int64_t> flat{xt.getDimSize(0) * xt.getDimSize(1)};
+  llvm::append_range(flat, xt.getShape().drop_front(2));
+  Elementwise e{n};
+  Value r = e.op("amp.reshape", {*x}, {named(n, "shape", ints(n, flat))});
+  auto it = RankedTensorType::get({(int64_t)rows.size()}, n.im.b.getI64Type());
+  Value idx = arith::ConstantOp::create(n.im.b, n.loc, it, DenseElementsAttr::get(it, ArrayRef<int64_t>(rows)));
+  Value g = e.op("amp.gather", {r, idx}, {named(n, "axis", i64(n, 0))});
+  Value y = e.op("amp.reshape", {g}, {named(n, "shape", ints(n, xt.getShape()))});
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, y);
+  return success();
+}
+
+/// MaxUnpool: zeros with X written at the flat positions I names (I as
+/// MaxPool's Indices: over the whole output tensor), a scatter-add.
+LogicalResult handleMaxUnpool(NodeCtx &n) {
+  if (failed(n.allowAttrs({"kernel_shape", "pads", "strides"})))
+    return failure();
+  auto ks = n.getInts("kernel_shape"), pads = n.getInts("pads"), strides = n.getInts("strides");
+  auto x = n.input(0), idx = n.input(1);
+  if (failed(ks) || failed(pads) || failed(strides) || failed(x) || failed(idx))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  auto it = cast<RankedTensorType>(idx->getType());
+  if (!xt.hasStaticShape() || xt.getRank() < 3 || it.getShape() != xt.getShape() || !*ks)
+    return n.fail("needs a static X [N, C, D...], indices of its shape and kernel_shape");
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.fail("unsupported op ai.onnx.MaxUnpool on integers (float tensors are supported)");
+  int64_t sp = xt.getRank() - 2;
+  // The indices address the pooled-from shape; a larger output_shape gets
+  // zeros after it (as onnxruntime).
+  SmallVector<int64_t> out(xt.getShape().take_front(2));
+  if ((int64_t)(**ks).size() != sp)
+    return n.fail("kernel_shape must have one entry per spatial dim");
+  for (int64_t i = 0; i < sp; ++i) {
+    int64_t s = *strides ? (**strides)[i] : 1;
+    int64_t p = *pads ? (**pads)[i] + (**pads)[sp + i] : 0;
+    out.push_back((xt.getDimSize(2 + i) - 1) * s + (**ks)[i] - p);
+  }
+  SmallVector<int64_t> want(out);
+  if (n.hasInput(2)) {
+    auto os = n.constInts(2, "output_shape");
+    if (failed(os))
+      return failure();
+    if ((int64_t)os->size() != xt.getRank())
+      return n.fail("output_shape must have X's rank");
+    want.assign(os->begin(), os->end());
+    for (int64_t i = 0; i < xt.getRank(); ++i)
+      if (want[i] < out[i] || (i < 2 && want[i] != out[i]))
+        return n.fail("output_shape " + llvm::Twine(want[i]) + " of dim " + llvm::Twine(i) +
+                      " is smaller than the pooled-from " + llvm::Twine(out[i]) + " (or changes N / C)");
+  }
+  int64_t total = 1;
+  for (int64_t d : out)
+    total *= d;
+  Elementwise e{n};
+  Value fi = e.op("amp.reshape", {*idx}, {named(n, "shape", ints(n, {xt.getNumElements()}))});
+  Value fx = e.op("amp.reshape", {*x}, {named(n, "shape", ints(n, {xt.getNumElements()}))});
+  Value y = e.op("amp.gather_elements_grad", {fi, fx},
+                 {named(n, "shape", ints(n, {total})), named(n, "axis", i64(n, 0))});
+  y = e.op("amp.reshape", {y}, {named(n, "shape", ints(n, out))});
+  SmallVector<int64_t> cur(out);
+  for (int64_t i = 2; i < xt.getRank() && e.ok; ++i) {
+    if (want[i] == cur[i])
+      continue;
+    SmallVector<int64_t> zs(cur);
+    zs[i] = want[i] - cur[i];
+    auto zt = RankedTensorType::get(zs, xt.getElementType());
+    Value z = arith::ConstantOp::create(n.im.b, n.loc, zt,
+                                        DenseElementsAttr::get(zt, n.im.b.getFloatAttr(xt.getElementType(), 0.0)));
+    y = e.op("amp.concat", {y, z}, {named(n, "axis", i64(n, i))});
+    cur[i] = want[i];
+  }
+  if (!e.ok)
+    return failure();
+  n.setOutput(0, y);
   return success();
 }
 
@@ -4164,11 +4504,14 @@ const std::map<std::string, OpInfo> &opTable() {
     auto un = [](const char *name) {
       return [name](NodeCtx &n) { return unary(n, name); };
     };
-    t["Add"] = {7, bin("amp.add")};
-    t["Sub"] = {7, bin("amp.sub")};
-    t["Mul"] = {7, bin("amp.mul")};
-    t["Div"] = {7, bin("amp.div")};
-    t["Pow"] = {7, bin("amp.pow")};
+    auto legacyBin = [](const char *name) {
+      return [name](NodeCtx &n) { return legacyBinary(n, name); };
+    };
+    t["Add"] = {1, legacyBin("amp.add")};
+    t["Sub"] = {1, legacyBin("amp.sub")};
+    t["Mul"] = {1, legacyBin("amp.mul")};
+    t["Div"] = {1, legacyBin("amp.div")};
+    t["Pow"] = {1, legacyBin("amp.pow")};
     t["MatMul"] = {1, bin("amp.matmul")};
     t["Sqrt"] = {1, un("amp.sqrt")};
     t["Exp"] = {1, un("amp.exp")};
@@ -4224,7 +4567,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["Or"] = {7, bin("amp.or")};
     t["Xor"] = {7, bin("amp.xor")};
     t["Not"] = {1, handleNot};
-    t["PRelu"] = {7, handlePRelu};
+    t["PRelu"] = {1, handlePRelu};
     t["IsNaN"] = {9, [](NodeCtx &n) { return handleIsNaNOrInf(n, false); }};
     t["IsInf"] = {10, [](NodeCtx &n) { return handleIsNaNOrInf(n, true); }};
     t["Mean"] = {6, handleMean};
@@ -4295,6 +4638,13 @@ const std::map<std::string, OpInfo> &opTable() {
       return simple(n, "amp.gather_elements", {0, 1}, {named(n, "axis", i64(n, *axis))});
     }};
     t["TopK"] = {1, handleTopK, {1}};
+    t["LRN"] = {1, handleLRN};
+    t["MeanVarianceNormalization"] = {9, handleMVN};
+    t["Shrink"] = {9, handleShrink};
+    t["EyeLike"] = {9, handleEyeLike};
+    t["Compress"] = {9, handleCompress, {1}};
+    t["ReverseSequence"] = {10, handleReverseSequence, {1}};
+    t["MaxUnpool"] = {9, handleMaxUnpool, {2}};
     t["ScatterElements"] = {11, handleScatterElements};
     t["Scatter"] = {9, handleScatterElements};
     t["GatherND"] = {11, handleGatherND};
@@ -4321,7 +4671,7 @@ const std::map<std::string, OpInfo> &opTable() {
         return failure();
       return simple(n, "amp.where", {0, 1, 2});
     }};
-    t["Gemm"] = {7, handleGemm};
+    t["Gemm"] = {1, handleGemm};
     // Other domains are keyed "<domain>.<op>".
     t["ai.onnx.preview.training.Adagrad"] = {1, handleAdagrad};
     t["ai.onnx.preview.training.Momentum"] = {1, handleMomentum};
@@ -4329,7 +4679,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["ai.onnx.preview.training.Gradient"] = {1, handleGradient};
     t["Conv"] = {1, handleConv};
     t["ConvTranspose"] = {1, handleConvTranspose};
-    t["BatchNormalization"] = {9, handleBatchNorm};
+    t["BatchNormalization"] = {1, handleBatchNorm};
     t["MaxPool"] = {1, handleMaxPool};
     t["AveragePool"] = {1, handleAveragePool};
     t["GlobalAveragePool"] = {1, [](NodeCtx &n) {

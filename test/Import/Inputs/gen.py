@@ -690,6 +690,26 @@ def topk_bf16():
     return topk(TP.BFLOAT16)
 
 
+
+def legacy_add(shape_b=(3,), **attrs):
+    """Add at opset 6 of a [2, 3, 4] and b."""
+    n = [H.make_node("Add", ["a", "b"], ["y"], name="add", **attrs)]
+    return model(n, [vi("a", TP.FLOAT, [2, 3, 4]), vi("b", TP.FLOAT, list(shape_b))], [vi("y", TP.FLOAT, None)],
+                 opset=6)
+
+
+def legacy_add_axis():
+    return legacy_add(broadcast=1, axis=1)
+
+
+def legacy_add_nobroadcast():
+    return legacy_add()
+
+
+def legacy_add_misfit():
+    return legacy_add(broadcast=1, axis=2)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()
