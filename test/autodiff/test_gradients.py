@@ -434,6 +434,32 @@ def trig(p, i):
 
 run_case("trigonometric", m, params, inputs, trig, constants=("p9", "p11"))
 
+# 4a4''. Mod: fmod = 1 (torch.fmod) and, on floats computed as Python's %,
+#        torch.remainder's gradients (dy to a; -dy * trunc / floor(a / b)
+#        to b), with a broadcast divisor.
+params = {"w": randn(6, 6, scale=0.8), "dv": (rng.uniform(0.5, 1.5, 6) * rng.choice([-1, 1], 6)).astype(np.float32),
+          "k": randn(6, 3, scale=0.5)}
+inputs = {"x": randn(5, 6), "y": rng.integers(0, 3, 5).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Mod", ["h", "dv"], ["f"], fmod=1),
+           helper.make_node("Mul", ["h", "h"], ["h2"]),
+           helper.make_node("Mod", ["h2", "dv"], ["f2"], fmod=1),
+           helper.make_node("Add", ["f", "f2"], ["t"]),
+           helper.make_node("MatMul", ["t", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+
+
+def mods(p, i):
+    h = i["x"] @ p["w"]
+    t = torch.fmod(h, p["dv"]) + torch.fmod(h * h, p["dv"])
+    return F.cross_entropy(t @ p["k"], i["y"])
+
+
+# fp32 only: a low-precision product rounding across a multiple of the
+# divisor jumps the remainder by a whole divisor.
+run_case("fmod", m, params, inputs, mods, precisions=("fp32",))
+
 # 4a5. Comparisons and logical ops building masks (no gradient of their
 #      own; amp.where carries it): a leaky ReLU written as
 #      Where(Greater(h, 0), h, 0.1 h), and the logits of rows whose label

@@ -206,7 +206,7 @@ TEST(Unary, GradientsMatchNumericDerivative) {
 TEST(Binary, BroadcastingEveryOpAndType) {
   const amprt_binary_op ops[] = {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL,
                                  AMPRT_BINARY_DIV, AMPRT_BINARY_POW, AMPRT_BINARY_MAX,
-                                 AMPRT_BINARY_MIN};
+                                 AMPRT_BINARY_MIN, AMPRT_BINARY_MOD, AMPRT_BINARY_FMOD};
   for (amprt_dtype dt : kFloats)
     for (amprt_binary_op op : ops) {
       Buf a = op == AMPRT_BINARY_POW ? uniform(dt, {4, 1, 5}, 0.5, 3.0) : randn(dt, {4, 1, 5});
@@ -224,7 +224,11 @@ TEST(Binary, BroadcastingEveryOpAndType) {
                        : op == AMPRT_BINARY_DIV ? p / q
                        : op == AMPRT_BINARY_POW ? std::pow(p, q)
                        : op == AMPRT_BINARY_MAX ? std::max(p, q)
-                                                : std::min(p, q);
+                       : op == AMPRT_BINARY_MIN ? std::min(p, q)
+                       : op == AMPRT_BINARY_FMOD ? std::fmod(p, q)
+                                                 : std::fmod(p, q) + (std::fmod(p, q) != 0 &&
+                                                                      (std::fmod(p, q) < 0) != (q < 0)
+                                                                      ? q : 0.0); // MOD
             ref.push_back(r);
           }
       // f32 arithmetic then one rounding: within half an ulp of the exact
@@ -243,6 +247,26 @@ TEST(Binary, OverflowToInfInLowPrecision) {
   EXPECT_TRUE(std::isinf(y.get(0)));
   AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_MUL, a.p(), b.p(), y.p()));
   EXPECT_EQ(y.get(1), 0.0); // 1.2e-10 underflows past the smallest subnormal
+}
+
+TEST(Binary, IntegerRemaindersTakeTheirSigns) {
+  Buf a = randint(AMPRT_I64, {40}, -50, 50), b = randint(AMPRT_I64, {40}, -9, 9), y(AMPRT_I64, {40});
+  for (int i = 0; i < 40; ++i)
+    if (b.get(i) == 0)
+      b.set(i, 7);
+  a.set(0, (double)INT64_MIN);
+  b.set(0, -1);
+  AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_MOD, a.p(), b.p(), y.p()));
+  for (int i = 0; i < 40; ++i) {
+    int64_t p = (int64_t)a.get(i), q = (int64_t)b.get(i);
+    int64_t r = q == -1 ? 0 : p % q;
+    EXPECT_EQ((int64_t)y.get(i), r != 0 && (r < 0) != (q < 0) ? r + q : r) << p << " mod " << q;
+  }
+  AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_FMOD, a.p(), b.p(), y.p()));
+  for (int i = 1; i < 40; ++i)
+    EXPECT_EQ((int64_t)y.get(i), (int64_t)a.get(i) % (int64_t)b.get(i));
+  b.set(3, 0);
+  EXPECT_EQ(amprt_binary(nullptr, AMPRT_BINARY_MOD, a.p(), b.p(), y.p()), AMPRT_ERR_NUMERIC);
 }
 
 TEST(Binary, IntegersWrapAndDivisionByZeroIsAnError) {

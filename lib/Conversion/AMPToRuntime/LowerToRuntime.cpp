@@ -428,6 +428,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](AndOp) { return binary(AMPRT_BINARY_AND); })
       .Case([&](OrOp) { return binary(AMPRT_BINARY_OR); })
       .Case([&](XorOp) { return binary(AMPRT_BINARY_XOR); })
+      .Case([&](ModOp) { return binary(AMPRT_BINARY_MOD); })
+      .Case([&](FModOp) { return binary(AMPRT_BINARY_FMOD); })
       .Case([&](ReluOp) { return unary(AMPRT_UNARY_RELU, 0); })
       .Case([&](SqrtOp) { return unary(AMPRT_UNARY_SQRT, 0); })
       .Case([&](ExpOp) { return unary(AMPRT_UNARY_EXP, 0); })

@@ -4777,10 +4777,17 @@ const std::map<std::string, OpInfo> &opTable() {
       return handleLoss(n, "amp.nll_loss", 1);
     }};
     t["Cast"] = {6, [](NodeCtx &n) { return handleCast(n); }};
-    // Only on integer constants (shape arithmetic), folded at import.
+    // (Folded at import on integer constants: shape arithmetic.)
     t["Mod"] = {10, [](NodeCtx &n) -> LogicalResult {
-      return n.fail("unsupported op ai.onnx.Mod on a value computed at run time or a float (Mod "
-                    "is folded at import on integer constants only: shape arithmetic)");
+      if (failed(n.allowAttrs({"fmod"})))
+        return failure();
+      auto fm = n.getInt("fmod", 0);
+      auto a = n.input(0);
+      if (failed(fm) || failed(a))
+        return failure();
+      if (*fm == 0 && isa<FloatType>(getElementTypeOrSelf(a->getType())))
+        return n.fail("fmod = 0 on floats: ONNX requires fmod = 1 for floating-point inputs");
+      return simple(n, *fm ? "amp.fmod" : "amp.mod", {0, 1});
     }};
     t["Constant"] = {1, handleConstant};
     t["Shape"] = {1, handleShape};

@@ -253,9 +253,14 @@ typedef enum amprt_binary_op {
   AMPRT_BINARY_GE,
   AMPRT_BINARY_AND,
   AMPRT_BINARY_OR,
-  AMPRT_BINARY_XOR
+  AMPRT_BINARY_XOR,
+  /* MOD: the remainder with the divisor's sign (Python's %, torch.remainder,
+   * ONNX Mod fmod = 0); FMOD: with the dividend's (C fmod, torch.fmod).
+   * An integer divisor of 0 is an error. */
+  AMPRT_BINARY_MOD,
+  AMPRT_BINARY_FMOD
 } amprt_binary_op;
-#define AMPRT_BINARY_LAST AMPRT_BINARY_XOR
+#define AMPRT_BINARY_LAST AMPRT_BINARY_FMOD
 
 amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
                          const amprt_tensor *x, amprt_tensor *y);

@@ -491,7 +491,7 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
   AMPRT_CHECK(prepare("amprt_binary", y, {a, b}, s));
   if ((unsigned)op > AMPRT_BINARY_LAST)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: unknown op %d", op);
-  if (op >= AMPRT_BINARY_EQ) {
+  if (isCompare(op)) {
     if (y->dtype != AMPRT_I1 || a->dtype != b->dtype)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_binary: a comparison takes a and b of one type (got %s, %s) and gives "

@@ -201,9 +201,17 @@ AMPRT_HOST_DEVICE inline int64_t ipow(int64_t b, int64_t e) {
   return r;
 }
 
+/// The comparisons and logical ops (EQ .. XOR): i1 results.
+AMPRT_HOST_DEVICE inline bool isCompare(int op) { return op >= AMPRT_BINARY_EQ && op <= AMPRT_BINARY_XOR; }
+
 /// A binary op in f32 (MAX / MIN: a NaN in p wins).
 AMPRT_HOST_DEVICE inline float binaryF(int op, float p, float q) {
   switch (op) {
+  case AMPRT_BINARY_FMOD: return fmodf(p, q);
+  case AMPRT_BINARY_MOD: {
+    float r = fmodf(p, q);
+    return (r != 0.0f && ((r < 0.0f) != (q < 0.0f))) ? r + q : r;
+  }
   case AMPRT_BINARY_ADD: return p + q;
   case AMPRT_BINARY_SUB: return p - q;
   case AMPRT_BINARY_MUL: return p * q;
@@ -287,6 +295,15 @@ AMPRT_HOST_DEVICE inline int64_t binaryI(int op, int64_t p, int64_t q, bool *div
     }
     return (p == INT64_MIN && q == -1) ? p : p / q;
   case AMPRT_BINARY_POW: return ipow(p, q);
+  case AMPRT_BINARY_MOD:
+  case AMPRT_BINARY_FMOD: {
+    if (q == 0) {
+      *divByZero = true;
+      return 0;
+    }
+    int64_t r = q == -1 ? 0 : p % q; // (INT64_MIN % -1 overflows in C)
+    return (op == AMPRT_BINARY_MOD && r != 0 && ((r < 0) != (q < 0))) ? r + q : r;
+  }
   case AMPRT_BINARY_MAX: return p > q ? p : q;
   default: return p < q ? p : q;
   }

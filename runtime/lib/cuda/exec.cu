@@ -339,7 +339,7 @@ struct BinaryF {
   DeviceError *err;
   HD void operator()(int64_t i) const {
     int64_t ao = a.at(i), bo = b.at(i), yo = y.at(i);
-    if (op >= AMPRT_BINARY_EQ) {
+    if (isCompare(op)) {
       bool r = floatType(a.dtype) ? compareOp<float>(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo))
                                   : compareOp<int64_t>(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo));
       reinterpret_cast<uint8_t *>(y.data)[yo] = r ? 1 : 0;
@@ -2955,8 +2955,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(dd, 3, 1, "binary"));
     if ((unsigned)a[0] > AMPRT_BINARY_LAST)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown binary op %lld", (long long)a[0]);
-    if ((a[0] >= AMPRT_BINARY_EQ) != (t[2].dtype == AMPRT_I1) ||
-        (a[0] >= AMPRT_BINARY_EQ && t[0].dtype != t[1].dtype))
+    if (isCompare((int)a[0]) != (t[2].dtype == AMPRT_I1) || (isCompare((int)a[0]) && t[0].dtype != t[1].dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_exec (cuda): binary op %lld: a comparison (only) gives i1, from one type",
                   (long long)a[0]);

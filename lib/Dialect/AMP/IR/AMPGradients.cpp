@@ -139,6 +139,34 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] && og[1]);
 }
 
+/// torch.remainder / torch.fmod's: dy to a, -dy * floor(a / b) (remainder)
+/// or -dy * trunc(a / b) (fmod, trunc(q) = q - fmod(q, 1)) to b.
+static LogicalResult modGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
+                             SmallVectorImpl<Value> &og, bool floor) {
+  og.assign(2, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(op->getResult(0).getType())))
+    return success(); // integers carry no gradient
+  Location loc = op->getLoc();
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  Value q = make(b, loc, "amp.div", {lhs, rhs});
+  Value whole = !q ? Value()
+                : floor ? make(b, loc, "amp.floor", {q})
+                        : make(b, loc, "amp.sub", {q, make(b, loc, "amp.fmod", {q, scalar(b, loc, q, 1.0)})});
+  Value db = whole ? make(b, loc, "amp.mul", {rg[0], whole}) : Value();
+  db = db ? make(b, loc, "amp.mul", {db, scalar(b, loc, db, -1.0)}) : Value();
+  og[0] = sumToShape(b, loc, rg[0], lhs.getType());
+  og[1] = db ? sumToShape(b, loc, db, rhs.getType()) : Value();
+  return success(og[0] && og[1]);
+}
+
+LogicalResult ModOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
+  return modGrad(b, *this, rg, og, true);
+}
+
+LogicalResult FModOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
+  return modGrad(b, *this, rg, og, false);
+}
+
 /// torch.maximum / torch.minimum's gradient: dy to the chosen input, half
 /// to each on a tie. With d = lhs - rhs, g1 = dy [d > 0] and g2 = dy [d < 0]
 /// (the relu derivative of d and of -d); a tie's share is (dy - g1 - g2) / 2,

@@ -330,6 +330,8 @@ AMP_BINARY_INFER(DivOp, true)
 AMP_BINARY_INFER(PowOp, false)
 AMP_BINARY_INFER(MaxOp, true)
 AMP_BINARY_INFER(MinOp, true)
+AMP_BINARY_INFER(ModOp, true)
+AMP_BINARY_INFER(FModOp, true)
 #undef AMP_BINARY_INFER
 
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *,

@@ -374,6 +374,12 @@ def AMP_DivOp : AMP_BinaryOp<"div", [DeclareOpInterfaceMethods<AMP_GradientOpInt
 def AMP_PowOp : AMP_BinaryOp<"pow", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "lhs ^ rhs (ONNX Pow: the exponent may have another type)";
 }
+def AMP_ModOp : AMP_BinaryOp<"mod", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Remainder with the divisor's sign (ONNX Mod fmod = 0, torch.remainder)";
+}
+def AMP_FModOp : AMP_BinaryOp<"fmod", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Remainder with the dividend's sign (ONNX Mod fmod = 1, C fmod, torch.fmod)";
+}
 def AMP_MaxOp : AMP_BinaryOp<"max", [Commutative, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "The larger of lhs and rhs (a NaN wins)";
   let description = [{
