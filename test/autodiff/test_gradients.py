@@ -851,6 +851,32 @@ for with_max in (False, True):
     run_case("reduce-max-gather-slice" if with_max else "gather-slice", m, params, inputs,
              gathered, precisions=("fp32",) if with_max else ("fp32", "fp16", "bf16"))
 
+# 4b'. ReduceProd (torch.prod): rows with no zero, one zero (its gradient is
+#      the product of the others) and two zeros (no gradient), over one axis
+#      and, keepdims off, over two.
+pa = rng.uniform(0.6, 1.4, (4, 5)).astype(np.float32) * rng.choice([-1, 1], (4, 5)).astype(np.float32)
+pa[1, 2] = 0.0
+pa[2, 0] = pa[2, 3] = 0.0
+params = {"pa": pa, "pb": rng.uniform(0.7, 1.3, (2, 3, 4)).astype(np.float32), "k": randn(4, 3, scale=0.5)}
+inputs = {"x": randn(4, 4), "y": rng.integers(0, 3, 4).astype(np.int64)}
+m = model([helper.make_node("ReduceProd", ["pa", "ax1"], ["r1"], keepdims=1),
+           helper.make_node("ReduceProd", ["pb", "ax01"], ["r2"], keepdims=0),
+           helper.make_node("Mul", ["x", "r1"], ["h"]),
+           helper.make_node("Add", ["h", "r2"], ["h2"]),
+           helper.make_node("MatMul", ["h2", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=18)
+for n, a in {"ax1": np.array([1], np.int64), "ax01": np.array([0, 1], np.int64)}.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def prods(p, i):
+    h = i["x"] * p["pa"].prod(1, keepdim=True) + p["pb"].prod(1).prod(0)
+    return F.cross_entropy(h @ p["k"], i["y"])
+
+
+run_case("reduce-prod", m, params, inputs, prods)
+
 # 5. Convolutions: padded and strided with a bias, then grouped and dilated
 #    without one (its input gradient flows back through Tanh).
 N, C, S, M = 2, 4, 9, 6

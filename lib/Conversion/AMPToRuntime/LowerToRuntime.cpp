@@ -603,14 +603,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs = {f64Bits(o.getRatio().convertToDouble()), o.getTrainingMode() ? 1 : 0};
         return emit(op, AMPRT_OP_DROPOUT, d);
       })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, GlobalAveragePoolOp>(
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp, GlobalAveragePoolOp>(
           [&](Operation *) -> LogicalResult {
             Value x = op->getOperand(0);
             auto in = cast<RankedTensorType>(x.getType());
             SmallVector<int64_t> axes;
-            int64_t kind = isa<ReduceSumOp>(op)   ? AMPRT_REDUCE_SUM
-                           : isa<ReduceMaxOp>(op) ? AMPRT_REDUCE_MAX
-                                                  : AMPRT_REDUCE_MEAN;
+            int64_t kind = isa<ReduceSumOp>(op)    ? AMPRT_REDUCE_SUM
+                           : isa<ReduceMaxOp>(op)  ? AMPRT_REDUCE_MAX
+                           : isa<ReduceProdOp>(op) ? AMPRT_REDUCE_PROD
+                                                   : AMPRT_REDUCE_MEAN;
             if (isa<GlobalAveragePoolOp>(op)) {
               for (int64_t i = 2; i < in.getRank(); ++i)
                 axes.push_back(i);

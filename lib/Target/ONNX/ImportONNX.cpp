@@ -4762,6 +4762,9 @@ const std::map<std::string, OpInfo> &opTable() {
     t["ReduceMax"] = {1, [](NodeCtx &n) {
       return handleReduce(n, "amp.reduce_max", 18);
     }, {1}};
+    t["ReduceProd"] = {1, [](NodeCtx &n) {
+      return handleReduce(n, "amp.reduce_prod", 18);
+    }, {1}};
     for (auto [onnxName, kind] : {std::make_pair("ReduceMin", "min"), std::make_pair("ReduceL1", "l1"),
                                   std::make_pair("ReduceL2", "l2"),
                                   std::make_pair("ReduceSumSquare", "sum_square"),

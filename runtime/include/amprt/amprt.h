@@ -304,7 +304,8 @@ amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
 typedef enum amprt_reduce_op {
   AMPRT_REDUCE_SUM = 0,
   AMPRT_REDUCE_MEAN,
-  AMPRT_REDUCE_MAX
+  AMPRT_REDUCE_MAX,
+  AMPRT_REDUCE_PROD /* in double (floats), int64 wrapping (integers) */
 } amprt_reduce_op;
 
 amprt_status amprt_reduce(amprt_context *ctx, amprt_reduce_op op,

@@ -58,6 +58,8 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
                 "amprt_reduce: y (%s %s) must have x's rank and type (%s %s)",
                 amprt_dtype_name(y->dtype), shapeString(y).c_str(),
                 amprt_dtype_name(x->dtype), shapeString(x).c_str());
+  if ((unsigned)op > AMPRT_REDUCE_PROD)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce: unknown op %d", (int)op);
   bool reduced[AMPRT_MAX_RANK] = {false};
   for (int32_t i = 0; i < naxes; ++i) {
     if (axes[i] < 0 || axes[i] >= x->rank)
@@ -84,7 +86,8 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
   // inner] rows added in the generic path's order (double accumulators, the
   // reduced index ascending), so the result is the same to the bit; a run
   // into a single slot (inner 1) uses four partial sums.
-  if (x->dtype == AMPRT_F32 && op != AMPRT_REDUCE_MAX && amprt_tensor_is_contiguous(x) &&
+  if (x->dtype == AMPRT_F32 && (op == AMPRT_REDUCE_SUM || op == AMPRT_REDUCE_MEAN) &&
+      amprt_tensor_is_contiguous(x) &&
       amprt_tensor_is_contiguous(y)) {
     int32_t lo = -1, hi = -1;
     bool block = true;
@@ -207,16 +210,18 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
   }
   int64_t n = amprt_tensor_numel(y);
   bool isF = isFloat(x->dtype);
-  std::vector<double> acc(n, op == AMPRT_REDUCE_MAX
-                                 ? -std::numeric_limits<double>::infinity()
-                                 : 0.0);
-  std::vector<int64_t> iacc(n, op == AMPRT_REDUCE_MAX ? INT64_MIN : 0);
+  std::vector<double> acc(n, op == AMPRT_REDUCE_MAX    ? -std::numeric_limits<double>::infinity()
+                             : op == AMPRT_REDUCE_PROD ? 1.0
+                                                       : 0.0);
+  std::vector<int64_t> iacc(n, op == AMPRT_REDUCE_MAX ? INT64_MIN : op == AMPRT_REDUCE_PROD ? 1 : 0);
   forEach<2>(x->rank, x->shape, s, [&](const int64_t *o) {
     if (isF) {
       double v = loadF(x->data, x->dtype, o[0]);
       double &a = acc[o[1]];
       if (op == AMPRT_REDUCE_MAX)
         a = (std::isnan(v) || std::isnan(a) || v > a) ? (std::isnan(a) ? a : v) : a;
+      else if (op == AMPRT_REDUCE_PROD)
+        a *= v;
       else
         a += v;
     } else {
@@ -224,6 +229,8 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
       int64_t &a = iacc[o[1]];
       if (op == AMPRT_REDUCE_MAX)
         a = std::max(a, v);
+      else if (op == AMPRT_REDUCE_PROD)
+        a = (int64_t)((uint64_t)a * (uint64_t)v);
       else
         a += v;
     }

@@ -905,7 +905,7 @@ struct ReduceF {
       base += c * x.strides[d];
       yo += c * y.strides[d];
     }
-    double acc = 0.0;
+    double acc = op == AMPRT_REDUCE_PROD ? 1.0 : 0.0;
     float m = 0.0f;
     bool first = true;
     auto take = [&](float v) {
@@ -913,6 +913,8 @@ struct ReduceF {
         if (first || isNaN(v) || (!isNaN(m) && v > m))
           m = v;
         first = false;
+      } else if (op == AMPRT_REDUCE_PROD) {
+        acc *= (double)v;
       } else {
         acc += (double)v;
       }
@@ -988,7 +990,7 @@ struct ReduceFinishF {
       yo += (rem % y.shape[d]) * y.strides[d];
       rem /= y.shape[d];
     }
-    double acc = 0.0;
+    double acc = op == AMPRT_REDUCE_PROD ? 1.0 : 0.0;
     float m = 0.0f;
     for (int64_t k = 0; k < chunks; ++k) {
       double v = partial[slot * chunks + k];
@@ -996,6 +998,8 @@ struct ReduceFinishF {
         float f = (float)v;
         if (k == 0 || isNaN(f) || (!isNaN(m) && f > m))
           m = f;
+      } else if (op == AMPRT_REDUCE_PROD) {
+        acc *= v;
       } else {
         acc += v;
       }
@@ -3165,7 +3169,8 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     // A channel-blocked input (a mean over H, W) is plain NCHW on this
     // device (see conv).
     const amprt_tensor &x = t[0], &y = t[1];
-    if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_MAX)
+    if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_PROD ||
+        (a[0] == AMPRT_REDUCE_PROD && !floatType(x.dtype)))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
     ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1, nullptr, 1, 0, false};
     for (int64_t i = 0; i < a[1]; ++i) {

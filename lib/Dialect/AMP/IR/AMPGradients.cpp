@@ -674,6 +674,53 @@ LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+/// torch.prod's gradient without dividing by a zero: with p the product of
+/// the nonzero elements and z their count of zeros over the reduced dims,
+/// d x_i = dy * (x_i != 0 ? (z == 0 ? p / x_i : 0) : (z == 1 ? p : 0)).
+LogicalResult ReduceProdOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                           SmallVectorImpl<Value> &og) {
+  og.assign(1, Value());
+  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
+    return success();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (!in.hasStaticShape())
+    return fail(*this, "dynamic shapes");
+  SmallVector<int64_t> axes;
+  std::optional<ArrayRef<int64_t>> given = getAxes();
+  if (given)
+    for (int64_t a : *given)
+      axes.push_back(a < 0 ? a + in.getRank() : a);
+  if (axes.empty()) {
+    if (getNoopWithEmptyAxes()) {
+      og[0] = rg[0];
+      return success();
+    }
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      axes.push_back(d);
+  }
+  SmallVector<int64_t> kept(in.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  Location loc = getLoc();
+  Value x = getInput(), dy = reshape(b, loc, rg[0], kept);
+  Value zero = scalar(b, loc, x, 0.0), one = scalar(b, loc, x, 1.0);
+  SmallVector<NamedAttribute> red{attr(b, "axes", b.getDenseI64ArrayAttr(axes)),
+                                  attr(b, "keepdims", b.getBoolAttr(true))};
+  Value isZero = make(b, loc, "amp.equal", {x, zero});
+  Value xs = isZero ? make(b, loc, "amp.where", {isZero, one, x}) : Value();
+  Value p = xs ? make(b, loc, "amp.reduce_prod", xs, red) : Value();
+  Value zf = isZero ? make(b, loc, "amp.where", {isZero, one, zero}) : Value();
+  Value nz = zf ? make(b, loc, "amp.reduce_sum", zf, red) : Value();
+  Value none = nz ? make(b, loc, "amp.equal", {nz, zero}) : Value();
+  Value single = nz ? make(b, loc, "amp.equal", {nz, one}) : Value();
+  Value pOverX = p ? make(b, loc, "amp.div", {p, xs}) : Value();
+  Value atZero = single && p ? make(b, loc, "amp.where", {single, p, zero}) : Value();
+  Value atOther = none && pOverX ? make(b, loc, "amp.where", {none, pOverX, zero}) : Value();
+  Value g = atZero && atOther ? make(b, loc, "amp.where", {isZero, atZero, atOther}) : Value();
+  og[0] = g && dy ? make(b, loc, "amp.mul", {g, dy}) : Value();
+  return success(og[0] != nullptr);
+}
+
 LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                       SmallVectorImpl<Value> &og) {
   og.assign(getOperation()->getNumOperands(), Value());

@@ -1333,6 +1333,10 @@ LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
                                              SmallVectorImpl<Type> &t) {
   return inferReduce<ReduceMeanOp>(l, a, t);
 }
+LogicalResult ReduceProdOp::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,
+                                             SmallVectorImpl<Type> &t) {
+  return inferReduce<ReduceProdOp>(l, a, t);
+}
 LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> l,
                                             Adaptor a,

@@ -611,6 +611,9 @@ def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor, [DeclareOpInterf
 def AMP_ReduceMeanOp : AMP_ReduceOp<"reduce_mean", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Mean over axes";
 }
+def AMP_ReduceProdOp : AMP_ReduceOp<"reduce_prod", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Product over axes (torch.prod's gradient, zeros included)";
+}
 def AMP_ReduceMaxOp : AMP_ReduceOp<"reduce_max", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Maximum over axes";
 }
