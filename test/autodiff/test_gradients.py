@@ -76,8 +76,10 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
                        + (["--freeze=" + ",".join(constants)] if constants else []),
                        check=True)
         ad = "amp-autodiff" + ("{frozen=" + ",".join(frozen) + "}" if frozen else "")
+        # (With the locations: amp-run's autocast reads node names, as the
+        # in-process pipeline of amp-compile / amp-run on an ONNX file has.)
         subprocess.run([opt, f"{d}/m.mlir", f"--pass-pipeline=builtin.module({ad})",
-                        "-o", f"{d}/g.mlir"], check=True)
+                        "--mlir-print-debuginfo", "-o", f"{d}/g.mlir"], check=True)
         for p in precisions:
             r = subprocess.run([run, f"{d}/g.mlir", "--inputs", f"{d}/in.npz", "--outputs",
                                 f"{d}/out.npz", "--precision", p], capture_output=True, text=True)
@@ -1047,6 +1049,42 @@ def recurrent(p, i):
 
 
 run_case("recurrent", m, params, inputs, recurrent, constants=tuple(weights))
+
+# 5c'. DFT (torch.fft.fft / ifft, a real signal zero-padded to dft_length,
+#      a complex one inverted, a onesided transform along another axis) and
+#      STFT (torch.stft without centring, a learned window): every output
+#      weighed by a fixed random tensor.
+params = {"sr": randn(2, 6, 3, 1), "sc": randn(2, 5, 2), "sw": randn(2, 20, 1), "win": randn(8, scale=0.5) + 1.0}
+inputs = {"x": randn(2, 3)}
+fw = {"w1": randn(2, 8, 3, 2), "w2": randn(2, 5, 2), "w3": randn(2, 6, 2, 2), "w4": randn(2, 4, 5, 2)}
+m = model([helper.make_node("DFT", ["sr", "len8"], ["d1"], axis=1),
+           helper.make_node("DFT", ["sc"], ["d2"], axis=1, inverse=1),
+           helper.make_node("DFT", ["sr"], ["d3"], axis=2, onesided=1),
+           helper.make_node("STFT", ["sw", "step", "win"], ["d4"]),
+           *[helper.make_node("Mul", [f"d{j}", f"w{j}"], [f"p{j}"]) for j in range(1, 5)],
+           *[helper.make_node("ReduceSum", [f"p{j}"], [f"q{j}"], keepdims=0) for j in range(1, 5)],
+           helper.make_node("Sum", ["q1", "q2", "q3", "q4"], ["q"]),
+           helper.make_node("ReduceSum", ["x"], ["xs"], keepdims=0),
+           helper.make_node("Mul", ["q", "xs"], ["loss"])],
+          params, inputs, ["loss"], opset=17)
+consts = dict(fw, len8=np.array(8, np.int64), step=np.array(4, np.int64))
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def dfts(p, i):
+    w = {k: torch.tensor(v, dtype=torch.float64) for k, v in fw.items()}
+    d1 = torch.view_as_real(torch.fft.fft(p["sr"][..., 0], n=8, dim=1))
+    d2 = torch.view_as_real(torch.fft.ifft(torch.view_as_complex(p["sc"].contiguous()), dim=1))
+    d3 = torch.view_as_real(torch.fft.rfft(p["sr"][..., 0], dim=2))
+    st = torch.stft(p["sw"][..., 0], n_fft=8, hop_length=4, window=p["win"], center=False,
+                    onesided=True, return_complex=True)                   # [B, bins, frames]
+    d4 = torch.view_as_real(st).permute(0, 2, 1, 3)
+    q = sum((d * w[f"w{j}"]).sum() for j, d in enumerate((d1, d2, d3, d4), 1))
+    return q * i["x"].sum()
+
+
+run_case("dft-stft", m, params, inputs, dfts, constants=tuple(consts))
 
 # 6. A transformer block: LayerNormalization (with and without bias, over
 #    the last one and last two dims), single-head attention (batched MatMul
