@@ -4398,6 +4398,61 @@ LogicalResult handleWindow(NodeCtx &n, double a0, double a1, double a2) {
   return success();
 }
 
+/// MelWeightMatrix of constant inputs: ONNX's reference computation
+/// (triangles between mel-spaced bins, the edges in f32 as its float
+/// inputs give them), folded to a constant [dft_length / 2 + 1, bins].
+LogicalResult handleMelWeightMatrix(NodeCtx &n) {
+  if (failed(n.allowAttrs({"output_datatype"})))
+    return failure();
+  auto dt = n.getInt("output_datatype", onnx::TensorProto::FLOAT);
+  auto bins = n.constInts(0, "num_mel_bins"), dftLen = n.constInts(1, "dft_length"),
+       rate = n.constInts(2, "sample_rate");
+  auto lo = n.constInput(3, "lower_edge_hertz"), hi = n.constInput(4, "upper_edge_hertz");
+  if (failed(dt) || failed(bins) || failed(dftLen) || failed(rate) || failed(lo) || failed(hi))
+    return failure();
+  if (bins->size() != 1 || dftLen->size() != 1 || rate->size() != 1 || (*lo)->numElements() != 1 ||
+      (*hi)->numElements() != 1)
+    return n.fail("every input must be a single value");
+  int64_t M = (*bins)[0], L = (*dftLen)[0], sr = (*rate)[0];
+  if (M < 1 || L < 1 || sr < 1 || M > 4096 || L > (1 << 20))
+    return n.fail("num_mel_bins, dft_length and sample_rate must be positive (and not huge)");
+  auto elt = n.im.elementType((int32_t)*dt, "output_datatype");
+  if (failed(elt))
+    return failure();
+  float loHz = (float)(*lo)->toDouble()[0], hiHz = (float)(*hi)->toDouble()[0];
+  float loMel = 2595.0f * std::log10(1.0f + loHz / 700.0f), hiMel = 2595.0f * std::log10(1.0f + hiHz / 700.0f);
+  double step = ((double)hiMel - (double)loMel) / (double)(M + 2);
+  int64_t K = L / 2 + 1;
+  SmallVector<int64_t> f;
+  for (int64_t i = 0; i < M + 2; ++i) {
+    double hz = 700.0 * (std::pow(10.0, (i * step + (double)loMel) / 2595.0) - 1.0);
+    f.push_back((int64_t)std::floor((double)(L + 1) * hz / (double)sr));
+  }
+  for (int64_t v : f)
+    if (v < 0 || v >= K)
+      return n.fail("the mel edges fall outside the " + llvm::Twine(K) + " spectrogram bins (check "
+                    "lower_edge_hertz, upper_edge_hertz, sample_rate)");
+  std::vector<double> w((size_t)(K * M), 0.0);
+  for (int64_t i = 0; i < M; ++i) {
+    int64_t l = f[i], c = f[i + 1], h = f[i + 2];
+    if (c == l)
+      w[c * M + i] = 1.0;
+    else
+      for (int64_t j = l; j <= c; ++j)
+        w[j * M + i] = (double)(j - l) / (double)(c - l);
+    if (h > c)
+      for (int64_t j = c; j < h; ++j)
+        w[j * M + i] = (double)(h - j) / (double)(h - c);
+  }
+  auto t = RankedTensorType::get({K, M}, *elt);
+  SmallVector<Attribute> vals;
+  for (double v : w)
+    vals.push_back(isa<FloatType>(*elt) ? Attribute(n.im.b.getFloatAttr(*elt, v))
+                                        : Attribute(n.im.b.getIntegerAttr(*elt, (int64_t)v)));
+  n.setOutput(0, arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, vals)));
+  return success();
+}
+
 /// The DFT of signals along their last dim (xr, xi: real and imaginary
 /// parts, xi null for a real signal) of length L, the first K bins, as
 /// matrix products with cos / sin tables (inverse: the conjugate, / L).
@@ -4881,6 +4936,7 @@ const std::map<std::string, OpInfo> &opTable() {
     t["HammingWindow"] = {17, [](NodeCtx &n) { return handleWindow(n, 25.0 / 46.0, 21.0 / 46.0, 0.0); }, {0}};
     t["BlackmanWindow"] = {17, [](NodeCtx &n) { return handleWindow(n, 0.42, 0.5, 0.08); }, {0}};
     t["DFT"] = {17, handleDFT, {1, 2}};
+    t["MelWeightMatrix"] = {17, handleMelWeightMatrix, {0, 1, 2, 3, 4}};
     t["STFT"] = {17, handleSTFT, {1, 3}};
     t["MeanVarianceNormalization"] = {9, handleMVN};
     t["Shrink"] = {9, handleShrink};
