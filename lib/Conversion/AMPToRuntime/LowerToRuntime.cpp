@@ -544,6 +544,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    o.getReverse() ? 1 : 0};
         return emit(op, AMPRT_OP_CUMSUM, d);
       })
+      .Case<GridSampleOp, GridSampleGradOp>([&](Operation *) -> LogicalResult {
+        auto mode = op->getAttrOfType<StringAttr>("mode"), pad = op->getAttrOfType<StringAttr>("padding_mode");
+        auto align = op->getAttrOfType<BoolAttr>("align_corners");
+        StringRef m = mode ? mode.getValue() : "bilinear", p = pad ? pad.getValue() : "zeros";
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        d.attrs = {m == "nearest" ? 1 : m == "bicubic" ? 2 : 0, p == "border" ? 1 : p == "reflection" ? 2 : 0,
+                   align && align.getValue() ? 1 : 0};
+        if (isa<GridSampleOp>(op))
+          return emit(op, AMPRT_OP_GRID_SAMPLE, d);
+        for (Value r : op->getResults())
+          d.attrs.push_back(r.use_empty() ? 0 : 1);
+        return emit(op, AMPRT_OP_GRID_SAMPLE_GRAD, d);
+      })
       .Case([&](TopKOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

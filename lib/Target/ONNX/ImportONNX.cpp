@@ -4062,6 +4062,29 @@ LogicalResult handleScatterND(NodeCtx &n) {
   return success();
 }
 
+/// GridSample (opset 16; 20's linear / cubic names too), 2-D.
+LogicalResult handleGridSample(NodeCtx &n) {
+  if (failed(n.allowAttrs({"align_corners", "mode", "padding_mode"})))
+    return failure();
+  auto align = n.getInt("align_corners", 0);
+  auto mode = n.getString("mode", std::string(n.opset >= 20 ? "linear" : "bilinear"));
+  auto pad = n.getString("padding_mode", std::string("zeros"));
+  auto x = n.input(0), grid = n.input(1);
+  if (failed(align) || failed(mode) || failed(pad) || failed(x) || failed(grid))
+    return failure();
+  std::string m = *mode == "linear" ? "bilinear" : *mode == "cubic" ? "bicubic" : *mode;
+  if (m != "bilinear" && m != "nearest" && m != "bicubic")
+    return n.fail("unsupported op ai.onnx.GridSample with mode '" + *mode + "'");
+  if (*pad != "zeros" && *pad != "border" && *pad != "reflection")
+    return n.fail("unsupported op ai.onnx.GridSample with padding_mode '" + *pad + "'");
+  if (cast<RankedTensorType>(x->getType()).getRank() != 4)
+    return n.fail("unsupported op ai.onnx.GridSample on a rank other than 4 (2-D sampling is supported)");
+  return emitAll(n, "amp.grid_sample", {*x, *grid},
+                 {named(n, "mode", str(n, m)), named(n, "padding_mode", str(n, *pad)),
+                  named(n, "align_corners", boolean(n, *align != 0))},
+                 1);
+}
+
 /// TopK (k an attribute before opset 10, a constant input after).
 LogicalResult handleTopK(NodeCtx &n) {
   if (failed(n.allowAttrs(n.opset < 10 ? llvm::ArrayRef<llvm::StringRef>{"axis", "k"}
@@ -4931,6 +4954,7 @@ const std::map<std::string, OpInfo> &opTable() {
       return simple(n, "amp.gather_elements", {0, 1}, {named(n, "axis", i64(n, *axis))});
     }};
     t["TopK"] = {1, handleTopK, {1}};
+    t["GridSample"] = {16, handleGridSample};
     t["LRN"] = {1, handleLRN};
     t["HannWindow"] = {17, [](NodeCtx &n) { return handleWindow(n, 0.5, 0.5, 0.0); }, {0}};
     t["HammingWindow"] = {17, [](NodeCtx &n) { return handleWindow(n, 25.0 / 46.0, 21.0 / 46.0, 0.0); }, {0}};

@@ -542,6 +542,16 @@ amprt_status amprt_arg_reduce(amprt_context *ctx, const amprt_tensor *x, int32_t
  * number. */
 amprt_status amprt_topk(amprt_context *ctx, const amprt_tensor *x, int32_t axis, int largest,
                         amprt_tensor *values, amprt_tensor *indices);
+/* ONNX GridSample / torch grid_sample, 2-D: y [N, C, Ho, Wo] samples x
+ * [N, C, H, W] at grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]); mode 0 bilinear,
+ * 1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection; PyTorch's
+ * taps and weights, sums in f32. The gradient gives dx (summed in f32)
+ * and / or dgrid (NULL to skip). */
+amprt_status amprt_grid_sample(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *grid,
+                               int mode, int padding, int align_corners, amprt_tensor *y);
+amprt_status amprt_grid_sample_grad(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *grid,
+                                    const amprt_tensor *dy, int mode, int padding, int align_corners,
+                                    amprt_tensor *dx, amprt_tensor *dgrid);
 amprt_status amprt_cumsum(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
                           int exclusive, int reverse, amprt_tensor *y);
 /* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
@@ -729,7 +739,10 @@ typedef enum amprt_opcode {
   AMPRT_OP_GATHER_ELEMENTS_GRAD = 41, /* axis;  indices, dy, ddata */
   AMPRT_OP_ARG_REDUCE = 42,        /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
   AMPRT_OP_CUMSUM = 43,            /* axis, exclusive, reverse;  x, y */
-  AMPRT_OP_TOPK = 44               /* axis, largest;  x, values, indices (i64; k from their shape) */
+  AMPRT_OP_TOPK = 44,              /* axis, largest;  x, values, indices (i64; k from their shape) */
+  AMPRT_OP_GRID_SAMPLE = 45,       /* mode, padding, align_corners;  x, grid, y */
+  AMPRT_OP_GRID_SAMPLE_GRAD = 46   /* mode, padding, align_corners, want_dx, want_dgrid;
+                                      x, grid, dy, dx, dgrid */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

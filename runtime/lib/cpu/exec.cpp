@@ -89,6 +89,13 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_GATHER_ELEMENTS:
     AMPRT_CHECK(need(d, 3, 1, "gather_elements"));
     return amprt_gather_elements(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
+  case AMPRT_OP_GRID_SAMPLE:
+    AMPRT_CHECK(need(d, 3, 3, "grid_sample"));
+    return amprt_grid_sample(ctx, &t[0], &t[1], (int)a[0], (int)a[1], (int)a[2], &t[2]);
+  case AMPRT_OP_GRID_SAMPLE_GRAD:
+    AMPRT_CHECK(need(d, 5, 5, "grid_sample_grad"));
+    return amprt_grid_sample_grad(ctx, &t[0], &t[1], &t[2], (int)a[0], (int)a[1], (int)a[2],
+                                  a[3] ? &t[3] : nullptr, a[4] ? &t[4] : nullptr);
   case AMPRT_OP_TOPK:
     AMPRT_CHECK(need(d, 3, 2, "topk"));
     return amprt_topk(ctx, &t[0], (int32_t)a[0], (int)a[1], &t[1], &t[2]);

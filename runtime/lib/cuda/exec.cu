@@ -25,6 +25,7 @@
 
 #include "../cpu/exec_decode.h"
 #include "../cpu/scalar_ops.h"
+#include "../cpu/grid_sample.h"
 
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -727,6 +728,56 @@ struct CumsumF {
       cumsumScan<int64_t>(
           len, exclusive, reverse, [&](int64_t i) { return ldI(x.data, x.dtype, xo + i * xs); },
           [&](int64_t i, int64_t v) { stI(y.data, y.dtype, yo + i * ys, v); });
+  }
+};
+
+/// GridSample: one output point per thread (its taps once, then every
+/// channel); the gradient adds dx with f32 atomics (an f32 accumulator) and
+/// writes the point's dgrid.
+struct GridSampleF {
+  View x, grid, y; // y: the output, or dy for the gradient
+  int32_t mode, pad;
+  bool align;
+  float *dx;   // gradient: the f32 accumulator of dx (or null)
+  View dgrid;  // gradient: dgrid (data null to skip)
+  bool grad;
+  HD void operator()(int64_t p) const {
+    int64_t C = x.shape[1], H = x.shape[2], W = x.shape[3], Ho = grid.shape[1], Wo = grid.shape[2];
+    int64_t n = p / (Ho * Wo), h = p / Wo % Ho, w = p % Wo;
+    int64_t go = n * grid.strides[0] + h * grid.strides[1] + w * grid.strides[2];
+    amprt_gs::Taps t;
+    amprt_gs::taps(ldF(grid.data, grid.dtype, go), ldF(grid.data, grid.dtype, go + grid.strides[3]), H, W, mode,
+                   pad, align, t);
+    float gx = 0.0f, gy = 0.0f;
+    for (int64_t c = 0; c < C; ++c) {
+      int64_t xb = n * x.strides[0] + c * x.strides[1];
+      int64_t yo = n * y.strides[0] + c * y.strides[1] + h * y.strides[2] + w * y.strides[3];
+      if (!grad) {
+        float acc = t.nan ? NAN : 0.0f;
+        for (int k = 0; k < t.n; ++k)
+          if (t.off[k] >= 0)
+            acc += t.w[k] * ldF(x.data, x.dtype, xb + (t.off[k] / W) * x.strides[2] + (t.off[k] % W) * x.strides[3]);
+        stF(y.data, y.dtype, yo, acc);
+        continue;
+      }
+      float g = ldF(y.data, y.dtype, yo);
+      for (int k = 0; k < t.n; ++k) {
+        if (t.off[k] < 0)
+          continue;
+        if (dx)
+          addTo(dx + (n * C + c) * H * W + t.off[k], t.w[k] * g);
+        if (dgrid.data) {
+          float v = ldF(x.data, x.dtype, xb + (t.off[k] / W) * x.strides[2] + (t.off[k] % W) * x.strides[3]);
+          gx += t.wx[k] * v * g;
+          gy += t.wy[k] * v * g;
+        }
+      }
+    }
+    if (grad && dgrid.data) {
+      int64_t o = ((n * Ho + h) * Wo + w) * 2;
+      stF(dgrid.data, dgrid.dtype, o, t.nan ? NAN : gx * t.mx);
+      stF(dgrid.data, dgrid.dtype, o + 1, t.nan ? NAN : gy * t.my);
+    }
   }
 };
 
@@ -3066,6 +3117,41 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cumsum's operands do not agree");
     int64_t len = x.shape[axis], lines = len ? numel(x) / len : 0;
     return each(&d, lines, CumsumF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0}, "cumsum");
+  }
+  case AMPRT_OP_GRID_SAMPLE:
+  case AMPRT_OP_GRID_SAMPLE_GRAD: {
+    bool grad = dd.opcode == AMPRT_OP_GRID_SAMPLE_GRAD;
+    AMPRT_CHECK(need(dd, grad ? 5 : 3, grad ? 5 : 3, grad ? "grid_sample_grad" : "grid_sample"));
+    const amprt_tensor &x = t[0], &grid = t[1], &y = t[2];
+    bool ok = x.rank == 4 && grid.rank == 4 && y.rank == 4 && grid.shape[3] == 2 && grid.shape[0] == x.shape[0] &&
+              y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] && y.shape[2] == grid.shape[1] &&
+              y.shape[3] == grid.shape[2] && floatType(x.dtype) && floatType(grid.dtype) && floatType(y.dtype) &&
+              x.shape[2] > 0 && x.shape[3] > 0 && a[0] >= 0 && a[0] <= 2 && a[1] >= 0 && a[1] <= 2;
+    if (grad)
+      ok = ok && (!a[3] || (numel(t[3]) == numel(x) && floatType(t[3].dtype) && amprt_tensor_is_contiguous(&t[3]))) &&
+           (!a[4] || (numel(t[4]) == numel(grid) && floatType(t[4].dtype) && amprt_tensor_is_contiguous(&t[4])));
+    if (!ok)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s's operands do not agree",
+                  grad ? "grid_sample_grad" : "grid_sample");
+    GridSampleF f{viewOf(x), viewOf(grid), viewOf(y), (int32_t)a[0], (int32_t)a[1], a[2] != 0, nullptr, View{}, grad};
+    int64_t points = grid.shape[0] * grid.shape[1] * grid.shape[2];
+    if (!grad)
+      return points ? each(&d, points, f, "grid_sample") : AMPRT_OK;
+    void *acc = nullptr;
+    if (a[3]) {
+      acc = t[3].data;
+      if (t[3].dtype != AMPRT_F32)
+        AMPRT_CHECK(scratch(d, 0, (size_t)numel(x) * 4, &acc));
+      AMPRT_CHECK(zero(d, acc, (size_t)numel(x) * 4));
+      f.dx = static_cast<float *>(acc);
+    }
+    if (a[4])
+      f.dgrid = viewOf(t[4]);
+    if (points)
+      AMPRT_CHECK(each(&d, points, f, "grid_sample_grad"));
+    if (a[3] && t[3].dtype != AMPRT_F32)
+      AMPRT_CHECK(each(&d, numel(x), CastFloatF{acc, t[3].data, AMPRT_F32, t[3].dtype}, "grid_sample_grad"));
+    return AMPRT_OK;
   }
   case AMPRT_OP_TOPK: {
     AMPRT_CHECK(need(dd, 3, 2, "topk"));

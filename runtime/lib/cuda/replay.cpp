@@ -116,7 +116,8 @@ const char *opName(int64_t op) {
       "conv_grad", "layer_norm_grad", "max_pool_grad", "average_pool_grad", "batch_norm_grad",
       "sgd_update", "adam_update", "step_count", "nll_loss_grad", "unscale_and_check",
       "clip_grad_norm", "update_scale", "micro_step", "slice_grad", "gather_grad",
-      "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad", "arg_reduce", "cumsum", "topk"};
+      "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad", "arg_reduce", "cumsum", "topk",
+      "grid_sample", "grid_sample_grad"};
   return op >= 0 && op < (int64_t)(sizeof names / sizeof *names) ? names[op] : "?";
 }
 
@@ -134,7 +135,7 @@ Kind kindOf(int64_t op) {
   case AMPRT_OP_CONV_BN: case AMPRT_OP_REDUCE: case AMPRT_OP_BATCH_NORM: case AMPRT_OP_BATCH_NORM_GRAD:
   case AMPRT_OP_LAYER_NORM_GRAD: case AMPRT_OP_CLIP_GRAD_NORM: case AMPRT_OP_SOFTMAX_CROSS_ENTROPY:
   case AMPRT_OP_NLL_LOSS: case AMPRT_OP_GATHER_GRAD: case AMPRT_OP_GATHER_ELEMENTS_GRAD:
-  case AMPRT_OP_CUMSUM:
+  case AMPRT_OP_CUMSUM: case AMPRT_OP_GRID_SAMPLE: case AMPRT_OP_GRID_SAMPLE_GRAD:
   case AMPRT_OP_MAX_POOL_GRAD:
   case AMPRT_OP_AVERAGE_POOL_GRAD: case AMPRT_OP_REDUCE_MAX_GRAD: case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD:
   case AMPRT_OP_NLL_LOSS_GRAD:

@@ -763,6 +763,17 @@ LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return gatherGrad<GatherElementsGradOp>(*this, b, rg, og);
 }
 
+LogicalResult GridSampleOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
+  og.assign(2, Value());
+  if (!rg[0])
+    return success();
+  auto g = GridSampleGradOp::create(b, getLoc(), getX(), getGrid(), rg[0], getModeAttr(), getPaddingModeAttr(),
+                                    getAlignCornersAttr());
+  og[0] = g.getDx();
+  og[1] = g.getDgrid();
+  return success();
+}
+
 /// TopK's values are a gather of the input at the indices.
 LogicalResult TopKOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign((*this)->getNumOperands(), Value());

@@ -1182,6 +1182,35 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult GridSampleOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto x = r.ranked(adaptor.getX(), "x");
+  auto g = r.ranked(adaptor.getGrid(), "grid");
+  if (failed(x) || failed(g) || failed(r.sameElementType(*x, *g, "x", "grid")))
+    return failure();
+  if (x->getRank() != 4 || g->getRank() != 4 || g->getDimSize(3) != 2)
+    return r.fail("needs x [N, C, H, W] and grid [N, Ho, Wo, 2] (2-D sampling), got ", shapeString(x->getShape()),
+                  " and ", shapeString(g->getShape()));
+  if (failed(verifyCompatibleShape(ArrayRef<int64_t>{x->getDimSize(0)}, ArrayRef<int64_t>{g->getDimSize(0)})))
+    return r.fail("x and grid differ in batch");
+  StringRef mode = adaptor.getMode(), pad = adaptor.getPaddingMode();
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    return r.fail("mode '", mode.str(), "' is not bilinear, nearest or bicubic");
+  if (pad != "zeros" && pad != "border" && pad != "reflection")
+    return r.fail("padding_mode '", pad.str(), "' is not zeros, border or reflection");
+  types.push_back(RankedTensorType::get({x->getDimSize(0), x->getDimSize(1), g->getDimSize(1), g->getDimSize(2)},
+                                        x->getElementType()));
+  return success();
+}
+
+LogicalResult GridSampleGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getX().getType());
+  types.push_back(adaptor.getGrid().getType());
+  return success();
+}
+
 LogicalResult TopKOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
                                        SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());

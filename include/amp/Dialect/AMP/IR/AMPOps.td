@@ -576,6 +576,30 @@ class AMP_ArgReduceOp<string mnemonic, string what> : AMP_InferredOp<mnemonic, [
                    DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
   let results = (outs RankedTensorOf<[I64]>:$output);
 }
+def AMP_GridSampleOp : AMP_InferredOp<"grid_sample", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "Sample x [N, C, H, W] at grid [N, Ho, Wo, 2] (ONNX GridSample, torch grid_sample)";
+  let description = [{
+    `mode`: bilinear, nearest or bicubic; `padding_mode`: zeros, border or
+    reflection; `align_corners` as torch. The result is [N, C, Ho, Wo]; the
+    gradient (amp.grid_sample_grad) goes to x and to the grid (none from
+    nearest).
+  }];
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$grid,
+                   DefaultValuedStrAttr<StrAttr, "bilinear">:$mode,
+                   DefaultValuedStrAttr<StrAttr, "zeros">:$padding_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$align_corners);
+  let results = (outs AMP_FloatTensor:$output);
+}
+
+def AMP_GridSampleGradOp : AMP_InferredOp<"grid_sample_grad", [Pure]> {
+  let summary = "Gradients of amp.grid_sample for x and the grid";
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$grid, AMP_FloatTensor:$dy,
+                   DefaultValuedStrAttr<StrAttr, "bilinear">:$mode,
+                   DefaultValuedStrAttr<StrAttr, "zeros">:$padding_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$align_corners);
+  let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dgrid);
+}
+
 def AMP_TopKOp : AMP_InferredOp<"top_k", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "The k largest (or smallest) values along an axis and their indices (ONNX TopK)";
   let description = [{
