@@ -355,10 +355,13 @@ TEST(Conv, ReluAndBlockedLayoutsAgainstDirectLoops) {
         ref = toBlockedOrder(ref, cc.n, cc.m, oh * ow, B);
       int64_t kk = cc.c * cc.kh * cc.kw;
       EXPECT_TRUE(near(y, ref, 8.5, accTol(kk), 1e-4)) << "flags " << flags << " c " << cc.c;
-      if (flags & AMPRT_CONV_RELU) // +0 where the convolution is negative, as max(x, 0)
-        for (int64_t i = 0; i < y.numel(); ++i)
-          if (ref[i] == 0.0 && y.get(i) == 0.0)
+      if (flags & AMPRT_CONV_RELU) { // +0 where the convolution is negative, as max(x, 0)
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          if (ref[i] == 0.0 && y.get(i) == 0.0) {
             ASSERT_FALSE(std::signbit(y.get(i))) << "element " << i << " flags " << flags;
+          }
+        }
+      }
     }
   // bf16 with the ReLU in the call (plain layouts): rounding commutes with it.
   Buf x = randn(AMPRT_BF16, {2, 4, 6, 6}), w = randn(AMPRT_BF16, {5, 4, 3, 3});

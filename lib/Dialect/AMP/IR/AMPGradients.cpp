@@ -603,6 +603,26 @@ static Value broadcastBack(OpBuilder &b, Location loc, Value g, RankedTensorType
   return make(b, loc, "amp.expand", k, {attr(b, "shape", b.getDenseI64ArrayAttr(target.getShape()))});
 }
 
+/// A reduction's axes, non-negative (all dims when none are given), or
+/// nullopt for noop_with_empty_axes with none: the input passes through.
+template <typename ReduceOpT>
+static std::optional<SmallVector<int64_t>> reducedAxes(ReduceOpT op, RankedTensorType in) {
+  SmallVector<int64_t> axes;
+  // (The optional must outlive the loop: ranging over *op.getAxes() would
+  // read a destroyed temporary.)
+  std::optional<ArrayRef<int64_t>> given = op.getAxes();
+  if (given)
+    for (int64_t a : *given)
+      axes.push_back(a < 0 ? a + in.getRank() : a);
+  if (axes.empty()) {
+    if (op.getNoopWithEmptyAxes())
+      return std::nullopt;
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      axes.push_back(d);
+  }
+  return axes;
+}
+
 template <typename ReduceOpT>
 static LogicalResult reduceGrad(OpBuilder &b, ReduceOpT op, ArrayRef<Value> rg,
                                 SmallVectorImpl<Value> &og, bool mean) {
@@ -612,21 +632,12 @@ static LogicalResult reduceGrad(OpBuilder &b, ReduceOpT op, ArrayRef<Value> rg,
   auto in = cast<RankedTensorType>(op.getInput().getType());
   if (!in.hasStaticShape())
     return fail(op, "dynamic shapes");
-  SmallVector<int64_t> axes;
-  // (The optional must outlive the loop: ranging over *op.getAxes() would
-  // read a destroyed temporary.)
-  std::optional<ArrayRef<int64_t>> given = op.getAxes();
-  if (given)
-    for (int64_t a : *given)
-      axes.push_back(a < 0 ? a + in.getRank() : a);
-  if (axes.empty()) {
-    if (op.getNoopWithEmptyAxes()) {
-      og[0] = rg[0];
-      return success();
-    }
-    for (int64_t d = 0; d < in.getRank(); ++d)
-      axes.push_back(d);
+  std::optional<SmallVector<int64_t>> axesOr = reducedAxes(op, in);
+  if (!axesOr) {
+    og[0] = rg[0];
+    return success();
   }
+  SmallVector<int64_t> axes = *axesOr;
   SmallVector<int64_t> kept(in.getShape());
   int64_t count = 1;
   for (int64_t a : axes) {
@@ -650,19 +661,12 @@ LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto in = cast<RankedTensorType>(getInput().getType());
   if (!in.hasStaticShape())
     return fail(*this, "dynamic shapes");
-  SmallVector<int64_t> axes;
-  std::optional<ArrayRef<int64_t>> given = getAxes();
-  if (given)
-    for (int64_t a : *given)
-      axes.push_back(a < 0 ? a + in.getRank() : a);
-  if (axes.empty()) {
-    if (getNoopWithEmptyAxes()) {
-      og[0] = rg[0];
-      return success();
-    }
-    for (int64_t d = 0; d < in.getRank(); ++d)
-      axes.push_back(d);
+  std::optional<SmallVector<int64_t>> axesOr = reducedAxes(*this, in);
+  if (!axesOr) {
+    og[0] = rg[0];
+    return success();
   }
+  SmallVector<int64_t> axes = *axesOr;
   SmallVector<int64_t> kept(in.getShape());
   for (int64_t a : axes)
     kept[a] = 1;
@@ -685,19 +689,12 @@ LogicalResult ReduceProdOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto in = cast<RankedTensorType>(getInput().getType());
   if (!in.hasStaticShape())
     return fail(*this, "dynamic shapes");
-  SmallVector<int64_t> axes;
-  std::optional<ArrayRef<int64_t>> given = getAxes();
-  if (given)
-    for (int64_t a : *given)
-      axes.push_back(a < 0 ? a + in.getRank() : a);
-  if (axes.empty()) {
-    if (getNoopWithEmptyAxes()) {
-      og[0] = rg[0];
-      return success();
-    }
-    for (int64_t d = 0; d < in.getRank(); ++d)
-      axes.push_back(d);
+  std::optional<SmallVector<int64_t>> axesOr = reducedAxes(*this, in);
+  if (!axesOr) {
+    og[0] = rg[0];
+    return success();
   }
+  SmallVector<int64_t> axes = *axesOr;
   SmallVector<int64_t> kept(in.getShape());
   for (int64_t a : axes)
     kept[a] = 1;
