@@ -401,8 +401,10 @@ run_case("floor-ceil-round-sign", m, params, inputs, rounding, precisions=("fp32
 
 # 4a4'. The trigonometric and hyperbolic functions, each on a product
 #       squashed into its domain (tanh * 0.9 for asin / acos / atanh,
-#       1.1 + softplus for acosh, tanh for tan: away from its poles).
-params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+#       1.1 + softplus for acosh, tanh for tan: away from its poles); the
+#       product kept small (cosh grows fast: a saturated softmax would
+#       amplify bf16 rounding of s into a different gradient for k).
+params = {"w": randn(D, D, scale=0.3), "k": randn(D, C, scale=0.2)}
 m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
            helper.make_node("Tanh", ["h"], ["t"]),
            helper.make_node("Mul", ["t", "p9"], ["u"]),
