@@ -4476,6 +4476,9 @@ LogicalResult handleMelWeightMatrix(NodeCtx &n) {
   return success();
 }
 
+/// The largest DFT table (L x K entries, two of them): 16 MiB each in f32.
+constexpr int64_t kMaxDftTable = (int64_t)1 << 22;
+
 /// The DFT of signals along their last dim (xr, xi: real and imaginary
 /// parts, xi null for a real signal) of length L, the first K bins, as
 /// matrix products with cos / sin tables (inverse: the conjugate, / L).
@@ -4572,10 +4575,10 @@ LogicalResult handleDFT(NodeCtx &n) {
   }
   if (*inverse && *onesided)
     return n.fail("unsupported op ai.onnx.DFT with inverse and onesided together");
-  if (L > 4096)
-    return n.fail("unsupported op ai.onnx.DFT of length " + llvm::Twine(L) +
-                  " (its tables are matrices: at most 4096)");
   int64_t K = *onesided ? L / 2 + 1 : L;
+  if (L * K > kMaxDftTable)
+    return n.fail("unsupported op ai.onnx.DFT of length " + llvm::Twine(L) +
+                  " (its cos / sin tables are constant matrices of at most 2^22 entries)");
   ClassMark mark(n);
   Elementwise e{n};
   auto [xr, xi] = complexParts(n, e, *x);
@@ -4649,12 +4652,15 @@ LogicalResult handleSTFT(NodeCtx &n) {
     FL = (*fl)[0];
   }
   int64_t B = xt.getDimSize(0), len = xt.getDimSize(1), s = step->size() == 1 ? (*step)[0] : 0;
-  if (FL < 1 || FL > len || s < 1 || FL > 4096)
-    return n.fail("needs a frame length in [1, min(signal length, 4096)] (a window or frame_length) and a "
+  if (FL < 1 || FL > len || s < 1)
+    return n.fail("needs a frame length in [1, signal length] (a window or frame_length) and a "
                   "positive frame_step");
   if (*onesided && xt.getDimSize(2) == 2)
     return n.fail("onesided needs a real signal");
   int64_t frames = 1 + (len - FL) / s, K = *onesided ? FL / 2 + 1 : FL;
+  if (FL * K > kMaxDftTable)
+    return n.fail("unsupported op ai.onnx.STFT with frames of " + llvm::Twine(FL) +
+                  " (its cos / sin tables are constant matrices of at most 2^22 entries)");
   ClassMark mark(n);
   Elementwise e{n};
   auto [xr, xi] = complexParts(n, e, *x); // [B, len]

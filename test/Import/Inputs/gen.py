@@ -710,6 +710,13 @@ def legacy_add_misfit():
     return legacy_add(broadcast=1, axis=2)
 
 
+
+def dft_big():
+    """A DFT whose cos / sin tables would be too large (4096 x 4096)."""
+    n = [H.make_node("DFT", ["x"], ["y"], name="big", axis=1)]
+    return model(n, [vi("x", TP.FLOAT, [1, 4096, 1])], [vi("y", TP.FLOAT, None)], opset=17)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()
