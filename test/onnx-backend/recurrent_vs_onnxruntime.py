@@ -52,8 +52,11 @@ def case(op, gates, attrs, seq=None, h0=False, c0=False, peep=False, layout=0):
     global passed, failed
     outs = ("Y", "Y_h", "Y_c") if op == "LSTM" else ("Y", "Y_h")
     d = 2 if attrs.get("direction") == "bidirectional" else 1
+    # R small enough that the recurrence contracts: with a gain above 1 per
+    # step, fp16's rounding grows geometrically along the sequence (seed
+    # 2328356719: ScaledTanh 1.5 tanh(0.7 x), 2.9e-2 after 5 steps).
     inits = {"W": (rng.standard_normal((d, gates * HD, I)) * 0.6).astype(np.float32),
-             "R": (rng.standard_normal((d, gates * HD, HD)) * 0.6).astype(np.float32),
+             "R": (rng.standard_normal((d, gates * HD, HD)) * 0.35).astype(np.float32),
              "B": (rng.standard_normal((d, 2 * gates * HD)) * 0.3).astype(np.float32)}
     if peep:
         inits["P"] = (rng.standard_normal((d, 3 * HD)) * 0.5).astype(np.float32)
