@@ -56,17 +56,23 @@ def run_ours(bundle, name, precision, steps, metrics, env, extra=(), timeout=120
 def check(bundle, env, out):
     index = json.load(open(os.path.join(bundle, "index.json")))
     bad = 0
-    # Each program plain and as CUDA graphs; the CNN also on the direct
-    # convolution kernels (AMPRT_CUDA_CONV=direct) besides im2col + cuBLASLt.
-    runs = [(i, g, False) for i in index["programs"] for g in (False, True)]
-    runs += [(i, False, True) for i in index["programs"] if i["model"] == "cnn"]
-    for item, graph, direct in runs:
+    # Each program plain and as CUDA graphs; the CNN also on each of the
+    # other convolution paths (AMPRT_CUDA_CONV=gemm: im2col + cuBLASLt,
+    # direct: the direct kernels) besides the default (cuDNN where it takes
+    # the convolution), and the MLP with ReLU as a second pass after its
+    # products (AMPRT_CUDA_RELU_EPILOGUE=0) besides cuBLASLt's epilogue.
+    runs = [(i, g, None) for i in index["programs"] for g in (False, True)]
+    runs += [(i, False, ("AMPRT_CUDA_CONV", c)) for i in index["programs"] if i["model"] == "cnn"
+             for c in ("gemm", "direct")]
+    runs += [(i, False, ("AMPRT_CUDA_RELU_EPILOGUE", "0")) for i in index["programs"] if i["model"] == "mlp"]
+    for item, graph, switch in runs:
         name, precision, steps = item["model"], item["precision"], item["steps"]
         ref = [json.loads(l) for l in open(os.path.join(bundle, "programs", f"{name}.{precision}.cpu.jsonl"))]
-        tag = " (CUDA graph)" if graph else " (direct convolutions)" if direct else ""
-        m = os.path.join(out, f"{name}.{precision}{'.graph' if graph else '.direct' if direct else ''}.gpu.jsonl")
+        tag = " (CUDA graph)" if graph else f" ({switch[0]}={switch[1]})" if switch else ""
+        suffix = ".graph" if graph else f".{switch[0]}-{switch[1]}" if switch else ""
+        m = os.path.join(out, f"{name}.{precision}{suffix}.gpu.jsonl")
         t0 = time.time()
-        p, rows = run_ours(bundle, name, precision, steps, m, dict(env, AMPRT_CUDA_CONV="direct") if direct else env,
+        p, rows = run_ours(bundle, name, precision, steps, m, dict(env, **{switch[0]: switch[1]}) if switch else env,
                            ("--cuda-graph",) if graph else ())
         if p.returncode != 0:
             bad += 1
@@ -196,8 +202,9 @@ def bench(bundle, env, out, steps, compile_models, device, budget, models):
               f"{'%.3f' % (c * 1e3) if c else '-'} | {e / best:.2f}x | {s} in {n - 1} steps |")
     # The backend's switches, each against its default on the same program:
     # which default wins on this GPU.
-    variants = [("cnn", "fp16", "AMPRT_CUDA_CONV", "direct"), ("cnn", "fp16", "AMPRT_CUDA_VEC", "0"),
-                ("transformer_large", "fp16", "AMPRT_CUDA_VEC", "0")]
+    variants = [("cnn", "fp16", "AMPRT_CUDA_CONV", "gemm"), ("cnn", "fp32", "AMPRT_CUDA_CONV", "gemm"),
+                ("cnn", "fp16", "AMPRT_CUDA_CONV", "direct"), ("cnn", "fp16", "AMPRT_CUDA_VEC", "0"),
+                ("mlp", "fp16", "AMPRT_CUDA_RELU_EPILOGUE", "0"), ("transformer_large", "fp16", "AMPRT_CUDA_VEC", "0")]
     done = {(r[0], r[1]): r[2] for r in rows}
     lines = []
     for name, precision, var, val in variants:

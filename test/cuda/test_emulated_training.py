@@ -81,7 +81,8 @@ def check(ok, what):
 
 def run(cmd, emulate, expect_ok=True, extra_env=None):
     env = dict(os.environ)
-    for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK", "AMPRT_CUDA_VEC"):
+    for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK", "AMPRT_CUDA_VEC",
+              "AMPRT_CUDA_RELU_EPILOGUE"):
         env.pop(k, None)
     env.update(extra_env or {})
     if emulate:
@@ -258,7 +259,8 @@ def main():
                     compare(metrics(mc), metrics(mv), TOL[precision], f"{what}, {how}")
                     compare_updates(cpath, prog + ".cpu.npz", prog + ".var.npz",
                                     SMOOTH_UPDATE_TOL[precision], f"{what}, {how}")
-                for env in ({"AMPRT_CUDA_CONV": "winograd"}, {"AMPRT_CUDA_CONV_CHUNK": "-5"}):
+                for env in ({"AMPRT_CUDA_CONV": "winograd"}, {"AMPRT_CUDA_CONV_CHUNK": "-5"},
+                            {"AMPRT_CUDA_RELU_EPILOGUE": "yes"}):
                     p = run([prog, "--data", cdata, "--steps", "1"], True, expect_ok=False, extra_env=env)
                     (k, v), = env.items()
                     check(p.returncode != 0 and f"{k}={v}" in p.stderr,

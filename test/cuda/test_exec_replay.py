@@ -104,6 +104,33 @@ def main():
               f"replayed on the emulated CUDA executor: exit {p.returncode}, '{last}'; "
               f"{len(ops)} kinds of op (dropout, conv_grad, adam_update among them)")
 
+        # --ops: the convolutions alone, on each of the emulated executor's
+        # convolution paths (cuDNN is not emulated: auto runs im2col there).
+        def opcode(f):  # the descriptor's second entry (see the altered record below)
+            with open(os.path.join(calls, f), "rb") as fh:
+                return int.from_bytes(fh.read(32)[24:32], "little")
+        nconv = sum(1 for f in files if opcode(f) in (15, 23))  # AMPRT_OP_CONV, AMPRT_OP_CONV_GRAD
+        for conv in ("auto", "gemm", "direct"):
+            p = run([a.replay, "--ops", "conv,conv_grad", calls], {"AMPRT_CUDA_EMULATE": "1", "AMPRT_CUDA_CONV": conv},
+                    expect_ok=False)
+            last = (p.stdout.strip().splitlines() or [""])[-1]
+            ops = sorted(l.split("|")[1].strip() for l in p.stdout.splitlines() if l.startswith("| ") and "calls" not in l)
+            check(p.returncode == 0 and f"{nconv} recorded calls replayed on cuda, 0 failed" in last and
+                  ops == ["conv", "conv_grad"] and nconv > 0,
+                  f"--ops conv,conv_grad with AMPRT_CUDA_CONV={conv}: exit {p.returncode}, '{last}' ({ops})")
+        p = run([a.replay, "--ops", "conv,bogus", calls], {"AMPRT_CUDA_EMULATE": "1"}, expect_ok=False)
+        check(p.returncode == 1 and "--ops: unknown op 'bogus'" in p.stderr,
+              f"--ops with an unknown op: exit {p.returncode}, '{p.stderr.strip()}'")
+        p = run([a.replay, "--ops", "topk", calls], {"AMPRT_CUDA_EMULATE": "1"}, expect_ok=False)
+        check(p.returncode == 1 and "none of the" in p.stderr,
+              f"--ops matching no call: exit {p.returncode}, '{p.stderr.strip()}'")
+        for conv, want in (("cudnn", "an emulated context (AMPRT_CUDA_EMULATE) has no cuDNN"),
+                           ("im2col", "AMPRT_CUDA_CONV=im2col: expected 'auto'")):
+            p = run([a.replay, "--ops", "conv", calls], {"AMPRT_CUDA_EMULATE": "1", "AMPRT_CUDA_CONV": conv},
+                    expect_ok=False)
+            check(p.returncode == 2 and want in p.stderr,
+                  f"AMPRT_CUDA_CONV={conv} refused: exit {p.returncode}, '{p.stderr.strip()}'")
+
         # An altered CPU result must fail: the last output byte of the
         # largest record's after-image, flipped in its top bits.
         big = max(files, key=lambda f: os.path.getsize(os.path.join(calls, f)))

@@ -10,10 +10,10 @@
 // reported by the next amprt_device_synchronize.
 //
 // Matrix products: cuBLASLt (f16 / bf16 / f32 operands, f32 compute, the
-// bias row in the epilogue). The rest: this file's kernels (device.cuh:
-// functors run on the GPU or, emulated, on the host). Ops not yet on the
-// device (convolutions, pools, batch norm, dropout in training) fail with
-// AMPRT_ERR_UNSUPPORTED naming the op.
+// bias row and a ReLU in the epilogue). Convolutions: cuDNN 9 where it takes
+// them, else im2col + cuBLASLt (or direct kernels). The rest: this file's
+// kernels (device.cuh: functors run on the GPU or, emulated, on the host).
+// cuBLASLt and cuDNN are opened at run time (dlopen).
 //
 // AMPRT_CUDA_EMULATE=1: the context runs on the host (host memory, the same
 // kernels in host loops, matrix products by the CPU runtime) so that the
@@ -28,6 +28,9 @@
 #include "../cpu/grid_sample.h"
 
 #include <cublasLt.h>
+#ifdef AMPRT_HAVE_CUDNN
+#include <cudnn.h>
+#endif
 #include <dlfcn.h>
 
 #include <mutex>
@@ -59,6 +62,16 @@ amprt_status cudaFail(cudaError_t e, const char *what) {
 struct Dev {
   bool emulate = false;
   bool directConv = false; // AMPRT_CUDA_CONV=direct: the direct kernels, not im2col + cuBLASLt
+  // AMPRT_CUDA_CONV: cuDNN for the convolutions it takes (auto, the default:
+  // where cuDNN loads; cudnn: required), else im2col + cuBLASLt.
+  enum DnnMode { kDnnOff, kDnnAuto, kDnnRequired } dnnMode = kDnnAuto;
+  void *dnn = nullptr;  // the cuDNN handle, made at the first convolution
+  bool dnnTried = false;
+  bool ltReluKeepsNaN = false; // cuBLASLt's ReLU epilogue keeps NaN (probed at creation)
+  bool reluEpilogue = true;    // AMPRT_CUDA_RELU_EPILOGUE=0: ReLU always a second pass
+  // Convolution calls (forward, data and weight gradients counted apart) on
+  // cuDNN and on the other paths, printed with the profile.
+  int64_t convOnDnn = 0, convOnOurs = 0;
   size_t convChunkBytes = (size_t)512 << 20; // AMPRT_CUDA_CONV_CHUNK: the gathered windows' budget
   bool vec = true; // AMPRT_CUDA_VEC=0: no 16-byte groups in the element-wise kernels, reductions
   int device = 0;
@@ -92,7 +105,7 @@ struct Dev {
   // Constants copied to the device: host base -> (device copy, bytes).
   std::map<const void *, std::pair<void *, size_t>> constants;
   // Scratch buffers by slot, grown on demand.
-  std::vector<std::pair<void *, size_t>> scratch = std::vector<std::pair<void *, size_t>>(12);
+  std::vector<std::pair<void *, size_t>> scratch = std::vector<std::pair<void *, size_t>>(13); // 12: cuDNN's workspace
   // cuBLASLt plans by problem.
   struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;
@@ -100,6 +113,15 @@ struct Dev {
     cublasLtMatmulAlgo_t algo;
   };
   std::map<std::vector<int64_t>, LtPlan> plans;
+  // cuDNN convolution plans by problem (ok = false: cuDNN refused this one,
+  // which then runs as im2col + cuBLASLt).
+  struct DnnPlan {
+    bool ok = false;
+    void *x = nullptr, *y = nullptr, *w = nullptr, *conv = nullptr; // descriptors
+    int algo = 0;
+    size_t work = 0;
+  };
+  std::map<std::vector<int64_t>, DnnPlan> dnnPlans;
 };
 
 
@@ -151,6 +173,59 @@ amprt_status loadCublasLt() {
   ltApi.loaded = true;
   return AMPRT_OK;
 }
+
+#ifdef AMPRT_HAVE_CUDNN
+/// cuDNN 9's convolution API, opened at run time as cuBLASLt (the shim
+/// libcudnn.so.9 loads its parts itself) by the first convolution on a real
+/// device with AMPRT_CUDA_CONV=auto / cudnn.
+#define AMP_DNN_FUNCTIONS(X)                                                                       \
+  X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnGetErrorString)                          \
+  X(cudnnCreateTensorDescriptor) X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor)     \
+  X(cudnnCreateFilterDescriptor) X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)     \
+  X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                           \
+  X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType)                                  \
+  X(cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionNdForwardOutputDim)                    \
+  X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionForward)                             \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnConvolutionBackwardData)                   \
+  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionBackwardFilter)
+struct DnnApi {
+#define AMP_DNN_FN(f) decltype(&::f) f = nullptr;
+  AMP_DNN_FUNCTIONS(AMP_DNN_FN)
+#undef AMP_DNN_FN
+  bool loaded = false;
+} dnnApi;
+
+/// Loads cuDNN once (libcudnn.so.<major> of the headers built against):
+/// from the loader's path, else the toolkit's folder.
+amprt_status loadCudnn() {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (dnnApi.loaded)
+    return AMPRT_OK;
+  std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR), why;
+  void *h = nullptr;
+  for (std::string path : {name,
+#ifdef AMPRT_CUDA_LIB_DIR
+                           std::string(AMPRT_CUDA_LIB_DIR) + "/" + name,
+#endif
+                           "/usr/local/cuda/lib64/" + name}) {
+    if ((h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)))
+      break;
+    const char *e = dlerror();
+    if (why.empty() && e)
+      why = e;
+  }
+  if (!h)
+    return fail(AMPRT_ERR_DEVICE, "cuDNN (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(), why.c_str());
+#define AMP_DNN_LOAD(f)                                                                            \
+  if (!(dnnApi.f = reinterpret_cast<decltype(dnnApi.f)>(dlsym(h, #f))))                            \
+    return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
+  AMP_DNN_FUNCTIONS(AMP_DNN_LOAD)
+#undef AMP_DNN_LOAD
+  dnnApi.loaded = true;
+  return AMPRT_OK;
+}
+#endif
 
 bool emulated(const Dev &dev) { return dev.emulate; }
 cudaStream_t streamOf(const Dev &dev) { return dev.stream; }
@@ -2217,6 +2292,284 @@ amprt_status convGradGemm(Dev &d, const Geom &g, const amprt_tensor &x, const am
   return AMPRT_OK;
 }
 
+/// y[n, m, p] += bias[m], then ReLU (NaN kept) on request, in f32 and
+/// rounded to y's type (after cuDNN's convolution, which rounded once).
+struct BiasReluF {
+  void *y;
+  const void *bias;
+  int32_t yt, bt, relu;
+  int64_t m, plane;
+  HD void operator()(int64_t e) const {
+    float v = ldF(y, yt, e);
+    if (bias)
+      v += ldF(bias, bt, (e / plane) % m);
+    if (relu && !(v > 0.0f) && !isNaN(v))
+      v = 0.0f;
+    stF(y, yt, e, v);
+  }
+};
+
+#ifdef AMPRT_HAVE_CUDNN
+//--- Convolutions on cuDNN -------------------------------------------------------
+//
+// cuDNN 9's convolution API (forward, backward data, backward filter) takes
+// the convolutions whose operands share one type (f32, f16 or bf16; the
+// "pseudo" configurations: f32 compute, one rounding of the result), whose
+// padding is symmetric where it matters (cuDNN's output shape is ours) and
+// whose tensors have fewer than 2^31 elements. Algorithms: cuDNN's
+// heuristics (no timing runs, so no synchronisation), deterministic ones
+// first, at most kDnnWorkMax bytes of workspace; f32 on FMA kernels only
+// (no TF32: f32 stays f32, as on the CPU). Anything cuDNN refuses, and every
+// convolution with AMPRT_CUDA_CONV=gemm, runs as im2col + cuBLASLt.
+
+constexpr size_t kDnnWorkMax = (size_t)256 << 20;
+enum DnnKind { kDnnFwd, kDnnBwdData, kDnnBwdFilter };
+
+cudnnDataType_t dnnType(int32_t t) {
+  return t == AMPRT_F16 ? CUDNN_DATA_HALF : t == AMPRT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+void dnnFree(Dev::DnnPlan &p) {
+  if (p.x)
+    dnnApi.cudnnDestroyTensorDescriptor(static_cast<cudnnTensorDescriptor_t>(p.x));
+  if (p.y)
+    dnnApi.cudnnDestroyTensorDescriptor(static_cast<cudnnTensorDescriptor_t>(p.y));
+  if (p.w)
+    dnnApi.cudnnDestroyFilterDescriptor(static_cast<cudnnFilterDescriptor_t>(p.w));
+  if (p.conv)
+    dnnApi.cudnnDestroyConvolutionDescriptor(static_cast<cudnnConvolutionDescriptor_t>(p.conv));
+  p = Dev::DnnPlan{};
+}
+
+/// Whether cuDNN runs this context's convolutions: it is made at the first
+/// one (never inside a graph capture). AMPRT_CUDA_CONV=cudnn: an error when
+/// cuDNN cannot start; auto: one line on stderr, and im2col + cuBLASLt.
+amprt_status dnnReady(Dev &d, bool &ready) {
+  ready = false;
+  if (d.emulate || d.dnnMode == Dev::kDnnOff)
+    return AMPRT_OK;
+  if (!d.dnn && !d.dnnTried && !d.capturing) {
+    d.dnnTried = true;
+    amprt_status s = loadCudnn();
+    cudnnHandle_t h = nullptr;
+    if (s == AMPRT_OK) {
+      cudnnStatus_t st = dnnApi.cudnnCreate(&h);
+      if (st == CUDNN_STATUS_SUCCESS && (st = dnnApi.cudnnSetStream(h, d.stream)) != CUDNN_STATUS_SUCCESS)
+        dnnApi.cudnnDestroy(h);
+      if (st != CUDNN_STATUS_SUCCESS)
+        s = fail(AMPRT_ERR_DEVICE, "cuDNN did not start: %s", dnnApi.cudnnGetErrorString(st));
+    }
+    if (s != AMPRT_OK) {
+      std::string why = amprt_last_error();
+      if (d.dnnMode == Dev::kDnnRequired)
+        return fail(s, "AMPRT_CUDA_CONV=cudnn: %s", why.c_str());
+      std::fprintf(stderr, "amprt (cuda): %s: the convolutions run as im2col + cuBLASLt\n", why.c_str());
+      return AMPRT_OK;
+    }
+    d.dnn = h;
+  }
+  if (!d.dnn && d.dnnMode == Dev::kDnnRequired)
+    return fail(AMPRT_ERR_DEVICE, d.capturing ? "AMPRT_CUDA_CONV=cudnn: cuDNN cannot start inside a graph capture "
+                                                "(run the step once before capturing it)"
+                                              : "AMPRT_CUDA_CONV=cudnn: cuDNN did not start");
+  ready = d.dnn != nullptr;
+  return AMPRT_OK;
+}
+
+/// cuDNN's plan for `kind` of the convolution g (spatial dims, operands of
+/// type t), made once per problem; nullptr where cuDNN does not take it.
+Dev::DnnPlan *dnnPlan(Dev &d, const Geom &g, int32_t spatial, int32_t t, DnnKind kind) {
+  std::vector<int64_t> key{kind, t, spatial, g.n, g.c, g.m, g.g};
+  for (int i = 0; i < 3; ++i)
+    key.insert(key.end(), {g.in[i], g.out[i], g.k[i], g.s[i], g.d[i], g.pb[i]});
+  auto it = d.dnnPlans.find(key);
+  if (it != d.dnnPlans.end())
+    return it->second.ok ? &it->second : nullptr;
+  Dev::DnnPlan &p = d.dnnPlans[key];
+  int nd = std::max<int32_t>(spatial, 2); // a 1-D convolution as 2-D with a unit dim
+  const int64_t lim = INT32_MAX;
+  int64_t xe = g.n * g.c * g.inPlane(), ye = g.n * g.m * g.outPlane();
+  bool fits = g.n <= lim && g.c <= lim && g.m <= lim && xe < lim && ye < lim;
+  int xd[5], yd[5], wd[5], xs[5], ys[5], pad[3], str[3], dil[3];
+  xd[0] = yd[0] = (int)g.n;
+  xd[1] = (int)g.c;
+  yd[1] = wd[0] = (int)g.m;
+  wd[1] = (int)(g.c / g.g);
+  for (int i = 0; i < nd; ++i) {
+    fits = fits && g.in[i] <= lim && g.pb[i] <= lim && g.s[i] <= lim && g.d[i] <= lim;
+    xd[2 + i] = (int)g.in[i];
+    yd[2 + i] = (int)g.out[i];
+    wd[2 + i] = (int)g.k[i];
+    pad[i] = (int)g.pb[i];
+    str[i] = (int)g.s[i];
+    dil[i] = (int)g.d[i];
+  }
+  if (!fits)
+    return nullptr;
+  xs[nd + 1] = ys[nd + 1] = 1;
+  for (int i = nd; i >= 0; --i) {
+    xs[i] = xs[i + 1] * xd[i + 1];
+    ys[i] = ys[i + 1] * yd[i + 1];
+  }
+  cudnnTensorDescriptor_t xdesc = nullptr, ydesc = nullptr;
+  cudnnFilterDescriptor_t wdesc = nullptr;
+  cudnnConvolutionDescriptor_t cdesc = nullptr;
+  bool ok = dnnApi.cudnnCreateTensorDescriptor(&xdesc) == CUDNN_STATUS_SUCCESS;
+  p.x = xdesc;
+  ok = ok && dnnApi.cudnnCreateTensorDescriptor(&ydesc) == CUDNN_STATUS_SUCCESS;
+  p.y = ydesc;
+  ok = ok && dnnApi.cudnnCreateFilterDescriptor(&wdesc) == CUDNN_STATUS_SUCCESS;
+  p.w = wdesc;
+  ok = ok && dnnApi.cudnnCreateConvolutionDescriptor(&cdesc) == CUDNN_STATUS_SUCCESS;
+  p.conv = cdesc;
+  cudnnDataType_t dt = dnnType(t);
+  ok = ok && dnnApi.cudnnSetTensorNdDescriptor(xdesc, dt, nd + 2, xd, xs) == CUDNN_STATUS_SUCCESS &&
+       dnnApi.cudnnSetTensorNdDescriptor(ydesc, dt, nd + 2, yd, ys) == CUDNN_STATUS_SUCCESS &&
+       dnnApi.cudnnSetFilterNdDescriptor(wdesc, dt, CUDNN_TENSOR_NCHW, nd + 2, wd) == CUDNN_STATUS_SUCCESS &&
+       dnnApi.cudnnSetConvolutionNdDescriptor(cdesc, nd, pad, str, dil, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS &&
+       dnnApi.cudnnSetConvolutionGroupCount(cdesc, (int)g.g) == CUDNN_STATUS_SUCCESS &&
+       dnnApi.cudnnSetConvolutionMathType(cdesc, t == AMPRT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH) ==
+           CUDNN_STATUS_SUCCESS;
+  // cuDNN pads both ends by pads_begin: its output shape must be ours (the
+  // windows then start where ours do).
+  int od[5] = {0, 0, 0, 0, 0};
+  ok = ok && dnnApi.cudnnGetConvolutionNdForwardOutputDim(cdesc, xdesc, wdesc, nd + 2, od) == CUDNN_STATUS_SUCCESS &&
+       std::equal(od, od + nd + 2, yd);
+  // The heuristics' candidates, best first: deterministic ones first, then
+  // any; f32 only on FMA kernels.
+  struct Cand {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    cudnnDeterminism_t det;
+    cudnnMathType_t math;
+  };
+  std::vector<Cand> cands;
+  if (ok) {
+    int n = 0;
+    if (kind == kDnnFwd) {
+      cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      ok = dnnApi.cudnnGetConvolutionForwardAlgorithm_v7(static_cast<cudnnHandle_t>(d.dnn), xdesc, wdesc, cdesc,
+                                                         ydesc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r) ==
+           CUDNN_STATUS_SUCCESS;
+      for (int i = 0; ok && i < n; ++i)
+        cands.push_back({(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+    } else if (kind == kDnnBwdData) {
+      cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      ok = dnnApi.cudnnGetConvolutionBackwardDataAlgorithm_v7(static_cast<cudnnHandle_t>(d.dnn), wdesc, ydesc,
+                                                              cdesc, xdesc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                              &n, r) == CUDNN_STATUS_SUCCESS;
+      for (int i = 0; ok && i < n; ++i)
+        cands.push_back({(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      ok = dnnApi.cudnnGetConvolutionBackwardFilterAlgorithm_v7(static_cast<cudnnHandle_t>(d.dnn), xdesc, ydesc,
+                                                                cdesc, wdesc,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r) ==
+           CUDNN_STATUS_SUCCESS;
+      for (int i = 0; ok && i < n; ++i)
+        cands.push_back({(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+    }
+  }
+  const Cand *pick = nullptr;
+  for (int pass = 0; ok && pass < 2 && !pick; ++pass)
+    for (const Cand &c : cands)
+      if (c.status == CUDNN_STATUS_SUCCESS && c.memory <= kDnnWorkMax &&
+          (t != AMPRT_F32 || c.math == CUDNN_FMA_MATH) && (pass == 1 || c.det == CUDNN_DETERMINISTIC)) {
+        pick = &c;
+        break;
+      }
+  ok = ok && pick && dnnApi.cudnnSetConvolutionMathType(cdesc, pick->math) == CUDNN_STATUS_SUCCESS;
+  if (!ok) {
+    dnnFree(p); // remembered as refused
+    return nullptr;
+  }
+  p.algo = pick->algo;
+  p.work = pick->memory;
+  p.ok = true;
+  return &p;
+}
+
+/// Runs one cuDNN call of plan p; false (and the plan dropped) when cuDNN
+/// fails it, unless AMPRT_CUDA_CONV=cudnn (then an error).
+amprt_status dnnRun(Dev &d, Dev::DnnPlan &p, DnnKind kind, const void *a, const void *b, void *out, bool &done) {
+  done = false;
+  void *ws = nullptr;
+  if (p.work)
+    AMPRT_CHECK(scratch(d, 12, p.work, &ws));
+  float one = 1.0f, zero = 0.0f;
+  auto h = static_cast<cudnnHandle_t>(d.dnn);
+  auto xd = static_cast<cudnnTensorDescriptor_t>(p.x), yd = static_cast<cudnnTensorDescriptor_t>(p.y);
+  auto wd = static_cast<cudnnFilterDescriptor_t>(p.w);
+  auto cd = static_cast<cudnnConvolutionDescriptor_t>(p.conv);
+  cudnnStatus_t st =
+      kind == kDnnFwd ? dnnApi.cudnnConvolutionForward(h, &one, xd, a, wd, b, cd, (cudnnConvolutionFwdAlgo_t)p.algo,
+                                                       ws, p.work, &zero, yd, out)
+      : kind == kDnnBwdData
+          ? dnnApi.cudnnConvolutionBackwardData(h, &one, wd, a, yd, b, cd, (cudnnConvolutionBwdDataAlgo_t)p.algo,
+                                                ws, p.work, &zero, xd, out)
+          : dnnApi.cudnnConvolutionBackwardFilter(h, &one, xd, a, yd, b, cd,
+                                                  (cudnnConvolutionBwdFilterAlgo_t)p.algo, ws, p.work, &zero, wd,
+                                                  out);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    done = true;
+    return AMPRT_OK;
+  }
+  static const char *names[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                                "cudnnConvolutionBackwardFilter"};
+  if (d.dnnMode == Dev::kDnnRequired)
+    return fail(AMPRT_ERR_DEVICE, "%s: %s", names[kind], dnnApi.cudnnGetErrorString(st));
+  std::fprintf(stderr, "amprt (cuda): %s: %s (algorithm %d): this convolution runs as im2col + cuBLASLt\n",
+               names[kind], dnnApi.cudnnGetErrorString(st), p.algo);
+  dnnFree(p); // refused from now on
+  return AMPRT_OK;
+}
+
+/// y = conv(x, w) + bias (ReLU on request) on cuDNN where it takes it
+/// (done), the bias and ReLU a second pass.
+amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int32_t xt, const void *w,
+                     int32_t wt, const void *bias, int32_t bt, void *y, int32_t yt, bool relu, bool &done) {
+  done = false;
+  bool ready;
+  AMPRT_CHECK(dnnReady(d, ready));
+  if (!ready || xt != wt || yt != xt)
+    return AMPRT_OK;
+  Dev::DnnPlan *p = dnnPlan(d, g, spatial, xt, kDnnFwd);
+  if (!p)
+    return AMPRT_OK;
+  AMPRT_CHECK(dnnRun(d, *p, kDnnFwd, x, w, y, done));
+  if (done && (bias || relu))
+    AMPRT_CHECK(each(&d, g.n * g.m * g.outPlane(), BiasReluF{y, bias, yt, bt, relu ? 1 : 0, g.m, g.outPlane()},
+                     "conv bias"));
+  return AMPRT_OK;
+}
+
+/// The data and weight gradients on cuDNN where it takes them: each one it
+/// computed is set to nullptr (the rest run as products).
+amprt_status dnnConvGrad(Dev &d, const Geom &g, int32_t spatial, const amprt_tensor &x, const amprt_tensor &w,
+                         const amprt_tensor &dy, const amprt_tensor *&dx, const amprt_tensor *&dw) {
+  bool ready;
+  AMPRT_CHECK(dnnReady(d, ready));
+  if (!ready)
+    return AMPRT_OK;
+  bool done;
+  if (dx && dx->dtype == dy.dtype && w.dtype == dy.dtype)
+    if (Dev::DnnPlan *p = dnnPlan(d, g, spatial, dy.dtype, kDnnBwdData)) {
+      AMPRT_CHECK(dnnRun(d, *p, kDnnBwdData, w.data, dy.data, dx->data, done));
+      if (done)
+        dx = nullptr;
+    }
+  if (dw && dw->dtype == dy.dtype && x.dtype == dy.dtype)
+    if (Dev::DnnPlan *p = dnnPlan(d, g, spatial, dy.dtype, kDnnBwdFilter)) {
+      AMPRT_CHECK(dnnRun(d, *p, kDnnBwdFilter, x.data, dy.data, dw->data, done));
+      if (done)
+        dw = nullptr;
+    }
+  return AMPRT_OK;
+}
+#endif
+
 amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   amprt_conv_params p{};
   bool hasBias = false;
@@ -2258,8 +2611,19 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
     bp = bf;
     wt = bt = AMPRT_F32;
   }
-  if (!d.directConv && numel(y) > 0)
-    return convGemm(d, g, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, (flags & AMPRT_CONV_RELU) != 0);
+  bool relu = (flags & AMPRT_CONV_RELU) != 0;
+  if (!d.directConv && numel(y) > 0) {
+#ifdef AMPRT_HAVE_CUDNN
+    bool done;
+    AMPRT_CHECK(dnnConv(d, g, p.spatial, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, relu, done));
+    if (done) {
+      ++d.convOnDnn;
+      return AMPRT_OK;
+    }
+#endif
+    ++d.convOnOurs;
+    return convGemm(d, g, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, relu);
+  }
   return each(&d, numel(y),
               ConvF{g, x.data, wp, bp, y.data, x.dtype, wt, bt, y.dtype, (flags & AMPRT_CONV_RELU) ? 1 : 0},
               "conv");
@@ -2278,8 +2642,17 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
   if (want[1] && (numel(t[4]) != numel(w) || !amprt_tensor_is_contiguous(&t[4])))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad dw");
   bool gemm = !d.directConv && numel(dy) > 0 && numel(x) > 0;
-  if (gemm && (want[0] || want[1]))
-    AMPRT_CHECK(convGradGemm(d, g, x, w, dy, want[0] ? &t[3] : nullptr, want[1] ? &t[4] : nullptr));
+  const amprt_tensor *dx = want[0] ? &t[3] : nullptr, *dw = want[1] ? &t[4] : nullptr;
+#ifdef AMPRT_HAVE_CUDNN
+  if (gemm && (dx || dw)) {
+    int before = (dx != nullptr) + (dw != nullptr);
+    AMPRT_CHECK(dnnConvGrad(d, g, p.spatial, x, w, dy, dx, dw));
+    d.convOnDnn += before - (dx != nullptr) - (dw != nullptr);
+  }
+#endif
+  d.convOnOurs += (dx != nullptr) + (dw != nullptr);
+  if (gemm && (dx || dw))
+    AMPRT_CHECK(convGradGemm(d, g, x, w, dy, dx, dw));
   if (want[0] && !gemm) {
     AMPRT_CHECK(each(&d, numel(x), ConvDxF{g, dy.data, w.data, t[3].data, dy.dtype, w.dtype, t[3].dtype},
                      "conv_grad dx"));
@@ -2447,7 +2820,7 @@ cudaDataType_t cudaType(int32_t t) {
 amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                       const void *A, const void *B, int32_t abType, void *Y, int32_t yType,
                       float alpha, const void *bias, int64_t batch, int64_t sA, int64_t sB,
-                      int64_t sY) {
+                      int64_t sY, bool relu = false) {
   // The operands' alignment (a view may start anywhere): the algorithm is
   // chosen for it.
   auto alignOf = [](const void *p) -> uint32_t {
@@ -2465,7 +2838,7 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   uint32_t alA = alignIn(B, sB * (int64_t)eAB), alB = alignIn(A, sA * (int64_t)eAB),
            alC = alignIn(Y, sY * (int64_t)eY), alBias = bias ? alignOf(bias) : 256;
   std::vector<int64_t> key{ta, tb, m, n, k, abType, yType, bias != nullptr, batch, sA, sB, sY,
-                           alA, alB, alC, alBias};
+                           alA, alB, alC, alBias, relu};
   auto it = d.plans.find(key);
   if (it == d.plans.end()) {
     Dev::LtPlan p;
@@ -2474,8 +2847,10 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), w);
     LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), w);
-    if (bias) {
-      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (bias || relu) {
+      cublasLtEpilogue_t epi = !relu ? CUBLASLT_EPILOGUE_BIAS
+                               : bias ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                      : CUBLASLT_EPILOGUE_RELU;
       LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), w);
     }
     // Lt's A is our B, its B our A.
@@ -2503,11 +2878,15 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     int found = 0;
     cublasStatus_t st = ltApi.cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
     ltApi.cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      ltApi.cublasLtMatmulDescDestroy(p.op);
+      for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c})
+        ltApi.cublasLtMatrixLayoutDestroy(l);
       return fail(AMPRT_ERR_UNSUPPORTED,
                   "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s -> %s)",
                   (long long)m, (long long)k, (long long)k, (long long)n,
                   amprt_dtype_name((amprt_dtype)abType), amprt_dtype_name((amprt_dtype)yType));
+    }
     p.algo = h.algo;
     it = d.plans.emplace(key, p).first;
   }
@@ -2579,6 +2958,7 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
   View cv{};
   if (C)
     AMPRT_CHECK(broadcastView(*C, Y, "amprt_exec (cuda): gemm c", cv));
+  bool fusedRelu = false;
   bool biasRow = C && alpha == 1.0f && beta == 1.0f && C->dtype == Y.dtype && cv.strides[0] == 0 &&
                  cv.strides[1] == 1 && ltWrites(A.dtype, Y.dtype) && k > 0;
   if (m && n) {
@@ -2598,11 +2978,20 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
                        AddCF{static_cast<const float *>(acc), cv, yv, beta, C && beta != 0.0f},
                        "gemm"));
     } else {
-      AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype, alpha,
-                           biasRow ? C->data : nullptr, 1, 0, 0, 0));
+      // ReLU in cuBLASLt's epilogue where it keeps NaN as ours (probed when
+      // the context was made), else a second pass.
+      fusedRelu = (flags & AMPRT_GEMM_RELU) && d.ltReluKeepsNaN && d.reluEpilogue;
+      amprt_status st = ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype, alpha,
+                                 biasRow ? C->data : nullptr, 1, 0, 0, 0, fusedRelu);
+      if (st != AMPRT_OK && fusedRelu) { // no algorithm with the ReLU epilogue for this problem
+        fusedRelu = false;
+        st = ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype, alpha,
+                      biasRow ? C->data : nullptr, 1, 0, 0, 0);
+      }
+      AMPRT_CHECK(st);
     }
   }
-  if (flags & AMPRT_GEMM_RELU) {
+  if ((flags & AMPRT_GEMM_RELU) && !fusedRelu) {
     View yv = viewOf(Y);
     AMPRT_CHECK(each(&d, m * n, UnaryF{yv, yv, AMPRT_UNARY_RELU, 0.0f, 0.0f}, "gemm relu"));
   }
@@ -3447,6 +3836,39 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
 
 //--- The backend's entry points ---------------------------------------------------
 
+/// Whether cuBLASLt's ReLU epilogue computes ours, max(v, 0) with NaN kept
+/// (its documentation does not say what NaN gives): Y[1, 4] = A[1, 1] B[1, 4]
+/// with B = [NaN, -2, 3, -0] and A = 1, in f32 and in f16, on this device, once
+/// per context (one synchronisation when the context is made, none in steps).
+/// Not kept, or not run: ReLU stays a second pass.
+bool probeReluEpilogue(Dev &d) {
+  void *buf = nullptr;
+  if (rawAlloc(d, 1024, &buf) != AMPRT_OK)
+    return false;
+  char *b = static_cast<char *>(buf);
+  bool ok = true;
+  for (int32_t t : {AMPRT_F32, AMPRT_F16}) {
+    const float in[5] = {1.0f, std::nanf(""), -2.0f, 3.0f, -0.0f};
+    alignas(8) char host[20], out[16];
+    for (int i = 0; i < 5; ++i)
+      stF(host, t, i, in[i]);
+    size_t es = amprt_dtype_size((amprt_dtype)t);
+    // A at 0, B at 256, Y at 512 (each 256-byte aligned).
+    ok = ok && cudaMemcpy(b, host, es, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(b + 256, host + es, 4 * es, cudaMemcpyHostToDevice) == cudaSuccess &&
+         ltMatmul(d, false, false, 1, 4, 1, b, b + 256, t, b + 512, t, 1.0f, nullptr, 1, 0, 0, 0, true) ==
+             AMPRT_OK &&
+         cudaStreamSynchronize(d.stream) == cudaSuccess &&
+         cudaMemcpy(out, b + 512, 4 * es, cudaMemcpyDeviceToHost) == cudaSuccess;
+    ok = ok && std::isnan(ldF(out, t, 0)) && ldF(out, t, 1) == 0.0f && ldF(out, t, 2) == 3.0f &&
+         ldF(out, t, 3) == 0.0f;
+  }
+  cudaDeviceSynchronize();
+  cudaGetLastError(); // a failed probe leaves no error behind
+  rawFree(d, buf);
+  return ok;
+}
+
 amprt_status open(amprt_context *ctx, int32_t device) {
   auto *d = new (std::nothrow) Dev();
   if (!d)
@@ -3468,8 +3890,33 @@ amprt_status open(amprt_context *ctx, int32_t device) {
     value = std::strcmp(v, on) == 0;
     return true;
   };
-  if (!envSwitch("AMPRT_CUDA_CONV", "direct", "gemm",
-                 "'gemm' (im2col + cuBLASLt, the default) or 'direct'", d->directConv) ||
+  if (const char *v = std::getenv("AMPRT_CUDA_CONV"); v && *v) {
+    std::string c = v;
+    if (c == "direct" || c == "gemm") {
+      d->directConv = c == "direct";
+      d->dnnMode = Dev::kDnnOff;
+    } else if (c == "cudnn") {
+#ifndef AMPRT_HAVE_CUDNN
+      delete d;
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_context_create: AMPRT_CUDA_CONV=cudnn: this build has no cuDNN (cudnn.h was not found)");
+#endif
+      d->dnnMode = Dev::kDnnRequired;
+      if (d->emulate) {
+        delete d;
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_context_create: AMPRT_CUDA_CONV=cudnn: an emulated context (AMPRT_CUDA_EMULATE) "
+                    "has no cuDNN");
+      }
+    } else if (c != "auto") {
+      delete d;
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_context_create: AMPRT_CUDA_CONV=%s: expected 'auto' (cuDNN where it takes the "
+                  "convolution, else im2col + cuBLASLt; the default), 'cudnn', 'gemm' or 'direct'", v);
+    }
+  }
+  if (!envSwitch("AMPRT_CUDA_RELU_EPILOGUE", "1", "0",
+                 "1 (ReLU in cuBLASLt's epilogue where it keeps NaN, the default) or 0", d->reluEpilogue) ||
       !envSwitch("AMPRT_CUDA_VEC", "1", "0",
                  "1 (16-byte groups in the element-wise kernels and the reductions, the default) or 0",
                  d->vec)) {
@@ -3513,6 +3960,7 @@ amprt_status open(amprt_context *ctx, int32_t device) {
       s = rawAlloc(*d, d->ltWorkBytes, &d->ltWork);
     if (s != AMPRT_OK)
       return cleanup(s);
+    d->ltReluKeepsNaN = probeReluEpilogue(*d);
   }
   void *err;
   amprt_status s = rawAlloc(*d, sizeof(DeviceError), &err);
@@ -3560,6 +4008,15 @@ void close(amprt_context *ctx) {
     flushProfile(*d);
     for (cudaEvent_t e : d->eventPool)
       cudaEventDestroy(e);
+    std::fprintf(stderr,
+                 "amprt (cuda): convolutions (forward, data and weight gradients apart): %lld on cuDNN, %lld on "
+                 "%s; ReLU after a matrix product: %s\n",
+                 (long long)d->convOnDnn, (long long)d->convOnOurs,
+                 d->directConv ? "the direct kernels" : "im2col + cuBLASLt",
+                 d->emulate                           ? "the CPU runtime's (emulated)"
+                 : d->ltReluKeepsNaN && d->reluEpilogue ? "cuBLASLt's epilogue (it keeps NaN on this device)"
+                 : d->reluEpilogue ? "a second pass (cuBLASLt's epilogue does not keep NaN here)"
+                                   : "a second pass (AMPRT_CUDA_RELU_EPILOGUE=0)");
     d->profileTable.print(d->emulate ? " (cuda, emulated on the host)" : " (cuda)");
   }
   for (auto &[k, p] : d->plans) {
@@ -3568,6 +4025,12 @@ void close(amprt_context *ctx) {
     ltApi.cublasLtMatrixLayoutDestroy(p.b);
     ltApi.cublasLtMatrixLayoutDestroy(p.c);
   }
+#ifdef AMPRT_HAVE_CUDNN
+  for (auto &[k, p] : d->dnnPlans)
+    dnnFree(p);
+  if (d->dnn)
+    dnnApi.cudnnDestroy(static_cast<cudnnHandle_t>(d->dnn));
+#endif
   for (auto &[k, c] : d->constants)
     rawFree(*d, c.first);
   for (auto &s : d->scratch)

@@ -1,6 +1,6 @@
 //===- replay.cpp - amprt-exec-replay: recorded CPU calls on another device --===//
 //
-//   amprt-exec-replay [--device cuda|cpu] [--exact] [--quiet] FOLDER|FILE...
+//   amprt-exec-replay [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...
 //
 // Replays the amprt_exec calls a CPU run recorded (AMPRT_EXEC_RECORD=folder,
 // runtime/lib/cpu/record.cpp): each call's tensors are set to their bytes
@@ -18,6 +18,7 @@
 //     bf16 3e-2); Adam's steps within 2^-22 (the device's pow). A NaN or an
 //     infinity must stand where the CPU's does.
 // --exact: every element bit for bit (a CPU replay of a CPU recording).
+// --ops conv,conv_grad: only the calls of these ops (names as in the table).
 // Prints one line per failure (the first 20), a table per opcode, and exits
 // 0 when every call matched, 1 when one did not, 2 when the device is
 // missing (the message says why).
@@ -191,6 +192,7 @@ int main(int argc, char **argv) {
   std::string device = "cuda";
   bool exact = false, quiet = false;
   std::vector<std::string> files;
+  std::string ops; // ",a,b," or empty: every op
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--device" && i + 1 < argc) {
@@ -199,8 +201,21 @@ int main(int argc, char **argv) {
       exact = true;
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--ops" && i + 1 < argc) {
+      ops = std::string(",") + argv[++i] + ",";
+      for (size_t b = 1, e; b < ops.size(); b = e + 1) {
+        e = ops.find(',', b);
+        std::string name = ops.substr(b, e - b);
+        bool known = false;
+        for (int64_t k = 1; !known && std::string(opName(k)) != "?"; ++k)
+          known = name == opName(k);
+        if (!known) {
+          std::fprintf(stderr, "amprt-exec-replay: --ops: unknown op '%s'\n", name.c_str());
+          return 1;
+        }
+      }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--device cuda|cpu] [--exact] [--quiet] FOLDER|FILE...\n", argv[0]);
+      std::printf("usage: %s [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...\n", argv[0]);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "amprt-exec-replay: unknown argument '%s' (see --help)\n", a.c_str());
@@ -241,6 +256,8 @@ int main(int argc, char **argv) {
       return 1;
     }
     int64_t op = r.desc[1];
+    if (!ops.empty() && ops.find(std::string(",") + opName(op) + ",") == std::string::npos)
+      continue;
     Tally &t = tally[op];
     ++t.calls;
     std::string fail;
@@ -349,12 +366,19 @@ int main(int argc, char **argv) {
   }
   amprt_device_free(ctx, dummy);
   amprt_context_destroy(ctx);
+  int64_t replayed = 0;
+  for (auto &[op, t] : tally)
+    replayed += t.calls;
+  if (replayed == 0) {
+    std::fprintf(stderr, "amprt-exec-replay: none of the %zu recorded calls is of the ops of --ops\n", files.size());
+    return 1;
+  }
   std::printf("\n| op | calls | failed | worst error / tolerance |\n|---|---|---|---|\n");
   for (auto &[op, t] : tally)
     std::printf("| %s | %lld | %lld | %.3g |\n", opName(op), (long long)t.calls, (long long)t.failed,
                 t.worst);
   std::printf("\n%s: %zu recorded calls replayed on %s, %lld failed; %lld of %lld elements bit for bit\n",
-              failures ? "FAILED" : "passed", files.size(), device.c_str(), (long long)failures,
+              failures ? "FAILED" : "passed", (size_t)replayed, device.c_str(), (long long)failures,
               (long long)bitwise, (long long)elements);
   return failures ? 1 : 0;
 }
