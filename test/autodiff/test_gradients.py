@@ -277,6 +277,41 @@ def reductions(p, i, out):
 run_case("reductions", m, params, {k: v for k, v in inputs.items()}, reductions,
          constants=("ratio",), with_outputs=True)
 
+# 3b. A variational layer (the reparameterisation trick): z = mu + exp(lv / 2)
+#     * eps with eps = RandomNormalLike(mu), plus uniform noise
+#     (RandomUniformLike), masked by Bernoulli(sigmoid(mu)), whose gradient
+#     with respect to its probabilities is zero (torch.bernoulli's). The
+#     draws come back as outputs and the reference uses them.
+N, D, H, C = 16, 12, 8, 4
+params = {"wm": randn(D, H, scale=0.3), "wv": randn(D, H, scale=0.3), "k": randn(H, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "wm"], ["mu"]),
+           helper.make_node("MatMul", ["x", "wv"], ["lv"]),
+           helper.make_node("Mul", ["lv", "half"], ["lh"]),
+           helper.make_node("Exp", ["lh"], ["sd"]),
+           helper.make_node("RandomNormalLike", ["mu"], ["eps"]),
+           helper.make_node("Mul", ["sd", "eps"], ["se"]),
+           helper.make_node("Add", ["mu", "se"], ["z0"]),
+           helper.make_node("RandomUniformLike", ["mu"], ["u"], low=-0.1, high=0.1),
+           helper.make_node("Add", ["z0", "u"], ["z1"]),
+           helper.make_node("Sigmoid", ["mu"], ["pm"]),
+           helper.make_node("Bernoulli", ["pm"], ["bm"]),
+           helper.make_node("Mul", ["z1", "bm"], ["z2"]),
+           helper.make_node("MatMul", ["z2", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss", "eps", "u", "bm"], opset=18)
+m.graph.initializer.append(numpy_helper.from_array(np.array(0.5, np.float32), "half"))
+
+
+def variational(p, i, out):
+    eps, u, bm = (torch.tensor(out[k].astype(np.float64)) for k in ("eps", "u", "bm"))
+    mu, lv = i["x"] @ p["wm"], i["x"] @ p["wv"]
+    z = (mu + torch.exp(lv * 0.5) * eps + u) * bm
+    return F.cross_entropy(z @ p["k"], i["y"])
+
+
+run_case("variational", m, params, inputs, variational, constants=("half",), with_outputs=True)
+
 # 4a. Max (broadcast), Min of three, Clip (constant bounds): torch.maximum /
 #     torch.minimum's gradients, half to each side of a tie (r equals the
 #     Max's result at some places, so the Min sees ties), torch.clamp's.

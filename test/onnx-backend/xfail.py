@@ -15,6 +15,9 @@ _COMMON = {
         "test_training_dropout_default": "random mask (numpy's generator vs the runtime's)",
         "test_training_dropout_default_mask": "random mask (numpy's generator vs the runtime's)",
         "test_training_dropout_mask": "random mask (numpy's generator vs the runtime's)",
+        "test_bernoulli_seed": "random draws (numpy's generator vs the runtime's; "
+                               "test/Run/random.test checks the distribution)",
+        "test_bernoulli_seed_expanded": "random draws (numpy's generator vs the runtime's)",
     }
 
 XFAIL = {

@@ -74,6 +74,10 @@ static opt<std::string> deviceOpt("device",
                                   cl::desc("Run on cpu, or on cuda[:N] (AMPRT_CUDA_EMULATE=1: "
                                            "the CUDA executor emulated on the host)"),
                                   cl::init("cpu"), cl::cat(category));
+static opt<uint64_t> seedOpt("seed",
+                             cl::desc("Seed the runtime's generator (Dropout in training, the random ops; "
+                                      "a fixed state by default)"),
+                             cl::init(0), cl::cat(category));
 static opt<bool> printOutputs("print", cl::desc("Print a summary of each output"),
                                   cl::cat(category));
 static opt<int> repeat("repeat",
@@ -276,6 +280,8 @@ int main(int argc, char **argv) {
   if (amprt_context_create(deviceOpt.c_str(), &rctx) != AMPRT_OK ||
       amprt_arena_create(rctx, (size_t)*arenaBytes, &arena) != AMPRT_OK)
     die(amprt_last_error());
+  if (seedOpt.getNumOccurrences())
+    amprt_context_seed(rctx, seedOpt);
   // Host buffers, or device copies of them.
   const bool onHost = amprt_context_on_host(rctx);
   std::vector<void *> argPtrs, resPtrs, owned;

@@ -611,6 +611,19 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank())};
         return emit(op, AMPRT_OP_GATHER, d);
       })
+      .Case<RandomNormalOp, RandomUniformOp, BernoulliOp>([&](Operation *) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        if (auto o = dyn_cast<RandomNormalOp>(op))
+          d.attrs = {AMPRT_RANDOM_NORMAL, f64Bits(o.getMean().convertToDouble()),
+                     f64Bits(o.getScale().convertToDouble())};
+        else if (auto o = dyn_cast<RandomUniformOp>(op))
+          d.attrs = {AMPRT_RANDOM_UNIFORM, f64Bits(o.getLow().convertToDouble()),
+                     f64Bits(o.getHigh().convertToDouble())};
+        else
+          d.attrs = {AMPRT_RANDOM_BERNOULLI, f64Bits(0.0), f64Bits(0.0)};
+        return emit(op, AMPRT_OP_RANDOM, d);
+      })
       .Case([&](DropoutOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

@@ -1136,6 +1136,116 @@ LogicalResult dropoutInputs(NodeCtx &n, size_t first, float &ratio, bool &traini
   return success();
 }
 
+/// RandomNormal / RandomUniform and their Like forms: amp.random_normal /
+/// amp.random_uniform of the shape the node gives (or its input's, which
+/// must be static), in `dtype` (the input's type by default for the Like
+/// forms, f32 for the others; f32, f16 or bf16).
+LogicalResult handleRandom(NodeCtx &n) {
+  llvm::StringRef op = n.node.op_type();
+  bool normal = op.starts_with("RandomNormal"), like = op.ends_with("Like");
+  if (failed(n.allowAttrs(like ? (normal ? llvm::ArrayRef<llvm::StringRef>{"dtype", "mean", "scale", "seed"}
+                                         : llvm::ArrayRef<llvm::StringRef>{"dtype", "low", "high", "seed"})
+                               : (normal ? llvm::ArrayRef<llvm::StringRef>{"dtype", "mean", "scale", "seed", "shape"}
+                                         : llvm::ArrayRef<llvm::StringRef>{"dtype", "low", "high", "seed", "shape"}))))
+    return failure();
+  auto a = n.getFloat(normal ? "mean" : "low", 0.0f);
+  auto bv = n.getFloat(normal ? "scale" : "high", 1.0f);
+  if (failed(a) || failed(bv))
+    return failure();
+  if (!std::isfinite(*a) || !std::isfinite(*bv))
+    return n.fail(llvm::Twine(normal ? "mean and scale" : "low and high") + " must be finite");
+  if (!normal && *a > *bv)
+    return n.fail("low " + std::to_string(*a) + " is above high " + std::to_string(*bv));
+  SmallVector<int64_t> shape;
+  Type elt = n.im.b.getF32Type();
+  if (like) {
+    auto x = n.input(0);
+    if (failed(x))
+      return failure();
+    auto xt = cast<RankedTensorType>(x->getType());
+    if (!xt.hasStaticShape())
+      return n.fail("needs an input of static shape, got " + typeString(xt));
+    shape.assign(xt.getShape().begin(), xt.getShape().end());
+    elt = xt.getElementType();
+  } else {
+    auto sh = n.getInts("shape");
+    if (failed(sh))
+      return failure();
+    if (!*sh)
+      return n.fail("needs the 'shape' attribute");
+    for (int64_t d : **sh)
+      if (d < 0)
+        return n.fail("'shape' has a negative dimension " + llvm::Twine(d));
+    shape.assign((*sh)->begin(), (*sh)->end());
+  }
+  if (n.attr("dtype")) {
+    auto dt = n.getInt("dtype", std::nullopt);
+    if (failed(dt))
+      return failure();
+    auto t = n.im.elementType((int32_t)*dt, "dtype");
+    if (failed(t))
+      return failure();
+    elt = *t;
+  }
+  if (!isa<Float32Type, Float16Type, BFloat16Type>(elt))
+    return n.fail("unsupported op ai.onnx." + op + " of element type " + typeString(elt) +
+                  " (f32, f16 or bf16; the Like forms take the input's type unless dtype is given)");
+  FloatAttr seed;
+  if (n.attr("seed")) {
+    auto sv = n.getFloat("seed", std::nullopt);
+    if (failed(sv))
+      return failure();
+    seed = n.im.b.getF32FloatAttr(*sv);
+  }
+  auto rt = RankedTensorType::get(shape, elt);
+  Value v = normal ? RandomNormalOp::create(n.im.b, n.loc, rt, n.im.b.getF32FloatAttr(*a),
+                                            n.im.b.getF32FloatAttr(*bv), seed)
+                         .getResult()
+                   : RandomUniformOp::create(n.im.b, n.loc, rt, n.im.b.getF32FloatAttr(*a),
+                                             n.im.b.getF32FloatAttr(*bv), seed)
+                         .getResult();
+  n.setOutput(0, v);
+  return success();
+}
+
+/// Bernoulli: amp.bernoulli of the float probabilities, then a cast to
+/// `dtype` when it differs (an integer or boolean dtype gives 0 / 1).
+LogicalResult handleBernoulli(NodeCtx &n) {
+  if (failed(n.allowAttrs({"dtype", "seed"})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto xt = cast<RankedTensorType>(x->getType());
+  if (!isa<Float32Type, Float16Type, BFloat16Type>(xt.getElementType()))
+    return n.fail("unsupported op ai.onnx.Bernoulli on " + typeString(xt) + " (f32, f16 or bf16 probabilities)");
+  Type elt = xt.getElementType();
+  if (n.attr("dtype")) {
+    auto dt = n.getInt("dtype", std::nullopt);
+    if (failed(dt))
+      return failure();
+    auto t = n.im.elementType((int32_t)*dt, "dtype");
+    if (failed(t))
+      return failure();
+    elt = *t;
+  }
+  SmallVector<NamedAttribute> attrs;
+  if (n.attr("seed")) {
+    auto sv = n.getFloat("seed", std::nullopt);
+    if (failed(sv))
+      return failure();
+    attrs.push_back(named(n, "seed", f32(n, *sv)));
+  }
+  auto op = n.im.create(n, "amp.bernoulli", {*x}, attrs, 1);
+  if (failed(op))
+    return failure();
+  Value v = (*op)->getResult(0);
+  if (elt != xt.getElementType())
+    v = CastOp::create(n.im.b, n.loc, RankedTensorType::get(xt.getShape(), elt), v);
+  n.setOutput(0, v);
+  return success();
+}
+
 LogicalResult handleDropout(NodeCtx &n) {
   if (failed(n.allowAttrs({"ratio", "seed", "is_test", "consumed_inputs"})))
     return failure();
@@ -5077,6 +5187,9 @@ const std::map<std::string, OpInfo> &opTable() {
       return simple(n, "amp.expand", {0}, {named(n, "shape", ints(n, *shape))});
     }, {1}};
     t["Dropout"] = {1, handleDropout, {1, 2}};
+    for (const char *r : {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"})
+      t[r] = {1, handleRandom};
+    t["Bernoulli"] = {15, handleBernoulli};
     t["Softmax"] = {1, [](NodeCtx &n) { return handleSoftmax(n, "amp.softmax"); }};
     t["LogSoftmax"] = {1, [](NodeCtx &n) {
       return handleSoftmax(n, "amp.log_softmax");

@@ -295,6 +295,19 @@ amprt_status amprt_gather(amprt_context *ctx, const amprt_tensor *data,
  * context's generator (or all ones when ratio == 0). mask may be NULL. */
 amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
                            float ratio, amprt_tensor *y, amprt_tensor *mask);
+/* Random numbers from the context's generator, in y's row-major order
+ * (y contiguous, a float type): AMPRT_RANDOM_UNIFORM a + (b - a) * u with u
+ * uniform in [0, 1) (one draw per element); AMPRT_RANDOM_NORMAL a + b * z,
+ * z standard normal (Box-Muller, two draws per element); AMPRT_RANDOM_BERNOULLI
+ * 1 with probability p (p of y's shape, in [0, 1]; one draw per element),
+ * else 0. The values are computed in double, rounded to f32, then to y's type. */
+typedef enum amprt_random_kind {
+  AMPRT_RANDOM_UNIFORM = 0,
+  AMPRT_RANDOM_NORMAL = 1,
+  AMPRT_RANDOM_BERNOULLI = 2
+} amprt_random_kind;
+amprt_status amprt_random(amprt_context *ctx, int32_t kind, double a, double b,
+                          const amprt_tensor *p, amprt_tensor *y);
 
 /*--- Reductions and normalisation -----------------------------------------*
  * Reductions accumulate in f32 (f16 / bf16 inputs) and round once. `axes`
@@ -741,8 +754,9 @@ typedef enum amprt_opcode {
   AMPRT_OP_CUMSUM = 43,            /* axis, exclusive, reverse;  x, y */
   AMPRT_OP_TOPK = 44,              /* axis, largest;  x, values, indices (i64; k from their shape) */
   AMPRT_OP_GRID_SAMPLE = 45,       /* mode, padding, align_corners;  x, grid, y */
-  AMPRT_OP_GRID_SAMPLE_GRAD = 46   /* mode, padding, align_corners, want_dx, want_dgrid;
+  AMPRT_OP_GRID_SAMPLE_GRAD = 46,  /* mode, padding, align_corners, want_dx, want_dgrid;
                                       x, grid, dy, dx, dgrid */
+  AMPRT_OP_RANDOM = 47             /* kind, a (f64 bits), b (f64 bits);  [p (bernoulli)], y */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -817,6 +817,38 @@ extern "C" amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
+extern "C" amprt_status amprt_random(amprt_context *ctx, int32_t kind, double a, double b,
+                                     const amprt_tensor *p, amprt_tensor *y) {
+  AMPRT_CHECK(check(y, "amprt_random: y"));
+  if (kind < AMPRT_RANDOM_UNIFORM || kind > AMPRT_RANDOM_BERNOULLI)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: unknown kind %d", kind);
+  if (!isFloat(y->dtype) || !amprt_tensor_is_contiguous(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: y must be a contiguous float tensor");
+  int64_t n = amprt_tensor_numel(y);
+  if (kind == AMPRT_RANDOM_BERNOULLI) {
+    if (!p)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: bernoulli needs p");
+    AMPRT_CHECK(check(p, "amprt_random: p"));
+    if (!isFloat(p->dtype) || !amprt_tensor_is_contiguous(p) || amprt_tensor_numel(p) != n)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: p %s must be a contiguous float tensor of y's size %s",
+                  shapeString(p).c_str(), shapeString(y).c_str());
+    // Every probability checked before the generator moves (torch: "Expected
+    // p_in >= 0 && p_in <= 1").
+    for (int64_t i = 0; i < n; ++i) {
+      float v = loadF(p->data, p->dtype, i);
+      if (!(v >= 0.0f && v <= 1.0f))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_random: bernoulli probability %g at element %lld is outside [0, 1]", v, (long long)i);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float u1 = nextUniform(ctx), u2 = kind == AMPRT_RANDOM_NORMAL ? nextUniform(ctx) : 0.0f;
+    float pv = kind == AMPRT_RANDOM_BERNOULLI ? loadF(p->data, p->dtype, i) : 0.0f;
+    storeF(y->data, y->dtype, i, (float)ops::randomValue(kind, a, b, u1, u2, pv));
+  }
+  return AMPRT_OK;
+}
+
 extern "C" amprt_status amprt_reduce_to(amprt_context *, const amprt_tensor *dy,
                                         amprt_tensor *dx) {
   AMPRT_CHECK(check(dy, "amprt_reduce_to: dy"));

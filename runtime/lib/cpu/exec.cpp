@@ -96,6 +96,12 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(d, 5, 5, "grid_sample_grad"));
     return amprt_grid_sample_grad(ctx, &t[0], &t[1], &t[2], (int)a[0], (int)a[1], (int)a[2],
                                   a[3] ? &t[3] : nullptr, a[4] ? &t[4] : nullptr);
+  case AMPRT_OP_RANDOM: {
+    // kind, a, b;  [p], y
+    bool bern = d.nattrs > 0 && a[0] == AMPRT_RANDOM_BERNOULLI;
+    AMPRT_CHECK(need(d, bern ? 2 : 1, 3, "random"));
+    return amprt_random(ctx, (int32_t)a[0], attrF(a, 1), attrF(a, 2), bern ? &t[0] : nullptr, &t.back());
+  }
   case AMPRT_OP_TOPK:
     AMPRT_CHECK(need(d, 3, 2, "topk"));
     return amprt_topk(ctx, &t[0], (int32_t)a[0], (int)a[1], &t[1], &t[2]);

@@ -34,6 +34,17 @@ AMPRT_HOST_DEVICE inline float rngUniform(uint64_t x) {
   return (float)((x * 0x2545F4914F6CDD1DULL) >> 40) * (1.0f / 16777216.0f);
 }
 
+/// One random value of amprt_random from its draws (u1, u2: rngUniform
+/// values, in [0, 1); u2 only for the normal): in double, rounded by
+/// the caller. The normal is Box-Muller's cosine branch on 1 - u1 (in (0, 1]).
+AMPRT_HOST_DEVICE inline double randomValue(int32_t kind, double a, double b, float u1, float u2, float p) {
+  if (kind == 0)
+    return a + (b - a) * (double)u1;
+  if (kind == 1)
+    return a + b * (sqrt(-2.0 * log(1.0 - (double)u1)) * cos(6.283185307179586 * (double)u2));
+  return u1 < p ? 1.0 : 0.0;
+}
+
 // Phi(x) = 0.5 * erfc(-x / sqrt 2): unlike 0.5 * (1 + erf(x / sqrt 2)) it
 // keeps its relative accuracy in the negative tail (no cancellation).
 AMPRT_HOST_DEVICE inline float normalCdf(float x) { return 0.5f * erfcf(-x * kSqrt1_2); }

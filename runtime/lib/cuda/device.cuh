@@ -147,7 +147,8 @@ enum DeviceErrorKind {
   ERR_MIN_SCALE = 3,      // an overflow at the scale's floor (on_min_scale=error)
   ERR_MIN_SCALE_WARN = 4, // the same with on_min_scale=warn
   ERR_MICRO_STEP = 5,     // a: the counter, b: the accumulation count
-  ERR_INT_DIV_ZERO = 6
+  ERR_INT_DIV_ZERO = 6,
+  ERR_PROBABILITY = 7     // a: the value's f32 bits, b: position
 };
 
 HD inline void recordError(DeviceError *e, int32_t kind, int64_t a, int64_t b, int64_t c) {

@@ -994,6 +994,42 @@ struct DropoutF {
   }
 };
 
+/// amprt_random over kDropoutChunk elements per index (y contiguous, in
+/// row-major order; element i takes draws i * steps + 1 .. i * steps + steps
+/// after *state, as the CPU's loop). A bernoulli probability outside [0, 1]
+/// is recorded as a device error (its element is 0).
+struct RandomF {
+  void *y;
+  const void *p;
+  int32_t yt, pt, kind, steps;
+  double a, b;
+  const uint64_t *state, *jumps;
+  int64_t n;
+  DeviceError *err;
+  HD void operator()(int64_t c) const {
+    int64_t i0 = c * kDropoutChunk, i1 = i0 + kDropoutChunk < n ? i0 + kDropoutChunk : n;
+    uint64_t s = rngJump(jumps, *state, i0 * steps);
+    for (int64_t i = i0; i < i1; ++i) {
+      s = ops::rngStep(s);
+      float u1 = ops::rngUniform(s), u2 = 0.0f, pv = 0.0f;
+      if (steps == 2) {
+        s = ops::rngStep(s);
+        u2 = ops::rngUniform(s);
+      }
+      if (p) {
+        pv = ldF(p, pt, i);
+        if (!(pv >= 0.0f && pv <= 1.0f)) {
+          uint32_t bits;
+          memcpy(&bits, &pv, 4);
+          recordError(err, ERR_PROBABILITY, bits, i, 0);
+          pv = 0.0f;
+        }
+      }
+      stF(y, yt, i, (float)ops::randomValue(kind, a, b, u1, u2, pv));
+    }
+  }
+};
+
 /// *state moves n steps on (after the draws that read it).
 struct RngAdvanceF {
   uint64_t *state;
@@ -3603,6 +3639,29 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
       AMPRT_CHECK(each(&d, numel(data), CastFloatF{acc, data.data, AMPRT_F32, data.dtype}, "gather_elements_grad"));
     return AMPRT_OK;
   }
+  case AMPRT_OP_RANDOM: {
+    bool bern = dd.nattrs > 0 && a[0] == AMPRT_RANDOM_BERNOULLI;
+    AMPRT_CHECK(need(dd, bern ? 2 : 1, 3, "random"));
+    const amprt_tensor &y = t.back();
+    if (a[0] < AMPRT_RANDOM_UNIFORM || a[0] > AMPRT_RANDOM_BERNOULLI)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: unknown kind %lld", (long long)a[0]);
+    if (!floatType(y.dtype) || !amprt_tensor_is_contiguous(&y))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: y must be a contiguous float tensor");
+    int64_t n = numel(y);
+    int32_t steps = a[0] == AMPRT_RANDOM_NORMAL ? 2 : 1;
+    if (bern && (!floatType(t[0].dtype) || !amprt_tensor_is_contiguous(&t[0]) || numel(t[0]) != n))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: p %s must be a contiguous float tensor of y's size %s",
+                  shapeString(&t[0]).c_str(), shapeString(&y).c_str());
+    if (n * steps >= ((int64_t)1 << kRngJumps))
+      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): random over %lld elements", (long long)n);
+    if (n == 0)
+      return AMPRT_OK;
+    AMPRT_CHECK(each(&d, (n + kDropoutChunk - 1) / kDropoutChunk,
+                     RandomF{y.data, bern ? t[0].data : nullptr, y.dtype, bern ? t[0].dtype : AMPRT_F32, (int32_t)a[0],
+                             steps, attrF(a, 1), attrF(a, 2), d.rngState, d.rngJumps, n, d.err},
+                     "random"));
+    return each(&d, 1, RngAdvanceF{d.rngState, d.rngJumps, n * steps}, "random");
+  }
   case AMPRT_OP_DROPOUT: {
     AMPRT_CHECK(need(dd, 3, 2, "dropout"));
     float ratio = a[1] ? (float)attrF(a, 0) : 0.0f;
@@ -4226,6 +4285,13 @@ amprt_status sync(amprt_context *ctx) {
                 (long long)e.a, (long long)e.b);
   case ERR_INT_DIV_ZERO:
     return fail(AMPRT_ERR_NUMERIC, "binary: integer division by zero");
+  case ERR_PROBABILITY: {
+    uint32_t bits = (uint32_t)e.a;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: bernoulli probability %g at element %lld is outside [0, 1]",
+                v, (long long)e.b);
+  }
   }
   return fail(AMPRT_ERR_DEVICE, "the device recorded an unknown error %d", e.kind);
 }

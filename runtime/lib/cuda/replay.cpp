@@ -14,7 +14,8 @@
 //     tol by element type: f32 1e-5, or 2e-4 for long sums (matrix
 //     products, convolutions, reductions, losses, statistics) and 1e-4
 //     for the unary ops and their derivatives (the CPU's vector erf / exp
-//     and CUDA's differ by ulps, more where GELU's tail cancels); f16 4e-3;
+//     and CUDA's differ by ulps, more where GELU's tail cancels; random
+//     numbers too: the normal's log and cos); f16 4e-3;
 //     bf16 3e-2); Adam's steps within 2^-22 (the device's pow). A NaN or an
 //     infinity must stand where the CPU's does.
 // --exact: every element bit for bit (a CPU replay of a CPU recording).
@@ -118,7 +119,7 @@ const char *opName(int64_t op) {
       "sgd_update", "adam_update", "step_count", "nll_loss_grad", "unscale_and_check",
       "clip_grad_norm", "update_scale", "micro_step", "slice_grad", "gather_grad",
       "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad", "arg_reduce", "cumsum", "topk",
-      "grid_sample", "grid_sample_grad"};
+      "grid_sample", "grid_sample_grad", "random"};
   return op >= 0 && op < (int64_t)(sizeof names / sizeof *names) ? names[op] : "?";
 }
 
@@ -142,6 +143,7 @@ Kind kindOf(int64_t op) {
   case AMPRT_OP_NLL_LOSS_GRAD:
     return kSums;
   case AMPRT_OP_UNARY: case AMPRT_OP_UNARY_GRAD:
+  case AMPRT_OP_RANDOM: // the normal's log and cos: the device's against the host's
     return kUnary;
   case AMPRT_OP_ADAM_UPDATE:
     return kAdam;

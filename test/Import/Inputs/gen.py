@@ -717,6 +717,20 @@ def dft_big():
     return model(n, [vi("x", TP.FLOAT, [1, 4096, 1])], [vi("y", TP.FLOAT, None)], opset=17)
 
 
+def random_ops():
+    """RandomNormal / RandomUniform and their Like forms, Bernoulli (f32 and
+    with an INT64 dtype), as the exporters write them."""
+    n = [H.make_node("RandomNormalLike", ["x"], ["n"], name="noise", mean=0.5, scale=2.0),
+         H.make_node("RandomUniform", [], ["u"], name="uni", low=-1.0, high=1.0, shape=[2, 3], seed=4.0),
+         H.make_node("RandomNormal", [], ["h"], name="half", shape=[5], dtype=TP.FLOAT16),
+         H.make_node("RandomUniformLike", ["x"], ["ub"], name="unib", dtype=TP.BFLOAT16),
+         H.make_node("Sigmoid", ["x"], ["p"], name="sig"),
+         H.make_node("Bernoulli", ["p"], ["b"], name="coin"),
+         H.make_node("Bernoulli", ["p"], ["bi"], name="coin64", dtype=TP.INT64)]
+    outs = [vi(o, TP.UNDEFINED, None) for o in ("n", "u", "h", "ub", "b", "bi")]
+    return model(n, [vi("x", TP.FLOAT, [4, 6])], outs, opset=18)
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     m = globals()[name]()

@@ -953,6 +953,11 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] != nullptr);
 }
 
+LogicalResult BernoulliOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &og) {
+  og.assign(1, Value()); // torch.bernoulli: zero with respect to p
+  return success();
+}
+
 LogicalResult UnaryGradOp::verify() {
   static const char *kinds[] = {
       "relu",     "sqrt",         "exp",        "log",      "erf",  "tanh",

@@ -16,6 +16,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <numeric>
 
 using namespace mlir;
@@ -454,6 +455,40 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
   types.push_back(*in);
   types.push_back(RankedTensorType::get(in->getShape(),
                                         IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult BernoulliOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Rules r(loc, getOperationName());
+  auto in = r.ranked(adaptor.getInput(), "input");
+  if (failed(in))
+    return failure();
+  types.push_back(*in);
+  return success();
+}
+
+/// A random op's result: a static shape, finite parameters.
+static LogicalResult verifyRandom(Operation *op, RankedTensorType t, float a, float b, const char *na,
+                                  const char *nb) {
+  if (!t.hasStaticShape())
+    return op->emitOpError("needs a static result shape, got ") << t;
+  if (!std::isfinite(a) || !std::isfinite(b))
+    return op->emitOpError(na) << " and " << nb << " must be finite, got " << a << " and " << b;
+  return success();
+}
+
+LogicalResult RandomNormalOp::verify() {
+  return verifyRandom(*this, getType(), getMean().convertToFloat(), getScale().convertToFloat(), "mean",
+                      "scale");
+}
+
+LogicalResult RandomUniformOp::verify() {
+  float lo = getLow().convertToFloat(), hi = getHigh().convertToFloat();
+  if (failed(verifyRandom(*this, getType(), lo, hi, "low", "high")))
+    return failure();
+  if (lo > hi)
+    return emitOpError("low ") << lo << " is above high " << hi;
   return success();
 }
 

@@ -361,6 +361,49 @@ def AMP_DropoutOp : AMP_InferredOp<"dropout", [DeclareOpInterfaceMethods<AMP_Gra
   let results = (outs AMP_FloatTensor:$output, AMP_BoolTensor:$mask);
 }
 
+def AMP_RandomNormalOp : AMP_Op<"random_normal"> {
+  let summary = "Normally distributed random numbers (ONNX RandomNormal, RandomNormalLike)";
+  let description = [{
+    `mean + scale * z`, z standard normal, of the result's (static) shape
+    and type. Not pure: each execution draws new numbers from the runtime's
+    generator (the one Dropout draws from; a training program's `--seed`
+    seeds it, and checkpoints hold its state). `seed`, the ONNX node's, is
+    kept for the record only. No operands, so no gradient.
+  }];
+  let arguments = (ins DefaultValuedAttr<F32Attr, "0.0f">:$mean,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$scale,
+                   OptionalAttr<F32Attr>:$seed);
+  let results = (outs AMP_FloatTensor:$output);
+  let assemblyFormat = "attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def AMP_RandomUniformOp : AMP_Op<"random_uniform"> {
+  let summary = "Uniformly distributed random numbers in [low, high) (ONNX RandomUniform, RandomUniformLike)";
+  let description = [{
+    As `amp.random_normal`, with `low + (high - low) * u`, u uniform in
+    [0, 1) (24 random bits).
+  }];
+  let arguments = (ins DefaultValuedAttr<F32Attr, "0.0f">:$low,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$high,
+                   OptionalAttr<F32Attr>:$seed);
+  let results = (outs AMP_FloatTensor:$output);
+  let assemblyFormat = "attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def AMP_BernoulliOp : AMP_InferredOp<"bernoulli", [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  let summary = "1 with probability p, else 0 (ONNX Bernoulli)";
+  let description = [{
+    Each element 1 with the probability the input gives there (which must
+    lie in [0, 1]: else the run fails naming it), drawn from the runtime's
+    generator as `amp.random_normal`. The gradient with respect to p is
+    zero, as torch.bernoulli's.
+  }];
+  let arguments = (ins AMP_FloatTensor:$input, OptionalAttr<F32Attr>:$seed);
+  let results = (outs AMP_FloatTensor:$output);
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise arithmetic
 //===----------------------------------------------------------------------===//
