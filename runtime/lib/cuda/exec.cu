@@ -2007,12 +2007,83 @@ struct MaxPoolGradF {
   }
 };
 
-/// Batch-norm statistics per channel: the mean and the inverse standard
-/// deviation used, and (training) the new running statistics.
+// Batch norm's per-channel sums, in parallel and in one order: each
+// channel's n * plane elements (batch item by batch item, in the plane's
+// order) split into parts of kBnChunk, each part summed in double by one
+// thread (BnPartsF), the parts then added in order by one thread per channel
+// (the same numbers on every run, and on the emulation).
+constexpr int64_t kBnChunk = 1024;
+
+/// Per (channel, part): two sums over the part's elements, by mode:
+/// 0: x (and 0); 1: (x - mu)^2 (and 0); 2: x and x^2; 3: dy and
+/// dy * (x - mu) * invStd.
+struct BnPartsF {
+  const void *x, *dy;
+  int32_t xt, dyt, mode;
+  int64_t c, plane, total, parts;
+  const double *mu, *invStd;
+  double *out; // [c * parts][2]
+  HD void operator()(int64_t idx) const {
+    int64_t ch = idx / parts, e0 = (idx % parts) * kBnChunk;
+    int64_t e1 = e0 + kBnChunk < total ? e0 + kBnChunk : total;
+    int64_t b = plane ? e0 / plane : 0, i = plane ? e0 % plane : 0;
+    double s0 = 0.0, s1 = 0.0, m = mu ? mu[ch] : 0.0, is = invStd ? invStd[ch] : 0.0;
+    for (int64_t e = e0; e < e1; ++e) {
+      int64_t o = (b * c + ch) * plane + i;
+      double v = ldF(x, xt, o);
+      if (mode == 0) {
+        s0 += v;
+      } else if (mode == 1) {
+        s0 += (v - m) * (v - m);
+      } else if (mode == 2) {
+        s0 += v;
+        s1 += v * v;
+      } else {
+        double d = ldF(dy, dyt, o);
+        s0 += d;
+        s1 += d * (v - m) * is;
+      }
+      if (++i == plane) {
+        i = 0;
+        ++b;
+      }
+    }
+    out[2 * idx] = s0;
+    out[2 * idx + 1] = s1;
+  }
+};
+
+/// Channel ch's parts added in order: sums[0], sums[1].
+HD inline void bnSums(const double *part, int64_t parts, int64_t ch, double *sums) {
+  sums[0] = sums[1] = 0.0;
+  for (int64_t p = 0; p < parts; ++p) {
+    sums[0] += part[2 * (ch * parts + p)];
+    sums[1] += part[2 * (ch * parts + p) + 1];
+  }
+}
+
+/// Training, after the parts of x: the mean.
+struct BnMeanF {
+  const double *part;
+  int64_t parts;
+  double count;
+  double *mu;
+  HD void operator()(int64_t ch) const {
+    double s[2];
+    bnSums(part, parts, ch, s);
+    mu[ch] = s[0] / count;
+  }
+};
+
+/// Batch-norm statistics per channel: the inverse standard deviation used
+/// and the running statistics (training: the variance from the parts of
+/// (x - mean)^2, the mean already in mu; inference: the given ones).
 struct BnStatsF {
-  const void *x, *mean, *var;
-  int32_t xt, mt, vt, training;
-  int64_t n, c, plane;
+  const void *mean, *var;
+  int32_t mt, vt, training;
+  const double *part;
+  int64_t parts;
+  double count;
   float eps, momentum;
   double *mu, *invStd;
   void *runMean, *runVar;
@@ -2021,17 +2092,10 @@ struct BnStatsF {
     double m, v;
     double oldMean = ldF(mean, mt, ch), oldVar = ldF(var, vt, ch);
     if (training) {
-      double cnt = (double)(n * plane), s = 0.0, q = 0.0;
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t i = 0; i < plane; ++i)
-          s += (double)ldF(x, xt, (b * c + ch) * plane + i);
-      m = s / cnt;
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t i = 0; i < plane; ++i) {
-          double dv = (double)ldF(x, xt, (b * c + ch) * plane + i) - m;
-          q += dv * dv;
-        }
-      v = q / cnt;
+      double s[2];
+      bnSums(part, parts, ch, s);
+      m = mu[ch];
+      v = s[0] / count;
       if (runMean)
         stF(runMean, rmt, ch, (float)(momentum * oldMean + (1.0 - momentum) * m));
       if (runVar)
@@ -2063,45 +2127,43 @@ struct BnApplyF {
   }
 };
 
-/// The batch-norm gradient's per-channel sums, statistics recomputed from x
-/// (amprt_batch_norm_grad_recompute).
+/// The batch-norm gradient's statistics recomputed from x (after the parts
+/// of x and x^2; amprt_batch_norm_grad_recompute), rounded to f32 first as
+/// on the CPU.
 struct BnGradStatsF {
-  const void *x, *dy;
-  int32_t xt, dyt;
-  int64_t n, c, plane;
+  const double *part;
+  int64_t parts;
+  double count;
   float eps;
-  double *mu, *invStd, *sdy, *sdyx;
+  double *mu, *invStd;
+  HD void operator()(int64_t ch) const {
+    double s[2];
+    bnSums(part, parts, ch, s);
+    double m = s[0] / count, var = s[1] / count - m * m;
+    if (var < 0.0)
+      var = 0.0;
+    mu[ch] = (float)m;
+    invStd[ch] = (float)(1.0 / sqrt(var + (double)eps));
+  }
+};
+
+/// The gradient's per-channel sums of dy and dy * xhat (after their parts),
+/// and dscale / dbias.
+struct BnGradSumsF {
+  const double *part;
+  int64_t parts;
+  double *sdy, *sdyx;
   void *dscale, *dbias;
   int32_t dst, dbt;
   HD void operator()(int64_t ch) const {
-    double cnt = (double)(n * plane), s = 0.0, s2 = 0.0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < plane; ++i) {
-        double v = ldF(x, xt, (b * c + ch) * plane + i);
-        s += v;
-        s2 += v * v;
-      }
-    double m = s / cnt, var = s2 / cnt - m * m;
-    if (var < 0.0)
-      var = 0.0;
-    // As the CPU runtime: the statistics rounded to f32 first.
-    double mf = (float)m, is = (float)(1.0 / sqrt(var + (double)eps));
-    double a = 0.0, b2 = 0.0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < plane; ++i) {
-        int64_t o = (b * c + ch) * plane + i;
-        double d = ldF(dy, dyt, o);
-        a += d;
-        b2 += d * ((double)ldF(x, xt, o) - mf) * is;
-      }
-    mu[ch] = mf;
-    invStd[ch] = is;
-    sdy[ch] = a;
-    sdyx[ch] = b2;
+    double s[2];
+    bnSums(part, parts, ch, s);
+    sdy[ch] = s[0];
+    sdyx[ch] = s[1];
     if (dscale)
-      stF(dscale, dst, ch, (float)b2);
+      stF(dscale, dst, ch, (float)s[1]);
     if (dbias)
-      stF(dbias, dbt, ch, (float)a);
+      stF(dbias, dbt, ch, (float)s[0]);
   }
 };
 
@@ -2797,12 +2859,23 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
   for (size_t k : {6, 7})
     if (t[k].data)
       AMPRT_CHECK(checkChannels(t[k], c, "a running statistic"));
+  int64_t total = n * plane, parts = std::max<int64_t>(1, (total + kBnChunk - 1) / kBnChunk);
+  bool training = a[2] != 0;
   void *buf;
-  AMPRT_CHECK(scratch(d, 5, (size_t)c * 16 + 16, &buf));
-  double *mu = static_cast<double *>(buf), *is = mu + c;
+  AMPRT_CHECK(scratch(d, 5, (size_t)c * 16 + (training ? (size_t)(c * parts) * 16 : 0) + 16, &buf));
+  double *mu = static_cast<double *>(buf), *is = mu + c, *part = is + c;
+  if (training) {
+    AMPRT_CHECK(each(&d, c * parts,
+                     BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 0, c, plane, total, parts, nullptr, nullptr, part},
+                     "batch_norm"));
+    AMPRT_CHECK(each(&d, c, BnMeanF{part, parts, (double)total, mu}, "batch_norm"));
+    AMPRT_CHECK(each(&d, c * parts,
+                     BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 1, c, plane, total, parts, mu, nullptr, part},
+                     "batch_norm"));
+  }
   AMPRT_CHECK(each(&d, c,
-                   BnStatsF{x.data, t[3].data, t[4].data, x.dtype, t[3].dtype, t[4].dtype, (int32_t)a[2], n, c,
-                            plane, (float)attrF(a, 0), (float)attrF(a, 1), mu, is, t[6].data, t[7].data,
+                   BnStatsF{t[3].data, t[4].data, t[3].dtype, t[4].dtype, training ? 1 : 0, part, parts,
+                            (double)total, (float)attrF(a, 0), (float)attrF(a, 1), mu, is, t[6].data, t[7].data,
                             t[6].dtype, t[7].dtype},
                    "batch_norm"));
   return each(&d, numel(x),
@@ -2821,13 +2894,20 @@ amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm_grad's x and dy");
   int64_t n = x.shape[0], c = x.shape[1], plane = n * c ? numel(x) / (n * c) : 0;
   AMPRT_CHECK(checkChannels(scale, c, "batch_norm_grad's scale"));
+  int64_t total = n * plane, parts = std::max<int64_t>(1, (total + kBnChunk - 1) / kBnChunk);
   void *buf;
-  AMPRT_CHECK(scratch(d, 5, (size_t)c * 32 + 32, &buf));
-  double *mu = static_cast<double *>(buf), *is = mu + c, *sdy = is + c, *sdyx = sdy + c;
+  AMPRT_CHECK(scratch(d, 5, (size_t)c * 32 + (size_t)(c * parts) * 16 + 32, &buf));
+  double *mu = static_cast<double *>(buf), *is = mu + c, *sdy = is + c, *sdyx = sdy + c, *part = sdyx + c;
+  AMPRT_CHECK(each(&d, c * parts,
+                   BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 2, c, plane, total, parts, nullptr, nullptr, part},
+                   "batch_norm_grad"));
+  AMPRT_CHECK(each(&d, c, BnGradStatsF{part, parts, (double)total, (float)attrF(a, 0), mu, is}, "batch_norm_grad"));
+  AMPRT_CHECK(each(&d, c * parts,
+                   BnPartsF{x.data, dy.data, x.dtype, dy.dtype, 3, c, plane, total, parts, mu, is, part},
+                   "batch_norm_grad"));
   AMPRT_CHECK(each(&d, c,
-                   BnGradStatsF{x.data, dy.data, x.dtype, dy.dtype, n, c, plane, (float)attrF(a, 0), mu, is, sdy,
-                                sdyx, a[2] ? t[4].data : nullptr, a[3] ? t[5].data : nullptr, t[4].dtype,
-                                t[5].dtype},
+                   BnGradSumsF{part, parts, sdy, sdyx, a[2] ? t[4].data : nullptr, a[3] ? t[5].data : nullptr,
+                               t[4].dtype, t[5].dtype},
                    "batch_norm_grad"));
   if (!a[1])
     return AMPRT_OK;
