@@ -11,7 +11,8 @@ training of the same module on the same batches.
    And bf16 with SGD against torch.autocast (bf16).
 3. A CNN with batch norm, AdamW, fp32: the trained parameters and the batch
    norm's running statistics (buffers: state every step's forward updates)
-   against PyTorch; torch's TransformerEncoderLayer, fp32 SGD.
+   against PyTorch; torch's TransformerEncoderLayer, fp32 SGD; a VAE
+   (torch.randn_like) with PyTorch given the program's own noise.
 4. Bad arguments: one clear error each.
 Fresh random data and weights each run (AMP_TEST_SEED repeats one).
 """
@@ -357,6 +358,59 @@ rows, rel, _, err, moved, _ = both_ways(
 check(rel <= 2e-2 and err <= 5e-2,
       f"the same in bf16 against torch.autocast bf16: worst relative loss difference {rel:.1e} "
       f"(tolerance 2e-2), parameters off by {err:.1e} of the largest update (tolerance 5e-2)")
+
+# A VAE (torch.randn_like: RandomNormalLike, the reparameterisation trick;
+# its loss inside the module), fp32 Adam. The reference replays the
+# program's own noise: the runtime's generator (xorshift64*, the training
+# program's default state when no --seed is given; Box-Muller in double on
+# two draws per element, row-major) reimplemented here, and PyTorch's
+# randn_like handing out those numbers in its training loop.
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.mu, self.lv, self.dec = nn.Linear(12, 16), nn.Linear(16, 4), nn.Linear(16, 4), nn.Linear(4, 12)
+
+    def forward(self, input):  # noqa: A002
+        h = torch.relu(self.enc(input))
+        mu, lv = self.mu(h), self.lv(h)
+        z = mu + torch.exp(0.5 * lv) * torch.randn_like(mu)
+        kl = -0.5 * torch.mean(1 + lv - mu * mu - torch.exp(lv))
+        return torch.mean((self.dec(z) - input) ** 2) + kl
+
+
+def runtime_normals(count, state=0x853C49E6748FEA9B):
+    """The first `count` standard normals the runtime's generator gives."""
+    m64, out = (1 << 64) - 1, np.empty(count, np.float32)
+    for i in range(count):
+        u = []
+        for _ in range(2):
+            state ^= state >> 12
+            state = (state ^ (state << 25)) & m64
+            state ^= state >> 27
+            u.append((((state * 0x2545F4914F6CDD1D) & m64) >> 40) * 2.0 ** -24)
+        out[i] = np.sqrt(-2.0 * np.log(1.0 - u[0])) * np.cos(6.283185307179586 * u[1])
+    return out
+
+
+steps_vae, batch_vae = 20, 16
+xv = torch.randn(64, 12)
+net = VAE()
+start, ref = copy.deepcopy(net), copy.deepcopy(net)
+rows = torch_bridge.fit(net, {"input": xv}, steps=steps_vae, batch=batch_vae, optimizer="adam", lr=0.01)
+noise = torch.from_numpy(runtime_normals(steps_vae * batch_vae * 4)).view(steps_vae, batch_vae, 4)
+drawn = iter(noise)
+real_randn_like = torch.randn_like
+torch.randn_like = lambda t, **kw: next(drawn).to(t.dtype)
+try:
+    tl, _ = torch_train(ref, {"input": xv}, steps_vae, batch_vae, lambda p: torch.optim.Adam(p, lr=0.01))
+finally:
+    torch.randn_like = real_randn_like
+err, moved = param_error(net, ref, start)
+rel = max(abs(r["loss"] - t) / abs(t) for r, t in zip(rows, tl))
+check(len(rows) == steps_vae and rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
+      f"a VAE (torch.randn_like), fp32 Adam, PyTorch given the runtime's noise: worst relative loss "
+      f"difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update "
+      f"(tolerance 1e-4)")
 
 # 4. Bad arguments.
 bad = [
