@@ -204,6 +204,58 @@ check(rel <= 1e-5 and err <= 1e-3,
       f"nn.TransformerEncoderLayer (4 heads) + Linear, fp32 SGD, 6 steps: worst relative loss difference "
       f"{rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update (tolerance 1e-3)")
 
+# 3b'. The building blocks of torchvision's ViT, MobileNet / ShuffleNet and
+# EfficientNet / RegNet: a class token expanded with -1 (exported as
+# Shape / Equal / Where arithmetic on constants, folded at import), a
+# learned position embedding, attention; a depthwise convolution, a channel
+# shuffle (view / transpose / view), squeeze-and-excitation (a mean, 1x1
+# convolutions, SiLU, sigmoid, a product), a residual add. fp32 SGD.
+class TinyViT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 16, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, 16) * 0.1)
+        self.pos = nn.Parameter(torch.randn(1, 5, 16) * 0.1)
+        self.enc = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, input):  # noqa: A002
+        h = self.patch(input).flatten(2).transpose(1, 2)
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        return self.head(self.enc(h)[:, 0])
+
+
+class MobileBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.se1, self.se2 = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1)
+        self.pw = nn.Conv2d(8, 8, 1)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, input):  # noqa: A002
+        h = F.silu(self.stem(input))
+        b, c, hh, ww = h.shape
+        h = h.view(b, 2, c // 2, hh, ww).transpose(1, 2).reshape(b, c, hh, ww)  # channel shuffle
+        d = F.silu(self.dw(h))
+        s = torch.sigmoid(self.se2(F.silu(self.se1(d.mean(dim=(2, 3), keepdim=True)))))
+        h = h + self.pw(d * s)
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+ximg2 = torch.randn(32, 3, 8, 8)
+yimg2 = torch.randint(0, 4, (32,))
+for make, what in ((TinyViT, "a ViT (class token expanded with -1, position embedding, attention)"),
+                   (MobileBlocks, "depthwise convolution, channel shuffle, squeeze-and-excitation, SiLU, "
+                                  "residual")):
+    rows, rel, _, err, moved, _ = both_ways(
+        make, {"input": ximg2, "labels": yimg2}, 6, 8, dict(loss_fn="cross_entropy", lr=0.05),
+        lambda p: torch.optim.SGD(p, lr=0.05))
+    check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
+          f"{what}, fp32 SGD: worst relative loss difference {rel:.1e} (tolerance 1e-5), parameters off by "
+          f"{err:.1e} of the largest update (tolerance 1e-4)")
+
 # 3c. ReLU6 and torch.clamp / torch.maximum (exported as Clip and Max), fp32.
 class Clamped(nn.Module):
     def __init__(self):

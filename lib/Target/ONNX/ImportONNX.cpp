@@ -1541,9 +1541,62 @@ LogicalResult foldFloatConcat(NodeCtx &n) {
 /// Integer constant folding for the small shape subgraphs exporters emit.
 /// Returns success() with the output bound when it folded, failure() when
 /// it did not apply (the node is then imported as an op).
+static HostTensor makeBool(std::vector<int64_t> shape, const std::vector<int64_t> &values) {
+  HostTensor t;
+  t.dtype = onnx::TensorProto::BOOL;
+  t.shape = std::move(shape);
+  t.bytes = std::make_shared<std::string>(values.size(), '\0');
+  for (size_t i = 0; i < values.size(); ++i)
+    (*t.bytes)[i] = values[i] != 0;
+  return t;
+}
+
+/// numpy broadcasting of small constants: the result's shape and, per
+/// operand, the flat index of its element for each result element.
+static bool broadcastConsts(ArrayRef<const HostTensor *> ts, std::vector<int64_t> &shape,
+                            std::vector<std::vector<int64_t>> &index) {
+  size_t rank = 0;
+  for (const HostTensor *t : ts)
+    rank = std::max(rank, t->shape.size());
+  shape.assign(rank, 1);
+  for (const HostTensor *t : ts)
+    for (size_t k = 0; k < t->shape.size(); ++k) {
+      int64_t d = t->shape[k], &o = shape[rank - t->shape.size() + k];
+      if (d != 1 && o != 1 && d != o)
+        return false;
+      if (d != 1)
+        o = d;
+    }
+  int64_t total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  if (total > (1 << 16))
+    return false; // shape arithmetic only
+  index.assign(ts.size(), std::vector<int64_t>(total));
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < total; ++e) {
+    for (size_t q = 0; q < ts.size(); ++q) {
+      const auto &sh = ts[q]->shape;
+      int64_t off = 0;
+      for (size_t k = 0; k < sh.size(); ++k)
+        off = off * sh[k] + (sh[k] == 1 ? 0 : idx[rank - sh.size() + k]);
+      index[q][e] = off;
+    }
+    for (int64_t d = (int64_t)rank - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return true;
+}
+
 LogicalResult foldIntegerNode(NodeCtx &n) {
   const std::string &op = n.node.op_type();
   std::vector<const HostTensor *> in;
+  // Boolean constants take part where the op is about them (comparisons'
+  // results feeding a Where: torch's expand(-1) pattern).
+  bool boolOp = op == "Where" || op == "Not" || op == "And" || op == "Or" || op == "Xor";
   for (int i = 0; i < n.node.input_size(); ++i) {
     if (n.node.input(i).empty()) {
       in.push_back(nullptr);
@@ -1553,13 +1606,53 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     if (it == n.im.consts.end())
       return failure();
     int32_t dt = it->second.dtype;
-    if (dt != onnx::TensorProto::INT64 && dt != onnx::TensorProto::INT32)
+    bool isBool = dt == onnx::TensorProto::BOOL;
+    if (dt != onnx::TensorProto::INT64 && dt != onnx::TensorProto::INT32 && !(isBool && boolOp))
       return failure();
+    if (boolOp && isBool != (op != "Where" || i == 0))
+      return failure(); // Where: a boolean condition and integer values; the others all boolean
     in.push_back(&it->second);
   }
   if (in.empty() || !in[0])
     return failure();
   auto vals = [](const HostTensor *t) { return t->toInt64(); };
+  bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+                 op == "GreaterOrEqual";
+  if ((compare || op == "And" || op == "Or" || op == "Xor" || op == "Where") &&
+      llvm::all_of(in, [](const HostTensor *t) { return t != nullptr; }) &&
+      in.size() == (op == "Where" ? 3u : 2u)) {
+    std::vector<int64_t> shape;
+    std::vector<std::vector<int64_t>> index;
+    if (!broadcastConsts(in, shape, index))
+      return failure();
+    std::vector<std::vector<int64_t>> v;
+    for (const HostTensor *t : in)
+      v.push_back(vals(t));
+    std::vector<int64_t> r(index[0].size());
+    for (size_t e = 0; e < r.size(); ++e) {
+      int64_t p = v[0][index[0][e]], q = v[1][index[1][e]];
+      if (op == "Equal") r[e] = p == q;
+      else if (op == "Less") r[e] = p < q;
+      else if (op == "Greater") r[e] = p > q;
+      else if (op == "LessOrEqual") r[e] = p <= q;
+      else if (op == "GreaterOrEqual") r[e] = p >= q;
+      else if (op == "And") r[e] = p && q;
+      else if (op == "Or") r[e] = p || q;
+      else if (op == "Xor") r[e] = (p != 0) != (q != 0);
+      else r[e] = p ? q : v[2][index[2][e]];
+    }
+    n.setConstOutput(0, op == "Where" ? makeInt64(shape, r) : makeBool(shape, r));
+    return success();
+  }
+  if (op == "Not") {
+    auto v = vals(in[0]);
+    for (int64_t &x : v)
+      x = !x;
+    n.setConstOutput(0, makeBool(in[0]->shape, v));
+    return success();
+  }
+  if (boolOp)
+    return failure();
   if (op == "Identity") {
     n.setConstOutput(0, *in[0]);
     return success();

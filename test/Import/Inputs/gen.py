@@ -717,6 +717,30 @@ def dft_big():
     return model(n, [vi("x", TP.FLOAT, [1, 4096, 1])], [vi("y", TP.FLOAT, None)], opset=17)
 
 
+def expand_minus_one():
+    """torch's x.expand(3, -1, -1) as the TorchScript exporter writes it: the
+    target shape [3, -1, -1] turned into [3, 1, 1] by Equal / Where on
+    constants (ConstantOfShape of Shape, Mul), then Expand; and an And / Not /
+    Less of constant masks selecting between two shapes."""
+    c = lambda name, v: H.make_node("Constant", [], [name], value=NH.from_array(np.array(v, np.int64), name))
+    n = [c("target", [3, -1, -1]), c("minus", -1),
+         H.make_node("Shape", ["target"], ["tshape"]),
+         H.make_node("ConstantOfShape", ["tshape"], ["ones"], value=NH.from_array(np.array([1], np.int64))),
+         H.make_node("Mul", ["ones", "minus"], ["neg"]),
+         H.make_node("Equal", ["target", "neg"], ["is_neg"]),
+         H.make_node("Where", ["is_neg", "ones", "target"], ["shape"]),
+         H.make_node("Expand", ["x", "shape"], ["y"], name="expand"),
+         c("a", [2, 8]), c("b", [4, 4]),
+         H.make_node("Less", ["a", "b"], ["lt"]),
+         H.make_node("Not", ["lt"], ["ge"]),
+         H.make_node("And", ["ge", "lt"], ["never"]),
+         H.make_node("Or", ["never", "lt"], ["pick"]),
+         H.make_node("Where", ["pick", "a", "b"], ["shape2"]),  # [2, 4]
+         H.make_node("Reshape", ["z", "shape2"], ["w"], name="reshape")]
+    return model(n, [vi("x", TP.FLOAT, [1, 2, 4]), vi("z", TP.FLOAT, [8])],
+                 [vi("y", TP.FLOAT, None), vi("w", TP.FLOAT, None)], opset=17)
+
+
 def random_ops():
     """RandomNormal / RandomUniform and their Like forms, Bernoulli (f32 and
     with an INT64 dtype), as the exporters write them."""
