@@ -34,9 +34,13 @@ test: build
 docs:
 	@scripts/gen-docs.sh
 
-# The peers of the benchmarks in bench/ (TVM, onnxruntime): optional.
+# The peers of the benchmarks in bench/ (TVM, onnxruntime): optional. And
+# torchvision's model definitions for bench/torchvision_zoo.py, without its
+# dependencies (its wheels pin an older torch than the venv's; the models
+# are Python and need none of torchvision's compiled ops).
 bench-deps: setup
 	.venv/bin/python -m pip install -q -r bench/requirements.txt
+	.venv/bin/python -c 'import torchvision' 2>/dev/null || .venv/bin/python -m pip install -q --no-deps torchvision==0.29.2
 
 clean:
 	rm -rf $(BUILD)

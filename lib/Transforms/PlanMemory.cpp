@@ -157,12 +157,36 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
       owned.push_back(r);
     }
   }
+  // amp.unscale_and_check works in place: an output takes its gradient's
+  // bytes when the check is the gradient's last reader and the two have one
+  // size (an f32 gradient; with loss scaling "none" the kernel then only
+  // reads). The output's readers extend the gradient's interval.
+  DenseMap<Value, Value> sharesWith;
+  for (Operation &op : block) {
+    auto u = dyn_cast<UnscaleAndCheckOp>(&op);
+    if (!u)
+      continue;
+    for (auto [g, out] : llvm::zip(u.getGrads(), u.getUnscaled())) {
+      Value r = root(g);
+      if (!defAt.count(r) || sharesWith.count(r) || lastAt[r] != defAt[out] ||
+          *tensorBytes(r.getType()) != *tensorBytes(out.getType()) ||
+          *tensorBytes(r.getType(), true) != *tensorBytes(out.getType(), true))
+        continue;
+      sharesWith[r] = out;
+      sharesWith[out] = r;
+      lastAt[r] = std::max(lastAt[r], lastAt[out]);
+      llvm::erase(owned, out);
+    }
+  }
   for (bool asF32 : {false, true}) {
     std::vector<Interval> ivs;
     for (Value v : owned)
       ivs.push_back({v, defAt[v], lastAt[v], *tensorBytes(v.getType(), asF32)});
     DenseMap<Value, int64_t> offsets;
     int64_t peak = place(ivs, offsets);
+    for (Value v : owned)
+      if (auto it = sharesWith.find(v); it != sharesWith.end())
+        offsets[it->second] = offsets[v];
     if (asF32) {
       plan.arenaBytesIfF32 = peak;
     } else {

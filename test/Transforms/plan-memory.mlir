@@ -53,3 +53,24 @@ func.func @low(%x: tensor<4x64xf16>) -> tensor<4x64xf16> {
   %1 = amp.tanh %0 : tensor<4x64xf16>
   return %1 : tensor<4x64xf16>
 }
+
+// -----
+
+// amp.unscale_and_check works in place: an f32 gradient the check reads last
+// shares its bytes with its output; a gradient read again later, and an f16
+// one (its output is f32: other bytes), get their own slots.
+// CHECK-LABEL: func @unscale_in_place
+// CHECK: amp.tanh %{{.+}} {amp.slots = array<i64: 0>}
+// CHECK: amp.sigmoid %{{.+}} {amp.slots = array<i64: 1024>}
+// CHECK: amp.cast %{{.+}} {amp.slots = array<i64: 2048>}
+// CHECK: amp.unscale_and_check {{.+}} {amp.slots = array<i64: 0, 2560, 3584, 4608>}
+// CHECK: amp.add %{{.+}} {amp.slots = array<i64: 4672>}
+func.func @unscale_in_place(%x: tensor<4x64xf32>, %s: tensor<f32>)
+    -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<i1>) {
+  %g0 = amp.tanh %x : tensor<4x64xf32>
+  %g1 = amp.sigmoid %x : tensor<4x64xf32>
+  %g2 = amp.cast %x : tensor<4x64xf32> to tensor<4x64xf16>
+  %u:3, %f = amp.unscale_and_check %g0, %g1, %g2 scale %s : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf16> -> tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>
+  %late = amp.add %g1, %u#1 : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %u#0, %late, %u#2, %f : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<i1>
+}

@@ -10,7 +10,9 @@
 
 #include "internal.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
 
 using namespace amprt;
 
@@ -64,25 +66,49 @@ extern "C" amprt_status amprt_unscale_and_check(amprt_context *,
                   k, amprt_dtype_name(g->dtype), shapeString(g).c_str());
     int64_t len = amprt_tensor_numel(g);
     float *dst = static_cast<float *>(o->data);
-    uint32_t acc = 0;
-    if (g->dtype == AMPRT_F32) {
+    std::atomic<uint32_t> any{0};
+    // Pieces on the threads; the check is an OR, the same whatever the split.
+    if (g->dtype == AMPRT_F32 && dst == g->data && inv == 1.0f) {
+      // In place with scale 1 (loss scaling "none": the inf check alone).
       const float *src = static_cast<const float *>(g->data);
-      for (int64_t i = 0; i < len; ++i) {
-        uint32_t b;
-        std::memcpy(&b, &src[i], 4);
-        acc |= (b & 0x7f800000u) == 0x7f800000u;
-        dst[i] = src[i] * inv;
-      }
+      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
+        uint32_t acc = 0;
+        for (int64_t i = b0; i < e0; ++i) {
+          uint32_t b;
+          std::memcpy(&b, &src[i], 4);
+          acc |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+        if (acc)
+          any.store(1, std::memory_order_relaxed);
+      });
+    } else if (g->dtype == AMPRT_F32) {
+      const float *src = static_cast<const float *>(g->data);
+      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
+        uint32_t acc = 0;
+        for (int64_t i = b0; i < e0; ++i) {
+          uint32_t b;
+          std::memcpy(&b, &src[i], 4);
+          acc |= (b & 0x7f800000u) == 0x7f800000u;
+          dst[i] = src[i] * inv;
+        }
+        if (acc)
+          any.store(1, std::memory_order_relaxed);
+      });
     } else {
       const uint16_t *src = static_cast<const uint16_t *>(g->data);
-      for (int64_t i = 0; i < len; ++i) {
-        float v = g->dtype == AMPRT_F16 ? amprt_f16_to_f32(src[i])
-                                        : amprt_bf16_to_f32(src[i]);
-        acc |= nonFinite(v);
-        dst[i] = v * inv;
-      }
+      bool f16 = g->dtype == AMPRT_F16;
+      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
+        uint32_t acc = 0;
+        for (int64_t i = b0; i < e0; ++i) {
+          float v = f16 ? amprt_f16_to_f32(src[i]) : amprt_bf16_to_f32(src[i]);
+          acc |= nonFinite(v);
+          dst[i] = v * inv;
+        }
+        if (acc)
+          any.store(1, std::memory_order_relaxed);
+      });
     }
-    bad |= acc != 0;
+    bad |= any.load() != 0;
   }
   if (bad)
     *found_inf = 1.0f;
@@ -215,16 +241,26 @@ extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *
   float *b = buf ? static_cast<float *>(buf->data) : nullptr;
   int64_t len = amprt_tensor_numel(param);
   bool first = *step == 0;
-  for (int64_t i = 0; i < len; ++i) {
-    float d = g[i];
-    if (cfg->weight_decay != 0.0f)
-      d = d + cfg->weight_decay * p[i];
-    if (cfg->momentum != 0.0f) {
-      b[i] = first ? d : b[i] * cfg->momentum + (1.0f - cfg->dampening) * d;
-      d = cfg->nesterov ? d + cfg->momentum * b[i] : b[i];
+  const amprt_sgd_config c = *cfg;
+  // Element by element (the same arithmetic on every piece of the split).
+  parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
+    if (c.weight_decay == 0.0f && c.momentum == 0.0f) {
+      float nlr = -c.lr;
+      for (int64_t i = b0; i < e0; ++i)
+        p[i] = p[i] + nlr * g[i];
+      return;
     }
-    p[i] = p[i] + (-cfg->lr) * d;
-  }
+    for (int64_t i = b0; i < e0; ++i) {
+      float d = g[i];
+      if (c.weight_decay != 0.0f)
+        d = d + c.weight_decay * p[i];
+      if (c.momentum != 0.0f) {
+        b[i] = first ? d : b[i] * c.momentum + (1.0f - c.dampening) * d;
+        d = c.nesterov ? d + c.momentum * b[i] : b[i];
+      }
+      p[i] = p[i] + (-c.lr) * d;
+    }
+  });
   return AMPRT_OK;
 }
 
@@ -280,20 +316,23 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
   float bc2Sqrt = (float)std::sqrt(bc2);
   float w1 = 1.0f - cfg->beta1, w2 = 1.0f - cfg->beta2;
   float decay = (float)(1.0 - (double)cfg->lr * (double)cfg->weight_decay);
-  for (int64_t i = 0; i < len; ++i) {
-    float gi = g[i];
-    if (cfg->weight_decay != 0.0f) {
-      if (cfg->decoupled)
-        p[i] = p[i] * decay;
-      else
-        gi = gi + cfg->weight_decay * p[i];
+  const amprt_adam_config c = *cfg;
+  parallelFor(len, 1 << 15, 16, [&](int64_t b0, int64_t e0) {
+    for (int64_t i = b0; i < e0; ++i) {
+      float gi = g[i];
+      if (c.weight_decay != 0.0f) {
+        if (c.decoupled)
+          p[i] = p[i] * decay;
+        else
+          gi = gi + c.weight_decay * p[i];
+      }
+      // lerp as PyTorch computes it (weight < 0.5 form).
+      m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
+      v[i] = v[i] * c.beta2 + w2 * gi * gi;
+      float denom = std::sqrt(v[i]) / bc2Sqrt + c.eps;
+      p[i] = p[i] + (-stepSize) * (m[i] / denom);
     }
-    // lerp as PyTorch computes it (weight < 0.5 form).
-    m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
-    v[i] = v[i] * cfg->beta2 + w2 * gi * gi;
-    float denom = std::sqrt(v[i]) / bc2Sqrt + cfg->eps;
-    p[i] = p[i] + (-stepSize) * (m[i] / denom);
-  }
+  });
   return AMPRT_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -97,17 +98,20 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
     AMPRT_CHECK(amprt_max_pool(nullptr, &x32, p, &y32, indices));
     return storeFromF32(y32, y);
   }
-  // 2-D f32 without padding or dilation (the common CNN case): the same
-  // comparisons (first maximum wins, a NaN wins) in plain loops.
+  // 2-D f32 without dilation (the common CNN case): the same comparisons
+  // (first maximum wins, a NaN wins) in plain loops over each window's
+  // positions inside the input (padding never wins; a window with none
+  // gives -inf and index -1, as the generic loop).
   if (p->spatial == 2 && x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 &&
-      p->storage_order == 0 && w.d[0] == 1 && w.d[1] == 1 && w.pb[0] == 0 && w.pb[1] == 0 &&
-      (w.out[0] - 1) * w.s[0] + w.k[0] <= w.in[0] &&
-      (w.out[1] - 1) * w.s[1] + w.k[1] <= w.in[1]) {
+      p->storage_order == 0 && w.d[0] == 1 && w.d[1] == 1) {
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
     int64_t *ip = indices ? static_cast<int64_t *>(indices->data) : nullptr;
     int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];
-    bool k2s2 = w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2;
+    // Every window inside the input: the 2x2 stride-2 vector path applies.
+    bool inner = w.pb[0] == 0 && w.pb[1] == 0 && (OH - 1) * w.s[0] + w.k[0] <= H &&
+                 (OW - 1) * w.s[1] + w.k[1] <= W;
+    bool k2s2 = inner && w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2;
     // Planes on the threads (each plane's outputs are its own).
     parallelFor(w.n * w.c, std::max<int64_t>(1, 16384 / std::max<int64_t>(H * W, 1)), 1,
                 [&](int64_t nc0, int64_t nc1) {
@@ -149,16 +153,26 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
             }
           }
 #endif
+        int64_t h0 = oh * w.s[0] - w.pb[0];
+        int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
         for (; ow < OW; ++ow) {
-          int64_t h0 = oh * w.s[0], w0 = ow * w.s[1];
-          int64_t arg = h0 * W + w0;
+          int64_t w0 = ow * w.s[1] - w.pb[1];
+          int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(w.k[1], W - w0);
+          int64_t o = (nc * OH + oh) * OW + ow;
+          if (kh0 >= kh1 || kw0 >= kw1) { // only padding
+            yp[o] = -std::numeric_limits<float>::infinity();
+            if (ip)
+              ip[o] = -1;
+            continue;
+          }
+          int64_t arg = (h0 + kh0) * W + w0 + kw0;
           float best = plane[arg];
           bool nan = best != best;
           // Selects instead of branches (the larger of random values is a
           // coin flip for the branch predictor): the first NaN wins, else
           // the first maximum.
-          for (int64_t kh = 0; kh < w.k[0]; ++kh)
-            for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+          for (int64_t kh = kh0; kh < kh1; ++kh)
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
               int64_t i = (h0 + kh) * W + w0 + kw;
               float v = plane[i];
               bool take = !nan && (v != v || v > best);
@@ -166,7 +180,6 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
               arg = take ? i : arg;
               nan = nan || v != v;
             }
-          int64_t o = (nc * OH + oh) * OW + ow;
           yp[o] = best;
           if (ip)
             ip[o] = nc * H * W + arg;

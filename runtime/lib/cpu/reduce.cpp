@@ -662,71 +662,125 @@ extern "C" amprt_status amprt_batch_norm(
                   "amprt_batch_norm: saved statistics must be f32 [%lld]",
                   (long long)c);
   int64_t m = n * inner;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double mu, variance;
-    double oldMean = loadF(mean->data, mean->dtype, ch);
-    double oldVar = loadF(var->data, var->dtype, ch);
-    if (training) {
-      double sum = 0.0;
-      const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
-      for (int64_t b = 0; b < n; ++b) {
-        if (xf) {
-          sum += sumF32(xf + (b * c + ch) * inner, inner);
-          continue;
+  // Channels on the threads (each channel's statistics and outputs are its own).
+  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(m, 1)), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double mu, variance;
+      double oldMean = loadF(mean->data, mean->dtype, ch);
+      double oldVar = loadF(var->data, var->dtype, ch);
+      if (training) {
+        double sum = 0.0;
+        const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
+        for (int64_t b = 0; b < n; ++b) {
+          if (xf) {
+            sum += sumF32(xf + (b * c + ch) * inner, inner);
+            continue;
+          }
+          for (int64_t i = 0; i < inner; ++i)
+            sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
         }
-        for (int64_t i = 0; i < inner; ++i)
-          sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+        mu = sum / m;
+        double sq = 0.0;
+        for (int64_t b = 0; b < n; ++b) {
+          if (xf) {
+            sq += sumSqDevF32(xf + (b * c + ch) * inner, inner, mu);
+            continue;
+          }
+          for (int64_t i = 0; i < inner; ++i) {
+            double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
+            sq += d * d;
+          }
+        }
+        variance = sq / m;
+        if (running_mean)
+          storeF(running_mean->data, running_mean->dtype, ch,
+                 (float)(momentum * oldMean + (1.0 - momentum) * mu));
+        if (running_var)
+          storeF(running_var->data, running_var->dtype, ch,
+                 (float)(momentum * oldVar + (1.0 - momentum) * variance));
+      } else {
+        mu = oldMean;
+        variance = oldVar;
+        if (running_mean)
+          storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
+        if (running_var)
+          storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
       }
-      mu = sum / m;
-      double sq = 0.0;
-      for (int64_t b = 0; b < n; ++b) {
-        if (xf) {
-          sq += sumSqDevF32(xf + (b * c + ch) * inner, inner, mu);
-          continue;
-        }
-        for (int64_t i = 0; i < inner; ++i) {
-          double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
-          sq += d * d;
-        }
+      double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
+      if (save_mean)
+        static_cast<float *>(save_mean->data)[ch] = (float)mu;
+      if (save_inv_std)
+        static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
+      double g = loadF(scale->data, scale->dtype, ch);
+      double bb = loadF(bias->data, bias->dtype, ch);
+      if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
+        for (int64_t b = 0; b < n; ++b)
+          normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
+                       static_cast<float *>(y->data) + (b * c + ch) * inner, inner, mu, invStd,
+                       g, bb);
+        continue;
       }
-      variance = sq / m;
-      if (running_mean)
-        storeF(running_mean->data, running_mean->dtype, ch,
-               (float)(momentum * oldMean + (1.0 - momentum) * mu));
-      if (running_var)
-        storeF(running_var->data, running_var->dtype, ch,
-               (float)(momentum * oldVar + (1.0 - momentum) * variance));
-    } else {
-      mu = oldMean;
-      variance = oldVar;
-      if (running_mean)
-        storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
-      if (running_var)
-        storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
-    }
-    double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
-    if (save_mean)
-      static_cast<float *>(save_mean->data)[ch] = (float)mu;
-    if (save_inv_std)
-      static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
-    double g = loadF(scale->data, scale->dtype, ch);
-    double bb = loadF(bias->data, bias->dtype, ch);
-    if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
       for (int64_t b = 0; b < n; ++b)
-        normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
-                     static_cast<float *>(y->data) + (b * c + ch) * inner, inner, mu, invStd,
-                     g, bb);
-      continue;
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t o = (b * c + ch) * inner + i;
+          storeF(y->data, y->dtype, o,
+                 (float)((loadF(x->data, x->dtype, o) - mu) * invStd * g + bb));
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t o = (b * c + ch) * inner + i;
-        storeF(y->data, y->dtype, o,
-               (float)((loadF(x->data, x->dtype, o) - mu) * invStd * g + bb));
-      }
-  }
+  });
   return AMPRT_OK;
 }
+
+namespace {
+/// Sums of dy and dy * (x - mu) over a row, in double with eight partial
+/// sums each (no single dependency chain).
+AMPRT_CLONES void bnGradSums(const float *x, const float *dy, int64_t n, double mu, double *out) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      double d = dy[i + k];
+      a[k] += d;
+      q[k] += d * ((double)x[i + k] - mu);
+    }
+  for (; i < n; ++i) {
+    double d = dy[i];
+    a[i & 7] += d;
+    q[i & 7] += d * ((double)x[i] - mu);
+  }
+  out[0] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  out[1] = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
+
+/// dx = g * is / m * (m * dy - sdy - xhat * sdyx) over a row, in double.
+AMPRT_CLONES void bnGradDx(const float *x, const float *dy, float *dx, int64_t n, double mu, double is,
+                           double g, double m, double sdy, double sdyx) {
+  double k = g * is / m;
+  for (int64_t i = 0; i < n; ++i) {
+    double xhat = ((double)x[i] - mu) * is;
+    dx[i] = (float)(k * (m * (double)dy[i] - sdy - xhat * sdyx));
+  }
+}
+
+/// Sum and sum of squares of a row, in double with eight partial sums each.
+AMPRT_CLONES void sumAndSquares(const float *x, int64_t n, double *out) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      double v = x[i + k];
+      a[k] += v;
+      q[k] += v * v;
+    }
+  for (; i < n; ++i) {
+    double v = x[i];
+    a[i & 7] += v;
+    q[i & 7] += v * v;
+  }
+  out[0] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  out[1] = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
+} // namespace
 
 extern "C" amprt_status amprt_batch_norm_grad(
     amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
@@ -746,32 +800,55 @@ extern "C" amprt_status amprt_batch_norm_grad(
   AMPRT_CHECK(checkChannel(save_mean, c, "amprt_batch_norm_grad: save_mean"));
   AMPRT_CHECK(checkChannel(save_inv_std, c, "amprt_batch_norm_grad: save_inv_std"));
   double m = (double)n * inner;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double mu = loadF(save_mean->data, save_mean->dtype, ch);
-    double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
-    double g = loadF(scale->data, scale->dtype, ch);
-    double sdy = 0.0, sdyx = 0.0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t o = (b * c + ch) * inner + i;
-        double d = loadF(dy->data, dy->dtype, o);
-        sdy += d;
-        sdyx += d * (loadF(x->data, x->dtype, o) - mu) * is;
+  bool typed = x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && (!dx || dx->dtype == AMPRT_F32);
+  // Channels on the threads (each channel's sums and dx are its own).
+  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double mu = loadF(save_mean->data, save_mean->dtype, ch);
+      double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
+      double g = loadF(scale->data, scale->dtype, ch);
+      double sdy = 0.0, sdyx = 0.0;
+      if (typed) {
+        const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
+        for (int64_t b = 0; b < n; ++b) {
+          double r[2];
+          bnGradSums(xf + (b * c + ch) * inner, df + (b * c + ch) * inner, inner, mu, r);
+          sdy += r[0];
+          sdyx += r[1];
+        }
+        sdyx *= is;
+      } else {
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t o = (b * c + ch) * inner + i;
+            double d = loadF(dy->data, dy->dtype, o);
+            sdy += d;
+            sdyx += d * (loadF(x->data, x->dtype, o) - mu) * is;
+          }
       }
-    if (dscale)
-      storeF(dscale->data, dscale->dtype, ch, (float)sdyx);
-    if (dbias)
-      storeF(dbias->data, dbias->dtype, ch, (float)sdy);
-    if (dx)
+      if (dscale)
+        storeF(dscale->data, dscale->dtype, ch, (float)sdyx);
+      if (dbias)
+        storeF(dbias->data, dbias->dtype, ch, (float)sdy);
+      if (!dx)
+        continue;
+      if (typed) {
+        for (int64_t b = 0; b < n; ++b) {
+          int64_t o = (b * c + ch) * inner;
+          bnGradDx(static_cast<const float *>(x->data) + o, static_cast<const float *>(dy->data) + o,
+                   static_cast<float *>(dx->data) + o, inner, mu, is, g, m, sdy, sdyx);
+        }
+        continue;
+      }
       for (int64_t b = 0; b < n; ++b)
         for (int64_t i = 0; i < inner; ++i) {
           int64_t o = (b * c + ch) * inner + i;
           double xhat = (loadF(x->data, x->dtype, o) - mu) * is;
           double d = loadF(dy->data, dy->dtype, o);
-          storeF(dx->data, dx->dtype, o,
-                 (float)(g * is / m * (m * d - sdy - xhat * sdyx)));
+          storeF(dx->data, dx->dtype, o, (float)(g * is / m * (m * d - sdy - xhat * sdyx)));
         }
-  }
+    }
+  });
   return AMPRT_OK;
 }
 
@@ -789,18 +866,28 @@ extern "C" amprt_status amprt_batch_norm_grad_recompute(
   // The batch statistics as amprt_batch_norm computes them (biased variance).
   std::vector<float> mean(c), invStd(c);
   double m = (double)n * inner;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double s = 0.0, s2 = 0.0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < inner; ++i) {
-        double v = loadF(x->data, x->dtype, (b * c + ch) * inner + i);
-        s += v;
-        s2 += v * v;
+  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double s = 0.0, s2 = 0.0;
+      for (int64_t b = 0; b < n; ++b) {
+        if (x->dtype == AMPRT_F32) {
+          double r[2];
+          sumAndSquares(static_cast<const float *>(x->data) + (b * c + ch) * inner, inner, r);
+          s += r[0];
+          s2 += r[1];
+          continue;
+        }
+        for (int64_t i = 0; i < inner; ++i) {
+          double v = loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+          s += v;
+          s2 += v * v;
+        }
       }
-    double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
-    mean[ch] = (float)mu;
-    invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
-  }
+      double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
+      mean[ch] = (float)mu;
+      invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
+    }
+  });
   int64_t cs[1] = {c};
   amprt_tensor mt = amprt_tensor_make(mean.data(), AMPRT_F32, 1, cs);
   amprt_tensor it = amprt_tensor_make(invStd.data(), AMPRT_F32, 1, cs);

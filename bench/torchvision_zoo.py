@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""torchvision's models trained through amp_mlir.torch_bridge.fit against
+PyTorch on the CPU: does each one import, compile and train, are its
+gradients right, and how fast is its training step.
+
+    make bench-deps        # once: onnxruntime, TVM and torchvision (--no-deps)
+    .venv/bin/python bench/torchvision_zoo.py [--models resnet18,vit] [--steps 12]
+                                               [--batch 8] [--size 64]
+
+For each model (dropout and stochastic depth off, so that both sides run
+the same function; 10 classes; random images of --size pixels):
+
+1. Gradients: one SGD step (lr 0.1) by fit in fp32, and by PyTorch in fp32
+   and in float64; the error of each fp32 update against float64's, as a
+   fraction of the largest update. Ours should be of the order of PyTorch's
+   own fp32 error (a parameter whose exact gradient is zero, such as a batch
+   norm's bias feeding a 1x1 convolution and another batch norm, gets
+   rounding noise on both sides).
+2. Step time: the median over the steps after the first three of `./train`'s
+   own per-step time (forward, backward, update; the batch feed excluded),
+   against PyTorch's eager step (zero_grad, forward, backward, SGD step), in
+   fp32 and bf16 (PyTorch under torch.autocast("cpu", bfloat16)), measured in
+   the same run on the same machine.
+
+Prints one line per model as it goes and a table last.
+"""
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from amp_mlir import torch_bridge  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def models(size):
+    import torchvision.models as tv
+    vit = dict(image_size=size, patch_size=size // 4, num_layers=4, num_heads=4, hidden_dim=128, mlp_dim=256)
+    return {
+        "resnet18": lambda: tv.resnet18(num_classes=10),
+        "resnet50": lambda: tv.resnet50(num_classes=10),
+        "mobilenet_v2": lambda: tv.mobilenet_v2(num_classes=10),
+        "shufflenet_v2_x0_5": lambda: tv.shufflenet_v2_x0_5(num_classes=10),
+        "squeezenet1_1": lambda: tv.squeezenet1_1(num_classes=10),
+        "efficientnet_b0": lambda: tv.efficientnet_b0(num_classes=10),
+        "regnet_y_400mf": lambda: tv.regnet_y_400mf(num_classes=10),
+        "densenet121": lambda: tv.densenet121(num_classes=10),
+        "vit (4 layers, 128 wide)": lambda: tv.VisionTransformer(num_classes=10, **vit),
+        "convnext_tiny": lambda: tv.convnext_tiny(num_classes=10),
+        "swin_t": lambda: tv.swin_t(num_classes=10),
+    }
+
+
+def no_dropout(net):
+    for m in net.modules():
+        if isinstance(m, nn.Dropout) or type(m).__name__ == "StochasticDepth":
+            m.p = 0.0
+    return net
+
+
+def largest_diff(a, b):
+    return max(float((p.detach().double() - q.detach().double()).abs().max())
+               for p, q in zip(a.parameters(), b.parameters()))
+
+
+def gradient_check(make, x, y, lr=0.1):
+    net = no_dropout(make())
+    start, r32, r64 = copy.deepcopy(net), copy.deepcopy(net), copy.deepcopy(net).double()
+    torch_bridge.fit(net, {"input": x}, steps=1, batch=x.shape[0], loss_fn="cross_entropy", labels=y, lr=lr)
+    for m, xx in ((r32, x), (r64, x.double())):
+        opt = torch.optim.SGD(m.parameters(), lr=lr)
+        opt.zero_grad()
+        F.cross_entropy(m(xx), y).backward()
+        opt.step()
+    big = largest_diff(r64, start)
+    return largest_diff(net, r64) / big, largest_diff(r32, r64) / big
+
+
+def our_step(make, x, y, steps, precision):
+    net = no_dropout(make())
+    rows = torch_bridge.fit(net, {"input": x}, steps=steps, batch=x.shape[0], loss_fn="cross_entropy", labels=y,
+                            lr=0.01, precision=precision)
+    return statistics.median(r["step_time_s"] for r in rows[3:])
+
+
+def torch_step(make, x, y, steps, precision):
+    net = no_dropout(make())
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times[3:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--size", type=int, default=64)
+    a = ap.parse_args()
+    try:
+        zoo = models(a.size)
+    except ImportError:
+        sys.exit("torchvision_zoo: torchvision is not installed (make bench-deps)")
+    names = [n for n in zoo if not a.models or n.split(" ")[0] in a.models.split(",")]
+    if a.models and not names:
+        sys.exit(f"torchvision_zoo: no model among {a.models}; known: {', '.join(n.split(' ')[0] for n in zoo)}")
+    torch.manual_seed(0)
+    x = torch.randn(a.batch, 3, a.size, a.size)
+    y = torch.randint(0, 10, (a.batch,))
+    rows = []
+    for name in names:
+        t0 = time.time()
+        try:
+            ours_err, torch_err = gradient_check(zoo[name], x, y)
+            times = [f(zoo[name], x, y, a.steps, p) for p in ("fp32", "bf16") for f in (our_step, torch_step)]
+        except Exception as e:  # one model's failure is a row, not the end of the run
+            print(f"FAIL  {name}: {str(e).strip()[-400:]}", flush=True)
+            rows.append((name, None))
+            continue
+        rows.append((name, (ours_err, torch_err, *times)))
+        print(f"{name}: update error vs float64 ours {ours_err:.1e} / PyTorch fp32 {torch_err:.1e}; step ms "
+              f"fp32 ours {times[0] * 1e3:.1f} PyTorch {times[1] * 1e3:.1f}, bf16 ours {times[2] * 1e3:.1f} "
+              f"PyTorch {times[3] * 1e3:.1f} ({time.time() - t0:.0f} s)", flush=True)
+    print(f"\nbatch {a.batch} x 3 x {a.size} x {a.size}, 10 classes, SGD; {torch.get_num_threads()} threads")
+    print("| model | update error vs float64: ours | PyTorch fp32 | fp32 ms/step: ours | PyTorch | "
+          "PyTorch / ours | bf16 ms/step: ours | PyTorch autocast | PyTorch / ours |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in rows:
+        if r is None:
+            print(f"| {name} | FAILED | | | | | | | |")
+            continue
+        oe, te, o32, t32, o16, t16 = r
+        print(f"| {name} | {oe:.1e} | {te:.1e} | {o32 * 1e3:.1f} | {t32 * 1e3:.1f} | {t32 / o32:.2f}x | "
+              f"{o16 * 1e3:.1f} | {t16 * 1e3:.1f} | {t16 / o16:.2f}x |")
+    return 1 if any(r is None for _, r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
