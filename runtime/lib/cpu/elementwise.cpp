@@ -158,8 +158,14 @@ void geluGradF32(const float *x, const float *dy, float *dx, int64_t n) {
   }
 }
 
-bool unaryFastF32(amprt_unary_op op, float alpha, const float *x, float *y, int64_t n) {
+bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, float *y, int64_t n) {
   switch (op) {
+  case AMPRT_UNARY_CLAMP: // applyUnary's selects (NaN kept), vectorised
+    mapF32(x, y, n, [alpha, beta](float v) {
+      float t = v < alpha ? alpha : v;
+      return t > beta ? beta : t;
+    });
+    return true;
   case AMPRT_UNARY_IDENTITY: std::memmove(y, x, n * 4); return true;
   case AMPRT_UNARY_RELU: {
     // Branch-free (random signs mispredict): keep v where v > 0 or v is NaN.
@@ -361,10 +367,11 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op,
     int64_t n = amprt_tensor_numel(y);
     switch (op) {
     case AMPRT_UNARY_IDENTITY: // a memmove: one piece
-      unaryFastF32(op, alpha, xp, yp, n);
+      unaryFastF32(op, alpha, beta, xp, yp, n);
       return AMPRT_OK;
     case AMPRT_UNARY_RELU:
     case AMPRT_UNARY_LEAKY_RELU:
+    case AMPRT_UNARY_CLAMP:
     case AMPRT_UNARY_EXP:
     case AMPRT_UNARY_TANH:
     case AMPRT_UNARY_SIGMOID:
@@ -373,13 +380,20 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op,
     case AMPRT_UNARY_ERF: {
       // Threads for the transcendental ones from a few thousand elements,
       // for the memory-bound ReLUs only for large tensors.
-      bool cheap = op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU;
+      bool cheap = op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU || op == AMPRT_UNARY_CLAMP;
       parallelFor(n, cheap ? (int64_t)1 << 17 : 4096, 64, [&](int64_t b, int64_t e) {
-        unaryFastF32(op, alpha, xp + b, yp + b, e - b);
+        unaryFastF32(op, alpha, beta, xp + b, yp + b, e - b);
       });
       return AMPRT_OK;
     }
-    default: break;
+    default:
+      // The others: applyUnary over the dense elements (what the strided
+      // walk below computes, without its index arithmetic), on the threads.
+      parallelFor(n, 4096, 64, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          yp[i] = applyUnary(op, xp[i], alpha, beta);
+      });
+      return AMPRT_OK;
     }
   }
   if (isFloat(y->dtype)) {
@@ -433,6 +447,11 @@ void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, c
 #endif
     for (; i < n; ++i)
       o[i] = gp[i] * (xp[i] > 0.0f ? 1.0f : 0.0f);
+    return;
+  }
+  if (op == AMPRT_UNARY_CLAMP) { // unaryDerivative's test, vectorised
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = gp[i] * (float)((xp[i] > alpha) & (xp[i] < beta)); // no branch: data-dependent
     return;
   }
   for (int64_t i = 0; i < n; ++i)
