@@ -1136,6 +1136,30 @@ LogicalResult dropoutInputs(NodeCtx &n, size_t first, float &ratio, bool &traini
   return success();
 }
 
+/// The element type the node's optional `dtype` attribute names, else `elt`.
+LogicalResult dtypeAttr(NodeCtx &n, Type &elt) {
+  if (!n.attr("dtype"))
+    return success();
+  auto dt = n.getInt("dtype", std::nullopt);
+  if (failed(dt))
+    return failure();
+  auto t = n.im.elementType((int32_t)*dt, "dtype");
+  if (failed(t))
+    return failure();
+  elt = *t;
+  return success();
+}
+
+/// A random op's optional `seed` (kept for the record), or a null attribute.
+FailureOr<FloatAttr> seedAttr(NodeCtx &n) {
+  if (!n.attr("seed"))
+    return FloatAttr();
+  auto sv = n.getFloat("seed", std::nullopt);
+  if (failed(sv))
+    return failure();
+  return n.im.b.getF32FloatAttr(*sv);
+}
+
 /// RandomNormal / RandomUniform and their Like forms: amp.random_normal /
 /// amp.random_uniform of the shape the node gives (or its input's, which
 /// must be static), in `dtype` (the input's type by default for the Like
@@ -1178,25 +1202,15 @@ LogicalResult handleRandom(NodeCtx &n) {
         return n.fail("'shape' has a negative dimension " + llvm::Twine(d));
     shape.assign((*sh)->begin(), (*sh)->end());
   }
-  if (n.attr("dtype")) {
-    auto dt = n.getInt("dtype", std::nullopt);
-    if (failed(dt))
-      return failure();
-    auto t = n.im.elementType((int32_t)*dt, "dtype");
-    if (failed(t))
-      return failure();
-    elt = *t;
-  }
+  if (failed(dtypeAttr(n, elt)))
+    return failure();
   if (!isa<Float32Type, Float16Type, BFloat16Type>(elt))
     return n.fail("unsupported op ai.onnx." + op + " of element type " + typeString(elt) +
                   " (f32, f16 or bf16; the Like forms take the input's type unless dtype is given)");
-  FloatAttr seed;
-  if (n.attr("seed")) {
-    auto sv = n.getFloat("seed", std::nullopt);
-    if (failed(sv))
-      return failure();
-    seed = n.im.b.getF32FloatAttr(*sv);
-  }
+  auto seedOr = seedAttr(n);
+  if (failed(seedOr))
+    return failure();
+  FloatAttr seed = *seedOr;
   auto rt = RankedTensorType::get(shape, elt);
   Value v = normal ? RandomNormalOp::create(n.im.b, n.loc, rt, n.im.b.getF32FloatAttr(*a),
                                             n.im.b.getF32FloatAttr(*bv), seed)
@@ -1220,22 +1234,14 @@ LogicalResult handleBernoulli(NodeCtx &n) {
   if (!isa<Float32Type, Float16Type, BFloat16Type>(xt.getElementType()))
     return n.fail("unsupported op ai.onnx.Bernoulli on " + typeString(xt) + " (f32, f16 or bf16 probabilities)");
   Type elt = xt.getElementType();
-  if (n.attr("dtype")) {
-    auto dt = n.getInt("dtype", std::nullopt);
-    if (failed(dt))
-      return failure();
-    auto t = n.im.elementType((int32_t)*dt, "dtype");
-    if (failed(t))
-      return failure();
-    elt = *t;
-  }
+  if (failed(dtypeAttr(n, elt)))
+    return failure();
+  auto seed = seedAttr(n);
+  if (failed(seed))
+    return failure();
   SmallVector<NamedAttribute> attrs;
-  if (n.attr("seed")) {
-    auto sv = n.getFloat("seed", std::nullopt);
-    if (failed(sv))
-      return failure();
-    attrs.push_back(named(n, "seed", f32(n, *sv)));
-  }
+  if (*seed)
+    attrs.push_back(named(n, "seed", *seed));
   auto op = n.im.create(n, "amp.bernoulli", {*x}, attrs, 1);
   if (failed(op))
     return failure();
@@ -4424,15 +4430,8 @@ LogicalResult handleEyeLike(NodeCtx &n) {
   if (xt.getRank() != 2 || !xt.hasStaticShape())
     return n.fail("the input must be 2-D with a static shape");
   Type elt = xt.getElementType();
-  if (n.attr("dtype")) {
-    auto dt = n.getInt("dtype", std::nullopt);
-    if (failed(dt))
-      return failure();
-    auto t = n.im.elementType((int32_t)*dt, "dtype");
-    if (failed(t))
-      return failure();
-    elt = *t;
-  }
+  if (failed(dtypeAttr(n, elt)))
+    return failure();
   auto rt = RankedTensorType::get(xt.getShape(), elt);
   SmallVector<Attribute> vals;
   for (int64_t i = 0; i < xt.getDimSize(0); ++i)

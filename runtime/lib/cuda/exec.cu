@@ -141,27 +141,32 @@ struct LtApi {
   bool loaded = false;
 } ltApi;
 
-/// Loads cuBLASLt once: the library of this toolkit's major version, from
-/// the loader's path (LD_LIBRARY_PATH, the program's run path) or the
-/// toolkit's folder.
+/// dlopen of a CUDA library: from the loader's path (LD_LIBRARY_PATH, the
+/// program's run path), else the toolkit's folder; nullptr (and the first
+/// reason in `why`) when none opens.
+void *openCudaLibrary(const std::string &name, std::string &why) {
+  for (std::string path : {name,
+#ifdef AMPRT_CUDA_LIB_DIR
+                           std::string(AMPRT_CUDA_LIB_DIR) + "/" + name,
+#endif
+                           "/usr/local/cuda/lib64/" + name}) {
+    if (void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+      return h;
+    const char *e = dlerror();
+    if (why.empty() && e)
+      why = e;
+  }
+  return nullptr;
+}
+
+/// Loads cuBLASLt once: the library of this toolkit's major version.
 amprt_status loadCublasLt() {
   static std::mutex m;
   std::lock_guard<std::mutex> lock(m);
   if (ltApi.loaded)
     return AMPRT_OK;
   std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), why;
-  void *h = nullptr;
-  for (std::string path : {name,
-#ifdef AMPRT_CUDA_LIB_DIR
-                           std::string(AMPRT_CUDA_LIB_DIR) + "/" + name,
-#endif
-                           "/usr/local/cuda/lib64/" + name}) {
-    if ((h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)))
-      break;
-    const char *e = dlerror();
-    if (why.empty() && e)
-      why = e;
-  }
+  void *h = openCudaLibrary(name, why);
   if (!h)
     return fail(AMPRT_ERR_DEVICE, "cuBLASLt (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(),
                 why.c_str());
@@ -195,26 +200,14 @@ struct DnnApi {
   bool loaded = false;
 } dnnApi;
 
-/// Loads cuDNN once (libcudnn.so.<major> of the headers built against):
-/// from the loader's path, else the toolkit's folder.
+/// Loads cuDNN once (libcudnn.so.<major> of the headers built against).
 amprt_status loadCudnn() {
   static std::mutex m;
   std::lock_guard<std::mutex> lock(m);
   if (dnnApi.loaded)
     return AMPRT_OK;
   std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR), why;
-  void *h = nullptr;
-  for (std::string path : {name,
-#ifdef AMPRT_CUDA_LIB_DIR
-                           std::string(AMPRT_CUDA_LIB_DIR) + "/" + name,
-#endif
-                           "/usr/local/cuda/lib64/" + name}) {
-    if ((h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)))
-      break;
-    const char *e = dlerror();
-    if (why.empty() && e)
-      why = e;
-  }
+  void *h = openCudaLibrary(name, why);
   if (!h)
     return fail(AMPRT_ERR_DEVICE, "cuDNN (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(), why.c_str());
 #define AMP_DNN_LOAD(f)                                                                            \
