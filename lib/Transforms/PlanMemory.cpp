@@ -34,7 +34,23 @@ using namespace mlir;
 using namespace mlir::amp;
 
 bool mlir::amp::isAliasOp(Operation *op) {
-  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op) || isMatmulViewTranspose(op);
+}
+
+bool mlir::amp::isMatmulViewTranspose(Operation *op) {
+  auto t = dyn_cast<TransposeOp>(op);
+  if (!t || t.getResult().use_empty())
+    return false;
+  auto ty = cast<RankedTensorType>(t.getType());
+  int64_t r = ty.getRank();
+  if (r < 2 || !isa<FloatType>(ty.getElementType()) || !ty.hasStaticShape())
+    return false;
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t from = t.getPerm() ? (*t.getPerm())[i] : r - 1 - i;
+    if (from != (i < r - 2 ? i : i == r - 2 ? r - 1 : r - 2))
+      return false;
+  }
+  return llvm::all_of(t.getResult().getUsers(), [](Operation *u) { return isa<MatMulOp>(u); });
 }
 
 FailureOr<int64_t> mlir::amp::tensorBytes(Type t, bool asF32) {

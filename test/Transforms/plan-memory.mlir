@@ -74,3 +74,21 @@ func.func @unscale_in_place(%x: tensor<4x64xf32>, %s: tensor<f32>)
   %late = amp.add %g1, %u#1 : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
   return %u#0, %late, %u#2, %f : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<i1>
 }
+
+// -----
+
+// A transpose of the last two dims read only by matrix products is a view
+// (no slot: the products read its input transposed in place); one with
+// another reader, or another permutation, is copied into its own slot.
+// CHECK-LABEL: func @matmul_views
+// CHECK: amp.transpose %arg0 {amp.slots = array<i64: -1>, perm = array<i64: 0, 2, 1>}
+// CHECK: amp.transpose %arg0 {amp.slots = array<i64: {{[0-9]+}}>, perm = array<i64: 0, 2, 1>}
+// CHECK: amp.transpose %arg0 {amp.slots = array<i64: {{[0-9]+}}>, perm = array<i64: 1, 0, 2>}
+func.func @matmul_views(%x: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4x2x4xf32>) {
+  %t = amp.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %m = amp.matmul %t, %x : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %u = amp.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %r = amp.relu %u : tensor<2x4x4xf32>
+  %v = amp.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x4x4xf32>) -> tensor<4x2x4xf32>
+  return %m, %r, %v : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4x2x4xf32>
+}

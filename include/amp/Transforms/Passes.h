@@ -30,8 +30,14 @@ FailureOr<SmallVector<Value>> gradientsOf(OpBuilder &b, Value y, ArrayRef<Value>
 /// element type of a shaped type; failure when the runtime has none.
 FailureOr<int64_t> runtimeDTypeCode(Type t);
 
-/// Ops whose result is their input's bytes under a new shape.
+/// Ops whose result is their input's bytes under a new shape, or (see
+/// isMatmulViewTranspose) read in place as a transposed view.
 bool isAliasOp(Operation *op);
+
+/// An amp.transpose that swaps the last two dims and is read only by
+/// amp.matmul: no copy is made; the products read its input as a
+/// transposed view (strides 1 and the rows' count on its last two dims).
+bool isMatmulViewTranspose(Operation *op);
 
 /// Bytes of a statically shaped tensor (f16 / bf16 counted as f32 when
 /// asF32); failure for dynamic shapes.

@@ -162,6 +162,12 @@ private:
                                               << " has no runtime type";
     ArrayRef<int64_t> sh = shape ? *shape : t.getShape();
     SmallVector<int64_t> st = strides ? SmallVector<int64_t>(*strides) : contiguousStrides(sh);
+    // A transpose the products read in place: its input's strides with the
+    // last two swapped.
+    if (Operation *def = v.getDefiningOp(); !shape && !strides && def && isMatmulViewTranspose(def)) {
+      st = contiguousStrides(cast<RankedTensorType>(def->getOperand(0).getType()).getShape());
+      std::swap(st[st.size() - 1], st[st.size() - 2]);
+    }
     d.words.push_back(*code);
     d.words.push_back((int64_t)sh.size());
     d.words.push_back(offset);

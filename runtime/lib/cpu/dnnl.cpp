@@ -338,9 +338,18 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
 extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
                                      const amprt_tensor *b, amprt_tensor *y) {
   const char *k = "amprt_matmul";
-  AMPRT_CHECK(checkFloatContig(a, "amprt_matmul: a"));
-  AMPRT_CHECK(checkFloatContig(b, "amprt_matmul: b"));
+  AMPRT_CHECK(check(a, "amprt_matmul: a"));
+  AMPRT_CHECK(check(b, "amprt_matmul: b"));
   AMPRT_CHECK(checkFloatContig(y, "amprt_matmul: y"));
+  // a and b: dense, or transposed views of dense matrix stacks (read in
+  // place: the product takes their strides).
+  int la = matrixLayout(a), lb = matrixLayout(b);
+  for (auto [t, l, what] : {std::make_tuple(a, la, "a"), std::make_tuple(b, lb, "b")})
+    if (!isFloat(t->dtype) || l < 0)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s: %s must be a dense f32 / f16 / bf16 tensor or a transposed view of one, got %s %s", k,
+                  what, amprt_dtype_name(t->dtype), shapeString(t).c_str());
+  bool ta = la == 1, tb = lb == 1;
   if (a->dtype != b->dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: a and b must share a float type", k);
   MatmulDims md;
@@ -358,13 +367,17 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
     bShared &= bstr[d] == 0 || batch[d] == 1;
     sameBatch &= (astr[d] != 0 || batch[d] == 1) && (bstr[d] != 0 || batch[d] == 1);
   }
+  // (a's rows stack across batches only when a is row-major.)
+  bShared = bShared && !ta;
+  // Strides of a [m, k] and b [k, n] within a matrix.
+  int64_t a0 = ta ? 1 : kk, a1 = ta ? m : 1, b0 = tb ? 1 : n, b1 = tb ? kk : 1;
   if (batches > 1 && kk > 0 && m && n && (bShared || sameBatch)) {
     if (y->dtype != AMPRT_F32 && scratch.size() < (size_t)(batches * m * n))
       scratch.resize(batches * m * n);
     AMPRT_DNNL_TRY(k, {
       Operand oa = operandOf(a), ob = operandOf(b);
       float *acc = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) : scratch.data();
-      GemmKey key{bShared ? batches * m : m, n, kk, kk, 1, n, 1, (int)oa.dt, (int)ob.dt,
+      GemmKey key{bShared ? batches * m : m, n, kk, a0, a1, b0, b1, (int)oa.dt, (int)ob.dt,
                   bShared ? 1 : batches};
       gemmAcc(key, oa.ptr, ob.ptr, acc);
       if (y->dtype != AMPRT_F32)
@@ -377,7 +390,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
     Operand oa = operandOf(a), ob = operandOf(b);
     size_t ae = oa.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
     size_t be = ob.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
-    GemmKey key{m, n, kk, kk, 1, n, 1, (int)oa.dt, (int)ob.dt};
+    GemmKey key{m, n, kk, a0, a1, b0, b1, (int)oa.dt, (int)ob.dt};
     for (int64_t bt = 0; bt < batches; ++bt) {
       int64_t ao, bo;
       md.offsets(bt, ao, bo);

@@ -220,6 +220,27 @@ struct MatmulDims {
 amprt_status matmulDims(const amprt_tensor *a, const amprt_tensor *b, const amprt_tensor *y,
                         const char *what, MatmulDims &md);
 
+/// A matmul operand's layout: 0 dense row-major, 1 a transposed view of a
+/// dense stack (its last two dims swapped: strides 1 and R on [..., R, C],
+/// the batch dims dense over R x C matrices), -1 anything else.
+inline int matrixLayout(const amprt_tensor *t) {
+  if (amprt_tensor_is_contiguous(t))
+    return 0;
+  int32_t r = t->rank;
+  if (r < 2)
+    return -1;
+  int64_t expect = t->shape[r - 2] * t->shape[r - 1];
+  if ((t->shape[r - 2] > 1 && t->strides[r - 2] != 1) ||
+      (t->shape[r - 1] > 1 && t->strides[r - 1] != t->shape[r - 2]))
+    return -1;
+  for (int32_t d = r - 3; d >= 0; --d) {
+    if (t->shape[d] > 1 && t->strides[d] != expect)
+      return -1;
+    expect *= t->shape[d];
+  }
+  return 1;
+}
+
 /// Row-major strides of a shape.
 void contiguousStrides(int32_t rank, const int64_t *shape, int64_t *strides);
 

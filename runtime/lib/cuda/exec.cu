@@ -3117,9 +3117,16 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
     return amprt_matmul(nullptr, &A, &B, const_cast<amprt_tensor *>(&Y));
 #endif
   }
+  // A and B dense, or transposed views of dense matrix stacks (read in
+  // place: cuBLASLt's transposes).
+  int la = matrixLayout(&A), lb = matrixLayout(&B);
   for (const amprt_tensor *x : {&A, &B, &Y})
-    if (!floatType(x->dtype) || !amprt_tensor_is_contiguous(x) || x->rank < 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul needs contiguous float operands");
+    if (!floatType(x->dtype) || x->rank < 1)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul needs float operands");
+  if (la < 0 || lb < 0 || !amprt_tensor_is_contiguous(&Y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec (cuda): matmul needs dense operands (or transposed views of dense ones)");
+  bool ta = la == 1, tb = lb == 1;
   if (A.dtype != B.dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul operands differ in type");
   MatmulDims md;
@@ -3141,7 +3148,7 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
     affine = offA[q] == q * dA && offB[q] == q * dB;
   // One b for every batch and a's matrices stacked: one product of
   // [batches * m, k] x [k, n].
-  if (affine && batches > 1 && dB == 0 && dA == m * k) {
+  if (affine && batches > 1 && dB == 0 && dA == m * k && !ta) {
     m *= batches;
     batches = 1;
     dA = 0;
@@ -3157,11 +3164,11 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
   if (k == 0) {
     AMPRT_CHECK(each(&d, batches * m * n * (int64_t)ys, FillZeroF{static_cast<char *>(out)}, "matmul"));
   } else if (affine) {
-    AMPRT_CHECK(ltMatmul(d, false, false, m, n, k, A.data, B.data, A.dtype, out, outType, 1.0f,
+    AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, out, outType, 1.0f,
                          nullptr, batches, dA, dB, m * n));
   } else {
     for (int64_t q = 0; q < batches; ++q)
-      AMPRT_CHECK(ltMatmul(d, false, false, m, n, k, static_cast<const char *>(A.data) + offA[q] * es,
+      AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, static_cast<const char *>(A.data) + offA[q] * es,
                            static_cast<const char *>(B.data) + offB[q] * es, A.dtype,
                            static_cast<char *>(out) + q * m * n * ys, outType, 1.0f, nullptr, 1, 0,
                            0, 0));
