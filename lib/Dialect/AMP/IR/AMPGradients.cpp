@@ -623,9 +623,14 @@ static std::optional<SmallVector<int64_t>> reducedAxes(ReduceOpT op, RankedTenso
   return axes;
 }
 
+/// What every reduction's gradient starts with: og sized; `go` false when
+/// it is already decided (no gradient asked for, a non-float result, or
+/// nothing reduced: the gradient passes through); else the reduced axes and
+/// the input's shape with them kept as 1.
 template <typename ReduceOpT>
-static LogicalResult reduceGrad(OpBuilder &b, ReduceOpT op, ArrayRef<Value> rg,
-                                SmallVectorImpl<Value> &og, bool mean) {
+static LogicalResult reductionGradStart(ReduceOpT op, ArrayRef<Value> rg, SmallVectorImpl<Value> &og,
+                                        bool &go, SmallVector<int64_t> &axes, SmallVector<int64_t> &kept) {
+  go = false;
   og.assign(1, Value());
   if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(op.getType())))
     return success();
@@ -637,13 +642,25 @@ static LogicalResult reduceGrad(OpBuilder &b, ReduceOpT op, ArrayRef<Value> rg,
     og[0] = rg[0];
     return success();
   }
-  SmallVector<int64_t> axes = *axesOr;
-  SmallVector<int64_t> kept(in.getShape());
-  int64_t count = 1;
-  for (int64_t a : axes) {
-    count *= in.getDimSize(a);
+  axes = *axesOr;
+  kept.assign(in.getShape().begin(), in.getShape().end());
+  for (int64_t a : axes)
     kept[a] = 1;
-  }
+  go = true;
+  return success();
+}
+
+template <typename ReduceOpT>
+static LogicalResult reduceGrad(OpBuilder &b, ReduceOpT op, ArrayRef<Value> rg,
+                                SmallVectorImpl<Value> &og, bool mean) {
+  bool go;
+  SmallVector<int64_t> axes, kept;
+  if (LogicalResult r = reductionGradStart(op, rg, og, go, axes, kept); failed(r) || !go)
+    return r;
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  int64_t count = 1;
+  for (int64_t a : axes)
+    count *= in.getDimSize(a);
   og[0] = broadcastBack(b, op.getLoc(), rg[0], in, kept, mean ? 1.0 / (double)count : 1.0);
   return success(og[0] != nullptr);
 }
@@ -655,21 +672,11 @@ LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
-  og.assign(1, Value());
-  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
-    return success();
+  bool go;
+  SmallVector<int64_t> axes, kept;
+  if (LogicalResult r = reductionGradStart(*this, rg, og, go, axes, kept); failed(r) || !go)
+    return r;
   auto in = cast<RankedTensorType>(getInput().getType());
-  if (!in.hasStaticShape())
-    return fail(*this, "dynamic shapes");
-  std::optional<SmallVector<int64_t>> axesOr = reducedAxes(*this, in);
-  if (!axesOr) {
-    og[0] = rg[0];
-    return success();
-  }
-  SmallVector<int64_t> axes = *axesOr;
-  SmallVector<int64_t> kept(in.getShape());
-  for (int64_t a : axes)
-    kept[a] = 1;
   Location loc = getLoc();
   Value y = reshape(b, loc, getResult(), kept), dy = reshape(b, loc, rg[0], kept);
   if (!y || !dy)
@@ -683,21 +690,10 @@ LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 /// d x_i = dy * (x_i != 0 ? (z == 0 ? p / x_i : 0) : (z == 1 ? p : 0)).
 LogicalResult ReduceProdOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                            SmallVectorImpl<Value> &og) {
-  og.assign(1, Value());
-  if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
-    return success();
-  auto in = cast<RankedTensorType>(getInput().getType());
-  if (!in.hasStaticShape())
-    return fail(*this, "dynamic shapes");
-  std::optional<SmallVector<int64_t>> axesOr = reducedAxes(*this, in);
-  if (!axesOr) {
-    og[0] = rg[0];
-    return success();
-  }
-  SmallVector<int64_t> axes = *axesOr;
-  SmallVector<int64_t> kept(in.getShape());
-  for (int64_t a : axes)
-    kept[a] = 1;
+  bool go;
+  SmallVector<int64_t> axes, kept;
+  if (LogicalResult r = reductionGradStart(*this, rg, og, go, axes, kept); failed(r) || !go)
+    return r;
   Location loc = getLoc();
   Value x = getInput(), dy = reshape(b, loc, rg[0], kept);
   Value zero = scalar(b, loc, x, 0.0), one = scalar(b, loc, x, 1.0);
