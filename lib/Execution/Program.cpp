@@ -126,6 +126,7 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
     return LogicalResult(module.emitError("precision must be fp32, fp16 or bf16, got '")
                          << precision << "'");
   }
+  pm.addPass(createAMPFoldTransposes());
   pm.addPass(createAMPPlanMemory());
   pm.addPass(createAMPLowerToRuntime());
   if (failed(pm.run(module)))

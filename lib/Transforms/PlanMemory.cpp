@@ -5,7 +5,8 @@
 // over the function's single block, best-fit placement, 64-byte aligned).
 // Reshape-like ops (reshape, flatten, squeeze, unsqueeze, identity) alias
 // their input: all buffers are contiguous row-major, so they are a new
-// shape on the same bytes. The plan is written as attributes:
+// shape on the same bytes; so does a dropout that passes its input through
+// (ratio 0 or not training, its mask unread). The plan is written as attributes:
 //
 //   op:   amp.slots = array<i64: off0, off1, ...>   (-1: aliases its input)
 //   func: amp.arena_bytes, amp.arena_bytes_if_f32
@@ -34,7 +35,13 @@ using namespace mlir;
 using namespace mlir::amp;
 
 bool mlir::amp::isAliasOp(Operation *op) {
-  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op) || isMatmulViewTranspose(op);
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op) || isMatmulViewTranspose(op) ||
+         isIdentityDropout(op);
+}
+
+bool mlir::amp::isIdentityDropout(Operation *op) {
+  auto d = dyn_cast<DropoutOp>(op);
+  return d && (!d.getTrainingMode() || d.getRatio().isZero()) && d.getMask().use_empty();
 }
 
 bool mlir::amp::isMatmulViewTranspose(Operation *op) {

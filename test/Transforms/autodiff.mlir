@@ -68,3 +68,25 @@ func.func @mean(%w: tensor<4x3x5xf32> {amp.param = "w"}, %y: tensor<4xi64> {amp.
   %loss, %lp = amp.softmax_cross_entropy_loss %1, %y : (tensor<4x3xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x3xf32>)
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A MatMul whose weight is shared by every batch (a Linear layer on a 3-D
+// activation): the weight's gradient is one product of the flattened rows,
+// x as [rows, K] transposed times dz as [rows, N], not a product per batch
+// and a sum; the input's gradient is dz @ w^T with the weight broadcast.
+// CHECK-LABEL: func @matmul_shared_weight
+// CHECK: %[[Z:.+]] = amp.matmul %arg1, %arg0 : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: %[[DZ:.+]] = amp.reshape %{{.+}} {amp.differentiates = "{{.+}}", shape = array<i64: 2, 3, 5>}
+// CHECK: %[[X2:.+]] = amp.reshape %arg1 {amp.differentiates = "mm", shape = array<i64: 6, 4>}
+// CHECK: %[[DZ2:.+]] = amp.reshape %[[DZ]] {amp.differentiates = "mm", shape = array<i64: 6, 5>}
+// CHECK: %[[DW:.+]] = amp.gemm %[[X2]], %[[DZ2]] {amp.differentiates = "mm", trans_a = true} : (tensor<6x4xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+// CHECK-NOT: amp.reduce_sum
+// CHECK: return %{{.+}}, %[[DW]]
+func.func @matmul_shared_weight(%w: tensor<4x5xf32> {amp.param = "w"}, %x: tensor<2x3x4xf32> {amp.input = "x"},
+                                %y: tensor<6xi64> {amp.input = "y"}) -> (tensor<f32> {amp.output = "loss"}) {
+  %z = amp.matmul %x, %w : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32> loc("mm")
+  %z2 = amp.reshape %z {shape = array<i64: 6, 5>} : (tensor<2x3x5xf32>) -> tensor<6x5xf32>
+  %loss, %lp = amp.softmax_cross_entropy_loss %z2, %y : (tensor<6x5xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6x5xf32>)
+  return %loss : tensor<f32>
+}

@@ -39,6 +39,11 @@ bool isAliasOp(Operation *op);
 /// transposed view (strides 1 and the rows' count on its last two dims).
 bool isMatmulViewTranspose(Operation *op);
 
+/// An amp.dropout that passes its input through (outside training mode or
+/// with ratio 0, as PyTorch's) and whose mask nobody reads: its output is
+/// its input's bytes, and no random numbers are drawn.
+bool isIdentityDropout(Operation *op);
+
 /// Bytes of a statically shaped tensor (f16 / bf16 counted as f32 when
 /// asF32); failure for dynamic shapes.
 FailureOr<int64_t> tensorBytes(Type t, bool asF32 = false);
@@ -55,6 +60,11 @@ FailureOr<MemoryPlan> planMemory(func::FuncOp f);
 /// Merges duplicate casts of one value to one type and folds exact round
 /// trips in `root`. Returns the number of casts removed.
 unsigned foldAndMergeCasts(Operation *root);
+
+/// Folds transposes into the products that can read them transposed, into
+/// each other, and across casts to the narrower side (see
+/// amp-fold-transposes). Returns the number of rewrites.
+unsigned foldTransposes(Operation *root);
 
 /// The result attribute dictionaries of `f` (an empty one where none).
 SmallVector<DictionaryAttr> resultAttrDicts(func::FuncOp f);

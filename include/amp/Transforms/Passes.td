@@ -21,6 +21,29 @@ def AMPFoldCasts : Pass<"amp-fold-casts"> {
   let dependentDialects = ["::mlir::amp::AMPDialect"];
 }
 
+def AMPFoldTransposes : Pass<"amp-fold-transposes"> {
+  let summary = "Fold transposes into products and each other; move them to the narrow side of casts";
+  let description = [{
+    Removes the copies a transpose would make where the graph can read it
+    differently, exactly:
+      * `transpose(transpose(x))` becomes one transpose (none if the perms
+        compose to the identity);
+      * a narrowing float cast of a transpose becomes the transpose of the
+        cast, and a transpose of a widening float cast the cast of the
+        transpose (fewer bytes to move, and the transpose next to the
+        product that reads it);
+      * `amp.gemm` of a 2-D transpose flips `trans_a` / `trans_b` instead;
+      * the 2-D transpose of an `amp.gemm` without C becomes the gemm with
+        its operands swapped and flags flipped.
+    An op is moved only when its input has no other user, so nothing is
+    computed twice; casts are then merged as amp-fold-casts does. Part of
+    the lowering pipeline (after amp-autocast, before amp-plan-memory): a
+    weight transposed and then cast to bf16 for a product becomes one cast
+    of the weight that the product reads transposed.
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect"];
+}
+
 def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
   let summary = "Put every op in the precision its policy class allows";
   let description = [{

@@ -352,11 +352,26 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Location loc = getLoc();
   // dA = dY @ B^T, dB = A^T @ dY, summed over broadcast batch dims.
   Value bT = transposeLast2(b, loc, getRhs());
-  Value aT = transposeLast2(b, loc, getLhs());
   Value da = bT ? make(b, loc, "amp.matmul", {rg[0], bT}) : Value();
-  Value db = aT ? make(b, loc, "amp.matmul", {aT, rg[0]}) : Value();
   og[0] = da ? sumToShape(b, loc, da, at) : Value();
-  og[1] = db ? sumToShape(b, loc, db, bt) : Value();
+  // B shared by every batch of A (a Linear layer on [batch.., M, K]): the
+  // sum over the batches of A_i^T dY_i is one product of the flattened
+  // rows, (A as [rows, K])^T @ (dY as [rows, N]), accumulated over all the
+  // rows at once rather than a product per batch then a sum.
+  bool shared = at.getRank() > 2 && at.hasStaticShape() && bt.hasStaticShape() &&
+                llvm::all_of(bt.getShape().drop_back(2), [](int64_t d) { return d == 1; });
+  if (shared) {
+    int64_t k = at.getShape().back(), n = bt.getShape().back();
+    int64_t rows = at.getNumElements() / k;
+    Value a2 = reshape(b, loc, getLhs(), {rows, k});
+    Value dy2 = reshape(b, loc, rg[0], {rows, n});
+    Value db = make(b, loc, "amp.gemm", {a2, dy2}, {attr(b, "trans_a", b.getBoolAttr(true))});
+    og[1] = db ? reshape(b, loc, db, bt.getShape()) : Value();
+  } else {
+    Value aT = transposeLast2(b, loc, getLhs());
+    Value db = aT ? make(b, loc, "amp.matmul", {aT, rg[0]}) : Value();
+    og[1] = db ? sumToShape(b, loc, db, bt) : Value();
+  }
   return success(og[0] && og[1]);
 }
 
