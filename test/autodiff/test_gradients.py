@@ -110,9 +110,13 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
                 else:
                     # A gradient that is a sum of nearly cancelling terms is
                     # small against the others and carries their rounding:
-                    # it is measured against at least a tenth of the norm of
-                    # all the model's gradients together.
-                    scale = max(np.linalg.norm(g), 0.1 * total, 1e-12)
+                    # it is measured against at least a quarter of the norm
+                    # of all the model's gradients together. (A tenth let
+                    # a batch norm's bias under global pooling fail in bf16
+                    # once in a few hundred draws: 0.0936, where 60 fresh
+                    # draws gave a median of 0.0038 and a tail of 0.0625,
+                    # 0.045, 0.038; a wrong rule errs by O(1) either way.)
+                    scale = max(np.linalg.norm(g), 0.25 * total, 1e-12)
                     err = np.linalg.norm(a - g) / scale
                 if os.environ.get("VERBOSE"):
                     print(f"{name} {p} {n}: {err:.3g}")
@@ -865,6 +869,40 @@ def negative_axes(p, i):
 
 
 run_case("negative-axes", m, params, inputs, negative_axes)
+
+# 4a12. Gathers by distinct indices (attention's q, k, v = qkv[0], qkv[1],
+#       qkv[2], and a permutation that leaves a row out): each gradient
+#       places dy's blocks at their rows with zeros elsewhere (the runtime's
+#       copy path), their sum is qkv's gradient.
+params = {"w": randn(D, 3 * D, scale=0.8), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Reshape", ["h", "shp"], ["qkv"]),             # N 3 D
+           helper.make_node("Transpose", ["qkv"], ["t"], perm=[1, 0, 2]),  # 3 N D
+           helper.make_node("Gather", ["t", "i0"], ["q"], axis=0),
+           helper.make_node("Gather", ["t", "i1"], ["kk"], axis=0),
+           helper.make_node("Gather", ["t", "perm"], ["pv"], axis=0),      # 2 N D
+           helper.make_node("Mul", ["q", "kk"], ["qk"]),
+           helper.make_node("ReduceSum", ["pv", "ax0"], ["vs"], keepdims=0),
+           helper.make_node("Mul", ["pv", "pv"], ["p2"]),
+           helper.make_node("ReduceSum", ["p2", "ax0"], ["v2"], keepdims=0),
+           helper.make_node("Add", ["qk", "vs"], ["s0"]),
+           helper.make_node("Add", ["s0", "v2"], ["s"]),
+           helper.make_node("MatMul", ["s", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+for n, arr in {"shp": [N, 3, D], "i0": np.array(0), "i1": np.array(-2), "perm": [2, 0],
+               "ax0": [0]}.items():
+    m.graph.initializer.append(numpy_helper.from_array(np.array(arr, np.int64), n))
+
+
+def distinct_gathers(p, i):
+    t = (i["x"] @ p["w"]).reshape(N, 3, D).transpose(0, 1)
+    pv = t[[2, 0]]
+    return F.cross_entropy((t[0] * t[1] + pv.sum(0) + (pv * pv).sum(0)) @ p["k"], i["y"])
+
+
+run_case("distinct-gathers", m, params, inputs, distinct_gathers, constants=("shp", "i0", "i1", "perm", "ax0"))
 
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as

@@ -559,6 +559,97 @@ TEST(Binary, ContiguousF32FastPathsMatchTheGeneralOne) {
   }
 }
 
+// Broadcasts equal to y in a trailing block (an attention mask [1, H, 1,
+// L, L] against [B, H, W, L, L]; [1, C, H, W] against [N, C, H, W]) take
+// the row loops, and same-shape operands with an f16 / bf16 among them the
+// pieces widened on the fly: each y element is the f32 operation on the
+// widened operands, rounded once (exactly what the general path computes).
+TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
+  struct Case {
+    std::vector<int64_t> y, b;
+  };
+  const Case cases[] = {{{3, 4, 2, 5, 7}, {1, 4, 1, 5, 7}}, {{3, 4, 5, 7}, {1, 4, 5, 7}},
+                        {{2, 3, 4, 9}, {3, 1, 9}}, {{2, 3, 4, 9}, {2, 1, 4, 9}},
+                        {{5, 3000}, {5, 3000}}};
+  for (const Case &c : cases)
+    for (amprt_dtype dt : kFloats)
+      for (amprt_binary_op op : {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV}) {
+        Buf a = randn(dt, c.y), b = randn(dt, c.b), y(dt, c.y);
+        AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+        int32_t r = (int32_t)c.y.size(), lead = r - (int32_t)c.b.size();
+        Buf want(dt, c.y);
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          // b's element for y's index i (broadcast dims read index 0)
+          int64_t rem = i, off = 0, st = 1;
+          for (int32_t d = r - 1; d >= 0; --d) {
+            int64_t idx = rem % c.y[d];
+            rem /= c.y[d];
+            if (d >= lead) {
+              int64_t bd = c.b[d - lead];
+              off += (bd == 1 ? 0 : idx) * st;
+              st *= bd;
+            }
+          }
+          float p = (float)a.get(i), q = (float)b.get(off);
+          float v = op == AMPRT_BINARY_ADD ? p + q
+                    : op == AMPRT_BINARY_SUB ? p - q
+                    : op == AMPRT_BINARY_MUL ? p * q
+                                             : p / q;
+          want.set(i, v);
+        }
+        ASSERT_EQ(y.bytes, want.bytes) << amprt_dtype_name(dt) << " op " << op << " b rank "
+                                       << c.b.size();
+      }
+}
+
+// Gather's gradient: dy's blocks added at their indices' rows of a zeroed
+// ddata. Distinct indices (attention's q = qkv[0]; a permutation) take the
+// copy path, repeated ones the f32 sums: both against the definition.
+TEST(GatherGrad, DistinctAndRepeatedIndicesAgainstTheDefinition) {
+  const std::vector<int64_t> shape{3, 5, 4, 2};
+  struct Case {
+    std::vector<int64_t> idx, idxShape;
+    int32_t axis;
+  };
+  const Case cases[] = {{{3, 0, -1}, {3}, 1},     {{1, 1, 3, -4}, {2, 2}, 1},
+                        {{2}, {}, 0},             {{0, 2, 1}, {3}, 0},
+                        {{1, -2, 0, 3, 2}, {5}, 2}, {{0, 1, 1}, {3}, 3}};
+  for (const Case &c : cases)
+    for (amprt_dtype dt : kFloats) {
+      int32_t axis = c.axis;
+      std::vector<int64_t> dyShape(shape.begin(), shape.begin() + axis);
+      dyShape.insert(dyShape.end(), c.idxShape.begin(), c.idxShape.end());
+      dyShape.insert(dyShape.end(), shape.begin() + axis + 1, shape.end());
+      Buf idx(AMPRT_I64, c.idxShape);
+      for (size_t i = 0; i < c.idx.size(); ++i)
+        idx.set((int64_t)i, (double)c.idx[i]);
+      Buf dy = randn(dt, dyShape), dd(dt, shape);
+      AMPRT_OK_OR_FAIL(amprt_gather_grad(nullptr, idx.p(), dy.p(), axis, dd.p()));
+      int64_t outer = 1, inner = 1, limit = shape[axis], nidx = (int64_t)c.idx.size();
+      for (int32_t d = 0; d < axis; ++d)
+        outer *= shape[d];
+      for (size_t d = axis + 1; d < shape.size(); ++d)
+        inner *= shape[d];
+      std::vector<double> ref(dd.numel(), 0.0);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < nidx; ++j) {
+          int64_t k = c.idx[j] < 0 ? c.idx[j] + limit : c.idx[j];
+          for (int64_t i = 0; i < inner; ++i)
+            ref[(o * limit + k) * inner + i] += dy.get((o * nidx + j) * inner + i);
+        }
+      // A distinct index's block is its dy exactly; a row hit three times
+      // is a sum in f32 (two roundings of partial sums of unit-size terms),
+      // then stored.
+      EXPECT_TRUE(near(dd, ref, 0.5, 0.0, 4e-6)) << amprt_dtype_name(dt) << " axis " << axis;
+      bool distinct = true;
+      for (size_t i = 0; i < c.idx.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+          distinct &= (c.idx[i] + limit) % limit != (c.idx[j] + limit) % limit;
+      if (distinct)
+        EXPECT_TRUE(near(dd, ref, 0.0)) << amprt_dtype_name(dt) << " axis " << axis;
+    }
+}
+
 // The vector erf / erf-gradient paths (glibc libmvec) stay within 2 ulp of
 // the correctly rounded value, over the whole range where erf is not +-1.
 TEST(Unary, ErfAndItsGradientWithinTwoUlp) {

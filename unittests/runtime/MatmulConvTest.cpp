@@ -169,6 +169,84 @@ TEST(Conv, ForwardAndBackwardAgainstDirectLoops) {
     }
 }
 
+namespace {
+/// The adjoint of refConv: dx and dw of <dy, conv(x, w)>, in double.
+void refConvBackward(const Buf &x, const Buf &w, const Buf &dy, const ConvCase &cc, int64_t oh,
+                     int64_t ow, std::vector<double> &dx, std::vector<double> &dw) {
+  dx.assign(x.numel(), 0.0);
+  dw.assign(w.numel(), 0.0);
+  int64_t cg = cc.c / cc.group, mg = cc.m / cc.group;
+  for (int64_t n = 0; n < cc.n; ++n)
+    for (int64_t m = 0; m < cc.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double g = dy.get(((n * cc.m + m) * oh + i) * ow + j);
+          int64_t grp = m / mg;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t p = 0; p < cc.kh; ++p)
+              for (int64_t q = 0; q < cc.kw; ++q) {
+                int64_t hi = i * cc.stride - cc.pad + p * cc.dil;
+                int64_t wi = j * cc.stride - cc.pad + q * cc.dil;
+                if (hi < 0 || hi >= cc.h || wi < 0 || wi >= cc.w)
+                  continue;
+                int64_t xi = ((n * cc.c + grp * cg + c) * cc.h + hi) * cc.w + wi;
+                int64_t wj = ((m * cg + c) * cc.kh + p) * cc.kw + q;
+                dx[xi] += g * w.get(wj);
+                dw[wj] += g * x.get(xi);
+              }
+        }
+}
+} // namespace
+
+// bf16 x, w and dy with enough channels per group run on oneDNN's bf16
+// backward kernels (the f32 ones on widened copies otherwise): the same
+// exact products summed in f32, so within f32 accumulation error of the
+// double reference, plus half an ulp where the gradient is stored in bf16.
+TEST(Conv, Bf16BackwardKernelsAgainstDirectLoops) {
+  const ConvCase cases[] = {{2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},
+                            {2, 16, 11, 10, 16, 3, 3, 2, 0, 1, 2},
+                            {1, 8, 12, 12, 8, 3, 3, 1, 2, 2, 1},
+                            {2, 32, 6, 6, 16, 1, 1, 1, 0, 1, 1}};
+  for (const ConvCase &cc : cases)
+    for (amprt_dtype out : {AMPRT_BF16, AMPRT_F32}) {
+      int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
+      int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
+      Buf x = randn(AMPRT_BF16, {cc.n, cc.c, cc.h, cc.w});
+      Buf w = randn(AMPRT_BF16, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
+      Buf dy = randn(AMPRT_BF16, {cc.n, cc.m, oh, ow});
+      amprt_conv_params p{};
+      p.spatial = 2;
+      p.group = cc.group;
+      for (int i = 0; i < 2; ++i) {
+        p.strides[i] = cc.stride;
+        p.dilations[i] = cc.dil;
+        p.pads_begin[i] = p.pads_end[i] = cc.pad;
+      }
+      Buf dx(out, x.shape), dw(out, w.shape), db(out, {cc.m});
+      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
+      std::vector<double> rdx, rdw, rdb(cc.m, 0.0);
+      refConvBackward(x, w, dy, cc, oh, ow, rdx, rdw);
+      for (int64_t n = 0; n < cc.n; ++n)
+        for (int64_t m = 0; m < cc.m; ++m)
+          for (int64_t i = 0; i < oh * ow; ++i)
+            rdb[m] += dy.get((n * cc.m + m) * oh * ow + i);
+      // Terms of magnitude ~1: f32 error ~ sqrt(terms) * 2^-24 each.
+      int64_t dxTerms = cc.m / cc.group * cc.kh * cc.kw, dwTerms = cc.n * oh * ow;
+      EXPECT_TRUE(near(dx, rdx, 0.5, 0.0, 8 * accTol(dxTerms)))
+          << "dx " << amprt_dtype_name(out) << " c " << cc.c << " group " << cc.group;
+      EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(dwTerms)))
+          << "dw " << amprt_dtype_name(out) << " c " << cc.c << " group " << cc.group;
+      EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms)))
+          << "db " << amprt_dtype_name(out);
+      // dx alone (ConvTranspose's call) and dw alone agree with the pair.
+      Buf dx2(out, x.shape), dw2(out, w.shape);
+      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
+      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, nullptr, dw2.p(), nullptr));
+      EXPECT_EQ(dx2.bytes, dx.bytes);
+      EXPECT_EQ(dw2.bytes, dw.bytes);
+    }
+}
+
 TEST(Pool, MaxAndAverageWithGradients) {
   Buf x = randn(AMPRT_F32, {2, 3, 7, 6});
   amprt_pool_params p{};

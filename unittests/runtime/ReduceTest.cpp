@@ -134,6 +134,26 @@ TEST(Softmax, GradientMatchesJacobian) {
   }
 }
 
+// The f32 last-axis path (rows on the threads) computes what the general
+// strided loop does, bit for bit: the same sums in the same order.
+TEST(Softmax, GradientFastPathMatchesTheGeneralOne) {
+  const int64_t rows = 300, len = 49;
+  for (int log = 0; log < 2; ++log) {
+    Buf x = randn(AMPRT_F32, {rows, len}), y(AMPRT_F32, {rows, len}),
+        dy = randn(AMPRT_F32, {rows, len}), dx(AMPRT_F32, {rows, len}),
+        ref(AMPRT_F32, {rows, len});
+    AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
+    AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
+    amprt_tensor view = ref.t; // strides [1, rows]: a transposed layout
+    view.strides[0] = 1;
+    view.strides[1] = rows;
+    AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, &view));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < len; ++j)
+        ASSERT_EQ(dx.get(r * len + j), ref.get(j * rows + r)) << "log " << log;
+  }
+}
+
 namespace {
 void refLayerNorm(const Buf &x, const Buf &g, const Buf &b, int64_t rows, int64_t cols,
                   double eps, std::vector<double> &y, std::vector<double> &mean,

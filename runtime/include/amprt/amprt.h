@@ -761,6 +761,10 @@ typedef enum amprt_opcode {
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);
 
+/* The opcode's name ("gemm", "softmax_grad"; "?" for an unknown one), as
+ * AMPRT_PROFILE and amprt-exec-replay print it. */
+const char *amprt_opcode_name(int64_t opcode);
+
 /*--- Checkpoints (safetensors) -----------------------------------------------*
  * One file: the tensors by name, and string metadata (loss-scale state, step
  * count, RNG state, anything the caller adds). Written to a temporary file in

@@ -1,10 +1,13 @@
 //===- dnnl.cpp - matrix products and convolutions on oneDNN ------------===//
 //
-// oneDNN computes op(A) @ op(B) (and convolutions) into an f32 buffer: f32
-// inputs as they are, bf16 inputs as bf16 (AMX / AVX512-BF16 where the CPU
-// has them), f16 inputs widened to f32 first (exact; Debian's oneDNN 2.6
-// has no f16 matmul). Every path accumulates in f32. The epilogue (alpha,
-// beta * C, bias) runs in f32 and rounds once into the output type.
+// oneDNN computes op(A) @ op(B) (and convolutions, and their gradients)
+// into an f32 buffer: f32 inputs as they are, bf16 inputs as bf16 (AMX /
+// AVX512-BF16 where the CPU has them), f16 inputs widened to f32 first
+// (exact; Debian's oneDNN 2.6 has no f16 matmul). Every path accumulates in
+// f32. The epilogue (alpha, beta * C, bias) runs in f32 and rounds once
+// into the output type; a bf16 output of bf16 kernels is rounded by oneDNN
+// itself (the primitive, or the reorder out of its layout: to nearest even,
+// once), without an f32 copy and a second pass.
 //
 // oneDNN's C++ API throws dnnl::error; this file is built with exceptions
 // and turns every one into an AMPRT status.
@@ -17,6 +20,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstring>
 #include <map>
 #include <unordered_map>
 #include <mutex>
@@ -57,6 +61,23 @@ Operand operandOf(const amprt_tensor *t, bool widenBf16 = false) {
     o.ptr = t->data;
   }
   return o;
+}
+
+/// bf16 a and b whose product oneDNN can write as bf16 (probed once: a
+/// build or CPU without such kernels keeps the f32 result and our
+/// conversion).
+bool bf16Operands(const amprt_tensor *a, const amprt_tensor *b) {
+  static const bool supported = [] {
+    try {
+      using dt = dnnl::memory::data_type;
+      dnnl::memory::desc x({8, 8}, dt::bf16, {8, 1}), y({8, 8}, dt::bf16, {8, 1});
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x, x, y), cpuEngine());
+      return true;
+    } catch (const dnnl::error &) {
+      return false;
+    }
+  }();
+  return supported && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16;
 }
 
 /// The largest of the bits without the sign: for floats, |v| orders as
@@ -121,10 +142,11 @@ struct GemmKey {
   int64_t batch = 1; // > 1: `batch` dense [m,k] x [k,n] products, one primitive
   bool bias = false;  // an f32 [n] row added by the primitive (batch 1 only)
   bool relu = false;  // max(., 0) as a post-op (see reluCannotMeetNaN)
+  bool bf16Out = false; // the f32 result rounded to bf16 by the primitive
   bool operator<(const GemmKey &o) const {
-    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu) <
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu, bf16Out) <
            std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch,
-                    o.bias, o.relu);
+                    o.bias, o.relu, o.bf16Out);
   }
 };
 
@@ -133,7 +155,10 @@ struct GemmPrim {
   dnnl::memory::desc a, b, c, bias;
 };
 
-void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc,
+/// The product into `out`: f32, or bf16 with key.bf16Out (the f32
+/// accumulator plus bias and ReLU rounded once, to nearest even, as our
+/// conversion does).
+void gemmAcc(const GemmKey &key, const void *a, const void *b, void *out,
              const float *bias = nullptr) {
   static std::mutex mu;
   static std::map<GemmKey, GemmPrim> cache;
@@ -144,16 +169,17 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc,
     if (it == cache.end()) {
       using dt = dnnl::memory::data_type;
       dnnl::memory::desc ad, bd, cd;
+      dt odt = key.bf16Out ? dt::bf16 : dt::f32;
       if (key.batch > 1) {
         ad = dnnl::memory::desc({key.batch, key.m, key.k}, (dt)key.adt,
                                 {key.m * key.k, key.lda0, key.lda1});
         bd = dnnl::memory::desc({key.batch, key.k, key.n}, (dt)key.bdt,
                                 {key.k * key.n, key.ldb0, key.ldb1});
-        cd = dnnl::memory::desc({key.batch, key.m, key.n}, dt::f32, {key.m * key.n, key.n, 1});
+        cd = dnnl::memory::desc({key.batch, key.m, key.n}, odt, {key.m * key.n, key.n, 1});
       } else {
         ad = dnnl::memory::desc({key.m, key.k}, (dt)key.adt, {key.lda0, key.lda1});
         bd = dnnl::memory::desc({key.k, key.n}, (dt)key.bdt, {key.ldb0, key.ldb1});
-        cd = dnnl::memory::desc({key.m, key.n}, dt::f32, {key.n, 1});
+        cd = dnnl::memory::desc({key.m, key.n}, odt, {key.n, 1});
       }
       dnnl::memory::desc biasd;
       if (key.bias)
@@ -193,7 +219,7 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, float *acc,
   }
   it->second.a.set_data_handle(const_cast<void *>(a));
   it->second.b.set_data_handle(const_cast<void *>(b));
-  it->second.c.set_data_handle(acc);
+  it->second.c.set_data_handle(out);
   if (key.bias)
     it->second.bias.set_data_handle(const_cast<float *>(bias));
   p->prim.execute(s, it->second.args);
@@ -281,6 +307,23 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
       return amprt_unary(ctx, AMPRT_UNARY_RELU, 0.0f, y, y);
     }
   }
+  bool useC = c && beta != 0.0f && !(fusedBias && kk != 0);
+  if (y->dtype == AMPRT_BF16 && bf16Operands(a, b) && alpha == 1.0f && !useC && m && n && kk) {
+    // bf16 operands on bf16 kernels and nothing after the primitive: it
+    // writes y, rounded once (no f32 scratch and second pass).
+    AMPRT_DNNL_TRY(k, {
+      Operand oa = operandOf(a), ob = operandOf(b);
+      GemmKey key{m, n, kk,
+                  trans_a ? 1 : a->shape[1], trans_a ? a->shape[1] : 1,
+                  trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1,
+                  (int)oa.dt, (int)ob.dt};
+      key.bias = fusedBias;
+      key.relu = relu;
+      key.bf16Out = true;
+      gemmAcc(key, oa.ptr, ob.ptr, y->data, biasF32);
+    })
+    return AMPRT_OK;
+  }
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
   thread_local std::vector<float> scratch;
@@ -309,7 +352,6 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
       })
     }
   }
-  bool useC = c && beta != 0.0f && !(fusedBias && kk != 0);
   if (alpha != 1.0f || useC) {
     if (useC && c->dtype == AMPRT_F32 && cs[0][1] == 1 && (cs[0][0] == 0 || cs[0][0] == n)) {
       // The common case: an f32 bias row (or a full matrix), contiguous.
@@ -371,16 +413,19 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
   bShared = bShared && !ta;
   // Strides of a [m, k] and b [k, n] within a matrix.
   int64_t a0 = ta ? 1 : kk, a1 = ta ? m : 1, b0 = tb ? 1 : n, b1 = tb ? kk : 1;
+  // bf16 operands on bf16 kernels: the primitive writes a bf16 y itself.
+  bool direct = y->dtype == AMPRT_F32 || (y->dtype == AMPRT_BF16 && bf16Operands(a, b));
   if (batches > 1 && kk > 0 && m && n && (bShared || sameBatch)) {
-    if (y->dtype != AMPRT_F32 && scratch.size() < (size_t)(batches * m * n))
+    if (!direct && scratch.size() < (size_t)(batches * m * n))
       scratch.resize(batches * m * n);
     AMPRT_DNNL_TRY(k, {
       Operand oa = operandOf(a), ob = operandOf(b);
-      float *acc = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) : scratch.data();
+      void *acc = direct ? y->data : scratch.data();
       GemmKey key{bShared ? batches * m : m, n, kk, a0, a1, b0, b1, (int)oa.dt, (int)ob.dt,
                   bShared ? 1 : batches};
+      key.bf16Out = y->dtype == AMPRT_BF16 && direct;
       gemmAcc(key, oa.ptr, ob.ptr, acc);
-      if (y->dtype != AMPRT_F32)
+      if (!direct)
         convertPar(acc, AMPRT_F32, y->data, y->dtype, (size_t)(batches * m * n));
     })
     return AMPRT_OK;
@@ -534,20 +579,24 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
     }
   }
   int64_t count = amprt_tensor_numel(y);
+  // bf16 with few input channels per group (an image's first layer):
+  // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
+  // values widen to f32 exactly (the same products, f32 accumulation
+  // either way), so the f32 kernel runs.
+  bool widen = x->dtype == AMPRT_BF16 && x->shape[1] / std::max<int64_t>(p->group, 1) < 8;
+  // A bf16 y from bf16 kernels: the reorder out of oneDNN's layout rounds
+  // the f32 result to bf16 itself (to nearest even, once), no f32 copy of
+  // y and second pass.
+  bool outBf16 = y->dtype == AMPRT_BF16 && !widen && bf16Operands(x, w);
   thread_local std::vector<float> scratch;
-  float *acc = static_cast<float *>(y->data);
-  if (y->dtype != AMPRT_F32) {
+  void *acc = y->data;
+  if (y->dtype != AMPRT_F32 && !outBf16) {
     scratch.resize(count);
     acc = scratch.data();
   }
   if (count) {
     AMPRT_DNNL_TRY(k, {
       using dt = dnnl::memory::data_type;
-      // bf16 with few input channels per group (an image's first layer):
-      // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
-      // values widen to f32 exactly (the same products, f32 accumulation
-      // either way), so the f32 kernel runs.
-      bool widen = x->dtype == AMPRT_BF16 && x->shape[1] / std::max<int64_t>(p->group, 1) < 8;
       Operand ox = operandOf(x, widen), ow = operandOf(w, widen);
       // Primitives are cached by everything that shapes them.
       std::vector<int64_t> key(cd.src.begin(), cd.src.end());
@@ -558,6 +607,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       key.push_back((int64_t)ox.dt);
       key.push_back(bias ? 1 : 0);
       key.push_back(flags);
+      key.push_back(outBf16);
       // oneDNN picks its layouts (format_tag::any: blocked nChw16c and the
       // like, several times faster than plain NCHW); our plain tensors are
       // reordered in and out around the primitive. Primitives, reorders and
@@ -577,7 +627,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       dnnl::memory::desc xd(cd.src, ox.dt,
                             flags & AMPRT_CONV_SRC_BLOCKED ? blockedTag : plainTag(cd.src.size()));
       dnnl::memory::desc wd(cd.wei, ow.dt, plainTag(cd.wei.size()));
-      dnnl::memory::desc yd(cd.dst, dt::f32,
+      dnnl::memory::desc yd(cd.dst, outBf16 ? dt::bf16 : dt::f32,
                             flags & AMPRT_CONV_DST_BLOCKED ? blockedTag : plainTag(cd.dst.size()));
       dnnl::memory::desc bd(cd.bias, dt::f32, dnnl::memory::format_tag::a);
       const Conv *conv;
@@ -675,7 +725,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       s.wait();
     })
   }
-  if (y->dtype != AMPRT_F32)
+  if (acc != y->data)
     return convertPar(acc, AMPRT_F32, y->data, y->dtype, (size_t)count);
   return AMPRT_OK;
 }
@@ -702,8 +752,16 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
   AMPRT_DNNL_TRY(k, {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    // Inputs in f32 (f32 used in place, f16 / bf16 widened: exact);
-    // gradients in f32, rounded once into the outputs.
+    // bf16 operands run on oneDNN's bf16 kernels (as PyTorch's autocast
+    // backward does): products of bf16 values are exact in f32 and summed
+    // in f32, as in the f32 kernels on widened copies, at twice their
+    // speed. Not for few input channels per group (an image's first layer,
+    // depthwise convolutions: oneDNN's bf16 kernels are slower there, as in
+    // the forward), nor where oneDNN would take its reference kernel. Else
+    // the inputs in f32 (f32 used in place, f16 / bf16 widened: exact).
+    // Gradients come out in f32 and are rounded once into the outputs.
+    bool lowp = dy->dtype == AMPRT_BF16 && w->dtype == AMPRT_BF16 && x->dtype == AMPRT_BF16 &&
+                bf16Operands(w, dy) && x->shape[1] / std::max<int64_t>(p->group, 1) >= 8;
     thread_local std::vector<float> xw, ww, dyw;
     auto f32Of = [](const amprt_tensor *t, std::vector<float> &buf) -> float * {
       if (t->dtype == AMPRT_F32)
@@ -712,12 +770,6 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       convertPar(t->data, t->dtype, buf.data(), AMPRT_F32, buf.size());
       return buf.data();
     };
-    // x is read only for dw (for dx alone it gives the shape: ConvTranspose
-    // passes its own, not yet written, result).
-    float *xf = dw ? f32Of(x, xw) : nullptr, *wf = f32Of(w, ww), *dyf = f32Of(dy, dyw);
-    dnnl::memory::desc xd(cd.src, dt::f32, plainTag(cd.src.size()));
-    dnnl::memory::desc wd(cd.wei, dt::f32, plainTag(cd.wei.size()));
-    dnnl::memory::desc yd(cd.dst, dt::f32, plainTag(cd.dst.size()));
     dnnl::memory::desc bd(cd.bias, dt::f32, tag::a);
     // Primitives (oneDNN JIT-compiles each one: milliseconds) are cached by
     // everything that shapes them. As in the forward, oneDNN picks its own
@@ -729,9 +781,11 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       key.push_back(-1);
       key.insert(key.end(), v->begin(), v->end());
     }
+    key.push_back(lowp);
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;
+      bool low = false;             // its inputs in bf16
     };
     struct Prims {
       std::optional<dnnl::convolution_backward_data> data;
@@ -747,37 +801,55 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
         return std::nullopt;
       return dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), from, cpuEngine(), to));
     };
+    auto plain = [&](const dnnl::memory::dims &d, dt t) {
+      return dnnl::memory::desc(d, t, plainTag(d.size()));
+    };
+    auto isRef = [](const char *impl) { return std::strstr(impl, "ref") != nullptr; };
     Prims prims;
     {
       std::lock_guard<std::mutex> lock(mu);
       Prims &c = cache[key];
-      if ((dx && !c.data) || (dw && !c.weights)) {
-        dnnl::memory::desc xa(cd.src, dt::f32, tag::any), wa(cd.wei, dt::f32, tag::any),
-            ya(cd.dst, dt::f32, tag::any);
+      // Each side in bf16 when asked and oneDNN has a real kernel for it,
+      // else in f32.
+      for (bool low : {true, false}) {
+        if (low && !lowp)
+          continue;
+        if (!((dx && !c.data) || (dw && !c.weights)))
+          break;
+        dt in = low ? dt::bf16 : dt::f32;
+        dnnl::memory::desc xa(cd.src, in, tag::any), wa(cd.wei, in, tag::any),
+            ya(cd.dst, in, tag::any), xo(cd.src, dt::f32, tag::any), wo(cd.wei, dt::f32, tag::any);
         dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
                                            dnnl::algorithm::convolution_direct, xa, wa, bd, ya,
                                            cd.strides, cd.dil, cd.padL, cd.padR);
         dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
         if (dx && !c.data) {
-          dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, xa, wa,
-                                                  ya, cd.strides, cd.dil, cd.padL, cd.padR);
+          dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
+                                                  low ? xo : xa, wa, ya, cd.strides, cd.dil,
+                                                  cd.padL, cd.padR);
           dnnl::convolution_backward_data::primitive_desc pd(d, cpuEngine(), fpd);
-          c.data = dnnl::convolution_backward_data(pd);
-          c.d = Side{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc(),
-                     reorder(yd, pd.diff_dst_desc()), reorder(wd, pd.weights_desc()),
-                     reorder(pd.diff_src_desc(), xd)};
+          if (!low || !isRef(pd.impl_info_str())) {
+            c.data = dnnl::convolution_backward_data(pd);
+            c.d = Side{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc(),
+                       reorder(plain(cd.dst, in), pd.diff_dst_desc()),
+                       reorder(plain(cd.wei, in), pd.weights_desc()),
+                       reorder(pd.diff_src_desc(), plain(cd.src, dt::f32)), low};
+          }
         }
         if (dw && !c.weights) {
           // Without the bias: db is summed here, in double (oneDNN's f32 sum
           // over N x H x W loses digits when the terms cancel).
           dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa,
-                                                     wa, ya, cd.strides, cd.dil, cd.padL,
-                                                     cd.padR);
+                                                     low ? wo : wa, ya, cd.strides, cd.dil,
+                                                     cd.padL, cd.padR);
           dnnl::convolution_backward_weights::primitive_desc pd(d, cpuEngine(), fpd);
-          c.weights = dnnl::convolution_backward_weights(pd);
-          c.w = Side{pd.diff_dst_desc(), pd.src_desc(), pd.diff_weights_desc(),
-                     reorder(yd, pd.diff_dst_desc()), reorder(xd, pd.src_desc()),
-                     reorder(pd.diff_weights_desc(), wd)};
+          if (!low || !isRef(pd.impl_info_str())) {
+            c.weights = dnnl::convolution_backward_weights(pd);
+            c.w = Side{pd.diff_dst_desc(), pd.src_desc(), pd.diff_weights_desc(),
+                       reorder(plain(cd.dst, in), pd.diff_dst_desc()),
+                       reorder(plain(cd.src, in), pd.src_desc()),
+                       reorder(pd.diff_weights_desc(), plain(cd.wei, dt::f32)), low};
+          }
         }
       }
       prims = c;
@@ -802,15 +874,25 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       r->execute(s, m, t);
       return t;
     };
+    /// An input of a side: its bf16 bytes, or f32 (widened when low).
+    auto input = [&](bool low, const amprt_tensor *t, std::vector<float> &buf) -> void * {
+      return low ? t->data : f32Of(t, buf);
+    };
     // dy in the backward-data layout; reused by the weights side when the
     // two want the same one.
     std::optional<dnnl::memory> dyData;
+    float *dyf = nullptr; // dy in f32, for db
     if (dx) {
+      bool low = prims.d.low;
+      dt et = low ? dt::bf16 : dt::f32;
       std::vector<float> g(amprt_tensor_numel(x));
-      dnnl::memory dyi = in(prims.d.toA, yd, prims.d.a, dyf, bufA);
+      void *dyp = input(low, dy, dyw);
+      if (!low)
+        dyf = static_cast<float *>(dyp);
+      dnnl::memory dyi = in(prims.d.toA, plain(cd.dst, et), prims.d.a, dyp, bufA);
       dyData = dyi;
-      dnnl::memory wi = in(prims.d.toB, wd, prims.d.b, wf, bufB);
-      dnnl::memory gp = mem(xd, g.data());
+      dnnl::memory wi = in(prims.d.toB, plain(cd.wei, et), prims.d.b, input(low, w, ww), bufB);
+      dnnl::memory gp = mem(plain(cd.src, dt::f32), g.data());
       dnnl::memory go = prims.d.fromOut ? scratchMem(bufOut, prims.d.out) : gp;
       prims.data->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
                               {DNNL_ARG_WEIGHTS, wi},
@@ -821,12 +903,22 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       convertPar(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
     if (dw) {
+      // (x is read only here: for dx alone it gives the shape, and
+      // ConvTranspose passes its own, not yet written, result.)
+      bool low = prims.w.low;
+      dt et = low ? dt::bf16 : dt::f32;
       std::vector<float> gw(amprt_tensor_numel(w));
-      dnnl::memory dyi = dyData && dx && prims.d.a == prims.w.a
-                             ? *dyData
-                             : in(prims.w.toA, yd, prims.w.a, dyf, bufA2);
-      dnnl::memory xi = in(prims.w.toB, xd, prims.w.b, xf, bufB);
-      dnnl::memory gp = mem(wd, gw.data());
+      dnnl::memory dyi;
+      if (dyData && prims.d.low == low && prims.d.a == prims.w.a) {
+        dyi = *dyData;
+      } else {
+        void *dyp = input(low, dy, dyw);
+        if (!low)
+          dyf = static_cast<float *>(dyp);
+        dyi = in(prims.w.toA, plain(cd.dst, et), prims.w.a, dyp, bufA2);
+      }
+      dnnl::memory xi = in(prims.w.toB, plain(cd.src, et), prims.w.b, input(low, x, xw), bufB);
+      dnnl::memory gp = mem(plain(cd.wei, dt::f32), gw.data());
       dnnl::memory go = prims.w.fromOut ? scratchMem(bufOut, prims.w.out) : gp;
       prims.weights->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
                                  {DNNL_ARG_SRC, xi},
@@ -836,6 +928,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       s.wait();
       convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
     }
+    if (db && !dyf)
+      dyf = f32Of(dy, dyw);
     if (db) {
       // db[c] = sum of dy over N and the spatial dims, in double.
       int64_t oc = cd.dst[1], inner = 1;

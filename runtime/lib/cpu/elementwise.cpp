@@ -222,6 +222,51 @@ void zipF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols
               [&](int64_t r0, int64_t r1) { zipRows(a, b, y, r0, r1, cols, bRow, bScalar, f); });
 }
 
+/// b broadcast against y in its leading dims but equal to y in a trailing
+/// block of `inner` elements (an attention mask [1, H, 1, L, L] against
+/// scores [B, H, W, L, L]): y's rows of `inner` each meet one contiguous
+/// row of b, found from the row's index with b's strides (0 where b is
+/// broadcast). Rows on the threads.
+template <typename F>
+bool blockRowsF32(const amprt_tensor *a, const amprt_tensor *b, amprt_tensor *y, F f) {
+  int32_t lead = y->rank - b->rank;
+  if (lead < 0)
+    return false;
+  auto bdim = [&](int32_t k) { return k < lead ? 1 : b->shape[k - lead]; };
+  int32_t t = y->rank;
+  int64_t inner = 1;
+  while (t > 0 && bdim(t - 1) == y->shape[t - 1])
+    inner *= y->shape[--t];
+  if (t == 0 || inner < 16)
+    return false;
+  for (int32_t d = 0; d < t; ++d)
+    if (bdim(d) != 1 && bdim(d) != y->shape[d])
+      return false;
+  int64_t bstride[AMPRT_MAX_RANK];
+  int64_t st = inner;
+  for (int32_t d = t - 1; d >= 0; --d) {
+    bstride[d] = bdim(d) == 1 ? 0 : st;
+    st *= bdim(d);
+  }
+  const float *pa = static_cast<const float *>(a->data), *pb = static_cast<const float *>(b->data);
+  float *py = static_cast<float *>(y->data);
+  int64_t rows = amprt_tensor_numel(y) / inner;
+  parallelFor(rows, std::max<int64_t>(1, 65536 / inner), 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t rem = r, off = 0;
+      for (int32_t d = t - 1; d >= 0; --d) {
+        off += (rem % y->shape[d]) * bstride[d];
+        rem /= y->shape[d];
+      }
+      const float *ar = pa + r * inner, *br = pb + off;
+      float *yr = py + r * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        yr[i] = f(ar[i], br[i]);
+    }
+  });
+  return true;
+}
+
 bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
                    amprt_tensor *y) {
   if (a->dtype != AMPRT_F32 || b->dtype != AMPRT_F32 || y->dtype != AMPRT_F32 ||
@@ -232,6 +277,16 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
   bool scalar = nb == 1, row = false;
   const float *pa = static_cast<const float *>(a->data), *pb = static_cast<const float *>(b->data);
   float *py = static_cast<float *>(y->data);
+  // Other broadcasts equal to y in a trailing block.
+  auto blockRows = [&]() {
+    switch (op) {
+    case AMPRT_BINARY_ADD: return blockRowsF32(a, b, y, [](float p, float q) { return p + q; });
+    case AMPRT_BINARY_SUB: return blockRowsF32(a, b, y, [](float p, float q) { return p - q; });
+    case AMPRT_BINARY_MUL: return blockRowsF32(a, b, y, [](float p, float q) { return p * q; });
+    case AMPRT_BINARY_DIV: return blockRowsF32(a, b, y, [](float p, float q) { return p / q; });
+    default: return false;
+    }
+  };
   if (!scalar && nb != n) {
     // b: the trailing dims' vector ([..., 1, cols] or [cols]), or a block
     // broadcast [1.., M.., 1..] against y (a per-channel [C, 1, 1] against
@@ -248,16 +303,20 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
         outer *= y->shape[d];
       for (; d < y->rank && bdim(d) != 1; ++d) {
         if (bdim(d) != y->shape[d])
-          return false;
+          return blockRows();
         mid *= y->shape[d];
       }
       for (; d < y->rank; ++d) {
         if (bdim(d) != 1)
-          return false;
+          return blockRows();
         inner *= y->shape[d];
       }
       if (mid != nb)
-        return false;
+        return blockRows();
+      // One b value per element ([1, C, H, W] against [N, C, H, W]): b's
+      // rows against y's, not a value at a time.
+      if (inner < 16 && blockRows())
+        return true;
       // Runs of `inner` elements on the threads.
       auto run = [&](auto f) {
         parallelFor(outer * mid, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)), 1,
@@ -287,6 +346,40 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
   case AMPRT_BINARY_DIV: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p / q; }); return true;
   default: return false;
   }
+}
+
+/// Same-shape dense operands with an f16 / bf16 among them (gradients
+/// summed, residual adds in low precision): pieces of 2048 elements
+/// widened to f32 in thread-local buffers, computed and rounded back, on
+/// the threads: the arithmetic of the f32 copies path (f32, one rounding
+/// when stored) in one pass over memory instead of four.
+bool binaryHalfDense(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
+                     amprt_tensor *y) {
+  if (!isFloat(a->dtype) || !isFloat(b->dtype) || !isFloat(y->dtype) ||
+      !(isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype)) || !sameDense(a, y) ||
+      !sameDense(b, y) || op > AMPRT_BINARY_DIV)
+    return false;
+  constexpr int64_t kPiece = 2048;
+  int64_t n = amprt_tensor_numel(y);
+  size_t ea = amprt_dtype_size(a->dtype), eb = amprt_dtype_size(b->dtype), ey = amprt_dtype_size(y->dtype);
+  const char *pa = static_cast<const char *>(a->data), *pb = static_cast<const char *>(b->data);
+  char *py = static_cast<char *>(y->data);
+  parallelFor((n + kPiece - 1) / kPiece, std::max<int64_t>(1, 32768 / kPiece), 1, [&](int64_t p0, int64_t p1) {
+    float fa[kPiece], fb[kPiece], fy[kPiece];
+    for (int64_t p = p0; p < p1; ++p) {
+      int64_t i = p * kPiece, m = std::min(kPiece, n - i);
+      amprt_convert(pa + i * ea, a->dtype, fa, AMPRT_F32, (size_t)m);
+      amprt_convert(pb + i * eb, b->dtype, fb, AMPRT_F32, (size_t)m);
+      switch (op) {
+      case AMPRT_BINARY_ADD: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] + fb[k]; break;
+      case AMPRT_BINARY_SUB: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] - fb[k]; break;
+      case AMPRT_BINARY_MUL: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] * fb[k]; break;
+      default: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] / fb[k]; break;
+      }
+      amprt_convert(fy, AMPRT_F32, py + i * ey, y->dtype, (size_t)m);
+    }
+  });
+  return true;
 }
 
 } // namespace
@@ -528,6 +621,8 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
   if (y->dtype == AMPRT_I1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_binary: op %d does not give i1", op);
   if (binaryFastF32(op, a, b, y))
+    return AMPRT_OK;
+  if (binaryHalfDense(op, a, b, y))
     return AMPRT_OK;
   if (isFloat(y->dtype) && isFloat(a->dtype) && isFloat(b->dtype) &&
       (isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype))) {
@@ -985,6 +1080,42 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
     if (dy->shape[d - 1 + indices->rank] != ddata->shape[d])
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_grad: dy %s vs ddata %s",
                   shapeString(dy).c_str(), shapeString(ddata).c_str());
+  int64_t limit = ddata->shape[axis];
+  if (amprt_tensor_is_contiguous(dy)) {
+    // Distinct indices (q = qkv[0], a slice by index): each block of ddata
+    // receives at most one block of dy, so ddata is dy's blocks placed at
+    // their rows and zeros elsewhere: one pass of copies (0 + v is v, but
+    // for the sign of a zero), in any dtype, on the threads.
+    std::vector<int64_t> ks;
+    AMPRT_CHECK(indexList(indices, limit, "amprt_gather_grad", ks));
+    std::vector<int64_t> from(limit, -1);
+    bool distinct = true;
+    for (size_t j = 0; j < ks.size() && distinct; ++j) {
+      distinct = from[ks[j]] < 0;
+      from[ks[j]] = (int64_t)j;
+    }
+    if (distinct) {
+      int64_t outer = 1, inner = 1, nidx = (int64_t)ks.size();
+      for (int32_t d = 0; d < axis; ++d)
+        outer *= ddata->shape[d];
+      for (int32_t d = axis + 1; d < ddata->rank; ++d)
+        inner *= ddata->shape[d];
+      size_t es = amprt_dtype_size(ddata->dtype), blk = (size_t)inner * es;
+      const char *src = static_cast<const char *>(dy->data);
+      char *dst = static_cast<char *>(ddata->data);
+      parallelFor(outer * limit, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)), 1,
+                  [&](int64_t t0, int64_t t1) {
+                    for (int64_t t = t0; t < t1; ++t) {
+                      int64_t o = t / limit, j = from[t % limit];
+                      if (j < 0)
+                        std::memset(dst + (size_t)t * blk, 0, blk);
+                      else
+                        std::memcpy(dst + (size_t)t * blk, src + (size_t)(o * nidx + j) * blk, blk);
+                    }
+                  });
+      return AMPRT_OK;
+    }
+  }
   // Sums in f32 (a scratch copy when ddata is f16 / bf16).
   amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
   float *a = static_cast<float *>(acc.data);
@@ -992,7 +1123,6 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
   std::fill(a, a + total, 0.0f);
   int64_t dense[AMPRT_MAX_RANK];
   contiguousStrides(ddata->rank, ddata->shape, dense);
-  int64_t limit = ddata->shape[axis];
   if (amprt_tensor_is_contiguous(dy)) {
     // Dense dy: per (outer position, index), its inner block added to the
     // indexed block, in dy's order (the same sums, in the same order, as

@@ -76,10 +76,10 @@ inline amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
   return AMPRT_OK;
 }
 
-/// AMPRT_PROFILE's key for a call: "op N" and its first four tensors'
-/// [shape] (with /strides when not dense).
+/// AMPRT_PROFILE's key for a call: the opcode's name and its first four
+/// tensors' [shape] (with /strides when not dense).
 inline std::string profileKey(const int64_t *desc) {
-  std::string key = "op " + std::to_string(desc ? desc[1] : -1);
+  std::string key = amprt_opcode_name(desc ? desc[1] : -1);
   const int64_t *p = desc ? desc + 4 : nullptr;
   for (int64_t k = 0; p && k < desc[2] && k < 4; ++k) {
     int64_t rank = p[1];
@@ -101,7 +101,8 @@ inline std::string profileKey(const int64_t *desc) {
   return key;
 }
 
-/// Seconds and calls per profileKey, printed (the 40 largest) to stderr.
+/// Seconds and calls per profileKey, printed (the 40 largest, then the
+/// totals per opcode) to stderr.
 struct ProfileTable {
   struct Entry {
     double seconds = 0;
@@ -125,6 +126,20 @@ struct ProfileTable {
     for (size_t i = 0; i < rows.size() && i < 40; ++i)
       std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
                    rows[i].first * 1e3, (long long)byOp.at(rows[i].second).calls, rows[i].second.c_str());
+    std::map<std::string, Entry> perOpcode; // the key's name, before its shapes
+    for (auto &[k, e] : byOp) {
+      Entry &t = perOpcode[k.substr(0, k.find(' '))];
+      t.seconds += e.seconds;
+      t.calls += e.calls;
+    }
+    std::vector<std::pair<double, std::string>> sums;
+    for (auto &[k, e] : perOpcode)
+      sums.push_back({e.seconds, k});
+    std::sort(sums.rbegin(), sums.rend());
+    std::fprintf(stderr, "amprt profile%s by opcode:\n", where);
+    for (auto &[sec, k] : sums)
+      std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * sec / total, sec * 1e3,
+                   (long long)perOpcode.at(k).calls, k.c_str());
   }
 };
 
