@@ -570,12 +570,15 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
   };
   const Case cases[] = {{{3, 4, 2, 5, 7}, {1, 4, 1, 5, 7}}, {{3, 4, 5, 7}, {1, 4, 5, 7}},
                         {{2, 3, 4, 9}, {3, 1, 9}}, {{2, 3, 4, 9}, {2, 1, 4, 9}},
-                        {{5, 3000}, {5, 3000}}};
+                        {{5, 3000}, {5, 3000}}, {{4, 6, 5, 5}, {4, 6, 1, 1}},
+                        {{3, 40}, {40}}, {{3, 40}, {}}};
   for (const Case &c : cases)
     for (amprt_dtype dt : kFloats)
-      for (amprt_binary_op op : {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV}) {
+      for (amprt_binary_op op : {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV})
+      for (bool bFirst : {false, true}) { // b op a: the broadcast operand first
         Buf a = randn(dt, c.y), b = randn(dt, c.b), y(dt, c.y);
-        AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+        AMPRT_OK_OR_FAIL(bFirst ? amprt_binary(nullptr, op, b.p(), a.p(), y.p())
+                                : amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
         int32_t r = (int32_t)c.y.size(), lead = r - (int32_t)c.b.size();
         Buf want(dt, c.y);
         for (int64_t i = 0; i < y.numel(); ++i) {
@@ -591,6 +594,8 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
             }
           }
           float p = (float)a.get(i), q = (float)b.get(off);
+          if (bFirst)
+            std::swap(p, q);
           float v = op == AMPRT_BINARY_ADD ? p + q
                     : op == AMPRT_BINARY_SUB ? p - q
                     : op == AMPRT_BINARY_MUL ? p * q
@@ -598,7 +603,7 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
           want.set(i, v);
         }
         ASSERT_EQ(y.bytes, want.bytes) << amprt_dtype_name(dt) << " op " << op << " b rank "
-                                       << c.b.size();
+                                       << c.b.size() << (bFirst ? " (b first)" : "");
       }
 }
 

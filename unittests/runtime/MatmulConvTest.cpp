@@ -202,18 +202,25 @@ void refConvBackward(const Buf &x, const Buf &w, const Buf &dy, const ConvCase &
 // backward kernels (the f32 ones on widened copies otherwise): the same
 // exact products summed in f32, so within f32 accumulation error of the
 // double reference, plus half an ulp where the gradient is stored in bf16.
-TEST(Conv, Bf16BackwardKernelsAgainstDirectLoops) {
+// Depthwise convolutions' weight gradients (our loop where oneDNN would
+// take im2col + gemm) likewise, from f32 and bf16 inputs.
+TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
   const ConvCase cases[] = {{2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},
                             {2, 16, 11, 10, 16, 3, 3, 2, 0, 1, 2},
                             {1, 8, 12, 12, 8, 3, 3, 1, 2, 2, 1},
-                            {2, 32, 6, 6, 16, 1, 1, 1, 0, 1, 1}};
+                            {2, 32, 6, 6, 16, 1, 1, 1, 0, 1, 1},
+                            {2, 24, 5, 5, 24, 5, 5, 1, 2, 1, 24},
+                            {8, 32, 2, 2, 32, 5, 5, 1, 2, 1, 32},
+                            {2, 16, 9, 10, 16, 3, 3, 2, 1, 1, 16},
+                            {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16}};
   for (const ConvCase &cc : cases)
-    for (amprt_dtype out : {AMPRT_BF16, AMPRT_F32}) {
+    for (auto [in, out] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_BF16, AMPRT_F32},
+                           std::pair{AMPRT_F32, AMPRT_F32}}) {
       int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
       int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
-      Buf x = randn(AMPRT_BF16, {cc.n, cc.c, cc.h, cc.w});
-      Buf w = randn(AMPRT_BF16, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
-      Buf dy = randn(AMPRT_BF16, {cc.n, cc.m, oh, ow});
+      Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});
+      Buf w = randn(in, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
+      Buf dy = randn(in, {cc.n, cc.m, oh, ow});
       amprt_conv_params p{};
       p.spatial = 2;
       p.group = cc.group;
@@ -233,9 +240,11 @@ TEST(Conv, Bf16BackwardKernelsAgainstDirectLoops) {
       // Terms of magnitude ~1: f32 error ~ sqrt(terms) * 2^-24 each.
       int64_t dxTerms = cc.m / cc.group * cc.kh * cc.kw, dwTerms = cc.n * oh * ow;
       EXPECT_TRUE(near(dx, rdx, 0.5, 0.0, 8 * accTol(dxTerms)))
-          << "dx " << amprt_dtype_name(out) << " c " << cc.c << " group " << cc.group;
+          << "dx " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
+          << " group " << cc.group;
       EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(dwTerms)))
-          << "dw " << amprt_dtype_name(out) << " c " << cc.c << " group " << cc.group;
+          << "dw " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
+          << " group " << cc.group;
       EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms)))
           << "db " << amprt_dtype_name(out);
       // dx alone (ConvTranspose's call) and dw alone agree with the pair.

@@ -730,6 +730,44 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
+namespace {
+/// The weight gradient of a 2-D depthwise convolution (group = C = M):
+/// dw[c, p, q] = sum over n, i, j of dy[n, c, i, j] * x[n, c, i*s - pad +
+/// p*d, j*s - pad + q*d]. oneDNN 2.6 runs it as im2col + gemm (milliseconds
+/// for a few thousand products); here each output row's products are summed
+/// in f32 and the rows in double, channels on the threads.
+void depthwiseWeightGrad(const float *x, const float *dy, float *gw, int64_t n, int64_t c,
+                         int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
+                         const amprt_conv_params *p) {
+  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0],
+                dw = p->dilations[1], ph = p->pads_begin[0], pw = p->pads_begin[1];
+  parallelFor(c, 1, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch)
+      for (int64_t a = 0; a < kh; ++a)
+        for (int64_t b = 0; b < kw; ++b) {
+          // j with 0 <= j*sw - pw + b*dw < w
+          int64_t off = b * dw - pw;
+          int64_t jlo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+          int64_t jhi = w - off <= 0 ? 0 : std::min(ow, (w - off + sw - 1) / sw);
+          double acc = 0.0;
+          for (int64_t b0 = 0; b0 < n; ++b0)
+            for (int64_t i = 0; i < oh; ++i) {
+              int64_t ih = i * sh - ph + a * dh;
+              if (ih < 0 || ih >= h)
+                continue;
+              const float *xr = x + ((b0 * c + ch) * h + ih) * w + off;
+              const float *gr = dy + ((b0 * c + ch) * oh + i) * ow;
+              float sum = 0.0f;
+              for (int64_t j = jlo; j < jhi; ++j)
+                sum += gr[j] * xr[j * sw];
+              acc += sum;
+            }
+          gw[(ch * kh + a) * kw + b] = (float)acc;
+        }
+  });
+}
+} // namespace
+
 extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor *x,
                                             const amprt_tensor *w,
                                             const amprt_tensor *dy,
@@ -786,6 +824,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;
       bool low = false;             // its inputs in bf16
+      bool viaGemm = false;         // oneDNN's im2col + gemm implementation
     };
     struct Prims {
       std::optional<dnnl::convolution_backward_data> data;
@@ -848,7 +887,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
             c.w = Side{pd.diff_dst_desc(), pd.src_desc(), pd.diff_weights_desc(),
                        reorder(plain(cd.dst, in), pd.diff_dst_desc()),
                        reorder(plain(cd.src, in), pd.src_desc()),
-                       reorder(pd.diff_weights_desc(), plain(cd.wei, dt::f32)), low};
+                       reorder(pd.diff_weights_desc(), plain(cd.wei, dt::f32)), low,
+                       std::strstr(pd.impl_info_str(), "gemm") != nullptr};
           }
         }
       }
@@ -902,7 +942,17 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       s.wait();
       convertPar(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
-    if (dw) {
+    bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group &&
+                     w->shape[0] == p->group && w->shape[1] == 1;
+    if (dw && depthwise && prims.w.viaGemm) {
+      std::vector<float> gw(amprt_tensor_numel(w));
+      float *xf = f32Of(x, xw);
+      if (!dyf)
+        dyf = f32Of(dy, dyw);
+      depthwiseWeightGrad(xf, dyf, gw.data(), x->shape[0], x->shape[1], x->shape[2], x->shape[3],
+                          dy->shape[2], dy->shape[3], w->shape[2], w->shape[3], p);
+      convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
+    } else if (dw) {
       // (x is read only here: for dx alone it gives the shape, and
       // ConvTranspose passes its own, not yet written, result.)
       bool low = prims.w.low;

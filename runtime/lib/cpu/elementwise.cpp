@@ -158,6 +158,28 @@ void geluGradF32(const float *x, const float *dy, float *dx, int64_t n) {
   }
 }
 
+/// sigmoid(x) = 1 / (1 + exp(-x)) with the vector exp, in pieces; and its
+/// gradient g * s * (1 - s) (SiLU's halves: efficientnet, mobilenet v3).
+void sigmoidF32(const float *x, const float *g, float *y, int64_t n) {
+  constexpr int64_t kPiece = 1024;
+  float t[kPiece];
+  for (int64_t b = 0; b < n; b += kPiece) {
+    int64_t m = std::min(kPiece, n - b);
+    for (int64_t i = 0; i < m; ++i)
+      t[i] = -x[b + i];
+    vmap(VFn::Exp, t, t, m);
+    if (g) {
+      for (int64_t i = 0; i < m; ++i) {
+        float sv = 1.0f / (1.0f + t[i]);
+        y[b + i] = g[b + i] * (sv * (1.0f - sv));
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i)
+        y[b + i] = 1.0f / (1.0f + t[i]);
+    }
+  }
+}
+
 bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, float *y, int64_t n) {
   switch (op) {
   case AMPRT_UNARY_CLAMP: // applyUnary's selects (NaN kept), vectorised
@@ -187,7 +209,7 @@ bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, fl
     return true;
   case AMPRT_UNARY_EXP: expF32(x, y, n); return true;
   case AMPRT_UNARY_TANH: mapF32(x, y, n, [](float v) { return std::tanh(v); }); return true;
-  case AMPRT_UNARY_SIGMOID: mapF32(x, y, n, sigmoid); return true;
+  case AMPRT_UNARY_SIGMOID: sigmoidF32(x, nullptr, y, n); return true;
   case AMPRT_UNARY_GELU: geluF32(x, y, n); return true;
   case AMPRT_UNARY_GELU_TANH: mapF32(x, y, n, geluTanh); return true;
   case AMPRT_UNARY_ERF: erfF32(x, y, n); return true;
@@ -267,11 +289,45 @@ bool blockRowsF32(const amprt_tensor *a, const amprt_tensor *b, amprt_tensor *y,
   return true;
 }
 
+/// Calls body(f) with the element function of an f32 add / sub / mul /
+/// div; `swapped`: f(p, q) computes q op p (the operands' roles exchanged
+/// so that the dense one comes first). False for other ops.
+template <typename Body> bool withArith(amprt_binary_op op, bool swapped, Body body) {
+  switch (op) {
+  case AMPRT_BINARY_ADD: body([](float p, float q) { return p + q; }); return true;
+  case AMPRT_BINARY_MUL: body([](float p, float q) { return p * q; }); return true;
+  case AMPRT_BINARY_SUB:
+    if (swapped)
+      body([](float p, float q) { return q - p; });
+    else
+      body([](float p, float q) { return p - q; });
+    return true;
+  case AMPRT_BINARY_DIV:
+    if (swapped)
+      body([](float p, float q) { return q / p; });
+    else
+      body([](float p, float q) { return p / q; });
+    return true;
+  default: return false;
+  }
+}
+
+/// y = a op b in f32 where one operand is y's dense shape and the other
+/// contiguous: same shape, a scalar, a trailing vector (a bias), a block
+/// [1.., M.., 1..] (a per-channel scale), or equal to y in a trailing
+/// block. `a` broadcast against a dense `b` (squeeze-excitation's scale
+/// times the activations) runs with the roles exchanged.
 bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
                    amprt_tensor *y) {
-  if (a->dtype != AMPRT_F32 || b->dtype != AMPRT_F32 || y->dtype != AMPRT_F32 ||
-      !sameDense(a, y) || !amprt_tensor_is_contiguous(b))
+  if (a->dtype != AMPRT_F32 || b->dtype != AMPRT_F32 || y->dtype != AMPRT_F32)
     return false;
+  bool swapped = false;
+  if (!sameDense(a, y) || !amprt_tensor_is_contiguous(b)) {
+    if (!sameDense(b, y) || !amprt_tensor_is_contiguous(a))
+      return false;
+    std::swap(a, b);
+    swapped = true;
+  }
   int64_t n = amprt_tensor_numel(y), nb = amprt_tensor_numel(b);
   int64_t cols = y->rank ? y->shape[y->rank - 1] : 1;
   bool scalar = nb == 1, row = false;
@@ -279,13 +335,8 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
   float *py = static_cast<float *>(y->data);
   // Other broadcasts equal to y in a trailing block.
   auto blockRows = [&]() {
-    switch (op) {
-    case AMPRT_BINARY_ADD: return blockRowsF32(a, b, y, [](float p, float q) { return p + q; });
-    case AMPRT_BINARY_SUB: return blockRowsF32(a, b, y, [](float p, float q) { return p - q; });
-    case AMPRT_BINARY_MUL: return blockRowsF32(a, b, y, [](float p, float q) { return p * q; });
-    case AMPRT_BINARY_DIV: return blockRowsF32(a, b, y, [](float p, float q) { return p / q; });
-    default: return false;
-    }
+    bool done = false;
+    return withArith(op, swapped, [&](auto f) { done = blockRowsF32(a, b, y, f); }) && done;
   };
   if (!scalar && nb != n) {
     // b: the trailing dims' vector ([..., 1, cols] or [cols]), or a block
@@ -318,7 +369,7 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
       if (inner < 16 && blockRows())
         return true;
       // Runs of `inner` elements on the threads.
-      auto run = [&](auto f) {
+      return withArith(op, swapped, [&](auto f) {
         parallelFor(outer * mid, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)), 1,
                     [&](int64_t r0, int64_t r1) {
                       for (int64_t r = r0; r < r1; ++r) {
@@ -328,24 +379,11 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
                           py[base + i] = f(pa[base + i], q);
                       }
                     });
-      };
-      switch (op) {
-      case AMPRT_BINARY_ADD: run([](float p, float q) { return p + q; }); return true;
-      case AMPRT_BINARY_SUB: run([](float p, float q) { return p - q; }); return true;
-      case AMPRT_BINARY_MUL: run([](float p, float q) { return p * q; }); return true;
-      case AMPRT_BINARY_DIV: run([](float p, float q) { return p / q; }); return true;
-      default: return false;
-      }
+      });
     }
   }
   int64_t rows = cols ? n / cols : 0;
-  switch (op) {
-  case AMPRT_BINARY_ADD: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p + q; }); return true;
-  case AMPRT_BINARY_SUB: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p - q; }); return true;
-  case AMPRT_BINARY_MUL: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p * q; }); return true;
-  case AMPRT_BINARY_DIV: zipF32(pa, pb, py, rows, cols, row, scalar, [](float p, float q) { return p / q; }); return true;
-  default: return false;
-  }
+  return withArith(op, swapped, [&](auto f) { zipF32(pa, pb, py, rows, cols, row, scalar, f); });
 }
 
 /// Same-shape dense operands with an f16 / bf16 among them (gradients
@@ -542,6 +580,10 @@ void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, c
       o[i] = gp[i] * (xp[i] > 0.0f ? 1.0f : 0.0f);
     return;
   }
+  if (op == AMPRT_UNARY_SIGMOID) {
+    sigmoidF32(xp, gp, o, n);
+    return;
+  }
   if (op == AMPRT_UNARY_CLAMP) { // unaryDerivative's test, vectorised
     for (int64_t i = 0; i < n; ++i)
       o[i] = gp[i] * (float)((xp[i] > alpha) & (xp[i] < beta)); // no branch: data-dependent
@@ -579,7 +621,7 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op,
       sameDense(x, dx) && sameDense(dy, dx)) {
     // Pieces on the threads (aligned: the same vector / scalar split of the
     // elements as one piece).
-    bool costly = op == AMPRT_UNARY_ERF || op == AMPRT_UNARY_GELU;
+    bool costly = op != AMPRT_UNARY_RELU && op != AMPRT_UNARY_CLAMP && op != AMPRT_UNARY_LEAKY_RELU;
     parallelFor(amprt_tensor_numel(dx), costly ? 4096 : (int64_t)1 << 16, 64,
                 [&](int64_t b, int64_t e) {
                   unaryGradF32(op, alpha, beta, static_cast<const float *>(x->data) + b,
