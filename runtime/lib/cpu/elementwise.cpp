@@ -217,31 +217,19 @@ bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, fl
   }
 }
 
+/// y's rows of `cols` against one row b (a trailing vector, a bias); rows
+/// on the threads for large tensors.
 template <typename F>
-void zipRows(const float *a, const float *b, float *y, int64_t r0, int64_t r1, int64_t cols,
-             bool bRow, bool bScalar, F f) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const float *ar = a + r * cols;
-    float *yr = y + r * cols;
-    if (bScalar) {
-      float q = b[0];
-      for (int64_t c = 0; c < cols; ++c)
-        yr[c] = f(ar[c], q);
-    } else {
-      const float *br = bRow ? b : b + r * cols;
-      for (int64_t c = 0; c < cols; ++c)
-        yr[c] = f(ar[c], br[c]);
-    }
-  }
-}
-
-/// b: same shape, one row repeated (a trailing vector, e.g. a bias), or a
-/// scalar. Rows on the threads for large tensors.
-template <typename F>
-void zipF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols,
-            bool bRow, bool bScalar, F f) {
+void zipRowF32(const float *a, const float *b, float *y, int64_t rows, int64_t cols, F f) {
   parallelFor(rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(cols, 1)), 1,
-              [&](int64_t r0, int64_t r1) { zipRows(a, b, y, r0, r1, cols, bRow, bScalar, f); });
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *ar = a + r * cols;
+                  float *yr = y + r * cols;
+                  for (int64_t c = 0; c < cols; ++c)
+                    yr[c] = f(ar[c], b[c]);
+                }
+              });
 }
 
 /// b broadcast against y in its leading dims but equal to y in a trailing
@@ -382,8 +370,24 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
       });
     }
   }
+  if (!row) {
+    // Same shape or a scalar: the elements as one flat run, in pieces on
+    // the threads (whatever the last dim: rows of 2 cost a call each).
+    return withArith(op, swapped, [&](auto f) {
+      parallelFor(n, 16384, 64, [&](int64_t b0, int64_t b1) {
+        if (scalar) {
+          float q = pb[0];
+          for (int64_t i = b0; i < b1; ++i)
+            py[i] = f(pa[i], q);
+        } else {
+          for (int64_t i = b0; i < b1; ++i)
+            py[i] = f(pa[i], pb[i]);
+        }
+      });
+    });
+  }
   int64_t rows = cols ? n / cols : 0;
-  return withArith(op, swapped, [&](auto f) { zipF32(pa, pb, py, rows, cols, row, scalar, f); });
+  return withArith(op, swapped, [&](auto f) { zipRowF32(pa, pb, py, rows, cols, f); });
 }
 
 /// Same-shape dense operands with an f16 / bf16 among them (gradients

@@ -736,6 +736,14 @@ extern "C" amprt_status amprt_batch_norm(
         static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
       double g = loadF(scale->data, scale->dtype, ch);
       double bb = loadF(bias->data, bias->dtype, ch);
+      if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && inner < 32) { // short rows: inline
+        const float *xf = static_cast<const float *>(x->data);
+        float *yf = static_cast<float *>(y->data);
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = (b * c + ch) * inner, e = i + inner; i < e; ++i)
+            yf[i] = (float)((xf[i] - mu) * invStd * g + bb);
+        continue;
+      }
       if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
         for (int64_t b = 0; b < n; ++b)
           normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
@@ -831,7 +839,19 @@ extern "C" amprt_status amprt_batch_norm_grad(
       double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
       double g = loadF(scale->data, scale->dtype, ch);
       double sdy = 0.0, sdyx = 0.0;
-      if (typed) {
+      if (typed && inner < 32) {
+        // Short rows (late layers' 2 x 2 maps): the sums inline, not a call
+        // per row.
+        const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t o = (b * c + ch) * inner + i;
+            double d = df[o];
+            sdy += d;
+            sdyx += d * ((double)xf[o] - mu);
+          }
+        sdyx *= is;
+      } else if (typed) {
         const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
         for (int64_t b = 0; b < n; ++b) {
           double r[2];
@@ -855,6 +875,18 @@ extern "C" amprt_status amprt_batch_norm_grad(
         storeF(dbias->data, dbias->dtype, ch, (float)sdy);
       if (!dx)
         continue;
+      if (typed && inner < 32) {
+        const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
+        float *of = static_cast<float *>(dx->data);
+        double k = g * is / m;
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t o = (b * c + ch) * inner + i;
+            double xhat = ((double)xf[o] - mu) * is;
+            of[o] = (float)(k * (m * (double)df[o] - sdy - xhat * sdyx));
+          }
+        continue;
+      }
       if (typed) {
         for (int64_t b = 0; b < n; ++b) {
           int64_t o = (b * c + ch) * inner;
