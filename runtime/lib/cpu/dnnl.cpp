@@ -63,10 +63,10 @@ Operand operandOf(const amprt_tensor *t, bool widenBf16 = false) {
   return o;
 }
 
-/// bf16 a and b whose product oneDNN can write as bf16 (probed once: a
-/// build or CPU without such kernels keeps the f32 result and our
-/// conversion).
-bool bf16Operands(const amprt_tensor *a, const amprt_tensor *b) {
+/// Whether oneDNN has bf16 kernels here (probed once: a build or CPU
+/// without them keeps f32 results and our conversion); bf16Operands: and
+/// a and b are bf16.
+bool bf16Kernels() {
   static const bool supported = [] {
     try {
       using dt = dnnl::memory::data_type;
@@ -77,7 +77,11 @@ bool bf16Operands(const amprt_tensor *a, const amprt_tensor *b) {
       return false;
     }
   }();
-  return supported && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16;
+  return supported;
+}
+
+bool bf16Operands(const amprt_tensor *a, const amprt_tensor *b) {
+  return bf16Kernels() && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16;
 }
 
 /// The largest of the bits without the sign: for floats, |v| orders as
@@ -584,10 +588,9 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
   // values widen to f32 exactly (the same products, f32 accumulation
   // either way), so the f32 kernel runs.
   bool widen = x->dtype == AMPRT_BF16 && x->shape[1] / std::max<int64_t>(p->group, 1) < 8;
-  // A bf16 y from bf16 kernels: the reorder out of oneDNN's layout rounds
-  // the f32 result to bf16 itself (to nearest even, once), no f32 copy of
-  // y and second pass.
-  bool outBf16 = y->dtype == AMPRT_BF16 && !widen && bf16Operands(x, w);
+  // A bf16 y: the reorder out of oneDNN's layout rounds the f32 result to
+  // bf16 itself (to nearest even, once), no f32 copy of y and second pass.
+  bool outBf16 = y->dtype == AMPRT_BF16 && bf16Kernels();
   thread_local std::vector<float> scratch;
   void *acc = y->data;
   if (y->dtype != AMPRT_F32 && !outBf16) {
