@@ -215,7 +215,7 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
                             {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16}};
   for (const ConvCase &cc : cases)
     for (auto [in, out] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_BF16, AMPRT_F32},
-                           std::pair{AMPRT_F32, AMPRT_F32}}) {
+                           std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16}}) {
       int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
       int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
       Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});

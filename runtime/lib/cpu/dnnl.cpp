@@ -800,7 +800,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     // depthwise convolutions: oneDNN's bf16 kernels are slower there, as in
     // the forward), nor where oneDNN would take its reference kernel. Else
     // the inputs in f32 (f32 used in place, f16 / bf16 widened: exact).
-    // Gradients come out in f32 and are rounded once into the outputs.
+    // Gradients are rounded once into the outputs (see dxDirect below).
     bool lowp = dy->dtype == AMPRT_BF16 && w->dtype == AMPRT_BF16 && x->dtype == AMPRT_BF16 &&
                 bf16Operands(w, dy) && x->shape[1] / std::max<int64_t>(p->group, 1) >= 8;
     thread_local std::vector<float> xw, ww, dyw;
@@ -823,6 +823,17 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       key.insert(key.end(), v->begin(), v->end());
     }
     key.push_back(lowp);
+    // Gradients in f32 or bf16 are written by the reorder out of oneDNN's
+    // layout (rounded to nearest even there, once); others (f16) through
+    // f32 and our conversion.
+    auto direct = [](const amprt_tensor *t) {
+      return t && (t->dtype == AMPRT_F32 || (t->dtype == AMPRT_BF16 && bf16Kernels()));
+    };
+    bool dxDirect = direct(dx), dwDirect = direct(dw);
+    dt dxOut = dxDirect && dx->dtype == AMPRT_BF16 ? dt::bf16 : dt::f32;
+    dt dwOut = dwDirect && dw->dtype == AMPRT_BF16 ? dt::bf16 : dt::f32;
+    key.push_back((int64_t)dxOut);
+    key.push_back((int64_t)dwOut);
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;
@@ -875,7 +886,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
             c.d = Side{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc(),
                        reorder(plain(cd.dst, in), pd.diff_dst_desc()),
                        reorder(plain(cd.wei, in), pd.weights_desc()),
-                       reorder(pd.diff_src_desc(), plain(cd.src, dt::f32)), low};
+                       reorder(pd.diff_src_desc(), plain(cd.src, dxOut)), low};
           }
         }
         if (dw && !c.weights) {
@@ -890,7 +901,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
             c.w = Side{pd.diff_dst_desc(), pd.src_desc(), pd.diff_weights_desc(),
                        reorder(plain(cd.dst, in), pd.diff_dst_desc()),
                        reorder(plain(cd.src, in), pd.src_desc()),
-                       reorder(pd.diff_weights_desc(), plain(cd.wei, dt::f32)), low,
+                       reorder(pd.diff_weights_desc(), plain(cd.wei, dwOut)), low,
                        std::strstr(pd.impl_info_str(), "gemm") != nullptr};
           }
         }
@@ -928,14 +939,14 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     if (dx) {
       bool low = prims.d.low;
       dt et = low ? dt::bf16 : dt::f32;
-      std::vector<float> g(amprt_tensor_numel(x));
+      std::vector<float> g(dxDirect ? 0 : amprt_tensor_numel(x));
       void *dyp = input(low, dy, dyw);
       if (!low)
         dyf = static_cast<float *>(dyp);
       dnnl::memory dyi = in(prims.d.toA, plain(cd.dst, et), prims.d.a, dyp, bufA);
       dyData = dyi;
       dnnl::memory wi = in(prims.d.toB, plain(cd.wei, et), prims.d.b, input(low, w, ww), bufB);
-      dnnl::memory gp = mem(plain(cd.src, dt::f32), g.data());
+      dnnl::memory gp = mem(plain(cd.src, dxOut), dxDirect ? dx->data : g.data());
       dnnl::memory go = prims.d.fromOut ? scratchMem(bufOut, prims.d.out) : gp;
       prims.data->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
                               {DNNL_ARG_WEIGHTS, wi},
@@ -943,7 +954,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       if (prims.d.fromOut)
         prims.d.fromOut->execute(s, go, gp);
       s.wait();
-      convertPar(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
+      if (!dxDirect)
+        convertPar(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
     bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group &&
                      w->shape[0] == p->group && w->shape[1] == 1;
@@ -960,7 +972,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       // ConvTranspose passes its own, not yet written, result.)
       bool low = prims.w.low;
       dt et = low ? dt::bf16 : dt::f32;
-      std::vector<float> gw(amprt_tensor_numel(w));
+      std::vector<float> gw(dwDirect ? 0 : amprt_tensor_numel(w));
       dnnl::memory dyi;
       if (dyData && prims.d.low == low && prims.d.a == prims.w.a) {
         dyi = *dyData;
@@ -971,7 +983,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
         dyi = in(prims.w.toA, plain(cd.dst, et), prims.w.a, dyp, bufA2);
       }
       dnnl::memory xi = in(prims.w.toB, plain(cd.src, et), prims.w.b, input(low, x, xw), bufB);
-      dnnl::memory gp = mem(plain(cd.wei, dt::f32), gw.data());
+      dnnl::memory gp = mem(plain(cd.wei, dwOut), dwDirect ? dw->data : gw.data());
       dnnl::memory go = prims.w.fromOut ? scratchMem(bufOut, prims.w.out) : gp;
       prims.weights->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
                                  {DNNL_ARG_SRC, xi},
@@ -979,7 +991,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       if (prims.w.fromOut)
         prims.w.fromOut->execute(s, go, gp);
       s.wait();
-      convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
+      if (!dwDirect)
+        convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
     }
     if (db && !dyf)
       dyf = f32Of(dy, dyw);
