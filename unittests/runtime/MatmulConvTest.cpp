@@ -78,16 +78,27 @@ struct ConvCase {
   int64_t n, c, h, w, m, kh, kw, stride, pad, dil, group;
 };
 
-std::vector<double> refConv(const Buf &x, const Buf &w, const Buf *bias, const ConvCase &cc,
-                            int64_t oh, int64_t ow) {
-  std::vector<double> y(cc.n * cc.m * oh * ow, 0.0);
+amprt_conv_params convParamsOf(int64_t stride, int64_t pad, int64_t dil, int64_t group = 1) {
+  amprt_conv_params p{};
+  p.spatial = 2;
+  p.group = group;
+  for (int i = 0; i < 2; ++i) {
+    p.strides[i] = stride;
+    p.dilations[i] = dil;
+    p.pads_begin[i] = p.pads_end[i] = pad;
+  }
+  return p;
+}
+
+/// Calls f(y index, x index, w index) for every product of the convolution
+/// (each output element's taps inside the padded input).
+template <typename F> void forEachTap(const ConvCase &cc, int64_t oh, int64_t ow, F f) {
   int64_t cg = cc.c / cc.group, mg = cc.m / cc.group;
   for (int64_t n = 0; n < cc.n; ++n)
     for (int64_t m = 0; m < cc.m; ++m)
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j) {
-          double s = bias ? bias->get(m) : 0.0;
-          int64_t g = m / mg;
+          int64_t yi = ((n * cc.m + m) * oh + i) * ow + j, g = m / mg;
           for (int64_t c = 0; c < cg; ++c)
             for (int64_t p = 0; p < cc.kh; ++p)
               for (int64_t q = 0; q < cc.kw; ++q) {
@@ -95,11 +106,18 @@ std::vector<double> refConv(const Buf &x, const Buf &w, const Buf *bias, const C
                 int64_t wi = j * cc.stride - cc.pad + q * cc.dil;
                 if (hi < 0 || hi >= cc.h || wi < 0 || wi >= cc.w)
                   continue;
-                s += x.get(((n * cc.c + g * cg + c) * cc.h + hi) * cc.w + wi) *
-                     w.get(((m * cg + c) * cc.kh + p) * cc.kw + q);
+                f(yi, ((n * cc.c + g * cg + c) * cc.h + hi) * cc.w + wi,
+                  ((m * cg + c) * cc.kh + p) * cc.kw + q);
               }
-          y[((n * cc.m + m) * oh + i) * ow + j] = s;
         }
+}
+
+std::vector<double> refConv(const Buf &x, const Buf &w, const Buf *bias, const ConvCase &cc,
+                            int64_t oh, int64_t ow) {
+  std::vector<double> y(cc.n * cc.m * oh * ow, 0.0);
+  for (int64_t yi = 0; yi < (int64_t)y.size(); ++yi)
+    y[yi] = bias ? bias->get((yi / (oh * ow)) % cc.m) : 0.0;
+  forEachTap(cc, oh, ow, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x.get(xi) * w.get(wi); });
   return y;
 }
 } // namespace
@@ -116,14 +134,7 @@ TEST(Conv, ForwardAndBackwardAgainstDirectLoops) {
       Buf w = randn(dt, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
       Buf b = randn(dt, {cc.m});
       Buf y(dt, {cc.n, cc.m, oh, ow});
-      amprt_conv_params p{};
-      p.spatial = 2;
-      p.group = cc.group;
-      for (int i = 0; i < 2; ++i) {
-        p.strides[i] = cc.stride;
-        p.dilations[i] = cc.dil;
-        p.pads_begin[i] = p.pads_end[i] = cc.pad;
-      }
+      amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
       AMPRT_OK_OR_FAIL(amprt_conv(nullptr, x.p(), w.p(), b.p(), &p, y.p()));
       int64_t kk = cc.c / cc.group * cc.kh * cc.kw;
       EXPECT_TRUE(near(y, refConv(x, w, &b, cc, oh, ow), 0.5 + (dt == AMPRT_F32 ? 8 : 0.02),
@@ -175,26 +186,10 @@ void refConvBackward(const Buf &x, const Buf &w, const Buf &dy, const ConvCase &
                      int64_t ow, std::vector<double> &dx, std::vector<double> &dw) {
   dx.assign(x.numel(), 0.0);
   dw.assign(w.numel(), 0.0);
-  int64_t cg = cc.c / cc.group, mg = cc.m / cc.group;
-  for (int64_t n = 0; n < cc.n; ++n)
-    for (int64_t m = 0; m < cc.m; ++m)
-      for (int64_t i = 0; i < oh; ++i)
-        for (int64_t j = 0; j < ow; ++j) {
-          double g = dy.get(((n * cc.m + m) * oh + i) * ow + j);
-          int64_t grp = m / mg;
-          for (int64_t c = 0; c < cg; ++c)
-            for (int64_t p = 0; p < cc.kh; ++p)
-              for (int64_t q = 0; q < cc.kw; ++q) {
-                int64_t hi = i * cc.stride - cc.pad + p * cc.dil;
-                int64_t wi = j * cc.stride - cc.pad + q * cc.dil;
-                if (hi < 0 || hi >= cc.h || wi < 0 || wi >= cc.w)
-                  continue;
-                int64_t xi = ((n * cc.c + grp * cg + c) * cc.h + hi) * cc.w + wi;
-                int64_t wj = ((m * cg + c) * cc.kh + p) * cc.kw + q;
-                dx[xi] += g * w.get(wj);
-                dw[wj] += g * x.get(xi);
-              }
-        }
+  forEachTap(cc, oh, ow, [&](int64_t yi, int64_t xi, int64_t wi) {
+    dx[xi] += dy.get(yi) * w.get(wi);
+    dw[wi] += dy.get(yi) * x.get(xi);
+  });
 }
 } // namespace
 
@@ -221,14 +216,7 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
       Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});
       Buf w = randn(in, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
       Buf dy = randn(in, {cc.n, cc.m, oh, ow});
-      amprt_conv_params p{};
-      p.spatial = 2;
-      p.group = cc.group;
-      for (int i = 0; i < 2; ++i) {
-        p.strides[i] = cc.stride;
-        p.dilations[i] = cc.dil;
-        p.pads_begin[i] = p.pads_end[i] = cc.pad;
-      }
+      amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
       Buf dx(out, x.shape), dw(out, w.shape), db(out, {cc.m});
       AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
       std::vector<double> rdx, rdw, rdb(cc.m, 0.0);
@@ -389,17 +377,6 @@ Buf blockedCopy(const Buf &plain, int64_t b) {
   return out;
 }
 
-amprt_conv_params convParamsOf(int64_t stride, int64_t pad, int64_t dil) {
-  amprt_conv_params p{};
-  p.spatial = 2;
-  p.group = 1;
-  for (int i = 0; i < 2; ++i) {
-    p.strides[i] = stride;
-    p.dilations[i] = dil;
-    p.pads_begin[i] = p.pads_end[i] = pad;
-  }
-  return p;
-}
 } // namespace
 
 // amprt_conv_ex: the ReLU inside the call and channel-blocked x / y, every

@@ -312,9 +312,10 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
     }
   }
   bool useC = c && beta != 0.0f && !(fusedBias && kk != 0);
-  if (y->dtype == AMPRT_BF16 && bf16Operands(a, b) && alpha == 1.0f && !useC && m && n && kk) {
-    // bf16 operands on bf16 kernels and nothing after the primitive: it
-    // writes y, rounded once (no f32 scratch and second pass).
+  // The product (with the common epilogue, an f32 bias row with alpha =
+  // beta = 1, and the ReLU inside the primitive: no second pass) into out,
+  // f32 or (bf16Out) bf16.
+  auto product = [&](void *out, bool bf16Out) -> amprt_status {
     AMPRT_DNNL_TRY(k, {
       Operand oa = operandOf(a), ob = operandOf(b);
       GemmKey key{m, n, kk,
@@ -323,11 +324,15 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
                   (int)oa.dt, (int)ob.dt};
       key.bias = fusedBias;
       key.relu = relu;
-      key.bf16Out = true;
-      gemmAcc(key, oa.ptr, ob.ptr, y->data, biasF32);
+      key.bf16Out = bf16Out;
+      gemmAcc(key, oa.ptr, ob.ptr, out, biasF32);
     })
     return AMPRT_OK;
-  }
+  };
+  // bf16 operands on bf16 kernels and nothing after the primitive: it
+  // writes a bf16 y, rounded once (no f32 scratch and second pass).
+  if (y->dtype == AMPRT_BF16 && bf16Operands(a, b) && alpha == 1.0f && !useC && m && n && kk)
+    return product(y->data, true);
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
   thread_local std::vector<float> scratch;
@@ -339,22 +344,10 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
     acc = scratch.data();
   }
   if (m && n) {
-    if (kk == 0) {
+    if (kk == 0)
       std::fill(acc, acc + m * n, 0.0f);
-    } else {
-      AMPRT_DNNL_TRY(k, {
-        Operand oa = operandOf(a), ob = operandOf(b);
-        GemmKey key{m, n, kk,
-                    trans_a ? 1 : a->shape[1], trans_a ? a->shape[1] : 1,
-                    trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1,
-                    (int)oa.dt, (int)ob.dt};
-        // The common epilogue, an f32 bias row with alpha = beta = 1, runs
-        // inside the primitive (no second pass over the output).
-        key.bias = fusedBias;
-        key.relu = relu;
-        gemmAcc(key, oa.ptr, ob.ptr, acc, biasF32);
-      })
-    }
+    else
+      AMPRT_CHECK(product(acc, false));
   }
   if (alpha != 1.0f || useC) {
     if (useC && c->dtype == AMPRT_F32 && cs[0][1] == 1 && (cs[0][0] == 0 || cs[0][0] == n)) {
