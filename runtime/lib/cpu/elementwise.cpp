@@ -924,6 +924,16 @@ extern "C" amprt_status amprt_concat(amprt_context *ctx,
 namespace {
 /// The index values of `indices` in row-major order, range-checked against
 /// [-limit, limit) and made non-negative.
+/// The products of t's dims before and after `axis` (a gather's outer
+/// positions and the block it copies per index).
+void aroundAxis(const amprt_tensor *t, int32_t axis, int64_t &outer, int64_t &inner) {
+  outer = inner = 1;
+  for (int32_t d = 0; d < axis; ++d)
+    outer *= t->shape[d];
+  for (int32_t d = axis + 1; d < t->rank; ++d)
+    inner *= t->shape[d];
+}
+
 amprt_status indexList(const amprt_tensor *indices, int64_t limit, const char *k, std::vector<int64_t> &out) {
   int64_t s[1][AMPRT_MAX_RANK];
   for (int32_t d = 0; d < indices->rank; ++d)
@@ -969,11 +979,8 @@ extern "C" amprt_status amprt_gather(amprt_context *, const amprt_tensor *data,
     // Dense: one block copy of the inner dims per (outer position, index).
     std::vector<int64_t> ks;
     AMPRT_CHECK(indexList(indices, limit, "amprt_gather", ks));
-    int64_t outer = 1, inner = 1, nidx = (int64_t)ks.size();
-    for (int32_t d = 0; d < axis; ++d)
-      outer *= data->shape[d];
-    for (int32_t d = axis + 1; d < data->rank; ++d)
-      inner *= data->shape[d];
+    int64_t outer, inner, nidx = (int64_t)ks.size();
+    aroundAxis(data, axis, outer, inner);
     size_t blk = (size_t)inner * es;
     const char *src = static_cast<const char *>(data->data);
     char *dst = static_cast<char *>(y->data);
@@ -1127,13 +1134,17 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_grad: dy %s vs ddata %s",
                   shapeString(dy).c_str(), shapeString(ddata).c_str());
   int64_t limit = ddata->shape[axis];
+  int64_t dense[AMPRT_MAX_RANK];
+  contiguousStrides(ddata->rank, ddata->shape, dense);
   if (amprt_tensor_is_contiguous(dy)) {
+    std::vector<int64_t> ks;
+    AMPRT_CHECK(indexList(indices, limit, "amprt_gather_grad", ks));
+    int64_t outer, inner, nidx = (int64_t)ks.size();
+    aroundAxis(ddata, axis, outer, inner);
     // Distinct indices (q = qkv[0], a slice by index): each block of ddata
     // receives at most one block of dy, so ddata is dy's blocks placed at
     // their rows and zeros elsewhere: one pass of copies (0 + v is v, but
     // for the sign of a zero), in any dtype, on the threads.
-    std::vector<int64_t> ks;
-    AMPRT_CHECK(indexList(indices, limit, "amprt_gather_grad", ks));
     std::vector<int64_t> from(limit, -1);
     bool distinct = true;
     for (size_t j = 0; j < ks.size() && distinct; ++j) {
@@ -1141,11 +1152,6 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
       from[ks[j]] = (int64_t)j;
     }
     if (distinct) {
-      int64_t outer = 1, inner = 1, nidx = (int64_t)ks.size();
-      for (int32_t d = 0; d < axis; ++d)
-        outer *= ddata->shape[d];
-      for (int32_t d = axis + 1; d < ddata->rank; ++d)
-        inner *= ddata->shape[d];
       size_t es = amprt_dtype_size(ddata->dtype), blk = (size_t)inner * es;
       const char *src = static_cast<const char *>(dy->data);
       char *dst = static_cast<char *>(ddata->data);
@@ -1161,43 +1167,35 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
                   });
       return AMPRT_OK;
     }
-  }
-  // Sums in f32 (a scratch copy when ddata is f16 / bf16).
-  amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
-  float *a = static_cast<float *>(acc.data);
-  int64_t total = amprt_tensor_numel(ddata);
-  std::fill(a, a + total, 0.0f);
-  int64_t dense[AMPRT_MAX_RANK];
-  contiguousStrides(ddata->rank, ddata->shape, dense);
-  if (amprt_tensor_is_contiguous(dy)) {
-    // Dense dy: per (outer position, index), its inner block added to the
+    // Repeated indices: sums in f32 (a scratch copy when ddata is f16 /
+    // bf16). Per (outer position, index), dy's inner block added to the
     // indexed block, in dy's order (the same sums, in the same order, as
     // element by element); outer positions on the threads (disjoint blocks).
-    std::vector<int64_t> ks;
-    AMPRT_CHECK(indexList(indices, limit, "amprt_gather_grad", ks));
-    int64_t outer = 1, inner = 1, nidx = (int64_t)ks.size();
-    for (int32_t d = 0; d < axis; ++d)
-      outer *= ddata->shape[d];
-    for (int32_t d = axis + 1; d < ddata->rank; ++d)
-      inner *= ddata->shape[d];
+    amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
+    float *a = static_cast<float *>(acc.data);
+    std::fill(a, a + amprt_tensor_numel(ddata), 0.0f);
     parallelFor(outer, std::max<int64_t>(1, 65536 / std::max<int64_t>(nidx * inner, 1)), 1,
                 [&](int64_t o0, int64_t o1) {
                   for (int64_t o = o0; o < o1; ++o)
                     for (int64_t j = 0; j < nidx; ++j) {
                       float *to = a + (o * limit + ks[j]) * inner;
-                      int64_t from = (o * nidx + j) * inner;
+                      int64_t at = (o * nidx + j) * inner;
                       if (dy->dtype == AMPRT_F32) {
-                        const float *f = static_cast<const float *>(dy->data) + from;
+                        const float *f = static_cast<const float *>(dy->data) + at;
                         for (int64_t i = 0; i < inner; ++i)
                           to[i] += f[i];
                       } else {
                         for (int64_t i = 0; i < inner; ++i)
-                          to[i] += loadF(dy->data, dy->dtype, from + i);
+                          to[i] += loadF(dy->data, dy->dtype, at + i);
                       }
                     }
                 });
     return storeFromF32(acc, ddata);
   }
+  // Strided dy: element by element, sums in f32.
+  amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
+  float *a = static_cast<float *>(acc.data);
+  std::fill(a, a + amprt_tensor_numel(ddata), 0.0f);
   std::vector<int64_t> idx(dy->rank, 0);
   int64_t n = amprt_tensor_numel(dy);
   for (int64_t lin = 0; lin < n; ++lin) {
