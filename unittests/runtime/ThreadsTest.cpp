@@ -58,6 +58,21 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
     AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(),
                                       mean.p(), inv.p()));
   }, Buf(AMPRT_F32, {515, 64}));
+  // Layer norm's gradient: rows in fixed pieces, dscale / dbias summed in
+  // piece order.
+  {
+    Buf mean(AMPRT_F32, {515, 1}), inv(AMPRT_F32, {515, 1}), y(AMPRT_F32, {515, 64}),
+        dy = randn(AMPRT_F32, {515, 64});
+    AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(), mean.p(),
+                                      inv.p()));
+    for (int which = 0; which < 3; ++which)
+      sameWithThreads("layer_norm_grad", [&](Buf &out) {
+        Buf dx(AMPRT_F32, {515, 64}), ds(AMPRT_F32, {64}), db(AMPRT_F32, {64});
+        AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, ln.p(), sc.p(), mean.p(), inv.p(), dy.p(), 1,
+                                               dx.p(), ds.p(), db.p()));
+        out = which == 0 ? dx : which == 1 ? ds : db;
+      }, which == 0 ? Buf(AMPRT_F32, {515, 64}) : Buf(AMPRT_F32, {64}));
+  }
   Buf g = randn(AMPRT_F32, {50021});
   for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_ERF, AMPRT_UNARY_RELU,
                             AMPRT_UNARY_TANH})

@@ -594,7 +594,7 @@ extern "C" amprt_status amprt_layer_norm_grad(
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: statistics must be f32 [%lld]", k,
                 (long long)rows);
   int64_t np = amprt_tensor_numel(scale);
-  std::vector<double> gscale(np, 0.0), gbias(np, 0.0), xhat(cols), dxhat(cols), sc(cols);
+  std::vector<double> sc(cols);
   for (int64_t c = 0; c < cols; ++c)
     sc[c] = loadF(scale->data, scale->dtype, so[c]);
   // x and dy as f32 rows (f16 / bf16 widened once, exactly).
@@ -606,26 +606,51 @@ extern "C" amprt_status amprt_layer_norm_grad(
   }
   const float *xf = static_cast<const float *>(x32.data);
   const float *gf = static_cast<const float *>(dy32.data);
-  for (int64_t r = 0; r < rows; ++r) {
-    double mu = static_cast<const float *>(mean->data)[r];
-    double rstd = static_cast<const float *>(inv_std_dev->data)[r];
-    double m1 = 0.0, m2 = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      double g = gf[r * cols + c];
-      xhat[c] = (xf[r * cols + c] - mu) * rstd;
-      dxhat[c] = g * sc[c];
-      m1 += dxhat[c];
-      m2 += dxhat[c] * xhat[c];
-      gscale[so[c]] += g * xhat[c];
-      gbias[so[c]] += g;
+  // Rows in at most 64 pieces of fixed boundaries (they depend on the row
+  // count only, so the results do not depend on the threads): each piece's
+  // rows give their dx and partial sums of dscale / dbias, in double; the
+  // partials are added in piece order.
+  int64_t per = std::max<int64_t>(16, (rows + 63) / 64);
+  int64_t pieces = rows ? (rows + per - 1) / per : 0;
+  std::vector<double> partScale(pieces * np, 0.0), partBias(pieces * np, 0.0);
+  parallelFor(pieces, 1, 1, [&](int64_t p0, int64_t p1) {
+    std::vector<double> xhat(cols), dxhat(cols);
+    for (int64_t piece = p0; piece < p1; ++piece) {
+      double *gscale = partScale.data() + piece * np, *gbias = partBias.data() + piece * np;
+      for (int64_t r = piece * per; r < std::min(rows, (piece + 1) * per); ++r) {
+        double mu = static_cast<const float *>(mean->data)[r];
+        double rstd = static_cast<const float *>(inv_std_dev->data)[r];
+        double m1 = 0.0, m2 = 0.0;
+        for (int64_t c = 0; c < cols; ++c) {
+          double g = gf[r * cols + c];
+          xhat[c] = (xf[r * cols + c] - mu) * rstd;
+          dxhat[c] = g * sc[c];
+          m1 += dxhat[c];
+          m2 += dxhat[c] * xhat[c];
+          gscale[so[c]] += g * xhat[c];
+          gbias[so[c]] += g;
+        }
+        m1 /= cols;
+        m2 /= cols;
+        if (!dx)
+          continue;
+        if (dx->dtype == AMPRT_F32) {
+          float *o = static_cast<float *>(dx->data) + r * cols;
+          for (int64_t c = 0; c < cols; ++c)
+            o[c] = (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2));
+        } else {
+          for (int64_t c = 0; c < cols; ++c)
+            storeF(dx->data, dx->dtype, r * cols + c, (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2)));
+        }
+      }
     }
-    m1 /= cols;
-    m2 /= cols;
-    if (dx)
-      for (int64_t c = 0; c < cols; ++c)
-        storeF(dx->data, dx->dtype, r * cols + c,
-               (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2)));
-  }
+  });
+  std::vector<double> gscale(np, 0.0), gbias(np, 0.0);
+  for (int64_t piece = 0; piece < pieces; ++piece)
+    for (int64_t i = 0; i < np; ++i) {
+      gscale[i] += partScale[piece * np + i];
+      gbias[i] += partBias[piece * np + i];
+    }
   // so[] maps a normalized position to the scale's offset; scale is assumed
   // contiguous (its natural layout) for the gradient.
   if (dscale)
