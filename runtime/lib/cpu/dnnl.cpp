@@ -37,16 +37,20 @@ dnnl::engine &cpuEngine() {
 }
 
 /// A float buffer holding `t` (contiguous) as f32 or bf16 for oneDNN:
-/// f32 / bf16 contiguous data is used in place, f16 is widened.
+/// f32 / bf16 contiguous data is used in place, f16 is widened, and so is
+/// bf16 where oneDNN has no bf16 kernels (a CPU without AVX-512: widening
+/// is exact, the products are then the f32 kernels' on the same values).
 struct Operand {
   const void *ptr = nullptr;
   dnnl::memory::data_type dt = dnnl::memory::data_type::f32;
   std::vector<float> widened;
 };
 
+bool bf16Kernels();
+
 Operand operandOf(const amprt_tensor *t, bool widenBf16 = false) {
   Operand o;
-  if (t->dtype == AMPRT_BF16 && widenBf16) {
+  if (t->dtype == AMPRT_BF16 && (widenBf16 || !bf16Kernels())) {
     o.widened.resize(amprt_tensor_numel(t));
     convertPar(t->data, AMPRT_BF16, o.widened.data(), AMPRT_F32, o.widened.size());
     o.ptr = o.widened.data();
