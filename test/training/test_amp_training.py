@@ -565,6 +565,20 @@ bad = [
      "does not exist"),
 ]
 np.savez(f"{TMP}/nolabels.npz", input=X)
+# A checkpoint with a NaN in one parameter (section 5's, one f32 element
+# overwritten): --resume refuses it, naming the tensor.
+os.makedirs(f"{TMP}/ck_nan", exist_ok=True)
+raw = bytearray(open(f"{ck}/checkpoint.safetensors", "rb").read())
+hlen = int.from_bytes(raw[:8], "little")
+head = json.loads(raw[8:8 + hlen])
+nan_name = next(k for k, v in head.items() if k != "__metadata__" and v["dtype"] == "F32"
+                and v["data_offsets"][1] - v["data_offsets"][0] >= 12)
+at = 8 + hlen + head[nan_name]["data_offsets"][0] + 8
+raw[at:at + 4] = np.array([np.nan], np.float32).tobytes()
+open(f"{TMP}/ck_nan/checkpoint.safetensors", "wb").write(raw)
+bad.append(([oprog, "--steps", "12", "--data", odata, "--resume", "--checkpoint-dir", f"{TMP}/ck_nan"],
+            f"--resume: tensor '{nan_name}' in '{TMP}/ck_nan/checkpoint.safetensors' holds 1 NaN / inf "
+            "value(s), the first at flat index 2"))
 open(f"{TMP}/garbage.npz", "wb").write(b"PK\x03\x04garbage")
 BY = Y.copy()
 BY[5] = 12

@@ -137,6 +137,20 @@ void checkFinite(const Slot &s, const std::string &what, const std::string &nanC
   std::fprintf(stderr, "warning: %s\n", msg.c_str());
 }
 
+/// State read from a file (the parameters of the .weights file, every
+/// tensor of a --resume checkpoint) must be finite: a NaN there is a
+/// corrupted or diverged file, and every step from it would be NaN. An
+/// error naming the tensor unless --nan-check=off.
+void checkStateFinite(const void *data, amprt_dtype dtype, int64_t numel, const std::string &what,
+                      const std::string &nanCheck) {
+  int64_t first;
+  int64_t bad = amprt_count_nonfinite(data, dtype, numel, &first);
+  if (bad && nanCheck != "off")
+    die(what + " holds " + std::to_string(bad) +
+        " NaN / inf value(s), the first at flat index " + std::to_string(first) +
+        " (a corrupted or diverged file; --nan-check=off loads it anyway)");
+}
+
 /// Warns about the arrays of `z` that no argument of kind `kind` takes (a
 /// misspelt name, most likely): said, not silently dropped. `feeds(s)`:
 /// whether the file feeds slot s.
@@ -343,6 +357,8 @@ int main(int argc, char **argv) {
                                        s.shape.data());
     if (amprt_checkpoint_read(ck, s.name.c_str(), &t) != AMPRT_OK)
       die(amprt_last_error());
+    checkStateFinite(s.data.data(), s.dtype, s.numel(),
+                     "parameter '" + s.name + "' in '" + o.weights + "'", o.nanCheck);
   }
   amprt_checkpoint_close(ck);
 
@@ -585,6 +601,8 @@ int main(int argc, char **argv) {
       amprt_tensor t = amprt_tensor_make(host, s.dtype, (int32_t)s.shape.size(), s.shape.data());
       if (amprt_checkpoint_read(rc, s.name.c_str(), &t) != AMPRT_OK)
         die(std::string("--resume: ") + amprt_last_error());
+      checkStateFinite(host, s.dtype, s.numel(),
+                       "--resume: tensor '" + s.name + "' in '" + ckFile + "'", o.nanCheck);
       upload(s, ap[ai]);
     }
     start = std::strtoll(it, nullptr, 10);
