@@ -183,6 +183,8 @@ with tempfile.TemporaryDirectory() as d:
     with np.load(out) as z:
         check(set(z.files) == set(arrays) and all(np.array_equal(z[k], v) for k, v in arrays.items()),
               "numpy cannot read our .npz")
+    np.savez(os.path.join(d, "empty.npz"))  # no arrays: only the zip's end record
+    check(rt.npz_read(os.path.join(d, "empty.npz")) == {}, "an empty .npz")
     np.save(os.path.join(d, "one.npy"), arrays["x"])
     check(np.array_equal(rt.npz_read(os.path.join(d, "one.npy"))["one"], arrays["x"]), "bare .npy")
     bad = os.path.join(d, "bad.npz")

@@ -200,7 +200,9 @@ extern "C" amprt_status amprt_npz_open(const char *path, amprt_npz **out) {
   }
   const unsigned char *p = reinterpret_cast<const unsigned char *>(file.data());
   size_t n = file.size(), pos = 0;
-  if (n < 4 || rd32(p) != 0x04034b50)
+  // An archive starts with its first entry, or (np.savez with no arrays)
+  // with its end record.
+  if (n < 4 || (rd32(p) != 0x04034b50 && rd32(p) != 0x06054b50))
     return bad("'%s': not an .npz (zip) or .npy file%s", "");
   while (pos + 30 <= n && rd32(p + pos) == 0x04034b50) {
     uint16_t flags = rd16(p + pos + 6), method = rd16(p + pos + 8);
