@@ -5,9 +5,9 @@
 
 // Version 1, opcode 39, 7 tensors (x, w, scale, shift, mean, var, y), 13
 // attributes (2 spatial dims, group 1, no bias, 4 per dim, epsilon, flags).
-// CHECK-NOT: dense<[1, 12,
-// CHECK: llvm.mlir.global internal constant @{{.+}}(dense<[1, 39, 7, 13,
-// CHECK-NOT: dense<[1, 12,
+// CHECK-NOT: dense<[2, 12,
+// CHECK: llvm.mlir.global internal constant @{{.+}}(dense<[2, 39, 7, 13,
+// CHECK-NOT: dense<[2, 12,
 // CHECK-LABEL: llvm.func @fused(
 func.func @fused(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor<3x2x3x3xf32> {amp.input = "w"},
                  %s: tensor<3xf32> {amp.input = "s"}, %b: tensor<3xf32> {amp.input = "b"},
@@ -21,8 +21,8 @@ func.func @fused(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor<3x2x3x3xf
 // -----
 
 // Training mode (batch statistics): two calls, conv (15) then batch norm (12).
-// CHECK: dense<[1, 12, 8,
-// CHECK: dense<[1, 15, 3,
+// CHECK: dense<[2, 12, 8,
+// CHECK: dense<[2, 15, 3,
 // CHECK-LABEL: llvm.func @training(
 func.func @training(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor<3x2x3x3xf32> {amp.input = "w"},
                     %s: tensor<3xf32> {amp.input = "s"}, %b: tensor<3xf32> {amp.input = "b"},
@@ -36,8 +36,8 @@ func.func @training(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor<3x2x3x
 // -----
 
 // The convolution's result is also returned: not folded.
-// CHECK: dense<[1, 12, 8,
-// CHECK: dense<[1, 15, 3,
+// CHECK: dense<[2, 12, 8,
+// CHECK: dense<[2, 15, 3,
 // CHECK-LABEL: llvm.func @conv_read_twice(
 func.func @conv_read_twice(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor<3x2x3x3xf32> {amp.input = "w"},
                            %s: tensor<3xf32> {amp.input = "s"}, %b: tensor<3xf32> {amp.input = "b"},
@@ -53,8 +53,8 @@ func.func @conv_read_twice(%x: tensor<1x2x4x4xf32> {amp.input = "x"}, %w: tensor
 // The convolution's input is computed (a relu) and dies at the convolution:
 // the plan gives its slot to the batch norm's result, so folding (which
 // writes that slot while reading the input) is not done.
-// CHECK: dense<[1, 12, 8,
-// CHECK: dense<[1, 15, 3,
+// CHECK: dense<[2, 12, 8,
+// CHECK: dense<[2, 15, 3,
 // CHECK-LABEL: llvm.func @input_slot_reused(
 func.func @input_slot_reused(%x: tensor<1x3x4x4xf32> {amp.input = "x"}, %w: tensor<3x3x3x3xf32> {amp.input = "w"},
                              %s: tensor<3xf32> {amp.input = "s"}, %b: tensor<3xf32> {amp.input = "b"},

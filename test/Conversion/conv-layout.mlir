@@ -10,11 +10,11 @@
 // value between the first convolution and the pool stays channel-blocked
 // (16 and 32 channels); the first ReLU runs inside the first convolution's
 // call (no opcode 1 for it), the sigmoid is an element-wise call as before.
-// CHECK: dense<[1, 9, 2, 5, {{.*}}, 1, 2, 2, 3, 1]>
-// CHECK: dense<[1, 1, 2, 2, {{.*}}, 7, 0]>
-// CHECK: dense<[1, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 6]>
-// CHECK: dense<[1, 16, 3, 15, {{.*}}, 0, 0, 1]>
-// CHECK: dense<[1, 15, 4, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 5]>
+// CHECK: dense<[2, 9, 2, 5, {{.*}}, 1, 2, 2, 3, 1, 0]>
+// CHECK: dense<[2, 1, 2, 2, {{.*}}, 7, 0, 0]>
+// CHECK: dense<[2, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 6, 0]>
+// CHECK: dense<[2, 16, 3, 15, {{.*}}, 0, 0, 1, 0]>
+// CHECK: dense<[2, 15, 4, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 5, 0]>
 // CHECK-LABEL: llvm.func @chain(
 func.func @chain(%x: tensor<2x3x8x8xf32> {amp.input = "x"}, %w1: tensor<16x3x3x3xf32> {amp.input = "w1"},
                  %b1: tensor<16xf32> {amp.input = "b1"}, %w2: tensor<32x16x3x3xf32> {amp.input = "w2"})
@@ -32,9 +32,9 @@ func.func @chain(%x: tensor<2x3x8x8xf32> {amp.input = "x"}, %w1: tensor<16x3x3x3
 
 // The ReLU's result is returned: the ReLU still runs in the call, but the
 // result stays plain (flags 1).
-// CHECK-NOT: dense<[1, 1,
-// CHECK: dense<[1, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1]>
-// CHECK-NOT: dense<[1, 1,
+// CHECK-NOT: dense<[2, 1,
+// CHECK: dense<[2, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]>
+// CHECK-NOT: dense<[2, 1,
 // CHECK-LABEL: llvm.func @returned(
 func.func @returned(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x16x3x3xf32> {amp.input = "w"})
     -> (tensor<1x16x4x4xf32> {amp.output = "y"}) {
@@ -47,9 +47,9 @@ func.func @returned(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x16
 
 // A reader that needs the plain layout (an add) anywhere in the chain keeps
 // the whole chain plain: max pool flag 0, convolution flags 1.
-// CHECK: dense<[1, 2, 3, 1,
-// CHECK: dense<[1, 16, 3, 15, {{.*}}, 0, 0, 0]>
-// CHECK: dense<[1, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1]>
+// CHECK: dense<[2, 2, 3, 1,
+// CHECK: dense<[2, 16, 3, 15, {{.*}}, 0, 0, 0, 0]>
+// CHECK: dense<[2, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]>
 // CHECK-LABEL: llvm.func @plain_reader(
 func.func @plain_reader(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x16x3x3xf32> {amp.input = "w"},
                         %z: tensor<1x16x2x2xf32> {amp.input = "z"})
@@ -64,8 +64,8 @@ func.func @plain_reader(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<1
 // -----
 
 // The max pool's indices are read (returned): the chain stays plain.
-// CHECK: dense<[1, 16, 3, 15, {{.*}}, 0, 1, 0]>
-// CHECK: dense<[1, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1]>
+// CHECK: dense<[2, 16, 3, 15, {{.*}}, 0, 1, 0, 0]>
+// CHECK: dense<[2, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]>
 // CHECK-LABEL: llvm.func @indices_read(
 func.func @indices_read(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x16x3x3xf32> {amp.input = "w"})
     -> (tensor<1x16x2x2xf32> {amp.output = "y"}, tensor<1x16x2x2xi64> {amp.output = "i"}) {
@@ -78,8 +78,8 @@ func.func @indices_read(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<1
 // -----
 
 // 8 channels (not a multiple of 16): plain.
-// CHECK: dense<[1, 9, 2, 4, {{.*}}, 1, 2, 2, 3]>
-// CHECK: dense<[1, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1]>
+// CHECK: dense<[2, 9, 2, 4, {{.*}}, 1, 2, 2, 3, 0]>
+// CHECK: dense<[2, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]>
 // CHECK-LABEL: llvm.func @eight_channels(
 func.func @eight_channels(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<8x16x3x3xf32> {amp.input = "w"})
     -> (tensor<1x8x1x1xf32> {amp.output = "y"}) {
@@ -92,8 +92,8 @@ func.func @eight_channels(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor
 // -----
 
 // The convolution's result is read twice: the ReLU is a call of its own.
-// CHECK: dense<[1, 1, 2, 2,
-// CHECK: dense<[1, 15, 3, 11, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1]>
+// CHECK: dense<[2, 1, 2, 2,
+// CHECK: dense<[2, 15, 3, 11, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 0]>
 // CHECK-LABEL: llvm.func @read_twice(
 func.func @read_twice(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x16x3x3xf32> {amp.input = "w"})
     -> (tensor<1x16x4x4xf32> {amp.output = "y"}, tensor<1x16x4x4xf32> {amp.output = "c"}) {
@@ -106,8 +106,8 @@ func.func @read_twice(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x
 
 // bf16: the ReLU runs in the call (it commutes with rounding); nothing is
 // blocked (f32 only).
-// CHECK-NOT: dense<[1, 1,
-// CHECK: dense<[1, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1]>
+// CHECK-NOT: dense<[2, 1,
+// CHECK: dense<[2, 15, 3, 12, {{.*}}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]>
 // CHECK-LABEL: llvm.func @bf16(
 func.func @bf16(%x: tensor<1x16x4x4xbf16> {amp.input = "x"}, %w: tensor<16x16x3x3xbf16> {amp.input = "w"})
     -> (tensor<1x16x1x1xbf16> {amp.output = "y"}) {
@@ -122,8 +122,8 @@ func.func @bf16(%x: tensor<1x16x4x4xbf16> {amp.input = "x"}, %w: tensor<16x16x3x
 // The convolution's input is computed (a relu) and dies at the convolution:
 // if the plan gives its slot to the second ReLU's result, the call (which
 // would write that slot while reading its input) must not include it.
-// CHECK: dense<[1, 1, 2, 2,
-// CHECK: dense<[1, 15, 3, 11,
+// CHECK: dense<[2, 1, 2, 2,
+// CHECK: dense<[2, 15, 3, 11,
 // CHECK-LABEL: llvm.func @input_slot_reused(
 func.func @input_slot_reused(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: tensor<16x16x3x3xf32> {amp.input = "w"})
     -> (tensor<1x16x4x4xf32> {amp.output = "y"}) {
@@ -137,9 +137,9 @@ func.func @input_slot_reused(%x: tensor<1x16x4x4xf32> {amp.input = "x"}, %w: ten
 
 // A matrix product read only by the next op, a ReLU: one call (opcode 13
 // with the ReLU flag after its five attributes), no opcode 1.
-// CHECK-NOT: dense<[1, 1,
-// CHECK: dense<[1, 13, 4, 6, {{.*}}, 0, 1, 1, 1]>
-// CHECK-NOT: dense<[1, 1,
+// CHECK-NOT: dense<[2, 1,
+// CHECK: dense<[2, 13, 4, 6, {{.*}}, 0, 1, 1, 1, 0]>
+// CHECK-NOT: dense<[2, 1,
 // CHECK-LABEL: llvm.func @gemm_relu(
 func.func @gemm_relu(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x8xf32> {amp.input = "w"},
                      %b: tensor<16xf32> {amp.input = "b"}) -> (tensor<4x16xf32> {amp.output = "y"}) {
@@ -151,8 +151,8 @@ func.func @gemm_relu(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x8xf32>
 // -----
 
 // The product is also returned: two calls.
-// CHECK: dense<[1, 1, 2, 2,
-// CHECK: dense<[1, 13, 4, 5,
+// CHECK: dense<[2, 1, 2, 2,
+// CHECK: dense<[2, 13, 4, 5,
 // CHECK-LABEL: llvm.func @gemm_read_twice(
 func.func @gemm_read_twice(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x8xf32> {amp.input = "w"},
                            %b: tensor<16xf32> {amp.input = "b"})
@@ -166,8 +166,8 @@ func.func @gemm_read_twice(%x: tensor<4x8xf32> {amp.input = "x"}, %w: tensor<16x
 
 // bf16 with f32 accumulation (what amp-autocast writes): the ReLU still runs
 // in the product's call (it commutes with the rounding to bf16).
-// CHECK-NOT: dense<[1, 1,
-// CHECK: dense<[1, 13, 4, 6, {{.*}}, 0, 1, 1, 1]>
+// CHECK-NOT: dense<[2, 1,
+// CHECK: dense<[2, 13, 4, 6, {{.*}}, 0, 1, 1, 1, 0]>
 // CHECK-LABEL: llvm.func @gemm_relu_bf16(
 func.func @gemm_relu_bf16(%x: tensor<4x8xbf16> {amp.input = "x"}, %w: tensor<16x8xbf16> {amp.input = "w"},
                           %b: tensor<16xbf16> {amp.input = "b"}) -> (tensor<4x16xbf16> {amp.output = "y"}) {

@@ -69,3 +69,40 @@ TEST(Exec, CorruptDescriptorsAreErrors) {
   d = {AMPRT_EXEC_VERSION, AMPRT_OP_COPY, 2, 0, AMPRT_F32, 99};
   EXPECT_EQ(amprt_exec(nullptr, d.data(), bufs), AMPRT_ERR_INVALID_ARGUMENT);
 }
+
+TEST(Exec, NamedDescriptorsPutTheNodeInFrontOfAnError) {
+  // A copy whose shapes differ fails; named (version 2: the name after the
+  // attributes, packed little-endian), its message starts with the node.
+  Buf x = randn(AMPRT_F32, {4}), y(AMPRT_F32, {5});
+  void *bufs[2] = {x.t.data, y.t.data};
+  const std::string name = "/encoder/layer.0/Copy";
+  std::vector<int64_t> d = {AMPRT_EXEC_VERSION_NAMED, AMPRT_OP_COPY, 2, 0};
+  pushTensor(d, x.t);
+  pushTensor(d, y.t);
+  d.push_back((int64_t)name.size());
+  for (size_t i = 0; i < name.size(); i += 8) {
+    int64_t w = 0;
+    std::memcpy(&w, name.data() + i, std::min<size_t>(8, name.size() - i));
+    d.push_back(w);
+  }
+  ASSERT_NE(amprt_exec(nullptr, d.data(), bufs), AMPRT_OK);
+  std::string named = amprt_last_error();
+  EXPECT_EQ(named.rfind("node '/encoder/layer.0/Copy': ", 0), 0u) << named;
+  // The same call without a name: the runtime's message alone.
+  d.resize(4 + 2 * 5);
+  d[0] = AMPRT_EXEC_VERSION;
+  ASSERT_NE(amprt_exec(nullptr, d.data(), bufs), AMPRT_OK);
+  std::string plain = amprt_last_error();
+  EXPECT_EQ(plain.find("node '"), std::string::npos) << plain;
+  EXPECT_EQ(named, "node '/encoder/layer.0/Copy': " + plain);
+  // A named call that succeeds: status and result as without the name.
+  Buf z(AMPRT_F32, {4});
+  void *ok[2] = {x.t.data, z.t.data};
+  d = {AMPRT_EXEC_VERSION_NAMED, AMPRT_OP_COPY, 2, 0};
+  pushTensor(d, x.t);
+  pushTensor(d, z.t);
+  d.push_back(3);
+  d.push_back(0x637762); // "bwc"
+  ASSERT_EQ(amprt_exec(nullptr, d.data(), ok), AMPRT_OK) << amprt_last_error();
+  EXPECT_EQ(z.bytes, x.bytes);
+}

@@ -266,12 +266,43 @@ LogicalResult Lowerer::constant(arith::ConstantOp c) {
   return success();
 }
 
+/// The node name of `op`'s location (a NameLoc, or the first in a
+/// FusedLoc), control bytes as '?', cut to 256 bytes; empty without one.
+static std::string descName(Operation *op) {
+  StringRef n;
+  Location loc = op->getLoc();
+  if (auto nl = dyn_cast<NameLoc>(loc))
+    n = nl.getName().getValue();
+  else if (auto f = dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (auto nl = dyn_cast<NameLoc>(l)) {
+        n = nl.getName().getValue();
+        break;
+      }
+  std::string s = n.take_front(256).str();
+  for (char &c : s)
+    if ((unsigned char)c < 0x20 || c == 0x7f)
+      c = '?';
+  return s;
+}
+
 LogicalResult Lowerer::emit(Operation *op, int64_t opcode, Desc &d) {
   Location loc = op->getLoc();
-  SmallVector<int64_t> words{AMPRT_EXEC_VERSION, opcode, d.ntensors,
+  SmallVector<int64_t> words{AMPRT_EXEC_VERSION_NAMED, opcode, d.ntensors,
                              (int64_t)d.attrs.size()};
   words.append(d.words.begin(), d.words.end());
   words.append(d.attrs.begin(), d.attrs.end());
+  // The op's name (its ONNX node, "<node>/grad" for its gradient), which
+  // the runtime puts in front of a failing call's message: printable
+  // bytes, at most 256.
+  std::string name = descName(op);
+  words.push_back((int64_t)name.size());
+  for (size_t i = 0; i < name.size(); i += 8) {
+    uint64_t w = 0;
+    for (size_t j = 0; j < 8 && i + j < name.size(); ++j)
+      w |= (uint64_t)(uint8_t)name[i + j] << (8 * j);
+    words.push_back((int64_t)w);
+  }
   auto attr = DenseElementsAttr::get(
       RankedTensorType::get({(int64_t)words.size()}, i64), ArrayRef<int64_t>(words));
   auto g = global(loc, LLVM::LLVMArrayType::get(i64, words.size()), attr, "__amp_desc");

@@ -680,10 +680,17 @@ amprt_status amprt_step_count(amprt_context *ctx, int64_t *step,
  *   [AMPRT_EXEC_VERSION, opcode, ntensors, nattrs,
  *    per tensor: dtype, rank, element offset, shape[rank], strides[rank],
  *    attrs[nattrs]]            (float attributes as f64 bit patterns)
+ * or, with AMPRT_EXEC_VERSION_NAMED first, the same followed by the op's
+ * name (its ONNX node; what the compiler emits):
+ *    name_bytes, name (bytes packed little-endian into ceil(name_bytes / 8)
+ *    words, no terminator)
  * and bufs[k] is the base pointer of tensor k (an arena slot, an argument,
- * a constant). Returns an amprt_status. */
+ * a constant). Returns an amprt_status; a failing call's message (see
+ * amprt_last_error) starts with "node '<name>': " when the descriptor has
+ * a name. */
 
 #define AMPRT_EXEC_VERSION 1
+#define AMPRT_EXEC_VERSION_NAMED 2
 
 typedef enum amprt_opcode {
   AMPRT_OP_UNARY = 1,       /* attrs: op, alpha;  tensors: x, y */

@@ -413,7 +413,23 @@ struct Profile : ProfileTable {
 };
 } // namespace
 
-extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
+namespace {
+/// A failed call's message gets the op's node name in front, when its
+/// descriptor has one: "node '/conv2/Conv': amprt_conv: ...".
+int32_t named(const int64_t *desc, int32_t status) {
+  if (status == AMPRT_OK || !desc || desc[0] != AMPRT_EXEC_VERSION_NAMED || desc[2] < 0 ||
+      desc[2] > 4096 || desc[3] < 0 || desc[3] > 256)
+    return status;
+  const char *name;
+  int64_t len;
+  descWords(desc, &name, &len);
+  if (!len)
+    return status;
+  std::string msg = amprt_last_error();
+  return fail((amprt_status)status, "node '%.*s': %s", (int)len, name, msg.c_str());
+}
+
+int32_t execHere(amprt_context *ctx, const int64_t *desc, void **bufs) {
   if (ctx && ctx->ops) // another device's executor (libamprt_cuda)
     return ctx->ops->exec(ctx, desc, bufs);
   if (recordFolder())
@@ -426,4 +442,9 @@ extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bu
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   prof.add(profileKey(desc), dt);
   return r;
+}
+} // namespace
+
+extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
+  return named(desc, execHere(ctx, desc, bufs));
 }

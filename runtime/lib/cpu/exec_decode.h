@@ -35,6 +35,34 @@ struct Decoded {
   int64_t nattrs = 0;
 };
 
+/// Whether `v` is a descriptor version this runtime reads.
+inline bool knownVersion(int64_t v) {
+  return v == AMPRT_EXEC_VERSION || v == AMPRT_EXEC_VERSION_NAMED;
+}
+
+/// The words of a descriptor whose header is sane (knownVersion, tensor and
+/// attribute counts in range): tensors, attributes and, when named, the name.
+/// `name` / `nameLen` (may be null) get the name (empty when none).
+inline int64_t descWords(const int64_t *desc, const char **name = nullptr,
+                         int64_t *nameLen = nullptr) {
+  const int64_t *p = desc + 4;
+  for (int64_t k = 0; k < desc[2]; ++k)
+    p += 3 + 2 * std::clamp<int64_t>(p[1], 0, AMPRT_MAX_RANK);
+  p += desc[3];
+  if (name)
+    *name = "";
+  if (nameLen)
+    *nameLen = 0;
+  if (desc[0] != AMPRT_EXEC_VERSION_NAMED)
+    return p - desc;
+  int64_t n = std::clamp<int64_t>(*p, 0, 4096);
+  if (name)
+    *name = reinterpret_cast<const char *>(p + 1);
+  if (nameLen)
+    *nameLen = n;
+  return (p - desc) + 1 + (n + 7) / 8;
+}
+
 /// Fills `d` (reused: cleared first) from a descriptor and its buffers.
 inline amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
   d.opcode = 0;
@@ -43,11 +71,11 @@ inline amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
   d.nattrs = 0;
   if (!desc)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: null descriptor");
-  if (desc[0] != AMPRT_EXEC_VERSION)
+  if (!knownVersion(desc[0]))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec: descriptor version %lld, this runtime reads %d (the "
+                "amprt_exec: descriptor version %lld, this runtime reads %d and %d (the "
                 "program was compiled for another runtime)",
-                (long long)desc[0], AMPRT_EXEC_VERSION);
+                (long long)desc[0], AMPRT_EXEC_VERSION, AMPRT_EXEC_VERSION_NAMED);
   d.opcode = desc[1];
   int64_t n = desc[2];
   d.nattrs = desc[3];

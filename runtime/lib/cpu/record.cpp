@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "exec_decode.h"
 #include "internal.h"
 
 #include <algorithm>
@@ -50,7 +51,7 @@ struct Span {
 
 /// The descriptor's length in int64s and each tensor's byte span.
 bool spans(const int64_t *desc, void **bufs, int64_t &len, std::vector<Span> &out) {
-  if (!desc || desc[0] != AMPRT_EXEC_VERSION || desc[2] < 0 || desc[2] > 4096 || desc[3] < 0 ||
+  if (!desc || !desc::knownVersion(desc[0]) || desc[2] < 0 || desc[2] > 4096 || desc[3] < 0 ||
       desc[3] > 256)
     return false;
   const int64_t *p = desc + 4;
@@ -79,7 +80,7 @@ bool spans(const int64_t *desc, void **bufs, int64_t &len, std::vector<Span> &ou
     }
     p += 3 + 2 * rank;
   }
-  len = (p - desc) + desc[3];
+  len = desc::descWords(desc); // the name too, when named
   return true;
 }
 

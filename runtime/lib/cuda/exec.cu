@@ -4220,7 +4220,7 @@ int32_t exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
   if (d.capturing && d.emulate) {
     // Recorded for the emulated graph: the descriptor is the program's
     // constant, the buffer pointers are copied (the caller's array is not).
-    if (!desc || desc[0] != AMPRT_EXEC_VERSION || desc[2] < 0 || desc[2] > 4096)
+    if (!desc || !knownVersion(desc[0]) || desc[2] < 0 || desc[2] > 4096)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt descriptor");
     Dev::Call c{desc, {}};
     if (bufs)
