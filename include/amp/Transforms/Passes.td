@@ -250,7 +250,7 @@ def AMPLowerToRuntime : Pass<"amp-lower-to-runtime", "::mlir::ModuleOp"> {
     Each planned `func.func @f` becomes
     `llvm.func @f(ctx, arena, args, results) -> i32`: every op is one call
     `amprt_exec(ctx, desc, bufs)` with a constant descriptor (opcode,
-    tensors, attributes) and the buffer pointers (arena slots, arguments,
+    tensors, attributes, the op's node name for the runtime's messages) and the buffer pointers (arena slots, arguments,
     constants); a non-zero status returns at once. Results are copied into
     the caller's buffers. Needs amp-plan-memory first.
   }];
