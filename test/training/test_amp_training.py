@@ -596,5 +596,46 @@ for cmd, msg in bad:
 check(not os.path.exists(f"{TMP}/x") and not os.path.exists(f"{TMP}/x.weights"),
       "a failed amp-compile left files behind")
 
+# --- AMPRT_CHECK_NUMERICS: the op where NaN / inf first appear --------------
+# loss = mean(exp(x @ w)) in fp16 with dynamic scaling from 65536: the
+# product runs in fp16, the exp and the mean in f32 (autocast's policy), so
+# the forward stays finite while the exp's gradient, exp(h) * scale / numel
+# in f32, overflows fp16 where the backward casts it for the product's
+# gradient. The run names that node once; with small inputs (nothing
+# overflows) it prints nothing.
+def expo(name, lo, hi):
+    w = rng.uniform(lo, hi, (8, 16)).astype(np.float32)
+    x = rng.uniform(lo, hi, (64, 8)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="/proj/MatMul"),
+             helper.make_node("Exp", ["h"], ["e"], name="/act/Exp"),
+             helper.make_node("ReduceMean", ["e"], ["loss"], name="/loss/ReduceMean", keepdims=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])],
+                          [numpy_helper.from_array(w, "w")])
+    prog = compile_(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), name,
+                    "--precision", "fp16", "--optimizer", "sgd", "--lr", "1e-6")
+    data = f"{TMP}/{name}.npz"
+    np.savez(data, x=x)
+    h = x[:4].astype(np.float64) @ w.astype(np.float64)  # the first batch
+    overflows = np.exp(h).max() * 65536 / h.size > 65504
+    r = subprocess.run([prog, "--data", data, "--steps", "1", "--metrics", f"{prog}.jsonl"],
+                       capture_output=True, text=True, env={**os.environ, "AMPRT_CHECK_NUMERICS": "1"})
+    rows = [json.loads(l) for l in open(f"{prog}.jsonl")] if os.path.exists(f"{prog}.jsonl") else []
+    return overflows, r, rows
+
+
+overflows, r, rows = expo("expo_big", 0.5, 1.0)
+lines = [l for l in r.stderr.splitlines() if "check-numerics" in l]
+check(overflows and r.returncode == 0 and rows and rows[0]["found_inf"] and len(lines) == 1
+      and lines[0].startswith("amprt: check-numerics: node '/act/Exp/grad' (")
+      and lines[0].endswith("from finite operands"),
+      f"AMPRT_CHECK_NUMERICS on an fp16 overflow (expected one: {overflows}): rc {r.returncode}, "
+      f"rows {rows}, stderr {r.stderr.strip()!r}")
+overflows, r, rows = expo("expo_small", 0.01, 0.02)
+check(not overflows and r.returncode == 0 and rows and not rows[0]["found_inf"]
+      and "check-numerics" not in r.stderr,
+      f"AMPRT_CHECK_NUMERICS without an overflow: rc {r.returncode}, rows {rows}, stderr {r.stderr.strip()!r}")
+print("AMPRT_CHECK_NUMERICS: " + (lines[0] if lines else "(nothing printed)"), flush=True)
+
 print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
 sys.exit(1 if failed or passed == 0 else 0)

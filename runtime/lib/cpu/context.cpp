@@ -5,6 +5,7 @@
 
 #include <cpuid.h>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 extern "C" amprt_status amprt_context_create(const char *device,
@@ -241,6 +242,10 @@ extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
                          why.c_str());
     }
   }
+  // A host arena starts zeroed: the same bytes every run, and no stale
+  // NaN for AMPRT_CHECK_NUMERICS to mistake for an op's.
+  if (p && !ctx->ops)
+    std::memset(p, 0, bytes);
   auto *a = new (std::nothrow) amprt_arena{p, bytes, ctx};
   if (!a) {
     amprt_device_free(ctx, p);

@@ -25,6 +25,8 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <set>
+#include <mutex>
 #include <cstring>
 #include <vector>
 
@@ -429,9 +431,109 @@ int32_t named(const int64_t *desc, int32_t status) {
   return fail((amprt_status)status, "node '%.*s': %s", (int)len, name, msg.c_str());
 }
 
+// AMPRT_CHECK_NUMERICS=1: finds the ops where NaN / inf values first
+// appear (torch.autograd.detect_anomaly's question, for a compiled step).
+// Each call's float tensors are read before and after it runs; the tensors
+// whose bytes it changed are the ones it wrote. When every tensor it did
+// not write is finite and a tensor it wrote holds NaN / inf where it held
+// none before (the host arena starts zeroed), the op made them from finite
+// operands: one line to stderr naming the node (each node
+// once, at most 20 lines). CPU executor only; slow (two copies of every
+// operand per op): for debugging.
+bool checkNumericsRequested() {
+  static const bool on = [] {
+    const char *v = std::getenv("AMPRT_CHECK_NUMERICS");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
+/// `t`'s elements, contiguous (a strided view copied out).
+std::vector<char> snapshot(const amprt_tensor &t) {
+  int64_t n = amprt_tensor_numel(&t);
+  std::vector<char> out((size_t)n * amprt_dtype_size(t.dtype));
+  if (!n)
+    return out;
+  if (amprt_tensor_is_contiguous(&t)) {
+    std::memcpy(out.data(), t.data, out.size());
+  } else {
+    amprt_tensor c = amprt_tensor_make(out.data(), t.dtype, t.rank, t.shape);
+    if (amprt_copy(nullptr, &t, &c) != AMPRT_OK)
+      out.clear();
+  }
+  return out;
+}
+
+int32_t execChecked(amprt_context *ctx, const int64_t *desc, void **bufs) {
+  Decoded d;
+  if (decode(desc, bufs, d) != AMPRT_OK)
+    return execOne(ctx, desc, bufs);
+  auto isFloat = [](const amprt_tensor &t) {
+    return t.data && (t.dtype == AMPRT_F32 || t.dtype == AMPRT_F16 || t.dtype == AMPRT_BF16);
+  };
+  std::vector<std::vector<char>> before(d.t.size());
+  for (size_t k = 0; k < d.t.size(); ++k)
+    if (isFloat(d.t[k]))
+      before[k] = snapshot(d.t[k]);
+  int32_t r = execOne(ctx, desc, bufs);
+  if (r != AMPRT_OK)
+    return r;
+  bool readFinite = true;
+  int64_t bad = 0, first = 0, badK = -1;
+  for (size_t k = 0; k < d.t.size(); ++k) {
+    if (!isFloat(d.t[k]))
+      continue;
+    std::vector<char> after = snapshot(d.t[k]);
+    int64_t n = amprt_tensor_numel(&d.t[k]), f = 0;
+    if (after == before[k]) {
+      readFinite &= amprt_count_nonfinite(before[k].data(), d.t[k].dtype, n, &f) == 0;
+    } else if (badK < 0) {
+      // Written, and finite before (else it was an in-place operand that
+      // already held them, or a slot still holding an earlier op's).
+      int64_t c = amprt_count_nonfinite(after.data(), d.t[k].dtype, n, &f), f0;
+      if (c && amprt_count_nonfinite(before[k].data(), d.t[k].dtype, n, &f0) == 0) {
+        bad = c;
+        first = f;
+        badK = (int64_t)k;
+      }
+    }
+  }
+  if (!readFinite || badK < 0)
+    return r;
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const char *name;
+  int64_t len;
+  descWords(desc, &name, &len);
+  std::string node = len ? std::string(name, (size_t)len) : std::string("(unnamed)");
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.size() >= 20 || !seen.insert(node).second)
+    return r;
+  const amprt_tensor &t = d.t[(size_t)badK];
+  std::string shape;
+  for (int32_t i = 0; i < t.rank; ++i)
+    shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+  std::fprintf(stderr,
+               "amprt: check-numerics: node '%s' (%s) wrote %lld NaN / inf value(s) into "
+               "its tensor %lld (%s [%s], the first at flat index %lld) from finite "
+               "operands\n",
+               node.c_str(), profileKey(desc).c_str(), (long long)bad, (long long)badK,
+               amprt_dtype_name(t.dtype), shape.c_str(), (long long)first);
+  return r;
+}
+
 int32_t execHere(amprt_context *ctx, const int64_t *desc, void **bufs) {
-  if (ctx && ctx->ops) // another device's executor (libamprt_cuda)
+  if (ctx && ctx->ops) { // another device's executor (libamprt_cuda)
+    static bool told = false;
+    if (checkNumericsRequested() && !told) {
+      told = true;
+      std::fprintf(stderr, "amprt: AMPRT_CHECK_NUMERICS checks the CPU executor only; "
+                           "ignored on this device\n");
+    }
     return ctx->ops->exec(ctx, desc, bufs);
+  }
+  if (checkNumericsRequested())
+    return execChecked(ctx, desc, bufs);
   if (recordFolder())
     return recordExec(ctx, desc, bufs, execOne);
   if (!profilingRequested())
