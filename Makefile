@@ -27,8 +27,10 @@ build: configure
 demo: build
 	@scripts/demo.sh $(BUILD)
 
+# The suites run side by side, one per core (-j; JOBS=1 for one at a time).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: build
-	@ctest --test-dir $(BUILD) --output-on-failure
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # docs/passes.md and docs/dialect.md from the .td files (ctest docs-up-to-date).
 docs:
