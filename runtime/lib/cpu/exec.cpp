@@ -23,11 +23,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <string>
-#include <set>
-#include <mutex>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 using namespace amprt;
@@ -437,9 +437,9 @@ int32_t named(const int64_t *desc, int32_t status) {
 // whose bytes it changed are the ones it wrote. When every tensor it did
 // not write is finite and a tensor it wrote holds NaN / inf where it held
 // none before (the host arena starts zeroed), the op made them from finite
-// operands: one line to stderr naming the node (each node
-// once, at most 20 lines). CPU executor only; slow (two copies of every
-// operand per op): for debugging.
+// operands: one line to stderr naming the node (each node once, at most 20
+// lines). CPU executor only; slow (two copies of every operand per op): for
+// debugging.
 bool checkNumericsRequested() {
   static const bool on = [] {
     const char *v = std::getenv("AMPRT_CHECK_NUMERICS");
