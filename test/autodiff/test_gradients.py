@@ -88,6 +88,26 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
                 continue
             out = np.load(f"{d}/out.npz")
             loss, ref = reference(out)
+            ref_rounded = None
+            if p != "fp32":
+                # The same float64 reference on the parameters and inputs
+                # rounded to the run's format (what autocast feeds the
+                # products): a model whose gradient turns on which of two
+                # near-equal values is smaller (ReduceMin, abs) can move by
+                # 0.09 between the two (measured: seed 823186549, while ours
+                # was 0.004 from the rounded one). A wrong rule is O(1) from
+                # both; the error is the smaller of the two.
+                dt = torch.bfloat16 if p == "bf16" else torch.float16
+                saved = ({k: v for k, v in params.items()}, {k: v for k, v in inputs.items()})
+                for dct in (params, inputs):
+                    for k, v in dct.items():
+                        if v.dtype == np.float32:
+                            dct[k] = torch.tensor(v).to(dt).float().numpy()
+                try:
+                    _, ref_rounded = reference(out)
+                finally:
+                    params.update(saved[0])
+                    inputs.update(saved[1])
             got = {k[len("grad:"):]: out[k] for k in out.files if k.startswith("grad:")}
             check(set(got) == set(ref), f"{name} {p}: gradients {sorted(got)} != {sorted(ref)}")
             # fp32: every element within 1e-4 of the largest magnitude.
@@ -118,6 +138,8 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
                     # 0.045, 0.038; a wrong rule errs by O(1) either way.)
                     scale = max(np.linalg.norm(g), 0.25 * total, 1e-12)
                     err = np.linalg.norm(a - g) / scale
+                    if ref_rounded is not None and n in ref_rounded:
+                        err = min(err, np.linalg.norm(a - ref_rounded[n]) / scale)
                 if os.environ.get("VERBOSE"):
                     print(f"{name} {p} {n}: {err:.3g}")
                 ok = a.shape == g.shape and np.isfinite(a).all() and err <= tol
