@@ -11,6 +11,9 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <cstdio>
+#include <unistd.h>
+
 using namespace mlir;
 using namespace mlir::amp;
 
@@ -49,7 +52,52 @@ static FailureOr<TensorSlot> slotOf(func::FuncOp f, Type t, const std::string &w
                                        << s.type.getElementType()
                                        << " is not supported by the runtime");
   s.dtype = *dt;
+  uint64_t n = 1;
+  for (int64_t d : s.type.getShape())
+    if (__builtin_mul_overflow(n, uint64_t(d), &n))
+      n = UINT64_MAX;
+  if (n == UINT64_MAX || __builtin_mul_overflow(n, uint64_t(amprt_dtype_size(s.dtype)), &s.bytes) ||
+      s.bytes > uint64_t(INT64_MAX))
+    return LogicalResult(f.emitError() << what << " (" << t
+                                       << ") is too large: its size in bytes overflows");
   return s;
+}
+
+uint64_t mlir::amp::hostMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0)
+    return UINT64_MAX;
+  return uint64_t(pages) * uint64_t(page);
+}
+
+std::string mlir::amp::bytesText(uint64_t bytes) {
+  const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    snprintf(buf, sizeof buf, "%llu bytes", (unsigned long long)bytes);
+  else
+    snprintf(buf, sizeof buf, "%llu bytes (%.1f %s)", (unsigned long long)bytes, v, unit[u]);
+  return buf;
+}
+
+std::optional<std::string> mlir::amp::exceedsHostMemory(const TensorSlot &s, uint64_t already,
+                                                        llvm::StringRef what) {
+  uint64_t mem = hostMemoryBytes();
+  if (s.bytes <= mem && already <= mem - s.bytes)
+    return std::nullopt;
+  std::string type;
+  llvm::raw_string_ostream os(type);
+  os << s.type;
+  std::string msg = what.str() + " (" + type + ") needs " + bytesText(s.bytes);
+  if (already)
+    msg += " on top of " + bytesText(already) + " for the tensors before it";
+  return msg + ", more than this machine's memory (" + bytesText(mem) + ")";
 }
 
 FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
@@ -69,6 +117,8 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
       if (!init)
         return LogicalResult(f.emitError() << "parameter '" << s->name
                                            << "' has no initial value (amp.init)");
+      if (auto big = exceedsHostMemory(*s, 0, "parameter '" + s->name + "'"))
+        return LogicalResult(f.emitError() << *big);
       int64_t n = s->type.getNumElements();
       size_t es = amprt_dtype_size(s->dtype);
       if (auto dense = dyn_cast<DenseElementsAttr>(init)) {

@@ -24,6 +24,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <limits>
 #include <map>
 
 namespace mlir::amp {
@@ -68,7 +69,11 @@ FailureOr<int64_t> mlir::amp::tensorBytes(Type t, bool asF32) {
   int64_t es = e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
   if (asF32 && isa<FloatType>(e))
     es = 4;
-  return rt.getNumElements() * es;
+  int64_t n = es;
+  for (int64_t d : rt.getShape())
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxPlannedTensorBytes)
+      return failure();
+  return n;
 }
 
 namespace {
@@ -124,6 +129,8 @@ int64_t place(std::vector<Interval> &ivs, DenseMap<Value, int64_t> &offsets) {
         freeBlocks.emplace(off + size, rest);
     } else {
       off = top;
+      if (top > std::numeric_limits<int64_t>::max() / 2 - size)
+        return -1; // (each size <= 2^48: no overflow above)
       top += size;
     }
     offsets[iv.v] = off;
@@ -170,11 +177,18 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
     if (!isa<AMPDialect>(op.getDialect()))
       continue;
     for (Value r : op.getResults()) {
-      if (failed(tensorBytes(r.getType())))
+      if (failed(tensorBytes(r.getType())) || failed(tensorBytes(r.getType(), true))) {
+        auto rt = dyn_cast<RankedTensorType>(r.getType());
+        if (!rt || !rt.hasStaticShape())
+          return LogicalResult(op.emitOpError("result type ")
+                               << r.getType()
+                               << " has dynamic dims: the memory plan needs static "
+                                  "shapes (specialise the model's input shapes)");
         return LogicalResult(op.emitOpError("result type ")
-                             << r.getType()
-                             << " has dynamic dims: the memory plan needs static "
-                                "shapes (specialise the model's input shapes)");
+                             << r.getType() << " is too large: more than the "
+                             << kMaxPlannedTensorBytes << " bytes (256 TiB) one tensor "
+                             << "of a memory plan may take");
+      }
       defAt[r] = idx;
       lastAt[r] = idx; // a dead result still needs its slot while written
       owned.push_back(r);
@@ -207,6 +221,9 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
       ivs.push_back({v, defAt[v], lastAt[v], *tensorBytes(v.getType(), asF32)});
     DenseMap<Value, int64_t> offsets;
     int64_t peak = place(ivs, offsets);
+    if (peak < 0)
+      return LogicalResult(f.emitError("amp-plan-memory: '")
+                           << f.getSymName() << "' needs an arena of more than 2^62 bytes");
     for (Value v : owned)
       if (auto it = sharesWith.find(v); it != sharesWith.end())
         offsets[it->second] = offsets[v];

@@ -41,6 +41,8 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <new>
+#include <unistd.h>
 
 using llvm::cl::opt;
 namespace cl = llvm::cl;
@@ -139,6 +141,13 @@ void checkFinite(const Slot &s) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // In place of LLVM's handler (a crash report): a failed allocation (data
+  // too large for this machine) is a one-line error.
+  std::set_new_handler([] {
+    static const char msg[] = "amp-run: error: out of memory\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+  });
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR model runner (JIT)\n");
   if (precision != "fp32" && precision != "fp16" && precision != "bf16")
@@ -185,6 +194,21 @@ int main(int argc, char **argv) {
     return 1;
   std::vector<Slot> args, results;
   std::vector<size_t> inputArgs; // indices of args the caller feeds
+  // Every tensor of the signature lives in this process's memory at once:
+  // one larger than the machine is refused here, naming it, before any
+  // allocation (an allocation that fails aborts the process).
+  uint64_t held = 0;
+  for (amp::TensorSlot &t : sig->args) {
+    if (auto big = amp::exceedsHostMemory(
+            t, held, (t.isParam ? "parameter '" : "input '") + t.name + "'"))
+      die(*big);
+    held += t.bytes;
+  }
+  for (amp::TensorSlot &t : sig->results) {
+    if (auto big = amp::exceedsHostMemory(t, held, "result '" + t.name + "'"))
+      die(*big);
+    held += t.bytes;
+  }
   for (amp::TensorSlot &t : sig->args) {
     Slot s{t.name, t.type, t.dtype, std::move(t.init)};
     if (!t.isParam)

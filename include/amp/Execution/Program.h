@@ -15,6 +15,7 @@
 #include "amprt/amprt.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct TensorSlot {
   RankedTensorType type;
   amprt_dtype dtype = AMPRT_F32;
   std::vector<char> init; // parameters: the initial value's bytes
+  uint64_t bytes = 0;      // the tensor's size (checked not to overflow)
 };
 
 struct ProgramSignature {
@@ -41,8 +43,22 @@ OwningOpRef<ModuleOp> loadModelFile(llvm::StringRef path, MLIRContext *ctx,
 FailureOr<amprt_dtype> runtimeDType(Type elementType);
 
 /// Reads the function's arguments (amp.input / amp.param with amp.init) and
-/// results (amp.output); errors at the function name what is missing.
+/// results (amp.output); errors at the function name what is missing. A
+/// tensor whose size overflows 64 bits, or a parameter (whose initial value
+/// is materialised here) larger than hostMemoryBytes(), is an error naming it.
 FailureOr<ProgramSignature> signatureOf(func::FuncOp f);
+
+/// This machine's physical memory in bytes (UINT64_MAX when unknown).
+uint64_t hostMemoryBytes();
+
+/// "2199023255552 bytes (2.0 TiB)".
+std::string bytesText(uint64_t bytes);
+
+/// Whether the host can hold a tensor of `bytes` next to `already` bytes;
+/// otherwise the error to give ("<what> (<type>) needs ..., more than this
+/// machine's memory ...").
+std::optional<std::string> exceedsHostMemory(const TensorSlot &s, uint64_t already,
+                                             llvm::StringRef what);
 
 /// What turns a forward graph with a loss into a training step: the options
 /// of amp-autodiff, amp-optimizer and amp-loss-scaling (see Passes.td).

@@ -44,8 +44,13 @@ bool isMatmulViewTranspose(Operation *op);
 /// its input's bytes, and no random numbers are drawn.
 bool isIdentityDropout(Operation *op);
 
+/// The most bytes one tensor of a memory plan may take (256 TiB): sizes and
+/// arena offsets then stay far from int64 overflow.
+constexpr int64_t kMaxPlannedTensorBytes = int64_t(1) << 48;
+
 /// Bytes of a statically shaped tensor (f16 / bf16 counted as f32 when
-/// asF32); failure for dynamic shapes.
+/// asF32); failure for dynamic shapes and for sizes over
+/// kMaxPlannedTensorBytes (or whose element count overflows).
 FailureOr<int64_t> tensorBytes(Type t, bool asF32 = false);
 
 struct MemoryPlan {

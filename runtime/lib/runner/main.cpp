@@ -53,6 +53,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <new>
 #include <sstream>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 extern "C" int32_t amp_entry(amprt_context *ctx, void *arena, void **args, void **results);
 
@@ -82,6 +84,12 @@ struct Slot {
     return n;
   }
 };
+
+/// This machine's physical memory in bytes (UINT64_MAX when unknown).
+uint64_t physicalMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
+}
 
 amprt_dtype dtypeNamed(const std::string &s) {
   for (int i = 0; i < AMPRT_DTYPE_COUNT; ++i)
@@ -230,6 +238,13 @@ void truncateMetrics(const std::string &path, int64_t upTo) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // An allocation that fails (a data file too large for this machine) ends
+  // the run with a message, not an uncaught std::bad_alloc.
+  std::set_new_handler([] {
+    static const char msg[] = "error: out of memory\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+  });
   Options o;
   o.weights = std::string(argv[0]) + ".weights";
   for (int i = 1; i < argc; ++i) {
@@ -334,6 +349,8 @@ int main(int argc, char **argv) {
     die("--resume needs --checkpoint-dir (where the run's checkpoint is)");
 
   std::vector<Slot> args, results;
+  const uint64_t hostMemory = physicalMemory();
+  uint64_t held = 0;
   for (const std::string &line : split(sigText, '\n')) {
     if (line.empty())
       continue;
@@ -341,10 +358,27 @@ int main(int argc, char **argv) {
     if (f.size() != 4)
       die("'" + o.weights + "': malformed signature line '" + line + "'");
     Slot s{f[0], f[1], dtypeNamed(f[2]), {}, {}};
+    uint64_t bytes = amprt_dtype_size(s.dtype);
     if (!f[3].empty())
-      for (const std::string &d : split(f[3], ','))
-        s.shape.push_back(std::strtoll(d.c_str(), nullptr, 10));
-    s.data.assign(s.numel() * amprt_dtype_size(s.dtype), 0);
+      for (const std::string &d : split(f[3], ',')) {
+        char *end = nullptr;
+        errno = 0;
+        long long v = std::strtoll(d.c_str(), &end, 10);
+        if (d.empty() || *end || errno || v < 0 || s.shape.size() >= AMPRT_MAX_RANK)
+          die("'" + o.weights + "': bad shape in signature line '" + line + "'");
+        s.shape.push_back(v);
+        if (__builtin_mul_overflow(bytes, uint64_t(v), &bytes))
+          bytes = UINT64_MAX;
+      }
+    // All of the signature's tensors live in this process at once: one the
+    // machine cannot hold is named here, not left to a failing allocation.
+    if (bytes > hostMemory || held > hostMemory - bytes)
+      die("the " + s.kind + " '" + s.name + "' needs " +
+          (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) +
+          " bytes" + (held ? " on top of " + std::to_string(held) + " for the tensors before it" : "") +
+          ", more than this machine's memory (" + std::to_string(hostMemory) + " bytes)");
+    held += bytes;
+    s.data.assign(bytes, 0);
     bool result = s.kind == "result" || s.kind == "result_inplace";
     if (!result && s.kind != "input" && s.kind != "param")
       die("'" + o.weights + "': unknown kind '" + s.kind + "' in signature line '" + line + "'");
