@@ -12,7 +12,6 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <cstdio>
-#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::amp;
@@ -63,13 +62,6 @@ static FailureOr<TensorSlot> slotOf(func::FuncOp f, Type t, const std::string &w
   return s;
 }
 
-uint64_t mlir::amp::hostMemoryBytes() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0)
-    return UINT64_MAX;
-  return uint64_t(pages) * uint64_t(page);
-}
-
 std::string mlir::amp::bytesText(uint64_t bytes) {
   const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = double(bytes);
@@ -88,7 +80,7 @@ std::string mlir::amp::bytesText(uint64_t bytes) {
 
 std::optional<std::string> mlir::amp::exceedsHostMemory(const TensorSlot &s, uint64_t already,
                                                         llvm::StringRef what) {
-  uint64_t mem = hostMemoryBytes();
+  uint64_t mem = amprt_host_memory_bytes();
   if (s.bytes <= mem && already <= mem - s.bytes)
     return std::nullopt;
   std::string type;

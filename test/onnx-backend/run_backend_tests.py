@@ -93,6 +93,7 @@ def main():
     counts = {"pass": 0, "fail": 0, "xfail": 0, "skip": 0, "xpass": 0}
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
+        cases = []
         for d in sorted(glob.glob(os.path.join(args.data, "node", "*"))
                         + glob.glob(os.path.join(args.data, "simple", "*"))
                         + glob.glob(os.path.join(args.data, "pytorch-converted", "*"))
@@ -100,32 +101,53 @@ def main():
             name = os.path.basename(d)
             if args.filter not in name or not os.path.exists(os.path.join(d, "model.onnx")):
                 continue
+            cases.append((name, d))
+
+        def run_args(d, name, bound):
             model_path = os.path.join(d, "model.onnx")
+            ds = os.path.join(d, "test_data_set_0")
             inputs = imp.graph_inputs(model_path)
+            pbs = [os.path.join(ds, f"input_{i}.pb") for i, n in enumerate(inputs) if n not in bound]
+            cmd = [model_path, "--outputs", os.path.join(tmp, name + ".npz"),
+                   "--precision", args.precision, "--nan-check", "off", "--device", args.device]
+            if pbs:
+                cmd += ["--inputs", ",".join(pbs)]
+            for n, pb in bound.items():
+                cmd += ["--const-input", f"{n}={pb}"]
+            return cmd
+
+        # Every model through one `amp-run --batch` (a forked child per
+        # model: the libraries' start-up is paid once); its status and
+        # messages per model as from a run of its own.
+        batch = os.path.join(tmp, "jobs.tsv")
+        with open(batch, "w") as f:
+            for i, (name, d) in enumerate(cases):
+                f.write("\t".join([os.path.join(tmp, f"{i}.log")] + run_args(d, name, {})) + "\n")
+        b = subprocess.run([args.run, "--batch", batch, "--batch-timeout", "120"],
+                           capture_output=True, text=True, errors="replace")
+        status = dict(map(int, line.split()) for line in b.stdout.split("\n") if line.strip())
+        if b.returncode != 0 or len(status) != len(cases):
+            print(f"amp-run --batch failed (exit {b.returncode}, {len(status)} of {len(cases)} "
+                  f"jobs reported): {b.stderr.strip()[-600:]}")
+            return 1
+
+        for i, (name, d) in enumerate(cases):
+            model_path = os.path.join(d, "model.onnx")
             ds = os.path.join(d, "test_data_set_0")
             out = os.path.join(tmp, name + ".npz")
-
-            def amp_run(bound):
-                pbs = [os.path.join(ds, f"input_{i}.pb") for i, n in enumerate(inputs) if n not in bound]
-                cmd = [args.run, model_path, "--outputs", out,
-                       "--precision", args.precision, "--nan-check", "off", "--device", args.device]
-                if pbs:
-                    cmd += ["--inputs", ",".join(pbs)]
-                for n, pb in bound.items():
-                    cmd += ["--const-input", f"{n}={pb}"]
-                return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=120)
-
+            p = subprocess.CompletedProcess([], status[i + 1], "",
+                                            open(os.path.join(tmp, f"{i}.log"), errors="replace").read())
             # amp-run imports the model itself; the separate import (which
             # tells a model that is not importable, or finds the inputs it
             # needs bound as constants) only when that run fails.
-            p = amp_run({})
             if p.returncode != 0:
-                status, detail, bound = imp.import_one(args.translate, d)
-                if status != "imported":
+                st, detail, bound = imp.import_one(args.translate, d)
+                if st != "imported":
                     counts["skip"] += 1  # not importable: counted by the import test
                     continue
                 if bound:
-                    p = amp_run(bound)
+                    p = subprocess.run([args.run] + run_args(d, name, bound), capture_output=True,
+                                       text=True, errors="replace", timeout=120)
             model = onnx.load(model_path, load_external_data=False)
             why = None
             if p.returncode != 0:

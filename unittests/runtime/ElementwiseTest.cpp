@@ -650,8 +650,9 @@ TEST(GatherGrad, DistinctAndRepeatedIndicesAgainstTheDefinition) {
       for (size_t i = 0; i < c.idx.size(); ++i)
         for (size_t j = 0; j < i; ++j)
           distinct &= (c.idx[i] + limit) % limit != (c.idx[j] + limit) % limit;
-      if (distinct)
+      if (distinct) {
         EXPECT_TRUE(near(dd, ref, 0.0)) << amprt_dtype_name(dt) << " axis " << axis;
+      }
     }
 }
 

@@ -45,11 +45,8 @@ FailureOr<amprt_dtype> runtimeDType(Type elementType);
 /// Reads the function's arguments (amp.input / amp.param with amp.init) and
 /// results (amp.output); errors at the function name what is missing. A
 /// tensor whose size overflows 64 bits, or a parameter (whose initial value
-/// is materialised here) larger than hostMemoryBytes(), is an error naming it.
+/// is materialised here) larger than amprt_host_memory_bytes(), is an error naming it.
 FailureOr<ProgramSignature> signatureOf(func::FuncOp f);
-
-/// This machine's physical memory in bytes (UINT64_MAX when unknown).
-uint64_t hostMemoryBytes();
 
 /// "2199023255552 bytes (2.0 TiB)".
 std::string bytesText(uint64_t bytes);

@@ -75,6 +75,10 @@ const char *amprt_status_name(amprt_status s);
 const char *amprt_dtype_name(amprt_dtype t);
 size_t amprt_dtype_size(amprt_dtype t);
 
+/* This machine's physical memory in bytes (UINT64_MAX when unknown): what
+ * the tools check a model's tensors against before allocating them. */
+uint64_t amprt_host_memory_bytes(void);
+
 /*--- Exact conversions ----------------------------------------------------*
  * Round to nearest, ties to even, as IEEE 754 and the GPU's cvt.rn do:
  * overflow gives inf, underflow the correctly rounded subnormal or a signed

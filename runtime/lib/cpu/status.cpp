@@ -4,6 +4,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <unistd.h>
 
 namespace {
 thread_local char lastError[2048] = "";
@@ -47,6 +48,11 @@ extern "C" size_t amprt_dtype_size(amprt_dtype t) {
   if ((unsigned)t >= AMPRT_DTYPE_COUNT)
     return 0;
   return sizes[t];
+}
+
+extern "C" uint64_t amprt_host_memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
 }
 
 void amprt::contiguousStrides(int32_t rank, const int64_t *shape,

@@ -85,12 +85,6 @@ struct Slot {
   }
 };
 
-/// This machine's physical memory in bytes (UINT64_MAX when unknown).
-uint64_t physicalMemory() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
-}
-
 amprt_dtype dtypeNamed(const std::string &s) {
   for (int i = 0; i < AMPRT_DTYPE_COUNT; ++i)
     if (s == amprt_dtype_name((amprt_dtype)i))
@@ -349,7 +343,7 @@ int main(int argc, char **argv) {
     die("--resume needs --checkpoint-dir (where the run's checkpoint is)");
 
   std::vector<Slot> args, results;
-  const uint64_t hostMemory = physicalMemory();
+  const uint64_t hostMemory = amprt_host_memory_bytes();
   uint64_t held = 0;
   for (const std::string &line : split(sigText, '\n')) {
     if (line.empty())
