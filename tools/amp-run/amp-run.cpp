@@ -15,6 +15,7 @@
 
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Execution/Program.h"
+#include "amp/Support/Batch.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 #include "amp/Transforms/Autocast.h"
 #include "amp/Transforms/Passes.h"
@@ -42,12 +43,6 @@
 #include <cmath>
 #include <map>
 #include <new>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using llvm::cl::opt;
@@ -152,60 +147,6 @@ void checkFinite(const Slot &s) {
   errs() << "amp-run: warning: " << msg << "\n";
 }
 
-/// --batch: each job is this program run with the job's arguments in a
-/// child forked from this one, so the start-up (loading and initialising
-/// libLLVM / libMLIR: most of a small model's run) is paid once. The parent
-/// starts no thread before forking. Returns only in a child, its options
-/// parsed; the parent exits when the file is done.
-void runBatch(const char *argv0) {
-  std::ifstream in(batchFile);
-  if (!in)
-    die("'" + batchFile + "': cannot open");
-  std::string line;
-  for (int no = 1; std::getline(in, line); ++no) {
-    if (line.empty())
-      continue;
-    SmallVector<StringRef> fields;
-    StringRef(line).split(fields, '\t');
-    if (fields.size() < 2 || fields[0].empty())
-      die("'" + batchFile + "' line " + Twine(no) + ": want LOG<TAB>ARG<TAB>ARG...");
-    outs().flush();
-    errs().flush();
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0)
-      die("--batch: fork failed: " + Twine(std::strerror(errno)));
-    if (pid == 0) {
-      int fd = open(fields[0].str().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd < 0)
-        die("--batch: '" + fields[0] + "': cannot open: " + std::strerror(errno));
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-      if (batchTimeout)
-        alarm(batchTimeout);
-      static std::vector<std::string> store;
-      static std::vector<const char *> av;
-      store.assign(fields.begin(), fields.end());
-      store[0] = argv0;
-      for (const std::string &a : store)
-        av.push_back(a.c_str());
-      cl::ResetAllOptionOccurrences();
-      cl::ParseCommandLineOptions((int)av.size(), av.data(), "AMP-MLIR model runner (JIT)\n");
-      if (!batchFile.empty())
-        die("--batch inside a batch job");
-      return;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    outs() << no << " " << rc << "\n";
-    outs().flush();
-  }
-  exit(0);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -222,7 +163,9 @@ int main(int argc, char **argv) {
   if (!batchFile.empty()) {
     if (!modelFile.empty())
       die("--batch takes the models from its file, not from the command line");
-    runBatch(argv[0]);
+    amp::runBatch("amp-run", batchFile, batchTimeout, argv[0], "AMP-MLIR model runner (JIT)\n");
+    if (!batchFile.empty())
+      die("--batch inside a batch job");
   }
   if (modelFile.empty())
     die("no model given (usage: amp-run MODEL.onnx|MODEL.mlir [--inputs FILE] "

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "amp/Support/Batch.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 #include "amp/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
@@ -28,7 +29,7 @@ using namespace llvm;
 static cl::OptionCategory category("amp-translate options");
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required, cl::cat(category));
+                                      cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(category));
@@ -71,13 +72,41 @@ static cl::opt<std::string> ortCheckpoint(
              "checkpoint: import them as the function train_step (loss and gradients)"),
     cl::value_desc("checkpoint"), cl::cat(category));
 
+static cl::opt<std::string> batchFile(
+    "batch",
+    cl::desc("Run many jobs: one per line of this file, LOG<TAB>ARG<TAB>ARG... (amp-translate's "
+             "arguments; stdout and stderr to LOG); prints '<line> <exit status>' per job"),
+    cl::value_desc("file"), cl::cat(category));
+static cl::opt<unsigned> batchTimeout("batch-timeout",
+                                      cl::desc("--batch: end a job after this many seconds "
+                                               "(its status then -14, SIGALRM); 0: no limit"),
+                                      cl::init(0), cl::cat(category));
+
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR model translator\n");
+  if (!batchFile.empty()) {
+    if (inputFile.getNumOccurrences()) {
+      errs() << "amp-translate: error: --batch takes the models from its file, not from the "
+                "command line\n";
+      return 1;
+    }
+    mlir::amp::runBatch("amp-translate", batchFile, batchTimeout, argv[0],
+                        "AMP-MLIR model translator\n");
+    if (!batchFile.empty()) {
+      errs() << "amp-translate: error: --batch inside a batch job\n";
+      return 1;
+    }
+  }
 
+  if (inputFile.empty()) {
+    errs() << "amp-translate: error: no model given (usage: amp-translate --import-onnx "
+              "MODEL.onnx [-o OUT.mlir] ...; --help lists the options)\n";
+    return 1;
+  }
   if (!importOnnx) {
     errs() << "amp-translate: error: no translation given; use --import-onnx\n";
     return 1;
