@@ -39,6 +39,24 @@ def graph_inputs(model_path):
     return [i.name for i in m.graph.input if i.name not in inits]
 
 
+def run_batch(tool, jobs, tmp, tag="job"):
+    """Runs each job (a list of arguments) through one `tool --batch` (a
+    forked child per job: the libraries' start-up paid once); returns
+    [(exit status, messages)] in the jobs' order."""
+    batch = os.path.join(tmp, f"{tag}.tsv")
+    logs = [os.path.join(tmp, f"{tag}{i}.log") for i in range(len(jobs))]
+    with open(batch, "w") as f:
+        for log, job in zip(logs, jobs):
+            f.write("\t".join([log] + job) + "\n")
+    b = subprocess.run([tool, "--batch", batch, "--batch-timeout", "120"],
+                       capture_output=True, text=True, errors="replace")
+    status = dict(map(int, line.split()) for line in b.stdout.split("\n") if line.strip())
+    if b.returncode != 0 or sorted(status) != list(range(1, len(jobs) + 1)):
+        raise RuntimeError(f"{tool} --batch failed (exit {b.returncode}, {len(status)} of "
+                           f"{len(jobs)} jobs reported): {b.stderr.strip()[-600:]}")
+    return [(status[i + 1], open(log, errors="replace").read()) for i, log in enumerate(logs)]
+
+
 def import_one(tool, test_dir, first=None):
     """Returns (status, detail, bound) with status in imported / op / type / fail.
     first: the outcome (returncode, stderr) of the first import (no input
@@ -96,22 +114,9 @@ def main():
     # (a forked child per model: the libraries' start-up paid once).
     dirs = [d for folder in FOLDERS for d in sorted(glob.glob(os.path.join(args.data, folder, "*")))
             if os.path.exists(os.path.join(d, "model.onnx"))]
-    first = {}
     with tempfile.TemporaryDirectory() as tmp:
-        batch = os.path.join(tmp, "jobs.tsv")
-        with open(batch, "w") as f:
-            for i, d in enumerate(dirs):
-                f.write("\t".join([os.path.join(tmp, f"{i}.log"), "--import-onnx",
-                                   os.path.join(d, "model.onnx"), "-o", os.devnull]) + "\n")
-        b = subprocess.run([args.tool, "--batch", batch, "--batch-timeout", "120"],
-                           capture_output=True, text=True, errors="replace")
-        status = dict(map(int, line.split()) for line in b.stdout.split("\n") if line.strip())
-        if b.returncode != 0 or len(status) != len(dirs):
-            print(f"amp-translate --batch failed (exit {b.returncode}, {len(status)} of {len(dirs)} "
-                  f"jobs reported): {b.stderr.strip()[-600:]}")
-            return 1
-        for i, d in enumerate(dirs):
-            first[d] = (status[i + 1], open(os.path.join(tmp, f"{i}.log"), errors="replace").read())
+        first = dict(zip(dirs, run_batch(args.tool, [["--import-onnx", os.path.join(d, "model.onnx"),
+                                                       "-o", os.devnull] for d in dirs], tmp)))
     for folder in FOLDERS:
         counts = collections.Counter()
         for d in sorted(glob.glob(os.path.join(args.data, folder, "*"))):

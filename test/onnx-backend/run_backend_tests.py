@@ -119,41 +119,18 @@ def main():
         # Every model through one `amp-run --batch` (a forked child per
         # model: the libraries' start-up is paid once); its status and
         # messages per model as from a run of its own.
-        batch = os.path.join(tmp, "jobs.tsv")
-        with open(batch, "w") as f:
-            for i, (name, d) in enumerate(cases):
-                f.write("\t".join([os.path.join(tmp, f"{i}.log")] + run_args(d, name, {})) + "\n")
-        b = subprocess.run([args.run, "--batch", batch, "--batch-timeout", "120"],
-                           capture_output=True, text=True, errors="replace")
-        status = dict(map(int, line.split()) for line in b.stdout.split("\n") if line.strip())
-        if b.returncode != 0 or len(status) != len(cases):
-            print(f"amp-run --batch failed (exit {b.returncode}, {len(status)} of {len(cases)} "
-                  f"jobs reported): {b.stderr.strip()[-600:]}")
-            return 1
-
+        runs = imp.run_batch(args.run, [run_args(d, name, {}) for name, d in cases], tmp, "run")
         # The models amp-run could not run: their imports, as one batch too.
-        failed = [i for i in range(len(cases)) if status[i + 1] != 0]
-        imported = {}
-        if failed:
-            with open(batch, "w") as f:
-                for i in failed:
-                    f.write("\t".join([os.path.join(tmp, f"{i}.imp.log"), "--import-onnx",
-                                       os.path.join(cases[i][1], "model.onnx"), "-o", os.devnull]) + "\n")
-            b = subprocess.run([args.translate, "--batch", batch, "--batch-timeout", "120"],
-                               capture_output=True, text=True, errors="replace")
-            imp_status = [int(line.split()[1]) for line in b.stdout.split("\n") if line.strip()]
-            if b.returncode != 0 or len(imp_status) != len(failed):
-                print(f"amp-translate --batch failed (exit {b.returncode}): {b.stderr.strip()[-600:]}")
-                return 1
-            for i, rc in zip(failed, imp_status):
-                imported[i] = (rc, open(os.path.join(tmp, f"{i}.imp.log"), errors="replace").read())
+        failed = [i for i, (rc, _) in enumerate(runs) if rc != 0]
+        imported = dict(zip(failed, imp.run_batch(
+            args.translate, [["--import-onnx", os.path.join(cases[i][1], "model.onnx"), "-o",
+                              os.devnull] for i in failed], tmp, "import")))
 
         for i, (name, d) in enumerate(cases):
             model_path = os.path.join(d, "model.onnx")
             ds = os.path.join(d, "test_data_set_0")
             out = os.path.join(tmp, name + ".npz")
-            p = subprocess.CompletedProcess([], status[i + 1], "",
-                                            open(os.path.join(tmp, f"{i}.log"), errors="replace").read())
+            p = subprocess.CompletedProcess([], runs[i][0], "", runs[i][1])
             # amp-run imports the model itself; the separate import (which
             # tells a model that is not importable, or finds the inputs it
             # needs bound as constants) only when that run fails.
