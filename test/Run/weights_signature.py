@@ -1,6 +1,6 @@
 """Hostile .weights files: a compiled program reads its signature (one line
 per argument / result: kind, name, dtype, dims) from the safetensors
-metadata of the weights file beside it. Each edit of that signature below
+metadata of the weights file beside it, and its arena size. Each edit below
 must end the program with exit 1 and one message naming the problem, never
 a crash, and leave no outputs file behind; the unedited file must still run.
 
@@ -43,15 +43,23 @@ edits = {
     "unknown dtype": (with_line(first[:2] + ["f8"] + first[3:]), "unknown element type 'f8'"),
     "no signature": (None, "has no program signature"),
 }
+edits = {k: ("amp.signature",) + v for k, v in edits.items()}
+edits.update({
+    "negative arena": ("amp.arena_bytes", "-64", "bad amp.arena_bytes '-64'"),
+    "non-numeric arena": ("amp.arena_bytes", "12k", "bad amp.arena_bytes '12k'"),
+    "arena overflowing 2^64": ("amp.arena_bytes", "99999999999999999999999", "bad amp.arena_bytes"),
+    "64 TiB arena": ("amp.arena_bytes", "70368744177664", "an arena of 70368744177664 bytes is more "
+                     "than this machine's memory"),
+})
 
 os.makedirs(work, exist_ok=True)
 failed = 0
-for what, (text, want) in edits.items():
+for what, (key, text, want) in edits.items():
     h = json.loads(json.dumps(header))
     if text is None:
-        del h["__metadata__"]["amp.signature"]
+        del h["__metadata__"][key]
     else:
-        h["__metadata__"]["amp.signature"] = text
+        h["__metadata__"][key] = text
     hb = json.dumps(h).encode()
     hb += b" " * (-len(hb) % 8)
     p = os.path.join(work, "prog")

@@ -396,7 +396,12 @@ int main(int argc, char **argv) {
     die(std::string(amprt_last_error()) + " (--device " + o.device + ")");
   if (o.seed >= 0) // dropout's masks (a checkpoint's state wins on --resume)
     amprt_context_seed(ctx, (uint64_t)o.seed);
-  if (amprt_arena_create(ctx, (size_t)std::strtoll(arenaText, nullptr, 10), &arena) != AMPRT_OK)
+  char *arenaEnd = nullptr;
+  errno = 0;
+  unsigned long long arenaBytes = std::strtoull(arenaText, &arenaEnd, 10);
+  if (!*arenaText || *arenaEnd || errno || arenaText[0] == '-')
+    die("'" + o.weights + "': bad amp.arena_bytes '" + arenaText + "'");
+  if (amprt_arena_create(ctx, (size_t)arenaBytes, &arena) != AMPRT_OK)
     die(amprt_last_error());
   // ap / rp: the buffers the program reads and writes (the slots' host
   // memory, or device memory mirrored by them).
