@@ -627,6 +627,53 @@ def main():
             check(moved, f"batch norm in training mode {precision}: the running statistics are results "
                          f"of the step and moved over 5 steps: {moved}")
 
+        # 7e. AMPRT_CHECK_NUMERICS on the device: loss = mean(exp(x @ w)) in
+        # fp16 whose exp gradient overflows fp16 (predicted in float64 from
+        # the first batch) names '/act/Exp/grad' once, as on the CPU, with
+        # and without --cuda-graph (whose first step runs uncaptured); small
+        # inputs print nothing. The loss and found_inf match the CPU's.
+        for big in (True, False):
+            lo, hi = (0.5, 1.0) if big else (0.01, 0.02)
+            w = rng.uniform(lo, hi, (8, 16)).astype(np.float32)
+            x = rng.uniform(lo, hi, (12, 8)).astype(np.float32)
+            nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="/proj/MatMul"),
+                     helper.make_node("Exp", ["h"], ["e"], name="/act/Exp"),
+                     helper.make_node("ReduceMean", ["e"], ["loss"], name="/loss/ReduceMean", keepdims=0)]
+            gr = helper.make_graph(nodes, "expo", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                                   [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                                   [numpy_helper.from_array(w, "w")])
+            epath, edata = os.path.join(tmp, f"expo{int(big)}.onnx"), os.path.join(tmp, f"expo{int(big)}.npz")
+            onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]), epath)
+            np.savez(edata, x=x)
+            h = x[:4].astype(np.float64) @ w.astype(np.float64)
+            overflows = np.exp(h).max() * 65536 / h.size > 65504
+            eprog = os.path.join(tmp, f"expo{int(big)}")
+            run([a.compile, epath, "-o", eprog, "--precision", "fp16", "--optimizer", "sgd", "--lr", "1e-6",
+                 "--device", "cuda"], False)
+            got = {}
+            for how, emu, extra in (("CPU", False, ["--device", "cpu"]), ("device", True, []),
+                                    ("device, --cuda-graph", True, ["--cuda-graph"])):
+                mp = f"{eprog}.{len(got)}.jsonl"
+                p = run([eprog, "--data", edata, "--steps", "3", "--metrics", mp, *extra], emu,
+                        extra_env={"AMPRT_CHECK_NUMERICS": "1"})
+                lines = [l for l in p.stderr.splitlines() if "check-numerics" in l]
+                got[how] = [(r["loss"], r["found_inf"]) for r in metrics(mp)]
+                if big:
+                    check(overflows and len(lines) == 1
+                          and lines[0].startswith("amprt: check-numerics: node '/act/Exp/grad' (")
+                          and lines[0].endswith("from finite operands"),
+                          f"AMPRT_CHECK_NUMERICS, {how}: the fp16 overflow named once (expected: {overflows}): "
+                          f"{p.stderr.strip()!r}")
+                else:
+                    check(not overflows and not lines,
+                          f"AMPRT_CHECK_NUMERICS, {how}, small inputs: nothing printed: {p.stderr.strip()!r}")
+            check(got["device"] == got["device, --cuda-graph"]
+                  and [f for _, f in got["CPU"]] == [f for _, f in got["device"]]
+                  and all(abs(a_[0] - b_[0]) <= 1e-3 * max(1.0, abs(a_[0]))
+                          for a_, b_ in zip(got["CPU"], got["device"]) if np.isfinite(a_[0])),
+                  f"AMPRT_CHECK_NUMERICS ({'overflow' if big else 'small'}): the steps' losses and "
+                  f"found_inf alike on the CPU and the device, with a CUDA graph or not: {got}")
+
         # 8. Without emulation: a GPU, or a clean refusal.
         p = run([prog, "--data", data, "--steps", "2"], False, expect_ok=False)
         msg = (p.stderr.strip().splitlines() or [""])[-1]

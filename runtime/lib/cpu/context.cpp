@@ -67,13 +67,16 @@ extern "C" int64_t amprt_device_sync_count(amprt_context *ctx) {
 extern "C" amprt_status amprt_graph_begin(amprt_context *ctx) {
   if (!ctx || !ctx->ops)
     return amprt::fail(AMPRT_ERR_UNSUPPORTED, "amprt_graph_begin: graphs need a CUDA context");
-  return ctx->ops->graphBegin(ctx);
+  amprt_status s = ctx->ops->graphBegin(ctx);
+  ctx->capturing = s == AMPRT_OK;
+  return s;
 }
 
 extern "C" amprt_status amprt_graph_end(amprt_context *ctx, amprt_graph **out) {
   if (!ctx || !ctx->ops || !out)
     return amprt::fail(AMPRT_ERR_UNSUPPORTED, "amprt_graph_end: graphs need a CUDA context");
   void *g = nullptr;
+  ctx->capturing = false;
   amprt_status s = ctx->ops->graphEnd(ctx, &g);
   *out = static_cast<amprt_graph *>(g);
   return s;

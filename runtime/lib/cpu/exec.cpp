@@ -438,8 +438,11 @@ int32_t named(const int64_t *desc, int32_t status) {
 // not write is finite and a tensor it wrote holds NaN / inf where it held
 // none before (the host arena starts zeroed), the op made them from finite
 // operands: one line to stderr naming the node (each node once, at most 20
-// lines). CPU executor only; slow (two copies of every operand per op): for
-// debugging.
+// lines). On a device context (CUDA) each tensor's bytes are copied to the
+// host before and after the op (the copy waits for the device): one
+// synchronisation per op, and steps captured into a CUDA graph are not
+// checked (the uncaptured first step is). Slow (two copies of every
+// operand per op): for debugging.
 bool checkNumericsRequested() {
   static const bool on = [] {
     const char *v = std::getenv("AMPRT_CHECK_NUMERICS");
@@ -448,34 +451,54 @@ bool checkNumericsRequested() {
   return on;
 }
 
-/// `t`'s elements, contiguous (a strided view copied out).
-std::vector<char> snapshot(const amprt_tensor &t) {
+/// `t`'s elements, contiguous (a strided view copied out); on a device
+/// context, the bytes the view spans are first copied to the host.
+std::vector<char> snapshot(amprt_context *ctx, const amprt_tensor &t) {
   int64_t n = amprt_tensor_numel(&t);
-  std::vector<char> out((size_t)n * amprt_dtype_size(t.dtype));
+  size_t es = amprt_dtype_size(t.dtype);
+  std::vector<char> out((size_t)n * es);
   if (!n)
     return out;
-  if (amprt_tensor_is_contiguous(&t)) {
-    std::memcpy(out.data(), t.data, out.size());
+  amprt_tensor view = t;
+  std::vector<char> host;
+  if (ctx && ctx->ops) {
+    int64_t lo = 0, hi = 0; // elements [lo, hi] from t.data
+    for (int32_t i = 0; i < t.rank; ++i)
+      (t.strides[i] < 0 ? lo : hi) += (t.shape[i] - 1) * t.strides[i];
+    host.resize((size_t)(hi - lo + 1) * es);
+    if (ctx->ops->copy(ctx, host.data(), static_cast<const char *>(t.data) + lo * (int64_t)es,
+                       host.size(), 1) != AMPRT_OK)
+      return {};
+    view.data = host.data() - lo * (int64_t)es;
+  }
+  if (amprt_tensor_is_contiguous(&view)) {
+    std::memcpy(out.data(), view.data, out.size());
   } else {
     amprt_tensor c = amprt_tensor_make(out.data(), t.dtype, t.rank, t.shape);
-    if (amprt_copy(nullptr, &t, &c) != AMPRT_OK)
+    if (amprt_copy(nullptr, &view, &c) != AMPRT_OK)
       out.clear();
   }
   return out;
 }
 
+int32_t execDevice(amprt_context *ctx, const int64_t *desc, void **bufs) {
+  return ctx->ops->exec(ctx, desc, bufs);
+}
+
 int32_t execChecked(amprt_context *ctx, const int64_t *desc, void **bufs) {
+  int32_t (*run)(amprt_context *, const int64_t *, void **) =
+      ctx && ctx->ops ? execDevice : execOne;
   Decoded d;
-  if (decode(desc, bufs, d) != AMPRT_OK)
-    return execOne(ctx, desc, bufs);
+  if ((ctx && ctx->capturing) || decode(desc, bufs, d) != AMPRT_OK)
+    return run(ctx, desc, bufs);
   auto isFloat = [](const amprt_tensor &t) {
     return t.data && (t.dtype == AMPRT_F32 || t.dtype == AMPRT_F16 || t.dtype == AMPRT_BF16);
   };
   std::vector<std::vector<char>> before(d.t.size());
   for (size_t k = 0; k < d.t.size(); ++k)
     if (isFloat(d.t[k]))
-      before[k] = snapshot(d.t[k]);
-  int32_t r = execOne(ctx, desc, bufs);
+      before[k] = snapshot(ctx, d.t[k]);
+  int32_t r = run(ctx, desc, bufs);
   if (r != AMPRT_OK)
     return r;
   bool readFinite = true;
@@ -483,7 +506,7 @@ int32_t execChecked(amprt_context *ctx, const int64_t *desc, void **bufs) {
   for (size_t k = 0; k < d.t.size(); ++k) {
     if (!isFloat(d.t[k]))
       continue;
-    std::vector<char> after = snapshot(d.t[k]);
+    std::vector<char> after = snapshot(ctx, d.t[k]);
     int64_t n = amprt_tensor_numel(&d.t[k]), f = 0;
     if (after == before[k]) {
       readFinite &= amprt_count_nonfinite(before[k].data(), d.t[k].dtype, n, &f) == 0;
@@ -523,17 +546,10 @@ int32_t execChecked(amprt_context *ctx, const int64_t *desc, void **bufs) {
 }
 
 int32_t execHere(amprt_context *ctx, const int64_t *desc, void **bufs) {
-  if (ctx && ctx->ops) { // another device's executor (libamprt_cuda)
-    static bool told = false;
-    if (checkNumericsRequested() && !told) {
-      told = true;
-      std::fprintf(stderr, "amprt: AMPRT_CHECK_NUMERICS checks the CPU executor only; "
-                           "ignored on this device\n");
-    }
-    return ctx->ops->exec(ctx, desc, bufs);
-  }
   if (checkNumericsRequested())
     return execChecked(ctx, desc, bufs);
+  if (ctx && ctx->ops) // another device's executor (libamprt_cuda)
+    return ctx->ops->exec(ctx, desc, bufs);
   if (recordFolder())
     return recordExec(ctx, desc, bufs, execOne);
   if (!profilingRequested())

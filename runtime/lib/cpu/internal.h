@@ -44,6 +44,7 @@ struct amprt_context {
   uint64_t rng = 0x853c49e6748fea9bULL;
   const amprt_device_ops *ops = nullptr; // null: the host
   void *impl = nullptr;                  // the backend's state
+  bool capturing = false;                // between amprt_graph_begin and _end
 };
 
 namespace amprt {
