@@ -6,6 +6,7 @@
 #include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #include <new>
 
 extern "C" amprt_status amprt_context_create(const char *device,
@@ -257,6 +258,20 @@ extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
   // NaN for AMPRT_CHECK_NUMERICS to mistake for an op's.
   if (p && !ctx->ops)
     std::memset(p, 0, bytes);
+  // A device arena too while AMPRT_CHECK_NUMERICS looks for NaN's origin
+  // (otherwise it holds whatever the allocation held).
+  if (p && ctx->ops && amprt::checkNumericsRequested()) {
+    std::vector<char> zeros(std::min<size_t>(bytes, size_t(16) << 20), 0);
+    for (size_t at = 0; at < bytes; at += zeros.size()) {
+      amprt_status s = ctx->ops->copy(ctx, static_cast<char *>(p) + at, zeros.data(),
+                                      std::min(zeros.size(), bytes - at), 0);
+      if (s != AMPRT_OK) {
+        std::string why = amprt_last_error();
+        amprt_device_free(ctx, p);
+        return amprt::fail(s, "amprt_arena_create: cannot clear the arena (%s)", why.c_str());
+      }
+    }
+  }
   auto *a = new (std::nothrow) amprt_arena{p, bytes, ctx};
   if (!a) {
     amprt_device_free(ctx, p);

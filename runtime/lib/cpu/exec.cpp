@@ -415,6 +415,14 @@ struct Profile : ProfileTable {
 };
 } // namespace
 
+bool amprt::checkNumericsRequested() {
+  static const bool on = [] {
+    const char *v = std::getenv("AMPRT_CHECK_NUMERICS");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
 namespace {
 /// A failed call's message gets the op's node name in front, when its
 /// descriptor has one: "node '/conv2/Conv': amprt_conv: ...".
@@ -443,13 +451,6 @@ int32_t named(const int64_t *desc, int32_t status) {
 // synchronisation per op, and steps captured into a CUDA graph are not
 // checked (the uncaptured first step is). Slow (two copies of every
 // operand per op): for debugging.
-bool checkNumericsRequested() {
-  static const bool on = [] {
-    const char *v = std::getenv("AMPRT_CHECK_NUMERICS");
-    return v && *v && *v != '0';
-  }();
-  return on;
-}
 
 /// `t`'s elements, contiguous (a strided view copied out); on a device
 /// context, the bytes the view spans are first copied to the host.

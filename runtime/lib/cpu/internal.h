@@ -49,6 +49,10 @@ struct amprt_context {
 
 namespace amprt {
 
+/// Whether AMPRT_CHECK_NUMERICS asks for the NaN / inf origin check
+/// (exec.cpp).
+bool checkNumericsRequested();
+
 /// AMPRT_EXEC_RECORD's folder, or null (record.cpp).
 const char *recordFolder();
 /// Runs `run` and records the call (its tensors' bytes before and after).
