@@ -556,6 +556,9 @@ int main(int argc, char **argv) {
         die("input '" + s.name + "' in '" + o.data + "': dimension " + std::to_string(d) +
             " is " + std::to_string(a->shape[d]) + ", the program needs " +
             std::to_string(s.shape[d]));
+    if (s.shape[0] == 0)
+      die("the program's input '" + s.name + "' has a batch of 0 rows: --data cannot feed it "
+          "batches (give its inputs with --inputs)");
     if (a->shape[0] < s.shape[0])
       die("input '" + s.name + "' in '" + o.data + "' has " + std::to_string(a->shape[0]) +
           " rows, fewer than the program's batch of " + std::to_string(s.shape[0]));
