@@ -442,6 +442,53 @@ run_case("clip-at-bounds", m, params, inputs,
          lambda p, i: F.cross_entropy((torch.clamp(p["p"], -0.5, 0.75) * i["x"]) @ p["k"], i["y"]),
          constants=("lo", "hi"))
 
+# 4a3'. Every activation with a kink on parameters exactly at it (values
+#       exact in fp32, fp16 and bf16): the gradient there is the one torch
+#       picks (torch 2.15: LeakyRelu and PRelu the slope at 0, Relu 0,
+#       Elu / Selu alpha's side, HardSwish 0 at -3 and 1 at 3, HardSigmoid 0
+#       at both corners, ThresholdedRelu 0 at alpha, Shrink 0 at +-lambd,
+#       Abs 0). In fp16 an input of exactly 3 is common (3 * b for every b
+#       that rounds to 1): a convention off torch's shows in training.
+kink_acts = [("LeakyRelu", dict(alpha=0.125), [0.0], lambda t: F.leaky_relu(t, 0.125)),
+             ("Relu", {}, [0.0], F.relu),
+             ("Elu", dict(alpha=0.75), [0.0], lambda t: F.elu(t, alpha=0.75)),
+             ("Celu", dict(alpha=1.5), [0.0], lambda t: F.celu(t, alpha=1.5)),
+             ("Selu", {}, [0.0], F.selu),
+             ("HardSwish", {}, [-3.0, 3.0], F.hardswish),
+             ("HardSigmoid", dict(alpha=1.0 / 6, beta=0.5), [-3.0, 3.0], F.hardsigmoid),
+             ("ThresholdedRelu", dict(alpha=0.5), [0.5], lambda t: F.threshold(t, 0.5, 0.0)),
+             ("Shrink", dict(lambd=0.5), [-0.5, 0.5], lambda t: F.hardshrink(t, 0.5)),
+             ("Abs", {}, [0.0], torch.abs)]
+params = {"k": randn(D, C, scale=0.5)}
+nodes, terms = [], []
+for j, (op, attrs, at, _) in enumerate(kink_acts):
+    v = randn(N, D)
+    pick = rng.random((N, D))
+    for q, point in enumerate(at):  # about 60 % of the elements on a kink
+        v[(pick >= q * 0.6 / len(at)) & (pick < (q + 1) * 0.6 / len(at))] = point
+    params[f"p{j}"] = v
+    nodes.append(helper.make_node(op, [f"p{j}"], [f"a{j}"], **attrs))
+    terms.append(f"a{j}")
+prelu_v = randn(N, D)
+prelu_v[rng.random((N, D)) < 0.6] = 0.0
+params["pp"], params["slope"] = prelu_v, np.full((D,), 0.25, np.float32)
+nodes.append(helper.make_node("PRelu", ["pp", "slope"], ["ap"]))
+terms.append("ap")
+for j in range(1, len(terms)):
+    nodes.append(helper.make_node("Add", [terms[j - 1] if j == 1 else f"t{j - 1}", terms[j]], [f"t{j}"]))
+nodes += [helper.make_node("Mul", [f"t{len(terms) - 1}", "x"], ["tx"]),
+          helper.make_node("MatMul", ["tx", "k"], ["z"]),
+          helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])]
+m = model(nodes, params, inputs, ["loss"], opset=14)
+
+
+def at_kinks(p, i):
+    t = sum(f(p[f"p{j}"]) for j, (_, _, _, f) in enumerate(kink_acts)) + F.prelu(p["pp"], p["slope"])
+    return F.cross_entropy((t * i["x"]) @ p["k"], i["y"])
+
+
+run_case("activations-at-kinks", m, params, inputs, at_kinks)
+
 # 4a4. Floor, Ceil, Round and Sign (gradient 0) times their input: the
 #      gradient is theirs (fp32 only: a low-precision input rounding across
 #      an integer would move the forward value by 1).

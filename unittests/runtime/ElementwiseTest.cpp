@@ -62,13 +62,13 @@ double refDerivative(amprt_unary_op op, double x, double alpha, double beta = 0.
   // kink when x lies within h of 0).
   if (op == AMPRT_UNARY_RELU)
     return x > 0 ? 1.0 : 0.0;
-  if (op == AMPRT_UNARY_LEAKY_RELU)
-    return x >= 0 ? 1.0 : alpha;
+  if (op == AMPRT_UNARY_LEAKY_RELU) // torch: the slope at 0
+    return x > 0 ? 1.0 : alpha;
   if (op == AMPRT_UNARY_ABS)
     return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
   // PyTorch's at the kinks (measured on torch 2.15): clamp with scalar
   // bounds passes none of dy at its bounds, hardsigmoid none at its corners,
-  // hardswish x / 3 + 1/2 on [-3, 3].
+  // hardswish x / 3 + 1/2 strictly inside (-3, 3): 0 at -3, 1 at 3.
   if (op == AMPRT_UNARY_CLAMP)
     return x > alpha && x < beta ? 1.0 : 0.0;
   if (op == AMPRT_UNARY_THRESHOLDED_RELU)
@@ -76,7 +76,7 @@ double refDerivative(amprt_unary_op op, double x, double alpha, double beta = 0.
   if (op == AMPRT_UNARY_HARD_SIGMOID)
     return alpha * x + beta > 0 && alpha * x + beta < 1 ? alpha : 0.0;
   if (op == AMPRT_UNARY_HARD_SWISH)
-    return x < -3 ? 0.0 : x <= 3 ? x / 3 + 0.5 : 1.0;
+    return x <= -3 ? 0.0 : x < 3 ? x / 3 + 0.5 : 1.0;
   if (op == AMPRT_UNARY_FLOOR || op == AMPRT_UNARY_CEIL || op == AMPRT_UNARY_ROUND ||
       op == AMPRT_UNARY_SIGN)
     return 0.0;
@@ -192,9 +192,19 @@ TEST(Unary, GradientsMatchNumericDerivative) {
                                         : randn(AMPRT_F32, {200}, 2.0);
     Buf dy = randn(AMPRT_F32, {200});
     Buf dx(AMPRT_F32, {200});
+    // The kinks themselves (values exact in f32).
     if (op == AMPRT_UNARY_CLAMP || op == AMPRT_UNARY_HARD_SWISH)
-      for (int i = 0; i < 4; ++i) // the kinks themselves
+      for (int i = 0; i < 4; ++i)
         x.set(i, op == AMPRT_UNARY_CLAMP ? (i % 2 ? alpha : beta) : (i % 2 ? -3.0 : 3.0));
+    if (op == AMPRT_UNARY_HARD_SIGMOID) // alpha 0.2, beta 0.5: corners at -2.5 and 2.5
+      for (int i = 0; i < 4; ++i)
+        x.set(i, i % 2 ? -2.5 : 2.5);
+    if (op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU || op == AMPRT_UNARY_ABS)
+      for (int i = 0; i < 4; ++i)
+        x.set(i, 0.0);
+    if (op == AMPRT_UNARY_THRESHOLDED_RELU)
+      for (int i = 0; i < 4; ++i)
+        x.set(i, alpha);
     AMPRT_OK_OR_FAIL(amprt_unary_grad_ex(nullptr, op, alpha, beta, x.p(), dy.p(), dx.p()));
     std::vector<double> ref;
     for (int64_t i = 0; i < 200; ++i)

@@ -2,6 +2,10 @@
 
 #include "TestUtil.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
 using namespace amprt_test;
 
 namespace {
@@ -105,4 +109,81 @@ TEST(Exec, NamedDescriptorsPutTheNodeInFrontOfAnError) {
   d.push_back(0x637762); // "bwc"
   ASSERT_EQ(amprt_exec(nullptr, d.data(), ok), AMPRT_OK) << amprt_last_error();
   EXPECT_EQ(z.bytes, x.bytes);
+}
+
+namespace {
+/// A named AMPRT_OP_UNARY descriptor: y = op(x).
+std::vector<int64_t> namedUnary(const std::string &name, amprt_unary_op op, const amprt_tensor &x,
+                                const amprt_tensor &y) {
+  std::vector<int64_t> d = {AMPRT_EXEC_VERSION_NAMED, AMPRT_OP_UNARY, 2, 2};
+  pushTensor(d, x);
+  pushTensor(d, y);
+  d.push_back(op);
+  d.push_back(f64bits(0.0));
+  d.push_back((int64_t)name.size());
+  for (size_t i = 0; i < name.size(); i += 8) {
+    int64_t w = 0;
+    std::memcpy(&w, name.data() + i, std::min<size_t>(8, name.size() - i));
+    d.push_back(w);
+  }
+  return d;
+}
+
+void runUnary(const std::string &name, amprt_tensor &x, amprt_tensor &y) {
+  std::vector<int64_t> d = namedUnary(name, AMPRT_UNARY_EXP, x, y);
+  void *bufs[2] = {x.data, y.data};
+  ASSERT_EQ(amprt_exec(nullptr, d.data(), bufs), AMPRT_OK) << amprt_last_error();
+}
+} // namespace
+
+// Run by CheckNumerics.NamesOriginsNotLeftoversOrPropagation in a child
+// process with AMPRT_CHECK_NUMERICS=1 (the runtime reads it once per
+// process); disabled in the ordinary runs.
+TEST(CheckNumerics, DISABLED_Child) {
+  ASSERT_NE(std::getenv("AMPRT_CHECK_NUMERICS"), nullptr);
+  // exp of finite operands overflowing f32, into an output whose earlier
+  // bytes are NaN (a slot's leftovers, not read): named.
+  Buf x = randn(AMPRT_F32, {8}), y(AMPRT_F32, {8});
+  x.set(0, 200.0);
+  for (int i = 0; i < 8; ++i)
+    y.set(i, NAN);
+  runUnary("/overflow/Exp", x.t, y.t);
+  // exp in place over a NaN: the NaN was read, not made: not named.
+  Buf z = randn(AMPRT_F32, {8});
+  z.set(3, NAN);
+  runUnary("/inplace-nan/Exp", z.t, z.t);
+  // exp of a NaN operand into a fresh output: propagated: not named.
+  Buf w = randn(AMPRT_F32, {8}), v(AMPRT_F32, {8});
+  w.set(2, NAN);
+  runUnary("/propagates/Exp", w.t, v.t);
+  // exp in place over finite values that overflow: named.
+  Buf u = randn(AMPRT_F32, {8});
+  u.set(5, 300.0);
+  runUnary("/inplace-overflow/Exp", u.t, u.t);
+}
+
+TEST(CheckNumerics, NamesOriginsNotLeftoversOrPropagation) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(len, 0);
+  self[len] = 0;
+  std::string cmd = std::string("AMPRT_CHECK_NUMERICS=1 '") + self +
+                    "' --gtest_also_run_disabled_tests --gtest_filter=CheckNumerics.DISABLED_Child 2>&1";
+  FILE *p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;)
+    out.append(buf, n);
+  int rc = pclose(p);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+  EXPECT_NE(out.find("amprt: check-numerics: node '/overflow/Exp' (unary [8] [8]) wrote 1 NaN / inf "
+                     "value(s) into its tensor 1 (f32 [8], the first at flat index 0) from finite "
+                     "operands"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("node '/inplace-overflow/Exp' ("), std::string::npos) << out;
+  EXPECT_EQ(out.find("/inplace-nan/Exp"), std::string::npos) << out;
+  EXPECT_EQ(out.find("/propagates/Exp"), std::string::npos) << out;
 }

@@ -191,6 +191,10 @@ size_t amprt_arena_size(const amprt_arena *arena);
 /* base + offset, checked against the arena's size. */
 amprt_status amprt_arena_at(amprt_arena *arena, size_t offset, size_t bytes,
                             void **out);
+/* Sets every byte of the arena to 0 (on its device for a device arena).
+ * A new arena starts zeroed on the host, and on a device while
+ * AMPRT_CHECK_NUMERICS is set. */
+amprt_status amprt_arena_zero(amprt_arena *arena);
 
 /*--- Elementwise ----------------------------------------------------------*
  * Inputs broadcast to the output's shape (numpy rules). Float ops compute
@@ -470,9 +474,9 @@ amprt_status amprt_nll_loss(amprt_context *ctx, const amprt_tensor *log_prob,
 /*--- Backward kernels ------------------------------------------------------*/
 
 /* dx = dy * f'(x) for every amprt_unary_op (PyTorch's derivative where a
- * kink has two: relu 0 at 0, elu alpha at 0, clamp 0 at its bounds,
- * hard_sigmoid 0 at its corners, hard_swish torch's); x is the forward
- * input. */
+ * kink has two: relu 0 at 0, leaky_relu alpha at 0, elu alpha at 0, clamp
+ * 0 at its bounds, hard_sigmoid 0 at its corners, hard_swish 0 at -3 and 1
+ * at 3); x is the forward input. */
 amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op,
                               float alpha, const amprt_tensor *x,
                               const amprt_tensor *dy, amprt_tensor *dx);

@@ -442,11 +442,13 @@ int32_t named(const int64_t *desc, int32_t status) {
 // AMPRT_CHECK_NUMERICS=1: finds the ops where NaN / inf values first
 // appear (torch.autograd.detect_anomaly's question, for a compiled step).
 // Each call's float tensors are read before and after it runs; the tensors
-// whose bytes it changed are the ones it wrote. When every tensor it did
-// not write is finite and a tensor it wrote holds NaN / inf where it held
-// none before (the host arena starts zeroed), the op made them from finite
-// operands: one line to stderr naming the node (each node once, at most 20
-// lines). On a device context (CUDA) each tensor's bytes are copied to the
+// whose bytes it changed are the ones it wrote. When every tensor it read
+// is finite (those it did not write, and the earlier values of those it
+// updated in place: storage shared with another operand) and a tensor it
+// wrote holds NaN / inf, the op made them from finite operands (an
+// output's earlier bytes, not shared, are a slot's leftovers: the last
+// step's inf, or another type's bits): one line to stderr naming the node
+// (each node once, at most 20 lines). On a device context (CUDA) each tensor's bytes are copied to the
 // host before and after the op (the copy waits for the device): one
 // synchronisation per op, and steps captured into a CUDA graph are not
 // checked (the uncaptured first step is). Slow (two copies of every
@@ -502,24 +504,51 @@ int32_t execChecked(amprt_context *ctx, const int64_t *desc, void **bufs) {
   int32_t r = run(ctx, desc, bufs);
   if (r != AMPRT_OK)
     return r;
+  // The ops are functional: an output's earlier bytes are read only when it
+  // shares storage with an operand (an in-place update). Otherwise they are
+  // whatever the slot last held (the last step's inf, another type's bits
+  // that read as NaN in this one) and say nothing about this op.
+  auto span = [](const amprt_tensor &t) {
+    int64_t lo = 0, hi = 0; // elements [lo, hi] from t.data
+    for (int32_t i = 0; i < t.rank; ++i)
+      (t.strides[i] < 0 ? lo : hi) += (t.shape[i] - 1) * t.strides[i];
+    auto *base = static_cast<const char *>(t.data);
+    int64_t es = (int64_t)amprt_dtype_size(t.dtype);
+    return std::make_pair(base + lo * es, base + (hi + 1) * es);
+  };
+  auto shared = [&](size_t k) {
+    if (!amprt_tensor_numel(&d.t[k]))
+      return false;
+    auto [lo, hi] = span(d.t[k]);
+    for (size_t j = 0; j < d.t.size(); ++j) {
+      if (j == k || !d.t[j].data || !amprt_tensor_numel(&d.t[j]))
+        continue;
+      auto [lo2, hi2] = span(d.t[j]);
+      if (lo < hi2 && lo2 < hi)
+        return true;
+    }
+    return false;
+  };
   bool readFinite = true;
   int64_t bad = 0, first = 0, badK = -1;
   for (size_t k = 0; k < d.t.size(); ++k) {
     if (!isFloat(d.t[k]))
       continue;
     std::vector<char> after = snapshot(ctx, d.t[k]);
-    int64_t n = amprt_tensor_numel(&d.t[k]), f = 0;
-    if (after == before[k]) {
-      readFinite &= amprt_count_nonfinite(before[k].data(), d.t[k].dtype, n, &f) == 0;
-    } else if (badK < 0) {
-      // Written, and finite before (else it was an in-place operand that
-      // already held them, or a slot still holding an earlier op's).
-      int64_t c = amprt_count_nonfinite(after.data(), d.t[k].dtype, n, &f), f0;
-      if (c && amprt_count_nonfinite(before[k].data(), d.t[k].dtype, n, &f0) == 0) {
-        bad = c;
-        first = f;
-        badK = (int64_t)k;
-      }
+    int64_t n = amprt_tensor_numel(&d.t[k]), f = 0, f0 = 0;
+    bool wasFinite = amprt_count_nonfinite(before[k].data(), d.t[k].dtype, n, &f0) == 0;
+    if (after == before[k]) { // read (or written with what it held)
+      readFinite &= wasFinite;
+      continue;
+    }
+    bool inPlace = shared(k);
+    if (inPlace) // its earlier values were read
+      readFinite &= wasFinite;
+    int64_t c = amprt_count_nonfinite(after.data(), d.t[k].dtype, n, &f);
+    if (c && badK < 0 && (!inPlace || wasFinite)) {
+      bad = c;
+      first = f;
+      badK = (int64_t)k;
     }
   }
   if (!readFinite || badK < 0)

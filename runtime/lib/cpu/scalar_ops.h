@@ -148,7 +148,8 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, flo
     float dinner = k * (1.0f + 3.0f * 0.044715f * x * x);
     return sp + 2.0f * x * (sp * sm) * dinner;
   }
-  case AMPRT_UNARY_LEAKY_RELU: return x >= 0.0f ? 1.0f : alpha;
+  // torch's leaky_relu_backward: the slope's side includes 0.
+  case AMPRT_UNARY_LEAKY_RELU: return x > 0.0f ? 1.0f : alpha;
   // torch.abs's: sign(x), 0 at 0 (a NaN stays NaN).
   case AMPRT_UNARY_ABS: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : (x != x ? x : 0.0f));
   case AMPRT_UNARY_RECIPROCAL: {
@@ -164,8 +165,10 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, flo
     float t = alpha * x + beta;
     return (t > 0.0f && t < 1.0f) ? alpha : 0.0f;
   }
-  // torch's hardswish_backward: 0 below -3, x / 3 + 1/2 on [-3, 3], 1 above.
-  case AMPRT_UNARY_HARD_SWISH: return x < -3.0f ? 0.0f : (x <= 3.0f ? x / 3.0f + 0.5f : 1.0f);
+  // torch's hardswish_backward (2.x): 0 at and below -3, x / 3 + 1/2
+  // strictly inside (-3, 3), 1 at and above 3. In fp16 an input of exactly
+  // +-3 is common (3 * b for any b that rounds to 1).
+  case AMPRT_UNARY_HARD_SWISH: return x <= -3.0f ? 0.0f : (x < 3.0f ? x / 3.0f + 0.5f : 1.0f);
   case AMPRT_UNARY_SOFTSIGN: {
     float d = 1.0f + fabsf(x);
     return 1.0f / (d * d);

@@ -488,6 +488,9 @@ def AMP_ReluOp : AMP_UnaryOp<"relu", AMP_NumTensor, [DeclareOpInterfaceMethods<A
 
 def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "x if x >= 0 else alpha * x";
+  let description = [{
+    The gradient is torch's: 1 above 0, alpha at and below 0.
+  }];
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "0.01f">:$alpha);
 }
@@ -522,6 +525,11 @@ def AMP_HardSigmoidOp : AMP_UnaryOp<"hard_sigmoid", AMP_FloatTensor, [DeclareOpI
 }
 def AMP_HardSwishOp : AMP_UnaryOp<"hard_swish", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "x * max(0, min(1, x / 6 + 1/2)) (ONNX HardSwish, torch.nn.Hardswish)";
+  let description = [{
+    The gradient is torch's (2.x): x / 3 + 1/2 strictly inside (-3, 3), 0 at
+    and below -3, 1 at and above 3. (An input of exactly +-3 is common in
+    fp16: 3 * b for every b that rounds to 1.)
+  }];
 }
 def AMP_SoftsignOp : AMP_UnaryOp<"softsign", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "x / (1 + |x|)";
