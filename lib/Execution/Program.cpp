@@ -80,7 +80,7 @@ std::string mlir::amp::bytesText(uint64_t bytes) {
 
 std::optional<std::string> mlir::amp::exceedsHostMemory(const TensorSlot &s, uint64_t already,
                                                         llvm::StringRef what) {
-  uint64_t mem = amprt_host_memory_bytes();
+  uint64_t mem = amprt_host_available_bytes();
   if (s.bytes <= mem && already <= mem - s.bytes)
     return std::nullopt;
   std::string type;
@@ -89,7 +89,7 @@ std::optional<std::string> mlir::amp::exceedsHostMemory(const TensorSlot &s, uin
   std::string msg = what.str() + " (" + type + ") needs " + bytesText(s.bytes);
   if (already)
     msg += " on top of " + bytesText(already) + " for the tensors before it";
-  return msg + ", more than this machine's memory (" + bytesText(mem) + ")";
+  return msg + ", more than this machine's available memory (" + bytesText(mem) + ")";
 }
 
 FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {

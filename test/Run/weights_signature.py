@@ -35,9 +35,9 @@ edits = {
     "dim overflowing int64": (with_line(first[:3] + ["99999999999999999999"]),
                               "bad shape in signature line"),
     "rank 9": (with_line(first[:3] + [",".join(["1"] * 9)]), "bad shape in signature line"),
-    "64 TiB tensor": (with_line(first[:3] + ["17592186044416"]), "more than this machine's memory"),
+    "64 TiB tensor": (with_line(first[:3] + ["17592186044416"]), "more than this machine's available memory"),
     "size overflowing 2^64": (with_line(first[:3] + ["4294967296,4294967296,4294967296"]),
-                              "more than this machine's memory"),
+                              "more than this machine's available memory"),
     "three fields": (with_line(first[:3]), "malformed signature line"),
     "unknown kind": (with_line(["weight"] + first[1:]), "unknown kind 'weight'"),
     "unknown dtype": (with_line(first[:2] + ["f8"] + first[3:]), "unknown element type 'f8'"),
@@ -49,7 +49,7 @@ edits.update({
     "non-numeric arena": ("amp.arena_bytes", "12k", "bad amp.arena_bytes '12k'"),
     "arena overflowing 2^64": ("amp.arena_bytes", "99999999999999999999999", "bad amp.arena_bytes"),
     "64 TiB arena": ("amp.arena_bytes", "70368744177664", "an arena of 70368744177664 bytes is more "
-                     "than this machine's memory"),
+                     "than this machine's available memory"),
 })
 
 os.makedirs(work, exist_ok=True)

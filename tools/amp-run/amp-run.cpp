@@ -224,10 +224,18 @@ int main(int argc, char **argv) {
       die(*big);
     held += t.bytes;
   }
+  uint64_t npzBytes = 0; // --outputs: the .npz's arrays (bf16 written as f32)
   for (amp::TensorSlot &t : sig->results) {
     if (auto big = amp::exceedsHostMemory(t, held, "result '" + t.name + "'"))
       die(*big);
     held += t.bytes;
+    npzBytes += t.dtype == AMPRT_BF16 ? 2 * t.bytes : t.bytes;
+    // (The writer has no zip64: under 4 GiB with the headers, refused now
+    // rather than after the run.)
+    if (!outputsOpt.empty() && npzBytes >= (uint64_t(1) << 32) - 4096 * (sig->results.size() + 1))
+      die("result '" + t.name + "' brings the outputs to " + amp::bytesText(npzBytes) +
+          ": --outputs writes .npz files without zip64, which hold less than 4 GiB in all "
+          "(run without --outputs, or return less)");
   }
   for (amp::TensorSlot &t : sig->args) {
     Slot s{t.name, t.type, t.dtype, std::move(t.init)};

@@ -96,3 +96,62 @@ TEST(Metrics, OneJsonObjectPerLine) {
   EXPECT_STREQ(buf, "step 2/200  loss nan  scale 32768  skipped 1  11.0 ms/step");
   std::remove(path.c_str());
 }
+
+TEST(Npz, WritesWhatItReadsBackAndRefusesFourGiB) {
+  // Three arrays (f32, i64, an empty f16) written, then read back by the
+  // reader, bytes equal.
+  Buf a = randn(AMPRT_F32, {3, 5}), h(AMPRT_F16, {0, 4});
+  std::vector<int64_t> idx = {7, -3, 1LL << 40, 0, 42};
+  amprt_array arrays[3] = {};
+  arrays[0].data = a.t.data;
+  arrays[0].dtype = AMPRT_F32;
+  arrays[0].rank = 2;
+  arrays[0].shape[0] = 3;
+  arrays[0].shape[1] = 5;
+  arrays[1].data = idx.data();
+  arrays[1].dtype = AMPRT_I64;
+  arrays[1].rank = 1;
+  arrays[1].shape[0] = 5;
+  arrays[2].data = h.t.data;
+  arrays[2].dtype = AMPRT_F16;
+  arrays[2].rank = 2;
+  arrays[2].shape[0] = 0;
+  arrays[2].shape[1] = 4;
+  const char *names[3] = {"weights", "index", "empty"};
+  std::string p = tempPath("w.npz");
+  AMPRT_OK_OR_FAIL(amprt_npz_write(p.c_str(), names, arrays, 3));
+  amprt_npz *z = nullptr;
+  AMPRT_OK_OR_FAIL(amprt_npz_open(p.c_str(), &z));
+  ASSERT_EQ(amprt_npz_count(z), 3);
+  for (int i = 0; i < 3; ++i) {
+    const amprt_array *r = amprt_npz_get(z, names[i]);
+    ASSERT_NE(r, nullptr) << names[i];
+    EXPECT_EQ(r->dtype, arrays[i].dtype) << names[i];
+    ASSERT_EQ(r->rank, arrays[i].rank) << names[i];
+    int64_t n = 1;
+    for (int d = 0; d < r->rank; ++d) {
+      EXPECT_EQ(r->shape[d], arrays[i].shape[d]) << names[i];
+      n *= r->shape[d];
+    }
+    EXPECT_EQ(std::memcmp(r->data, arrays[i].data, (size_t)n * amprt_dtype_size(r->dtype)), 0)
+        << names[i];
+  }
+  amprt_npz_close(z);
+  std::remove(p.c_str());
+  // 4 GiB of f32 (never read: refused from its shape), alone or in sum:
+  // refused before the file is created.
+  std::string big = tempPath("big.npz");
+  amprt_array huge = arrays[0];
+  huge.rank = 1;
+  huge.shape[0] = int64_t(1) << 30;
+  EXPECT_EQ(amprt_npz_write(big.c_str(), names, &huge, 1), AMPRT_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(amprt_last_error()).find("4 GiB or more"), std::string::npos)
+      << amprt_last_error();
+  amprt_array two[2] = {huge, huge};
+  two[0].shape[0] = two[1].shape[0] = (int64_t(1) << 29) + 1024; // 2 GiB + 4 KiB each
+  EXPECT_EQ(amprt_npz_write(big.c_str(), names, two, 2), AMPRT_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(amprt_last_error()).find("together"), std::string::npos)
+      << amprt_last_error();
+  EXPECT_NE(access(big.c_str(), F_OK), 0);
+  EXPECT_NE(access((big + ".tmp").c_str(), F_OK), 0);
+}

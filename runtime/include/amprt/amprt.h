@@ -75,9 +75,14 @@ const char *amprt_status_name(amprt_status s);
 const char *amprt_dtype_name(amprt_dtype t);
 size_t amprt_dtype_size(amprt_dtype t);
 
-/* This machine's physical memory in bytes (UINT64_MAX when unknown): what
- * the tools check a model's tensors against before allocating them. */
+/* This machine's physical memory in bytes (UINT64_MAX when unknown). */
 uint64_t amprt_host_memory_bytes(void);
+/* The memory this process can still take without swapping, in bytes: the
+ * smallest of the physical memory, /proc/meminfo's MemAvailable and the
+ * headroom under a cgroup v2 limit (memory.max - memory.current). What the
+ * tools check a model's tensors against before allocating them: more ends
+ * in the kernel's OOM killer, not in a message. */
+uint64_t amprt_host_available_bytes(void);
 
 /*--- Exact conversions ----------------------------------------------------*
  * Round to nearest, ties to even, as IEEE 754 and the GPU's cvt.rn do:

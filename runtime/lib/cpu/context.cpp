@@ -238,14 +238,14 @@ extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
                        "amprt_arena_create: null context or output");
   *out = nullptr;
   void *p = nullptr;
-  // A host arena larger than the machine is refused before the allocation
-  // (with overcommit, malloc may grant it and the zeroing below would end
-  // in the OOM killer, not in a message).
-  if (!ctx->ops && bytes > amprt_host_memory_bytes())
+  // A host arena larger than the memory available is refused before the
+  // allocation (with overcommit, malloc may grant it and the zeroing below
+  // would end in the OOM killer, not in a message).
+  if (!ctx->ops && bytes > amprt_host_available_bytes())
     return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY,
                        "amprt_arena_create: an arena of %zu bytes is more than this "
-                       "machine's memory (%llu bytes)",
-                       bytes, (unsigned long long)amprt_host_memory_bytes());
+                       "machine's available memory (%llu bytes)",
+                       bytes, (unsigned long long)amprt_host_available_bytes());
   if (bytes) {
     amprt_status s = amprt_device_alloc(ctx, bytes, &p);
     if (s != AMPRT_OK) {

@@ -9,7 +9,10 @@
 
 #include "internal.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -320,7 +323,23 @@ extern "C" amprt_status amprt_npz_write(const char *path, const char *const *nam
                                         const amprt_array *arrays, int32_t n) {
   if (!path || n < 0 || (n && (!names || !arrays)))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_npz_write: bad arguments");
-  std::string zip, central;
+  auto le16 = [](std::string &s, uint32_t v) {
+    s.push_back((char)(v & 0xff));
+    s.push_back((char)((v >> 8) & 0xff));
+  };
+  auto le32 = [&](std::string &s, uint32_t v) {
+    le16(s, v & 0xffff);
+    le16(s, v >> 16);
+  };
+  // Every array checked, and its .npy header built, before the file is
+  // created; the data is then streamed from the caller's buffers (no copy:
+  // an output of several GiB is written in the memory it already has).
+  struct Entry {
+    std::string fname, npyHeader;
+    uint64_t dataBytes;
+  };
+  std::vector<Entry> entries;
+  uint64_t zipBytes = 0;
   for (int32_t i = 0; i < n; ++i) {
     const amprt_array &a = arrays[i];
     const char *descr = descrOf(a.dtype);
@@ -330,10 +349,11 @@ extern "C" amprt_status amprt_npz_write(const char *path, const char *const *nam
                   "f32 first)",
                   names[i], amprt_dtype_name(a.dtype));
     std::string shape = "(";
-    int64_t numel = 1;
+    uint64_t numel = 1;
     for (int32_t d = 0; d < a.rank; ++d) {
       shape += std::to_string(a.shape[d]) + (a.rank == 1 ? "," : d + 1 < a.rank ? ", " : "");
-      numel *= a.shape[d];
+      if (a.shape[d] < 0 || __builtin_mul_overflow(numel, (uint64_t)a.shape[d], &numel))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_npz_write: '%s' has a bad shape", names[i]);
     }
     shape += ")";
     std::string header = "{'descr': '" + std::string(descr) +
@@ -347,34 +367,56 @@ extern "C" amprt_status amprt_npz_write(const char *path, const char *const *nam
     npy.push_back((char)(header.size() & 0xff));
     npy.push_back((char)(header.size() >> 8));
     npy += header;
-    npy.append(static_cast<const char *>(a.data), (size_t)numel * amprt_dtype_size(a.dtype));
+    uint64_t dataBytes = 0;
+    if (__builtin_mul_overflow(numel, (uint64_t)amprt_dtype_size(a.dtype), &dataBytes) ||
+        dataBytes > 0xffffffffull - npy.size())
+      return fail(AMPRT_ERR_UNSUPPORTED,
+                  "amprt_npz_write: '%s' is %llu elements of %s, 4 GiB or more: .npz files "
+                  "without zip64 (what this writer makes) hold arrays under 4 GiB",
+                  names[i], (unsigned long long)numel, amprt_dtype_name(a.dtype));
     std::string fname = std::string(names[i]) + ".npy";
-    uint32_t crc = (uint32_t)crc32(0L, reinterpret_cast<const Bytef *>(npy.data()),
-                                   (uInt)npy.size());
-    auto le16 = [](std::string &s, uint32_t v) {
-      s.push_back((char)(v & 0xff));
-      s.push_back((char)((v >> 8) & 0xff));
-    };
-    auto le32 = [&](std::string &s, uint32_t v) {
-      le16(s, v & 0xffff);
-      le16(s, v >> 16);
-    };
-    if (npy.size() > 0xffffffffu || zip.size() > 0xffffffffu)
-      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_npz_write: arrays over 4 GiB (zip64)");
-    uint32_t localAt = (uint32_t)zip.size();
-    le32(zip, 0x04034b50);
-    le16(zip, 20);
-    le16(zip, 0);
-    le16(zip, 0); // stored
-    le16(zip, 0);
-    le16(zip, 0x21);
-    le32(zip, crc);
-    le32(zip, (uint32_t)npy.size());
-    le32(zip, (uint32_t)npy.size());
-    le16(zip, (uint32_t)fname.size());
-    le16(zip, 0);
-    zip += fname;
-    zip += npy;
+    zipBytes += 30 + fname.size() + npy.size() + dataBytes;
+    if (zipBytes > 0xffffffffull)
+      return fail(AMPRT_ERR_UNSUPPORTED,
+                  "amprt_npz_write: the arrays together are 4 GiB or more: .npz files without "
+                  "zip64 (what this writer makes) hold less");
+    entries.push_back({fname, npy, dataBytes});
+  }
+  std::string tmp = std::string(path) + ".tmp";
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f)
+    return fail(AMPRT_ERR_IO, "'%s': cannot create: %s", tmp.c_str(), std::strerror(errno));
+  auto put = [&](const void *p, size_t bytes) { return std::fwrite(p, 1, bytes, f) == bytes; };
+  const size_t chunk = size_t(1) << 30; // crc32 and fwrite take at most uInt / size_t
+  std::string central;
+  uint64_t at = 0;
+  bool ok = true;
+  for (int32_t i = 0; i < n && ok; ++i) {
+    const Entry &e = entries[(size_t)i];
+    const char *data = static_cast<const char *>(arrays[i].data);
+    uLong crc = crc32(0L, reinterpret_cast<const Bytef *>(e.npyHeader.data()),
+                      (uInt)e.npyHeader.size());
+    for (uint64_t k = 0; k < e.dataBytes; k += chunk)
+      crc = crc32(crc, reinterpret_cast<const Bytef *>(data + k),
+                  (uInt)std::min<uint64_t>(chunk, e.dataBytes - k));
+    uint32_t size = (uint32_t)(e.npyHeader.size() + e.dataBytes);
+    std::string local;
+    le32(local, 0x04034b50);
+    le16(local, 20);
+    le16(local, 0);
+    le16(local, 0); // stored
+    le16(local, 0);
+    le16(local, 0x21);
+    le32(local, (uint32_t)crc);
+    le32(local, size);
+    le32(local, size);
+    le16(local, (uint32_t)e.fname.size());
+    le16(local, 0);
+    local += e.fname;
+    local += e.npyHeader;
+    ok = put(local.data(), local.size());
+    for (uint64_t k = 0; ok && k < e.dataBytes; k += chunk)
+      ok = put(data + k, (size_t)std::min<uint64_t>(chunk, e.dataBytes - k));
     le32(central, 0x02014b50);
     le16(central, 20);
     le16(central, 20);
@@ -382,42 +424,29 @@ extern "C" amprt_status amprt_npz_write(const char *path, const char *const *nam
     le16(central, 0);
     le16(central, 0);
     le16(central, 0x21);
-    le32(central, crc);
-    le32(central, (uint32_t)npy.size());
-    le32(central, (uint32_t)npy.size());
-    le16(central, (uint32_t)fname.size());
+    le32(central, (uint32_t)crc);
+    le32(central, size);
+    le32(central, size);
+    le16(central, (uint32_t)e.fname.size());
     le16(central, 0);
     le16(central, 0);
     le16(central, 0);
     le16(central, 0);
     le32(central, 0);
-    le32(central, localAt);
-    central += fname;
+    le32(central, (uint32_t)at);
+    central += e.fname;
+    at += 30 + e.fname.size() + size;
   }
   std::string end;
-  auto put16 = [&](uint32_t v) {
-    end.push_back((char)(v & 0xff));
-    end.push_back((char)((v >> 8) & 0xff));
-  };
-  auto put32 = [&](uint32_t v) {
-    put16(v & 0xffff);
-    put16(v >> 16);
-  };
-  put32(0x06054b50);
-  put16(0);
-  put16(0);
-  put16((uint32_t)n);
-  put16((uint32_t)n);
-  put32((uint32_t)central.size());
-  put32((uint32_t)zip.size());
-  put16(0);
-  std::string tmp = std::string(path) + ".tmp";
-  FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    return fail(AMPRT_ERR_IO, "'%s': cannot create: %s", tmp.c_str(), std::strerror(errno));
-  bool ok = std::fwrite(zip.data(), 1, zip.size(), f) == zip.size() &&
-            std::fwrite(central.data(), 1, central.size(), f) == central.size() &&
-            std::fwrite(end.data(), 1, end.size(), f) == end.size();
+  le32(end, 0x06054b50);
+  le16(end, 0);
+  le16(end, 0);
+  le16(end, (uint32_t)n);
+  le16(end, (uint32_t)n);
+  le32(end, (uint32_t)central.size());
+  le32(end, (uint32_t)at);
+  le16(end, 0);
+  ok = ok && put(central.data(), central.size()) && put(end.data(), end.size());
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path) != 0) {
     std::remove(tmp.c_str());

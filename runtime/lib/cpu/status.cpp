@@ -2,8 +2,12 @@
 
 #include "internal.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <unistd.h>
 
 namespace {
@@ -53,6 +57,46 @@ extern "C" size_t amprt_dtype_size(amprt_dtype t) {
 extern "C" uint64_t amprt_host_memory_bytes(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
+}
+
+namespace {
+/// The first number in `path` (after `key` when given), or nothing.
+bool readNumber(const char *path, const char *key, unsigned long long &v) {
+  FILE *f = std::fopen(path, "r");
+  if (!f)
+    return false;
+  char line[256];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f)) {
+    const char *at = line;
+    if (key) {
+      size_t n = std::strlen(key);
+      if (std::strncmp(line, key, n) != 0)
+        continue;
+      at += n;
+    }
+    char *end = nullptr;
+    errno = 0;
+    v = std::strtoull(at, &end, 10);
+    found = end != at && errno == 0;
+    if (!key)
+      break;
+  }
+  std::fclose(f);
+  return found;
+}
+} // namespace
+
+extern "C" uint64_t amprt_host_available_bytes(void) {
+  uint64_t avail = amprt_host_memory_bytes();
+  unsigned long long kb = 0;
+  if (readNumber("/proc/meminfo", "MemAvailable:", kb) && kb < UINT64_MAX / 1024)
+    avail = std::min<uint64_t>(avail, uint64_t(kb) * 1024);
+  unsigned long long limit = 0, used = 0; // memory.max is "max" without a limit
+  if (readNumber("/sys/fs/cgroup/memory.max", nullptr, limit) &&
+      readNumber("/sys/fs/cgroup/memory.current", nullptr, used))
+    avail = std::min<uint64_t>(avail, limit > used ? uint64_t(limit - used) : 0);
+  return avail;
 }
 
 void amprt::contiguousStrides(int32_t rank, const int64_t *shape,

@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
     die("--resume needs --checkpoint-dir (where the run's checkpoint is)");
 
   std::vector<Slot> args, results;
-  const uint64_t hostMemory = amprt_host_memory_bytes();
+  const uint64_t hostMemory = amprt_host_available_bytes();
   uint64_t held = 0;
   for (const std::string &line : split(sigText, '\n')) {
     if (line.empty())
@@ -370,7 +370,7 @@ int main(int argc, char **argv) {
       die("the " + s.kind + " '" + s.name + "' needs " +
           (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) +
           " bytes" + (held ? " on top of " + std::to_string(held) + " for the tensors before it" : "") +
-          ", more than this machine's memory (" + std::to_string(hostMemory) + " bytes)");
+          ", more than this machine's available memory (" + std::to_string(hostMemory) + " bytes)");
     held += bytes;
     s.data.assign(bytes, 0);
     bool result = s.kind == "result" || s.kind == "result_inplace";
