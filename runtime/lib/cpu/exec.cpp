@@ -448,11 +448,11 @@ int32_t named(const int64_t *desc, int32_t status) {
 // wrote holds NaN / inf, the op made them from finite operands (an
 // output's earlier bytes, not shared, are a slot's leftovers: the last
 // step's inf, or another type's bits): one line to stderr naming the node
-// (each node once, at most 20 lines). On a device context (CUDA) each tensor's bytes are copied to the
-// host before and after the op (the copy waits for the device): one
-// synchronisation per op, and steps captured into a CUDA graph are not
-// checked (the uncaptured first step is). Slow (two copies of every
-// operand per op): for debugging.
+// (each node once, at most 20 lines). On a device context (CUDA) each
+// tensor's bytes are copied to the host before and after the op (the copy
+// waits for the device): one synchronisation per op, and steps captured
+// into a CUDA graph are not checked (the uncaptured first step is). Slow
+// (two copies of every operand per op): for debugging.
 
 /// `t`'s elements, contiguous (a strided view copied out); on a device
 /// context, the bytes the view spans are first copied to the host.
