@@ -196,10 +196,6 @@ size_t amprt_arena_size(const amprt_arena *arena);
 /* base + offset, checked against the arena's size. */
 amprt_status amprt_arena_at(amprt_arena *arena, size_t offset, size_t bytes,
                             void **out);
-/* Sets every byte of the arena to 0 (on its device for a device arena).
- * A new arena starts zeroed on the host, and on a device while
- * AMPRT_CHECK_NUMERICS is set. */
-amprt_status amprt_arena_zero(amprt_arena *arena);
 
 /*--- Elementwise ----------------------------------------------------------*
  * Inputs broadcast to the output's shape (numpy rules). Float ops compute

@@ -259,38 +259,10 @@ extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
     amprt_device_free(ctx, p);
     return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_arena_create");
   }
-  // A host arena starts zeroed: the same bytes every run, and no stale
-  // NaN for AMPRT_CHECK_NUMERICS to mistake for an op's. A device arena too
-  // while AMPRT_CHECK_NUMERICS looks for NaN's origin (otherwise it holds
-  // whatever the allocation held).
-  if (p && (!ctx->ops || amprt::checkNumericsRequested())) {
-    amprt_status s = amprt_arena_zero(a);
-    if (s != AMPRT_OK) {
-      std::string why = amprt_last_error();
-      amprt_arena_destroy(a);
-      return amprt::fail(s, "amprt_arena_create: cannot clear the arena (%s)", why.c_str());
-    }
-  }
+  // A host arena starts zeroed: the same bytes every run.
+  if (p && !ctx->ops)
+    std::memset(p, 0, bytes);
   *out = a;
-  return AMPRT_OK;
-}
-
-extern "C" amprt_status amprt_arena_zero(amprt_arena *a) {
-  if (!a)
-    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_arena_zero: null arena");
-  if (!a->base || !a->size)
-    return AMPRT_OK;
-  if (!a->ctx || !a->ctx->ops) {
-    std::memset(a->base, 0, a->size);
-    return AMPRT_OK;
-  }
-  std::vector<char> zeros(std::min<size_t>(a->size, size_t(16) << 20), 0);
-  for (size_t at = 0; at < a->size; at += zeros.size()) {
-    amprt_status s = a->ctx->ops->copy(a->ctx, static_cast<char *>(a->base) + at, zeros.data(),
-                                       std::min(zeros.size(), a->size - at), 0);
-    if (s != AMPRT_OK)
-      return s;
-  }
   return AMPRT_OK;
 }
 

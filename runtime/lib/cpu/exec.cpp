@@ -454,6 +454,15 @@ int32_t named(const int64_t *desc, int32_t status) {
 // into a CUDA graph are not checked (the uncaptured first step is). Slow
 // (two copies of every operand per op): for debugging.
 
+/// The elements [lo, hi] that view `t` spans, from t.data (hi >= lo; the
+/// strides may be negative).
+std::pair<int64_t, int64_t> elementSpan(const amprt_tensor &t) {
+  int64_t lo = 0, hi = 0;
+  for (int32_t i = 0; i < t.rank; ++i)
+    (t.strides[i] < 0 ? lo : hi) += (t.shape[i] - 1) * t.strides[i];
+  return {lo, hi};
+}
+
 /// `t`'s elements, contiguous (a strided view copied out); on a device
 /// context, the bytes the view spans are first copied to the host.
 std::vector<char> snapshot(amprt_context *ctx, const amprt_tensor &t) {
@@ -465,9 +474,7 @@ std::vector<char> snapshot(amprt_context *ctx, const amprt_tensor &t) {
   amprt_tensor view = t;
   std::vector<char> host;
   if (ctx && ctx->ops) {
-    int64_t lo = 0, hi = 0; // elements [lo, hi] from t.data
-    for (int32_t i = 0; i < t.rank; ++i)
-      (t.strides[i] < 0 ? lo : hi) += (t.shape[i] - 1) * t.strides[i];
+    auto [lo, hi] = elementSpan(t);
     host.resize((size_t)(hi - lo + 1) * es);
     if (ctx->ops->copy(ctx, host.data(), static_cast<const char *>(t.data) + lo * (int64_t)es,
                        host.size(), 1) != AMPRT_OK)
@@ -509,9 +516,7 @@ int32_t execChecked(amprt_context *ctx, const int64_t *desc, void **bufs) {
   // whatever the slot last held (the last step's inf, another type's bits
   // that read as NaN in this one) and say nothing about this op.
   auto span = [](const amprt_tensor &t) {
-    int64_t lo = 0, hi = 0; // elements [lo, hi] from t.data
-    for (int32_t i = 0; i < t.rank; ++i)
-      (t.strides[i] < 0 ? lo : hi) += (t.shape[i] - 1) * t.strides[i];
+    auto [lo, hi] = elementSpan(t);
     auto *base = static_cast<const char *>(t.data);
     int64_t es = (int64_t)amprt_dtype_size(t.dtype);
     return std::make_pair(base + lo * es, base + (hi + 1) * es);
