@@ -158,15 +158,21 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
 }
 
 FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef name,
-                                              llvm::StringRef precision) {
+                                              const PrecisionOptions &p) {
   PassManager pm(module.getContext());
-  if (precision == "fp16" || precision == "bf16") {
+  if (p.precision == "fp16" || p.precision == "bf16") {
     AMPAutocastOptions o;
-    o.target = precision == "fp16" ? "f16" : "bf16";
+    o.target = p.precision == "fp16" ? "f16" : "bf16";
+    o.policy = p.policy;
+    o.blockList.assign(p.blockList.begin(), p.blockList.end());
     pm.addPass(createAMPAutocast(o));
-  } else if (precision != "fp32") {
+  } else if (p.precision != "fp32") {
     return LogicalResult(module.emitError("precision must be fp32, fp16 or bf16, got '")
-                         << precision << "'");
+                         << p.precision << "'");
+  } else if (!p.policy.empty() || !p.blockList.empty()) {
+    return LogicalResult(module.emitError()
+                         << (p.policy.empty() ? "--block-list" : "--policy")
+                         << " needs --precision fp16 or bf16 (fp32 runs no autocast)");
   }
   pm.addPass(createAMPFoldTransposes());
   pm.addPass(createAMPPlanMemory());

@@ -11,7 +11,11 @@
 // Parameters (amp.param arguments) and constants are "weak": they never
 // force a type on a follow / promote op, and are cast to whatever the op
 // computes in, once per (value, type), right after their definition, so an
-// f32 master weight is cast exactly once however many ops read it. Casts back
+// f32 master weight is cast exactly once however many ops read it. A
+// constant holding a value the target type cannot hold (finfo(f32).min or
+// -inf mask fills, 1e5 for f16, NaN) is not weak: it counts as an f32
+// activation, so the ops reading it (the mask's Where, the Add of scores and
+// mask) compute in f32, as PyTorch's type promotion keeps them. Casts back
 // to a wider type appear only where an op or a function result needs them;
 // amp-fold-casts then removes exact round trips. Integer and boolean values
 // are never touched.
@@ -24,6 +28,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -32,6 +37,10 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 
 namespace mlir::amp {
 #define GEN_PASS_DEF_AMPAUTOCAST
@@ -71,6 +80,54 @@ static FloatType floatElement(Value v) {
   return t ? dyn_cast<FloatType>(t.getElementType()) : FloatType();
 }
 
+/// The first element of a float constant that does not survive a cast to
+/// `low` (round to nearest even): NaN, an infinity, or a finite value that
+/// rounds to one. std::nullopt when every element fits.
+static std::optional<double> firstUnfit(arith::ConstantOp c, FloatType low) {
+  auto type = dyn_cast<RankedTensorType>(c.getType());
+  if (!type || !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  auto fits = [&](double v) {
+    if (!std::isfinite(v))
+      return false;
+    APFloat a(v);
+    bool lost;
+    a.convert(low.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    return a.isFinite();
+  };
+  auto elt = cast<FloatType>(type.getElementType());
+  ArrayRef<char> raw;
+  if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue())) {
+    if (dense.isSplat()) {
+      double v = dense.getSplatValue<APFloat>().convertToDouble();
+      return fits(v) ? std::nullopt : std::optional<double>(v);
+    }
+    raw = dense.getRawData();
+  } else if (auto res = dyn_cast<DenseResourceElementsAttr>(c.getValue())) {
+    if (AsmResourceBlob *blob = res.getRawHandle().getBlob())
+      raw = blob->getData();
+  }
+  unsigned bytes = elt.getWidth() / 8;
+  if (raw.empty() || bytes == 0 || raw.size() % bytes)
+    return std::nullopt;
+  // The largest finite magnitude decides, unless a non-finite value comes
+  // first; one conversion per element through APFloat would be slow on
+  // folded weights.
+  double worst = 0, worstValue = 0;
+  for (size_t i = 0; i < raw.size(); i += bytes) {
+    uint64_t word = 0; // little-endian, as the attribute's storage
+    std::memcpy(&word, raw.data() + i, bytes);
+    double v = APFloat(elt.getFloatSemantics(), APInt(elt.getWidth(), word)).convertToDouble();
+    if (!std::isfinite(v))
+      return v;
+    if (std::fabs(v) > worst) {
+      worst = std::fabs(v);
+      worstValue = v;
+    }
+  }
+  return fits(worstValue) ? std::nullopt : std::optional<double>(worstValue);
+}
+
 namespace {
 
 class Autocaster {
@@ -91,11 +148,14 @@ private:
     Type compute; // null: untouched
     std::string reason;
     std::string accumulate;
+    Value from; // the activation input that decided a follow / promote op
   };
 
   Decision decide(Operation *op, ArrayRef<Value> floats);
   Value castTo(Value v, Type elt);
   bool isWeak(Value v) const { return weak.contains(v); }
+  /// An input as the report names it: input 'x', argument #3, 'node'.
+  std::string describe(Value v);
   static Type widest(ArrayRef<Type> types, Type f32);
 
   func::FuncOp func;
@@ -106,6 +166,9 @@ private:
   llvm::StringSet<> blocked;
   DenseMap<std::pair<Value, Type>, Value> castCache;
   DenseSet<Value> weak;
+  /// Constants (and values computed from them) that the target type cannot
+  /// hold, with why: "holds -3.4e+38, which bf16 cannot hold".
+  DenseMap<Value, std::string> unfit;
   DenseSet<Value> castParams;
   DenseMap<Value, Type> originalType; // values whose type the pass changed
   /// Forward decisions by node name, for backward ops.
@@ -146,6 +209,18 @@ Value Autocaster::castTo(Value v, Type elt) {
     if (func.getArgAttr(arg.getArgNumber(), "amp.param") && elt == low)
       castParams.insert(v);
   return c;
+}
+
+std::string Autocaster::describe(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.input"))
+      return "input '" + in.getValue().str() + "'";
+    return "argument #" + std::to_string(arg.getArgNumber());
+  }
+  std::string what = "'" + nodeNameOf(v.getDefiningOp()) + "'";
+  if (auto it = unfit.find(v); it != unfit.end())
+    what += " (" + it->second + ")";
+  return what;
 }
 
 Autocaster::Decision Autocaster::decide(Operation *op,
@@ -190,7 +265,7 @@ Autocaster::Decision Autocaster::decide(Operation *op,
     }
   }
 
-  Decision d{rule->cls, Type(), why, ""};
+  Decision d{rule->cls, Type(), why, "", Value()};
   SmallVector<Type> strong, all;
   Value decidingInput;
   for (Value v : floats) {
@@ -202,15 +277,6 @@ Autocaster::Decision Autocaster::decide(Operation *op,
         decidingInput = v;
     }
   }
-  auto describe = [&](Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      "amp.input"))
-        return "input '" + in.getValue().str() + "'";
-      return "argument #" + std::to_string(arg.getArgNumber());
-    }
-    return "'" + nodeNameOf(v.getDefiningOp()) + "'";
-  };
   switch (rule->cls) {
   case PrecisionClass::Lower:
     d.compute = low;
@@ -239,6 +305,8 @@ Autocaster::Decision Autocaster::decide(Operation *op,
     d.reason += "; widest activation input is " + typeName(d.compute);
     break;
   }
+  if (rule->cls == PrecisionClass::Follow || rule->cls == PrecisionClass::Promote)
+    d.from = decidingInput;
   return d;
 }
 
@@ -268,7 +336,15 @@ LogicalResult Autocaster::run() {
 
   WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
-      weak.insert(c.getResult()); // constants come before their users
+      // Constants come before their users.
+      if (auto v = firstUnfit(c, cast<FloatType>(low))) {
+        char text[32];
+        snprintf(text, sizeof text, "%.9g", *v);
+        unfit[c.getResult()] = std::string("holds ") + text + ", which " + typeName(low) +
+                               " cannot hold";
+      }
+      else
+        weak.insert(c.getResult());
       return WalkResult::advance();
     }
     if (!isa<AMPDialect>(op->getDialect()) || isa<CastOp>(op))
@@ -321,6 +397,17 @@ LogicalResult Autocaster::run() {
     if (allWeak)
       for (Value r : op->getResults())
         weak.insert(r);
+    // A value computed from an unfit constant in f32 (Where(mask, 0,
+    // finfo.min), its Expand) carries the constant's note to its readers.
+    if (d.from && d.compute == f32)
+      if (auto it = unfit.find(d.from); it != unfit.end()) {
+        std::string note = llvm::StringRef(it->second).starts_with("from ")
+                               ? it->second
+                               : "from " + describe(d.from);
+        for (Value r : op->getResults())
+          if (floatElement(r))
+            unfit[r] = note;
+      }
     if (d.cls == PrecisionClass::Lower &&
         isa<MatMulOp, GemmOp, ConvOp, ConvGradOp, ConvTransposeOp>(op)) {
       Type acc = d.accumulate == "f16"    ? Type(Float16Type::get(op->getContext()))

@@ -1380,5 +1380,101 @@ run_case("nll", m, params, inputs,
          + F.nll_loss(F.log_softmax(p["u"], 1), i["y2"], reduction="none").sum(),
          constants=("nw",))
 
+# 9. Causal attention masked as transformers and nn.Transformer mask it:
+#    Where(causal, 0, finfo(float32).min) from constants alone, and a folded
+#    mask of -inf above the diagonal, added to the scaled scores before the
+#    softmax; ReduceLogSumExp over the -inf-masked scores. In fp16 / bf16
+#    finfo.min is -inf, and a -inf made the runtime's softmax row NaN: both
+#    masks must give torch's probabilities (0 where masked) in every
+#    precision.
+B, T, E, C = 2, 6, 8, 5
+params = {"wq": randn(E, E, scale=0.5), "wk": randn(E, E, scale=0.5),
+          "wv": randn(E, E, scale=0.5), "wo": randn(E, C, scale=0.5)}
+inputs = {"x": randn(B, T, E), "y": rng.integers(0, C, B * T).astype(np.int64)}
+causal = np.tril(np.ones((T, T), bool))
+lowest = np.float32(np.finfo(np.float32).min)
+inf_mask = np.where(causal, 0.0, -np.inf).astype(np.float32)
+consts = {"causal": causal, "zero": np.array(0.0, np.float32), "lowest": np.array(lowest),
+          "inf_mask": inf_mask, "scale": np.array(1 / math.sqrt(E), np.float32),
+          "perm_shape": np.array([B * T, E], np.int64), "last": np.array([-1], np.int64),
+          "tiny": np.array(0.01, np.float32)}
+m = model([helper.make_node("MatMul", ["x", "wq"], ["q"]),
+           helper.make_node("MatMul", ["x", "wk"], ["k"]),
+           helper.make_node("MatMul", ["x", "wv"], ["v"]),
+           helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+           helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+           helper.make_node("Mul", ["s0", "scale"], ["s"]),
+           helper.make_node("Where", ["causal", "zero", "lowest"], ["mask"]),
+           helper.make_node("Add", ["s", "mask"], ["a1"]),
+           helper.make_node("Softmax", ["a1"], ["p1"], axis=-1),
+           helper.make_node("MatMul", ["p1", "v"], ["h1"]),
+           helper.make_node("Add", ["s", "inf_mask"], ["a2"]),
+           helper.make_node("Softmax", ["a2"], ["p2"], axis=-1),
+           helper.make_node("MatMul", ["p2", "v"], ["h2"]),
+           helper.make_node("ReduceLogSumExp", ["a2", "last"], ["lse"], keepdims=1),
+           helper.make_node("Mul", ["lse", "tiny"], ["lse_s"]),
+           helper.make_node("Add", ["h1", "h2"], ["h12"]),
+           helper.make_node("Add", ["h12", "lse_s"], ["h"]),
+           helper.make_node("Reshape", ["h", "perm_shape"], ["hf"]),
+           helper.make_node("MatMul", ["hf", "wo"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=18)
+for n, a in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(a, n))
+
+
+def causal_attention(p, i):
+    x = i["x"]
+    s = (x @ p["wq"]) @ (x @ p["wk"]).transpose(1, 2) / math.sqrt(E)
+    v = x @ p["wv"]
+    c = torch.tensor(causal)
+    a1 = s + torch.where(c, 0.0, float(lowest)).to(torch.float64)
+    a2 = s + torch.tensor(inf_mask, dtype=torch.float64)
+    h = torch.softmax(a1, -1) @ v + torch.softmax(a2, -1) @ v \
+        + torch.logsumexp(a2, -1, keepdim=True) * 0.01
+    return F.cross_entropy(h.reshape(B * T, E) @ p["wo"], i["y"])
+
+
+run_case("causal-attention-masks", m, params, inputs, causal_attention, constants=tuple(consts))
+
+# 9b. Rows masked throughout, forward only: softmax / log-softmax are NaN
+#     there (torch's), ReduceLogSumExp is -inf (torch.logsumexp), the other
+#     rows are exact; in every precision, on the CPU runtime.
+x = randn(4, 7, scale=3.0)
+x[1, :] = -np.inf
+x[2, ::2] = -np.inf
+x[3, 3] = np.float32(np.finfo(np.float32).min)
+m = model([helper.make_node("Softmax", ["x"], ["sm"], axis=-1),
+           helper.make_node("LogSoftmax", ["x"], ["lsm"], axis=-1),
+           helper.make_node("ReduceLogSumExp", ["x", "last"], ["lse"], keepdims=0)],
+          {}, {"x": x}, ["sm", "lsm", "lse"], opset=18)
+m.graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), "last"))
+xt = torch.tensor(x, dtype=torch.float64)
+want = {"sm": torch.softmax(xt, -1).numpy(), "lsm": torch.log_softmax(xt, -1).numpy(),
+        "lse": torch.logsumexp(xt, -1).numpy()}
+with tempfile.TemporaryDirectory() as d:
+    onnx.save(m, f"{d}/m.onnx")
+    np.savez(f"{d}/in.npz", x=x)
+    for prec in ("fp32", "fp16", "bf16"):
+        r = subprocess.run([run, f"{d}/m.onnx", "--inputs", f"{d}/in.npz", "--outputs",
+                            f"{d}/out.npz", "--precision", prec, "--nan-check", "off"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            check(False, f"masked rows {prec}: amp-run failed: {r.stderr.strip()}")
+            continue
+        out = np.load(f"{d}/out.npz")
+        for k, ref in want.items():
+            got = out[k].astype(np.float64)
+            same_nan = np.array_equal(np.isnan(got), np.isnan(ref))
+            same_inf = np.array_equal(np.isinf(got) & (got < 0), np.isinf(ref) & (ref < 0))
+            fin = np.isfinite(ref) & np.isfinite(got)
+            # Softmax and log-softmax in f32 (the policy's fp32 class), the
+            # result rounded once to the run's type at most.
+            tol = {"fp32": 1e-6, "fp16": 2e-3, "bf16": 1.6e-2}[prec]
+            err = float(np.max(np.abs(got[fin] - ref[fin]) / np.maximum(np.abs(ref[fin]), 1.0),
+                               initial=0.0))
+            check(same_nan and same_inf and err <= tol,
+                  f"masked rows {prec} {k}: got {got.tolist()}, torch {ref.tolist()}")
+
 print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
 sys.exit(1 if failed or passed == 0 else 0)

@@ -70,6 +70,14 @@ static cl::opt<std::string> outputFile("o", cl::desc("The program to write"),
                                        cl::value_desc("prog"), cl::Required, cl::cat(category));
 static cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"),
                                       cl::init("fp32"), cl::cat(category));
+static cl::opt<std::string> policyFile(
+    "policy",
+    cl::desc("A JSON policy amending the default autocast policy (fp16 / bf16): op classes "
+             "and node overrides, as amp-opt -amp-autocast=policy=FILE"),
+    cl::value_desc("file.json"), cl::cat(category));
+static cl::list<std::string> blockList(
+    "block-list", cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
+    cl::value_desc("node,node,..."), cl::CommaSeparated, cl::cat(category));
 static cl::list<std::string> constInputs("const-input",
                                          cl::desc("Bind a graph input to a TensorProto (.pb)"),
                                          cl::value_desc("name=file.pb"), cl::cat(category));
@@ -440,7 +448,8 @@ int main(int argc, char **argv) {
   auto sig = amp::signatureOf(f);
   if (failed(sig))
     return 1;
-  auto arena = amp::lowerForRuntime(*module, funcName, precision);
+  auto arena = amp::lowerForRuntime(*module, funcName,
+                                    {precision, policyFile, {blockList.begin(), blockList.end()}});
   if (failed(arena))
     return 1;
   auto fn = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);

@@ -65,6 +65,14 @@ static opt<std::string> outputsOpt("outputs", cl::desc("Write the outputs to thi
                                        cl::value_desc("file"), cl::cat(category));
 static opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"),
                                       cl::init("fp32"), cl::cat(category));
+static cl::opt<std::string> policyFile(
+    "policy",
+    cl::desc("A JSON policy amending the default autocast policy (fp16 / bf16): op classes "
+             "and node overrides, as amp-opt -amp-autocast=policy=FILE"),
+    cl::value_desc("file.json"), cl::cat(category));
+static cl::list<std::string> blockList(
+    "block-list", cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
+    cl::value_desc("node,node,..."), cl::CommaSeparated, cl::cat(category));
 static opt<std::string> nanCheck("nan-check",
                                      cl::desc("NaN / inf in a float input: warn, error or off"),
                                      cl::init("warn"), cl::cat(category));
@@ -305,7 +313,8 @@ int main(int argc, char **argv) {
     checkFinite(args[k]);
 
   // 4. Compile.
-  auto arenaBytes = amp::lowerForRuntime(*module, funcName, precision);
+  auto arenaBytes = amp::lowerForRuntime(*module, funcName,
+                                    {precision, policyFile, {blockList.begin(), blockList.end()}});
   if (failed(arenaBytes))
     return 1;
   ExecutionEngineOptions eo;

@@ -109,6 +109,82 @@ TEST(Softmax, LastAxisF32PathWithinSixUlp) {
   }
 }
 
+// Attention masks: entries of -inf (nn.Transformer's causal mask) and of
+// f32's lowest value added to the scores (transformers' finfo.min fill: x -
+// max then lies below -FLT_MAX) give probability 0 / log-probability -inf,
+// the rest of the row as if they were absent; a row that is -inf throughout
+// is NaN, as torch.softmax gives. Every path: the f32 last-axis one, the
+// strided one, f16 / bf16.
+TEST(Softmax, MaskedEntriesAndFullyMaskedRows) {
+  const int64_t rows = 5, len = 19;
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
+    for (int strided = 0; strided < 2; ++strided)
+      for (int log = 0; log < 2; ++log) {
+        Buf x = randn(dt, {rows, len}, 3.0);
+        // Row 0: one -inf; row 1: a causal half of -inf; row 2: finfo.min
+        // fills beside positive scores (f32 only: f16 / bf16 hold -inf
+        // there); row 3: all -inf; row 4: untouched.
+        x.set(0 * len + 7, -INFINITY);
+        for (int64_t j = 9; j < len; ++j)
+          x.set(1 * len + j, -INFINITY);
+        for (int64_t j = 0; j < len; j += 3) {
+          x.set(2 * len + j, dt == AMPRT_F32 ? -3.4028234663852886e38 : -INFINITY);
+          x.set(2 * len + j + 1, 5.0 + j);
+        }
+        for (int64_t j = 0; j < len; ++j)
+          x.set(3 * len + j, -INFINITY);
+        Buf y(dt, {rows, len});
+        amprt_tensor xt = x.t, yt = y.t;
+        Buf xs(dt, {len, rows}), ys(dt, {len, rows});
+        if (strided) { // the same rows in a transposed layout: the general loop
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < len; ++j)
+              xs.set(j * rows + r, x.get(r * len + j));
+          xt = xs.t;
+          yt = ys.t;
+          for (amprt_tensor *t : {&xt, &yt}) {
+            t->shape[0] = rows;
+            t->shape[1] = len;
+            t->strides[0] = 1;
+            t->strides[1] = rows;
+          }
+        }
+        AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, &xt, 1, log, &yt));
+        auto got = [&](int64_t r, int64_t j) {
+          return strided ? ys.get(j * rows + r) : y.get(r * len + j);
+        };
+        for (int64_t r = 0; r < rows; ++r) {
+          double m = -INFINITY, s = 0;
+          for (int64_t j = 0; j < len; ++j)
+            m = std::max(m, x.get(r * len + j));
+          for (int64_t j = 0; j < len; ++j)
+            if (std::isfinite(x.get(r * len + j) - m))
+              s += std::exp(x.get(r * len + j) - m);
+          for (int64_t j = 0; j < len; ++j) {
+            double g = got(r, j), v = x.get(r * len + j) - m;
+            std::string where = "dtype " + std::to_string(dt) + " strided " +
+                                std::to_string(strided) + " log " + std::to_string(log) +
+                                " row " + std::to_string(r) + " col " + std::to_string(j) +
+                                " (seed " + std::to_string(testSeed()) + ")";
+            if (r == 3) {
+              EXPECT_TRUE(std::isnan(g)) << where;
+              continue;
+            }
+            ASSERT_FALSE(std::isnan(g)) << where;
+            double ref = log ? v - std::log(s) : std::exp(v) / s;
+            if (log && !std::isfinite(ref)) {
+              // finfo.min: -3.4e38 - max - log s, beyond f32 unless rounded.
+              EXPECT_TRUE(g < -1e38) << where << ": got " << g;
+              continue;
+            }
+            double tol = dt == AMPRT_F32 ? 8 * ulp(AMPRT_F32, ref) + 1e-30
+                                         : ulp(dt, ref) + 1e-30;
+            EXPECT_LE(std::fabs(g - ref), tol) << where << ": got " << g << ", reference " << ref;
+          }
+        }
+      }
+}
+
 TEST(Softmax, GradientMatchesJacobian) {
   for (int log = 0; log < 2; ++log) {
     Buf x = randn(AMPRT_F32, {4, 6}), y(AMPRT_F32, {4, 6}), dy = randn(AMPRT_F32, {4, 6}),

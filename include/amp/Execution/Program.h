@@ -83,10 +83,19 @@ struct TrainingOptions {
 /// amp-autodiff, amp-optimizer and amp-loss-scaling on the module.
 LogicalResult buildTrainingStep(ModuleOp module, const TrainingOptions &o);
 
+/// How amp-autocast runs before the lowering: the precision, a policy file
+/// amending the default (policies/default.json), ONNX node names kept fp32.
+struct PrecisionOptions {
+  std::string precision = "fp32"; // fp32 | fp16 | bf16
+  std::string policy;
+  std::vector<std::string> blockList;
+};
+
 /// amp-autocast (precision "fp16" / "bf16"; nothing for "fp32"),
 /// amp-plan-memory, amp-lower-to-runtime. Returns the arena size of `name`.
+/// A policy or block list with fp32 is refused (it would be ignored).
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
-                                   llvm::StringRef precision);
+                                   const PrecisionOptions &precision);
 
 } // namespace mlir::amp
 

@@ -2770,9 +2770,19 @@ LogicalResult handleComposedReduce(NodeCtx &n, llvm::StringRef kind) {
   } else if (kind == "log_sum") {
     r = e.op("amp.log", {reduce("amp.reduce_sum", *x, kd)});
   } else { // log_sum_exp
-    Value m = reduce("amp.reduce_max", *x, true);
+    // An infinite maximum counts as 0 (torch.logsumexp): a row that is -inf
+    // throughout gives -inf, not -inf - -inf = NaN; one with +inf gives +inf.
+    double big = std::numeric_limits<double>::infinity();
+    auto finiteMax = [&](bool keepdims) -> Value {
+      Value m = reduce("amp.reduce_max", *x, keepdims);
+      if (!e.ok || !m)
+        return Value();
+      Value isInf = e.op("amp.equal", {e.op("amp.abs", {m}), e.cst(elt, big)});
+      return e.op("amp.where", {isInf, e.cst(elt, 0.0), m});
+    };
+    Value m = finiteMax(true);
     Value s = reduce("amp.reduce_sum", e.op("amp.exp", {e.sub(*x, m)}), kd);
-    Value mo = kd ? m : reduce("amp.reduce_max", *x, false);
+    Value mo = kd ? m : finiteMax(false);
     r = e.add(e.op("amp.log", {s}), mo);
   }
   if (!e.ok || !r)

@@ -272,11 +272,16 @@ inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_
       at = i;
     }
   }
+  // NaN anywhere, +inf (inf - inf), or a row that is -inf throughout (no
+  // finite maximum): NaN, as torch.softmax gives.
   bad = nan || std::isinf(m);
   for (int64_t i = 0; i < len; ++i) {
     double d = (double)xr[i] - (double)m;
     h[i] = (float)d;
-    l[i] = (float)(d - (double)h[i]);
+    // -inf (a masked entry), or d below -FLT_MAX (an f32 finfo.min mask
+    // minus a positive maximum): exp gives 0 and the low part must be 0,
+    // not -inf - -inf.
+    l[i] = std::isinf(h[i]) ? 0.0f : (float)(d - (double)h[i]);
   }
 }
 
