@@ -18,16 +18,19 @@ using namespace mlir::amp;
 
 OwningOpRef<ModuleOp>
 mlir::amp::loadModelFile(llvm::StringRef path, MLIRContext *ctx,
-                         const std::map<std::string, std::string> &constInputs) {
+                         const std::map<std::string, std::string> &constInputs,
+                         const std::vector<std::string> &freeze) {
   if (path.ends_with(".mlir")) {
-    if (!constInputs.empty()) {
-      emitError(UnknownLoc::get(ctx), "--const-input applies to .onnx models only");
+    if (!constInputs.empty() || !freeze.empty()) {
+      emitError(UnknownLoc::get(ctx))
+          << (constInputs.empty() ? "--freeze" : "--const-input") << " applies to .onnx models only";
       return nullptr;
     }
     return parseSourceFile<ModuleOp>(path, ctx);
   }
   ONNXImportOptions opts;
   opts.constantInputs = constInputs;
+  opts.frozen.assign(freeze.begin(), freeze.end());
   return importONNXFile(path, ctx, opts);
 }
 
@@ -197,6 +200,7 @@ LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOption
   AMPAutodiffOptions ad;
   ad.loss = o.loss;
   ad.frozen.assign(o.frozen.begin(), o.frozen.end());
+  ad.paddingRows.assign(o.paddingRows.begin(), o.paddingRows.end());
   if (o.differentiate)
     pm.addPass(createAMPAutodiff(ad));
   AMPOptimizerOptions opt;

@@ -144,7 +144,8 @@ void mlir::amp::setFunctionResults(func::FuncOp f, ValueRange results,
 }
 
 LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
-                                       ArrayRef<std::string> frozen) {
+                                       ArrayRef<std::string> frozen,
+                                       ArrayRef<std::string> paddingRows) {
   if (f.isExternal())
     return success();
   if (!f.getBody().hasOneBlock())
@@ -184,6 +185,29 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
       return isa<BatchNormOp>(u.getOwner()) && u.getOperandNumber() >= 3;
     });
   };
+  // Padding rows: name -> rows along the first dimension.
+  llvm::StringMap<SmallVector<int64_t>> padRows;
+  for (const std::string &spec : paddingRows) {
+    StringRef name, row;
+    std::tie(name, row) = StringRef(spec).rsplit(':');
+    int64_t r;
+    if (row.empty() || row.getAsInteger(10, r))
+      return f.emitError("amp-autodiff: padding row '")
+             << spec << "' is not name:row (a row number after the last ':')";
+    auto it = params.find(name);
+    if (it == params.end())
+      return f.emitError("amp-autodiff: padding row '")
+             << spec << "': '" << name << "' is not a parameter of '" << f.getSymName() << "'";
+    auto t = dyn_cast<RankedTensorType>(it->second.getType());
+    if (!t || t.getRank() < 1 || !t.hasStaticShape() || r < 0 || r >= t.getDimSize(0))
+      return f.emitError("amp-autodiff: padding row '")
+             << spec << "': row " << r << " is outside '" << name << "' (" << it->second.getType()
+             << ")";
+    if (llvm::is_contained(frozen, name.str()))
+      return f.emitError("amp-autodiff: padding row '")
+             << spec << "': '" << name << "' is frozen (it gets no gradient at all)";
+    padRows[name].push_back(r);
+  }
   SmallVector<BlockArgument> wrt;
   for (BlockArgument a : f.getArguments()) {
     auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param");
@@ -191,11 +215,31 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
       wrt.push_back(a);
   }
 
+  // Padding rows: the gathers reading such a parameter along its first axis
+  // (an embedding lookup) carry the rows, and their gradient rule leaves
+  // them out, as torch's embedding backward does; other uses of the same
+  // parameter (a tied output projection) keep their whole gradient.
+  SmallVector<GatherOp> padded;
+  for (auto &[name, rows] : padRows) {
+    BlockArgument a = params[name];
+    unsigned before = padded.size();
+    for (Operation *user : a.getUsers())
+      if (auto g = dyn_cast<GatherOp>(user); g && g.getData() == a && g.getAxis() == 0) {
+        g->setAttr("amp.padding_rows", DenseI64ArrayAttr::get(f.getContext(), rows));
+        padded.push_back(g);
+      }
+    if (padded.size() == before)
+      return f.emitError("amp-autodiff: padding row of '")
+             << name << "': no Gather reads it along its first axis (an embedding lookup)";
+  }
+
   OpBuilder b(ret);
   SmallVector<Value> wrtValues(wrt.begin(), wrt.end());
   auto grads = gradientsOf(b, loss, wrtValues, "the loss '" + lossName.str() + "'");
   if (failed(grads))
     return failure();
+  for (GatherOp g : padded)
+    g->removeAttr("amp.padding_rows");
 
   // Gradients as results; a parameter the loss does not reach gets zeros.
   SmallVector<Value> results(ret.getOperands());
@@ -225,11 +269,12 @@ struct AMPAutodiffPass : public amp::impl::AMPAutodiffBase<AMPAutodiffPass> {
   using AMPAutodiffBase::AMPAutodiffBase;
   void runOnOperation() override {
     std::vector<std::string> fz(frozen.begin(), frozen.end());
+    std::vector<std::string> pads(paddingRows.begin(), paddingRows.end());
     for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
       bool hasParams = llvm::any_of(f.getArguments(), [&](BlockArgument a) {
         return f.getArgAttr(a.getArgNumber(), "amp.param") != nullptr;
       });
-      if (hasParams && failed(differentiate(f, loss, fz)))
+      if (hasParams && failed(differentiate(f, loss, fz, pads)))
         return signalPassFailure();
     }
   }

@@ -19,17 +19,30 @@ or mse) and ``labels`` (the targets, one row per sample):
     rows = torch_bridge.fit(net, {"input": x}, steps=200, loss_fn="cross_entropy",
                             labels=y, precision="bf16", optimizer="adamw", lr=1e-3)
 
-What happens: the module is exported with ``torch.onnx.export`` (the
-TorchScript exporter, opset 17, no constant folding, so the ONNX
-initializers keep the parameters' names; training-mode behaviour of dropout
-and batch norm is kept), ``amp-compile --optimizer`` writes a training
-program for that graph (precision, optimizer, its hyper-parameters and
-loss scaling as keyword arguments, the options of
-:func:`amp_mlir.train.compile_training`), the program trains ``steps`` steps
-on the arrays cut into batches of ``batch`` rows (in order, starting again
-after the last), and the parameters and buffers of its last checkpoint are
-copied back into the module. Returns one dict per step (step, loss,
-loss_scale, found_inf, skipped_total, step_time_s).
+What happens: the module is exported with ``torch.onnx.export``
+(``exporter="torchscript"``, the default: the TorchScript exporter, opset
+17, no constant folding, so the ONNX initializers keep the parameters'
+names and training-mode behaviour of dropout and batch norm is kept; or
+``exporter="dynamo"``, torch.export, opset 18; ``opset=`` overrides; the
+exporter's warnings are shown once each), ``amp-compile --optimizer`` writes
+a training program for that graph (precision, optimizer, its
+hyper-parameters and loss scaling as keyword arguments, the options of
+:func:`amp_mlir.train.compile_training`, ``policy=`` / ``block_list=`` among
+them), the program trains ``steps`` steps on the arrays cut into batches of
+``batch`` rows (in order, starting again after the last), and the
+parameters and buffers of its last checkpoint are copied back into the
+module. Returns one dict per step (step, loss, loss_scale, found_inf,
+skipped_total, step_time_s).
+
+What trains is what PyTorch would train: exactly the parameters with
+``requires_grad=True``. Frozen parameters, buffers other than batch-norm
+statistics, and initializers the exporter made that are not the module's
+(constants turned into parameters, folded or renamed weights: reported in a
+warning) are imported as constants and stay bit-identical; the rows of
+``nn.Embedding(padding_idx=i)`` get no gradient from the lookup. A run
+whose forward pass produced a non-finite loss raises RuntimeError (and
+leaves the module as it was) with the hint to rerun under
+AMPRT_CHECK_NUMERICS=1.
 
 The exporter's own forward would move batch-norm statistics: the module
 and the exported initializers keep their values from before it. ONNX's
@@ -97,11 +110,23 @@ def _as_numpy(name, value):
     return np.ascontiguousarray(a)
 
 
+_EXPORTERS = ("torchscript", "dynamo")
+# Exporter warnings about what fit itself asks for or takes care of.
+_FIT_HANDLES = ("legacy TorchScript-based ONNX export", "Setting `training` to something other",
+                "The feature will be removed", "embedding with padding_idx")
+
+
 def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision: str = "fp32",
         optimizer: str = "sgd", lr: float = 0.01, loss_fn: str | None = None, labels=None,
-        workdir: str | None = None, **options) -> list[dict]:
+        workdir: str | None = None, exporter: str = "torchscript", opset: int | None = None,
+        policy=None, block_list=(), **options) -> list[dict]:
     """Trains `module` (in place) for `steps` steps; see the module docstring."""
     import torch
+
+    if exporter not in _EXPORTERS:
+        raise ValueError(f"exporter must be one of {', '.join(_EXPORTERS)}, got {exporter!r}")
+    if opset is None:
+        opset = 17 if exporter == "torchscript" else 18
 
     if not isinstance(module, torch.nn.Module):
         raise ValueError(f"fit needs a torch.nn.Module, got {type(module).__name__}")
@@ -140,29 +165,56 @@ def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision
         before = {k: v.detach().clone() for k, v in module.state_dict().items()}
         module.train()
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(module, example, onnx_path, input_names=list(arrays),
-                                  output_names=["output" if loss_fn else "loss"], opset_version=17,
-                                  dynamo=False, do_constant_folding=False,
-                                  training=torch.onnx.TrainingMode.TRAINING)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                kw = dict(input_names=list(arrays),
+                          output_names=["output" if loss_fn else "loss"], opset_version=int(opset))
+                if exporter == "torchscript":
+                    torch.onnx.export(module, example, onnx_path, dynamo=False,
+                                      do_constant_folding=False,
+                                      training=torch.onnx.TrainingMode.TRAINING, **kw)
+                else:
+                    torch.onnx.export(module, example, onnx_path, dynamo=True, external_data=False,
+                                      **kw)
         except Exception as e:  # the exporter's own message
-            raise RuntimeError(f"torch.onnx.export failed: {e}") from e
+            raise RuntimeError(f"torch.onnx.export ({exporter}) failed: {e}") from e
         finally:
             module.train(was_training)
             with torch.no_grad():
                 module.load_state_dict(before)
+        # The exporter's warnings, once each, as the user's own call shows
+        # them; not those about the choices fit makes for the user (the
+        # legacy exporter, training=, padding_idx, which fit handles).
+        for text in dict.fromkeys(str(w.message) for w in said):
+            if not any(s in text for s in _FIT_HANDLES):
+                warnings.warn(f"torch.onnx.export ({exporter}): {text}", stacklevel=2)
         _restore_initializers(onnx_path, before)
+        plan = _training_plan(module, onnx_path)
+        for line in plan["changes"]:
+            warnings.warn(line, stacklevel=2)
         prog = os.path.join(tmp, "train")
         spec = dict(loss_fn=loss_fn, loss_of="output", label="labels") if loss_fn else {}
+        # Frozen initializers are imported as constants: untouched by
+        # construction, and not in the checkpoint.
+        freeze = sorted(set(plan["frozen"]) | set(options.pop("freeze", ())))
+        pads = list(plan["padding_rows"]) + list(options.pop("padding_row", ()))
         _train.compile_training(onnx_path, prog, precision=precision, optimizer=optimizer, lr=lr,
-                                **spec, **options)
+                                freeze=",".join(freeze) or None, padding_row=pads, policy=policy,
+                                block_list=block_list, **spec, **options)
         data = os.path.join(tmp, "data.npz")
         np.savez(data, **arrays_with_labels)
         ck = os.path.join(tmp, "checkpoints")
         metrics = _train.run_training(prog, data, int(steps), checkpoint_dir=ck)
+        bad = [r["step"] for r in metrics if not np.isfinite(r.get("loss", np.nan))]
+        if bad:
+            raise RuntimeError(
+                f"training produced non-finite losses at {len(bad)} of {len(metrics)} steps "
+                f"(first: step {bad[0]}): the forward pass itself is NaN / inf (loss scaling "
+                f"cannot cause that); the module was left as it was. Run the program again with "
+                f"AMPRT_CHECK_NUMERICS=1 to name the first op that makes a non-finite value "
+                f"({prog} in workdir=...), or try precision='fp32' / block_list=[nodes]")
         trained, _ = read_checkpoint(os.path.join(ck, "checkpoint.safetensors"))
-        _load_back(module, trained, int(steps))
+        _load_back(module, trained, int(steps), set(freeze))
         return metrics
     finally:
         if own:
@@ -191,7 +243,55 @@ def _restore_initializers(path: str, state: dict) -> None:
         onnx.save(model, path)
 
 
-def _load_back(module, trained: dict, steps: int) -> None:
+def _training_plan(module, path: str) -> dict:
+    """What the program trains, from the exported graph: exactly the module's
+    parameters with requires_grad=True. Frozen parameters, buffers other than
+    batch-norm statistics (which the program moves as PyTorch's forward does)
+    and initializers that are not the module's (constants the exporter made
+    parameters) are frozen. nn.Embedding(padding_idx=i) rows get no gradient.
+    Returns frozen, padding_rows and the changes to report."""
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    g = model.graph
+    floats = {t.name for t in g.initializer
+              if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                                 onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)}
+    bn_stats = {n.input[i] for n in g.node if n.op_type == "BatchNormalization"
+                for i in (3, 4) if len(n.input) > i}
+    params = dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+    trained = {n for n, p in params.items() if p.requires_grad}
+    frozen = sorted(n for n in floats if n not in trained and n not in bn_stats)
+    changes = []
+    foreign = [n for n in frozen if n not in params and n not in buffers]
+    if foreign:
+        changes.append(f"the exporter made {len(foreign)} graph initializer(s) that are not the "
+                       f"module's parameters or buffers (constants, folded or renamed weights); "
+                       f"they stay frozen: " + ", ".join(foreign[:12]) +
+                       (" ..." if len(foreign) > 12 else ""))
+    missing = sorted(n for n in trained if n not in floats)
+    if missing and floats & set(params):
+        changes.append(f"{len(missing)} trainable parameter(s) are not in the exported graph under "
+                       f"their names (unused by the loss, tied to another, folded into another "
+                       f"weight or renamed by the exporter): they are not trained: " +
+                       ", ".join(missing[:12]) + (" ..." if len(missing) > 12 else ""))
+    elif missing:
+        changes.append("none of the module's parameters is in the exported graph under its name "
+                       "(the exporter renamed them): nothing would train; use "
+                       "exporter='torchscript'")
+    pads = []
+    for name, m in module.named_modules():
+        idx = getattr(m, "padding_idx", None)
+        w = name + ".weight" if name else "weight"
+        if isinstance(m, __import__("torch").nn.Embedding) and idx is not None and w in trained \
+                and w in floats:
+            rows = m.weight.shape[0]
+            pads.append(f"{w}:{idx % rows if idx < 0 else idx}")
+    return {"frozen": frozen, "padding_rows": pads, "changes": changes}
+
+
+def _load_back(module, trained: dict, steps: int, frozen: set = frozenset()) -> None:
     """Copies the checkpoint's parameters and buffers into the module's
     tensors of the same names (the exporter kept them); batch norms count
     the steps' batches (num_batches_tracked), as PyTorch's forward does."""
@@ -202,7 +302,7 @@ def _load_back(module, trained: dict, steps: int) -> None:
     copied = set()
     with torch.no_grad():
         for name, t in own.items():
-            if name not in trained:
+            if name not in trained or name in frozen:
                 continue
             value = torch.from_numpy(trained[name])
             if tuple(value.shape) != tuple(t.shape):
@@ -215,7 +315,4 @@ def _load_back(module, trained: dict, steps: int) -> None:
             if name.endswith("num_batches_tracked") and name[:-len("num_batches_tracked")] + \
                     "running_mean" in copied:
                 t += steps
-    missing = [n for n, p in module.named_parameters() if p.requires_grad and n not in copied]
-    if missing:
-        warnings.warn("parameters not in the exported graph (the loss does not depend on them, "
-                      "so they were not trained): " + ", ".join(missing), stacklevel=3)
+

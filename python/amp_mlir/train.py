@@ -13,7 +13,10 @@ arguments (``weight_decay=1e-4`` is ``--weight-decay 1e-4``; ``True`` is a
 bare flag); the training spec of a forward graph without a loss op is
 ``loss_fn`` (cross_entropy, nll or mse), ``loss_of`` (the output it reads)
 and ``label`` (the new input's name); ``frozen`` lists parameters not to
-train. Errors raise RuntimeError with the tool's message.
+train; ``policy`` (a JSON file, or a dict written to one) amends autocast's
+default policy and ``block_list`` names ONNX nodes kept in fp32 (fp16 /
+bf16); a list value repeats its flag (``padding_row=["emb.weight:0"]``).
+Errors raise RuntimeError with the tool's message.
 
 The tools are found in $AMP_MLIR_BIN, else build/bin next to this source
 tree.
@@ -40,10 +43,23 @@ def _tool(name: str) -> str:
 def compile_training(model: str, output: str, *, precision: str = "fp32",
                      optimizer: str = "sgd", lr: float = 0.01, loss_fn: str | None = None,
                      loss_of: str | None = None, label: str | None = None,
-                     frozen: tuple[str, ...] | list[str] = (), **options) -> str:
+                     frozen: tuple[str, ...] | list[str] = (), policy=None,
+                     block_list: tuple[str, ...] | list[str] = (), **options) -> str:
     """Writes the training binary `output` (and `output`.weights); returns its path."""
     cmd = [_tool("amp-compile"), model, "-o", output, "--precision", precision,
            "--optimizer", optimizer, "--lr", repr(float(lr))]
+    policy_tmp = None
+    if isinstance(policy, dict):
+        fd, policy_tmp = tempfile.mkstemp(prefix="amp-policy-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(policy, f)
+        policy = policy_tmp
+    if policy:
+        cmd += ["--policy", os.fspath(policy)]
+    if isinstance(block_list, str):
+        block_list = [block_list]
+    if block_list:
+        cmd += ["--block-list", ",".join(block_list)]
     if loss_fn:
         cmd += ["--loss-fn", loss_fn]
     if loss_of:
@@ -58,9 +74,16 @@ def compile_training(model: str, output: str, *, precision: str = "fp32",
             cmd.append(flag)
         elif value is False or value is None:
             continue
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                cmd += [flag, str(v)]
         else:
             cmd += [flag, str(value)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        if policy_tmp:
+            os.unlink(policy_tmp)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip() or f"amp-compile failed ({r.returncode})")
     return output

@@ -13,6 +13,9 @@ training of the same module on the same batches.
    norm's running statistics (buffers: state every step's forward updates)
    against PyTorch; torch's TransformerEncoderLayer, fp32 SGD; a VAE
    (torch.randn_like) with PyTorch given the program's own noise.
+   What trains is what PyTorch trains (frozen parameters and buffers
+   bit-identical, padding_idx rows of a tied embedding); a NaN forward
+   raises; a policy and a block list reach autocast.
 4. Bad arguments: one clear error each.
 Fresh random data and weights each run (AMP_TEST_SEED repeats one).
 """
@@ -513,6 +516,92 @@ check(len(rows) == steps_vae and rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
       f"difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update "
       f"(tolerance 1e-4)")
 
+# 3h. What trains is what PyTorch trains: a frozen Linear
+# (requires_grad=False) and a float buffer that is not a batch-norm
+# statistic stay bit-identical; an nn.Embedding(padding_idx=0) with a
+# non-zero padding row, tied to the output projection: the lookup gives the
+# padding row no gradient, the projection still does (torch's rule). fp32
+# SGD with momentum against torch.optim.SGD on the trainable parameters.
+class Frozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 8, padding_idx=0)
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 20, bias=False)
+        self.out.weight = self.emb.weight
+        self.frozen = nn.Linear(8, 8)
+        self.frozen.requires_grad_(False)
+        self.register_buffer("offset", torch.randn(20))
+        with torch.no_grad():
+            self.emb.weight[0] += 0.5
+
+    def forward(self, ids, labels):
+        e = self.emb(ids)
+        z = self.out(torch.tanh(self.fc(e)) + self.frozen(e)) + self.offset
+        return F.cross_entropy(z.reshape(-1, 20), labels.reshape(-1))
+
+
+ids = torch.randint(0, 20, (32, 5))
+ids[:, -1] = 0  # padding in every row
+tok = torch.randint(0, 20, (32, 5))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    rows, rel, _, err, moved, (net, ref, start) = both_ways(
+        Frozen, {"ids": ids, "labels": tok}, 4, 16, dict(lr=0.2, momentum=0.9),
+        lambda p: torch.optim.SGD([q for q in p if q.requires_grad], lr=0.2, momentum=0.9))
+same = {n: torch.equal(net.state_dict()[n], start.state_dict()[n])
+        for n in ("frozen.weight", "frozen.bias", "offset")}
+check(all(same.values()), f"fit leaves frozen parameters and buffers bit-identical: {same}")
+pad_err = float((net.emb.weight[0] - ref.emb.weight[0]).detach().abs().max())
+pad_moved = float((ref.emb.weight[0] - start.emb.weight[0]).detach().abs().max())
+check(rel <= 1e-5 and err <= 1e-4 and pad_err <= 1e-4 * moved and pad_moved > 1e-3,
+      f"padding_idx row of a tied embedding, fp32 SGD: losses {rel:.1e} (tolerance 1e-5), "
+      f"parameters {err:.1e} of the largest update, the padding row {pad_err:.1e} (it moved "
+      f"{pad_moved:.1e} through the tied projection only)")
+
+
+# 3i. A forward that is NaN raises (the module left as it was); the policy
+# and the block list reach autocast through fit.
+class NaNLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(12, 4)
+
+    def forward(self, input, labels):
+        return torch.log(self.fc(input) - 100.0).mean()
+
+
+nan_net = NaNLoss()
+kept = copy.deepcopy(nan_net.state_dict())
+try:
+    torch_bridge.fit(nan_net, {"input": x, "labels": y}, steps=2)
+    check(False, "a NaN forward: fit returned normally")
+except RuntimeError as e:
+    check("non-finite losses" in str(e) and "AMPRT_CHECK_NUMERICS=1" in str(e) and
+          all(torch.equal(v, kept[k]) for k, v in nan_net.state_dict().items()),
+          f"a NaN forward raises, module untouched: {str(e)[:120]!r}")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    net = ScoreMLP()
+    start = copy.deepcopy(net)
+    rows_b = torch_bridge.fit(net, {"input": x}, steps=2, batch=32, loss_fn="cross_entropy",
+                              labels=y, precision="bf16", lr=0.05,
+                              policy={"ops": {"amp.gemm": "fp32", "amp.matmul": "fp32"}})
+    ref = copy.deepcopy(start)
+    tl, _ = torch_train(ref, {"input": x, "labels": y}, 2, 32,
+                        lambda p: torch.optim.SGD(p, lr=0.05), loss_fn=F.cross_entropy)
+    err, moved = param_error(net, ref, start)
+check(err <= 1e-4 and all(abs(r["loss"] - t) <= 1e-5 * abs(t) for r, t in zip(rows_b, tl)),
+      f"bf16 with a policy putting every product in fp32 trains as fp32 PyTorch: parameters off "
+      f"by {err:.1e} of the largest update (tolerance 1e-4)")
+try:
+    torch_bridge.fit(ScoreMLP(), {"input": x}, steps=1, loss_fn="cross_entropy", labels=y,
+                     precision="bf16", block_list=["no-such-node"])
+    check(False, "block_list with an unknown node: no error")
+except RuntimeError as e:
+    check("block-list names node 'no-such-node', but no op has that name" in str(e),
+          f"block_list with an unknown node: {str(e)[:120]!r}")
+
 # 4. Bad arguments.
 bad = [
     (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y[:10]}, steps=1), ValueError,
@@ -527,6 +616,8 @@ bad = [
      RuntimeError, "lr must be a finite number > 0"),
     (lambda: torch_bridge.fit("not a module", {"input": x}, steps=1), ValueError,
      "fit needs a torch.nn.Module, got str"),
+    (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y}, steps=1, exporter="jit"),
+     ValueError, "exporter must be one of torchscript, dynamo, got 'jit'"),
 ]
 for call, kind, msg in bad:
     try:

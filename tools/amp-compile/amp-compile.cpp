@@ -1,6 +1,7 @@
 //===- amp-compile.cpp - a model to a native program ---------------------===//
 //
 //   amp-compile model.onnx|model.mlir -o prog [--precision fp32|fp16|bf16]
+//               [--policy FILE] [--block-list NODES]
 //               [--const-input name=file.pb] [--func NAME] [--device cpu|cuda]
 //
 // Writes `prog` (an executable: the model compiled to an object file, linked
@@ -16,6 +17,10 @@
 //   amp-compile model.onnx -o train --precision fp16 --optimizer sgd --lr 0.01
 //   ./train --data data.npz --steps 200 --metrics m.jsonl [--checkpoint-dir D]
 //           [--resume]
+//
+// --freeze NAMES imports initializers as constants (never trained),
+// --frozen NAME keeps a parameter out of the gradients, --padding-row
+// NAME:ROW gives an embedding lookup's row no gradient (padding_idx).
 //
 // onnxruntime-training artifacts train the same way:
 //
@@ -132,6 +137,15 @@ static cl::opt<std::string> lossOf("loss-of",
                                    cl::cat(trainCat));
 static cl::opt<std::string> labelName("label", cl::desc("Name of the --loss-fn label input (labels)"),
                                       cl::init("labels"), cl::cat(trainCat));
+static cl::list<std::string> freezeInits(
+    "freeze",
+    cl::desc("Import these float initializers as constants, not parameters (as amp-translate "
+             "--freeze: never trained, not in the checkpoint)"),
+    cl::CommaSeparated, cl::value_desc("name,..."), cl::cat(trainCat));
+static cl::list<std::string> paddingRows(
+    "padding-row",
+    cl::desc("A row of a parameter that gets no gradient (nn.Embedding's padding_idx)"),
+    cl::value_desc("name:row"), cl::cat(trainCat));
 static cl::list<std::string> frozen("frozen", cl::desc("A parameter not to train"),
                                     cl::value_desc("name"), cl::cat(trainCat));
 static cl::opt<std::string> lossScaling(
@@ -311,8 +325,9 @@ int main(int argc, char **argv) {
     }
     if (!bound.empty())
       die("--const-input does not apply to onnxruntime-training artifacts");
-    if (lossFn.getNumOccurrences() || lossName.getNumOccurrences() || frozen.getNumOccurrences())
-      die("--loss, --loss-fn and --frozen do not apply to onnxruntime-training artifacts "
+    if (lossFn.getNumOccurrences() || lossName.getNumOccurrences() || frozen.getNumOccurrences() ||
+        paddingRows.getNumOccurrences() || freezeInits.getNumOccurrences())
+      die("--loss, --loss-fn, --frozen, --freeze and --padding-row do not apply to onnxruntime-training artifacts "
           "(their loss and trainable parameters are fixed by generate_artifacts)");
     if (!optPath.empty()) {
       auto spec = amp::readORTOptimizerModel(optPath, &ctx);
@@ -340,7 +355,7 @@ int main(int argc, char **argv) {
   }
   OwningOpRef<ModuleOp> module =
       ort ? amp::importORTTrainingArtifacts(trainingModel, ckPath, &ctx)
-          : amp::loadModelFile(modelFile, &ctx, bound);
+          : amp::loadModelFile(modelFile, &ctx, bound, {freezeInits.begin(), freezeInits.end()});
   if (!module)
     return 1;
   auto f = module->lookupSymbol<func::FuncOp>(funcName);
@@ -364,8 +379,9 @@ int main(int argc, char **argv) {
                           &hysteresis, &minScale, &onMinScale, &maxNorm, &noInfCheck, &accumulate})
       if (o->getNumOccurrences())
         die("--" + o->ArgStr + " is a training option: give --optimizer sgd|adam|adamw too");
-    if (frozen.getNumOccurrences())
-      die("--frozen is a training option: give --optimizer sgd|adam|adamw too");
+    if (frozen.getNumOccurrences() || paddingRows.getNumOccurrences())
+      die(std::string(frozen.getNumOccurrences() ? "--frozen" : "--padding-row") +
+          " is a training option: give --optimizer sgd|adam|adamw too");
   } else {
     if (precision != "fp32" && precision != "fp16" && precision != "bf16")
       die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
@@ -379,6 +395,7 @@ int main(int argc, char **argv) {
     if (!lossFn.empty() && lossName.getNumOccurrences())
       die("--loss names an existing loss output; --loss-fn adds one: give one of them");
     t.frozen.assign(frozen.begin(), frozen.end());
+    t.paddingRows.assign(paddingRows.begin(), paddingRows.end());
     t.optimizer = optName;
     t.lr = lr;
     if (ort) {

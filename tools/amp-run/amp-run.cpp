@@ -1,7 +1,8 @@
 //===- amp-run.cpp - run a model on the runtime through the JIT -----------===//
 //
 //   amp-run model.onnx|model.mlir --inputs in.npz|a.pb,b.pb --outputs out.npz
-//           [--precision fp32|fp16|bf16] [--nan-check warn|error|off]
+//           [--precision fp32|fp16|bf16] [--policy FILE] [--block-list NODES]
+//           [--nan-check warn|error|off]
 //           [--const-input name=file.pb] [--func NAME] [--print]
 //
 // Imports (or parses) the model, puts it in the requested precision

@@ -35,9 +35,11 @@ struct ProgramSignature {
 };
 
 /// Imports an .onnx file (binding graph inputs named in constInputs to .pb
-/// files) or parses an .mlir file; null after reporting errors.
+/// files, importing the float initializers in `freeze` as constants) or
+/// parses an .mlir file; null after reporting errors.
 OwningOpRef<ModuleOp> loadModelFile(llvm::StringRef path, MLIRContext *ctx,
-                                    const std::map<std::string, std::string> &constInputs);
+                                    const std::map<std::string, std::string> &constInputs,
+                                    const std::vector<std::string> &freeze = {});
 
 /// The runtime element type of an MLIR element type.
 FailureOr<amprt_dtype> runtimeDType(Type elementType);
@@ -65,6 +67,7 @@ struct TrainingOptions {
   std::string lossFn, lossOf, label = "labels";
   std::string loss = "loss";
   std::vector<std::string> frozen;
+  std::vector<std::string> paddingRows; // name:row, no gradient (padding_idx)
   std::string optimizer = "sgd"; // sgd | adam | adamw
   double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9,
          beta2 = 0.999, eps = 1e-8;

@@ -15,9 +15,11 @@ namespace amp {
 #include "amp/Transforms/Passes.h.inc"
 
 /// Appends to `f` the gradients of its result `lossName` for every
-/// parameter not in `frozen` (see amp-autodiff).
+/// parameter not in `frozen`, with the rows of `paddingRows` ("name:row")
+/// zero (see amp-autodiff).
 LogicalResult differentiate(func::FuncOp f, StringRef lossName,
-                            ArrayRef<std::string> frozen);
+                            ArrayRef<std::string> frozen,
+                            ArrayRef<std::string> paddingRows = {});
 
 /// Reverse mode over the ops before `b`'s insertion point in its block: the
 /// gradients of `y` (seeded with ones) for each of `xs` (zeros where y does

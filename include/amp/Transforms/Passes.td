@@ -93,7 +93,9 @@ def AMPAutodiff : Pass<"amp-autodiff", "::mlir::ModuleOp"> {
     `loss=`) must be a scalar; every op between the parameters and the loss
     states its gradient (GradientOpInterface); gradients of values used
     more than once are summed. The gradient of each parameter that is not
-    `frozen` is appended as a result marked `amp.grad = "<name>"`. Backward
+    `frozen` is appended as a result marked `amp.grad = "<name>"`; the rows
+    named by `padding-rows` (name:row, row along the first dimension, as
+    nn.Embedding's padding_idx) have a gradient of 0. Backward
     ops carry `amp.differentiates = "<forward node>"` (amp-autocast gives
     them their forward op's precision). Forward values nothing needs are
     erased.
@@ -103,7 +105,10 @@ def AMPAutodiff : Pass<"amp-autodiff", "::mlir::ModuleOp"> {
     Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
            "Name (amp.output) of the scalar result to differentiate">,
     ListOption<"frozen", "frozen", "std::string",
-               "Parameters that get no gradient">
+               "Parameters that get no gradient">,
+    ListOption<"paddingRows", "padding-rows", "std::string",
+               "Rows of a parameter that get no gradient, as name:row "
+               "(nn.Embedding's padding_idx: the row's gradient is 0)">
   ];
 }
 

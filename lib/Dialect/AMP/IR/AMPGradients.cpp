@@ -763,7 +763,24 @@ static LogicalResult gatherGrad(FwdOp op, OpBuilder &b, ArrayRef<Value> rg,
 
 LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
-  return gatherGrad<GatherGradOp>(*this, b, rg, og);
+  if (failed(gatherGrad<GatherGradOp>(*this, b, rg, og)))
+    return failure();
+  // Rows amp-autodiff's padding-rows names (nn.Embedding's padding_idx, the
+  // gather along axis 0): where(row, 0, dW), exact.
+  auto rows = (*this)->getAttrOfType<DenseI64ArrayAttr>("amp.padding_rows");
+  if (!rows || !og[0])
+    return success();
+  auto gt = cast<RankedTensorType>(og[0].getType());
+  SmallVector<int64_t> maskShape(gt.getRank(), 1);
+  maskShape[0] = gt.getDimSize(0);
+  auto mt = RankedTensorType::get(maskShape, b.getI1Type());
+  SmallVector<bool> bits(maskShape[0], false);
+  for (int64_t r : rows.asArrayRef())
+    bits[r] = true;
+  Value mask = arith::ConstantOp::create(b, getLoc(), mt,
+                                         DenseElementsAttr::get(mt, ArrayRef<bool>(bits)));
+  og[0] = WhereOp::create(b, getLoc(), gt, mask, scalar(b, getLoc(), og[0], 0.0), og[0]);
+  return success();
 }
 
 LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
