@@ -113,7 +113,8 @@ def _as_numpy(name, value):
 _EXPORTERS = ("torchscript", "dynamo")
 # Exporter warnings about what fit itself asks for or takes care of.
 _FIT_HANDLES = ("legacy TorchScript-based ONNX export", "Setting `training` to something other",
-                "The feature will be removed", "embedding with padding_idx")
+                "The feature will be removed", "embedding with padding_idx",
+                "Exporting a model while it is in training mode")
 
 
 def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision: str = "fp32",
@@ -175,6 +176,7 @@ def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision
                                       training=torch.onnx.TrainingMode.TRAINING, **kw)
                 else:
                     torch.onnx.export(module, example, onnx_path, dynamo=True, external_data=False,
+                                      optimize=False, do_constant_folding=False,
                                       **kw)
         except Exception as e:  # the exporter's own message
             raise RuntimeError(f"torch.onnx.export ({exporter}) failed: {e}") from e

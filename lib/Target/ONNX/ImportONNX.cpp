@@ -1321,6 +1321,22 @@ LogicalResult handleLoss(NodeCtx &n, llvm::StringRef opName, int results) {
 }
 
 /// Cast (`to`), or CastLike (input 1's element type; `like`).
+/// An INT64 or INT32 constant of `values`.
+static HostTensor makeInteger(int32_t dtype, std::vector<int64_t> shape,
+                              const std::vector<int64_t> &values) {
+  HostTensor t = makeInt64(std::move(shape), values);
+  if (dtype == onnx::TensorProto::INT32) {
+    t.dtype = dtype;
+    auto bytes = std::make_shared<std::string>(values.size() * 4, '\0');
+    for (size_t i = 0; i < values.size(); ++i) {
+      int32_t x = (int32_t)values[i];
+      std::memcpy(bytes->data() + 4 * i, &x, 4);
+    }
+    t.bytes = bytes;
+  }
+  return t;
+}
+
 LogicalResult handleCast(NodeCtx &n, bool like = false) {
   if (failed(n.allowAttrs(like ? llvm::ArrayRef<llvm::StringRef>{"saturate"}
                                : llvm::ArrayRef<llvm::StringRef>{"to", "saturate"})))
@@ -1345,27 +1361,33 @@ LogicalResult handleCast(NodeCtx &n, bool like = false) {
   }
   if (failed(to))
     return failure();
-  // A cast of a compile-time integer (shape arithmetic) stays a constant.
+  // A cast of a compile-time integer (shape arithmetic) stays a constant,
+  // and so does a small float constant cast to an integer (torch.export's
+  // CastLike(0.0, int64) for arange bounds): truncated toward zero.
   auto c = n.im.consts.find(n.hasInput(0) ? n.node.input(0) : "");
   if (c != n.im.consts.end() && elementSize(*to) &&
-      (*to == onnx::TensorProto::INT64 || *to == onnx::TensorProto::INT32) &&
-      c->second.dtype != onnx::TensorProto::FLOAT &&
-      c->second.dtype != onnx::TensorProto::DOUBLE &&
-      c->second.dtype != onnx::TensorProto::FLOAT16 &&
-      c->second.dtype != onnx::TensorProto::BFLOAT16) {
-    std::vector<int64_t> v = c->second.toInt64();
-    HostTensor t = makeInt64(c->second.shape, v);
-    if (*to == onnx::TensorProto::INT32) {
-      t.dtype = onnx::TensorProto::INT32;
-      auto bytes = std::make_shared<std::string>(v.size() * 4, '\0');
-      for (size_t i = 0; i < v.size(); ++i) {
-        int32_t x = (int32_t)v[i];
-        std::memcpy(bytes->data() + 4 * i, &x, 4);
+      (*to == onnx::TensorProto::INT64 || *to == onnx::TensorProto::INT32)) {
+    bool isFloat = c->second.dtype == onnx::TensorProto::FLOAT ||
+                   c->second.dtype == onnx::TensorProto::DOUBLE ||
+                   c->second.dtype == onnx::TensorProto::FLOAT16 ||
+                   c->second.dtype == onnx::TensorProto::BFLOAT16;
+    std::optional<std::vector<int64_t>> v;
+    if (!isFloat) {
+      v = c->second.toInt64();
+    } else if (c->second.numElements() <= (1 << 16)) {
+      v.emplace();
+      for (double d : c->second.toDouble()) {
+        if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) {
+          v.reset(); // undefined in ONNX: left to the op
+          break;
+        }
+        v->push_back((int64_t)std::trunc(d));
       }
-      t.bytes = bytes;
     }
-    n.setConstOutput(0, std::move(t));
-    return success();
+    if (v) {
+      n.setConstOutput(0, makeInteger((int32_t)*to, c->second.shape, *v));
+      return success();
+    }
   }
   // A DOUBLE constant cast to FLOAT (torch.onnx.export writes clamp bounds
   // so) becomes a FLOAT constant: each value rounded once, as Cast would.
@@ -1595,6 +1617,121 @@ static bool broadcastConsts(ArrayRef<const HostTensor *> ts, std::vector<int64_t
     }
   }
   return true;
+}
+
+/// A float tensor of `dtype` (FLOAT, DOUBLE, FLOAT16, BFLOAT16) holding
+/// `values` rounded to nearest even.
+static HostTensor makeFloat(int32_t dtype, std::vector<int64_t> shape,
+                            const std::vector<double> &values) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  size_t es = elementSize(dtype);
+  t.bytes = std::make_shared<std::string>(values.size() * es, '\0');
+  const llvm::fltSemantics &sem = dtype == onnx::TensorProto::FLOAT16    ? APFloat::IEEEhalf()
+                                  : dtype == onnx::TensorProto::BFLOAT16 ? APFloat::BFloat()
+                                  : dtype == onnx::TensorProto::FLOAT    ? APFloat::IEEEsingle()
+                                                                         : APFloat::IEEEdouble();
+  for (size_t i = 0; i < values.size(); ++i) {
+    APFloat a(values[i]);
+    bool lost;
+    a.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    uint64_t bits = a.bitcastToAPInt().getZExtValue();
+    std::memcpy(&(*t.bytes)[i * es], &bits, es);
+  }
+  return t;
+}
+
+/// DOUBLE constants: the runtime has no f64, and exporters write them only
+/// for compile-time scalars (transformers' sdpa attention: the scale as
+/// Constant(DOUBLE) -> Sqrt -> Cast(FLOAT)). A node whose inputs are all
+/// constants and one of them DOUBLE is computed here in double (unary and
+/// binary element-wise ops with broadcasting, Cast, the movement ops on a
+/// single value); its output is a constant of the node's type, rounded once.
+/// A DOUBLE value that reaches an op this cannot fold is an error there.
+LogicalResult foldDoubleNode(NodeCtx &n) {
+  const std::string &op = n.node.op_type();
+  std::vector<const HostTensor *> in;
+  bool anyDouble = false;
+  for (int i = 0; i < n.node.input_size(); ++i) {
+    if (n.node.input(i).empty())
+      return failure();
+    auto it = n.im.consts.find(n.node.input(i));
+    if (it == n.im.consts.end())
+      return failure();
+    anyDouble |= it->second.dtype == onnx::TensorProto::DOUBLE;
+    in.push_back(&it->second);
+  }
+  if (!anyDouble || in.empty() || in[0]->numElements() > (1 << 16))
+    return failure();
+  std::vector<double> x = in[0]->toDouble();
+  auto unary = [&](double (*f)(double)) {
+    for (double &v : x)
+      v = f(v);
+    n.setConstOutput(0, makeFloat(in[0]->dtype, in[0]->shape, x));
+    return success();
+  };
+  if (in.size() == 1) {
+    if (op == "Sqrt") return unary([](double v) { return std::sqrt(v); });
+    if (op == "Neg") return unary([](double v) { return -v; });
+    if (op == "Abs") return unary([](double v) { return std::fabs(v); });
+    if (op == "Reciprocal") return unary([](double v) { return 1.0 / v; });
+    if (op == "Exp") return unary([](double v) { return std::exp(v); });
+    if (op == "Log") return unary([](double v) { return std::log(v); });
+    if (op == "Floor") return unary([](double v) { return std::floor(v); });
+    if (op == "Ceil") return unary([](double v) { return std::ceil(v); });
+    if (op == "Identity") return unary([](double v) { return v; });
+    if (op == "Cast") {
+      auto to = n.getInt("to", std::nullopt);
+      if (failed(to))
+        return failure();
+      int32_t dt = (int32_t)*to;
+      if (dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE ||
+          dt == onnx::TensorProto::FLOAT16 || dt == onnx::TensorProto::BFLOAT16) {
+        n.setConstOutput(0, makeFloat(dt, in[0]->shape, x));
+        return success();
+      }
+      return failure(); // to an integer: handleCast folds it
+    }
+    return failure();
+  }
+  bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
+                op == "Min" || op == "Max";
+  if (binary && in.size() == 2) {
+    if (in[0]->dtype != in[1]->dtype)
+      return failure();
+    std::vector<int64_t> shape;
+    std::vector<std::vector<int64_t>> index;
+    if (!broadcastConsts(in, shape, index))
+      return failure();
+    std::vector<double> y = in[1]->toDouble(), r(index[0].size());
+    for (size_t e = 0; e < r.size(); ++e) {
+      double p = x[index[0][e]], q = y[index[1][e]];
+      r[e] = op == "Add"   ? p + q
+             : op == "Sub" ? p - q
+             : op == "Mul" ? p * q
+             : op == "Div" ? p / q
+             : op == "Pow" ? std::pow(p, q)
+             : op == "Min" ? (std::isnan(p) || std::isnan(q) ? NAN : std::min(p, q))
+                           : (std::isnan(p) || std::isnan(q) ? NAN : std::max(p, q));
+    }
+    n.setConstOutput(0, makeFloat(in[0]->dtype, shape, r));
+    return success();
+  }
+  if ((op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") && in.size() == 2 &&
+      in[0]->numElements() == 1 && n.opset >= 13) {
+    // A single value takes the shape the op gives it: all ones.
+    size_t rank = in[0]->shape.size();
+    if (op == "Unsqueeze")
+      rank += in[1]->numElements();
+    else if (op == "Squeeze")
+      rank = in[1]->numElements() ? rank - std::min<size_t>(rank, in[1]->numElements()) : 0;
+    else
+      rank = in[1]->numElements();
+    n.setConstOutput(0, makeFloat(in[0]->dtype, std::vector<int64_t>(rank, 1), x));
+    return success();
+  }
+  return failure();
 }
 
 LogicalResult foldIntegerNode(NodeCtx &n) {
@@ -5683,7 +5820,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     current = &n;
     const OpInfo &info =
         table.at(domain.empty() ? node.op_type() : domain + "." + node.op_type());
-    bool folded = succeeded(foldIntegerNode(n)) || succeeded(foldFloatConcat(n));
+    bool folded = succeeded(foldIntegerNode(n)) || succeeded(foldFloatConcat(n)) ||
+                  succeeded(foldDoubleNode(n));
     LogicalResult ok = folded ? success() : info.handle(n);
     if (succeeded(ok) && !folded) {
       int extra = n.unusedInput();
