@@ -1476,5 +1476,75 @@ with tempfile.TemporaryDirectory() as d:
             check(same_nan and same_inf and err <= tol,
                   f"masked rows {prec} {k}: got {got.tolist()}, torch {ref.tolist()}")
 
+# 9c. What real exports write on integers and doubles, forward only, against
+#     onnx's reference evaluator: int64 ScatterND (T5 / BART shift the labels
+#     into the decoder inputs), int64 ScatterElements, Min / Max / Abs / Neg
+#     of int64 constants (T5's relative-position buckets), a DOUBLE constant
+#     through Sqrt / Div / Cast (transformers' sdpa scale), CastLike of a
+#     float constant to int64 (torch.export's arange bounds).
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+ids = rng.integers(0, 1000, (3, 6)).astype(np.int64)
+xf = randn(3, 6)
+c1 = rng.integers(-9, 9, (4, 4)).astype(np.int64)
+c2 = rng.integers(-9, 9, (4, 4)).astype(np.int64)
+nodes = [
+    # shifted[:, 1:] = ids[:, :-1]; shifted[:, 0] = 7, as shift_tokens_right
+    helper.make_node("Slice", ["ids", "s0", "e0", "ax1"], ["head"]),
+    helper.make_node("ScatterND", ["zeros", "where", "head"], ["shifted0"]),
+    helper.make_node("ScatterND", ["shifted0", "first", "sevens"], ["shifted"]),
+    helper.make_node("ScatterElements", ["ids", "cols", "upd"], ["scattered"], axis=1),
+    helper.make_node("Min", ["c1", "c2"], ["mn"]),
+    helper.make_node("Max", ["c1", "c2", "c3"], ["mx"]),
+    helper.make_node("Neg", ["mn"], ["neg"]),
+    helper.make_node("Abs", ["neg"], ["ab"]),
+    helper.make_node("Add", ["mx", "ab"], ["ints"]),
+    helper.make_node("Sqrt", ["d"], ["dsq"]),
+    helper.make_node("Div", ["one_d", "dsq"], ["dinv"]),
+    helper.make_node("Cast", ["dinv"], ["scale"], to=TensorProto.FLOAT),
+    helper.make_node("Mul", ["x", "scale"], ["scaled"]),
+    helper.make_node("Constant", [], ["fzero"], value=numpy_helper.from_array(np.array(0.0, np.float32))),
+    helper.make_node("Constant", [], ["fsix"], value=numpy_helper.from_array(np.array(6.0, np.float32))),
+    helper.make_node("CastLike", ["fzero", "ids"], ["izero"]),
+    helper.make_node("CastLike", ["fsix", "ids"], ["isix"]),
+    helper.make_node("Range", ["izero", "isix", "ione"], ["ar"]),
+    helper.make_node("Add", ["shifted", "ar"], ["shifted_ar"]),
+]
+where = np.array([[[i, j + 1] for j in range(5)] for i in range(3)], np.int64)
+consts = {"zeros": np.zeros((3, 6), np.int64), "where": where,
+          "s0": np.array([0], np.int64), "e0": np.array([5], np.int64),
+          "ax1": np.array([1], np.int64),
+          "first": np.array([[0, 0], [1, 0], [2, 0]], np.int64),
+          "sevens": np.array([7, 7, 7], np.int64),
+          "cols": np.array([[5, 0], [2, 3], [1, 4]], np.int64),
+          "upd": rng.integers(-50, 50, (3, 2)).astype(np.int64),
+          "c1": c1, "c2": c2, "c3": np.array([[-3], [0], [2], [5]], np.int64),
+          "d": np.array(8.0, np.float64), "one_d": np.array(1.0, np.float64),
+          "ione": np.array(1, np.int64)}
+outs = ["shifted_ar", "scattered", "ints", "scaled"]
+g = helper.make_graph(
+    nodes, "g",
+    [helper.make_tensor_value_info("ids", TensorProto.INT64, ids.shape),
+     helper.make_tensor_value_info("x", TensorProto.FLOAT, xf.shape)],
+    [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
+    [numpy_helper.from_array(a, k) for k, a in consts.items()])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+want = dict(zip(outs, ReferenceEvaluator(m).run(None, {"ids": ids, "x": xf})))
+with tempfile.TemporaryDirectory() as d:
+    onnx.save(m, f"{d}/m.onnx")
+    np.savez(f"{d}/in.npz", ids=ids, x=xf)
+    r = subprocess.run([run, f"{d}/m.onnx", "--inputs", f"{d}/in.npz", "--outputs",
+                        f"{d}/out.npz"], capture_output=True, text=True)
+    if r.returncode != 0:
+        check(False, f"integer / double exports: amp-run failed: {r.stderr.strip()}")
+    else:
+        out = np.load(f"{d}/out.npz")
+        for k in outs:
+            same = out[k].dtype == want[k].dtype and (
+                np.array_equal(out[k], want[k]) if k != "scaled"
+                else np.allclose(out[k], want[k], rtol=1e-7, atol=0))
+            check(same, f"integer / double exports: {k}: got {out[k].tolist()} ({out[k].dtype}), "
+                        f"reference {want[k].tolist()} ({want[k].dtype})")
+
 print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
 sys.exit(1 if failed or passed == 0 else 0)

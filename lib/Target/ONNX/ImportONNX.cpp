@@ -1354,7 +1354,12 @@ LogicalResult handleCast(NodeCtx &n, bool like = false) {
       if (failed(target))
         return failure();
       likeElt = getElementTypeOrSelf(target->getType());
-      to = -1; // the type is likeElt: no folding below
+      // An integer target folds a constant input like Cast does (torch.export
+      // writes CastLike(0.0, input_ids) for arange bounds); otherwise the
+      // type is likeElt: no folding below.
+      to = likeElt.isSignlessInteger(64)   ? onnx::TensorProto::INT64
+           : likeElt.isSignlessInteger(32) ? onnx::TensorProto::INT32
+                                           : -1;
     }
   } else {
     to = n.getInt("to", std::nullopt);
@@ -1389,22 +1394,8 @@ LogicalResult handleCast(NodeCtx &n, bool like = false) {
       return success();
     }
   }
-  // A DOUBLE constant cast to FLOAT (torch.onnx.export writes clamp bounds
-  // so) becomes a FLOAT constant: each value rounded once, as Cast would.
-  if (c != n.im.consts.end() && c->second.dtype == onnx::TensorProto::DOUBLE &&
-      *to == onnx::TensorProto::FLOAT) {
-    std::vector<double> v = c->second.toDouble();
-    HostTensor t;
-    t.dtype = onnx::TensorProto::FLOAT;
-    t.shape = c->second.shape;
-    t.bytes = std::make_shared<std::string>(v.size() * 4, '\0');
-    for (size_t i = 0; i < v.size(); ++i) {
-      float f = (float)v[i];
-      std::memcpy(t.bytes->data() + 4 * i, &f, 4);
-    }
-    n.setConstOutput(0, std::move(t));
-    return success();
-  }
+  // (A DOUBLE constant cast to a float type was folded before the handler:
+  // foldDoubleNode.)
   auto elt = likeElt ? FailureOr<Type>(likeElt)
                      : n.im.elementType((int32_t)*to, "the cast's target type");
   auto x = n.input(0);
@@ -1800,11 +1791,31 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     n.setConstOutput(0, *in[0]);
     return success();
   }
-  if (op == "Neg") {
+  if (op == "Neg" || op == "Abs") {
     auto v = vals(in[0]);
     for (int64_t &x : v)
-      x = (int64_t)(0 - (uint64_t)x);
-    n.setConstOutput(0, makeInt64(in[0]->shape, v));
+      x = op == "Abs" && x >= 0 ? x : (int64_t)(0 - (uint64_t)x);
+    n.setConstOutput(0, makeInteger(in[0]->dtype, in[0]->shape, v));
+    return success();
+  }
+  if ((op == "Min" || op == "Max") &&
+      llvm::all_of(in, [&](const HostTensor *t) { return t && t->dtype == in[0]->dtype; })) {
+    // Variadic, broadcast (T5's relative-position buckets: Min of two
+    // constant int64 tables).
+    std::vector<int64_t> shape;
+    std::vector<std::vector<int64_t>> index;
+    if (!broadcastConsts(in, shape, index))
+      return failure();
+    std::vector<std::vector<int64_t>> v;
+    for (const HostTensor *t : in)
+      v.push_back(vals(t));
+    std::vector<int64_t> r(index[0].size());
+    for (size_t e = 0; e < r.size(); ++e) {
+      r[e] = v[0][index[0][e]];
+      for (size_t q = 1; q < in.size(); ++q)
+        r[e] = op == "Min" ? std::min(r[e], v[q][index[q][e]]) : std::max(r[e], v[q][index[q][e]]);
+    }
+    n.setConstOutput(0, makeInteger(in[0]->dtype, shape, r));
     return success();
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
@@ -4243,6 +4254,40 @@ static Value scatterAlong(NodeCtx &n, Elementwise &e, Value data, Value indices,
   auto dt = cast<RankedTensorType>(data.getType());
   SmallVector<NamedAttribute> attrs{named(n, "shape", ints(n, dt.getShape())),
                                     named(n, "axis", i64(n, axis))};
+  if (!isa<FloatType>(dt.getElementType())) {
+    // Integer data (T5 / BART shift the labels into decoder inputs with an
+    // int64 ScatterND): scatter each update's position (1-based, exact in
+    // f32 below 2^24), then gather the integer updates at the positions
+    // that were written, the data elsewhere; no arithmetic on the values.
+    auto ut = cast<RankedTensorType>(updates.getType());
+    int64_t count = ut.getNumElements();
+    if (reduction != "none") {
+      (void)n.fail("reduction '" + reduction + "' on integer data is not supported (none is)");
+      e.ok = false;
+      return Value();
+    }
+    if (count >= (int64_t(1) << 24)) {
+      (void)n.fail("integer data with " + llvm::Twine(count) +
+                   " updates (2^24 or more) is not supported");
+      e.ok = false;
+      return Value();
+    }
+    auto &b = n.im.b;
+    auto pt = RankedTensorType::get(ut.getShape(), b.getF32Type());
+    SmallVector<float> positions;
+    for (int64_t i = 0; i < count; ++i)
+      positions.push_back(float(i + 1));
+    Value pos = arith::ConstantOp::create(b, n.loc, pt, DenseElementsAttr::get(pt, ArrayRef<float>(positions)));
+    Value at = e.op("amp.gather_elements_grad", {indices, pos}, attrs);
+    Value hit = e.op("amp.greater", {at, e.cst(b.getF32Type(), 0.0)});
+    Value from = e.op("amp.where", {hit, e.sub(at, e.cst(b.getF32Type(), 1.0)), e.cst(b.getF32Type(), 0.0)});
+    if (!e.ok)
+      return Value();
+    from = CastOp::create(b, n.loc, RankedTensorType::get(dt.getShape(), b.getI64Type()), from).getResult();
+    Value flat = e.op("amp.reshape", {updates}, {named(n, "shape", ints(n, {count}))});
+    Value vals = e.op("amp.gather", {flat, from}, {named(n, "axis", i64(n, 0))});
+    return e.op("amp.where", {hit, vals, data});
+  }
   Value scattered = e.op("amp.gather_elements_grad", {indices, updates}, attrs);
   if (reduction == "add")
     return e.add(data, scattered);
@@ -4270,8 +4315,6 @@ LogicalResult handleScatterElements(NodeCtx &n) {
   auto dt = cast<RankedTensorType>(data->getType());
   auto it = cast<RankedTensorType>(idx->getType());
   auto ut = cast<RankedTensorType>(upd->getType());
-  if (!isa<FloatType>(dt.getElementType()))
-    return n.fail("only float data is supported");
   if (!dt.hasStaticShape() || !it.hasStaticShape() || it.getShape() != ut.getShape())
     return n.fail("needs static shapes, and updates of the indices' shape");
   int64_t rank = dt.getRank(), ax = *axis < 0 ? *axis + rank : *axis;
@@ -4386,8 +4429,6 @@ LogicalResult handleScatterND(NodeCtx &n) {
   auto dt = cast<RankedTensorType>(data->getType());
   auto it = cast<RankedTensorType>(idx->getType());
   auto ut = cast<RankedTensorType>(upd->getType());
-  if (!isa<FloatType>(dt.getElementType()))
-    return n.fail("only float data is supported");
   if (!dt.hasStaticShape() || !it.hasStaticShape() || !ut.hasStaticShape() || it.getRank() < 1)
     return n.fail("needs static shapes and indices of rank >= 1");
   int64_t k = it.getDimSize(it.getRank() - 1);
@@ -5742,8 +5783,11 @@ OwningOpRef<ModuleOp> Importer::run() {
       continue;
     }
     bool state = opts.stateInitializers.count(init.name()) > 0;
-    bool isParam = isFloatType(d->dtype) && (readAsTensor.count(init.name()) || state) &&
-                   !frozen.count(init.name());
+    // DOUBLE initializers are constants: the runtime has no f64, and
+    // exporters write them for compile-time scalars, which fold; one that
+    // reaches an op that cannot fold is an error there, naming it.
+    bool isParam = isFloatType(d->dtype) && d->dtype != onnx::TensorProto::DOUBLE &&
+                   (readAsTensor.count(init.name()) || state) && !frozen.count(init.name());
     if (isParam || state)
       params.emplace_back(init.name(), std::move(*d));
     else
