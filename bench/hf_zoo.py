@@ -10,15 +10,17 @@ For each model and precision:
     error);
   * ours: fit(..., precision=...), the same steps and batches.
 It reports the worst relative loss difference of ours against PyTorch in
-that precision, beside PyTorch's own difference between that precision and
-fp32; the update error (max |p - p64| over the parameters, relative to the
+that precision, beside PyTorch's own difference from its float64 run; the update error (max |p - p64| over the parameters, relative to the
 largest float64 update) of ours and of PyTorch's; the median step time of
 both; the seconds fit spent before training (export, import, compile).
 
-A model passes a precision when every loss is finite and the loss
-difference is within max(tol, 3 x PyTorch's own low-precision difference)
-with tol 1e-4 (fp32), 2e-3 (bf16, fp16); a model listed in EXPECTED_FAILURES
-is reported with its reason (and as an unexpected pass if it passes).
+A model passes a precision when every loss is finite, the loss difference
+against PyTorch in that precision is within max(tol, 3 x PyTorch's own
+difference from float64) with tol 1e-4 (fp32), 2e-3 (bf16, fp16), and our
+update error is within max(3 x PyTorch's, 1e-3 / 5e-2 / 5e-2): a model
+whose training amplifies rounding (batch norm over 4 samples) is judged
+by how far PyTorch itself strays. A model listed in EXPECTED_FAILURES is
+reported with its reason (and as an unexpected pass if it passes).
 
     python bench/hf_zoo.py                    # the whole zoo, a Markdown table
     python bench/hf_zoo.py --quick            # the ctest subset
@@ -84,8 +86,8 @@ def text_inputs(rows, g, mlm=False, seq2seq=False):
     return out
 
 
-def image_inputs(rows, g, name="pixel_values"):
-    return {name: torch.randn(rows, 3, IMG, IMG, generator=g),
+def image_inputs(rows, g, name="pixel_values", size=IMG):
+    return {name: torch.randn(rows, 3, size, size, generator=g),
             "labels": torch.randint(0, 10, (rows,), generator=g)}
 
 
@@ -178,20 +180,23 @@ def build_zoo():
             drop_path_rate=0.0)), ["pixel_values", "labels"], image_inputs),
     }
 
-    def timm_model(name, **kw):
+    def timm_model(name, size=IMG, **kw):
+        # Batch norm over a batch of 4 at the last stages' 1x1 maps makes
+        # training chaotic (PyTorch's own fp32 run was 0.9 of an update from
+        # its float64 run at 32x32): these see larger images.
         def make():
             import timm
             m = timm.create_model(name, pretrained=False, num_classes=10, **kw)
-            return Classifier(m), lambda r, g: image_inputs(r, g, "x"), "torchscript"
+            return Classifier(m), lambda r, g: image_inputs(r, g, "x", size), "torchscript"
         return make
 
     zoo.update({
-        "timm-resnet10t": timm_model("resnet10t"),
-        "timm-mobilenetv3": timm_model("mobilenetv3_small_050"),
+        "timm-resnet10t": timm_model("resnet10t", size=96),
+        "timm-mobilenetv3": timm_model("mobilenetv3_small_050", size=96),
         "timm-convnext-atto": timm_model("convnext_atto"),
         "timm-vit-tiny": timm_model("vit_tiny_patch16_224", img_size=IMG, patch_size=8),
-        "timm-regnetx": timm_model("regnetx_002"),
-        "timm-efficientnet-b0": timm_model("efficientnet_b0"),
+        "timm-regnetx": timm_model("regnetx_002", size=96),
+        "timm-efficientnet-b0": timm_model("efficientnet_b0", size=96),
     })
     return zoo
 
@@ -204,6 +209,15 @@ EXPECTED_FAILURES = {}
 STEPS, BATCH = 4, 4
 DT = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOL = {"fp32": 1e-4, "bf16": 2e-3, "fp16": 2e-3}
+# The update error's floor: a ReLU input that rounds across 0 moves one
+# element of a gradient by its full size, so a few steps of fp16 / bf16
+# training land a few percent of an update from float64 (PyTorch's own fp16
+# T5 run: 4.7e-2, while ours was 5e-3; on T5 with decoder ids the other way
+# round: 2.9e-3 and 1.7e-2, both in the decoder's ReLU FFN).
+UPDATE_TOL = {"fp32": 1e-3, "bf16": 5e-2, "fp16": 5e-2}
+# Learning rates other than --lr: batch norm over batches of 4 is steep.
+LR = {"timm-resnet10t": 0.01, "timm-mobilenetv3": 0.01, "timm-regnetx": 0.01,
+      "timm-efficientnet-b0": 0.01}
 
 
 def batches(inputs, step):
@@ -237,14 +251,18 @@ def torch_run(net, inputs, precision, lr):
 
 
 def float64_run(net, inputs, lr):
+    """PyTorch in float64: the trained module and its losses."""
     net = copy.deepcopy(net).double()
     opt = torch.optim.SGD(net.parameters(), lr=lr)
+    losses = []
     for s in range(STEPS):
         args = [a.double() if a.is_floating_point() else a for a in batches(inputs, s)]
         opt.zero_grad()
-        net(*args).backward()
+        loss = net(*args)
+        loss.backward()
         opt.step()
-    return net
+        losses.append(float(loss.detach()))
+    return net, losses
 
 
 def update_error(net, ref64, start):
@@ -268,9 +286,8 @@ def run_model(name, make, precisions, lr):
     module.train()
     inputs = make_inputs(2 * BATCH, g)
     start = copy.deepcopy(module)
-    ref64 = float64_run(start, inputs, lr)
+    ref64, losses64 = float64_run(start, inputs, lr)
     out = {"model": name, "exporter": exporter, "runs": {}}
-    fp32_losses = None
     for p in precisions:
         r = {}
         net, ref = copy.deepcopy(start), copy.deepcopy(start)
@@ -280,8 +297,6 @@ def run_model(name, make, precisions, lr):
             r.update(status="torch-fails", error=f"PyTorch: {str(e).splitlines()[0][:200]}")
             out["runs"][p] = r
             continue
-        if p == "fp32":
-            fp32_losses = tl
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings(record=True) as said:
@@ -296,15 +311,15 @@ def run_model(name, make, precisions, lr):
         ours = [row["loss"] for row in rows]
         steps_s = [row["step_time_s"] for row in rows]
         rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(ours, tl))
-        own = (max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(tl, fp32_losses))
-               if fp32_losses and p != "fp32" else 0.0)
+        own = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(tl, losses64))
         finite = all(math.isfinite(v) for v in ours)
         tol = max(TOL[p], 3 * own)
+        ue, tue = update_error(net, ref64, start), update_error(ref, ref64, start)
+        close = ue <= max(3 * tue, UPDATE_TOL[p]) if math.isfinite(tue) else True
         r.update(
-            status="ok" if finite and rel <= tol else "mismatch",
+            status="ok" if finite and rel <= tol and close else "mismatch",
             loss_diff=rel, torch_own_diff=own, tolerance=tol,
-            update_error=update_error(net, ref64, start),
-            torch_update_error=update_error(ref, ref64, start),
+            update_error=ue, torch_update_error=tue,
             ms_step=1e3 * statistics.median(steps_s[1:]), torch_ms_step=1e3 * tms,
             compile_s=total - sum(steps_s), losses=ours, torch_losses=tl,
             scales=[row["loss_scale"] for row in rows],
@@ -336,7 +351,7 @@ def table(results, precisions):
              f"torch {torch.__version__}, transformers {T().__version__}; {STEPS} SGD steps of "
              f"batch {BATCH} from the same weights and batches.", "",
              "| model | exporter | precision | status | loss diff vs PyTorch | PyTorch's own vs "
-             "fp32 | update error ours / PyTorch's (vs float64) | ms/step ours / PyTorch | "
+             "float64 | update error ours / PyTorch's (vs float64) | ms/step ours / PyTorch | "
              "compile s |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for res in results:
@@ -374,7 +389,7 @@ def main():
     results, bad = [], []
     for name in names:
         t0 = time.time()
-        res = run_model(name, zoo[name], precisions, args.lr)
+        res = run_model(name, zoo[name], precisions, LR.get(name, args.lr))
         for p, r in res["runs"].items():
             expected = EXPECTED_FAILURES.get((name, p)) or EXPECTED_FAILURES.get(name)
             ok = r.get("status") in ("ok", "torch-fails")

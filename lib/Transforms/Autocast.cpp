@@ -15,7 +15,10 @@
 // constant holding a value the target type cannot hold (finfo(f32).min or
 // -inf mask fills, 1e5 for f16, NaN) is not weak: it counts as an f32
 // activation, so the ops reading it (the mask's Where, the Add of scores and
-// mask) compute in f32, as PyTorch's type promotion keeps them. Casts back
+// mask) compute in f32, as PyTorch's type promotion keeps them. An op that
+// reads parameters at indices computed from a graph input (an embedding
+// lookup at the token ids) makes an activation, not a weak value: PyTorch's
+// embedding output is an f32 tensor like any other. Casts back
 // to a wider type appear only where an op or a function result needs them;
 // amp-fold-casts then removes exact round trips. Integer and boolean values
 // are never touched.
@@ -169,6 +172,9 @@ private:
   /// Constants (and values computed from them) that the target type cannot
   /// hold, with why: "holds -3.4e+38, which bf16 cannot hold".
   DenseMap<Value, std::string> unfit;
+  /// Values that depend on a graph input (token ids, masks): a weight read
+  /// at such indices (an embedding lookup) is an activation, as in PyTorch.
+  DenseSet<Value> dynamic;
   DenseSet<Value> castParams;
   DenseMap<Value, Type> originalType; // values whose type the pass changed
   /// Forward decisions by node name, for backward ops.
@@ -314,9 +320,12 @@ LogicalResult Autocaster::run() {
   Block &entry = func.getBody().front();
   // Weak values: parameters and constants (and casts / data movement of
   // them, which stay weak as the walk goes).
-  for (BlockArgument arg : entry.getArguments())
+  for (BlockArgument arg : entry.getArguments()) {
     if (func.getArgAttr(arg.getArgNumber(), "amp.param"))
       weak.insert(arg);
+    else
+      dynamic.insert(arg);
+  }
 
   // keep-io-types=false: float graph inputs take the target type.
   if (!opts.keepIOTypes) {
@@ -335,6 +344,10 @@ LogicalResult Autocaster::run() {
   }
 
   WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+    bool readsDynamic = llvm::any_of(op->getOperands(), [&](Value v) { return dynamic.contains(v); });
+    if (readsDynamic)
+      for (Value r : op->getResults())
+        dynamic.insert(r);
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       // Constants come before their users.
       if (auto v = firstUnfit(c, cast<FloatType>(low))) {
@@ -368,11 +381,15 @@ LogicalResult Autocaster::run() {
     rec.computeType = typeName(d.compute);
     rec.reason = d.reason;
 
-    // Operands to the compute type; weak-only ops keep weak results.
-    bool allWeak = true;
+    // Operands to the compute type; weak-only ops keep weak results, unless
+    // they read a graph input's integers (a Gather of an embedding table at
+    // the token ids: its rows are an activation, f32 as PyTorch has them).
+    bool allWeak = true, indexedByInput = false;
     for (OpOperand &use : op->getOpOperands()) {
-      if (!floatElement(use.get()))
+      if (!floatElement(use.get())) {
+        indexedByInput |= dynamic.contains(use.get());
         continue;
+      }
       allWeak &= isWeak(use.get());
       use.set(castTo(use.get(), d.compute));
     }
@@ -394,7 +411,9 @@ LogicalResult Autocaster::run() {
         }
       }
     }
-    if (allWeak)
+    if (allWeak && indexedByInput)
+      rec.reason += "; it reads input-dependent indices, so its result is an activation";
+    if (allWeak && !indexedByInput)
       for (Value r : op->getResults())
         weak.insert(r);
     // A value computed from an unfit constant in f32 (Where(mask, 0,
