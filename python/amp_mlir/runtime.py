@@ -116,6 +116,12 @@ def lib():
         path = os.environ.get("AMPRT_LIB") or _default_lib()
         if not os.path.exists(path):
             raise RuntimeError(f"libamprt not found at {path} (build it, or set AMPRT_LIB)")
+        # libgomp's idle threads yield after a short spin (see
+        # amprt/bounded_spin.h: a busy machine made steps 10-50x slower);
+        # read when libgomp loads, so before the library; a user's own
+        # OMP_WAIT_POLICY / GOMP_SPINCOUNT stays.
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", "1000")
         _lib = C.CDLL(path)
         _lib.amprt_last_error.restype = C.c_char_p
         _lib.amprt_checkpoint_metadata.restype = C.c_char_p

@@ -22,6 +22,7 @@
 #include "amp/Transforms/Passes.h"
 
 #include "amprt/amprt.h"
+#include "amprt/bounded_spin.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -46,6 +46,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "amprt/amprt.h"
+#include "amprt/bounded_spin.h"
 
 #include <chrono>
 #include <cerrno>
