@@ -14,7 +14,8 @@ that precision, beside PyTorch's own difference from its float64 run; the update
 largest float64 update) of ours and of PyTorch's; the median step time of
 both; the seconds fit spent before training (export, import, compile).
 
-A model passes a precision when every loss is finite, the loss difference
+A model passes a precision when every loss is finite, the loss-scale
+sequence is GradScaler's (fp16; 1 otherwise), the loss difference
 against PyTorch in that precision is within max(tol, 3 x PyTorch's own
 difference from float64) with tol 1e-4 (fp32), 2e-3 (bf16, fp16), and our
 update error is within max(3 x PyTorch's, 1e-3 / 5e-2 / 5e-2): a model
@@ -204,7 +205,12 @@ def build_zoo():
 QUICK = ["gpt2", "bert-sdpa", "llama-gqa", "t5", "timm-resnet10t"]
 
 # Models that do not train yet, with the reason (what is missing).
-EXPECTED_FAILURES = {}
+EXPECTED_FAILURES = {
+    ("timm-mobilenetv3", "fp16"):
+        "loss-scale sequence differs from GradScaler's: at step 2 (scale 32768) our gradients "
+        "overflow and the step is skipped where PyTorch's do not (step 1 both skip); the "
+        "other 25 fp16 runs have GradScaler's sequence; not yet explained",
+}
 
 STEPS, BATCH = 4, 4
 DT = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -230,9 +236,10 @@ def torch_run(net, inputs, precision, lr):
     """PyTorch's training: losses, median step seconds."""
     opt = torch.optim.SGD(net.parameters(), lr=lr)
     scaler = torch.amp.GradScaler("cpu") if precision == "fp16" else None
-    losses, times = [], []
+    losses, times, scales = [], [], []
     for s in range(STEPS):
         args = batches(inputs, s)
+        scales.append(scaler.get_scale() if scaler else 1.0)
         t0 = time.perf_counter()
         opt.zero_grad()
         with torch.autocast("cpu", dtype=DT.get(precision, torch.float32),
@@ -247,7 +254,7 @@ def torch_run(net, inputs, precision, lr):
             opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.detach()))
-    return losses, statistics.median(times[1:]) if len(times) > 1 else times[0]
+    return losses, statistics.median(times[1:]) if len(times) > 1 else times[0], scales
 
 
 def float64_run(net, inputs, lr):
@@ -292,7 +299,7 @@ def run_model(name, make, precisions, lr):
         r = {}
         net, ref = copy.deepcopy(start), copy.deepcopy(start)
         try:
-            tl, tms = torch_run(ref, inputs, p, lr)
+            tl, tms, tscales = torch_run(ref, inputs, p, lr)
         except Exception as e:  # PyTorch itself cannot (fp16 kernels on CPU)
             r.update(status="torch-fails", error=f"PyTorch: {str(e).splitlines()[0][:200]}")
             out["runs"][p] = r
@@ -316,13 +323,15 @@ def run_model(name, make, precisions, lr):
         tol = max(TOL[p], 3 * own)
         ue, tue = update_error(net, ref64, start), update_error(ref, ref64, start)
         close = ue <= max(3 * tue, UPDATE_TOL[p]) if math.isfinite(tue) else True
+        scales = [row["loss_scale"] for row in rows]
         r.update(
-            status="ok" if finite and rel <= tol and close else "mismatch",
+            status="ok" if finite and rel <= tol and close and scales == tscales
+            else "scale-mismatch" if scales != tscales else "mismatch",
             loss_diff=rel, torch_own_diff=own, tolerance=tol,
             update_error=ue, torch_update_error=tue,
             ms_step=1e3 * statistics.median(steps_s[1:]), torch_ms_step=1e3 * tms,
             compile_s=total - sum(steps_s), losses=ours, torch_losses=tl,
-            scales=[row["loss_scale"] for row in rows],
+            scales=scales, torch_scales=tscales,
             warnings=sorted({str(w.message)[:200] for w in said}))
         out["runs"][p] = r
     return out

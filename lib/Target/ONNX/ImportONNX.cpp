@@ -1752,9 +1752,13 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
   auto vals = [](const HostTensor *t) { return t->toInt64(); };
   bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
                  op == "GreaterOrEqual";
-  if ((compare || op == "And" || op == "Or" || op == "Xor" || op == "Where") &&
+  // Min / Max: variadic, of one type (T5's relative-position buckets: Min
+  // of two constant int64 tables).
+  bool minMax = (op == "Min" || op == "Max") &&
+                llvm::all_of(in, [&](const HostTensor *t) { return t && t->dtype == in[0]->dtype; });
+  if ((compare || op == "And" || op == "Or" || op == "Xor" || op == "Where" || minMax) &&
       llvm::all_of(in, [](const HostTensor *t) { return t != nullptr; }) &&
-      in.size() == (op == "Where" ? 3u : 2u)) {
+      (minMax || in.size() == (op == "Where" ? 3u : 2u))) {
     std::vector<int64_t> shape;
     std::vector<std::vector<int64_t>> index;
     if (!broadcastConsts(in, shape, index))
@@ -1764,6 +1768,12 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       v.push_back(vals(t));
     std::vector<int64_t> r(index[0].size());
     for (size_t e = 0; e < r.size(); ++e) {
+      if (minMax) {
+        r[e] = v[0][index[0][e]];
+        for (size_t k = 1; k < in.size(); ++k)
+          r[e] = op == "Min" ? std::min(r[e], v[k][index[k][e]]) : std::max(r[e], v[k][index[k][e]]);
+        continue;
+      }
       int64_t p = v[0][index[0][e]], q = v[1][index[1][e]];
       if (op == "Equal") r[e] = p == q;
       else if (op == "Less") r[e] = p < q;
@@ -1775,7 +1785,9 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       else if (op == "Xor") r[e] = (p != 0) != (q != 0);
       else r[e] = p ? q : v[2][index[2][e]];
     }
-    n.setConstOutput(0, op == "Where" ? makeInt64(shape, r) : makeBool(shape, r));
+    n.setConstOutput(0, minMax          ? makeInteger(in[0]->dtype, shape, r)
+                        : op == "Where" ? makeInt64(shape, r)
+                                        : makeBool(shape, r));
     return success();
   }
   if (op == "Not") {
@@ -1798,26 +1810,7 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     n.setConstOutput(0, makeInteger(in[0]->dtype, in[0]->shape, v));
     return success();
   }
-  if ((op == "Min" || op == "Max") &&
-      llvm::all_of(in, [&](const HostTensor *t) { return t && t->dtype == in[0]->dtype; })) {
-    // Variadic, broadcast (T5's relative-position buckets: Min of two
-    // constant int64 tables).
-    std::vector<int64_t> shape;
-    std::vector<std::vector<int64_t>> index;
-    if (!broadcastConsts(in, shape, index))
-      return failure();
-    std::vector<std::vector<int64_t>> v;
-    for (const HostTensor *t : in)
-      v.push_back(vals(t));
-    std::vector<int64_t> r(index[0].size());
-    for (size_t e = 0; e < r.size(); ++e) {
-      r[e] = v[0][index[0][e]];
-      for (size_t q = 1; q < in.size(); ++q)
-        r[e] = op == "Min" ? std::min(r[e], v[q][index[q][e]]) : std::max(r[e], v[q][index[q][e]]);
-    }
-    n.setConstOutput(0, makeInteger(in[0]->dtype, shape, r));
-    return success();
-  }
+
   if (op == "Unsqueeze" || op == "Squeeze") {
     std::vector<int64_t> axes;
     if (n.opset >= 13) {
