@@ -3,8 +3,16 @@
 #   make test   set up, build, and run every test suite under ctest
 BUILD ?= build
 CMAKE_FLAGS ?=
+# The sanitizer build (clang-22, ASan + UBSan, the fuzzers; CUDA off): its
+# tests are part of `make test` (ctest sanitize-*, fuzz-*).
+ASAN_BUILD ?= $(BUILD)-asan
+# Fuzzing time per fuzzer for `make fuzz`, in seconds.
+FUZZ_TIME ?= 900
+# ccache keys on paths relative to the checkout: a fresh clone elsewhere
+# reuses the objects another checkout compiled.
+export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: demo test build setup configure clean bench-deps docs
+.PHONY: demo test build setup configure clean bench-deps docs asan fuzz
 
 setup:
 	@scripts/setup.sh
@@ -24,12 +32,33 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD)
 
+# ASan + UBSan with clang-22: every tool, the runtime, the unit tests and the
+# fuzzers (make fuzz runs them). Each sanitizer report aborts.
+asan: setup
+	@if [ ! -f $(ASAN_BUILD)/build.ninja ]; then \
+	  cmake -S . -B $(ASAN_BUILD) -G Ninja \
+	    -DCMAKE_BUILD_TYPE=Release \
+	    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+	    -DAMP_SANITIZE=address,undefined -DAMP_FUZZ=ON -DAMP_ENABLE_CUDA=OFF \
+	    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+	    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+	    -DCMAKE_C_COMPILER_LAUNCHER=ccache \
+	    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+	    -DPython3_EXECUTABLE=$(CURDIR)/.venv/bin/python; \
+	fi
+	@cmake --build $(ASAN_BUILD)
+
+# Every fuzzer for FUZZ_TIME seconds (make fuzz FUZZ_TIME=60), one after the
+# other; FUZZ_JOBS=N forks N workers each.
+fuzz: asan
+	@scripts/fuzz.sh $(ASAN_BUILD) $(FUZZ_TIME)
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 
 # The suites run side by side, one per core (-j; JOBS=1 for one at a time).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-test: build
+test: build asan
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # docs/passes.md and docs/dialect.md from the .td files (ctest docs-up-to-date).

@@ -19,7 +19,9 @@ config.substitutions.append(("%amp_src_root", config.amp_src_root))
 config.substitutions.append(("%amp_tools_dir", config.amp_tools_dir))
 config.substitutions.append(("%python", config.python_executable))
 
-llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+# The sanitizers' options (scripts/sanitized.sh sets them for the ASan build).
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP", "ASAN_OPTIONS",
+                                     "UBSAN_OPTIONS", "LSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 
 # Our tools first, then FileCheck / not / count from LLVM.

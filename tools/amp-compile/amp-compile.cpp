@@ -538,7 +538,11 @@ int main(int argc, char **argv) {
     die(amprt_last_error());
 
   // Link with the system's C++ driver.
+#ifdef AMP_LINK_DRIVER
+  llvm::ErrorOr<std::string> cxx = std::string(AMP_LINK_DRIVER);
+#else
   auto cxx = llvm::sys::findProgramByName("c++");
+#endif
   if (!cxx)
     die("no C++ compiler driver ('c++') on PATH to link the program");
   std::string rt = runtimeDir + "/libamprt.a", runner = runtimeDir + "/libamprt_runner.a";
@@ -570,6 +574,9 @@ int main(int argc, char **argv) {
                               llvm::StringRef("-lcudart_static"), llvm::StringRef("-ldl"),
                               llvm::StringRef("-lrt")})
       args.push_back(a);
+#endif
+#ifdef AMP_LINK_FLAGS
+  args.push_back(AMP_LINK_FLAGS);
 #endif
   args.push_back("-o");
   args.push_back(prog);

@@ -319,8 +319,11 @@ int main(int argc, char **argv) {
                                     {precision, policyFile, {blockList.begin(), blockList.end()}});
   if (failed(arenaBytes))
     return 1;
+  // ExecutionEngineOptions::transformer is a function_ref: the function it
+  // refers to must outlive create().
+  std::function<llvm::Error(llvm::Module *)> optimize = makeOptimizingTransformer(2, 0, nullptr);
   ExecutionEngineOptions eo;
-  eo.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  eo.transformer = optimize;
   auto engine = ExecutionEngine::create(*module, eo);
   if (!engine)
     die("JIT compilation failed: " + llvm::toString(engine.takeError()));

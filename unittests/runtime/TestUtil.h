@@ -139,6 +139,8 @@ inline double ulp(amprt_dtype t, double v) {
   int mant = t == AMPRT_F32 ? 23 : t == AMPRT_F16 ? 10 : 7;
   int minExp = t == AMPRT_F32 ? -126 : t == AMPRT_F16 ? -14 : -126;
   double a = std::fabs(v);
+  if (!std::isfinite(a)) // inf or NaN has no exponent: the smallest step
+    return std::ldexp(1.0, minExp - mant);
   int e = a > 0 ? (int)std::floor(std::log2(a)) : minExp;
   if (e < minExp)
     e = minExp;

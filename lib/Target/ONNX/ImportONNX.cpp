@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "llvm/Support/CheckedArithmetic.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 
 #include "ONNXModel.h"
@@ -1433,7 +1434,8 @@ LogicalResult handleConstant(NodeCtx &n) {
     if (a.name() == "value_floats")
       t.shape = {(int64_t)v.size()};
     t.bytes = std::make_shared<std::string>(v.size() * 4, '\0');
-    std::memcpy(t.bytes->data(), v.data(), v.size() * 4);
+    if (!v.empty()) // (an empty vector's data() may be null)
+      std::memcpy(t.bytes->data(), v.data(), v.size() * 4);
   } else {
     return n.fail("attribute '" + a.name() +
                   "' is not supported (sparse or string constants)");
@@ -1968,7 +1970,10 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       } else if (shape[i] < 0) {
         return failure();
       } else {
-        known *= shape[i];
+        std::optional<int64_t> k = llvm::checkedMul(known, shape[i]);
+        if (!k)
+          return failure(); // the op's own shape rules report it
+        known = *k;
       }
     }
     if (infer >= 0) {
@@ -2014,8 +2019,8 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     bool same = x->shape == y->shape;
     bool xOne = x->numElements() == 1 && x->shape.size() <= y->shape.size();
     bool yOne = y->numElements() == 1 && y->shape.size() <= x->shape.size();
-    if (!same && !xOne && !yOne)
-      return failure();
+    if ((!same && !xOne && !yOne) || x->dtype != y->dtype)
+      return failure(); // (mixed types: the op's own rules report them)
     auto fmod = n.getInt("fmod", 0);
     if (failed(fmod))
       return failure();
@@ -2026,17 +2031,31 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       int64_t p = a[a.size() == 1 ? 0 : i], q = c[c.size() == 1 ? 0 : i];
       if ((op == "Div" || op == "Mod") && q == 0)
         return n.fail("integer division by zero in a shape computation");
-      if (op == "Add") r[i] = p + q;
-      else if (op == "Sub") r[i] = p - q;
-      else if (op == "Mul") r[i] = p * q;
-      else if (op == "Div") r[i] = p / q; // truncates, as ONNX's integer Div
-      else { // Mod: the divisor's sign (fmod=0, Python's %), or the dividend's (fmod=1)
-        r[i] = p % q;
+      // Checked: a folded value that wraps is a wrong shape, not a result.
+      std::optional<int64_t> v;
+      if (op == "Add") v = llvm::checkedAdd(p, q);
+      else if (op == "Sub") v = llvm::checkedSub(p, q);
+      else if (op == "Mul") v = llvm::checkedMul(p, q);
+      else if (op == "Div") {
+        if (!(p == INT64_MIN && q == -1))
+          v = p / q; // truncates, as ONNX's integer Div
+      } else {
+        v = 0;
+      }
+      if (!v)
+        return n.fail("integer overflow folding " + llvm::Twine(p) + " " + op + " " +
+                      llvm::Twine(q) + " (the int64 result wraps)");
+      if (x->dtype == onnx::TensorProto::INT32 && (*v < INT32_MIN || *v > INT32_MAX))
+        return n.fail("integer overflow folding " + llvm::Twine(p) + " " + op + " " +
+                      llvm::Twine(q) + " (the int32 result wraps)");
+      r[i] = *v;
+      if (op == "Mod") { // the divisor's sign (fmod=0, Python's %), or the dividend's (fmod=1)
+        r[i] = q == -1 ? 0 : p % q;
         if (*fmod == 0 && r[i] != 0 && ((r[i] < 0) != (q < 0)))
           r[i] += q;
       }
     }
-    n.setConstOutput(0, makeInt64(shape, r));
+    n.setConstOutput(0, makeInteger(x->dtype, shape, r));
     return success();
   }
   return failure();
@@ -3113,8 +3132,10 @@ LogicalResult handleRange(NodeCtx &n) {
     if (cnt > kMax)
       return n.fail("the range has more than 2^30 elements");
     std::vector<int64_t> v((size_t)cnt);
+    // start + i * delta lies in [start, limit); only the product may leave
+    // 64 bits (start = INT64_MIN, delta = 2^62).
     for (int64_t i = 0; i < (int64_t)cnt; ++i)
-      v[i] = s0 + i * d;
+      v[i] = (int64_t)((__int128)s0 + (__int128)i * d);
     out = makeInt64({(int64_t)cnt}, v);
     if (dt == onnx::TensorProto::INT32) {
       out.dtype = dt;
@@ -3345,6 +3366,10 @@ LogicalResult handlePad(NodeCtx &n) {
 /// transformation, edge taps clamped as its reference does. The gathers'
 /// and products' gradients make Resize's. Linear and cubic run in fp32
 /// (torch.autocast's upsample ops); nearest only copies.
+/// The longest axis Resize makes (4 Mi elements: an image 4 million pixels
+/// wide); its host tables are taps x this many entries.
+constexpr int64_t kMaxResizedAxis = int64_t(1) << 22;
+
 LogicalResult handleResize(NodeCtx &n, bool upsample) {
   static const llvm::StringRef kAttrs[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
                                            "cubic_coeff_a", "exclude_outside", "extrapolation_value",
@@ -3440,12 +3465,19 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
       scale = scales[i];
       if (!(scale > 0) || !std::isfinite(scale))
         return n.fail("a scale must be a positive number");
-      out = (int64_t)std::floor((double)len * scale);
+      double outD = std::floor((double)len * scale);
+      if (!(outD <= double(kMaxResizedAxis)))
+        return n.fail("the scale " + llvm::Twine(std::to_string(scale)) + " makes axis " +
+                      llvm::Twine(ax) + " longer than 2^22 elements");
+      out = (int64_t)outD;
       if (out <= 0)
         return n.fail("the scale " + llvm::Twine(std::to_string(scale)) + " leaves no element on axis " + llvm::Twine(ax));
     }
-    if (out > ((int64_t)1 << 31))
-      return n.fail("the resized axis is too large");
+    // The taps and weights below are host tables of taps x out entries:
+    // the axis is bounded before they are allocated.
+    if (out > kMaxResizedAxis)
+      return n.fail("the resized axis " + llvm::Twine(ax) + " would have " + llvm::Twine(out) +
+                    " elements, more than 2^22");
     if (*antialias && scale < 1.0 && !isNearest)
       return n.fail("unsupported op ai.onnx.Resize with antialias = 1 on a downscale");
     // Taps and weights per output index; ONNX's reference uses the
@@ -3472,6 +3504,9 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
         xo = center * (1.0 - adj) + (oo + 0.5) / scale - 0.5;
       }
       auto clampIdx = [&](int64_t k) { return std::max<int64_t>(0, std::min<int64_t>(k, len - 1)); };
+      // (Clamped: the taps are clamped to the axis anyway, and a source
+      // coordinate past 2^62 has no int64.)
+      xo = std::max(-4.0e18, std::min(xo, 4.0e18));
       bool whole = xo == std::floor(xo);
       int64_t i0 = (int64_t)std::floor(xo);
       double ratio = whole ? 1.0 : xo - (double)i0;
@@ -4829,15 +4864,19 @@ LogicalResult handleMelWeightMatrix(NodeCtx &n) {
   float loMel = 2595.0f * std::log10(1.0f + loHz / 700.0f), hiMel = 2595.0f * std::log10(1.0f + hiHz / 700.0f);
   double step = ((double)hiMel - (double)loMel) / (double)(M + 2);
   int64_t K = L / 2 + 1;
+  if (K * M > ((int64_t)1 << 22))
+    return n.fail("the matrix would have " + llvm::Twine(K) + " x " + llvm::Twine(M) +
+                  " entries, more than 2^22");
   SmallVector<int64_t> f;
   for (int64_t i = 0; i < M + 2; ++i) {
     double hz = 700.0 * (std::pow(10.0, (i * step + (double)loMel) / 2595.0) - 1.0);
-    f.push_back((int64_t)std::floor((double)(L + 1) * hz / (double)sr));
-  }
-  for (int64_t v : f)
-    if (v < 0 || v >= K)
+    double bin = std::floor((double)(L + 1) * hz / (double)sr);
+    // Checked as a double first: NaN or a huge edge has no int64 value.
+    if (!(bin >= 0 && bin < (double)K))
       return n.fail("the mel edges fall outside the " + llvm::Twine(K) + " spectrogram bins (check "
                     "lower_edge_hertz, upper_edge_hertz, sample_rate)");
+    f.push_back((int64_t)bin);
+  }
   std::vector<double> w((size_t)(K * M), 0.0);
   for (int64_t i = 0; i < M; ++i) {
     int64_t l = f[i], c = f[i + 1], h = f[i + 2];
@@ -5131,7 +5170,12 @@ LogicalResult handleOneHot(NodeCtx &n) {
     return n.fail("'depth' must be a single value and 'values' two (off, on)");
   bool intDepth = (*depth)->dtype != onnx::TensorProto::FLOAT && (*depth)->dtype != onnx::TensorProto::DOUBLE &&
                   (*depth)->dtype != onnx::TensorProto::FLOAT16;
-  int64_t d = intDepth ? (*depth)->toInt64()[0] : (int64_t)(*depth)->toDouble()[0];
+  // A float depth is checked before it is converted (NaN or 1e30 as an
+  // int64 is undefined).
+  double fd = intDepth ? 0 : (*depth)->toDouble()[0];
+  if (!intDepth && !(fd >= 1 && fd < double((int64_t)1 << 24) + 1))
+    return n.fail("depth " + llvm::Twine(std::to_string(fd)) + " is out of range [1, 2^24]");
+  int64_t d = intDepth ? (*depth)->toInt64()[0] : (int64_t)fd;
   if (d < 1 || d > ((int64_t)1 << 24))
     return n.fail("depth " + llvm::Twine(d) + " is out of range [1, 2^24]");
   int64_t rank = it.getRank() + 1, ax = *axis < 0 ? *axis + rank : *axis;
@@ -5857,9 +5901,13 @@ OwningOpRef<ModuleOp> Importer::run() {
     current = &n;
     const OpInfo &info =
         table.at(domain.empty() ? node.op_type() : domain + "." + node.op_type());
+    size_t errorsBefore = errors.size();
     bool folded = succeeded(foldIntegerNode(n)) || succeeded(foldFloatConcat(n)) ||
                   succeeded(foldDoubleNode(n));
-    LogicalResult ok = folded ? success() : info.handle(n);
+    // A fold that reported an error (an integer overflow) fails the node:
+    // it is not handed on to run at run time.
+    bool foldError = errors.size() > errorsBefore;
+    LogicalResult ok = foldError ? failure() : folded ? success() : info.handle(n);
     if (succeeded(ok) && !folded) {
       int extra = n.unusedInput();
       if (extra >= 0)
@@ -6170,9 +6218,23 @@ static LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
 OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
                                                 MLIRContext *ctx,
                                                 const ONNXImportOptions &opts) {
+  auto buf = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/false,
+                                                /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    emitError(FileLineColLoc::get(ctx, path, 0, 0))
+        << path << ": cannot read the file: " << buf.getError().message();
+    return nullptr;
+  }
+  return importONNXBuffer(llvm::MemoryBufferRef((*buf)->getBuffer(), path), ctx, opts);
+}
+
+OwningOpRef<ModuleOp> mlir::amp::importONNXBuffer(llvm::MemoryBufferRef buf,
+                                                  MLIRContext *ctx,
+                                                  const ONNXImportOptions &opts) {
   ctx->loadDialect<AMPDialect, arith::ArithDialect, func::FuncDialect>();
+  llvm::StringRef path = buf.getBufferIdentifier();
   onnx::ModelProto model;
-  if (llvm::Error e = loadModel(path, model)) {
+  if (llvm::Error e = parseModel(buf, model)) {
     emitError(FileLineColLoc::get(ctx, path, 0, 0)) << llvm::toString(std::move(e));
     return nullptr;
   }

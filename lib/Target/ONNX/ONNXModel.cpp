@@ -182,6 +182,11 @@ std::vector<int64_t> HostTensor::toInt64() const {
 std::vector<double> HostTensor::toDouble() const {
   std::vector<double> out(numElements());
   const char *p = data();
+  std::vector<int64_t> ints;
+  bool isFloat = dtype == onnx::TensorProto::FLOAT || dtype == onnx::TensorProto::DOUBLE ||
+                 dtype == onnx::TensorProto::FLOAT16 || dtype == onnx::TensorProto::BFLOAT16;
+  if (!isFloat)
+    ints = toInt64(); // once, not per element
   for (size_t i = 0; i < out.size(); ++i) {
     switch (dtype) {
     case onnx::TensorProto::FLOAT: { float v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
@@ -201,7 +206,7 @@ std::vector<double> HostTensor::toDouble() const {
       out[i] = v;
       break;
     }
-    default: out[i] = (double)toInt64()[i]; break;
+    default: out[i] = (double)ints[i]; break;
     }
   }
   return out;
@@ -213,7 +218,8 @@ HostTensor onnx_import::makeInt64(std::vector<int64_t> shape,
   t.dtype = onnx::TensorProto::INT64;
   t.shape = std::move(shape);
   t.bytes = std::make_shared<std::string>(values.size() * 8, '\0');
-  std::memcpy(t.bytes->data(), values.data(), values.size() * 8);
+  if (!values.empty()) // (an empty vector's data() may be null)
+    std::memcpy(t.bytes->data(), values.data(), values.size() * 8);
   return t;
 }
 
@@ -222,7 +228,12 @@ Error onnx_import::loadModel(StringRef path, onnx::ModelProto &model) {
                                                 /*RequiresNullTerminator=*/false);
   if (!buf)
     return fail(path + ": cannot read the file: " + buf.getError().message());
-  size_t size = (*buf)->getBufferSize();
+  return parseModel((*buf)->getMemBufferRef(), model);
+}
+
+Error onnx_import::parseModel(llvm::MemoryBufferRef buf, onnx::ModelProto &model) {
+  StringRef path = buf.getBufferIdentifier();
+  size_t size = buf.getBufferSize();
   if (size == 0)
     return fail(path + ": the file is empty, not an ONNX model");
   if (size > size_t(INT_MAX))
@@ -230,7 +241,7 @@ Error onnx_import::loadModel(StringRef path, onnx::ModelProto &model) {
                 " bytes is over protobuf's 2 GiB limit for one message; "
                 "store the weights as external data");
   google::protobuf::io::CodedInputStream in(
-      reinterpret_cast<const uint8_t *>((*buf)->getBufferStart()), (int)size);
+      reinterpret_cast<const uint8_t *>(buf.getBufferStart()), (int)size);
   in.SetTotalBytesLimit(INT_MAX);
   in.SetRecursionLimit(256);
   if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())

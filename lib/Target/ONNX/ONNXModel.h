@@ -10,6 +10,7 @@
 #ifndef AMP_LIB_TARGET_ONNX_ONNXMODEL_H
 #define AMP_LIB_TARGET_ONNX_ONNXMODEL_H
 
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -47,6 +48,8 @@ const char *dataTypeName(int32_t dtype);
 /// Parses `path` into `model`. Errors: unreadable, empty, not a ModelProto
 /// (malformed or truncated protobuf), no graph, IR version out of range.
 llvm::Error loadModel(llvm::StringRef path, onnx::ModelProto &model);
+/// The same from bytes in memory; the buffer's identifier names it in errors.
+llvm::Error parseModel(llvm::MemoryBufferRef buf, onnx::ModelProto &model);
 
 /// Decodes a TensorProto (typed fields, raw_data or external data resolved
 /// in `modelDir`). May move raw_data out of `t` to avoid a copy.

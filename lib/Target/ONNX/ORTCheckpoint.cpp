@@ -35,6 +35,21 @@ struct Reader {
   llvm::StringRef buf;
   std::string what;
   std::string err;
+  /// Bytes the strings and tensors read so far copied out of the file. A
+  /// FlatBuffer may point many tables at the same bytes; a checkpoint ORT
+  /// wrote never does, so copying more than the file holds is a corrupt (or
+  /// hostile: a 1 MB file naming one tensor a million times) checkpoint,
+  /// refused before the copy.
+  uint64_t copied = 0;
+
+  bool take(uint64_t n, const char *name) {
+    if (n > buf.size() || copied > buf.size() - n)
+      return fail(llvm::Twine(name) + ": the strings and tensors would copy more bytes than "
+                  "the " + llvm::Twine(buf.size()) + "-byte file holds (tables share data: "
+                  "corrupt checkpoint)");
+    copied += n;
+    return true;
+  }
 
   bool fail(const llvm::Twine &msg) {
     if (err.empty())
@@ -106,7 +121,7 @@ struct Reader {
   bool str(uint64_t t, unsigned i, std::string &out, const char *name) {
     uint32_t n;
     uint64_t first;
-    if (!vec(t, i, 1, n, first, name))
+    if (!vec(t, i, 1, n, first, name) || !take(n, name))
       return false;
     out.assign(buf.data() + (n ? first : 0), n);
     return true;
@@ -164,6 +179,8 @@ struct Reader {
     if ((uint64_t)nb != (uint64_t)count * es)
       return fail(who + ": holds " + llvm::Twine(nb) + " bytes, its shape and type need " +
                   llvm::Twine((uint64_t)count * es));
+    if (!take(nb, "Tensor.raw_data"))
+      return false;
     out.raw.assign(buf.data() + (nb ? raw : 0), nb);
     return true;
   }

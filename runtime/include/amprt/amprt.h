@@ -814,6 +814,11 @@ amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *name,
 const char *amprt_checkpoint_metadata(amprt_checkpoint *ck, const char *key);
 int32_t amprt_checkpoint_count(amprt_checkpoint *ck);
 const char *amprt_checkpoint_name(amprt_checkpoint *ck, int32_t i);
+/* The dtype and shape of the tensor `name` (the shape as amprt_array holds
+ * it): AMPRT_ERR_FORMAT when there is no such tensor. */
+amprt_status amprt_checkpoint_info(amprt_checkpoint *ck, const char *name,
+                                   amprt_dtype *dtype, int32_t *rank,
+                                   int64_t shape[AMPRT_MAX_RANK]);
 
 /*--- .npy / .npz arrays -------------------------------------------------------*
  * What numpy's np.save / np.savez / np.savez_compressed write (bare .npy is

@@ -434,10 +434,18 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
       numel *= d.i;
       e.shape.push_back((int64_t)d.i);
     }
+    if (ck->entries.count(name)) {
+      delete ck;
+      return fail(AMPRT_ERR_FORMAT, "checkpoint '%s': tensor '%s' is listed twice", path,
+                  name.c_str());
+    }
     e.begin = offs->a[0].i;
     e.end = offs->a[1].i;
-    if (e.end < e.begin || e.end > dataSize ||
-        e.end - e.begin != numel * amprt_dtype_size(e.dtype)) {
+    // numel x element size is compared without wrapping: a shape whose
+    // bytes overflow 64 bits never matches the (smaller) offsets.
+    uint64_t es = amprt_dtype_size(e.dtype);
+    if (e.end < e.begin || e.end > dataSize || numel > dataSize / es ||
+        e.end - e.begin != numel * es) {
       delete ck;
       return fail(AMPRT_ERR_FORMAT,
                   "checkpoint '%s': tensor '%s' has data_offsets [%llu, %llu] that "
@@ -502,6 +510,22 @@ extern "C" amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *
     amprt_tensor src = amprt_tensor_make(buf.data(), dst->dtype, dst->rank, dst->shape);
     return amprt_copy(nullptr, &src, dst);
   }
+  return AMPRT_OK;
+}
+
+extern "C" amprt_status amprt_checkpoint_info(amprt_checkpoint *ck, const char *name,
+                                              amprt_dtype *dtype, int32_t *rank,
+                                              int64_t shape[AMPRT_MAX_RANK]) {
+  if (!ck || !name || !dtype || !rank || !shape)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_checkpoint_info: null argument");
+  auto it = ck->entries.find(name);
+  if (it == ck->entries.end())
+    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s' has no tensor '%s'", ck->path.c_str(),
+                name);
+  *dtype = it->second.dtype;
+  *rank = (int32_t)it->second.shape.size();
+  for (int32_t d = 0; d < *rank; ++d)
+    shape[d] = it->second.shape[d];
   return AMPRT_OK;
 }
 

@@ -67,9 +67,11 @@ void mapF32(const float *x, float *y, int64_t n, F f) {
 extern "C" __m128 _ZGVbN4v_erff(__m128);
 extern "C" __m128 _ZGVbN4v_erfcf(__m128);
 extern "C" __m128 _ZGVbN4v_expf(__m128);
-extern "C" __m256 _ZGVdN8v_erff(__m256);
-extern "C" __m256 _ZGVdN8v_erfcf(__m256);
-extern "C" __m256 _ZGVdN8v_expf(__m256);
+// The AVX2 variants take and return __m256: declared for AVX2 (clang refuses
+// a __m256 argument in a function compiled for the baseline ABI).
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_erff(__m256);
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_erfcf(__m256);
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
 
 bool haveAvx2() {
   static const bool yes = __builtin_cpu_supports("avx2");

@@ -254,8 +254,15 @@ extern "C" amprt_status amprt_npz_open(const char *path, amprt_npz **out) {
     if (dataAt > n || csize > n - dataAt)
       return bad("'%s': truncated zip entry%s", "");
     std::string name(reinterpret_cast<const char *>(p + pos + 30), nlen);
+    // A NUL would cut the name every C caller sees (listed, then not found).
+    if (name.find('\0') != std::string::npos)
+      return bad("'%s': a zip entry's name holds a NUL byte%s", "");
     if (name.size() > 4 && name.substr(name.size() - 4) == ".npy")
       name.resize(name.size() - 4);
+    if (z->storage.count(name)) {
+      std::string detail = " ('" + name + "')";
+      return bad("'%s': two zip entries hold the same array%s", detail.c_str());
+    }
     std::vector<char> data;
     if (method == 0) {
       if (csize != usize)
@@ -264,18 +271,42 @@ extern "C" amprt_status amprt_npz_open(const char *path, amprt_npz **out) {
     } else if (method == 8) {
       if (usize > (1u << 31))
         return bad("'%s': entry too large%s", "");
-      data.resize(usize);
+      // Deflate expands at most 1032:1: a declared size beyond that is a
+      // corrupt (or hostile) header, refused before any allocation. The
+      // output then grows as inflate produces it, not to the declared size
+      // up front (a 73-byte file declaring 2 GiB costs nothing).
+      if ((uint64_t)usize > (uint64_t)csize * 1032 + 64)
+        return bad("'%s': corrupt compressed entry (its declared size cannot come from its "
+                   "compressed bytes)%s",
+                   "");
       z_stream zs{};
       zs.next_in = const_cast<Bytef *>(p + dataAt);
       zs.avail_in = csize;
-      zs.next_out = reinterpret_cast<Bytef *>(data.data());
-      zs.avail_out = usize;
       if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
         return bad("'%s': cannot initialise zlib%s", "");
-      int r = inflate(&zs, Z_FINISH);
+      int r = Z_OK;
+      while (r == Z_OK && zs.total_out < usize) {
+        size_t have = zs.total_out;
+        size_t grow = std::min<size_t>(usize - have, std::max<size_t>(have, 1 << 16));
+        data.resize(have + grow);
+        zs.next_out = reinterpret_cast<Bytef *>(data.data() + have);
+        zs.avail_out = (uInt)grow;
+        r = inflate(&zs, Z_FINISH);
+        if (r == Z_BUF_ERROR && zs.avail_out == 0)
+          r = Z_OK; // out of room, more to come
+      }
+      // The stream must end exactly at the declared size.
+      if (r == Z_OK && zs.total_out == usize) {
+        unsigned char probe;
+        zs.next_out = &probe;
+        zs.avail_out = 1;
+        r = inflate(&zs, Z_FINISH);
+      }
+      uLong total = zs.total_out;
       inflateEnd(&zs);
-      if (r != Z_STREAM_END || zs.total_out != usize)
+      if (r != Z_STREAM_END || total != usize)
         return bad("'%s': corrupt compressed entry%s", "");
+      data.resize(usize);
     } else {
       return bad("'%s': zip compression method not supported (use np.savez or "
                  "np.savez_compressed)%s",

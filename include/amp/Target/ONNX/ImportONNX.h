@@ -9,6 +9,7 @@
 #ifndef AMP_TARGET_ONNX_IMPORTONNX_H
 #define AMP_TARGET_ONNX_IMPORTONNX_H
 
+#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -56,6 +57,12 @@ struct ONNXImportOptions {
 /// first.
 OwningOpRef<ModuleOp> importONNXFile(llvm::StringRef path, MLIRContext *ctx,
                                      const ONNXImportOptions &options = {});
+
+/// The same for a model in memory (an embedding compiler's bytes, a fuzzer's
+/// input): the buffer's identifier names it in messages, and external data
+/// is looked up in the identifier's directory.
+OwningOpRef<ModuleOp> importONNXBuffer(llvm::MemoryBufferRef buffer, MLIRContext *ctx,
+                                       const ONNXImportOptions &options = {});
 
 /// onnxruntime-training's artifacts (generate_artifacts): the training model
 /// (forward, backward with com.microsoft gradient ops, InPlaceAccumulatorV2

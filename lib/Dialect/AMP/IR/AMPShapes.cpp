@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "llvm/Support/CheckedArithmetic.h"
 #include "amp/Dialect/AMP/IR/AMPOps.h"
 
 #include "mlir/Dialect/Traits.h"
@@ -106,15 +107,24 @@ public:
   StringRef opName;
 };
 
-/// Multiplies dims; dynamic if any is dynamic.
-int64_t product(ArrayRef<int64_t> dims) {
+/// Multiplies dims; dynamic if any is dynamic; failure (an error naming the
+/// shape) when the count does not fit in 63 bits.
+FailureOr<int64_t> product(const Rules &r, ArrayRef<int64_t> dims) {
   int64_t p = 1;
+  bool dyn = false;
   for (int64_t d : dims) {
-    if (ShapedType::isDynamic(d))
-      return kDyn;
-    p *= d;
+    if (ShapedType::isDynamic(d)) {
+      dyn = true;
+      continue;
+    }
+    if (d < 0)
+      return r.fail("shape ", shapeString(dims), " has a negative dim");
+    std::optional<int64_t> q = llvm::checkedMul(p, d);
+    if (!q)
+      return r.fail("shape ", shapeString(dims), " has more elements than 64 bits count");
+    p = *q;
   }
-  return p;
+  return dyn ? kDyn : p;
 }
 
 /// Numpy broadcasting of two shapes, or an error naming both.
@@ -931,10 +941,11 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
                   " (valid: [", -rank, ", ", rank, "])");
   if (axis < 0)
     axis += rank;
-  types.push_back(RankedTensorType::get(
-      {product(in->getShape().take_front(axis)),
-       product(in->getShape().drop_front(axis))},
-      in->getElementType()));
+  auto lead = product(r, in->getShape().take_front(axis));
+  auto tail = product(r, in->getShape().drop_front(axis));
+  if (failed(lead) || failed(tail))
+    return failure();
+  types.push_back(RankedTensorType::get({*lead, *tail}, in->getElementType()));
   return success();
 }
 
@@ -970,11 +981,17 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
   }
   if (allowZero && inferIndex >= 0 && llvm::is_contained(shape, 0))
     return r.fail("shape may not hold both -1 and 0 when allowzero is set");
-  int64_t total = product(in->getShape());
+  auto totalOr = product(r, in->getShape());
+  if (failed(totalOr))
+    return failure();
+  int64_t total = *totalOr;
   if (inferIndex >= 0) {
     SmallVector<int64_t> rest(out);
     rest.erase(rest.begin() + inferIndex);
-    int64_t known = product(rest);
+    auto knownOr = product(r, rest);
+    if (failed(knownOr))
+      return failure();
+    int64_t known = *knownOr;
     if (!ShapedType::isDynamic(total) && !ShapedType::isDynamic(known)) {
       if (known == 0 || total % known != 0)
         return r.fail("cannot reshape ", shapeString(in->getShape()), " (",
@@ -982,7 +999,10 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
       out[inferIndex] = total / known;
     }
   }
-  int64_t outTotal = product(out);
+  auto outTotalOr = product(r, out);
+  if (failed(outTotalOr))
+    return failure();
+  int64_t outTotal = *outTotalOr;
   if (!ShapedType::isDynamic(total) && !ShapedType::isDynamic(outTotal) &&
       total != outTotal)
     return r.fail("cannot reshape ", shapeString(in->getShape()), " (",
@@ -1467,6 +1487,23 @@ Operation *mlir::amp::createWithInferredTypes(OpBuilder &b, Location loc, String
     op->erase();
     return nullptr;
   }
+  // Every static result fits in memory's address range: element count and
+  // bytes in 63 bits (what the lowering and the runtime compute sizes in).
+  for (Type t : types)
+    if (auto rt = dyn_cast<RankedTensorType>(t)) {
+      uint64_t bytes = std::max<uint64_t>(1, (rt.getElementTypeBitWidth() + 7) / 8);
+      bool zero = llvm::is_contained(rt.getShape(), 0);
+      for (int64_t d : rt.getShape()) {
+        if (zero || ShapedType::isDynamic(d))
+          continue;
+        if (__builtin_mul_overflow(bytes, (uint64_t)d, &bytes) || bytes > (uint64_t)INT64_MAX) {
+          emitError(loc) << "'" << name << "' would make a result of type " << t
+                         << ", more bytes than 63 bits count";
+          op->erase();
+          return nullptr;
+        }
+      }
+    }
   for (auto [r, t] : llvm::zip(op->getResults(), types))
     r.setType(t);
   return op;
