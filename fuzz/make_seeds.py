@@ -5,6 +5,7 @@ per build folder):
 
 OUT_DIR/<fuzzer>/ gets small valid inputs, so that libFuzzer starts from
 files that reach deep into each reader instead of from nothing:
+  (each also gets the reproducers in test/fuzz-findings)
   onnx-import    the ONNX backend test models (Debian's libonnx-testdata),
                  models built here for the ops with size arithmetic (Resize,
                  Range, Reshape, Tile, OneHot, MelWeightMatrix, integer
@@ -49,6 +50,10 @@ def copy_small(fuzzer, paths, limit, prefix):
 
 
 # --- ONNX ------------------------------------------------------------------
+FINDINGS = os.path.join(ROOT, "test", "fuzz-findings")
+copy_small("onnx-import", glob.glob(os.path.join(FINDINGS, "*.onnx")), 64 << 10, "finding")
+copy_small("npz", glob.glob(os.path.join(FINDINGS, "*.npz")), 64 << 10, "finding")
+copy_small("ort-checkpoint", glob.glob(os.path.join(FINDINGS, "*.ckpt")), 64 << 10, "finding")
 copy_small("onnx-import", glob.glob("/usr/share/libonnx-testdata/data/node/*/model.onnx"),
            64 << 10, "backend")
 copy_small("onnx-import", glob.glob(os.path.join(ROOT, "build", "test", "**", "*.onnx"),

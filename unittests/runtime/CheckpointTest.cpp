@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <cmath>
 
 using namespace amprt_test;
 
@@ -154,4 +157,159 @@ TEST(Npz, WritesWhatItReadsBackAndRefusesFourGiB) {
       << amprt_last_error();
   EXPECT_NE(access(big.c_str(), F_OK), 0);
   EXPECT_NE(access((big + ".tmp").c_str(), F_OK), 0);
+}
+
+namespace {
+/// A safetensors file of `header` (the JSON) and `data` bytes.
+std::string safetensors(const std::string &header, size_t data) {
+  std::string f(8, '\0');
+  uint64_t n = header.size();
+  for (int b = 0; b < 8; ++b)
+    f[b] = (char)(n >> (8 * b));
+  return f + header + std::string(data, '\x11');
+}
+amprt_status openBytes(const std::string &bytes, const char *name, amprt_checkpoint **ck) {
+  std::string p = tempPath(name);
+  std::ofstream(p, std::ios::binary) << bytes;
+  amprt_status s = amprt_checkpoint_open(p.c_str(), ck);
+  std::remove(p.c_str());
+  return s;
+}
+} // namespace
+
+// Fuzzing findings (issue 29): a shape whose numel x element size wraps 64
+// bits matched tiny data_offsets (2^62 F32 elements "are" 0 bytes), and a
+// name listed twice was kept twice.
+TEST(Checkpoint, WrappingSizesAndRepeatedNamesAreRefused) {
+  amprt_checkpoint *ck = nullptr;
+  // 2^62 x 4 bytes wraps to 0: with offsets [0, 0] it was accepted.
+  EXPECT_EQ(openBytes(safetensors(R"({"w":{"dtype":"F32","shape":[4611686018427387904],)"
+                                  R"("data_offsets":[0,0]}})", 0),
+                      "wrap.safetensors", &ck),
+            AMPRT_ERR_FORMAT);
+  EXPECT_NE(std::string(amprt_last_error()).find("tensor 'w' has data_offsets [0, 0]"),
+            std::string::npos)
+      << amprt_last_error();
+  EXPECT_EQ(openBytes(safetensors(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                  R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+                      "twice.safetensors", &ck),
+            AMPRT_ERR_FORMAT);
+  EXPECT_NE(std::string(amprt_last_error()).find("tensor 'w' is listed twice"), std::string::npos)
+      << amprt_last_error();
+  // A name with a NUL (listed, then not found: fuzz-safetensors).
+  EXPECT_EQ(openBytes(safetensors(R"({"a\u0000b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
+                      "nul.safetensors", &ck),
+            AMPRT_ERR_FORMAT);
+  EXPECT_NE(std::string(amprt_last_error()).find("holds a NUL character"), std::string::npos)
+      << amprt_last_error();
+  // A refused file leaves no descriptor open (found by fuzz-safetensors: a
+  // bad entry after the header leaked the FILE and its fd).
+  auto openFds = [] {
+    int n = 0;
+    for (int fd = 0; fd < 4096; ++fd)
+      n += fcntl(fd, F_GETFD) != -1;
+    return n;
+  };
+  int before = openFds();
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(openBytes(safetensors(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,9]}})", 8),
+                        "bad.safetensors", &ck),
+              AMPRT_ERR_FORMAT);
+  EXPECT_EQ(openFds(), before);
+  // The same entry once is read, and amprt_checkpoint_info tells its shape.
+  ASSERT_EQ(openBytes(safetensors(R"({"w":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]}})", 8),
+                      "ok.safetensors", &ck),
+            AMPRT_OK)
+      << amprt_last_error();
+  amprt_dtype dt;
+  int32_t rank;
+  int64_t shape[AMPRT_MAX_RANK];
+  AMPRT_OK_OR_FAIL(amprt_checkpoint_info(ck, "w", &dt, &rank, shape));
+  EXPECT_EQ(dt, AMPRT_F32);
+  ASSERT_EQ(rank, 2);
+  EXPECT_EQ(shape[0], 2);
+  EXPECT_EQ(shape[1], 1);
+  EXPECT_EQ(amprt_checkpoint_info(ck, "v", &dt, &rank, shape), AMPRT_ERR_FORMAT);
+  amprt_checkpoint_close(ck);
+}
+
+namespace {
+/// A zip with one deflated member `name` holding `content` (numpy's
+/// savez_compressed layout, without ZIP64); `declared` overrides the
+/// uncompressed size in the header.
+std::string deflatedZip(const std::string &name, const std::string &content,
+                        int64_t declared = -1) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, content.size()), '\0');
+  zs.next_in = (Bytef *)content.data();
+  zs.avail_in = content.size();
+  zs.next_out = (Bytef *)out.data();
+  zs.avail_out = out.size();
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  auto le = [](uint64_t v, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i)
+      s.push_back((char)(v >> (8 * i)));
+    return s;
+  };
+  uint32_t crc = crc32(0, (const Bytef *)content.data(), content.size());
+  uint64_t usize = declared >= 0 ? (uint64_t)declared : content.size();
+  std::string local = le(0x04034b50, 4) + le(20, 2) + le(0, 2) + le(8, 2) + le(0, 4) +
+                      le(crc, 4) + le(out.size(), 4) + le(usize, 4) + le(name.size(), 2) +
+                      le(0, 2) + name + out;
+  std::string central = le(0x02014b50, 4) + le(20, 2) + le(20, 2) + le(0, 2) + le(8, 2) +
+                        le(0, 4) + le(crc, 4) + le(out.size(), 4) + le(usize, 4) +
+                        le(name.size(), 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 2) +
+                        le(0, 4) + le(0, 4) + name;
+  std::string end = le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(1, 2) + le(1, 2) +
+                    le(central.size(), 4) + le(local.size(), 4) + le(0, 2);
+  return local + central + end;
+}
+std::string npy(const std::vector<float> &v) {
+  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                  std::to_string(v.size()) + ",), }";
+  while ((10 + h.size() + 1) % 64)
+    h.push_back(' ');
+  h.push_back('\n');
+  std::string f = std::string("\x93NUMPY\x01\x00", 8);
+  f.push_back((char)(h.size() & 0xff));
+  f.push_back((char)(h.size() >> 8));
+  return f + h + std::string((const char *)v.data(), v.size() * 4);
+}
+} // namespace
+
+// Fuzzing findings (issue 29): the deflated member's declared size was
+// allocated (and zero-filled) before inflating; it now grows as inflate
+// produces bytes, so a member of many chunks must still come back exact.
+TEST(Npz, DeflatedMembersInflateInChunksAndDeclaredSizesAreChecked) {
+  std::vector<float> v(300000);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = (float)std::sin(0.001 * (double)i) * (float)(i % 97);
+  std::string image = npy(v);
+  std::string p = tempPath("big.npz");
+  std::ofstream(p, std::ios::binary) << deflatedZip("x.npy", image);
+  amprt_npz *z = nullptr;
+  ASSERT_EQ(amprt_npz_open(p.c_str(), &z), AMPRT_OK) << amprt_last_error();
+  const amprt_array *a = amprt_npz_get(z, "x");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->rank, 1);
+  ASSERT_EQ(a->shape[0], (int64_t)v.size());
+  EXPECT_EQ(std::memcmp(a->data, v.data(), v.size() * 4), 0);
+  amprt_npz_close(z);
+  // One byte more or less declared than the stream holds: corrupt.
+  for (int64_t d : {(int64_t)image.size() - 1, (int64_t)image.size() + 1}) {
+    std::ofstream(p, std::ios::binary) << deflatedZip("x.npy", image, d);
+    EXPECT_EQ(amprt_npz_open(p.c_str(), &z), AMPRT_ERR_FORMAT) << "declared " << d;
+    EXPECT_NE(std::string(amprt_last_error()).find("corrupt compressed entry"), std::string::npos);
+  }
+  // A declared size no deflate stream of this length can give.
+  std::ofstream(p, std::ios::binary) << deflatedZip("x.npy", npy({1, 2, 3}), 1 << 30);
+  EXPECT_EQ(amprt_npz_open(p.c_str(), &z), AMPRT_ERR_FORMAT);
+  EXPECT_NE(std::string(amprt_last_error()).find("its declared size cannot come from its"),
+            std::string::npos)
+      << amprt_last_error();
+  std::remove(p.c_str());
 }

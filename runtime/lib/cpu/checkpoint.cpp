@@ -250,6 +250,10 @@ struct Entry {
 } // namespace
 
 struct amprt_checkpoint {
+  ~amprt_checkpoint() {
+    if (file)
+      std::fclose(file);
+  }
   std::string path;
   FILE *file = nullptr;
   uint64_t dataStart = 0;
@@ -358,8 +362,12 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
   if (!f)
     return fail(AMPRT_ERR_IO, "checkpoint '%s': cannot open: %s", path,
                 std::strerror(errno));
+  amprt_checkpoint *ck = nullptr; // owns f once made
   auto bad = [&](const char *why) {
-    std::fclose(f);
+    if (ck)
+      delete ck;
+    else
+      std::fclose(f);
     return fail(AMPRT_ERR_FORMAT, "checkpoint '%s': not a valid safetensors file: %s",
                 path, why);
   };
@@ -385,23 +393,27 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
   std::string err;
   if (!Parser(hdr.data(), hlen).parse(root, err) || root.kind != Json::Obj)
     return bad(err.empty() ? "the header is not a JSON object" : err.c_str());
-  auto ck = new amprt_checkpoint();
+  ck = new amprt_checkpoint();
   ck->path = path;
   ck->file = f;
   ck->dataStart = 8 + hlen;
   uint64_t dataSize = size - ck->dataStart;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto &[name, j] : root.o) {
+    // A NUL (JSON \u0000) would cut the name every C caller sees: listed,
+    // then not found.
+    if (name.find('\0') != std::string::npos)
+      return bad("a tensor or metadata name holds a NUL character");
     if (name == "__metadata__") {
       if (j.kind != Json::Obj) {
-        delete ck;
         return bad("__metadata__ is not an object");
       }
       for (auto &[k, v] : j.o) {
         if (v.kind != Json::Str) {
-          delete ck;
           return bad("a metadata value is not a string");
         }
+        if (k.find('\0') != std::string::npos || v.s.find('\0') != std::string::npos)
+          return bad("a metadata key or value holds a NUL character");
         ck->meta[k] = v.s;
       }
       continue;
@@ -460,7 +472,6 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) {
-      delete ck;
       return bad("two tensors overlap");
     }
   *out = ck;
@@ -470,9 +481,7 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
 extern "C" void amprt_checkpoint_close(amprt_checkpoint *ck) {
   if (!ck)
     return;
-  if (ck->file)
-    std::fclose(ck->file);
-  delete ck;
+  delete ck; // (closes the file)
 }
 
 extern "C" amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *name,
