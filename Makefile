@@ -11,6 +11,9 @@ FUZZ_TIME ?= 900
 # ccache keys on paths relative to the checkout: a fresh clone elsewhere
 # reuses the objects another checkout compiled.
 export CCACHE_BASEDIR := $(CURDIR)
+# (and the sanitizer build's -g1 would otherwise key its objects on the
+# build folder's absolute path)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: demo test build setup configure clean bench-deps docs asan fuzz
 

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static mlir::DialectRegistry *registry = [] {
@@ -28,7 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ctx.allowUnregisteredDialects(false);
   mlir::ScopedDiagnosticHandler drop(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
   mlir::ParserConfig config(&ctx, /*verifyAfterParse=*/true);
-  (void)mlir::parseSourceString<mlir::ModuleOp>(
-      llvm::StringRef(reinterpret_cast<const char *>(data), size), config, "fuzz.mlir");
+  // MLIR's lexer reads up to a NUL after the text (what a MemoryBuffer of a
+  // file, as amp-opt reads it, has): the fuzzer's bytes are not terminated,
+  // so they are copied into a string that is.
+  std::string text(reinterpret_cast<const char *>(data), size);
+  (void)mlir::parseSourceString<mlir::ModuleOp>(text, config, "fuzz.mlir");
   return 0;
 }
