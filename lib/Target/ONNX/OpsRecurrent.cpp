@@ -168,8 +168,16 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     if (clip)
       v = e.op(ClipOp::getOperationName(), {v}, {named(n, "min", f32(n, -*clip)), named(n, "max", f32(n, *clip))});
     const std::string &k = a.name;
-    if (k == "sigmoid" || k == "tanh" || k == "relu" || k == "softsign" || k == "softplus")
-      return e.op(("amp." + k).c_str(), {v});
+    if (k == "sigmoid")
+      return e.op(SigmoidOp::getOperationName(), {v});
+    if (k == "tanh")
+      return e.op(TanhOp::getOperationName(), {v});
+    if (k == "relu")
+      return e.op(ReluOp::getOperationName(), {v});
+    if (k == "softsign")
+      return e.op(SoftsignOp::getOperationName(), {v});
+    if (k == "softplus")
+      return e.op(SoftplusOp::getOperationName(), {v});
     if (k == "leakyrelu")
       return e.op(LeakyReluOp::getOperationName(), {v}, {named(n, "alpha", f32(n, a.alpha))});
     if (k == "thresholdedrelu")

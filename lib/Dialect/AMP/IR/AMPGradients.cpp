@@ -38,7 +38,7 @@ Value scalar(OpBuilder &b, Location loc, Value like, double v) {
 Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   if (cast<RankedTensorType>(v.getType()).getShape() == shape)
     return v;
-  return make(b, loc, "amp.reshape", v, {attr(b, "shape", b.getDenseI64ArrayAttr(shape))});
+  return make(b, loc, ReshapeOp::getOperationName(), v, {attr(b, "shape", b.getDenseI64ArrayAttr(shape))});
 }
 
 /// Sums `g` down to `target`'s shape (the gradient of a numpy broadcast).
@@ -54,7 +54,7 @@ Value sumToShape(OpBuilder &b, Location loc, Value g, Type targetType) {
       axes.push_back(d);
   Value s = g;
   if (!axes.empty())
-    s = make(b, loc, "amp.reduce_sum", g,
+    s = make(b, loc, ReduceSumOp::getOperationName(), g,
              {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(true))});
   return s ? reshape(b, loc, s, tt.getShape()) : Value();
 }
@@ -65,7 +65,7 @@ Value transposeLast2(OpBuilder &b, Location loc, Value v) {
   for (int64_t i = 0; i < t.getRank(); ++i)
     perm.push_back(i);
   std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
-  return make(b, loc, "amp.transpose", v, {attr(b, "perm", b.getDenseI64ArrayAttr(perm))});
+  return make(b, loc, TransposeOp::getOperationName(), v, {attr(b, "perm", b.getDenseI64ArrayAttr(perm))});
 }
 
 LogicalResult unaryGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
@@ -104,7 +104,7 @@ LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   og.assign(2, Value());
   if (!rg[0])
     return success();
-  Value neg = make(b, getLoc(), "amp.mul", {rg[0], scalar(b, getLoc(), rg[0], -1.0)});
+  Value neg = make(b, getLoc(), MulOp::getOperationName(), {rg[0], scalar(b, getLoc(), rg[0], -1.0)});
   og[0] = sumToShape(b, getLoc(), rg[0], getLhs().getType());
   og[1] = neg ? sumToShape(b, getLoc(), neg, getRhs().getType()) : Value();
   return success(og[0] && og[1]);
@@ -117,8 +117,8 @@ LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return success();
   if (!isa<FloatType>(getElementTypeOrSelf(getType())))
     return success(); // integer products carry no gradient
-  Value da = make(b, getLoc(), "amp.mul", {rg[0], getRhs()});
-  Value db = make(b, getLoc(), "amp.mul", {rg[0], getLhs()});
+  Value da = make(b, getLoc(), MulOp::getOperationName(), {rg[0], getRhs()});
+  Value db = make(b, getLoc(), MulOp::getOperationName(), {rg[0], getLhs()});
   og[0] = da ? sumToShape(b, getLoc(), da, getLhs().getType()) : Value();
   og[1] = db ? sumToShape(b, getLoc(), db, getRhs().getType()) : Value();
   return success(og[0] && og[1]);
@@ -131,9 +131,9 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return success();
   Location loc = getLoc();
   // d(a / b) = dy / b, -dy * a / b^2 = -(dy / b) * (a / b) = -(dy / b) * y
-  Value q = make(b, loc, "amp.div", {rg[0], getRhs()});
-  Value qy = q ? make(b, loc, "amp.mul", {q, getResult()}) : Value();
-  Value neg = qy ? make(b, loc, "amp.mul", {qy, scalar(b, loc, qy, -1.0)}) : Value();
+  Value q = make(b, loc, DivOp::getOperationName(), {rg[0], getRhs()});
+  Value qy = q ? make(b, loc, MulOp::getOperationName(), {q, getResult()}) : Value();
+  Value neg = qy ? make(b, loc, MulOp::getOperationName(), {qy, scalar(b, loc, qy, -1.0)}) : Value();
   og[0] = q ? sumToShape(b, loc, q, getLhs().getType()) : Value();
   og[1] = neg ? sumToShape(b, loc, neg, getRhs().getType()) : Value();
   return success(og[0] && og[1]);
@@ -148,12 +148,12 @@ static LogicalResult modGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
     return success(); // integers carry no gradient
   Location loc = op->getLoc();
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-  Value q = make(b, loc, "amp.div", {lhs, rhs});
+  Value q = make(b, loc, DivOp::getOperationName(), {lhs, rhs});
   Value whole = !q ? Value()
-                : floor ? make(b, loc, "amp.floor", {q})
-                        : make(b, loc, "amp.sub", {q, make(b, loc, "amp.fmod", {q, scalar(b, loc, q, 1.0)})});
-  Value db = whole ? make(b, loc, "amp.mul", {rg[0], whole}) : Value();
-  db = db ? make(b, loc, "amp.mul", {db, scalar(b, loc, db, -1.0)}) : Value();
+                : floor ? make(b, loc, FloorOp::getOperationName(), {q})
+                        : make(b, loc, SubOp::getOperationName(), {q, make(b, loc, FModOp::getOperationName(), {q, scalar(b, loc, q, 1.0)})});
+  Value db = whole ? make(b, loc, MulOp::getOperationName(), {rg[0], whole}) : Value();
+  db = db ? make(b, loc, MulOp::getOperationName(), {db, scalar(b, loc, db, -1.0)}) : Value();
   og[0] = sumToShape(b, loc, rg[0], lhs.getType());
   og[1] = db ? sumToShape(b, loc, db, rhs.getType()) : Value();
   return success(og[0] && og[1]);
@@ -178,19 +178,19 @@ static LogicalResult minMaxGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
     return success(); // integers carry no gradient
   Location loc = op->getLoc();
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-  Value d = make(b, loc, "amp.sub", {lhs, rhs});
-  Value nd = make(b, loc, "amp.sub", {rhs, lhs});
+  Value d = make(b, loc, SubOp::getOperationName(), {lhs, rhs});
+  Value nd = make(b, loc, SubOp::getOperationName(), {rhs, lhs});
   if (!d || !nd)
     return failure();
   auto relu = b.getStringAttr("relu");
   auto zero = b.getF32FloatAttr(0.0f);
   Value g1 = UnaryGradOp::create(b, loc, d, rg[0], relu, zero, zero);
   Value g2 = UnaryGradOp::create(b, loc, nd, rg[0], relu, zero, zero);
-  Value rest = make(b, loc, "amp.sub", {rg[0], g1});
-  rest = rest ? make(b, loc, "amp.sub", {rest, g2}) : Value();
-  Value tie = rest ? make(b, loc, "amp.mul", {rest, scalar(b, loc, rest, 0.5)}) : Value();
-  Value toLhs = tie ? make(b, loc, "amp.add", {isMax ? g1 : g2, tie}) : Value();
-  Value toRhs = tie ? make(b, loc, "amp.add", {isMax ? g2 : g1, tie}) : Value();
+  Value rest = make(b, loc, SubOp::getOperationName(), {rg[0], g1});
+  rest = rest ? make(b, loc, SubOp::getOperationName(), {rest, g2}) : Value();
+  Value tie = rest ? make(b, loc, MulOp::getOperationName(), {rest, scalar(b, loc, rest, 0.5)}) : Value();
+  Value toLhs = tie ? make(b, loc, AddOp::getOperationName(), {isMax ? g1 : g2, tie}) : Value();
+  Value toRhs = tie ? make(b, loc, AddOp::getOperationName(), {isMax ? g2 : g1, tie}) : Value();
   og[0] = toLhs ? sumToShape(b, loc, toLhs, lhs.getType()) : Value();
   og[1] = toRhs ? sumToShape(b, loc, toRhs, rhs.getType()) : Value();
   return success(og[0] && og[1]);
@@ -352,7 +352,7 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Location loc = getLoc();
   // dA = dY @ B^T, dB = A^T @ dY, summed over broadcast batch dims.
   Value bT = transposeLast2(b, loc, getRhs());
-  Value da = bT ? make(b, loc, "amp.matmul", {rg[0], bT}) : Value();
+  Value da = bT ? make(b, loc, MatMulOp::getOperationName(), {rg[0], bT}) : Value();
   og[0] = da ? sumToShape(b, loc, da, at) : Value();
   // B shared by every batch of A (a Linear layer on [batch.., M, K]): the
   // sum over the batches of A_i^T dY_i is one product of the flattened
@@ -365,11 +365,11 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     int64_t rows = at.getNumElements() / k;
     Value a2 = reshape(b, loc, getLhs(), {rows, k});
     Value dy2 = reshape(b, loc, rg[0], {rows, n});
-    Value db = make(b, loc, "amp.gemm", {a2, dy2}, {attr(b, "trans_a", b.getBoolAttr(true))});
+    Value db = make(b, loc, GemmOp::getOperationName(), {a2, dy2}, {attr(b, "trans_a", b.getBoolAttr(true))});
     og[1] = db ? reshape(b, loc, db, bt.getShape()) : Value();
   } else {
     Value aT = transposeLast2(b, loc, getLhs());
-    Value db = aT ? make(b, loc, "amp.matmul", {aT, rg[0]}) : Value();
+    Value db = aT ? make(b, loc, MatMulOp::getOperationName(), {aT, rg[0]}) : Value();
     og[1] = db ? sumToShape(b, loc, db, bt) : Value();
   }
   return success(og[0] && og[1]);
@@ -384,7 +384,7 @@ LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Value dy = rg[0], a = getA(), bb = getB();
   FloatAttr alpha = getAlphaAttr();
   auto gemm = [&](Value x, Value y, bool tx, bool ty) {
-    return make(b, loc, "amp.gemm", {x, y},
+    return make(b, loc, GemmOp::getOperationName(), {x, y},
                 {attr(b, "alpha", alpha), attr(b, "trans_a", b.getBoolAttr(tx)),
                  attr(b, "trans_b", b.getBoolAttr(ty))});
   };
@@ -408,7 +408,7 @@ LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (Value c = getC()) {
     Value dc = dy;
     if (getBeta().convertToDouble() != 1.0)
-      dc = make(b, loc, "amp.mul", {dy, scalar(b, loc, dy, getBeta().convertToDouble())});
+      dc = make(b, loc, MulOp::getOperationName(), {dy, scalar(b, loc, dy, getBeta().convertToDouble())});
     og[2] = dc ? sumToShape(b, loc, dc, c.getType()) : Value();
     if (!og[2])
       return failure();
@@ -454,7 +454,7 @@ LogicalResult ConvTransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     SmallVector<int64_t> axes{0};
     for (int64_t d = 2; d < getX().getType().getRank(); ++d)
       axes.push_back(d);
-    og[2] = make(b, loc, "amp.reduce_sum", rg[0],
+    og[2] = make(b, loc, ReduceSumOp::getOperationName(), rg[0],
                  {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(false))});
     if (!og[2])
       return failure();
@@ -525,22 +525,22 @@ LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
       if (d != 1)
         axes.push_back(d);
     Value dy = rg[0];
-    Value ve = make(b, loc, "amp.add",
+    Value ve = make(b, loc, AddOp::getOperationName(),
                     {getVar(), scalar(b, loc, getVar(), getEpsilon().convertToDouble())});
-    Value sd = ve ? make(b, loc, "amp.sqrt", ve) : Value();
-    Value inv = sd ? make(b, loc, "amp.div", {scalar(b, loc, sd, 1.0), sd}) : Value();
+    Value sd = ve ? make(b, loc, SqrtOp::getOperationName(), ve) : Value();
+    Value inv = sd ? make(b, loc, DivOp::getOperationName(), {scalar(b, loc, sd, 1.0), sd}) : Value();
     Value invR = inv ? reshape(b, loc, inv, cshape) : Value();
     Value scaleR = reshape(b, loc, getScale(), cshape);
     Value meanR = reshape(b, loc, getMean(), cshape);
     if (!invR || !scaleR || !meanR)
       return failure();
-    Value k = make(b, loc, "amp.mul", {scaleR, invR});
-    og[0] = k ? make(b, loc, "amp.mul", {dy, k}) : Value();
-    Value xc = make(b, loc, "amp.sub", {getX(), meanR});
-    Value xhat = xc ? make(b, loc, "amp.mul", {xc, invR}) : Value();
-    Value dyx = xhat ? make(b, loc, "amp.mul", {dy, xhat}) : Value();
+    Value k = make(b, loc, MulOp::getOperationName(), {scaleR, invR});
+    og[0] = k ? make(b, loc, MulOp::getOperationName(), {dy, k}) : Value();
+    Value xc = make(b, loc, SubOp::getOperationName(), {getX(), meanR});
+    Value xhat = xc ? make(b, loc, MulOp::getOperationName(), {xc, invR}) : Value();
+    Value dyx = xhat ? make(b, loc, MulOp::getOperationName(), {dy, xhat}) : Value();
     auto sum = [&](Value v) -> Value {
-      Value r = make(b, loc, "amp.reduce_sum", v,
+      Value r = make(b, loc, ReduceSumOp::getOperationName(), v,
                      {attr(b, "axes", b.getDenseI64ArrayAttr(axes)),
                       attr(b, "keepdims", b.getBoolAttr(false))});
       return r;
@@ -598,7 +598,7 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     perm.push_back(getPerm() ? (*getPerm())[i] : r - 1 - i);
   for (int64_t i = 0; i < r; ++i)
     inv[perm[i]] = i;
-  og[0] = make(b, getLoc(), "amp.transpose", rg[0], {attr(b, "perm", b.getDenseI64ArrayAttr(inv))});
+  og[0] = make(b, getLoc(), TransposeOp::getOperationName(), rg[0], {attr(b, "perm", b.getDenseI64ArrayAttr(inv))});
   return success(og[0] != nullptr);
 }
 
@@ -612,10 +612,10 @@ static Value broadcastBack(OpBuilder &b, Location loc, Value g, RankedTensorType
                            ArrayRef<int64_t> keptShape, double factor) {
   Value k = reshape(b, loc, g, keptShape);
   if (k && factor != 1.0)
-    k = make(b, loc, "amp.mul", {k, scalar(b, loc, k, factor)});
+    k = make(b, loc, MulOp::getOperationName(), {k, scalar(b, loc, k, factor)});
   if (!k || cast<RankedTensorType>(k.getType()).getShape() == target.getShape())
     return k;
-  return make(b, loc, "amp.expand", k, {attr(b, "shape", b.getDenseI64ArrayAttr(target.getShape()))});
+  return make(b, loc, ExpandOp::getOperationName(), k, {attr(b, "shape", b.getDenseI64ArrayAttr(target.getShape()))});
 }
 
 /// A reduction's axes, non-negative (all dims when none are given), or
@@ -714,18 +714,18 @@ LogicalResult ReduceProdOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Value zero = scalar(b, loc, x, 0.0), one = scalar(b, loc, x, 1.0);
   SmallVector<NamedAttribute> red{attr(b, "axes", b.getDenseI64ArrayAttr(axes)),
                                   attr(b, "keepdims", b.getBoolAttr(true))};
-  Value isZero = make(b, loc, "amp.equal", {x, zero});
-  Value xs = isZero ? make(b, loc, "amp.where", {isZero, one, x}) : Value();
-  Value p = xs ? make(b, loc, "amp.reduce_prod", xs, red) : Value();
-  Value zf = isZero ? make(b, loc, "amp.where", {isZero, one, zero}) : Value();
-  Value nz = zf ? make(b, loc, "amp.reduce_sum", zf, red) : Value();
-  Value none = nz ? make(b, loc, "amp.equal", {nz, zero}) : Value();
-  Value single = nz ? make(b, loc, "amp.equal", {nz, one}) : Value();
-  Value pOverX = p ? make(b, loc, "amp.div", {p, xs}) : Value();
-  Value atZero = single && p ? make(b, loc, "amp.where", {single, p, zero}) : Value();
-  Value atOther = none && pOverX ? make(b, loc, "amp.where", {none, pOverX, zero}) : Value();
-  Value g = atZero && atOther ? make(b, loc, "amp.where", {isZero, atZero, atOther}) : Value();
-  og[0] = g && dy ? make(b, loc, "amp.mul", {g, dy}) : Value();
+  Value isZero = make(b, loc, EqualOp::getOperationName(), {x, zero});
+  Value xs = isZero ? make(b, loc, WhereOp::getOperationName(), {isZero, one, x}) : Value();
+  Value p = xs ? make(b, loc, ReduceProdOp::getOperationName(), xs, red) : Value();
+  Value zf = isZero ? make(b, loc, WhereOp::getOperationName(), {isZero, one, zero}) : Value();
+  Value nz = zf ? make(b, loc, ReduceSumOp::getOperationName(), zf, red) : Value();
+  Value none = nz ? make(b, loc, EqualOp::getOperationName(), {nz, zero}) : Value();
+  Value single = nz ? make(b, loc, EqualOp::getOperationName(), {nz, one}) : Value();
+  Value pOverX = p ? make(b, loc, DivOp::getOperationName(), {p, xs}) : Value();
+  Value atZero = single && p ? make(b, loc, WhereOp::getOperationName(), {single, p, zero}) : Value();
+  Value atOther = none && pOverX ? make(b, loc, WhereOp::getOperationName(), {none, pOverX, zero}) : Value();
+  Value g = atZero && atOther ? make(b, loc, WhereOp::getOperationName(), {isZero, atZero, atOther}) : Value();
+  og[0] = g && dy ? make(b, loc, MulOp::getOperationName(), {g, dy}) : Value();
   return success(og[0] != nullptr);
 }
 
@@ -909,8 +909,8 @@ LogicalResult WhereOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return success();
   Location loc = getLoc();
   Value zero = scalar(b, loc, rg[0], 0.0);
-  Value dx = make(b, loc, "amp.where", {getCondition(), rg[0], zero});
-  Value dy = make(b, loc, "amp.where", {getCondition(), zero, rg[0]});
+  Value dx = make(b, loc, WhereOp::getOperationName(), {getCondition(), rg[0], zero});
+  Value dy = make(b, loc, WhereOp::getOperationName(), {getCondition(), zero, rg[0]});
   og[1] = dx ? sumToShape(b, loc, dx, getX().getType()) : Value();
   og[2] = dy ? sumToShape(b, loc, dy, getY().getType()) : Value();
   return success(og[1] && og[2]);
@@ -928,7 +928,7 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(axis);
     if (ShapedType::isDynamic(size))
       return fail(*this, "dynamic shapes");
-    og[i] = make(b, getLoc(), "amp.slice", rg[0],
+    og[i] = make(b, getLoc(), SliceOp::getOperationName(), rg[0],
                  {attr(b, "starts", b.getDenseI64ArrayAttr({offset})),
                   attr(b, "ends", b.getDenseI64ArrayAttr({offset + size})),
                   attr(b, "axes", b.getDenseI64ArrayAttr({axis}))});
@@ -949,13 +949,13 @@ LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Location loc = getLoc();
   Value a = getLhs(), e = getRhs(), y = getResult();
   // d/da = e * a^(e - 1) * dy;  d/de = y * log(a) * dy.
-  Value em1 = make(b, loc, "amp.sub", {e, scalar(b, loc, e, 1.0)});
-  Value p = em1 ? make(b, loc, "amp.pow", {a, em1}) : Value();
-  Value pe = p ? make(b, loc, "amp.mul", {p, e}) : Value();
-  Value da = pe ? make(b, loc, "amp.mul", {pe, rg[0]}) : Value();
-  Value la = make(b, loc, "amp.log", a);
-  Value yl = la ? make(b, loc, "amp.mul", {y, la}) : Value();
-  Value de = yl ? make(b, loc, "amp.mul", {yl, rg[0]}) : Value();
+  Value em1 = make(b, loc, SubOp::getOperationName(), {e, scalar(b, loc, e, 1.0)});
+  Value p = em1 ? make(b, loc, PowOp::getOperationName(), {a, em1}) : Value();
+  Value pe = p ? make(b, loc, MulOp::getOperationName(), {p, e}) : Value();
+  Value da = pe ? make(b, loc, MulOp::getOperationName(), {pe, rg[0]}) : Value();
+  Value la = make(b, loc, LogOp::getOperationName(), a);
+  Value yl = la ? make(b, loc, MulOp::getOperationName(), {y, la}) : Value();
+  Value de = yl ? make(b, loc, MulOp::getOperationName(), {yl, rg[0]}) : Value();
   og[0] = da ? sumToShape(b, loc, da, a.getType()) : Value();
   og[1] = de ? sumToShape(b, loc, de, e.getType()) : Value();
   return success(og[0] && og[1]);
@@ -976,8 +976,8 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   // y = x * mask / (1 - ratio): dx = dy * mask / (1 - ratio).
   Location loc = getLoc();
   Value m = CastOp::create(b, loc, getInput().getType(), getMask());
-  Value dm = make(b, loc, "amp.mul", {rg[0], m});
-  og[0] = dm ? make(b, loc, "amp.mul", {dm, scalar(b, loc, dm, 1.0 / (1.0 - ratio))}) : Value();
+  Value dm = make(b, loc, MulOp::getOperationName(), {rg[0], m});
+  og[0] = dm ? make(b, loc, MulOp::getOperationName(), {dm, scalar(b, loc, dm, 1.0 / (1.0 - ratio))}) : Value();
   return success(og[0] != nullptr);
 }
 
