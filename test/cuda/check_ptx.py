@@ -4,7 +4,7 @@
 The emulated tests run the kernels' host twins, where a 16-byte load is a
 memcpy; whether nvcc made the device code use 128-bit loads and stores (and
 kept the groups in registers, not in local memory) only shows in the PTX.
-This compiles runtime/lib/cuda/exec.cu to PTX for sm_90 with the library's
+This compiles the backend (runtime/lib/cuda/*.cu) to PTX for sm_90 with the library's
 flags and checks, kernel by kernel:
   - every grouped element-wise kernel (Vec8F<N, Op>): two ld.global.v4 per
     operand (an f32 group's two halves), two st.global.v4, no local memory;
@@ -33,17 +33,21 @@ def check(ok, what):
         print(f"FAIL  {what}", flush=True)
 
 
+sources = sorted(f for f in os.listdir(os.path.join(src, "runtime/lib/cuda")) if f.endswith(".cu"))
+text = ""
 with tempfile.TemporaryDirectory() as tmp:
-    ptx = os.path.join(tmp, "exec.ptx")
-    cmd = [nvcc, "-ptx", "-arch=compute_90", "-O3", "-DNDEBUG", "-std=c++17", "-fmad=false",
-           "-DAMPRT_CUDA_LIB_DIR=\"/usr/local/cuda/lib64\"",
-           f"-I{src}/include", f"-I{build}/include", f"-I{src}/runtime/include",
-           os.path.join(src, "runtime/lib/cuda/exec.cu"), "-o", ptx]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        print(f"nvcc failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
-        sys.exit(1)
-    text = open(ptx).read()
+    for name in sources:
+        ptx = os.path.join(tmp, name + ".ptx")
+        cmd = [nvcc, "-ptx", "-arch=compute_90", "-O3", "-DNDEBUG", "-std=c++17", "-fmad=false",
+               "-DAMPRT_CUDA_LIB_DIR=\"/usr/local/cuda/lib64\"",
+               f"-I{src}/include", f"-I{build}/include", f"-I{src}/runtime/include",
+               os.path.join(src, "runtime/lib/cuda", name), "-o", ptx]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"nvcc failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+            sys.exit(1)
+        text += open(ptx).read() + "\n"
+check(len(sources) >= 10, f"{len(sources)} CUDA sources compiled to PTX")
 
 kernels = {}
 for m in re.finditer(r"\.entry (\S+)\((.*?)\n\}", text, re.S):

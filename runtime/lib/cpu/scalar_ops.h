@@ -2,7 +2,7 @@
 //
 // The definitions of the unary ops, their derivatives and the integer power,
 // shared by the CPU runtime (elementwise.cpp: the generic and f16 / bf16
-// paths) and the CUDA kernels (../cuda/exec.cu), so that both compute each
+// paths) and the CUDA kernels (../cuda/*.cu), so that both compute each
 // op with the same formula.
 //
 //===----------------------------------------------------------------------===//

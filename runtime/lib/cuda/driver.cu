@@ -1,0 +1,278 @@
+//===- driver.cu - the CUDA libraries, device memory, views -----------------===//
+//
+// Errors, cuBLASLt / cuDNN opened at run time (dynamic_symbols.h), the
+// context's memory (allocations tracked so that the executor tells its own
+// memory from the program's host constants), scratch slots, and the views
+// the kernels read tensors through.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend.cuh"
+#include "elementwise.cuh"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+using namespace amprt;
+
+namespace amprt::cuda {
+
+amprt_status cudaFail(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return AMPRT_OK;
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+    return fail(AMPRT_ERR_NO_DEVICE, "%s: no CUDA device: %s", what, cudaGetErrorString(e));
+  return fail(AMPRT_ERR_DEVICE, "%s: CUDA error: %s", what, cudaGetErrorString(e));
+}
+
+LtApi ltApi;
+#ifdef AMPRT_HAVE_CUDNN
+DnnApi dnnApi;
+#endif
+
+/// dlopen of a CUDA library: from the loader's path (LD_LIBRARY_PATH, the
+/// program's run path), else the toolkit's folder; nullptr (and the first
+/// reason in `why`) when none opens.
+void *openCudaLibrary(const std::string &name, std::string &why) {
+  for (std::string path : {name,
+#ifdef AMPRT_CUDA_LIB_DIR
+                           std::string(AMPRT_CUDA_LIB_DIR) + "/" + name,
+#endif
+                           "/usr/local/cuda/lib64/" + name}) {
+    if (void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+      return h;
+    const char *e = dlerror();
+    if (why.empty() && e)
+      why = e;
+  }
+  return nullptr;
+}
+
+/// Loads cuBLASLt once: the library of this toolkit's major version.
+amprt_status loadCublasLt() {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (ltApi.loaded)
+    return AMPRT_OK;
+  std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), why;
+  void *h = openCudaLibrary(name, why);
+  if (!h)
+    return fail(AMPRT_ERR_DEVICE, "cuBLASLt (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(),
+                why.c_str());
+#define AMP_LT_LOAD(f)                                                         \
+  if (!(ltApi.f = reinterpret_cast<decltype(ltApi.f)>(dlsym(h, #f))))        \
+    return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
+  AMP_LT_FUNCTIONS(AMP_LT_LOAD)
+#undef AMP_LT_LOAD
+  ltApi.loaded = true;
+  return AMPRT_OK;
+}
+
+#ifdef AMPRT_HAVE_CUDNN
+/// Loads cuDNN once (libcudnn.so.<major> of the headers built against).
+amprt_status loadCudnn() {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (dnnApi.loaded)
+    return AMPRT_OK;
+  std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR), why;
+  void *h = openCudaLibrary(name, why);
+  if (!h)
+    return fail(AMPRT_ERR_DEVICE, "cuDNN (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(), why.c_str());
+#define AMP_DNN_LOAD(f)                                                                            \
+  if (!(dnnApi.f = reinterpret_cast<decltype(dnnApi.f)>(dlsym(h, #f))))                            \
+    return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
+  AMP_DNN_FUNCTIONS(AMP_DNN_LOAD)
+#undef AMP_DNN_LOAD
+  dnnApi.loaded = true;
+  return AMPRT_OK;
+}
+#endif
+
+bool emulated(const Dev &dev) { return dev.emulate; }
+cudaStream_t streamOf(const Dev &dev) { return dev.stream; }
+
+Dev &devOf(amprt_context *ctx) { return *static_cast<Dev *>(ctx->impl); }
+
+amprt_status rawAlloc(Dev &d, size_t bytes, void **out) {
+  size_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded == 0)
+    rounded = 256;
+  if (d.emulate) {
+    *out = std::aligned_alloc(256, rounded);
+    if (!*out)
+      return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda (emulated): cannot allocate %zu bytes", bytes);
+    return AMPRT_OK;
+  }
+  cudaError_t e = cudaMalloc(out, rounded);
+  if (e == cudaErrorMemoryAllocation)
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda: cannot allocate %zu bytes of device memory",
+                bytes);
+  CUDA_CHECK(e, "cudaMalloc");
+  return AMPRT_OK;
+}
+
+void rawFree(Dev &d, void *p) {
+  if (!p)
+    return;
+  if (d.emulate)
+    std::free(p);
+  else
+    cudaFree(p);
+}
+
+amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t kind) {
+  if (!bytes)
+    return AMPRT_OK;
+  if (d.emulate) {
+    std::memmove(dst, src, bytes);
+    return AMPRT_OK;
+  }
+  cudaMemcpyKind k = kind == 0 ? cudaMemcpyHostToDevice
+                     : kind == 1 ? cudaMemcpyDeviceToHost
+                                 : cudaMemcpyDeviceToDevice;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, d.stream), "cudaMemcpyAsync");
+  if (kind == 1) { // the caller reads the bytes next
+    ++d.hostSyncs;
+    CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+  }
+  return AMPRT_OK;
+}
+
+/// A scratch buffer of at least `bytes` (slot 0..7); valid until the next
+/// call for the same slot with more bytes.
+amprt_status scratch(Dev &d, int slot, size_t bytes, void **out) {
+  auto &s = d.scratch[slot];
+  if (s.second < bytes) {
+    if (s.first) {
+      if (d.capturing)
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "a CUDA graph capture needs %zu bytes of scratch memory that the step did "
+                    "not use before it (run the step once before capturing it)", bytes);
+      ++d.hostSyncs;
+      if (!d.emulate)
+        CUDA_CHECK(cudaStreamSynchronize(d.stream), "scratch");
+      rawFree(d, s.first);
+      s = {nullptr, 0};
+    }
+    AMPRT_CHECK(rawAlloc(d, bytes, &s.first));
+    s.second = bytes;
+  }
+  *out = s.first;
+  return AMPRT_OK;
+}
+
+View viewOf(const amprt_tensor &t) {
+  View v;
+  std::memset(&v, 0, sizeof v);
+  v.data = static_cast<char *>(t.data);
+  v.dtype = t.dtype;
+  v.rank = t.rank;
+  for (int32_t d = 0; d < t.rank; ++d) {
+    v.shape[d] = t.shape[d];
+    v.strides[d] = t.strides[d];
+  }
+  return v;
+}
+
+/// The same element order with fewer dims: dims of size 1 dropped and
+/// neighbours whose strides chain (stride[d] == stride[d + 1] * shape[d + 1])
+/// merged, so a dense tensor or a broadcast row is one or two dims and the
+/// element-wise kernels divide less per element. Only for kernels that use
+/// nothing but at(i).
+View flat(View v) {
+  int32_t r = 0;
+  for (int32_t d = 0; d < v.rank; ++d) {
+    if (v.shape[d] == 1)
+      continue;
+    if (r > 0 && v.strides[r - 1] == v.strides[d] * v.shape[d]) {
+      v.shape[r - 1] *= v.shape[d];
+      v.strides[r - 1] = v.strides[d];
+      continue;
+    }
+    v.shape[r] = v.shape[d];
+    v.strides[r] = v.strides[d];
+    ++r;
+  }
+  for (int32_t d = 0; d < v.rank; ++d)
+    if (v.shape[d] == 0) { // empty: keep one dim of 0 (at() is never called)
+      v.shape[0] = 0;
+      r = 1;
+    }
+  for (int32_t d = r; d < AMPRT_MAX_RANK; ++d) {
+    v.shape[d] = 1;
+    v.strides[d] = 0;
+  }
+  v.rank = r;
+  return v;
+}
+
+/// x seen with y's shape (numpy broadcasting): y's shape, x's strides.
+amprt_status broadcastView(const amprt_tensor &x, const amprt_tensor &y, const char *what,
+                           View &v) {
+  v = viewOf(x);
+  v.rank = y.rank;
+  for (int32_t d = 0; d < y.rank; ++d)
+    v.shape[d] = y.shape[d];
+  return broadcastStrides(&x, y.rank, y.shape, v.strides, what);
+}
+
+/// A view of `t` over `shape` with y's shape where dims of t of size 1 are
+/// reduced ones: strides for the kept dims, 0 for the reduced.
+int64_t numel(const amprt_tensor &t) { return amprt_tensor_numel(&t); }
+
+amprt_status unsupported(const char *op) {
+  return fail(AMPRT_ERR_UNSUPPORTED,
+              "amprt_exec (cuda): %s is not on the CUDA device yet (run this program with "
+              "--device cpu)",
+              op);
+}
+
+/// The geometry of x [N, C, D...] -> y [N, M, D'...] (w [M, C/g, K...] or
+/// the pool's kernel).
+amprt_status checkContiguous(const amprt_tensor &t, int32_t dtype, const char *what) {
+  if (!amprt_tensor_is_contiguous(&t) || (dtype >= 0 && t.dtype != dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be contiguous%s%s", what,
+                dtype >= 0 ? " " : "", dtype >= 0 ? amprt_dtype_name((amprt_dtype)dtype) : "");
+  return AMPRT_OK;
+}
+
+bool sameShape(const amprt_tensor &a, const amprt_tensor &b) {
+  if (a.rank != b.rank)
+    return false;
+  for (int32_t i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i])
+      return false;
+  return true;
+}
+
+/// A copy of x into y (same element count; row-major order on both).
+amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, const char *what) {
+  if (x.dtype != y.dtype || numel(x) != numel(y))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: x and y differ", what);
+  size_t es = amprt_dtype_size((amprt_dtype)x.dtype);
+  if (amprt_tensor_is_contiguous(&x) && amprt_tensor_is_contiguous(&y)) {
+    if (x.data == y.data)
+      return AMPRT_OK;
+    if (d.emulate) {
+      std::memmove(y.data, x.data, (size_t)numel(x) * es);
+      return AMPRT_OK;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice,
+                               d.stream),
+               what);
+    return AMPRT_OK;
+  }
+  return each(&d, numel(y), CopyF{flat(viewOf(x)), flat(viewOf(y)), (int64_t)es}, what);
+}
+
+amprt_status zero(Dev &d, void *p, size_t bytes) {
+  if (d.emulate) {
+    std::memset(p, 0, bytes);
+    return AMPRT_OK;
+  }
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, d.stream), "cudaMemsetAsync");
+  return AMPRT_OK;
+}
+} // namespace amprt::cuda
