@@ -163,23 +163,9 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
 FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef name,
                                               const PrecisionOptions &p) {
   PassManager pm(module.getContext());
-  if (p.precision == "fp16" || p.precision == "bf16") {
-    AMPAutocastOptions o;
-    o.target = p.precision == "fp16" ? "f16" : "bf16";
-    o.policy = p.policy;
-    o.blockList.assign(p.blockList.begin(), p.blockList.end());
-    pm.addPass(createAMPAutocast(o));
-  } else if (p.precision != "fp32") {
-    return LogicalResult(module.emitError("precision must be fp32, fp16 or bf16, got '")
-                         << p.precision << "'");
-  } else if (!p.policy.empty() || !p.blockList.empty()) {
-    return LogicalResult(module.emitError()
-                         << (p.policy.empty() ? "--block-list" : "--policy")
-                         << " needs --precision fp16 or bf16 (fp32 runs no autocast)");
-  }
-  pm.addPass(createAMPFoldTransposes());
-  pm.addPass(createAMPPlanMemory());
-  pm.addPass(createAMPLowerToRuntime());
+  std::string error;
+  if (failed(buildLowerForRuntimePipeline(pm, p, error)))
+    return LogicalResult(module.emitError(error));
   if (failed(pm.run(module)))
     return failure();
   auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
@@ -190,43 +176,6 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
 
 LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOptions &o) {
   PassManager pm(module.getContext());
-  if (o.differentiate && !o.lossFn.empty()) {
-    AMPAddLossOptions al;
-    al.kind = o.lossFn;
-    al.output = o.lossOf;
-    al.label = o.label;
-    pm.addPass(createAMPAddLoss(al));
-  }
-  AMPAutodiffOptions ad;
-  ad.loss = o.loss;
-  ad.frozen.assign(o.frozen.begin(), o.frozen.end());
-  ad.paddingRows.assign(o.paddingRows.begin(), o.paddingRows.end());
-  if (o.differentiate)
-    pm.addPass(createAMPAutodiff(ad));
-  AMPOptimizerOptions opt;
-  opt.optimizer = o.optimizer;
-  opt.lr = o.lr;
-  opt.momentum = o.momentum;
-  opt.dampening = o.dampening;
-  opt.nesterov = o.nesterov;
-  opt.weightDecay = o.weightDecay;
-  opt.beta1 = o.beta1;
-  opt.beta2 = o.beta2;
-  opt.eps = o.eps;
-  opt.adamMode = o.adamMode;
-  pm.addPass(createAMPOptimizer(opt));
-  AMPLossScalingOptions ls;
-  ls.mode = o.lossScaling;
-  ls.initScale = o.initScale;
-  ls.growthFactor = o.growthFactor;
-  ls.backoffFactor = o.backoffFactor;
-  ls.growthInterval = o.growthInterval;
-  ls.hysteresis = o.hysteresis;
-  ls.minScale = o.minScale;
-  ls.onMinScale = o.onMinScale;
-  ls.maxNorm = o.maxNorm;
-  ls.checkInf = o.checkInf;
-  ls.accumulate = o.accumulate;
-  pm.addPass(createAMPLossScaling(ls));
+  buildTrainStepPipeline(pm, o);
   return pm.run(module);
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
+#include "amp/Pipelines/Pipelines.h"
 #include "amp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
                   mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
   mlir::amp::registerAMPPasses();
+  mlir::amp::registerAMPPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "AMP-MLIR optimizer driver\n", registry));
 }

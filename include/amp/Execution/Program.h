@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "amp/Pipelines/Pipelines.h"
 #include "amprt/amprt.h"
 
 #include <map>
@@ -59,43 +60,11 @@ std::string bytesText(uint64_t bytes);
 std::optional<std::string> exceedsHostMemory(const TensorSlot &s, uint64_t already,
                                              llvm::StringRef what);
 
-/// What turns a forward graph with a loss into a training step: the options
-/// of amp-autodiff, amp-optimizer and amp-loss-scaling (see Passes.td).
-struct TrainingOptions {
-  // A forward graph without a loss op: amp-add-loss with these (lossFn
-  // empty: the graph has its `loss` output).
-  std::string lossFn, lossOf, label = "labels";
-  std::string loss = "loss";
-  std::vector<std::string> frozen;
-  std::vector<std::string> paddingRows; // name:row, no gradient (padding_idx)
-  std::string optimizer = "sgd"; // sgd | adam | adamw
-  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9,
-         beta2 = 0.999, eps = 1e-8;
-  bool nesterov = false;
-  std::string adamMode = "torch"; // adamw: torch | hf
-  /// False when the module already holds the gradients (amp.grad results,
-  /// e.g. imported onnxruntime-training artifacts): no add-loss, no autodiff.
-  bool differentiate = true;
-  std::string lossScaling = "dynamic"; // dynamic | static | none
-  double initScale = 65536, growthFactor = 2, backoffFactor = 0.5, minScale = 0, maxNorm = 0;
-  int64_t growthInterval = 2000, hysteresis = 1, accumulate = 1;
-  std::string onMinScale = "error";
-  bool checkInf = true;
-};
-
-/// amp-autodiff, amp-optimizer and amp-loss-scaling on the module.
+/// The training-step pipeline (amp-train-step) on the module.
 LogicalResult buildTrainingStep(ModuleOp module, const TrainingOptions &o);
 
-/// How amp-autocast runs before the lowering: the precision, a policy file
-/// amending the default (policies/default.json), ONNX node names kept fp32.
-struct PrecisionOptions {
-  std::string precision = "fp32"; // fp32 | fp16 | bf16
-  std::string policy;
-  std::vector<std::string> blockList;
-};
-
-/// amp-autocast (precision "fp16" / "bf16"; nothing for "fp32"),
-/// amp-plan-memory, amp-lower-to-runtime. Returns the arena size of `name`.
+/// The lowering pipeline (amp-lower-for-runtime: amp-autocast for "fp16" /
+/// "bf16", amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime). Returns the arena size of `name`.
 /// A policy or block list with fp32 is refused (it would be ignored).
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
                                    const PrecisionOptions &precision);

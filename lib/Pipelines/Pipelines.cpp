@@ -1,0 +1,127 @@
+//===- Pipelines.cpp - the registered pass pipelines ----------------------===//
+//
+// One place builds each pipeline; amp-compile and amp-run (through
+// lib/Execution/Program.cpp) and amp-opt (through the registrations) run
+// the same passes with the same options.
+//
+//===----------------------------------------------------------------------===//
+
+#include "amp/Pipelines/Pipelines.h"
+
+#include "amp/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::amp;
+
+void mlir::amp::buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions &o) {
+  if (o.differentiate && !o.lossFn.empty()) {
+    AMPAddLossOptions al;
+    al.kind = o.lossFn;
+    al.output = o.lossOf;
+    al.label = o.label;
+    pm.addPass(createAMPAddLoss(al));
+  }
+  AMPAutodiffOptions ad;
+  ad.loss = o.loss;
+  ad.frozen.assign(o.frozen.begin(), o.frozen.end());
+  ad.paddingRows.assign(o.paddingRows.begin(), o.paddingRows.end());
+  if (o.differentiate)
+    pm.addPass(createAMPAutodiff(ad));
+  AMPOptimizerOptions opt;
+  opt.optimizer = o.optimizer;
+  opt.lr = o.lr;
+  opt.momentum = o.momentum;
+  opt.dampening = o.dampening;
+  opt.nesterov = o.nesterov;
+  opt.weightDecay = o.weightDecay;
+  opt.beta1 = o.beta1;
+  opt.beta2 = o.beta2;
+  opt.eps = o.eps;
+  opt.adamMode = o.adamMode;
+  pm.addPass(createAMPOptimizer(opt));
+  AMPLossScalingOptions ls;
+  ls.mode = o.lossScaling;
+  ls.initScale = o.initScale;
+  ls.growthFactor = o.growthFactor;
+  ls.backoffFactor = o.backoffFactor;
+  ls.growthInterval = o.growthInterval;
+  ls.hysteresis = o.hysteresis;
+  ls.minScale = o.minScale;
+  ls.onMinScale = o.onMinScale;
+  ls.maxNorm = o.maxNorm;
+  ls.checkInf = o.checkInf;
+  ls.accumulate = o.accumulate;
+  pm.addPass(createAMPLossScaling(ls));
+}
+
+LogicalResult mlir::amp::buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                                      std::string &error) {
+  if (p.precision == "fp16" || p.precision == "bf16") {
+    AMPAutocastOptions o;
+    o.target = p.precision == "fp16" ? "f16" : "bf16";
+    o.policy = p.policy;
+    o.blockList.assign(p.blockList.begin(), p.blockList.end());
+    pm.addPass(createAMPAutocast(o));
+  } else if (p.precision != "fp32") {
+    error = "precision must be fp32, fp16 or bf16, got '" + p.precision + "'";
+    return failure();
+  } else if (!p.policy.empty() || !p.blockList.empty()) {
+    error = std::string(p.policy.empty() ? "--block-list" : "--policy") +
+            " needs --precision fp16 or bf16 (fp32 runs no autocast)";
+    return failure();
+  }
+  pm.addPass(createAMPFoldTransposes());
+  pm.addPass(createAMPPlanMemory());
+  pm.addPass(createAMPLowerToRuntime());
+  return success();
+}
+
+namespace {
+
+/// Registers pipeline `arg` with options `O`; a builder's error goes to the
+/// pass-pipeline parser's error handler (amp-opt prints it and exits 1).
+template <class O>
+void registerPipeline(StringRef arg, StringRef description,
+                      std::function<LogicalResult(OpPassManager &, const O &, std::string &)> build) {
+  registerPassPipeline(
+      arg, description,
+      [build, arg](OpPassManager &pm, StringRef text,
+                   function_ref<LogicalResult(const Twine &)> errorHandler) -> LogicalResult {
+        O options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        std::string error;
+        if (failed(build(pm, options, error)))
+          return errorHandler(arg + ": " + error);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) { optHandler(O()); });
+}
+
+} // namespace
+
+void mlir::amp::registerAMPPipelines() {
+  registerPipeline<TrainStepPipelineOptions>(
+      "amp-train-step",
+      "A forward graph with a loss -> a training step: amp-add-loss (loss-fn set), "
+      "amp-autodiff, amp-optimizer, amp-loss-scaling",
+      [](OpPassManager &pm, const TrainStepPipelineOptions &o, std::string &) {
+        buildTrainStepPipeline(pm, o.training());
+        return success();
+      });
+  registerPipeline<LowerForRuntimePipelineOptions>(
+      "amp-lower-for-runtime",
+      "amp-autocast (precision fp16 / bf16), amp-fold-transposes, amp-plan-memory, "
+      "amp-lower-to-runtime",
+      [](OpPassManager &pm, const LowerForRuntimePipelineOptions &o, std::string &error) {
+        return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);
+      });
+  registerPipeline<TrainingPipelineOptions>(
+      "amp-training-pipeline",
+      "amp-train-step then amp-lower-for-runtime: what amp-compile runs on a forward graph",
+      [](OpPassManager &pm, const TrainingPipelineOptions &o, std::string &error) {
+        buildTrainStepPipeline(pm, o.training());
+        return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);
+      });
+}
