@@ -5,6 +5,7 @@
 
 #include "amprt/amprt.h"
 
+#include <initializer_list>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -144,6 +145,19 @@ inline bool isHalf(amprt_dtype t) { return t == AMPRT_F16 || t == AMPRT_BF16; }
 /// stores, without a conversion call per element. `slot` picks one of four
 /// scratch buffers. An f32 tensor is returned as it is.
 amprt_tensor asF32(const amprt_tensor *x, int slot);
+
+/// Whether a and b have one shape (reduce.cpp).
+bool sameShape(const amprt_tensor *a, const amprt_tensor *b);
+/// A valid f32, f16 or bf16 tensor (reduce.cpp).
+amprt_status checkFloat(const amprt_tensor *t, const char *what);
+/// A contiguous float tensor of c elements (reduce.cpp).
+amprt_status checkChannel(const amprt_tensor *t, int64_t c, const char *what);
+
+/// y's shape must be the broadcast of the inputs': per-input strides over
+/// y's shape in strides[0..], y's own strides last (elementwise.cpp).
+amprt_status prepare(const char *kernel, const amprt_tensor *y,
+                     std::initializer_list<const amprt_tensor *> ins,
+                     int64_t (*strides)[AMPRT_MAX_RANK]);
 /// A contiguous f32 scratch tensor of y's shape.
 amprt_tensor scratchF32(const amprt_tensor *y, int slot);
 /// Stores an f32 scratch result into y (rounding to y's type).

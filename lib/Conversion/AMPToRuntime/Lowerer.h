@@ -1,0 +1,179 @@
+//===- Lowerer.h - amp-lower-to-runtime's state -----------------*- C++ -*-===//
+//
+// The lowering of one function to runtime calls: LowerToRuntime.cpp walks
+// the function, plans in-place results and fusions and emits the calls;
+// LowerOps.cpp encodes each op's descriptor (Lowerer::lowerOp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMP_LIB_CONVERSION_AMPTORUNTIME_LOWERER_H
+#define AMP_LIB_CONVERSION_AMPTORUNTIME_LOWERER_H
+
+#include "amp/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include <map>
+#include <set>
+#include "amprt/amprt.h"
+
+#include "amp/Dialect/AMP/IR/AMPOps.h"
+
+namespace mlir::amp::lowering {
+
+
+inline int64_t f64Bits(double v) {
+  int64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+
+inline SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    s[d] = acc;
+    acc *= shape[d];
+  }
+  return s;
+}
+
+inline int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
+
+class Lowerer {
+public:
+  Lowerer(ModuleOp module) : module(module), b(module.getContext()) {
+    ptrTy = LLVM::LLVMPointerType::get(module.getContext());
+    i32 = b.getI32Type();
+    i64 = b.getI64Type();
+  }
+
+  LogicalResult lower(func::FuncOp f);
+
+private:
+  /// Results an optimizer-state op writes straight into the caller's buffer:
+  /// result index -> the state argument it updates. The caller may pass one
+  /// buffer for both (the state is then updated in place) because nothing
+  /// reads the argument after that op, and the op reads each element of its
+  /// input before it writes the same element of its output.
+  static std::map<unsigned, unsigned> inPlaceResults(func::FuncOp f);
+  llvm::DenseMap<Value, Value> placed; // result value -> caller's buffer
+  /// What a convolution's runtime call does besides the convolution: an f32
+  /// convolution whose only reader is the next op, an inference-mode batch
+  /// norm, folds the normalisation into its weights; a ReLU that is the
+  /// only reader of the result (and the next op) runs inside the call.
+  /// The call writes the last of them; the others are skipped (fusedAway).
+  struct ConvCall {
+    Operation *bn = nullptr, *relu = nullptr;
+  };
+  llvm::DenseMap<Operation *, ConvCall> convCalls;
+  /// Matrix products (amp.gemm) whose only reader is the next op, a ReLU:
+  /// the ReLU runs in the product's call.
+  llvm::DenseMap<Operation *, Operation *> gemmRelu;
+  llvm::DenseSet<Operation *> fusedAway;
+  /// f32 [N, C, H, W] values kept channel-blocked (amprt_channel_block()):
+  /// a convolution's result whose readers, and their results' readers, are
+  /// only element-wise ops, max pools, convolutions and global average
+  /// pools; nothing is reordered between them.
+  llvm::DenseSet<Value> blocked;
+  void analyseConvs(func::FuncOp f);
+  /// Points ptrs[v] at v's arena slot (v: the single result of an op whose
+  /// call is fused into an earlier one).
+  LogicalResult slotPtr(Value v) {
+    Operation *def = v.getDefiningOp();
+    auto slots = def->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+    if (!slots || slots.empty() || slots[0] < 0)
+      return def->emitOpError("has no memory plan: run amp-plan-memory first");
+    Value offset = LLVM::ConstantOp::create(b, def->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
+    ptrs[v] = LLVM::GEPOp::create(b, def->getLoc(), ptrTy, b.getI8Type(), arena,
+                                  ArrayRef<LLVM::GEPArg>{offset});
+    return success();
+  }
+  /// The value a convolution's call writes.
+  Value convWrites(ConvOp conv) {
+    auto it = convCalls.find(conv);
+    if (it == convCalls.end())
+      return conv.getOutput();
+    if (it->second.relu)
+      return it->second.relu->getResult(0);
+    return cast<BatchNormOp>(it->second.bn).getOutput();
+  }
+
+  struct Desc {
+    SmallVector<int64_t> words;
+    SmallVector<Value> ptrs;
+    int64_t ntensors = 0;
+    SmallVector<int64_t> attrs;
+  };
+
+  /// A tensor in the descriptor: a view (shape, strides, element offset)
+  /// over the bytes of `v`.
+  LogicalResult tensor(Desc &d, Value v, Operation *op,
+                       std::optional<ArrayRef<int64_t>> shape = std::nullopt,
+                       std::optional<ArrayRef<int64_t>> strides = std::nullopt,
+                       int64_t offset = 0) {
+    auto t = cast<RankedTensorType>(v.getType());
+    auto code = runtimeDTypeCode(t);
+    if (failed(code))
+      return op->emitOpError("element type ") << t.getElementType()
+                                              << " has no runtime type";
+    ArrayRef<int64_t> sh = shape ? *shape : t.getShape();
+    SmallVector<int64_t> st = strides ? SmallVector<int64_t>(*strides) : contiguousStrides(sh);
+    // A transpose the products read in place: its input's strides with the
+    // last two swapped.
+    if (Operation *def = v.getDefiningOp(); !shape && !strides && def && isMatmulViewTranspose(def)) {
+      st = contiguousStrides(cast<RankedTensorType>(def->getOperand(0).getType()).getShape());
+      std::swap(st[st.size() - 1], st[st.size() - 2]);
+    }
+    d.words.push_back(*code);
+    d.words.push_back((int64_t)sh.size());
+    d.words.push_back(offset);
+    d.words.append(sh.begin(), sh.end());
+    d.words.append(st.begin(), st.end());
+    d.ptrs.push_back(ptrOf(v));
+    ++d.ntensors;
+    return success();
+  }
+
+  Value ptrOf(Value v) {
+    auto it = ptrs.find(v);
+    assert(it != ptrs.end() && "every operand is defined before its use in "
+                               "a single-block function");
+    return it->second;
+  }
+
+  LLVM::GlobalOp global(Location loc, Type type, Attribute value, StringRef prefix) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    std::string name = (prefix + "_" + llvm::Twine(counter++)).str();
+    return LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
+                                  LLVM::Linkage::Internal, name, value,
+                                  /*alignment=*/64);
+  }
+
+  Value addressOf(Location loc, LLVM::GlobalOp g) {
+    return LLVM::AddressOfOp::create(b, loc, ptrTy, g.getSymName());
+  }
+
+  LogicalResult constant(arith::ConstantOp c);
+  LogicalResult emit(Operation *op, int64_t opcode, Desc &d);
+  LogicalResult lowerOp(Operation *op);
+
+  ModuleOp module;
+  OpBuilder b;
+  Type ptrTy, i32, i64;
+  Value ctx, arena, argsPtr, resultsPtr;
+  Block *fail = nullptr; // returns its status argument
+  DenseMap<Value, Value> ptrs;
+  LLVM::LLVMFuncOp exec;
+  unsigned counter = 0;
+};
+
+} // namespace mlir::amp::lowering
+
+#endif // AMP_LIB_CONVERSION_AMPTORUNTIME_LOWERER_H
