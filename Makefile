@@ -15,7 +15,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 # build folder's absolute path)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: demo test build setup configure clean bench-deps docs asan fuzz
+.PHONY: demo test build setup configure clean bench-deps docs asan fuzz format
 
 setup:
 	@scripts/setup.sh
@@ -72,6 +72,10 @@ docs:
 # torchvision's model definitions for bench/torchvision_zoo.py, without its
 # dependencies (its wheels pin an older torch than the venv's; the models
 # are Python and need none of torchvision's compiled ops).
+# clang-format the C++ / CUDA sources in place (ctest clang-format checks them).
+format:
+	scripts/check-format.sh --fix
+
 bench-deps: setup
 	.venv/bin/python -m pip install -q -r bench/requirements.txt
 	.venv/bin/python -c 'import torchvision' 2>/dev/null || .venv/bin/python -m pip install -q --no-deps torchvision==0.29.2

@@ -13,7 +13,7 @@ APT_PACKAGES=(
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libdnnl-dev libgtest-dev graphviz zlib1g-dev
   python3 python3-venv
-  clang-22 libclang-rt-22-dev libomp-22-dev
+  clang-22 libclang-rt-22-dev libomp-22-dev clang-format-22
 )
 
 SUDO=""
