@@ -40,8 +40,10 @@ int main() {
   std::printf("%-6s %6s %12s\n", "type", "n", "GFLOP/s");
   for (int64_t n : {256, 512, 1024}) {
     std::vector<float> a(n * n), b(n * n);
-    for (auto &v : a) v = nd(rng);
-    for (auto &v : b) v = nd(rng);
+    for (auto &v : a)
+      v = nd(rng);
+    for (auto &v : b)
+      v = nd(rng);
     for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16}) {
       size_t es = amprt_dtype_size(dt);
       std::vector<unsigned char> ab(n * n * es), bb(n * n * es), yb(n * n * es);

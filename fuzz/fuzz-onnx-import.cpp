@@ -27,9 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::MLIRContext ctx(*registry, mlir::MLIRContext::Threading::DISABLED);
   mlir::ScopedDiagnosticHandler drop(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
   // A folder that does not exist: external data is refused, never read.
-  llvm::MemoryBufferRef buf(
-      llvm::StringRef(reinterpret_cast<const char *>(data), size),
-      "/nonexistent-amp-fuzz/model.onnx");
+  llvm::MemoryBufferRef buf(llvm::StringRef(reinterpret_cast<const char *>(data), size),
+                            "/nonexistent-amp-fuzz/model.onnx");
   mlir::OwningOpRef<mlir::ModuleOp> m = mlir::amp::importONNXBuffer(buf, &ctx);
   if (m)
     (void)mlir::verify(*m);

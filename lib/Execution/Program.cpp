@@ -22,8 +22,8 @@ mlir::amp::loadModelFile(llvm::StringRef path, MLIRContext *ctx,
                          const std::vector<std::string> &freeze) {
   if (path.ends_with(".mlir")) {
     if (!constInputs.empty() || !freeze.empty()) {
-      emitError(UnknownLoc::get(ctx))
-          << (constInputs.empty() ? "--freeze" : "--const-input") << " applies to .onnx models only";
+      emitError(UnknownLoc::get(ctx)) << (constInputs.empty() ? "--freeze" : "--const-input")
+                                      << " applies to .onnx models only";
       return nullptr;
     }
     return parseSourceFile<ModuleOp>(path, ctx);
@@ -50,8 +50,7 @@ static FailureOr<TensorSlot> slotOf(func::FuncOp f, Type t, const std::string &w
                                           "the model's shapes)");
   auto dt = runtimeDType(s.type.getElementType());
   if (failed(dt))
-    return LogicalResult(f.emitError() << what << ": element type "
-                                       << s.type.getElementType()
+    return LogicalResult(f.emitError() << what << ": element type " << s.type.getElementType()
                                        << " is not supported by the runtime");
   s.dtype = *dt;
   uint64_t n = 1;
@@ -60,8 +59,8 @@ static FailureOr<TensorSlot> slotOf(func::FuncOp f, Type t, const std::string &w
       n = UINT64_MAX;
   if (n == UINT64_MAX || __builtin_mul_overflow(n, uint64_t(amprt_dtype_size(s.dtype)), &s.bytes) ||
       s.bytes > uint64_t(INT64_MAX))
-    return LogicalResult(f.emitError() << what << " (" << t
-                                       << ") is too large: its size in bytes overflows");
+    return LogicalResult(f.emitError()
+                         << what << " (" << t << ") is too large: its size in bytes overflows");
   return s;
 }
 
@@ -110,8 +109,8 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
       s->name = p.getValue().str();
       auto init = f.getArgAttrOfType<ElementsAttr>(i, "amp.init");
       if (!init)
-        return LogicalResult(f.emitError() << "parameter '" << s->name
-                                           << "' has no initial value (amp.init)");
+        return LogicalResult(f.emitError()
+                             << "parameter '" << s->name << "' has no initial value (amp.init)");
       if (auto big = exceedsHostMemory(*s, 0, "parameter '" + s->name + "'"))
         return LogicalResult(f.emitError() << *big);
       int64_t n = s->type.getNumElements();
@@ -136,8 +135,8 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
         s->init.assign(blob->getData().begin(), blob->getData().end());
       }
       if (s->init.size() != (size_t)n * es)
-        return LogicalResult(f.emitError() << "parameter '" << s->name
-                                           << "': initial value has the wrong size");
+        return LogicalResult(f.emitError()
+                             << "parameter '" << s->name << "': initial value has the wrong size");
     } else {
       auto in = f.getArgAttrOfType<StringAttr>(i, "amp.input");
       s->name = in ? in.getValue().str() : "arg" + std::to_string(i);

@@ -82,8 +82,9 @@ namespace {
 /// Registers pipeline `arg` with options `O`; a builder's error goes to the
 /// pass-pipeline parser's error handler (amp-opt prints it and exits 1).
 template <class O>
-void registerPipeline(StringRef arg, StringRef description,
-                      std::function<LogicalResult(OpPassManager &, const O &, std::string &)> build) {
+void registerPipeline(
+    StringRef arg, StringRef description,
+    std::function<LogicalResult(OpPassManager &, const O &, std::string &)> build) {
   registerPassPipeline(
       arg, description,
       [build, arg](OpPassManager &pm, StringRef text,

@@ -21,8 +21,8 @@
 
 using namespace llvm;
 
-void mlir::amp::runBatch(StringRef tool, StringRef file, unsigned timeoutSeconds,
-                         const char *argv0, const char *overview) {
+void mlir::amp::runBatch(StringRef tool, StringRef file, unsigned timeoutSeconds, const char *argv0,
+                         const char *overview) {
   auto die = [&](const Twine &msg) {
     errs() << tool << ": error: " << msg << "\n";
     exit(1);

@@ -36,9 +36,9 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -135,10 +135,9 @@ namespace {
 
 class Autocaster {
 public:
-  Autocaster(func::FuncOp func, const AutocastOptions &opts,
-             AutocastReport &report, Type low)
-      : func(func), opts(opts), report(report), low(low),
-        f32(Float32Type::get(func.getContext())), b(func.getContext()) {
+  Autocaster(func::FuncOp func, const AutocastOptions &opts, AutocastReport &report, Type low)
+      : func(func), opts(opts), report(report), low(low), f32(Float32Type::get(func.getContext())),
+        b(func.getContext()) {
     for (const auto &n : opts.blockList)
       blocked.insert(n);
   }
@@ -229,8 +228,7 @@ std::string Autocaster::describe(Value v) {
   return what;
 }
 
-Autocaster::Decision Autocaster::decide(Operation *op,
-                                        ArrayRef<Value> floats) {
+Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
   std::string name = nodeNameOf(op);
   llvm::StringRef opName = op->getName().getStringRef();
   std::optional<PolicyRule> rule;
@@ -238,8 +236,7 @@ Autocaster::Decision Autocaster::decide(Operation *op,
   if (blocked.contains(name)) {
     rule = PolicyRule{PrecisionClass::FP32, "f32", "block list"};
     why = "node '" + name + "' is on the block list";
-  } else if (auto it = opts.policy.nodes.find(name);
-             it != opts.policy.nodes.end()) {
+  } else if (auto it = opts.policy.nodes.find(name); it != opts.policy.nodes.end()) {
     rule = it->second;
     why = "node override in " + it->second.source;
   } else if (auto hint = op->getAttrOfType<StringAttr>("amp.class");
@@ -255,8 +252,7 @@ Autocaster::Decision Autocaster::decide(Operation *op,
       auto [cls, compute] = f->second;
       return Decision{cls, compute,
                       "backward of '" + fwd.getValue().str() + "', which is " +
-                          stringifyPrecisionClass(cls).str() + " in " +
-                          typeName(compute),
+                          stringifyPrecisionClass(cls).str() + " in " + typeName(compute),
                       cls == PrecisionClass::Lower ? "f32" : ""};
     }
   }
@@ -294,8 +290,7 @@ Autocaster::Decision Autocaster::decide(Operation *op,
   case PrecisionClass::Follow:
     if (strong.empty()) {
       d.compute = widest(all, f32);
-      d.reason += "; only parameters / constants in: keeps " +
-                  typeName(d.compute);
+      d.reason += "; only parameters / constants in: keeps " + typeName(d.compute);
     } else if (llvm::all_of(strong, [&](Type t) { return t == low; })) {
       d.compute = low;
       d.reason += "; every activation input is " + typeName(low) + " (from " +
@@ -339,12 +334,12 @@ LogicalResult Autocaster::run() {
       arg.setType(RankedTensorType::get(t.getShape(), low));
       argTypes[arg.getArgNumber()] = arg.getType();
     }
-    func.setFunctionType(
-        FunctionType::get(func.getContext(), argTypes, func.getResultTypes()));
+    func.setFunctionType(FunctionType::get(func.getContext(), argTypes, func.getResultTypes()));
   }
 
   WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
-    bool readsDynamic = llvm::any_of(op->getOperands(), [&](Value v) { return dynamic.contains(v); });
+    bool readsDynamic =
+        llvm::any_of(op->getOperands(), [&](Value v) { return dynamic.contains(v); });
     if (readsDynamic)
       for (Value r : op->getResults())
         dynamic.insert(r);
@@ -353,10 +348,9 @@ LogicalResult Autocaster::run() {
       if (auto v = firstUnfit(c, cast<FloatType>(low))) {
         char text[32];
         snprintf(text, sizeof text, "%.9g", *v);
-        unfit[c.getResult()] = std::string("holds ") + text + ", which " + typeName(low) +
-                               " cannot hold";
-      }
-      else
+        unfit[c.getResult()] =
+            std::string("holds ") + text + ", which " + typeName(low) + " cannot hold";
+      } else
         weak.insert(c.getResult());
       return WalkResult::advance();
     }
@@ -367,8 +361,7 @@ LogicalResult Autocaster::run() {
     for (Value v : op->getOperands())
       if (floatElement(v))
         floats.push_back(v);
-    AutocastDecision rec{name, op->getName().getStringRef().str(), "", "", "",
-                         ""};
+    AutocastDecision rec{name, op->getName().getStringRef().str(), "", "", "", ""};
     if (floats.empty()) {
       rec.cls = "none";
       rec.computeType = "none";
@@ -396,10 +389,9 @@ LogicalResult Autocaster::run() {
     // Results from the shape rules, on the new operand types.
     if (auto iface = dyn_cast<InferTypeOpInterface>(op)) {
       SmallVector<Type> types;
-      if (failed(iface.inferReturnTypes(
-              op->getContext(), op->getLoc(), op->getOperands(),
-              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-              op->getRegions(), types)))
+      if (failed(iface.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                        op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                        op->getRegions(), types)))
         return op->emitOpError("autocast: cannot re-infer the result types "
                                "in ")
                << d.compute;
@@ -469,15 +461,13 @@ LogicalResult Autocaster::run() {
   for (OpOperand &use : returnOp->getOpOperands()) {
     unsigned i = use.getOperandNumber();
     Type want = getElementTypeOrSelf(resultTypes[i]);
-    if (!opts.keepIOTypes && isa<FloatType>(want) &&
-        !func.getResultAttr(i, "amp.grad"))
+    if (!opts.keepIOTypes && isa<FloatType>(want) && !func.getResultAttr(i, "amp.grad"))
       want = low;
     if (isa<FloatType>(want) && floatElement(use.get()))
       use.set(castTo(use.get(), want));
     resultTypes[i] = use.get().getType();
   }
-  func.setFunctionType(FunctionType::get(
-      func.getContext(), func.getArgumentTypes(), resultTypes));
+  func.setFunctionType(FunctionType::get(func.getContext(), func.getArgumentTypes(), resultTypes));
   report.paramsCast += castParams.size();
   return success();
 }
@@ -490,8 +480,7 @@ static unsigned countCasts(Operation *root) {
   return n;
 }
 
-LogicalResult mlir::amp::runAutocast(func::FuncOp func,
-                                     const AutocastOptions &opts,
+LogicalResult mlir::amp::runAutocast(func::FuncOp func, const AutocastOptions &opts,
                                      AutocastReport &report) {
   MLIRContext *ctx = func.getContext();
   Type low;
@@ -500,8 +489,7 @@ LogicalResult mlir::amp::runAutocast(func::FuncOp func,
   else if (opts.target == "bf16")
     low = BFloat16Type::get(ctx);
   else
-    return func.emitError("amp-autocast: target must be f16 or bf16, got '")
-           << opts.target << "'";
+    return func.emitError("amp-autocast: target must be f16 or bf16, got '") << opts.target << "'";
   if (func.isExternal())
     return success();
   report.target = opts.target;
@@ -535,16 +523,14 @@ llvm::json::Value AutocastReport::toJSON() const {
       {"target", target},
       {"ops", std::move(list)},
       {"summary",
-       llvm::json::Object{
-           {"ops", (int64_t)ops.size()},
-           {"ops_by_compute_type", std::move(perType)},
-           {"casts_before", castsBefore},
-           {"casts_after", castsAfter},
-           {"casts_inserted",
-            (int64_t)castsAfter - (int64_t)castsBefore > 0
-                ? (int64_t)castsAfter - (int64_t)castsBefore
-                : 0},
-           {"params_cast_to_target", paramsCast}}}};
+       llvm::json::Object{{"ops", (int64_t)ops.size()},
+                          {"ops_by_compute_type", std::move(perType)},
+                          {"casts_before", castsBefore},
+                          {"casts_after", castsAfter},
+                          {"casts_inserted", (int64_t)castsAfter - (int64_t)castsBefore > 0
+                                                 ? (int64_t)castsAfter - (int64_t)castsBefore
+                                                 : 0},
+                          {"params_cast_to_target", paramsCast}}}};
 }
 
 //===----------------------------------------------------------------------===//
@@ -575,8 +561,8 @@ static std::string dotEscape(llvm::StringRef s) {
   return out;
 }
 
-FailureOr<std::vector<std::string>>
-mlir::amp::writePrecisionGraph(func::FuncOp func, llvm::StringRef path) {
+FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(func::FuncOp func,
+                                                                   llvm::StringRef path) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "digraph \"" << dotEscape(func.getSymName()) << "\" {\n"
@@ -600,8 +586,8 @@ mlir::amp::writePrecisionGraph(func::FuncOp func, llvm::StringRef path) {
     else
       label = "arg " + std::to_string(arg.getArgNumber());
     os << "  " << id << " [shape=box, label=\"" << dotEscape(label) << "\\n"
-       << dotEscape(typeName(arg.getType())) << "\", fillcolor=\""
-       << colourOf(arg.getType()) << "\"];\n";
+       << dotEscape(typeName(arg.getType())) << "\", fillcolor=\"" << colourOf(arg.getType())
+       << "\"];\n";
   }
   func.walk([&](Operation *op) {
     if (op == func.getOperation())
@@ -631,7 +617,7 @@ mlir::amp::writePrecisionGraph(func::FuncOp func, llvm::StringRef path) {
         return llvm::Error::success();
       }))
     return LogicalResult(func.emitError("cannot write '")
-                   << path << "': " << llvm::toString(std::move(e)));
+                         << path << "': " << llvm::toString(std::move(e)));
   std::vector<std::string> written{path.str()};
   if (auto dot = llvm::sys::findProgramByName("dot")) {
     for (llvm::StringRef fmt : {"svg", "png"}) {
@@ -642,8 +628,7 @@ mlir::amp::writePrecisionGraph(func::FuncOp func, llvm::StringRef path) {
       if (llvm::sys::ExecuteAndWait(*dot, args) == 0)
         written.push_back(out.str().str());
       else
-        return LogicalResult(func.emitError("graphviz 'dot' failed to render ")
-                       << out);
+        return LogicalResult(func.emitError("graphviz 'dot' failed to render ") << out);
     }
   }
   return written;
@@ -692,8 +677,7 @@ struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
       for (const auto &kv : opts.policy.nodes)
         if (!seen.contains(kv.first())) {
           module.emitError("amp-autocast: ")
-              << kv.second.source << " names node '" << kv.first()
-              << "', but no op has that name";
+              << kv.second.source << " names node '" << kv.first() << "', but no op has that name";
           return signalPassFailure();
         }
     if (!why.empty()) {
@@ -702,10 +686,8 @@ struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
         if (d.node == why) {
           found = true;
           module.emitRemark("amp-autocast: node '")
-              << d.node << "' (" << d.op << "): " << d.cls << " -> "
-              << d.computeType
-              << (d.accumulate.empty() ? "" : ", accumulate " + d.accumulate)
-              << ": " << d.reason;
+              << d.node << "' (" << d.op << "): " << d.cls << " -> " << d.computeType
+              << (d.accumulate.empty() ? "" : ", accumulate " + d.accumulate) << ": " << d.reason;
         }
       if (!found) {
         module.emitError("amp-autocast: why=") << why << ": no op has that name";
@@ -714,11 +696,10 @@ struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
     }
     if (!report.empty()) {
       // Written to a temporary file and renamed: never half a report.
-      if (llvm::Error e =
-              llvm::writeToOutput(report, [&](llvm::raw_ostream &out) {
-                out << llvm::formatv("{0:2}", rep.toJSON()) << "\n";
-                return llvm::Error::success();
-              })) {
+      if (llvm::Error e = llvm::writeToOutput(report, [&](llvm::raw_ostream &out) {
+            out << llvm::formatv("{0:2}", rep.toJSON()) << "\n";
+            return llvm::Error::success();
+          })) {
         module.emitError("amp-autocast: cannot write report '")
             << report << "': " << llvm::toString(std::move(e));
         return signalPassFailure();

@@ -53,13 +53,17 @@ std::optional<PrecisionClass> mlir::amp::parsePrecisionClass(llvm::StringRef s) 
 /// ONNX op types users may write by habit, with the op to write instead.
 static llvm::StringRef onnxHint(llvm::StringRef name) {
   static const std::pair<const char *, const char *> hints[] = {
-      {"MatMul", "amp.matmul"},   {"Gemm", "amp.gemm"},
-      {"Conv", "amp.conv"},       {"Softmax", "amp.softmax"},
+      {"MatMul", "amp.matmul"},
+      {"Gemm", "amp.gemm"},
+      {"Conv", "amp.conv"},
+      {"Softmax", "amp.softmax"},
       {"ConvTranspose", "amp.conv_transpose"},
       {"LayerNormalization", "amp.layer_norm"},
       {"BatchNormalization", "amp.batch_norm"},
-      {"Relu", "amp.relu"},       {"Add", "amp.add"},
-      {"Mul", "amp.mul"},         {"ReduceSum", "amp.reduce_sum"},
+      {"Relu", "amp.relu"},
+      {"Add", "amp.add"},
+      {"Mul", "amp.mul"},
+      {"ReduceSum", "amp.reduce_sum"},
       {"ReduceMean", "amp.reduce_mean"},
       {"SoftmaxCrossEntropyLoss", "amp.softmax_cross_entropy_loss"}};
   for (auto [onnx, amp] : hints)
@@ -77,13 +81,11 @@ static LogicalResult parseRule(const llvm::json::Value &v, llvm::StringRef key,
   } else if (auto *obj = v.getAsObject()) {
     for (const auto &kv : *obj)
       if (kv.first != "class" && kv.first != "accumulate")
-        return emitError() << source << ": '" << key << "': unknown field '"
-                           << kv.first.str()
+        return emitError() << source << ": '" << key << "': unknown field '" << kv.first.str()
                            << "' (known: class, accumulate)";
     auto cls = obj->getString("class");
     if (!cls)
-      return emitError() << source << ": '" << key
-                         << "' needs a \"class\" string";
+      return emitError() << source << ": '" << key << "' needs a \"class\" string";
     clsName = cls->str();
     if (auto acc = obj->getString("accumulate")) {
       if (*acc != "f32" && *acc != "f16" && *acc != "bf16")
@@ -91,25 +93,22 @@ static LogicalResult parseRule(const llvm::json::Value &v, llvm::StringRef key,
                            << "f32, f16 or bf16, got '" << *acc << "'";
       rule.accumulate = acc->str();
     } else if (obj->get("accumulate")) {
-      return emitError() << source << ": '" << key
-                         << "': accumulate must be a string";
+      return emitError() << source << ": '" << key << "': accumulate must be a string";
     }
   } else {
-    return emitError() << source << ": '" << key
-                       << "' must be a class name or an object";
+    return emitError() << source << ": '" << key << "' must be a class name or an object";
   }
   auto cls = parsePrecisionClass(clsName);
   if (!cls)
-    return emitError() << source << ": '" << key << "': unknown class '"
-                       << clsName << "' (known: lower, fp32, follow, promote)";
+    return emitError() << source << ": '" << key << "': unknown class '" << clsName
+                       << "' (known: lower, fp32, follow, promote)";
   rule.cls = *cls;
   rule.source = source.str();
   return success();
 }
 
-FailureOr<Policy>
-Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
-              MLIRContext *ctx, function_ref<InFlightDiagnostic()> emitError) {
+FailureOr<Policy> Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
+                                MLIRContext *ctx, function_ref<InFlightDiagnostic()> emitError) {
   auto json = llvm::json::parse(text);
   if (!json) {
     std::string msg = llvm::toString(json.takeError());
@@ -121,17 +120,15 @@ Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
   for (const auto &kv : *root)
     if (kv.first != "ops" && kv.first != "nodes" && kv.first != "extends" &&
         kv.first != "description")
-      return LogicalResult(emitError()
-                     << source << ": unknown top-level key '" << kv.first.str()
-                     << "' (known: extends, ops, nodes, description)");
+      return LogicalResult(emitError() << source << ": unknown top-level key '" << kv.first.str()
+                                       << "' (known: extends, ops, nodes, description)");
   Policy p = base;
   if (auto ext = root->getString("extends")) {
     if (*ext == "none")
       p = Policy();
     else if (*ext != "default")
       return LogicalResult(emitError() << source << ": \"extends\" must be "
-                                 << "\"default\" or \"none\", got '" << *ext
-                                 << "'");
+                                       << "\"default\" or \"none\", got '" << *ext << "'");
   }
   std::vector<std::string> unknown;
   if (const auto *v = root->get("ops")) {
@@ -143,9 +140,7 @@ Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
       if (ctx && !RegisteredOperationName::lookup(name, ctx)) {
         llvm::StringRef hint = onnxHint(name);
         unknown.push_back("'" + name.str() + "'" +
-                          (hint.empty() ? std::string()
-                                        : " (did you mean '" + hint.str() +
-                                              "'?)"));
+                          (hint.empty() ? std::string() : " (did you mean '" + hint.str() + "'?)"));
         continue;
       }
       PolicyRule rule;
@@ -160,8 +155,8 @@ Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
     for (const auto &u : unknown)
       list += (list.empty() ? "" : ", ") + u;
     return LogicalResult(emitError() << source << ": unknown op name(s) " << list
-                               << "; use registered op names such as "
-                                  "'amp.matmul'");
+                                     << "; use registered op names such as "
+                                        "'amp.matmul'");
   }
   if (const auto *v = root->get("nodes")) {
     auto *nodes = v->getAsObject();
@@ -177,15 +172,13 @@ Policy::parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
   return p;
 }
 
-FailureOr<Policy> Policy::load(llvm::StringRef path, const Policy &base,
-                               MLIRContext *ctx,
+FailureOr<Policy> Policy::load(llvm::StringRef path, const Policy &base, MLIRContext *ctx,
                                function_ref<InFlightDiagnostic()> emitError) {
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buf)
     return LogicalResult(emitError() << "cannot read policy file '" << path
-                               << "': " << buf.getError().message());
-  return parse((*buf)->getBuffer(), ("policy file " + path).str(), base, ctx,
-               emitError);
+                                     << "': " << buf.getError().message());
+  return parse((*buf)->getBuffer(), ("policy file " + path).str(), base, ctx, emitError);
 }
 
 Policy Policy::getDefault() {
@@ -193,11 +186,10 @@ Policy Policy::getDefault() {
     Policy p;
     // The default is checked by a unit test; op names are not validated
     // here because no context is at hand.
-    auto parsed = parse(kDefaultPolicy, "default policy", Policy(), nullptr,
-                        [] () -> InFlightDiagnostic {
-                          llvm::report_fatal_error(
-                              "the compiled-in default policy is invalid");
-                        });
+    auto parsed =
+        parse(kDefaultPolicy, "default policy", Policy(), nullptr, []() -> InFlightDiagnostic {
+          llvm::report_fatal_error("the compiled-in default policy is invalid");
+        });
     if (succeeded(parsed))
       p = *parsed;
     return p;

@@ -9,8 +9,8 @@
 
 #include "amp/Transforms/Passes.h"
 
-#include "amp/Transforms/Autocast.h"
 #include "amp/Dialect/AMP/IR/AMPOps.h"
+#include "amp/Transforms/Autocast.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -48,7 +48,8 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
       for (Value r : op->getResults())
         needs.insert(r);
   if (!needs.contains(y))
-    return emitError(y.getLoc()) << "amp-autodiff: " << what << " does not depend on any "
+    return emitError(y.getLoc()) << "amp-autodiff: " << what
+                                 << " does not depend on any "
                                     "parameter";
 
   DenseMap<Value, Value> grads;
@@ -92,9 +93,8 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
     // Backward ops are named after their forward node and marked for
     // amp-autocast.
     std::string node = nodeNameOf(op);
-    Operation *last = b.getInsertionPoint() == block->begin()
-                          ? nullptr
-                          : &*std::prev(b.getInsertionPoint());
+    Operation *last =
+        b.getInsertionPoint() == block->begin() ? nullptr : &*std::prev(b.getInsertionPoint());
     SmallVector<Value> og;
     if (failed(iface.buildGradients(b, rg, og)))
       return failure();
@@ -159,9 +159,8 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
     if (auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output"); n && n.getValue() == lossName)
       lossIndex = i;
   if (lossIndex < 0)
-    return f.emitError("amp-autodiff: '")
-           << f.getSymName() << "' has no result named '" << lossName
-           << "' (name the loss with loss=<output name>)";
+    return f.emitError("amp-autodiff: '") << f.getSymName() << "' has no result named '" << lossName
+                                          << "' (name the loss with loss=<output name>)";
   Value loss = ret.getOperand(lossIndex);
   auto lt = dyn_cast<RankedTensorType>(loss.getType());
   if (!lt || !lt.hasStaticShape() || lt.getNumElements() != 1 ||
@@ -303,20 +302,19 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
       double v;
       bool ok;
       const char *want;
-    } rules[] = {
-        {"lr", lr, lr > 0 && std::isfinite((double)lr), "a finite number > 0"},
-        {"momentum", momentum, momentum >= 0 && std::isfinite((double)momentum), "a finite number >= 0"},
-        {"dampening", dampening, std::isfinite((double)dampening), "finite"},
-        {"weight-decay", wd, wd >= 0 && std::isfinite(wd), "a finite number >= 0"},
-        {"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
-        {"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
-        {"eps", eps, eps > 0 && std::isfinite((double)eps), "a finite number > 0"}};
+    } rules[] = {{"lr", lr, lr > 0 && std::isfinite((double)lr), "a finite number > 0"},
+                 {"momentum", momentum, momentum >= 0 && std::isfinite((double)momentum),
+                  "a finite number >= 0"},
+                 {"dampening", dampening, std::isfinite((double)dampening), "finite"},
+                 {"weight-decay", wd, wd >= 0 && std::isfinite(wd), "a finite number >= 0"},
+                 {"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
+                 {"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
+                 {"eps", eps, eps > 0 && std::isfinite((double)eps), "a finite number > 0"}};
     for (const Rule &r : rules)
       if (!r.ok)
         return f.emitError("amp-optimizer: ") << r.name << " must be " << r.want << ", got " << r.v;
     if (adamMode != "torch" && adamMode != "hf")
-      return f.emitError("amp-optimizer: adam-mode must be torch or hf, got '")
-             << adamMode << "'";
+      return f.emitError("amp-optimizer: adam-mode must be torch or hf, got '") << adamMode << "'";
     if (adamMode == "hf" && optimizer != "adamw")
       return f.emitError("amp-optimizer: adam-mode hf goes with optimizer adamw");
     if (nesterov && (!sgd || momentum == 0 || dampening != 0))
@@ -374,10 +372,10 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         Value buf;
         if (momentum != 0 && !(buf = addState(pt, name + ".momentum_buffer")))
           return failure();
-        auto op = SGDUpdateOp::create(
-            b, loc, pt, buf ? Type(pt) : Type(), p, grad, buf, step, foundInf,
-            b.getF32FloatAttr(lr), b.getF32FloatAttr(momentum), b.getF32FloatAttr(dampening),
-            b.getF32FloatAttr(wd), b.getBoolAttr(nesterov));
+        auto op = SGDUpdateOp::create(b, loc, pt, buf ? Type(pt) : Type(), p, grad, buf, step,
+                                      foundInf, b.getF32FloatAttr(lr), b.getF32FloatAttr(momentum),
+                                      b.getF32FloatAttr(dampening), b.getF32FloatAttr(wd),
+                                      b.getBoolAttr(nesterov));
         results.push_back(op.getNewParam());
         resAttrs.push_back(updates(name));
         if (buf)
@@ -386,11 +384,10 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         Value m = addState(pt, name + ".exp_avg"), v = addState(pt, name + ".exp_avg_sq");
         if (!m || !v)
           return failure();
-        auto op = AdamUpdateOp::create(b, loc, p, grad, m, v, step, foundInf,
-                                       b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
-                                       b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-                                       b.getF32FloatAttr(wd), b.getBoolAttr(optimizer == "adamw"),
-                                       b.getStringAttr(adamMode));
+        auto op = AdamUpdateOp::create(
+            b, loc, p, grad, m, v, step, foundInf, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
+            b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps), b.getF32FloatAttr(wd),
+            b.getBoolAttr(optimizer == "adamw"), b.getStringAttr(adamMode));
         results.push_back(op.getNewParam());
         resAttrs.push_back(updates(name));
         state.push_back({op.getNewExpAvg(), name + ".exp_avg"});
@@ -456,8 +453,7 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         return signalPassFailure();
     }
     if (!anyGrads) {
-      getOperation().emitError(
-          "amp-optimizer: no function has gradients (run amp-autodiff first)");
+      getOperation().emitError("amp-optimizer: no function has gradients (run amp-autodiff first)");
       return signalPassFailure();
     }
   }
@@ -506,13 +502,14 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
       output = f.getResultAttrOfType<StringAttr>(index, "amp.output").getValue().str();
     }
     if (index < 0)
-      return err() << "no result named '" << output << "' (the results are: "
-                   << (names.empty() ? "none" : names) << ")";
+      return err() << "no result named '" << output
+                   << "' (the results are: " << (names.empty() ? "none" : names) << ")";
     for (BlockArgument a : f.getArguments())
       for (StringRef key : {"amp.input", "amp.param"})
         if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key);
             n && n.getValue() == label)
-          return err() << "the label name '" << label << "' is already taken by an input or "
+          return err() << "the label name '" << label
+                       << "' is already taken by an input or "
                           "parameter";
     Value out = ret.getOperand(index);
     auto ot = dyn_cast<RankedTensorType>(out.getType());
@@ -526,24 +523,22 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
       labelType = RankedTensorType::get(ot.getShape(), b.getF32Type());
     } else {
       if (ot.getRank() < 2)
-        return err() << kind << " needs scores of rank >= 2 ([N, C, ...]), '" << output
-                     << "' is " << ot;
+        return err() << kind << " needs scores of rank >= 2 ([N, C, ...]), '" << output << "' is "
+                     << ot;
       SmallVector<int64_t> ls{ot.getDimSize(0)};
       for (int64_t d = 2; d < ot.getRank(); ++d)
         ls.push_back(ot.getDimSize(d));
       labelType = RankedTensorType::get(ls, b.getI64Type());
     }
     unsigned argIndex = f.getNumArguments();
-    if (failed(f.insertArgument(argIndex, labelType,
-                                b.getDictionaryAttr({b.getNamedAttr(
-                                    "amp.input", b.getStringAttr(label))}),
-                                loc)))
+    if (failed(f.insertArgument(
+            argIndex, labelType,
+            b.getDictionaryAttr({b.getNamedAttr("amp.input", b.getStringAttr(label))}), loc)))
       return failure();
     Value lab = f.getArgument(argIndex);
     Operation *lossOp;
     if (kind == "cross_entropy") {
-      lossOp = createWithInferredTypes(b, loc, "amp.softmax_cross_entropy_loss", {out, lab}, {},
-                                       2);
+      lossOp = createWithInferredTypes(b, loc, "amp.softmax_cross_entropy_loss", {out, lab}, {}, 2);
     } else if (kind == "nll") {
       lossOp = createWithInferredTypes(b, loc, "amp.nll_loss", {out, lab}, {}, 1);
     } else {
@@ -551,12 +546,11 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
       if (!ot.getElementType().isF32())
         x = CastOp::create(b, loc, RankedTensorType::get(ot.getShape(), b.getF32Type()), x);
       Operation *d = createWithInferredTypes(b, loc, "amp.sub", {x, lab}, {}, 1);
-      Operation *sq = d ? createWithInferredTypes(b, loc, "amp.mul",
-                                                  {d->getResult(0), d->getResult(0)}, {}, 1)
-                        : nullptr;
+      Operation *sq =
+          d ? createWithInferredTypes(b, loc, "amp.mul", {d->getResult(0), d->getResult(0)}, {}, 1)
+            : nullptr;
       lossOp = sq ? createWithInferredTypes(b, loc, "amp.reduce_mean", {sq->getResult(0)},
-                                            {b.getNamedAttr("keepdims", b.getBoolAttr(false))},
-                                            1)
+                                            {b.getNamedAttr("keepdims", b.getBoolAttr(false))}, 1)
                   : nullptr;
     }
     if (!lossOp)

@@ -117,11 +117,10 @@ bool rewriteOne(Operation *op, SmallVectorImpl<Operation *> &replaced) {
       for (int64_t p : perm)
         composed.push_back(p0[p]);
       Value x = inner.getInput();
-      Value r = isIdentity(composed)
-                    ? x
-                    : TransposeOp::create(b, t.getLoc(), t.getType(), x,
-                                          b.getDenseI64ArrayAttr(composed))
-                          .getResult();
+      Value r = isIdentity(composed) ? x
+                                     : TransposeOp::create(b, t.getLoc(), t.getType(), x,
+                                                           b.getDenseI64ArrayAttr(composed))
+                                           .getResult();
       if (Operation *n = r.getDefiningOp(); n && n != x.getDefiningOp())
         keepAttrs(t, n);
       replace(replaced, t, r);
@@ -155,8 +154,8 @@ bool rewriteOne(Operation *op, SmallVectorImpl<Operation *> &replaced) {
   }
   if (auto c = dyn_cast<CastOp>(op)) {
     auto t = dyn_cast_or_null<TransposeOp>(c.getInput().getDefiningOp());
-    if (!t || !t->hasOneUse() || !floatWidth(c.getType()) ||
-        !floatWidth(t.getType()) || floatWidth(c.getType()) > floatWidth(t.getType()))
+    if (!t || !t->hasOneUse() || !floatWidth(c.getType()) || !floatWidth(t.getType()) ||
+        floatWidth(c.getType()) > floatWidth(t.getType()))
       return false;
     Value x = t.getInput();
     auto nc = CastOp::create(b, c.getLoc(), withElement(x.getType(), c.getType()), x);

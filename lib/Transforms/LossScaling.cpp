@@ -83,8 +83,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     for (Operation &op : block)
       if (op.hasAttr("amp.loss_seed")) {
         if (seed)
-          return op.emitError("amp-loss-scaling: two backward seeds in '")
-                 << f.getSymName() << "'";
+          return op.emitError("amp-loss-scaling: two backward seeds in '") << f.getSymName() << "'";
         seed = cast<arith::ConstantOp>(op);
       }
     if (!seed && mode != "none")
@@ -135,12 +134,12 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
         return failure();
       for (OpOperand *u : gradUses) {
         auto p = dyn_cast<BlockArgument>(u->getOwner()->getOperand(0));
-        auto name = p ? f.getArgAttrOfType<StringAttr>(p.getArgNumber(), "amp.param")
-                      : StringAttr();
+        auto name =
+            p ? f.getArgAttrOfType<StringAttr>(p.getArgNumber(), "amp.param") : StringAttr();
         if (!name)
           return u->getOwner()->emitOpError("amp-loss-scaling: updates no named parameter");
-        auto gt = RankedTensorType::get(cast<ShapedType>(u->get().getType()).getShape(),
-                                        b.getF32Type());
+        auto gt =
+            RankedTensorType::get(cast<ShapedType>(u->get().getType()).getShape(), b.getF32Type());
         Value a = addState(gt, (name.getValue() + ".grad_accum").str(), b.getF32FloatAttr(0));
         if (!a)
           return failure();
@@ -154,16 +153,15 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       auto st = cast<RankedTensorType>(seed.getType());
       Value s = scale;
       if (k > 1)
-        s = DivOp::create(b, seed.getLoc(), f32, s,
-                          arith::ConstantOp::create(
-                              b, seed.getLoc(), f32,
-                              DenseElementsAttr::get(f32, b.getF32FloatAttr((float)k))));
+        s = DivOp::create(
+            b, seed.getLoc(), f32, s,
+            arith::ConstantOp::create(b, seed.getLoc(), f32,
+                                      DenseElementsAttr::get(f32, b.getF32FloatAttr((float)k))));
       if (!st.getElementType().isF32())
         s = CastOp::create(b, seed.getLoc(), RankedTensorType::get({}, st.getElementType()), s);
       if (st.getRank() != 0) {
         if (st.getNumElements() != 1)
-          return seed.emitError("amp-loss-scaling: the loss must be a scalar, its seed is ")
-                 << st;
+          return seed.emitError("amp-loss-scaling: the loss must be a scalar, its seed is ") << st;
         s = ReshapeOp::create(b, seed.getLoc(), st, s, b.getDenseI64ArrayAttr(st.getShape()),
                               false);
       }
@@ -199,8 +197,8 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       SmallVector<Type> types;
       for (OpOperand *u : gradUses) {
         grads.push_back(u->get());
-        types.push_back(RankedTensorType::get(cast<ShapedType>(u->get().getType()).getShape(),
-                                              b.getF32Type()));
+        types.push_back(
+            RankedTensorType::get(cast<ShapedType>(u->get().getType()).getShape(), b.getF32Type()));
       }
       auto un = UnscaleAndCheckOp::create(b, loc, types, RankedTensorType::get({}, b.getI1Type()),
                                           grads, scale);
@@ -271,10 +269,10 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       add(newMicro, "amp.updates", "micro_step");
       for (auto [a, g] : llvm::zip(accs, summed)) {
         auto t = cast<RankedTensorType>(a.getType());
-        Value zeros = arith::ConstantOp::create(
-            b, loc, t, DenseElementsAttr::get(t, b.getF32FloatAttr(0.0f)));
-        auto name = f.getArgAttrOfType<StringAttr>(cast<BlockArgument>(a).getArgNumber(),
-                                                   "amp.opt_state");
+        Value zeros = arith::ConstantOp::create(b, loc, t,
+                                                DenseElementsAttr::get(t, b.getF32FloatAttr(0.0f)));
+        auto name =
+            f.getArgAttrOfType<StringAttr>(cast<BlockArgument>(a).getArgNumber(), "amp.opt_state");
         add(WhereOp::create(b, loc, t, apply, zeros, g), "amp.updates", name.getValue());
       }
     }
@@ -300,8 +298,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       if (!flag) {
         for (Operation &op : f.getBody().front())
           if (isa<UnscaleAndCheckOp, UpdateScaleOp>(op)) {
-            op.emitError("amp-loss-scaling: '")
-                << f.getSymName() << "' is already loss-scaled";
+            op.emitError("amp-loss-scaling: '") << f.getSymName() << "' is already loss-scaled";
             return signalPassFailure();
           }
         continue;

@@ -36,8 +36,8 @@ using namespace mlir;
 using namespace mlir::amp;
 
 bool mlir::amp::isAliasOp(Operation *op) {
-  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op) || isMatmulViewTranspose(op) ||
-         isIdentityDropout(op);
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op) ||
+         isMatmulViewTranspose(op) || isIdentityDropout(op);
 }
 
 bool mlir::amp::isIdentityDropout(Operation *op) {

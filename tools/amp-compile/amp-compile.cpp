@@ -73,16 +73,17 @@ static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx|mode
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("The program to write"),
                                        cl::value_desc("prog"), cl::Required, cl::cat(category));
-static cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"),
-                                      cl::init("fp32"), cl::cat(category));
+static cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"), cl::init("fp32"),
+                                      cl::cat(category));
 static cl::opt<std::string> policyFile(
     "policy",
     cl::desc("A JSON policy amending the default autocast policy (fp16 / bf16): op classes "
              "and node overrides, as amp-opt -amp-autocast=policy=FILE"),
     cl::value_desc("file.json"), cl::cat(category));
-static cl::list<std::string> blockList(
-    "block-list", cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
-    cl::value_desc("node,node,..."), cl::CommaSeparated, cl::cat(category));
+static cl::list<std::string> blockList("block-list",
+                                       cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
+                                       cl::value_desc("node,node,..."), cl::CommaSeparated,
+                                       cl::cat(category));
 static cl::list<std::string> constInputs("const-input",
                                          cl::desc("Bind a graph input to a TensorProto (.pb)"),
                                          cl::value_desc("name=file.pb"), cl::cat(category));
@@ -100,7 +101,8 @@ static cl::OptionCategory trainCat("amp-compile training options (with --optimiz
 static cl::opt<std::string> optimizer("optimizer",
                                       cl::desc("Compile a training step: sgd, adam or adamw"),
                                       cl::cat(trainCat));
-static cl::opt<double> lr("lr", cl::desc("Learning rate (0.01)"), cl::init(0.01), cl::cat(trainCat));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (0.01)"), cl::init(0.01),
+                          cl::cat(trainCat));
 static cl::opt<double> momentum("momentum", cl::desc("SGD momentum (0)"), cl::init(0.0),
                                 cl::cat(trainCat));
 static cl::opt<double> dampening("dampening", cl::desc("SGD dampening (0)"), cl::init(0.0),
@@ -109,7 +111,8 @@ static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"), cl:
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("Weight decay (0; 0.01 for adamw, as PyTorch)"),
                                    cl::init(-1.0), cl::cat(trainCat));
-static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"), cl::init(0.9), cl::cat(trainCat));
+static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"), cl::init(0.9),
+                             cl::cat(trainCat));
 static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"), cl::init(0.999),
                              cl::cat(trainCat));
 static cl::opt<double> adamEps("eps", cl::desc("Adam epsilon (1e-8)"), cl::init(1e-8),
@@ -126,26 +129,27 @@ static cl::opt<std::string> ortOptimizer(
     cl::value_desc("optimizer_model.onnx"), cl::cat(trainCat));
 static cl::opt<std::string> lossName("loss", cl::desc("The graph output to minimise (loss)"),
                                      cl::init("loss"), cl::cat(trainCat));
-static cl::opt<std::string> lossFn(
-    "loss-fn",
-    cl::desc("A graph without a loss op: append one (cross_entropy, nll or mse) against a "
-             "new input --label"),
-    cl::cat(trainCat));
+static cl::opt<std::string>
+    lossFn("loss-fn",
+           cl::desc("A graph without a loss op: append one (cross_entropy, nll or mse) against a "
+                    "new input --label"),
+           cl::cat(trainCat));
 static cl::opt<std::string> lossOf("loss-of",
                                    cl::desc("The output the --loss-fn reads (default: the "
                                             "graph's only output)"),
                                    cl::cat(trainCat));
-static cl::opt<std::string> labelName("label", cl::desc("Name of the --loss-fn label input (labels)"),
+static cl::opt<std::string> labelName("label",
+                                      cl::desc("Name of the --loss-fn label input (labels)"),
                                       cl::init("labels"), cl::cat(trainCat));
 static cl::list<std::string> freezeInits(
     "freeze",
     cl::desc("Import these float initializers as constants, not parameters (as amp-translate "
              "--freeze: never trained, not in the checkpoint)"),
     cl::CommaSeparated, cl::value_desc("name,..."), cl::cat(trainCat));
-static cl::list<std::string> paddingRows(
-    "padding-row",
-    cl::desc("A row of a parameter that gets no gradient (nn.Embedding's padding_idx)"),
-    cl::value_desc("name:row"), cl::cat(trainCat));
+static cl::list<std::string>
+    paddingRows("padding-row",
+                cl::desc("A row of a parameter that gets no gradient (nn.Embedding's padding_idx)"),
+                cl::value_desc("name:row"), cl::cat(trainCat));
 static cl::list<std::string> frozen("frozen", cl::desc("A parameter not to train"),
                                     cl::value_desc("name"), cl::cat(trainCat));
 static cl::opt<std::string> lossScaling(
@@ -172,10 +176,10 @@ static cl::opt<std::string> onMinScale("on-min-scale",
 static cl::opt<double> maxNorm("max-norm",
                                cl::desc("Clip unscaled gradients to this L2 norm (0: off)"),
                                cl::init(0.0), cl::cat(trainCat));
-static cl::opt<int64_t> accumulate(
-    "accumulate",
-    cl::desc("Gradient accumulation: micro-batches (program calls) per update (1)"),
-    cl::init(1), cl::cat(trainCat));
+static cl::opt<int64_t>
+    accumulate("accumulate",
+               cl::desc("Gradient accumulation: micro-batches (program calls) per update (1)"),
+               cl::init(1), cl::cat(trainCat));
 static cl::opt<bool> noInfCheck("no-inf-check",
                                 cl::desc("--loss-scaling none: do not check gradients for "
                                          "inf / NaN (steps are never skipped)"),
@@ -210,8 +214,7 @@ std::string signatureLine(const char *kind, const amp::TensorSlot &s) {
   std::string dims;
   for (int64_t d : s.type.getShape())
     dims += (dims.empty() ? "" : ",") + std::to_string(d);
-  return std::string(kind) + "\t" + s.name + "\t" + amprt_dtype_name(s.dtype) + "\t" + dims +
-         "\n";
+  return std::string(kind) + "\t" + s.name + "\t" + amprt_dtype_name(s.dtype) + "\t" + dims + "\n";
 }
 
 /// A checkpoint saved with ORT's optimizer state: the step count and the
@@ -230,8 +233,9 @@ void restoreORTOptimizerState(func::FuncOp f, const amp::ORTOptimizerState &st,
       continue;
     }
     auto [p, kind] = n.rsplit('.');
-    const char *moment = kind == "exp_avg" ? "momentum0" : kind == "exp_avg_sq" ? "momentum1"
-                                                                                 : nullptr;
+    const char *moment = kind == "exp_avg"      ? "momentum0"
+                         : kind == "exp_avg_sq" ? "momentum1"
+                                                : nullptr;
     if (!moment)
       continue;
     auto pm = st.moments.find(p.str());
@@ -318,8 +322,7 @@ int main(int argc, char **argv) {
         optPath = inDir("optimizer_model.onnx");
       for (const std::string &p : {trainingModel, ckPath})
         if (!llvm::sys::fs::exists(p))
-          die("'" + modelFile + "' is a folder but has no '" +
-              llvm::sys::path::filename(p).str() +
+          die("'" + modelFile + "' is a folder but has no '" + llvm::sys::path::filename(p).str() +
               "' (onnxruntime-training artifacts: training_model.onnx, checkpoint, "
               "optimizer_model.onnx)");
     }
@@ -327,7 +330,8 @@ int main(int argc, char **argv) {
       die("--const-input does not apply to onnxruntime-training artifacts");
     if (lossFn.getNumOccurrences() || lossName.getNumOccurrences() || frozen.getNumOccurrences() ||
         paddingRows.getNumOccurrences() || freezeInits.getNumOccurrences())
-      die("--loss, --loss-fn, --frozen, --freeze and --padding-row do not apply to onnxruntime-training artifacts "
+      die("--loss, --loss-fn, --frozen, --freeze and --padding-row do not apply to "
+          "onnxruntime-training artifacts "
           "(their loss and trainable parameters are fixed by generate_artifacts)");
     if (!optPath.empty()) {
       auto spec = amp::readORTOptimizerModel(optPath, &ctx);
@@ -373,10 +377,11 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < f.getNumResults(); ++i)
       if (f.getResultAttr(i, "amp.updates"))
         training = "the model's own training step '" + funcName + "', " + precision;
-    for (cl::Option *o : std::initializer_list<cl::Option *>{&lr, &momentum, &dampening, &nesterov, &weightDecay,
-                          &beta1, &beta2, &adamEps, &lossName, &lossFn, &lossOf, &labelName, &lossScaling,
-                          &initScale, &growthInterval, &growthFactor, &backoffFactor,
-                          &hysteresis, &minScale, &onMinScale, &maxNorm, &noInfCheck, &accumulate})
+    for (cl::Option *o : std::initializer_list<cl::Option *>{
+             &lr,          &momentum,   &dampening,      &nesterov,     &weightDecay,   &beta1,
+             &beta2,       &adamEps,    &lossName,       &lossFn,       &lossOf,        &labelName,
+             &lossScaling, &initScale,  &growthInterval, &growthFactor, &backoffFactor, &hysteresis,
+             &minScale,    &onMinScale, &maxNorm,        &noInfCheck,   &accumulate})
       if (o->getNumOccurrences())
         die("--" + o->ArgStr + " is a training option: give --optimizer sgd|adam|adamw too");
     if (frozen.getNumOccurrences() || paddingRows.getNumOccurrences())
@@ -421,7 +426,7 @@ int main(int argc, char **argv) {
       t.adamMode = ortSpec.adamMode;
     }
     // PyTorch's practice: GradScaler for fp16; bf16 has fp32's range.
-    t.lossScaling = !lossScaling.empty()    ? std::string(lossScaling)
+    t.lossScaling = !lossScaling.empty()  ? std::string(lossScaling)
                     : precision == "fp16" ? "dynamic"
                                           : "none";
     t.initScale = initScale;
@@ -451,9 +456,8 @@ int main(int argc, char **argv) {
     if (ortState.present)
       restoreORTOptimizerState(f, ortState, ckPath);
     training = (ort ? "onnxruntime-training artifacts, " : "") + optName +
-               (t.adamMode == "hf" ? " (Hugging Face form)" : "") + " lr=" + fmtG(t.lr) +
-               ", " + precision +
-               ", loss scaling " + t.lossScaling;
+               (t.adamMode == "hf" ? " (Hugging Face form)" : "") + " lr=" + fmtG(t.lr) + ", " +
+               precision + ", loss scaling " + t.lossScaling;
     if (t.lossScaling == "dynamic")
       training += " (init " + fmtG(t.initScale) + ", growth interval " +
                   std::to_string(t.growthInterval) + ")";
@@ -486,8 +490,9 @@ int main(int argc, char **argv) {
   if (!target)
     die("no target for " + triple.str() + ": " + err);
   llvm::TargetOptions topts;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, "generic", "", topts, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Default));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, "generic", "", topts, llvm::Reloc::PIC_, std::nullopt,
+                                  llvm::CodeGenOptLevel::Default));
   llmod->setDataLayout(tm->createDataLayout());
   llmod->setTargetTriple(triple);
 
@@ -513,8 +518,8 @@ int main(int argc, char **argv) {
     if (s.isParam) {
       amprt_named_tensor nt;
       nt.name = s.name.c_str();
-      nt.tensor = amprt_tensor_make(const_cast<char *>(s.init.data()), s.dtype,
-                                    s.type.getRank(), s.type.getShape().data());
+      nt.tensor = amprt_tensor_make(const_cast<char *>(s.init.data()), s.dtype, s.type.getRank(),
+                                    s.type.getShape().data());
       params.push_back(nt);
     }
   }
@@ -560,8 +565,8 @@ int main(int argc, char **argv) {
     if (!llvm::sys::fs::exists(cudaLib))
       die("runtime library '" + cudaLib + "' not found (--runtime-dir)");
     // The CUDA backend is reached through a weak symbol: -u pulls it in.
-    for (llvm::StringRef a : {llvm::StringRef("-Wl,-u,amprt_cuda_device_ops"),
-                              llvm::StringRef(cudaLib)})
+    for (llvm::StringRef a :
+         {llvm::StringRef("-Wl,-u,amprt_cuda_device_ops"), llvm::StringRef(cudaLib)})
       args.push_back(a);
   }
 #endif
@@ -570,9 +575,9 @@ int main(int argc, char **argv) {
     args.push_back(a);
 #ifdef AMP_CUDA_LIB_DIR
   if (deviceName == "cuda")
-    for (llvm::StringRef a : {llvm::StringRef(cudaL), llvm::StringRef(cudaRpath),
-                              llvm::StringRef("-lcudart_static"), llvm::StringRef("-ldl"),
-                              llvm::StringRef("-lrt")})
+    for (llvm::StringRef a :
+         {llvm::StringRef(cudaL), llvm::StringRef(cudaRpath), llvm::StringRef("-lcudart_static"),
+          llvm::StringRef("-ldl"), llvm::StringRef("-lrt")})
       args.push_back(a);
 #endif
 #ifdef AMP_LINK_FLAGS

@@ -21,13 +21,11 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<mlir::amp::AMPDialect, mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect, mlir::LLVM::LLVMDialect,
-                  mlir::scf::SCFDialect,
-                  mlir::tensor::TensorDialect>();
+  registry.insert<mlir::amp::AMPDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
+                  mlir::LLVM::LLVMDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
   mlir::amp::registerAMPPasses();
   mlir::amp::registerAMPPipelines();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "AMP-MLIR optimizer driver\n", registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "AMP-MLIR optimizer driver\n", registry));
 }

@@ -51,48 +51,50 @@ using llvm::cl::opt;
 namespace cl = llvm::cl;
 using llvm::errs;
 using llvm::outs;
+using llvm::SmallVector;
 using llvm::StringRef;
 using llvm::Twine;
-using llvm::SmallVector;
 using namespace mlir;
 
 static cl::OptionCategory category("amp-run options");
 static opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx|model.mlir>"),
-                                      cl::cat(category));
+                                  cl::cat(category));
 static opt<std::string> inputsOpt("inputs",
-                                      cl::desc("Inputs: an .npz (keys = input names) or "
-                                               "comma-separated .pb files in input order"),
-                                      cl::value_desc("file"), cl::cat(category));
+                                  cl::desc("Inputs: an .npz (keys = input names) or "
+                                           "comma-separated .pb files in input order"),
+                                  cl::value_desc("file"), cl::cat(category));
 static opt<std::string> outputsOpt("outputs", cl::desc("Write the outputs to this .npz"),
-                                       cl::value_desc("file"), cl::cat(category));
-static opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"),
-                                      cl::init("fp32"), cl::cat(category));
+                                   cl::value_desc("file"), cl::cat(category));
+static opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"), cl::init("fp32"),
+                                  cl::cat(category));
 static cl::opt<std::string> policyFile(
     "policy",
     cl::desc("A JSON policy amending the default autocast policy (fp16 / bf16): op classes "
              "and node overrides, as amp-opt -amp-autocast=policy=FILE"),
     cl::value_desc("file.json"), cl::cat(category));
-static cl::list<std::string> blockList(
-    "block-list", cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
-    cl::value_desc("node,node,..."), cl::CommaSeparated, cl::cat(category));
+static cl::list<std::string> blockList("block-list",
+                                       cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
+                                       cl::value_desc("node,node,..."), cl::CommaSeparated,
+                                       cl::cat(category));
 static opt<std::string> nanCheck("nan-check",
-                                     cl::desc("NaN / inf in a float input: warn, error or off"),
-                                     cl::init("warn"), cl::cat(category));
-static cl::list<std::string> constInputs(
-    "const-input", cl::desc("Bind a graph input to a TensorProto (.pb) at import"),
-    cl::value_desc("name=file.pb"), cl::cat(category));
+                                 cl::desc("NaN / inf in a float input: warn, error or off"),
+                                 cl::init("warn"), cl::cat(category));
+static cl::list<std::string>
+    constInputs("const-input", cl::desc("Bind a graph input to a TensorProto (.pb) at import"),
+                cl::value_desc("name=file.pb"), cl::cat(category));
 static opt<std::string> funcName("func", cl::desc("Function to run (default: main)"),
-                                     cl::init("main"), cl::cat(category));
+                                 cl::init("main"), cl::cat(category));
 static opt<std::string> deviceOpt("device",
                                   cl::desc("Run on cpu, or on cuda[:N] (AMPRT_CUDA_EMULATE=1: "
                                            "the CUDA executor emulated on the host)"),
                                   cl::init("cpu"), cl::cat(category));
-static opt<uint64_t> seedOpt("seed",
-                             cl::desc("Seed the runtime's generator (Dropout in training, the random ops; "
-                                      "a fixed state by default)"),
-                             cl::init(0), cl::cat(category));
+static opt<uint64_t>
+    seedOpt("seed",
+            cl::desc("Seed the runtime's generator (Dropout in training, the random ops; "
+                     "a fixed state by default)"),
+            cl::init(0), cl::cat(category));
 static opt<bool> printOutputs("print", cl::desc("Print a summary of each output"),
-                                  cl::cat(category));
+                              cl::cat(category));
 static opt<std::string> batchFile(
     "batch",
     cl::desc("Run many jobs: one per line of this file, LOG<TAB>ARG<TAB>ARG... (amp-run's "
@@ -138,8 +140,8 @@ void fill(Slot &slot, const void *bytes, amprt_dtype from, llvm::ArrayRef<int64_
   for (size_t d = 0; d < shape.size() && d < AMPRT_MAX_RANK; ++d)
     a.shape[d] = shape[d];
   slot.data.assign(slot.type.getNumElements() * amprt_dtype_size(slot.dtype), 0);
-  if (amprt_feed(&a, slot.dtype, slot.type.getRank(), slot.type.getShape().data(),
-                 slot.data.data(), what.c_str()) != AMPRT_OK)
+  if (amprt_feed(&a, slot.dtype, slot.type.getRank(), slot.type.getShape().data(), slot.data.data(),
+                 what.c_str()) != AMPRT_OK)
     die(amprt_last_error());
 }
 
@@ -229,8 +231,8 @@ int main(int argc, char **argv) {
   // allocation (an allocation that fails aborts the process).
   uint64_t held = 0;
   for (amp::TensorSlot &t : sig->args) {
-    if (auto big = amp::exceedsHostMemory(
-            t, held, (t.isParam ? "parameter '" : "input '") + t.name + "'"))
+    if (auto big =
+            amp::exceedsHostMemory(t, held, (t.isParam ? "parameter '" : "input '") + t.name + "'"))
       die(*big);
     held += t.bytes;
   }
@@ -273,8 +275,8 @@ int main(int argc, char **argv) {
         std::string have;
         for (int32_t i = 0; i < amprt_npz_count(z); ++i)
           have += (i ? ", " : "") + std::string(amprt_npz_name(z, i));
-        die("input '" + s.name + "' is missing from '" + inputsOpt + "' (it holds: " +
-            (have.empty() ? "nothing" : have) + ")");
+        die("input '" + s.name + "' is missing from '" + inputsOpt +
+            "' (it holds: " + (have.empty() ? "nothing" : have) + ")");
       }
       fill(s, a->data, a->dtype, ArrayRef<int64_t>(a->shape, a->rank),
            "input '" + s.name + "' in '" + inputsOpt + "'");
@@ -304,7 +306,8 @@ int main(int argc, char **argv) {
       auto t = amp::readTensorProtoFile(file, &ctx);
       if (failed(t))
         return 1;
-      auto dt = t->elementType ? amp::runtimeDType(t->elementType) : FailureOr<amprt_dtype>(failure());
+      auto dt =
+          t->elementType ? amp::runtimeDType(t->elementType) : FailureOr<amprt_dtype>(failure());
       if (failed(dt))
         die(file + ": element type not supported by the runtime");
       fill(args[k], t->bytes.data(), *dt, t->shape,
@@ -315,8 +318,8 @@ int main(int argc, char **argv) {
     checkFinite(args[k]);
 
   // 4. Compile.
-  auto arenaBytes = amp::lowerForRuntime(*module, funcName,
-                                    {precision, policyFile, {blockList.begin(), blockList.end()}});
+  auto arenaBytes = amp::lowerForRuntime(
+      *module, funcName, {precision, policyFile, {blockList.begin(), blockList.end()}});
   if (failed(arenaBytes))
     return 1;
   // ExecutionEngineOptions::transformer is a function_ref: the function it
@@ -438,9 +441,8 @@ int main(int argc, char **argv) {
       outs() << "\n";
     }
   }
-  if (!outputsOpt.empty() &&
-      amprt_npz_write(outputsOpt.c_str(), names.data(), arrays.data(), (int32_t)arrays.size()) !=
-          AMPRT_OK)
+  if (!outputsOpt.empty() && amprt_npz_write(outputsOpt.c_str(), names.data(), arrays.data(),
+                                             (int32_t)arrays.size()) != AMPRT_OK)
     die(amprt_last_error());
   return 0;
 }

@@ -28,38 +28,36 @@ using namespace llvm;
 
 static cl::OptionCategory category("amp-translate options");
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::cat(category));
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
-                                       cl::value_desc("file"), cl::init("-"),
-                                       cl::cat(category));
+                                       cl::value_desc("file"), cl::init("-"), cl::cat(category));
 static cl::opt<bool> importOnnx("import-onnx",
                                 cl::desc("Import an ONNX model into the amp dialect"),
                                 cl::cat(category));
 static cl::opt<std::string> funcName("func-name", cl::desc("Name of the imported function"),
                                      cl::init("main"), cl::cat(category));
-static cl::list<std::string> frozen(
-    "freeze", cl::desc("Import these float initializers as constants, not parameters"),
-    cl::CommaSeparated, cl::value_desc("name,..."), cl::cat(category));
-static cl::list<std::string> constInputs(
-    "const-input",
-    cl::desc("Bind a graph input to the TensorProto in a .pb file (name=file.pb)"),
-    cl::value_desc("name=file.pb"), cl::cat(category));
-static cl::opt<bool> noLocations(
-    "no-locations",
-    cl::desc("Do not print op locations (the ONNX node names); by default they "
-             "are printed so that later tools can name the user's nodes"),
-    cl::cat(category));
-static cl::opt<int64_t> inlineLimit(
-    "inline-limit",
-    cl::desc("Print tensors up to this many elements inline, larger ones as resources"),
-    cl::init(256), cl::cat(category));
+static cl::list<std::string>
+    frozen("freeze", cl::desc("Import these float initializers as constants, not parameters"),
+           cl::CommaSeparated, cl::value_desc("name,..."), cl::cat(category));
+static cl::list<std::string>
+    constInputs("const-input",
+                cl::desc("Bind a graph input to the TensorProto in a .pb file (name=file.pb)"),
+                cl::value_desc("name=file.pb"), cl::cat(category));
+static cl::opt<bool>
+    noLocations("no-locations",
+                cl::desc("Do not print op locations (the ONNX node names); by default they "
+                         "are printed so that later tools can name the user's nodes"),
+                cl::cat(category));
+static cl::opt<int64_t>
+    inlineLimit("inline-limit",
+                cl::desc("Print tensors up to this many elements inline, larger ones as resources"),
+                cl::init(256), cl::cat(category));
 
-static cl::opt<std::string> lossFn(
-    "loss-fn",
-    cl::desc("Training spec for a graph without a loss op: append a loss (cross_entropy, "
-             "nll or mse) against a new input --label, as the output 'loss' (amp-add-loss)"),
-    cl::cat(category));
+static cl::opt<std::string>
+    lossFn("loss-fn",
+           cl::desc("Training spec for a graph without a loss op: append a loss (cross_entropy, "
+                    "nll or mse) against a new input --label, as the output 'loss' (amp-add-loss)"),
+           cl::cat(category));
 static cl::opt<std::string> lossOf("loss-of",
                                    cl::desc("The output --loss-fn reads (default: the only one)"),
                                    cl::cat(category));
@@ -118,8 +116,7 @@ int main(int argc, char **argv) {
   for (const std::string &kv : constInputs) {
     auto [name, file] = StringRef(kv).split('=');
     if (name.empty() || file.empty()) {
-      errs() << "amp-translate: error: --const-input needs name=file.pb, got '"
-             << kv << "'\n";
+      errs() << "amp-translate: error: --const-input needs name=file.pb, got '" << kv << "'\n";
       return 1;
     }
     opts.constantInputs[name.str()] = file.str();
@@ -132,10 +129,9 @@ int main(int argc, char **argv) {
   ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
     if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
       ++numErrors;
-    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error"
-                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning
-                          ? "warning"
-                          : "note";
+    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                                                                             : "note";
     errs() << "amp-translate: " << sev << ": " << d.str() << "\n";
     for (auto &note : d.getNotes())
       errs() << "amp-translate: note: " << note.str() << "\n";

@@ -34,10 +34,9 @@ TEST(DefaultPolicy, FollowsTheReferenceLists) {
     EXPECT_EQ(p.ops.lookup(lower).cls, PrecisionClass::Lower) << lower;
     EXPECT_EQ(p.ops.lookup(lower).accumulate, "f32") << lower;
   }
-  for (const char *fp32 :
-       {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.batch_norm",
-        "amp.reduce_sum", "amp.reduce_mean", "amp.exp", "amp.log", "amp.pow",
-        "amp.softmax_cross_entropy_loss", "amp.nll_loss"})
+  for (const char *fp32 : {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.batch_norm",
+                           "amp.reduce_sum", "amp.reduce_mean", "amp.exp", "amp.log", "amp.pow",
+                           "amp.softmax_cross_entropy_loss", "amp.nll_loss"})
     EXPECT_EQ(p.ops.lookup(fp32).cls, PrecisionClass::FP32) << fp32;
   for (const char *follow : {"amp.relu", "amp.add", "amp.reshape", "amp.dropout"})
     EXPECT_EQ(p.ops.lookup(follow).cls, PrecisionClass::Follow) << follow;
@@ -52,20 +51,19 @@ TEST(PolicyParse, AmendsAndReplaces) {
     return success();
   });
   auto emit = [&] { return emitError(UnknownLoc::get(&ctx)); };
-  auto amended = Policy::parse(R"({"ops": {"amp.softmax": "follow"}})", "t",
-                               Policy::getDefault(), &ctx, emit);
+  auto amended =
+      Policy::parse(R"({"ops": {"amp.softmax": "follow"}})", "t", Policy::getDefault(), &ctx, emit);
   ASSERT_TRUE(succeeded(amended));
   EXPECT_EQ(amended->ops.lookup("amp.softmax").cls, PrecisionClass::Follow);
   EXPECT_EQ(amended->ops.lookup("amp.matmul").cls, PrecisionClass::Lower);
-  auto replaced = Policy::parse(R"({"extends": "none", "ops": {"amp.matmul": "fp32"}})",
-                                "t", Policy::getDefault(), &ctx, emit);
+  auto replaced = Policy::parse(R"({"extends": "none", "ops": {"amp.matmul": "fp32"}})", "t",
+                                Policy::getDefault(), &ctx, emit);
   ASSERT_TRUE(succeeded(replaced));
   EXPECT_EQ(replaced->ops.size(), 1u);
   EXPECT_TRUE(errors.empty());
-  EXPECT_TRUE(failed(Policy::parse(R"({"ops": {"amp.matmul": 3}})", "t",
-                                   Policy::getDefault(), &ctx, emit)));
+  EXPECT_TRUE(failed(
+      Policy::parse(R"({"ops": {"amp.matmul": 3}})", "t", Policy::getDefault(), &ctx, emit)));
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("'amp.matmul' must be a class name or an object"),
-            std::string::npos)
+  EXPECT_NE(errors[0].find("'amp.matmul' must be a class name or an object"), std::string::npos)
       << errors[0];
 }

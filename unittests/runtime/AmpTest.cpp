@@ -75,9 +75,12 @@ TEST(UpdateScale, DeepSpeedHysteresisAndFloor) {
   cfg.hysteresis = 2;
   cfg.min_scale = 1.0f;
   amprt_scaler_state st = amprt_scaler_init(&cfg, 8.0f);
-  struct { float inf; float scale; int hyst; } seq[] = {
-      {1, 8, 1}, {1, 4, 1}, {0, 4, 1}, {0, 4, 1}, {0, 4, 1}, {0, 8, 2},
-      {1, 8, 1}, {1, 4, 1}, {1, 2, 1}, {1, 1, 1}};
+  struct {
+    float inf;
+    float scale;
+    int hyst;
+  } seq[] = {{1, 8, 1}, {1, 4, 1}, {0, 4, 1}, {0, 4, 1}, {0, 4, 1},
+             {0, 8, 2}, {1, 8, 1}, {1, 4, 1}, {1, 2, 1}, {1, 1, 1}};
   for (auto &s : seq) {
     AMPRT_OK_OR_FAIL(amprt_update_scale(nullptr, &cfg, &st, s.inf));
     EXPECT_EQ(st.scale, s.scale);

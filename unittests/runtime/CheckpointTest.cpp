@@ -2,13 +2,13 @@
 
 #include "TestUtil.h"
 
+#include <cmath>
 #include <cstdio>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
-#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
-#include <cmath>
 
 using namespace amprt_test;
 
@@ -29,10 +29,13 @@ TEST(Checkpoint, RoundTripsBitExactWithMetadata) {
       s(AMPRT_I64, {}), mask = randint(AMPRT_I1, {3}, 0, 2);
   s.set(0, 123456789);
   w.set(0, NAN);
-  amprt_named_tensor ts[] = {{"fc1.weight", w.t}, {"fc1.weight.momentum \"q\"", h.t},
-                             {"b", b.t}, {"step", s.t}, {"mask", mask.t}};
-  amprt_metadata meta[] = {{"loss_scale", "65536"}, {"growth_tracker", "17"},
-                           {"note", "line\nbreak \"quoted\""}};
+  amprt_named_tensor ts[] = {{"fc1.weight", w.t},
+                             {"fc1.weight.momentum \"q\"", h.t},
+                             {"b", b.t},
+                             {"step", s.t},
+                             {"mask", mask.t}};
+  amprt_metadata meta[] = {
+      {"loss_scale", "65536"}, {"growth_tracker", "17"}, {"note", "line\nbreak \"quoted\""}};
   std::string path = tempPath("ck.safetensors");
   AMPRT_OK_OR_FAIL(amprt_checkpoint_save(path.c_str(), ts, 5, meta, 3));
   amprt_checkpoint *ck;
@@ -50,7 +53,8 @@ TEST(Checkpoint, RoundTripsBitExactWithMetadata) {
   }
   Buf wrong(AMPRT_F32, {3, 4});
   EXPECT_EQ(amprt_checkpoint_read(ck, "fc1.weight", wrong.p()), AMPRT_ERR_FORMAT);
-  EXPECT_NE(std::string(amprt_last_error()).find("the model expects f32 [3, 4]"), std::string::npos);
+  EXPECT_NE(std::string(amprt_last_error()).find("the model expects f32 [3, 4]"),
+            std::string::npos);
   EXPECT_EQ(amprt_checkpoint_read(ck, "nope", wrong.p()), AMPRT_ERR_FORMAT);
   amprt_checkpoint_close(ck);
   // No temporary file left behind.
@@ -89,11 +93,10 @@ TEST(Metrics, OneJsonObjectPerLine) {
   s = {2, NAN, 32768.0, 1, 1, 0.011};
   AMPRT_OK_OR_FAIL(amprt_metrics_write(m, &s));
   amprt_metrics_close(m);
-  EXPECT_EQ(slurp(path),
-            "{\"step\": 1, \"loss\": 2.5, \"loss_scale\": 65536, \"found_inf\": 0, "
-            "\"skipped_total\": 0, \"step_time_s\": 0.0125}\n"
-            "{\"step\": 2, \"loss\": NaN, \"loss_scale\": 32768, \"found_inf\": 1, "
-            "\"skipped_total\": 1, \"step_time_s\": 0.011}\n");
+  EXPECT_EQ(slurp(path), "{\"step\": 1, \"loss\": 2.5, \"loss_scale\": 65536, \"found_inf\": 0, "
+                         "\"skipped_total\": 0, \"step_time_s\": 0.0125}\n"
+                         "{\"step\": 2, \"loss\": NaN, \"loss_scale\": 32768, \"found_inf\": 1, "
+                         "\"skipped_total\": 1, \"step_time_s\": 0.011}\n");
   char buf[128];
   amprt_format_progress(buf, sizeof(buf), &s, 200);
   EXPECT_STREQ(buf, "step 2/200  loss nan  scale 32768  skipped 1  11.0 ms/step");
@@ -184,22 +187,25 @@ TEST(Checkpoint, WrappingSizesAndRepeatedNamesAreRefused) {
   amprt_checkpoint *ck = nullptr;
   // 2^62 x 4 bytes wraps to 0: with offsets [0, 0] it was accepted.
   EXPECT_EQ(openBytes(safetensors(R"({"w":{"dtype":"F32","shape":[4611686018427387904],)"
-                                  R"("data_offsets":[0,0]}})", 0),
+                                  R"("data_offsets":[0,0]}})",
+                                  0),
                       "wrap.safetensors", &ck),
             AMPRT_ERR_FORMAT);
   EXPECT_NE(std::string(amprt_last_error()).find("tensor 'w' has data_offsets [0, 0]"),
             std::string::npos)
       << amprt_last_error();
   EXPECT_EQ(openBytes(safetensors(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                                  R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+                                  R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                  8),
                       "twice.safetensors", &ck),
             AMPRT_ERR_FORMAT);
   EXPECT_NE(std::string(amprt_last_error()).find("tensor 'w' is listed twice"), std::string::npos)
       << amprt_last_error();
   // A name with a NUL (listed, then not found: fuzz-safetensors).
-  EXPECT_EQ(openBytes(safetensors(R"({"a\u0000b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
-                      "nul.safetensors", &ck),
-            AMPRT_ERR_FORMAT);
+  EXPECT_EQ(
+      openBytes(safetensors(R"({"a\u0000b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
+                "nul.safetensors", &ck),
+      AMPRT_ERR_FORMAT);
   EXPECT_NE(std::string(amprt_last_error()).find("holds a NUL character"), std::string::npos)
       << amprt_last_error();
   // A refused file leaves no descriptor open (found by fuzz-safetensors: a
@@ -257,20 +263,18 @@ std::string deflatedZip(const std::string &name, const std::string &content,
   };
   uint32_t crc = crc32(0, (const Bytef *)content.data(), content.size());
   uint64_t usize = declared >= 0 ? (uint64_t)declared : content.size();
-  std::string local = le(0x04034b50, 4) + le(20, 2) + le(0, 2) + le(8, 2) + le(0, 4) +
-                      le(crc, 4) + le(out.size(), 4) + le(usize, 4) + le(name.size(), 2) +
-                      le(0, 2) + name + out;
-  std::string central = le(0x02014b50, 4) + le(20, 2) + le(20, 2) + le(0, 2) + le(8, 2) +
-                        le(0, 4) + le(crc, 4) + le(out.size(), 4) + le(usize, 4) +
-                        le(name.size(), 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 2) +
-                        le(0, 4) + le(0, 4) + name;
+  std::string local = le(0x04034b50, 4) + le(20, 2) + le(0, 2) + le(8, 2) + le(0, 4) + le(crc, 4) +
+                      le(out.size(), 4) + le(usize, 4) + le(name.size(), 2) + le(0, 2) + name + out;
+  std::string central = le(0x02014b50, 4) + le(20, 2) + le(20, 2) + le(0, 2) + le(8, 2) + le(0, 4) +
+                        le(crc, 4) + le(out.size(), 4) + le(usize, 4) + le(name.size(), 2) +
+                        le(0, 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(0, 4) + name;
   std::string end = le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(1, 2) + le(1, 2) +
                     le(central.size(), 4) + le(local.size(), 4) + le(0, 2);
   return local + central + end;
 }
 std::string npy(const std::vector<float> &v) {
-  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                  std::to_string(v.size()) + ",), }";
+  std::string h =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
   while ((10 + h.size() + 1) % 64)
     h.push_back(' ');
   h.push_back('\n');

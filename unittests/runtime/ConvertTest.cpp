@@ -61,8 +61,7 @@ struct Format {
   uint16_t infBits, nanBits;
 };
 
-Format makeFormat(double (*decode)(uint16_t), uint16_t inf, uint16_t nan,
-                  double ulpAtMax) {
+Format makeFormat(double (*decode)(uint16_t), uint16_t inf, uint16_t nan, double ulpAtMax) {
   Format f;
   for (uint32_t b = 0; b < 0x8000; ++b) {
     double v = decode((uint16_t)b);
@@ -102,8 +101,7 @@ const Format &f16Format() {
   return f;
 }
 const Format &bf16Format() {
-  static Format f = makeFormat(decodeBF16, 0x7f80, 0x7fc0,
-                               std::ldexp(1.0, 127 - 7));
+  static Format f = makeFormat(decodeBF16, 0x7f80, 0x7fc0, std::ldexp(1.0, 127 - 7));
   return f;
 }
 
@@ -119,8 +117,7 @@ std::vector<float> boundaryInputs(const Format &f) {
   };
   for (size_t i = 0; i < f.values.size(); ++i) {
     push3((float)f.values[i]);
-    double next = i + 1 < f.values.size() ? f.values[i + 1]
-                                          : f.maxFinite * 2; // toward inf
+    double next = i + 1 < f.values.size() ? f.values[i + 1] : f.maxFinite * 2; // toward inf
     double mid = (f.values[i] + next) / 2;
     if (mid < 3.4e38)
       push3((float)mid); // exact: 16-bit midpoints fit in f32
@@ -170,13 +167,11 @@ TEST(ConvertF16, RoundsEveryBoundaryToNearestEven) {
   ASSERT_GT(inputs.size(), 300000u);
   for (float x : inputs) {
     uint16_t got = amprt_f32_to_f16(x);
-    ASSERT_EQ(got, referenceRound(f, x))
-        << "x = " << x << " (0x" << std::hex << bitsOf(x) << ")";
+    ASSERT_EQ(got, referenceRound(f, x)) << "x = " << x << " (0x" << std::hex << bitsOf(x) << ")";
     _Float16 h = (_Float16)x;
     uint16_t hb;
     std::memcpy(&hb, &h, 2);
-    ASSERT_EQ(got, hb) << "x = " << x << " (0x" << std::hex << bitsOf(x)
-                       << ")";
+    ASSERT_EQ(got, hb) << "x = " << x << " (0x" << std::hex << bitsOf(x) << ")";
   }
 }
 
@@ -196,10 +191,10 @@ TEST(ConvertF16, RoundsRandomValues) {
 }
 
 TEST(ConvertF16, SpecialValues) {
-  EXPECT_EQ(amprt_f32_to_f16(65504.0f), 0x7bff);    // max finite
-  EXPECT_EQ(amprt_f32_to_f16(65519.99f), 0x7bff);   // below the midpoint
-  EXPECT_EQ(amprt_f32_to_f16(65520.0f), 0x7c00);    // midpoint: ties to inf
-  EXPECT_EQ(amprt_f32_to_f16(1e6f), 0x7c00);        // overflow
+  EXPECT_EQ(amprt_f32_to_f16(65504.0f), 0x7bff);  // max finite
+  EXPECT_EQ(amprt_f32_to_f16(65519.99f), 0x7bff); // below the midpoint
+  EXPECT_EQ(amprt_f32_to_f16(65520.0f), 0x7c00);  // midpoint: ties to inf
+  EXPECT_EQ(amprt_f32_to_f16(1e6f), 0x7c00);      // overflow
   EXPECT_EQ(amprt_f32_to_f16(-1e6f), 0xfc00);
   EXPECT_EQ(amprt_f32_to_f16(std::ldexp(1.0f, -24)), 0x0001); // min subnormal
   EXPECT_EQ(amprt_f32_to_f16(std::ldexp(1.0f, -25)), 0x0000); // tie -> even 0
@@ -263,29 +258,20 @@ TEST(ConvertBulk, MatchesScalarAndRejectsBadTypes) {
   src[5] = NAN;
   src[6] = INFINITY;
   std::vector<uint16_t> h(src.size()), b(src.size());
-  ASSERT_EQ(amprt_convert(src.data(), AMPRT_F32, h.data(), AMPRT_F16,
-                          src.size()),
-            AMPRT_OK);
-  ASSERT_EQ(amprt_convert(src.data(), AMPRT_F32, b.data(), AMPRT_BF16,
-                          src.size()),
-            AMPRT_OK);
+  ASSERT_EQ(amprt_convert(src.data(), AMPRT_F32, h.data(), AMPRT_F16, src.size()), AMPRT_OK);
+  ASSERT_EQ(amprt_convert(src.data(), AMPRT_F32, b.data(), AMPRT_BF16, src.size()), AMPRT_OK);
   for (size_t i = 0; i < src.size(); ++i) {
     ASSERT_EQ(h[i], amprt_f32_to_f16(src[i])) << i;
     ASSERT_EQ(b[i], amprt_f32_to_bf16(src[i])) << i;
   }
   // f16 -> bf16 goes through the exact f32 value: rounded once.
   std::vector<uint16_t> hb(src.size());
-  ASSERT_EQ(amprt_convert(h.data(), AMPRT_F16, hb.data(), AMPRT_BF16,
-                          h.size()),
-            AMPRT_OK);
+  ASSERT_EQ(amprt_convert(h.data(), AMPRT_F16, hb.data(), AMPRT_BF16, h.size()), AMPRT_OK);
   for (size_t i = 0; i < src.size(); ++i)
-    ASSERT_EQ(hb[i], referenceRound(bf16Format(), amprt_f16_to_f32(h[i])))
-        << i;
-  EXPECT_EQ(amprt_convert(src.data(), AMPRT_I32, h.data(), AMPRT_F16, 4),
-            AMPRT_ERR_UNSUPPORTED);
+    ASSERT_EQ(hb[i], referenceRound(bf16Format(), amprt_f16_to_f32(h[i]))) << i;
+  EXPECT_EQ(amprt_convert(src.data(), AMPRT_I32, h.data(), AMPRT_F16, 4), AMPRT_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(amprt_last_error()).find("i32"), std::string::npos);
-  EXPECT_EQ(amprt_convert(nullptr, AMPRT_F32, h.data(), AMPRT_F16, 4),
-            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_convert(nullptr, AMPRT_F32, h.data(), AMPRT_F16, 4), AMPRT_ERR_INVALID_ARGUMENT);
 }
 
 } // namespace
@@ -311,8 +297,8 @@ TEST(ConvertBulk, EveryPatternAgreesWithScalar) {
   std::vector<float> src;
   for (int i = 0; i < 300000; ++i)
     src.push_back(floatOf(bits(rng)));
-  for (uint32_t b : {0x7f800001u, 0xffc00000u, 0x7fbfffffu, 0x00000001u, 0x807fffffu,
-                     0x477ff000u, 0x477fefffu, 0x33000000u, 0x33000001u, 0x38800000u})
+  for (uint32_t b : {0x7f800001u, 0xffc00000u, 0x7fbfffffu, 0x00000001u, 0x807fffffu, 0x477ff000u,
+                     0x477fefffu, 0x33000000u, 0x33000001u, 0x38800000u})
     src.push_back(floatOf(b));
   for (uint32_t h = 0; h < 65536; h += 7) // halfway points between f16 neighbours
     src.push_back(floatOf(bitsOf(amprt_f16_to_f32((uint16_t)h)) + 0x1000u));

@@ -12,45 +12,80 @@ const amprt_dtype kFloats[] = {AMPRT_F32, AMPRT_F16, AMPRT_BF16};
 
 double refUnary(amprt_unary_op op, double x, double alpha, double beta = 0.0) {
   switch (op) {
-  case AMPRT_UNARY_IDENTITY: return x;
-  case AMPRT_UNARY_RELU: return std::isnan(x) ? x : x > 0 ? x : 0; // NaN propagates
-  case AMPRT_UNARY_SQRT: return std::sqrt(x);
-  case AMPRT_UNARY_EXP: return std::exp(x);
-  case AMPRT_UNARY_LOG: return std::log(x);
-  case AMPRT_UNARY_ERF: return std::erf(x);
-  case AMPRT_UNARY_TANH: return std::tanh(x);
-  case AMPRT_UNARY_SIGMOID: return 1.0 / (1.0 + std::exp(-x));
-  case AMPRT_UNARY_GELU: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+  case AMPRT_UNARY_IDENTITY:
+    return x;
+  case AMPRT_UNARY_RELU:
+    return std::isnan(x) ? x : x > 0 ? x : 0; // NaN propagates
+  case AMPRT_UNARY_SQRT:
+    return std::sqrt(x);
+  case AMPRT_UNARY_EXP:
+    return std::exp(x);
+  case AMPRT_UNARY_LOG:
+    return std::log(x);
+  case AMPRT_UNARY_ERF:
+    return std::erf(x);
+  case AMPRT_UNARY_TANH:
+    return std::tanh(x);
+  case AMPRT_UNARY_SIGMOID:
+    return 1.0 / (1.0 + std::exp(-x));
+  case AMPRT_UNARY_GELU:
+    return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
   case AMPRT_UNARY_GELU_TANH: // 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)), exact in double
     return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-  case AMPRT_UNARY_LEAKY_RELU: return x >= 0 ? x : alpha * x;
-  case AMPRT_UNARY_ABS: return std::fabs(x);
-  case AMPRT_UNARY_RECIPROCAL: return 1.0 / x;
-  case AMPRT_UNARY_SOFTPLUS: return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  case AMPRT_UNARY_ELU: return x > 0 ? x : alpha * std::expm1(x);
+  case AMPRT_UNARY_LEAKY_RELU:
+    return x >= 0 ? x : alpha * x;
+  case AMPRT_UNARY_ABS:
+    return std::fabs(x);
+  case AMPRT_UNARY_RECIPROCAL:
+    return 1.0 / x;
+  case AMPRT_UNARY_SOFTPLUS:
+    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  case AMPRT_UNARY_ELU:
+    return x > 0 ? x : alpha * std::expm1(x);
   case AMPRT_UNARY_CELU:
     return std::isnan(x) ? x : std::max(0.0, x) + std::min(0.0, alpha * std::expm1(x / alpha));
-  case AMPRT_UNARY_SELU: return x > 0 ? beta * x : beta * alpha * std::expm1(x);
-  case AMPRT_UNARY_HARD_SIGMOID: return std::isnan(x) ? x : std::clamp(alpha * x + beta, 0.0, 1.0);
-  case AMPRT_UNARY_HARD_SWISH: return std::isnan(x) ? x : x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
-  case AMPRT_UNARY_SOFTSIGN: return x / (1 + std::fabs(x));
-  case AMPRT_UNARY_SIN: return std::sin(x);
-  case AMPRT_UNARY_COS: return std::cos(x);
-  case AMPRT_UNARY_FLOOR: return std::floor(x);
-  case AMPRT_UNARY_CEIL: return std::ceil(x);
-  case AMPRT_UNARY_ROUND: return std::nearbyint(x); // halves to even
-  case AMPRT_UNARY_SIGN: return std::isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0;
-  case AMPRT_UNARY_CLAMP: return std::isnan(x) ? x : std::min(std::max(x, alpha), beta);
-  case AMPRT_UNARY_THRESHOLDED_RELU: return std::isnan(x) ? x : x > alpha ? x : 0;
-  case AMPRT_UNARY_TAN: return std::tan(x);
-  case AMPRT_UNARY_ASIN: return std::asin(x);
-  case AMPRT_UNARY_ACOS: return std::acos(x);
-  case AMPRT_UNARY_ATAN: return std::atan(x);
-  case AMPRT_UNARY_SINH: return std::sinh(x);
-  case AMPRT_UNARY_COSH: return std::cosh(x);
-  case AMPRT_UNARY_ASINH: return std::asinh(x);
-  case AMPRT_UNARY_ACOSH: return std::acosh(x);
-  case AMPRT_UNARY_ATANH: return std::atanh(x);
+  case AMPRT_UNARY_SELU:
+    return x > 0 ? beta * x : beta * alpha * std::expm1(x);
+  case AMPRT_UNARY_HARD_SIGMOID:
+    return std::isnan(x) ? x : std::clamp(alpha * x + beta, 0.0, 1.0);
+  case AMPRT_UNARY_HARD_SWISH:
+    return std::isnan(x) ? x : x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
+  case AMPRT_UNARY_SOFTSIGN:
+    return x / (1 + std::fabs(x));
+  case AMPRT_UNARY_SIN:
+    return std::sin(x);
+  case AMPRT_UNARY_COS:
+    return std::cos(x);
+  case AMPRT_UNARY_FLOOR:
+    return std::floor(x);
+  case AMPRT_UNARY_CEIL:
+    return std::ceil(x);
+  case AMPRT_UNARY_ROUND:
+    return std::nearbyint(x); // halves to even
+  case AMPRT_UNARY_SIGN:
+    return std::isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0;
+  case AMPRT_UNARY_CLAMP:
+    return std::isnan(x) ? x : std::min(std::max(x, alpha), beta);
+  case AMPRT_UNARY_THRESHOLDED_RELU:
+    return std::isnan(x) ? x : x > alpha ? x : 0;
+  case AMPRT_UNARY_TAN:
+    return std::tan(x);
+  case AMPRT_UNARY_ASIN:
+    return std::asin(x);
+  case AMPRT_UNARY_ACOS:
+    return std::acos(x);
+  case AMPRT_UNARY_ATAN:
+    return std::atan(x);
+  case AMPRT_UNARY_SINH:
+    return std::sinh(x);
+  case AMPRT_UNARY_COSH:
+    return std::cosh(x);
+  case AMPRT_UNARY_ASINH:
+    return std::asinh(x);
+  case AMPRT_UNARY_ACOSH:
+    return std::acosh(x);
+  case AMPRT_UNARY_ATANH:
+    return std::atanh(x);
   }
   return NAN;
 }
@@ -89,23 +124,35 @@ double refDerivative(amprt_unary_op op, double x, double alpha, double beta = 0.
 // The parameters each op is tested with (alpha 0.1 for the others).
 std::pair<float, float> params(amprt_unary_op op) {
   switch (op) {
-  case AMPRT_UNARY_ELU: return {0.7f, 0.0f};
-  case AMPRT_UNARY_CELU: return {1.3f, 0.0f};
-  case AMPRT_UNARY_SELU: return {1.67326319f, 1.05070102f};
-  case AMPRT_UNARY_HARD_SIGMOID: return {0.2f, 0.5f};
-  case AMPRT_UNARY_CLAMP: return {-1.0f, 2.0f};
-  case AMPRT_UNARY_THRESHOLDED_RELU: return {0.5f, 0.0f};
-  default: return {0.1f, 0.0f};
+  case AMPRT_UNARY_ELU:
+    return {0.7f, 0.0f};
+  case AMPRT_UNARY_CELU:
+    return {1.3f, 0.0f};
+  case AMPRT_UNARY_SELU:
+    return {1.67326319f, 1.05070102f};
+  case AMPRT_UNARY_HARD_SIGMOID:
+    return {0.2f, 0.5f};
+  case AMPRT_UNARY_CLAMP:
+    return {-1.0f, 2.0f};
+  case AMPRT_UNARY_THRESHOLDED_RELU:
+    return {0.5f, 0.0f};
+  default:
+    return {0.1f, 0.0f};
   }
 }
 
-const amprt_unary_op kNewOps[] = {
-    AMPRT_UNARY_ELU,   AMPRT_UNARY_CELU,  AMPRT_UNARY_SELU,  AMPRT_UNARY_HARD_SIGMOID,
-    AMPRT_UNARY_HARD_SWISH, AMPRT_UNARY_SOFTSIGN, AMPRT_UNARY_SIN, AMPRT_UNARY_COS,
-    AMPRT_UNARY_FLOOR, AMPRT_UNARY_CEIL, AMPRT_UNARY_ROUND, AMPRT_UNARY_SIGN,
-    AMPRT_UNARY_CLAMP, AMPRT_UNARY_THRESHOLDED_RELU, AMPRT_UNARY_TAN,  AMPRT_UNARY_ASIN,
-    AMPRT_UNARY_ACOS,  AMPRT_UNARY_ATAN,  AMPRT_UNARY_SINH,  AMPRT_UNARY_COSH,
-    AMPRT_UNARY_ASINH, AMPRT_UNARY_ACOSH, AMPRT_UNARY_ATANH};
+const amprt_unary_op kNewOps[] = {AMPRT_UNARY_ELU,        AMPRT_UNARY_CELU,
+                                  AMPRT_UNARY_SELU,       AMPRT_UNARY_HARD_SIGMOID,
+                                  AMPRT_UNARY_HARD_SWISH, AMPRT_UNARY_SOFTSIGN,
+                                  AMPRT_UNARY_SIN,        AMPRT_UNARY_COS,
+                                  AMPRT_UNARY_FLOOR,      AMPRT_UNARY_CEIL,
+                                  AMPRT_UNARY_ROUND,      AMPRT_UNARY_SIGN,
+                                  AMPRT_UNARY_CLAMP,      AMPRT_UNARY_THRESHOLDED_RELU,
+                                  AMPRT_UNARY_TAN,        AMPRT_UNARY_ASIN,
+                                  AMPRT_UNARY_ACOS,       AMPRT_UNARY_ATAN,
+                                  AMPRT_UNARY_SINH,       AMPRT_UNARY_COSH,
+                                  AMPRT_UNARY_ASINH,      AMPRT_UNARY_ACOSH,
+                                  AMPRT_UNARY_ATANH};
 
 // Inputs inside the domain of the inverse functions (mostly: a few of the
 // randn ones fall outside, where both sides must give NaN).
@@ -116,11 +163,10 @@ bool unitDomain(amprt_unary_op op) {
 } // namespace
 
 TEST(Unary, EveryOpEveryFloatType) {
-  const amprt_unary_op ops[] = {AMPRT_UNARY_IDENTITY, AMPRT_UNARY_RELU, AMPRT_UNARY_SQRT,
-                                AMPRT_UNARY_EXP,      AMPRT_UNARY_LOG,  AMPRT_UNARY_ERF,
-                                AMPRT_UNARY_TANH,     AMPRT_UNARY_SIGMOID,
-                                AMPRT_UNARY_GELU,     AMPRT_UNARY_GELU_TANH,
-                                AMPRT_UNARY_LEAKY_RELU, AMPRT_UNARY_ABS,
+  const amprt_unary_op ops[] = {AMPRT_UNARY_IDENTITY,   AMPRT_UNARY_RELU,       AMPRT_UNARY_SQRT,
+                                AMPRT_UNARY_EXP,        AMPRT_UNARY_LOG,        AMPRT_UNARY_ERF,
+                                AMPRT_UNARY_TANH,       AMPRT_UNARY_SIGMOID,    AMPRT_UNARY_GELU,
+                                AMPRT_UNARY_GELU_TANH,  AMPRT_UNARY_LEAKY_RELU, AMPRT_UNARY_ABS,
                                 AMPRT_UNARY_RECIPROCAL, AMPRT_UNARY_SOFTPLUS};
   std::vector<amprt_unary_op> all(std::begin(ops), std::end(ops));
   all.insert(all.end(), std::begin(kNewOps), std::end(kNewOps));
@@ -128,10 +174,10 @@ TEST(Unary, EveryOpEveryFloatType) {
     for (amprt_unary_op op : all) {
       auto [alpha, beta] = params(op);
       bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG;
-      Buf x = positive                    ? uniform(dt, {7, 33}, 0.01, 20.0)
-              : unitDomain(op)            ? uniform(dt, {7, 33}, -1.05, 1.05)
-              : op == AMPRT_UNARY_ACOSH   ? uniform(dt, {7, 33}, 0.95, 20.0)
-                                          : randn(dt, {7, 33}, 3.0);
+      Buf x = positive                  ? uniform(dt, {7, 33}, 0.01, 20.0)
+              : unitDomain(op)          ? uniform(dt, {7, 33}, -1.05, 1.05)
+              : op == AMPRT_UNARY_ACOSH ? uniform(dt, {7, 33}, 0.95, 20.0)
+                                        : randn(dt, {7, 33}, 3.0);
       // Special values: inf, -inf, nan, a subnormal.
       x.set(0, INFINITY);
       x.set(1, positive ? 1e-30 : -INFINITY);
@@ -152,7 +198,9 @@ TEST(Unary, EveryOpEveryFloatType) {
         double xv = x.get(i), r = refUnary(op, xv, alpha, beta), g = y.get(i);
         // Beyond the format's largest finite value the rounded result is
         // inf (exp(11.3) in f16).
-        double big = dt == AMPRT_F16 ? 65520.0 : dt == AMPRT_BF16 ? 3.3961775292304e38 : 3.4028235677973366e38;
+        double big = dt == AMPRT_F16    ? 65520.0
+                     : dt == AMPRT_BF16 ? 3.3961775292304e38
+                                        : 3.4028235677973366e38;
         if (std::isfinite(r) && std::fabs(r) >= big)
           r = std::copysign(INFINITY, r);
         double tol = (0.5 + (dt == AMPRT_F32 ? 4 : 0.01)) * ulp(dt, r) +
@@ -162,22 +210,21 @@ TEST(Unary, EveryOpEveryFloatType) {
           tol += 1.2e-7 * (std::fabs(alpha * xv) + std::fabs(beta));
         if (std::isfinite(xv) && op == AMPRT_UNARY_HARD_SWISH)
           tol += 1.2e-7 * std::fabs(xv) * (std::fabs(xv / 6) + 0.5);
-        bool ok = std::isnan(r) || std::isnan(g) ? std::isnan(r) && std::isnan(g)
+        bool ok = std::isnan(r) || std::isnan(g)   ? std::isnan(r) && std::isnan(g)
                   : std::isinf(r) || std::isinf(g) ? g == r
                                                    : std::fabs(g - r) <= tol;
-        EXPECT_TRUE(ok) << "op " << op << " " << amprt_dtype_name(dt) << " x " << xv
-                        << ": got " << g << ", reference " << r << " (seed " << testSeed()
-                        << ")";
+        EXPECT_TRUE(ok) << "op " << op << " " << amprt_dtype_name(dt) << " x " << xv << ": got "
+                        << g << ", reference " << r << " (seed " << testSeed() << ")";
       }
     }
 }
 
 TEST(Unary, GradientsMatchNumericDerivative) {
-  const amprt_unary_op ops[] = {AMPRT_UNARY_RELU, AMPRT_UNARY_SQRT, AMPRT_UNARY_EXP,
-                                AMPRT_UNARY_LOG,  AMPRT_UNARY_ERF,  AMPRT_UNARY_TANH,
-                                AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU,
-                                AMPRT_UNARY_GELU_TANH, AMPRT_UNARY_LEAKY_RELU,
-                                AMPRT_UNARY_ABS, AMPRT_UNARY_RECIPROCAL, AMPRT_UNARY_SOFTPLUS};
+  const amprt_unary_op ops[] = {AMPRT_UNARY_RELU,       AMPRT_UNARY_SQRT, AMPRT_UNARY_EXP,
+                                AMPRT_UNARY_LOG,        AMPRT_UNARY_ERF,  AMPRT_UNARY_TANH,
+                                AMPRT_UNARY_SIGMOID,    AMPRT_UNARY_GELU, AMPRT_UNARY_GELU_TANH,
+                                AMPRT_UNARY_LEAKY_RELU, AMPRT_UNARY_ABS,  AMPRT_UNARY_RECIPROCAL,
+                                AMPRT_UNARY_SOFTPLUS};
   std::vector<amprt_unary_op> all(std::begin(ops), std::end(ops));
   all.insert(all.end(), std::begin(kNewOps), std::end(kNewOps));
   for (amprt_unary_op op : all) {
@@ -185,11 +232,11 @@ TEST(Unary, GradientsMatchNumericDerivative) {
     // 1 / x: away from its pole, where a central difference is accurate.
     bool positive = op == AMPRT_UNARY_SQRT || op == AMPRT_UNARY_LOG || op == AMPRT_UNARY_RECIPROCAL;
     // Away from the poles of tan and of the inverse functions' derivatives.
-    Buf x = positive                    ? uniform(AMPRT_F32, {200}, 0.1, 5.0)
-            : unitDomain(op)            ? uniform(AMPRT_F32, {200}, -0.9, 0.9)
-            : op == AMPRT_UNARY_ACOSH   ? uniform(AMPRT_F32, {200}, 1.2, 5.0)
-            : op == AMPRT_UNARY_TAN     ? uniform(AMPRT_F32, {200}, -1.3, 1.3)
-                                        : randn(AMPRT_F32, {200}, 2.0);
+    Buf x = positive                  ? uniform(AMPRT_F32, {200}, 0.1, 5.0)
+            : unitDomain(op)          ? uniform(AMPRT_F32, {200}, -0.9, 0.9)
+            : op == AMPRT_UNARY_ACOSH ? uniform(AMPRT_F32, {200}, 1.2, 5.0)
+            : op == AMPRT_UNARY_TAN   ? uniform(AMPRT_F32, {200}, -1.3, 1.3)
+                                      : randn(AMPRT_F32, {200}, 2.0);
     Buf dy = randn(AMPRT_F32, {200});
     Buf dx(AMPRT_F32, {200});
     // The kinks themselves (values exact in f32).
@@ -228,17 +275,19 @@ TEST(Binary, BroadcastingEveryOpAndType) {
         for (int j = 0; j < 3; ++j)
           for (int k = 0; k < 5; ++k) {
             double p = a.get(i * 5 + k), q = b.get(j);
-            double r = op == AMPRT_BINARY_ADD   ? p + q
-                       : op == AMPRT_BINARY_SUB ? p - q
-                       : op == AMPRT_BINARY_MUL ? p * q
-                       : op == AMPRT_BINARY_DIV ? p / q
-                       : op == AMPRT_BINARY_POW ? std::pow(p, q)
-                       : op == AMPRT_BINARY_MAX ? std::max(p, q)
-                       : op == AMPRT_BINARY_MIN ? std::min(p, q)
-                       : op == AMPRT_BINARY_FMOD ? std::fmod(p, q)
-                                                 : std::fmod(p, q) + (std::fmod(p, q) != 0 &&
-                                                                      (std::fmod(p, q) < 0) != (q < 0)
-                                                                      ? q : 0.0); // MOD
+            double r =
+                op == AMPRT_BINARY_ADD   ? p + q
+                : op == AMPRT_BINARY_SUB ? p - q
+                : op == AMPRT_BINARY_MUL ? p * q
+                : op == AMPRT_BINARY_DIV ? p / q
+                : op == AMPRT_BINARY_POW ? std::pow(p, q)
+                : op == AMPRT_BINARY_MAX ? std::max(p, q)
+                : op == AMPRT_BINARY_MIN ? std::min(p, q)
+                : op == AMPRT_BINARY_FMOD
+                    ? std::fmod(p, q)
+                    : std::fmod(p, q) + (std::fmod(p, q) != 0 && (std::fmod(p, q) < 0) != (q < 0)
+                                             ? q
+                                             : 0.0); // MOD
             ref.push_back(r);
           }
       // f32 arithmetic then one rounding: within half an ulp of the exact
@@ -260,7 +309,8 @@ TEST(Binary, OverflowToInfInLowPrecision) {
 }
 
 TEST(Binary, IntegerRemaindersTakeTheirSigns) {
-  Buf a = randint(AMPRT_I64, {40}, -50, 50), b = randint(AMPRT_I64, {40}, -9, 9), y(AMPRT_I64, {40});
+  Buf a = randint(AMPRT_I64, {40}, -50, 50), b = randint(AMPRT_I64, {40}, -9, 9),
+      y(AMPRT_I64, {40});
   for (int i = 0; i < 40; ++i)
     if (b.get(i) == 0)
       b.set(i, 7);
@@ -410,10 +460,13 @@ TEST(GatherElements, EveryAxisAgainstLoopsAndItsGradient) {
     }
   Buf data = randn(AMPRT_F32, {2, 3}), idx(AMPRT_I64, {2, 3}), y(AMPRT_F32, {2, 3});
   idx.set(4, 3);
-  EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), idx.p(), 1, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(amprt_last_error()).find("index 3 out of range [-3, 3)"), std::string::npos);
+  EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), idx.p(), 1, y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("index 3 out of range [-3, 3)"),
+            std::string::npos);
   Buf big(AMPRT_I64, {2, 4}), y2(AMPRT_F32, {2, 4});
-  EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), big.p(), 0, y2.p()), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_gather_elements(nullptr, data.p(), big.p(), 0, y2.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
 }
 
 TEST(ArgReduce, MaxMinTiesNaNAndIntegers) {
@@ -441,15 +494,17 @@ TEST(ArgReduce, MaxMinTiesNaNAndIntegers) {
             double bv = 0;
             for (int64_t i = 0; i < (int64_t)(axis == 0 ? 3 : axis == 1 ? 4 : 5); ++i) {
               double v = xt.get(base + i * st[axis]);
-              bool take = best < 0 || (!std::isnan(bv) && (std::isnan(v) || (mn ? (last ? v <= bv : v < bv)
-                                                                              : (last ? v >= bv : v > bv))));
+              bool take =
+                  best < 0 ||
+                  (!std::isnan(bv) &&
+                   (std::isnan(v) || (mn ? (last ? v <= bv : v < bv) : (last ? v >= bv : v > bv))));
               if (take)
                 best = i, bv = v;
             }
             wrong += y.get(lin) != (double)best;
           }
-          EXPECT_EQ(wrong, 0) << amprt_dtype_name(dt) << " axis " << axis << " min " << mn << " last "
-                              << last << " (seed " << testSeed() << ")";
+          EXPECT_EQ(wrong, 0) << amprt_dtype_name(dt) << " axis " << axis << " min " << mn
+                              << " last " << last << " (seed " << testSeed() << ")";
         }
   Buf x = randn(AMPRT_F32, {2, 3}), bad(AMPRT_I32, {2, 1});
   EXPECT_EQ(amprt_arg_reduce(nullptr, x.p(), 1, 0, 0, bad.p()), AMPRT_ERR_INVALID_ARGUMENT);
@@ -478,7 +533,8 @@ TEST(CumSum, EveryAxisExclusiveReverseAgainstDouble) {
           // f32 running sums of at most 5 normal terms: 5 * 5 * 2^-24 absolute,
           // then one rounding to the type; integers exactly.
           EXPECT_TRUE(dt == AMPRT_I64 ? near(y, ref, 0, 0, 0) : near(y, ref, 1, 0, 2e-6))
-              << amprt_dtype_name(dt) << " axis " << axis << " exclusive " << ex << " reverse " << rev;
+              << amprt_dtype_name(dt) << " axis " << axis << " exclusive " << ex << " reverse "
+              << rev;
         }
   Buf x = randn(AMPRT_F32, {2, 3}), y(AMPRT_F32, {3, 2});
   EXPECT_EQ(amprt_cumsum(nullptr, x.p(), 0, 0, 0, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
@@ -556,7 +612,8 @@ TEST(Binary, ContiguousF32FastPathsMatchTheGeneralOne) {
   for (std::vector<int64_t> bs : {std::vector<int64_t>{6, 7}, {7}, {1, 7}, {}}) {
     Buf a = randn(AMPRT_F32, {6, 7}), b = randn(AMPRT_F32, bs), y(AMPRT_F32, {6, 7}),
         ref(AMPRT_F32, {6, 7});
-    for (amprt_binary_op op : {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV}) {
+    for (amprt_binary_op op :
+         {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV}) {
       AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
       amprt_tensor refView = ref.t; // strides [1, 6]: a transposed layout
       refView.strides[0] = 1;
@@ -578,43 +635,48 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
   struct Case {
     std::vector<int64_t> y, b;
   };
-  const Case cases[] = {{{3, 4, 2, 5, 7}, {1, 4, 1, 5, 7}}, {{3, 4, 5, 7}, {1, 4, 5, 7}},
-                        {{2, 3, 4, 9}, {3, 1, 9}}, {{2, 3, 4, 9}, {2, 1, 4, 9}},
-                        {{5, 3000}, {5, 3000}}, {{4, 6, 5, 5}, {4, 6, 1, 1}},
-                        {{3, 40}, {40}}, {{3, 40}, {}}};
+  const Case cases[] = {{{3, 4, 2, 5, 7}, {1, 4, 1, 5, 7}},
+                        {{3, 4, 5, 7}, {1, 4, 5, 7}},
+                        {{2, 3, 4, 9}, {3, 1, 9}},
+                        {{2, 3, 4, 9}, {2, 1, 4, 9}},
+                        {{5, 3000}, {5, 3000}},
+                        {{4, 6, 5, 5}, {4, 6, 1, 1}},
+                        {{3, 40}, {40}},
+                        {{3, 40}, {}}};
   for (const Case &c : cases)
     for (amprt_dtype dt : kFloats)
-      for (amprt_binary_op op : {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV})
-      for (bool bFirst : {false, true}) { // b op a: the broadcast operand first
-        Buf a = randn(dt, c.y), b = randn(dt, c.b), y(dt, c.y);
-        AMPRT_OK_OR_FAIL(bFirst ? amprt_binary(nullptr, op, b.p(), a.p(), y.p())
-                                : amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
-        int32_t r = (int32_t)c.y.size(), lead = r - (int32_t)c.b.size();
-        Buf want(dt, c.y);
-        for (int64_t i = 0; i < y.numel(); ++i) {
-          // b's element for y's index i (broadcast dims read index 0)
-          int64_t rem = i, off = 0, st = 1;
-          for (int32_t d = r - 1; d >= 0; --d) {
-            int64_t idx = rem % c.y[d];
-            rem /= c.y[d];
-            if (d >= lead) {
-              int64_t bd = c.b[d - lead];
-              off += (bd == 1 ? 0 : idx) * st;
-              st *= bd;
+      for (amprt_binary_op op :
+           {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV})
+        for (bool bFirst : {false, true}) { // b op a: the broadcast operand first
+          Buf a = randn(dt, c.y), b = randn(dt, c.b), y(dt, c.y);
+          AMPRT_OK_OR_FAIL(bFirst ? amprt_binary(nullptr, op, b.p(), a.p(), y.p())
+                                  : amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+          int32_t r = (int32_t)c.y.size(), lead = r - (int32_t)c.b.size();
+          Buf want(dt, c.y);
+          for (int64_t i = 0; i < y.numel(); ++i) {
+            // b's element for y's index i (broadcast dims read index 0)
+            int64_t rem = i, off = 0, st = 1;
+            for (int32_t d = r - 1; d >= 0; --d) {
+              int64_t idx = rem % c.y[d];
+              rem /= c.y[d];
+              if (d >= lead) {
+                int64_t bd = c.b[d - lead];
+                off += (bd == 1 ? 0 : idx) * st;
+                st *= bd;
+              }
             }
+            float p = (float)a.get(i), q = (float)b.get(off);
+            if (bFirst)
+              std::swap(p, q);
+            float v = op == AMPRT_BINARY_ADD   ? p + q
+                      : op == AMPRT_BINARY_SUB ? p - q
+                      : op == AMPRT_BINARY_MUL ? p * q
+                                               : p / q;
+            want.set(i, v);
           }
-          float p = (float)a.get(i), q = (float)b.get(off);
-          if (bFirst)
-            std::swap(p, q);
-          float v = op == AMPRT_BINARY_ADD ? p + q
-                    : op == AMPRT_BINARY_SUB ? p - q
-                    : op == AMPRT_BINARY_MUL ? p * q
-                                             : p / q;
-          want.set(i, v);
+          ASSERT_EQ(y.bytes, want.bytes) << amprt_dtype_name(dt) << " op " << op << " b rank "
+                                         << c.b.size() << (bFirst ? " (b first)" : "");
         }
-        ASSERT_EQ(y.bytes, want.bytes) << amprt_dtype_name(dt) << " op " << op << " b rank "
-                                       << c.b.size() << (bFirst ? " (b first)" : "");
-      }
 }
 
 // Gather's gradient: dy's blocks added at their indices' rows of a zeroed
@@ -626,9 +688,8 @@ TEST(GatherGrad, DistinctAndRepeatedIndicesAgainstTheDefinition) {
     std::vector<int64_t> idx, idxShape;
     int32_t axis;
   };
-  const Case cases[] = {{{3, 0, -1}, {3}, 1},     {{1, 1, 3, -4}, {2, 2}, 1},
-                        {{2}, {}, 0},             {{0, 2, 1}, {3}, 0},
-                        {{1, -2, 0, 3, 2}, {5}, 2}, {{0, 1, 1}, {3}, 3}};
+  const Case cases[] = {{{3, 0, -1}, {3}, 1}, {{1, 1, 3, -4}, {2, 2}, 1}, {{2}, {}, 0},
+                        {{0, 2, 1}, {3}, 0},  {{1, -2, 0, 3, 2}, {5}, 2}, {{0, 1, 1}, {3}, 3}};
   for (const Case &c : cases)
     for (amprt_dtype dt : kFloats) {
       int32_t axis = c.axis;
@@ -701,20 +762,28 @@ TEST(Unary, ErfAndItsGradientWithinTwoUlp) {
 }
 
 TEST(Binary, ComparisonsAndLogicalOpsGiveI1) {
-  const amprt_binary_op ops[] = {AMPRT_BINARY_EQ, AMPRT_BINARY_LT,  AMPRT_BINARY_LE,
-                                 AMPRT_BINARY_GT, AMPRT_BINARY_GE,  AMPRT_BINARY_AND,
+  const amprt_binary_op ops[] = {AMPRT_BINARY_EQ, AMPRT_BINARY_LT, AMPRT_BINARY_LE,
+                                 AMPRT_BINARY_GT, AMPRT_BINARY_GE, AMPRT_BINARY_AND,
                                  AMPRT_BINARY_OR, AMPRT_BINARY_XOR};
   // In long double (exact for int64 too) with the IEEE rules.
   auto ref = [](amprt_binary_op op, long double p, long double q) -> bool {
     switch (op) {
-    case AMPRT_BINARY_EQ: return p == q;
-    case AMPRT_BINARY_LT: return p < q;
-    case AMPRT_BINARY_LE: return p <= q;
-    case AMPRT_BINARY_GT: return p > q;
-    case AMPRT_BINARY_GE: return p >= q;
-    case AMPRT_BINARY_AND: return p != 0 && q != 0;
-    case AMPRT_BINARY_OR: return p != 0 || q != 0;
-    default: return (p != 0) != (q != 0);
+    case AMPRT_BINARY_EQ:
+      return p == q;
+    case AMPRT_BINARY_LT:
+      return p < q;
+    case AMPRT_BINARY_LE:
+      return p <= q;
+    case AMPRT_BINARY_GT:
+      return p > q;
+    case AMPRT_BINARY_GE:
+      return p >= q;
+    case AMPRT_BINARY_AND:
+      return p != 0 && q != 0;
+    case AMPRT_BINARY_OR:
+      return p != 0 || q != 0;
+    default:
+      return (p != 0) != (q != 0);
     }
   };
   for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16, AMPRT_I64, AMPRT_I32, AMPRT_I1})
@@ -747,7 +816,8 @@ TEST(Binary, ComparisonsAndLogicalOpsGiveI1) {
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 3; ++j)
           for (int k = 0; k < 5; ++k)
-            wrong += y.get((i * 3 + j) * 5 + k) != (ref(op, at(a, i * 5 + k), at(b, j)) ? 1.0 : 0.0);
+            wrong +=
+                y.get((i * 3 + j) * 5 + k) != (ref(op, at(a, i * 5 + k), at(b, j)) ? 1.0 : 0.0);
       EXPECT_EQ(wrong, 0) << "op " << op << " " << amprt_dtype_name(dt) << " (seed " << testSeed()
                           << ")";
     }

@@ -60,7 +60,8 @@ TEST(Exec, CorruptDescriptorsAreErrors) {
   void *bufs[2] = {x.t.data, y.t.data};
   std::vector<int64_t> d = {AMPRT_EXEC_VERSION + 7, AMPRT_OP_COPY, 2, 0};
   EXPECT_EQ(amprt_exec(nullptr, d.data(), bufs), AMPRT_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(amprt_last_error()).find("compiled for another runtime"), std::string::npos);
+  EXPECT_NE(std::string(amprt_last_error()).find("compiled for another runtime"),
+            std::string::npos);
   d = {AMPRT_EXEC_VERSION, 999, 2, 0};
   pushTensor(d, x.t);
   pushTensor(d, y.t);
@@ -167,8 +168,9 @@ TEST(CheckNumerics, NamesOriginsNotLeftoversOrPropagation) {
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_GT(len, 0);
   self[len] = 0;
-  std::string cmd = std::string("AMPRT_CHECK_NUMERICS=1 '") + self +
-                    "' --gtest_also_run_disabled_tests --gtest_filter=CheckNumerics.DISABLED_Child 2>&1";
+  std::string cmd =
+      std::string("AMPRT_CHECK_NUMERICS=1 '") + self +
+      "' --gtest_also_run_disabled_tests --gtest_filter=CheckNumerics.DISABLED_Child 2>&1";
   FILE *p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -178,10 +180,11 @@ TEST(CheckNumerics, NamesOriginsNotLeftoversOrPropagation) {
   int rc = pclose(p);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
-  EXPECT_NE(out.find("amprt: check-numerics: node '/overflow/Exp' (unary [8] [8]) wrote 1 NaN / inf "
-                     "value(s) into its tensor 1 (f32 [8], the first at flat index 0) from finite "
-                     "operands"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("amprt: check-numerics: node '/overflow/Exp' (unary [8] [8]) wrote 1 NaN / inf "
+               "value(s) into its tensor 1 (f32 [8], the first at flat index 0) from finite "
+               "operands"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("node '/inplace-overflow/Exp' ("), std::string::npos) << out;
   EXPECT_EQ(out.find("/inplace-nan/Exp"), std::string::npos) << out;

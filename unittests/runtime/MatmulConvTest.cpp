@@ -117,7 +117,8 @@ std::vector<double> refConv(const Buf &x, const Buf &w, const Buf *bias, const C
   std::vector<double> y(cc.n * cc.m * oh * ow, 0.0);
   for (int64_t yi = 0; yi < (int64_t)y.size(); ++yi)
     y[yi] = bias ? bias->get((yi / (oh * ow)) % cc.m) : 0.0;
-  forEachTap(cc, oh, ow, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x.get(xi) * w.get(wi); });
+  forEachTap(cc, oh, ow,
+             [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x.get(xi) * w.get(wi); });
   return y;
 }
 } // namespace
@@ -147,7 +148,8 @@ TEST(Conv, ForwardAndBackwardAgainstDirectLoops) {
       // the double reference in a few random directions.
       Buf dy = randn(AMPRT_F32, {cc.n, cc.m, oh, ow});
       Buf dx(AMPRT_F32, x.shape), dw(AMPRT_F32, w.shape), db(AMPRT_F32, {cc.m});
-      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
+      AMPRT_OK_OR_FAIL(
+          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
       auto inner = [&](const Buf &xx, const Buf &ww) {
         auto r = refConv(xx, ww, nullptr, cc, oh, ow);
         double s = 0;
@@ -200,14 +202,11 @@ void refConvBackward(const Buf &x, const Buf &w, const Buf &dy, const ConvCase &
 // Depthwise convolutions' weight gradients (our loop where oneDNN would
 // take im2col + gemm) likewise, from f32 and bf16 inputs.
 TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
-  const ConvCase cases[] = {{2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},
-                            {2, 16, 11, 10, 16, 3, 3, 2, 0, 1, 2},
-                            {1, 8, 12, 12, 8, 3, 3, 1, 2, 2, 1},
-                            {2, 32, 6, 6, 16, 1, 1, 1, 0, 1, 1},
-                            {2, 24, 5, 5, 24, 5, 5, 1, 2, 1, 24},
-                            {8, 32, 2, 2, 32, 5, 5, 1, 2, 1, 32},
-                            {2, 16, 9, 10, 16, 3, 3, 2, 1, 1, 16},
-                            {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16}};
+  const ConvCase cases[] = {
+      {2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},   {2, 16, 11, 10, 16, 3, 3, 2, 0, 1, 2},
+      {1, 8, 12, 12, 8, 3, 3, 1, 2, 2, 1},   {2, 32, 6, 6, 16, 1, 1, 1, 0, 1, 1},
+      {2, 24, 5, 5, 24, 5, 5, 1, 2, 1, 24},  {8, 32, 2, 2, 32, 5, 5, 1, 2, 1, 32},
+      {2, 16, 9, 10, 16, 3, 3, 2, 1, 1, 16}, {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16}};
   for (const ConvCase &cc : cases)
     for (auto [in, out] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_BF16, AMPRT_F32},
                            std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16}}) {
@@ -218,7 +217,8 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
       Buf dy = randn(in, {cc.n, cc.m, oh, ow});
       amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
       Buf dx(out, x.shape), dw(out, w.shape), db(out, {cc.m});
-      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
+      AMPRT_OK_OR_FAIL(
+          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
       std::vector<double> rdx, rdw, rdb(cc.m, 0.0);
       refConvBackward(x, w, dy, cc, oh, ow, rdx, rdw);
       for (int64_t n = 0; n < cc.n; ++n)
@@ -233,12 +233,13 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
       EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(dwTerms)))
           << "dw " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
           << " group " << cc.group;
-      EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms)))
-          << "db " << amprt_dtype_name(out);
+      EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms))) << "db " << amprt_dtype_name(out);
       // dx alone (ConvTranspose's call) and dw alone agree with the pair.
       Buf dx2(out, x.shape), dw2(out, w.shape);
-      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
-      AMPRT_OK_OR_FAIL(amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, nullptr, dw2.p(), nullptr));
+      AMPRT_OK_OR_FAIL(
+          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
+      AMPRT_OK_OR_FAIL(
+          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, nullptr, dw2.p(), nullptr));
       EXPECT_EQ(dx2.bytes, dx.bytes);
       EXPECT_EQ(dw2.bytes, dw.bytes);
     }
@@ -350,7 +351,8 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
                   }
                 }
               int64_t o = (nc * OH + oh) * OW + ow;
-              ASSERT_EQ(idx[o], arg) << amprt_dtype_name(t) << " k" << k << " W" << W << " at " << o;
+              ASSERT_EQ(idx[o], arg)
+                  << amprt_dtype_name(t) << " k" << k << " W" << W << " at " << o;
               ASSERT_TRUE(std::isnan(best) ? std::isnan(y[o]) : y[o] == best) << o;
             }
       }
@@ -358,8 +360,8 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
 
 // Channel-blocked layout: [N, C/B, H, W, B] from / to plain NCHW values.
 namespace {
-std::vector<double> toBlockedOrder(const std::vector<double> &v, int64_t n, int64_t c,
-                                   int64_t hw, int64_t b) {
+std::vector<double> toBlockedOrder(const std::vector<double> &v, int64_t n, int64_t c, int64_t hw,
+                                   int64_t b) {
   std::vector<double> out(v.size());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
@@ -471,7 +473,7 @@ TEST(Pool, BlockedMaxPoolAndGlobalAverage) {
   std::uniform_int_distribution<int> small(-3, 3), pct(0, 99);
   struct Case {
     int64_t k, s, pad, dil, h, w;
-  } cases[] = {{2, 2, 0, 1, 10, 12}, {2, 2, 0, 1, 9, 7},  {3, 1, 1, 1, 8, 9},
+  } cases[] = {{2, 2, 0, 1, 10, 12}, {2, 2, 0, 1, 9, 7}, {3, 1, 1, 1, 8, 9},
                {3, 2, 1, 2, 11, 10}, {2, 1, 0, 1, 5, 6}, {3, 3, 2, 1, 7, 7}};
   for (int64_t B : {8, 16})
     for (const Case &cs : cases) {
@@ -511,10 +513,14 @@ TEST(Pool, BlockedMaxPoolAndGlobalAverage) {
     }
   // Refusals: channels not a multiple of the block, another block size, a
   // wrong output size.
-  Buf x(AMPRT_F32, {1, 12, 4, 4}), y(AMPRT_F32, {1, 12, 1, 1}), x16 = randn(AMPRT_F32, {1, 16, 4, 4});
-  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x.p(), 8, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 4, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 16, y.p()), AMPRT_ERR_INVALID_ARGUMENT);
+  Buf x(AMPRT_F32, {1, 12, 4, 4}), y(AMPRT_F32, {1, 12, 1, 1}),
+      x16 = randn(AMPRT_F32, {1, 16, 4, 4});
+  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x.p(), 8, y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 4, y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_global_average_pool_blocked(nullptr, x16.p(), 16, y.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
 }
 
 // amprt_gemm_ex with the ReLU: the same as amprt_gemm then the element-wise
@@ -528,9 +534,9 @@ TEST(Gemm, ReluInTheCallMatchesGemmThenRelu) {
     int c; // 0 none, 1 bias row, 2 full matrix
     float alpha;
     int special; // 0 none, 1 a NaN in a, 2 products that overflow
-  } cases[] = {{AMPRT_F32, 1, 1.0f, 0}, {AMPRT_F32, 0, 1.0f, 0}, {AMPRT_F32, 1, 1.0f, 1},
-               {AMPRT_F32, 1, 1.0f, 2}, {AMPRT_F32, 2, 1.0f, 0}, {AMPRT_F32, 1, 0.5f, 0},
-               {AMPRT_BF16, 1, 1.0f, 0}, {AMPRT_F16, 1, 1.0f, 0},  {AMPRT_F16, 0, 1.0f, 1}};
+  } cases[] = {{AMPRT_F32, 1, 1.0f, 0},  {AMPRT_F32, 0, 1.0f, 0}, {AMPRT_F32, 1, 1.0f, 1},
+               {AMPRT_F32, 1, 1.0f, 2},  {AMPRT_F32, 2, 1.0f, 0}, {AMPRT_F32, 1, 0.5f, 0},
+               {AMPRT_BF16, 1, 1.0f, 0}, {AMPRT_F16, 1, 1.0f, 0}, {AMPRT_F16, 0, 1.0f, 1}};
   const int64_t m = 37, k = 29, n = 23;
   for (const Case &cc : cases)
     for (int tb : {0, 1}) {
@@ -567,8 +573,7 @@ TEST(Gemm, ReluInTheCallMatchesGemmThenRelu) {
           double cv = cc.c == 2 ? c.get(i * n + j) : cc.c == 1 ? c.get(j) : 0.0;
           ref[i * n + j] = std::max(0.0, cc.alpha * sum + cv);
         }
-      EXPECT_TRUE(near(fused, ref, 0.5 + (cc.dt == AMPRT_F32 ? 4 : 0.02), accTol(k), 1e-5))
-          << what;
+      EXPECT_TRUE(near(fused, ref, 0.5 + (cc.dt == AMPRT_F32 ? 4 : 0.02), accTol(k), 1e-5)) << what;
     }
   Buf a = randn(AMPRT_F32, {2, 3}), b = randn(AMPRT_F32, {3, 2}), y(AMPRT_F32, {2, 2});
   EXPECT_EQ(amprt_gemm_ex(nullptr, a.p(), b.p(), nullptr, 1.0f, 1.0f, 0, 0, 2, y.p()),

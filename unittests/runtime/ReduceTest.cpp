@@ -57,8 +57,7 @@ TEST(Softmax, StableAndLogForm) {
             ref[(a * 7 + j) * 2 + c] = log ? v - std::log(s) : std::exp(v) / s;
           }
         }
-      EXPECT_TRUE(near(y, ref, 0.5 + (dt == AMPRT_F32 ? 2 : 0.01), 1e-7, 1e-30))
-          << "log " << log;
+      EXPECT_TRUE(near(y, ref, 0.5 + (dt == AMPRT_F32 ? 2 : 0.01), 1e-7, 1e-30)) << "log " << log;
     }
 }
 
@@ -163,9 +162,9 @@ TEST(Softmax, MaskedEntriesAndFullyMaskedRows) {
           for (int64_t j = 0; j < len; ++j) {
             double g = got(r, j), v = x.get(r * len + j) - m;
             std::string where = "dtype " + std::to_string(dt) + " strided " +
-                                std::to_string(strided) + " log " + std::to_string(log) +
-                                " row " + std::to_string(r) + " col " + std::to_string(j) +
-                                " (seed " + std::to_string(testSeed()) + ")";
+                                std::to_string(strided) + " log " + std::to_string(log) + " row " +
+                                std::to_string(r) + " col " + std::to_string(j) + " (seed " +
+                                std::to_string(testSeed()) + ")";
             if (r == 3) {
               EXPECT_TRUE(std::isnan(g)) << where;
               continue;
@@ -177,8 +176,7 @@ TEST(Softmax, MaskedEntriesAndFullyMaskedRows) {
               EXPECT_TRUE(g < -1e38) << where << ": got " << g;
               continue;
             }
-            double tol = dt == AMPRT_F32 ? 8 * ulp(AMPRT_F32, ref) + 1e-30
-                                         : ulp(dt, ref) + 1e-30;
+            double tol = dt == AMPRT_F32 ? 8 * ulp(AMPRT_F32, ref) + 1e-30 : ulp(dt, ref) + 1e-30;
             EXPECT_LE(std::fabs(g - ref), tol) << where << ": got " << g << ", reference " << ref;
           }
         }
@@ -216,8 +214,7 @@ TEST(Softmax, GradientFastPathMatchesTheGeneralOne) {
   const int64_t rows = 300, len = 49;
   for (int log = 0; log < 2; ++log) {
     Buf x = randn(AMPRT_F32, {rows, len}), y(AMPRT_F32, {rows, len}),
-        dy = randn(AMPRT_F32, {rows, len}), dx(AMPRT_F32, {rows, len}),
-        ref(AMPRT_F32, {rows, len});
+        dy = randn(AMPRT_F32, {rows, len}), dx(AMPRT_F32, {rows, len}), ref(AMPRT_F32, {rows, len});
     AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
     AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
     amprt_tensor view = ref.t; // strides [1, rows]: a transposed layout
@@ -231,9 +228,8 @@ TEST(Softmax, GradientFastPathMatchesTheGeneralOne) {
 }
 
 namespace {
-void refLayerNorm(const Buf &x, const Buf &g, const Buf &b, int64_t rows, int64_t cols,
-                  double eps, std::vector<double> &y, std::vector<double> &mean,
-                  std::vector<double> &rstd) {
+void refLayerNorm(const Buf &x, const Buf &g, const Buf &b, int64_t rows, int64_t cols, double eps,
+                  std::vector<double> &y, std::vector<double> &mean, std::vector<double> &rstd) {
   y.assign(rows * cols, 0);
   mean.assign(rows, 0);
   rstd.assign(rows, 0);
@@ -257,8 +253,8 @@ TEST(LayerNorm, ForwardAndGradient) {
   for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16, AMPRT_BF16}) {
     Buf x = randn(dt, {2, 3, 8}, 2.0, 1.0), g = randn(dt, {8}), b = randn(dt, {8});
     Buf y(dt, {2, 3, 8}), mean(AMPRT_F32, {2, 3, 1}), rstd(AMPRT_F32, {2, 3, 1});
-    AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 2, 1e-5f, y.p(),
-                                      mean.p(), rstd.p()));
+    AMPRT_OK_OR_FAIL(
+        amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 2, 1e-5f, y.p(), mean.p(), rstd.p()));
     std::vector<double> ry, rm, rs;
     refLayerNorm(x, g, b, 6, 8, 1e-5, ry, rm, rs);
     EXPECT_TRUE(near(y, ry, 0.5 + (dt == AMPRT_F32 ? 4 : 0.01), 1e-7, 1e-6));
@@ -269,7 +265,8 @@ TEST(LayerNorm, ForwardAndGradient) {
   Buf x = randn(AMPRT_F32, {3, 5}), g = randn(AMPRT_F32, {5}), b = randn(AMPRT_F32, {5});
   Buf y(AMPRT_F32, {3, 5}), mean(AMPRT_F32, {3, 1}), rstd(AMPRT_F32, {3, 1});
   Buf dy = randn(AMPRT_F32, {3, 5}), dx(AMPRT_F32, {3, 5}), dg(AMPRT_F32, {5}), db(AMPRT_F32, {5});
-  AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 1, 1e-5f, y.p(), mean.p(), rstd.p()));
+  AMPRT_OK_OR_FAIL(
+      amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 1, 1e-5f, y.p(), mean.p(), rstd.p()));
   AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, x.p(), g.p(), mean.p(), rstd.p(), dy.p(), 1,
                                          dx.p(), dg.p(), db.p()));
   auto lossAt = [&](Buf xx, Buf gg, Buf bb) {
@@ -311,7 +308,8 @@ TEST(LayerNorm, ForwardAndGradient) {
 }
 
 TEST(BatchNorm, TrainingStatisticsAndGradient) {
-  Buf x = randn(AMPRT_F32, {4, 3, 5}, 2.0, 0.5), g = randn(AMPRT_F32, {3}), b = randn(AMPRT_F32, {3});
+  Buf x = randn(AMPRT_F32, {4, 3, 5}, 2.0, 0.5), g = randn(AMPRT_F32, {3}),
+      b = randn(AMPRT_F32, {3});
   Buf rm = randn(AMPRT_F32, {3}), rv = uniform(AMPRT_F32, {3}, 0.5, 2.0);
   Buf y(AMPRT_F32, {4, 3, 5}), nm(AMPRT_F32, {3}), nv(AMPRT_F32, {3}), sm(AMPRT_F32, {3}),
       si(AMPRT_F32, {3});
@@ -344,9 +342,10 @@ TEST(BatchNorm, TrainingStatisticsAndGradient) {
   EXPECT_TRUE(near(sm, rmu, 1, 1e-7));
   EXPECT_TRUE(near(si, rinv, 1, 1e-7));
   // Gradient: closed form in double.
-  Buf dy = randn(AMPRT_F32, {4, 3, 5}), dx(AMPRT_F32, {4, 3, 5}), dg(AMPRT_F32, {3}), db(AMPRT_F32, {3});
-  AMPRT_OK_OR_FAIL(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), dx.p(),
-                                         dg.p(), db.p()));
+  Buf dy = randn(AMPRT_F32, {4, 3, 5}), dx(AMPRT_F32, {4, 3, 5}), dg(AMPRT_F32, {3}),
+      db(AMPRT_F32, {3});
+  AMPRT_OK_OR_FAIL(
+      amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), dx.p(), dg.p(), db.p()));
   std::vector<double> rdx(60), rdg(3), rdb(3);
   for (int c = 0; c < 3; ++c) {
     double sdy = 0, sdyx = 0;
@@ -387,8 +386,8 @@ TEST(Losses, CrossEntropyAndNLLWithWeightsAndIgnore) {
       Buf y = randint(AMPRT_I64, {6, 2}, 0, 5);
       y.set(3, 4);
       y.set(7, -100); // ignored
-      Buf loss(AMPRT_F32, red == AMPRT_REDUCTION_NONE ? std::vector<int64_t>{6, 2}
-                                                       : std::vector<int64_t>{});
+      Buf loss(AMPRT_F32,
+               red == AMPRT_REDUCTION_NONE ? std::vector<int64_t>{6, 2} : std::vector<int64_t>{});
       Buf lp(AMPRT_F32, {6, 5, 2});
       AMPRT_OK_OR_FAIL(amprt_softmax_cross_entropy(nullptr, s.p(), y.p(), w.p(), red, 1, -100,
                                                    loss.p(), lp.p()));
@@ -409,9 +408,9 @@ TEST(Losses, CrossEntropyAndNLLWithWeightsAndIgnore) {
           total += per[n * 2 + k];
           wsum += wt;
         }
-      std::vector<double> ref = red == AMPRT_REDUCTION_NONE ? per
+      std::vector<double> ref = red == AMPRT_REDUCTION_NONE  ? per
                                 : red == AMPRT_REDUCTION_SUM ? std::vector<double>{total}
-                                                              : std::vector<double>{total / wsum};
+                                                             : std::vector<double>{total / wsum};
       EXPECT_TRUE(near(loss, ref, 4, 1e-6, 1e-6)) << "reduction " << red;
       EXPECT_TRUE(near(lp, logp, 4, 1e-7, 1e-6));
       // NLL on the log-probabilities gives the same loss.

@@ -64,28 +64,54 @@ struct Buf {
   amprt_tensor *p() { return &t; }
   double get(int64_t i) const {
     switch (dtype) {
-    case AMPRT_F32: return reinterpret_cast<const float *>(bytes.data())[i];
-    case AMPRT_F16: return amprt_f16_to_f32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
-    case AMPRT_BF16: return amprt_bf16_to_f32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
-    case AMPRT_I1: return bytes[i] ? 1 : 0;
-    case AMPRT_I32: return reinterpret_cast<const int32_t *>(bytes.data())[i];
-    case AMPRT_I64: return (double)reinterpret_cast<const int64_t *>(bytes.data())[i];
-    case AMPRT_I8: return reinterpret_cast<const int8_t *>(bytes.data())[i];
-    case AMPRT_U8: return bytes[i];
-    default: return NAN;
+    case AMPRT_F32:
+      return reinterpret_cast<const float *>(bytes.data())[i];
+    case AMPRT_F16:
+      return amprt_f16_to_f32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
+    case AMPRT_BF16:
+      return amprt_bf16_to_f32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
+    case AMPRT_I1:
+      return bytes[i] ? 1 : 0;
+    case AMPRT_I32:
+      return reinterpret_cast<const int32_t *>(bytes.data())[i];
+    case AMPRT_I64:
+      return (double)reinterpret_cast<const int64_t *>(bytes.data())[i];
+    case AMPRT_I8:
+      return reinterpret_cast<const int8_t *>(bytes.data())[i];
+    case AMPRT_U8:
+      return bytes[i];
+    default:
+      return NAN;
     }
   }
   void set(int64_t i, double v) {
     switch (dtype) {
-    case AMPRT_F32: reinterpret_cast<float *>(bytes.data())[i] = (float)v; break;
-    case AMPRT_F16: reinterpret_cast<uint16_t *>(bytes.data())[i] = amprt_f32_to_f16((float)v); break;
-    case AMPRT_BF16: reinterpret_cast<uint16_t *>(bytes.data())[i] = amprt_f32_to_bf16((float)v); break;
-    case AMPRT_I1: bytes[i] = v != 0; break;
-    case AMPRT_I32: reinterpret_cast<int32_t *>(bytes.data())[i] = (int32_t)v; break;
-    case AMPRT_I64: reinterpret_cast<int64_t *>(bytes.data())[i] = (int64_t)v; break;
-    case AMPRT_I8: reinterpret_cast<int8_t *>(bytes.data())[i] = (int8_t)v; break;
-    case AMPRT_U8: bytes[i] = (unsigned char)v; break;
-    default: break;
+    case AMPRT_F32:
+      reinterpret_cast<float *>(bytes.data())[i] = (float)v;
+      break;
+    case AMPRT_F16:
+      reinterpret_cast<uint16_t *>(bytes.data())[i] = amprt_f32_to_f16((float)v);
+      break;
+    case AMPRT_BF16:
+      reinterpret_cast<uint16_t *>(bytes.data())[i] = amprt_f32_to_bf16((float)v);
+      break;
+    case AMPRT_I1:
+      bytes[i] = v != 0;
+      break;
+    case AMPRT_I32:
+      reinterpret_cast<int32_t *>(bytes.data())[i] = (int32_t)v;
+      break;
+    case AMPRT_I64:
+      reinterpret_cast<int64_t *>(bytes.data())[i] = (int64_t)v;
+      break;
+    case AMPRT_I8:
+      reinterpret_cast<int8_t *>(bytes.data())[i] = (int8_t)v;
+      break;
+    case AMPRT_U8:
+      bytes[i] = (unsigned char)v;
+      break;
+    default:
+      break;
     }
   }
   std::vector<double> values() const {
@@ -150,11 +176,11 @@ inline double ulp(amprt_dtype t, double v) {
 /// Compares got against ref elementwise: |got - ref| <= ulps * ulp(type, ref)
 /// + rel * |ref| + abs. NaN only where the reference is NaN; infinities must
 /// match exactly.
-inline ::testing::AssertionResult near(const Buf &got, const std::vector<double> &ref,
-                                       double ulps, double rel = 0.0, double abs = 0.0) {
+inline ::testing::AssertionResult near(const Buf &got, const std::vector<double> &ref, double ulps,
+                                       double rel = 0.0, double abs = 0.0) {
   if ((int64_t)ref.size() != got.numel())
-    return ::testing::AssertionFailure() << "size " << got.numel() << " vs reference "
-                                         << ref.size();
+    return ::testing::AssertionFailure()
+           << "size " << got.numel() << " vs reference " << ref.size();
   for (int64_t i = 0; i < got.numel(); ++i) {
     double g = got.get(i), r = ref[i];
     bool ok;
@@ -172,8 +198,7 @@ inline ::testing::AssertionResult near(const Buf &got, const std::vector<double>
   return ::testing::AssertionSuccess();
 }
 
-#define AMPRT_OK_OR_FAIL(expr)                                                 \
-  ASSERT_EQ((expr), AMPRT_OK) << amprt_last_error()
+#define AMPRT_OK_OR_FAIL(expr) ASSERT_EQ((expr), AMPRT_OK) << amprt_last_error()
 
 } // namespace amprt_test
 

@@ -37,69 +37,86 @@ void sameWithThreads(const char *what, const std::function<void(Buf &)> &f, Buf 
 
 TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
   Buf x = randn(AMPRT_F32, {50021});
-  for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_EXP, AMPRT_UNARY_ERF,
-                            AMPRT_UNARY_TANH, AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU_TANH})
-    sameWithThreads("unary", [&](Buf &y) {
-      AMPRT_OK_OR_FAIL(amprt_unary(nullptr, op, 0.0f, x.p(), y.p()));
-    }, Buf(AMPRT_F32, {50021}));
+  for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_EXP, AMPRT_UNARY_ERF, AMPRT_UNARY_TANH,
+                            AMPRT_UNARY_SIGMOID, AMPRT_UNARY_GELU_TANH})
+    sameWithThreads(
+        "unary", [&](Buf &y) { AMPRT_OK_OR_FAIL(amprt_unary(nullptr, op, 0.0f, x.p(), y.p())); },
+        Buf(AMPRT_F32, {50021}));
   Buf big = randn(AMPRT_F32, {300001});
-  sameWithThreads("relu", [&](Buf &y) {
-    AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, big.p(), y.p()));
-  }, Buf(AMPRT_F32, {300001}));
+  sameWithThreads(
+      "relu",
+      [&](Buf &y) {
+        AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, big.p(), y.p()));
+      },
+      Buf(AMPRT_F32, {300001}));
   Buf s = randn(AMPRT_F32, {1031, 17}, 3.0);
   for (int log : {0, 1})
-    sameWithThreads("softmax", [&](Buf &y) {
-      AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, s.p(), 1, log, y.p()));
-    }, Buf(AMPRT_F32, {1031, 17}));
+    sameWithThreads(
+        "softmax", [&](Buf &y) { AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, s.p(), 1, log, y.p())); },
+        Buf(AMPRT_F32, {1031, 17}));
   Buf ln = randn(AMPRT_F32, {515, 64}, 2.0, 1.0), sc = randn(AMPRT_F32, {64}),
       bi = randn(AMPRT_F32, {64});
-  sameWithThreads("layer_norm", [&](Buf &y) {
-    Buf mean(AMPRT_F32, {515, 1}), inv(AMPRT_F32, {515, 1});
-    AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(),
-                                      mean.p(), inv.p()));
-  }, Buf(AMPRT_F32, {515, 64}));
+  sameWithThreads(
+      "layer_norm",
+      [&](Buf &y) {
+        Buf mean(AMPRT_F32, {515, 1}), inv(AMPRT_F32, {515, 1});
+        AMPRT_OK_OR_FAIL(
+            amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(), mean.p(), inv.p()));
+      },
+      Buf(AMPRT_F32, {515, 64}));
   // Layer norm's gradient: rows in fixed pieces, dscale / dbias summed in
   // piece order.
   {
     Buf mean(AMPRT_F32, {515, 1}), inv(AMPRT_F32, {515, 1}), y(AMPRT_F32, {515, 64}),
         dy = randn(AMPRT_F32, {515, 64});
-    AMPRT_OK_OR_FAIL(amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(), mean.p(),
-                                      inv.p()));
+    AMPRT_OK_OR_FAIL(
+        amprt_layer_norm(nullptr, ln.p(), sc.p(), bi.p(), 1, 1e-5f, y.p(), mean.p(), inv.p()));
     for (int which = 0; which < 3; ++which)
-      sameWithThreads("layer_norm_grad", [&](Buf &out) {
-        Buf dx(AMPRT_F32, {515, 64}), ds(AMPRT_F32, {64}), db(AMPRT_F32, {64});
-        AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, ln.p(), sc.p(), mean.p(), inv.p(), dy.p(), 1,
-                                               dx.p(), ds.p(), db.p()));
-        out = which == 0 ? dx : which == 1 ? ds : db;
-      }, which == 0 ? Buf(AMPRT_F32, {515, 64}) : Buf(AMPRT_F32, {64}));
+      sameWithThreads(
+          "layer_norm_grad",
+          [&](Buf &out) {
+            Buf dx(AMPRT_F32, {515, 64}), ds(AMPRT_F32, {64}), db(AMPRT_F32, {64});
+            AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, ln.p(), sc.p(), mean.p(), inv.p(),
+                                                   dy.p(), 1, dx.p(), ds.p(), db.p()));
+            out = which == 0 ? dx : which == 1 ? ds : db;
+          },
+          which == 0 ? Buf(AMPRT_F32, {515, 64}) : Buf(AMPRT_F32, {64}));
   }
   Buf g = randn(AMPRT_F32, {50021});
-  for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_ERF, AMPRT_UNARY_RELU,
-                            AMPRT_UNARY_TANH})
-    sameWithThreads("unary_grad", [&](Buf &dx) {
-      AMPRT_OK_OR_FAIL(amprt_unary_grad(nullptr, op, 0.0f, x.p(), g.p(), dx.p()));
-    }, Buf(AMPRT_F32, {50021}));
+  for (amprt_unary_op op : {AMPRT_UNARY_GELU, AMPRT_UNARY_ERF, AMPRT_UNARY_RELU, AMPRT_UNARY_TANH})
+    sameWithThreads(
+        "unary_grad",
+        [&](Buf &dx) {
+          AMPRT_OK_OR_FAIL(amprt_unary_grad(nullptr, op, 0.0f, x.p(), g.p(), dx.p()));
+        },
+        Buf(AMPRT_F32, {50021}));
   // Binary ops with a per-channel operand, a trailing row, a whole tensor.
   Buf t4 = randn(AMPRT_F32, {9, 16, 33, 31}), ch = randn(AMPRT_F32, {16, 1, 1}),
       row = randn(AMPRT_F32, {31}), full = randn(AMPRT_F32, {9, 16, 33, 31});
   for (Buf *other : {&ch, &row, &full})
-    sameWithThreads("binary", [&](Buf &y) {
-      AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_DIV, t4.p(), other->p(), y.p()));
-    }, Buf(AMPRT_F32, {9, 16, 33, 31}));
+    sameWithThreads(
+        "binary",
+        [&](Buf &y) {
+          AMPRT_OK_OR_FAIL(amprt_binary(nullptr, AMPRT_BINARY_DIV, t4.p(), other->p(), y.p()));
+        },
+        Buf(AMPRT_F32, {9, 16, 33, 31}));
   for (amprt_dtype dt : {AMPRT_BF16, AMPRT_F16})
-    sameWithThreads("cast", [&](Buf &y) {
-      AMPRT_OK_OR_FAIL(amprt_cast(nullptr, t4.p(), y.p()));
-    }, Buf(dt, {9, 16, 33, 31}));
+    sameWithThreads(
+        "cast", [&](Buf &y) { AMPRT_OK_OR_FAIL(amprt_cast(nullptr, t4.p(), y.p())); },
+        Buf(dt, {9, 16, 33, 31}));
   amprt_pool_params q{};
   q.spatial = 2;
   q.kernel[0] = q.kernel[1] = 2;
   q.strides[0] = q.strides[1] = 2;
   q.dilations[0] = q.dilations[1] = 1;
-  sameWithThreads("max_pool", [&](Buf &y) {
-    Buf idx(AMPRT_I64, {9, 16, 16, 15});
-    AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, t4.p(), &q, y.p(), idx.p()));
-    y.bytes.insert(y.bytes.end(), idx.bytes.begin(), idx.bytes.end()); // indices too
-  }, Buf(AMPRT_F32, {9, 16, 16, 15}));
+  sameWithThreads(
+      "max_pool",
+      [&](Buf &y) {
+        Buf idx(AMPRT_I64, {9, 16, 16, 15});
+        AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, t4.p(), &q, y.p(), idx.p()));
+        y.bytes.insert(y.bytes.end(), idx.bytes.begin(), idx.bytes.end()); // indices too
+      },
+      Buf(AMPRT_F32, {9, 16, 16, 15}));
   // Max pool gradient: planes on the threads; an index into another plane
   // (legal, if odd) and an index chosen twice take the summing path.
   Buf idx(AMPRT_I64, {9, 16, 16, 15}), pooled(AMPRT_F32, {9, 16, 16, 15});
@@ -111,9 +128,10 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
       ix.set(5, idx.get(16 * 15 * 40 + 7)); // plane 0's output 5 -> plane 40's input
     if (variant == 2)
       ix.set(6, idx.get(7)); // one input position chosen twice
-    sameWithThreads("max_pool_grad", [&](Buf &dx) {
-      AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dy.p(), ix.p(), dx.p()));
-    }, Buf(AMPRT_F32, {9, 16, 33, 31}));
+    sameWithThreads(
+        "max_pool_grad",
+        [&](Buf &dx) { AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dy.p(), ix.p(), dx.p())); },
+        Buf(AMPRT_F32, {9, 16, 33, 31}));
     std::vector<double> ref(9 * 16 * 33 * 31, 0.0);
     for (int64_t o = 0; o < dy.numel(); ++o)
       ref[(int64_t)ix.get(o)] += dy.get(o);
@@ -129,10 +147,14 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
   p.strides[0] = p.strides[1] = 2;
   p.dilations[0] = p.dilations[1] = 1;
   p.pads_begin[0] = p.pads_begin[1] = p.pads_end[0] = p.pads_end[1] = 1;
-  sameWithThreads("max_pool_blocked", [&](Buf &y) {
-    AMPRT_OK_OR_FAIL(amprt_max_pool_blocked(nullptr, px.p(), &p, b, y.p()));
-  }, Buf(AMPRT_F32, {7, 2 * b, 6, 5}));
-  sameWithThreads("global_average_pool_blocked", [&](Buf &y) {
-    AMPRT_OK_OR_FAIL(amprt_global_average_pool_blocked(nullptr, px.p(), b, y.p()));
-  }, Buf(AMPRT_F32, {7, 2 * b, 1, 1}));
+  sameWithThreads(
+      "max_pool_blocked",
+      [&](Buf &y) { AMPRT_OK_OR_FAIL(amprt_max_pool_blocked(nullptr, px.p(), &p, b, y.p())); },
+      Buf(AMPRT_F32, {7, 2 * b, 6, 5}));
+  sameWithThreads(
+      "global_average_pool_blocked",
+      [&](Buf &y) {
+        AMPRT_OK_OR_FAIL(amprt_global_average_pool_blocked(nullptr, px.p(), b, y.p()));
+      },
+      Buf(AMPRT_F32, {7, 2 * b, 1, 1}));
 }

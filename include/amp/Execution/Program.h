@@ -28,7 +28,7 @@ struct TensorSlot {
   RankedTensorType type;
   amprt_dtype dtype = AMPRT_F32;
   std::vector<char> init; // parameters: the initial value's bytes
-  uint64_t bytes = 0;      // the tensor's size (checked not to overflow)
+  uint64_t bytes = 0;     // the tensor's size (checked not to overflow)
 };
 
 struct ProgramSignature {
@@ -64,8 +64,8 @@ std::optional<std::string> exceedsHostMemory(const TensorSlot &s, uint64_t alrea
 LogicalResult buildTrainingStep(ModuleOp module, const TrainingOptions &o);
 
 /// The lowering pipeline (amp-lower-for-runtime: amp-autocast for "fp16" /
-/// "bf16", amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime). Returns the arena size of `name`.
-/// A policy or block list with fp32 is refused (it would be ignored).
+/// "bf16", amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime). Returns the arena size of
+/// `name`. A policy or block list with fp32 is refused (it would be ignored).
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
                                    const PrecisionOptions &precision);
 

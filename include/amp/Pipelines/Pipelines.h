@@ -36,9 +36,9 @@ struct TrainingOptions {
   std::string loss = "loss";
   std::vector<std::string> frozen;
   std::vector<std::string> paddingRows; // name:row, no gradient (padding_idx)
-  std::string optimizer = "sgd"; // sgd | adam | adamw
-  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9,
-         beta2 = 0.999, eps = 1e-8;
+  std::string optimizer = "sgd";        // sgd | adam | adamw
+  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9, beta2 = 0.999,
+         eps = 1e-8;
   bool nesterov = false;
   std::string adamMode = "torch"; // adamw: torch | hf
   /// False when the module already holds the gradients (amp.grad results,
@@ -74,38 +74,45 @@ LogicalResult buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOpt
 using Opts = ::mlir::detail::PassOptions;
 
 template <class Base> struct WithTrainStepOptions : Base {
-  Opts::Option<std::string> lossFn{*this, "loss-fn",
-                             llvm::cl::desc("amp-add-loss kind for a graph without a loss "
-                                            "(cross_entropy, ...); empty: the graph has one")};
-  Opts::Option<std::string> lossOf{*this, "loss-of", llvm::cl::desc("amp-add-loss: the output the loss reads")};
+  Opts::Option<std::string> lossFn{
+      *this, "loss-fn",
+      llvm::cl::desc("amp-add-loss kind for a graph without a loss "
+                     "(cross_entropy, ...); empty: the graph has one")};
+  Opts::Option<std::string> lossOf{*this, "loss-of",
+                                   llvm::cl::desc("amp-add-loss: the output the loss reads")};
   Opts::Option<std::string> label{*this, "label", llvm::cl::desc("amp-add-loss: the labels input"),
-                            llvm::cl::init("labels")};
-  Opts::Option<std::string> loss{*this, "loss", llvm::cl::desc("The loss output"), llvm::cl::init("loss")};
+                                  llvm::cl::init("labels")};
+  Opts::Option<std::string> loss{*this, "loss", llvm::cl::desc("The loss output"),
+                                 llvm::cl::init("loss")};
   Opts::ListOption<std::string> frozen{*this, "frozen", llvm::cl::desc("Parameters not trained")};
   Opts::ListOption<std::string> paddingRows{*this, "padding-rows",
-                                      llvm::cl::desc("name:row, rows with no gradient")};
+                                            llvm::cl::desc("name:row, rows with no gradient")};
   Opts::Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd, adam or adamw"),
-                                llvm::cl::init("sgd")};
+                                      llvm::cl::init("sgd")};
   Opts::Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"), llvm::cl::init(0.01)};
-  Opts::Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
-  Opts::Option<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"), llvm::cl::init(0.0)};
-  Opts::Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov momentum"), llvm::cl::init(false)};
+  Opts::Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                                llvm::cl::init(0.0)};
+  Opts::Option<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
+                                 llvm::cl::init(0.0)};
+  Opts::Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov momentum"),
+                              llvm::cl::init(false)};
   Opts::Option<double> weightDecay{*this, "weight-decay",
-                             llvm::cl::desc("Weight decay (-1: the optimizer's default)"),
-                             llvm::cl::init(-1.0)};
+                                   llvm::cl::desc("Weight decay (-1: the optimizer's default)"),
+                                   llvm::cl::init(-1.0)};
   Opts::Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"), llvm::cl::init(0.9)};
   Opts::Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"), llvm::cl::init(0.999)};
   Opts::Option<double> eps{*this, "eps", llvm::cl::desc("Adam epsilon"), llvm::cl::init(1e-8)};
   Opts::Option<std::string> adamMode{*this, "adam-mode", llvm::cl::desc("adamw: torch or hf"),
-                               llvm::cl::init("torch")};
-  Opts::Option<bool> differentiate{*this, "differentiate",
-                             llvm::cl::desc("false: the module holds its gradients already (no "
-                                            "add-loss, no autodiff)"),
-                             llvm::cl::init(true)};
-  Opts::Option<std::string> lossScaling{*this, "loss-scaling", llvm::cl::desc("dynamic, static or none"),
-                                  llvm::cl::init("dynamic")};
+                                     llvm::cl::init("torch")};
+  Opts::Option<bool> differentiate{
+      *this, "differentiate",
+      llvm::cl::desc("false: the module holds its gradients already (no "
+                     "add-loss, no autodiff)"),
+      llvm::cl::init(true)};
+  Opts::Option<std::string> lossScaling{
+      *this, "loss-scaling", llvm::cl::desc("dynamic, static or none"), llvm::cl::init("dynamic")};
   Opts::Option<double> initScale{*this, "init-scale", llvm::cl::desc("Initial loss scale"),
-                           llvm::cl::init(65536.0)};
+                                 llvm::cl::init(65536.0)};
   Opts::Option<double> growthFactor{*this, "growth-factor", llvm::cl::init(2.0)};
   Opts::Option<double> backoffFactor{*this, "backoff-factor", llvm::cl::init(0.5)};
   Opts::Option<int64_t> growthInterval{*this, "growth-interval", llvm::cl::init(2000)};
@@ -113,11 +120,10 @@ template <class Base> struct WithTrainStepOptions : Base {
   Opts::Option<double> minScale{*this, "min-scale", llvm::cl::init(0.0)};
   Opts::Option<std::string> onMinScale{*this, "on-min-scale", llvm::cl::init("error")};
   Opts::Option<double> maxNorm{*this, "max-norm", llvm::cl::desc("Gradient clipping (0: none)"),
-                         llvm::cl::init(0.0)};
+                               llvm::cl::init(0.0)};
   Opts::Option<bool> checkInf{*this, "check-inf", llvm::cl::init(true)};
   Opts::Option<int64_t> accumulate{*this, "accumulate", llvm::cl::desc("Micro-steps per update"),
-                             llvm::cl::init(1)};
-
+                                   llvm::cl::init(1)};
 
   TrainingOptions training() const {
     TrainingOptions r;
@@ -155,12 +161,11 @@ template <class Base> struct WithTrainStepOptions : Base {
 
 template <class Base> struct WithPrecisionOptions : Base {
   Opts::Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, fp16 or bf16"),
-                                llvm::cl::init("fp32")};
+                                      llvm::cl::init("fp32")};
   Opts::Option<std::string> policy{*this, "policy",
-                             llvm::cl::desc("A policy file amending policies/default.json")};
+                                   llvm::cl::desc("A policy file amending policies/default.json")};
   Opts::ListOption<std::string> blockList{*this, "block-list",
-                                    llvm::cl::desc("Ops (ONNX node names) kept in fp32")};
-
+                                          llvm::cl::desc("Ops (ONNX node names) kept in fp32")};
 
   PrecisionOptions precisionOptions() const {
     PrecisionOptions r;

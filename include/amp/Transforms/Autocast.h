@@ -44,13 +44,11 @@ struct Policy {
   /// Reads a policy file on top of `base` (replacing it when the file says
   /// "extends": "none"). Errors name the file and the offending key: bad
   /// JSON, unknown class, unknown op name (not an op of a loaded dialect).
-  static FailureOr<Policy> load(llvm::StringRef path, const Policy &base,
-                                MLIRContext *ctx,
+  static FailureOr<Policy> load(llvm::StringRef path, const Policy &base, MLIRContext *ctx,
                                 function_ref<InFlightDiagnostic()> emitError);
   /// Parses policy JSON text (`source` names it in messages).
-  static FailureOr<Policy> parse(llvm::StringRef text, llvm::StringRef source,
-                                 const Policy &base, MLIRContext *ctx,
-                                 function_ref<InFlightDiagnostic()> emitError);
+  static FailureOr<Policy> parse(llvm::StringRef text, llvm::StringRef source, const Policy &base,
+                                 MLIRContext *ctx, function_ref<InFlightDiagnostic()> emitError);
 };
 
 struct AutocastOptions {
@@ -90,8 +88,7 @@ std::string nodeNameOf(Operation *op);
 /// Writes a Graphviz picture of `func` coloured by element type; when `dot`
 /// is on PATH also renders <path without .dot>.svg and .png. Returns the
 /// files written.
-FailureOr<std::vector<std::string>> writePrecisionGraph(func::FuncOp func,
-                                                        llvm::StringRef path);
+FailureOr<std::vector<std::string>> writePrecisionGraph(func::FuncOp func, llvm::StringRef path);
 
 } // namespace mlir::amp
 

@@ -17,8 +17,7 @@ namespace amp {
 /// Appends to `f` the gradients of its result `lossName` for every
 /// parameter not in `frozen`, with the rows of `paddingRows` ("name:row")
 /// zero (see amp-autodiff).
-LogicalResult differentiate(func::FuncOp f, StringRef lossName,
-                            ArrayRef<std::string> frozen,
+LogicalResult differentiate(func::FuncOp f, StringRef lossName, ArrayRef<std::string> frozen,
                             ArrayRef<std::string> paddingRows = {});
 
 /// Reverse mode over the ops before `b`'s insertion point in its block: the

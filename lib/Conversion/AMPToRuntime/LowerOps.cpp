@@ -14,9 +14,9 @@ namespace mlir::amp::lowering {
 
 /// Explicit pads of a window op from auto_pad (static shapes).
 void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
-                ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-                ArrayRef<int64_t> dil, std::optional<ArrayRef<int64_t>> pads,
-                SmallVectorImpl<int64_t> &pb, SmallVectorImpl<int64_t> &pe) {
+                ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides, ArrayRef<int64_t> dil,
+                std::optional<ArrayRef<int64_t>> pads, SmallVectorImpl<int64_t> &pb,
+                SmallVectorImpl<int64_t> &pe) {
   size_t n = in.size();
   for (size_t i = 0; i < n; ++i) {
     int64_t eff = (kernel[i] - 1) * dil[i] + 1;
@@ -76,8 +76,7 @@ static LogicalResult convAttrs(ConvLike o, RankedTensorType y, SmallVector<int64
 /// its input: ONNX Slice's clamping of starts, per sliced axis.
 static SmallVector<int64_t> sliceView(RankedTensorType in, ArrayRef<int64_t> starts,
                                       std::optional<ArrayRef<int64_t>> axes,
-                                      std::optional<ArrayRef<int64_t>> steps,
-                                      int64_t &offset) {
+                                      std::optional<ArrayRef<int64_t>> steps, int64_t &offset) {
   int64_t r = in.getRank();
   SmallVector<int64_t> st = contiguousStrides(in.getShape());
   offset = 0;
@@ -121,7 +120,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return failure();
     return success();
   };
-  auto unary = [&](amprt_unary_op u, double alpha, std::optional<double> beta = {}) -> LogicalResult {
+  auto unary = [&](amprt_unary_op u, double alpha,
+                   std::optional<double> beta = {}) -> LogicalResult {
     if (failed(all(op->getOperands())) || failed(all(op->getResults())))
       return failure();
     d.attrs = {u, f64Bits(alpha)};
@@ -183,7 +183,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](EluOp o) { return unary(AMPRT_UNARY_ELU, o.getAlpha().convertToDouble()); })
       .Case([&](CeluOp o) { return unary(AMPRT_UNARY_CELU, o.getAlpha().convertToDouble()); })
       .Case([&](SeluOp o) {
-        return unary(AMPRT_UNARY_SELU, o.getAlpha().convertToDouble(), o.getGamma().convertToDouble());
+        return unary(AMPRT_UNARY_SELU, o.getAlpha().convertToDouble(),
+                     o.getGamma().convertToDouble());
       })
       .Case([&](HardSigmoidOp o) {
         return unary(AMPRT_UNARY_HARD_SIGMOID, o.getAlpha().convertToDouble(),
@@ -240,8 +241,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         auto in = cast<RankedTensorType>(o.getInput().getType());
         auto outTy = cast<RankedTensorType>(o.getType());
         int64_t offset = 0;
-        SmallVector<int64_t> st =
-            sliceView(in, o.getStarts(), o.getAxes(), o.getSteps(), offset);
+        SmallVector<int64_t> st = sliceView(in, o.getStarts(), o.getAxes(), o.getSteps(), offset);
         if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st, offset)) ||
             failed(tensor(d, o.getResult(), op)))
           return failure();
@@ -268,12 +268,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emit(op, AMPRT_OP_CUMSUM, d);
       })
       .Case<GridSampleOp, GridSampleGradOp>([&](Operation *) -> LogicalResult {
-        auto mode = op->getAttrOfType<StringAttr>("mode"), pad = op->getAttrOfType<StringAttr>("padding_mode");
+        auto mode = op->getAttrOfType<StringAttr>("mode"),
+             pad = op->getAttrOfType<StringAttr>("padding_mode");
         auto align = op->getAttrOfType<BoolAttr>("align_corners");
         StringRef m = mode ? mode.getValue() : "bilinear", p = pad ? pad.getValue() : "zeros";
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {m == "nearest" ? 1 : m == "bicubic" ? 2 : 0, p == "border" ? 1 : p == "reflection" ? 2 : 0,
+        d.attrs = {m == "nearest"   ? 1
+                   : m == "bicubic" ? 2
+                                    : 0,
+                   p == "border"       ? 1
+                   : p == "reflection" ? 2
+                                       : 0,
                    align && align.getValue() ? 1 : 0};
         if (isa<GridSampleOp>(op))
           return emit(op, AMPRT_OP_GRID_SAMPLE, d);
@@ -284,7 +290,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](TopKOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis((int64_t)o.getAxis(), o.getInput().getType().getRank()), o.getLargest() ? 1 : 0};
+        d.attrs = {normAxis((int64_t)o.getAxis(), o.getInput().getType().getRank()),
+                   o.getLargest() ? 1 : 0};
         return emit(op, AMPRT_OP_TOPK, d);
       })
       .Case<ArgMaxOp, ArgMinOp>([&](Operation *) -> LogicalResult {
@@ -485,15 +492,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs = {f64Bits(o.getLr().convertToDouble()),
                    f64Bits(o.getMomentum().convertToDouble()),
                    f64Bits(o.getDampening().convertToDouble()),
-                   f64Bits(o.getWeightDecay().convertToDouble()), o.getNesterov() ? 1 : 0,
+                   f64Bits(o.getWeightDecay().convertToDouble()),
+                   o.getNesterov() ? 1 : 0,
                    o.getMomentumBuf() ? 1 : 0};
         return emit(op, AMPRT_OP_SGD_UPDATE, d);
       })
       .Case([&](AdamUpdateOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getLr().convertToDouble()), f64Bits(o.getBeta1().convertToDouble()),
-                   f64Bits(o.getBeta2().convertToDouble()), f64Bits(o.getEps().convertToDouble()),
+        d.attrs = {f64Bits(o.getLr().convertToDouble()),
+                   f64Bits(o.getBeta1().convertToDouble()),
+                   f64Bits(o.getBeta2().convertToDouble()),
+                   f64Bits(o.getEps().convertToDouble()),
                    f64Bits(o.getWeightDecay().convertToDouble()),
                    o.getMode() == "hf" ? 2 : o.getDecoupled() ? 1 : 0};
         return emit(op, AMPRT_OP_ADAM_UPDATE, d);
@@ -514,8 +524,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         d.attrs = {f64Bits(o.getGrowthFactor().convertToDouble()),
-                   f64Bits(o.getBackoffFactor().convertToDouble()), (int64_t)o.getGrowthInterval(),
-                   (int64_t)o.getHysteresis(), f64Bits(o.getMinScale().convertToDouble()),
+                   f64Bits(o.getBackoffFactor().convertToDouble()),
+                   (int64_t)o.getGrowthInterval(),
+                   (int64_t)o.getHysteresis(),
+                   f64Bits(o.getMinScale().convertToDouble()),
                    o.getOnMinScale() == "error" ? 1 : 0};
         return emit(op, AMPRT_OP_UPDATE_SCALE, d);
       })
@@ -587,7 +599,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         Desc add;
         SmallVector<int64_t> bshape(y.getRank(), 1);
         bshape[1] = y.getDimSize(1);
-        if (failed(tensor(add, out, op)) || failed(tensor(add, bias, op, ArrayRef<int64_t>(bshape))) ||
+        if (failed(tensor(add, out, op)) ||
+            failed(tensor(add, bias, op, ArrayRef<int64_t>(bshape))) ||
             failed(tensor(add, out, op)))
           return failure();
         add.attrs = {AMPRT_BINARY_ADD};
@@ -601,8 +614,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case<MaxPoolOp, AveragePoolOp, AveragePoolGradOp>([&](Operation *) -> LogicalResult {
         bool grad = isa<AveragePoolGradOp>(op);
         auto x = cast<RankedTensorType>(op->getOperand(0).getType());
-        auto y = cast<RankedTensorType>(grad ? op->getOperand(1).getType()
-                                             : op->getResult(0).getType());
+        auto y =
+            cast<RankedTensorType>(grad ? op->getOperand(1).getType() : op->getResult(0).getType());
         int64_t n = x.getRank() - 2;
         if (n > 3)
           return op->emitOpError("more than 3 spatial dims are not supported");
@@ -643,30 +656,45 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         d.attrs = lossAttrs(op, op->getNumOperands() == 3);
-        return emit(op,
-                    isa<NLLLossOp>(op) ? AMPRT_OP_NLL_LOSS : AMPRT_OP_SOFTMAX_CROSS_ENTROPY,
-                    d);
+        return emit(op, isa<NLLLossOp>(op) ? AMPRT_OP_NLL_LOSS : AMPRT_OP_SOFTMAX_CROSS_ENTROPY, d);
       })
       .Case([&](UnaryGradOp o) -> LogicalResult {
         static const std::pair<StringRef, amprt_unary_op> kinds[] = {
-            {"relu", AMPRT_UNARY_RELU},       {"sqrt", AMPRT_UNARY_SQRT},
-            {"exp", AMPRT_UNARY_EXP},         {"log", AMPRT_UNARY_LOG},
-            {"erf", AMPRT_UNARY_ERF},         {"tanh", AMPRT_UNARY_TANH},
-            {"sigmoid", AMPRT_UNARY_SIGMOID}, {"gelu", AMPRT_UNARY_GELU},
-            {"gelu_tanh", AMPRT_UNARY_GELU_TANH}, {"leaky_relu", AMPRT_UNARY_LEAKY_RELU},
-            {"abs", AMPRT_UNARY_ABS},         {"reciprocal", AMPRT_UNARY_RECIPROCAL},
-            {"softplus", AMPRT_UNARY_SOFTPLUS}, {"elu", AMPRT_UNARY_ELU},
-            {"celu", AMPRT_UNARY_CELU},       {"selu", AMPRT_UNARY_SELU},
-            {"hard_sigmoid", AMPRT_UNARY_HARD_SIGMOID}, {"hard_swish", AMPRT_UNARY_HARD_SWISH},
-            {"softsign", AMPRT_UNARY_SOFTSIGN}, {"sin", AMPRT_UNARY_SIN},
-            {"cos", AMPRT_UNARY_COS},         {"floor", AMPRT_UNARY_FLOOR},
-            {"ceil", AMPRT_UNARY_CEIL},       {"round", AMPRT_UNARY_ROUND},
-            {"sign", AMPRT_UNARY_SIGN},       {"clip", AMPRT_UNARY_CLAMP},
+            {"relu", AMPRT_UNARY_RELU},
+            {"sqrt", AMPRT_UNARY_SQRT},
+            {"exp", AMPRT_UNARY_EXP},
+            {"log", AMPRT_UNARY_LOG},
+            {"erf", AMPRT_UNARY_ERF},
+            {"tanh", AMPRT_UNARY_TANH},
+            {"sigmoid", AMPRT_UNARY_SIGMOID},
+            {"gelu", AMPRT_UNARY_GELU},
+            {"gelu_tanh", AMPRT_UNARY_GELU_TANH},
+            {"leaky_relu", AMPRT_UNARY_LEAKY_RELU},
+            {"abs", AMPRT_UNARY_ABS},
+            {"reciprocal", AMPRT_UNARY_RECIPROCAL},
+            {"softplus", AMPRT_UNARY_SOFTPLUS},
+            {"elu", AMPRT_UNARY_ELU},
+            {"celu", AMPRT_UNARY_CELU},
+            {"selu", AMPRT_UNARY_SELU},
+            {"hard_sigmoid", AMPRT_UNARY_HARD_SIGMOID},
+            {"hard_swish", AMPRT_UNARY_HARD_SWISH},
+            {"softsign", AMPRT_UNARY_SOFTSIGN},
+            {"sin", AMPRT_UNARY_SIN},
+            {"cos", AMPRT_UNARY_COS},
+            {"floor", AMPRT_UNARY_FLOOR},
+            {"ceil", AMPRT_UNARY_CEIL},
+            {"round", AMPRT_UNARY_ROUND},
+            {"sign", AMPRT_UNARY_SIGN},
+            {"clip", AMPRT_UNARY_CLAMP},
             {"thresholded_relu", AMPRT_UNARY_THRESHOLDED_RELU},
-            {"tan", AMPRT_UNARY_TAN},         {"asin", AMPRT_UNARY_ASIN},
-            {"acos", AMPRT_UNARY_ACOS},       {"atan", AMPRT_UNARY_ATAN},
-            {"sinh", AMPRT_UNARY_SINH},       {"cosh", AMPRT_UNARY_COSH},
-            {"asinh", AMPRT_UNARY_ASINH},     {"acosh", AMPRT_UNARY_ACOSH},
+            {"tan", AMPRT_UNARY_TAN},
+            {"asin", AMPRT_UNARY_ASIN},
+            {"acos", AMPRT_UNARY_ACOS},
+            {"atan", AMPRT_UNARY_ATAN},
+            {"sinh", AMPRT_UNARY_SINH},
+            {"cosh", AMPRT_UNARY_COSH},
+            {"asinh", AMPRT_UNARY_ASINH},
+            {"acosh", AMPRT_UNARY_ACOSH},
             {"atanh", AMPRT_UNARY_ATANH}};
         const auto *k = llvm::find_if(kinds, [&](auto &p) { return p.first == o.getKind(); });
         if (k == std::end(kinds))
@@ -690,9 +718,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         d.attrs = lossAttrs(op, o.getWeights() != nullptr);
         return emit(op, AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD, d);
       })
-      .Default([&](Operation *) {
-        return op->emitOpError("has no runtime lowering");
-      });
+      .Default([&](Operation *) { return op->emitOpError("has no runtime lowering"); });
 }
 
 } // namespace mlir::amp::lowering

@@ -46,18 +46,27 @@ using namespace mlir::amp;
 
 FailureOr<int64_t> mlir::amp::runtimeDTypeCode(Type t) {
   t = getElementTypeOrSelf(t);
-  if (t.isF32()) return AMPRT_F32;
-  if (t.isF16()) return AMPRT_F16;
-  if (t.isBF16()) return AMPRT_BF16;
+  if (t.isF32())
+    return AMPRT_F32;
+  if (t.isF16())
+    return AMPRT_F16;
+  if (t.isBF16())
+    return AMPRT_BF16;
   if (auto i = dyn_cast<IntegerType>(t)) {
     bool u = i.isUnsigned();
     switch (i.getWidth()) {
-    case 1: return AMPRT_I1;
-    case 8: return u ? AMPRT_U8 : AMPRT_I8;
-    case 16: return u ? AMPRT_U16 : AMPRT_I16;
-    case 32: return u ? AMPRT_U32 : AMPRT_I32;
-    case 64: return u ? AMPRT_U64 : AMPRT_I64;
-    default: break;
+    case 1:
+      return AMPRT_I1;
+    case 8:
+      return u ? AMPRT_U8 : AMPRT_I8;
+    case 16:
+      return u ? AMPRT_U16 : AMPRT_I16;
+    case 32:
+      return u ? AMPRT_U32 : AMPRT_I32;
+    case 64:
+      return u ? AMPRT_U64 : AMPRT_I64;
+    default:
+      break;
     }
   }
   return failure();
@@ -66,7 +75,6 @@ FailureOr<int64_t> mlir::amp::runtimeDTypeCode(Type t) {
 #include "Lowerer.h"
 
 namespace mlir::amp::lowering {
-
 
 LogicalResult Lowerer::constant(arith::ConstantOp c) {
   auto t = dyn_cast<RankedTensorType>(c.getType());
@@ -112,9 +120,8 @@ LogicalResult Lowerer::constant(arith::ConstantOp c) {
   }
   int64_t n = std::max<int64_t>(1, t.getNumElements());
   if (dense.isSplat())
-    dense = DenseElementsAttr::get(
-        RankedTensorType::get({n}, elt),
-        SmallVector<Attribute>(n, dense.getSplatValue<Attribute>()));
+    dense = DenseElementsAttr::get(RankedTensorType::get({n}, elt),
+                                   SmallVector<Attribute>(n, dense.getSplatValue<Attribute>()));
   else
     dense = dense.reshape(RankedTensorType::get({n}, elt));
   auto g = global(c.getLoc(), LLVM::LLVMArrayType::get(elt, n), dense, "__amp_const");
@@ -144,8 +151,7 @@ static std::string descName(Operation *op) {
 
 LogicalResult Lowerer::emit(Operation *op, int64_t opcode, Desc &d) {
   Location loc = op->getLoc();
-  SmallVector<int64_t> words{AMPRT_EXEC_VERSION_NAMED, opcode, d.ntensors,
-                             (int64_t)d.attrs.size()};
+  SmallVector<int64_t> words{AMPRT_EXEC_VERSION_NAMED, opcode, d.ntensors, (int64_t)d.attrs.size()};
   words.append(d.words.begin(), d.words.end());
   words.append(d.attrs.begin(), d.attrs.end());
   // The op's name (its ONNX node, "<node>/grad" for its gradient), which
@@ -159,19 +165,18 @@ LogicalResult Lowerer::emit(Operation *op, int64_t opcode, Desc &d) {
       w |= (uint64_t)(uint8_t)name[i + j] << (8 * j);
     words.push_back((int64_t)w);
   }
-  auto attr = DenseElementsAttr::get(
-      RankedTensorType::get({(int64_t)words.size()}, i64), ArrayRef<int64_t>(words));
+  auto attr = DenseElementsAttr::get(RankedTensorType::get({(int64_t)words.size()}, i64),
+                                     ArrayRef<int64_t>(words));
   auto g = global(loc, LLVM::LLVMArrayType::get(i64, words.size()), attr, "__amp_desc");
   Value desc = addressOf(loc, g);
   Value count = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(d.ptrs.size()));
   Value bufs = LLVM::AllocaOp::create(b, loc, ptrTy, ptrTy, count, /*alignment=*/8);
   for (auto [i, p] : llvm::enumerate(d.ptrs)) {
-    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, bufs,
-                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    Value slot =
+        LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, bufs, ArrayRef<LLVM::GEPArg>{(int32_t)i});
     LLVM::StoreOp::create(b, loc, p, slot);
   }
-  Value status =
-      LLVM::CallOp::create(b, loc, exec, ValueRange{ctx, desc, bufs}).getResult();
+  Value status = LLVM::CallOp::create(b, loc, exec, ValueRange{ctx, desc, bufs}).getResult();
   Value zero = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0));
   Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, zero);
   Block *cur = b.getInsertionBlock();
@@ -217,9 +222,8 @@ std::map<unsigned, unsigned> Lowerer::inPlaceResults(func::FuncOp f) {
     // Returned once, and the argument read by nothing after the op.
     if (llvm::count(ret.getOperands(), v) != 1)
       continue;
-    bool laterRead = llvm::any_of(a.getUsers(), [&](Operation *u) {
-      return u != x && x->isBeforeInBlock(u);
-    });
+    bool laterRead =
+        llvm::any_of(a.getUsers(), [&](Operation *u) { return u != x && x->isBeforeInBlock(u); });
     if (laterRead)
       continue;
     out[i] = a.getArgNumber();
@@ -264,8 +268,8 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
   auto fret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   SmallVector<int64_t> inPlaceList;
   for (auto [i, argNo] : inPlace) {
-    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr,
-                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    Value slot =
+        LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr, ArrayRef<LLVM::GEPArg>{(int32_t)i});
     placed[fret.getOperand(i)] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
     inPlaceList.push_back(i);
   }
@@ -286,8 +290,8 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     if (inPlace.count(i))
       continue;
-    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr,
-                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    Value slot =
+        LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, resultsPtr, ArrayRef<LLVM::GEPArg>{(int32_t)i});
     Value out = LLVM::LoadOp::create(b, loc, ptrTy, slot);
     Desc d;
     if (failed(tensor(d, v, ret)))
@@ -440,8 +444,7 @@ void Lowerer::analyseConvs(func::FuncOp f) {
   }
 }
 
-struct AMPLowerToRuntimePass
-    : public amp::impl::AMPLowerToRuntimeBase<AMPLowerToRuntimePass> {
+struct AMPLowerToRuntimePass : public amp::impl::AMPLowerToRuntimeBase<AMPLowerToRuntimePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Lowerer lowerer(module);

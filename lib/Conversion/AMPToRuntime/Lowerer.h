@@ -10,6 +10,7 @@
 #define AMP_LIB_CONVERSION_AMPTORUNTIME_LOWERER_H
 
 #include "amp/Transforms/Passes.h"
+#include "amprt/amprt.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -20,12 +21,10 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include <map>
 #include <set>
-#include "amprt/amprt.h"
 
 #include "amp/Dialect/AMP/IR/AMPOps.h"
 
 namespace mlir::amp::lowering {
-
 
 inline int64_t f64Bits(double v) {
   int64_t b;
@@ -120,13 +119,13 @@ private:
     auto t = cast<RankedTensorType>(v.getType());
     auto code = runtimeDTypeCode(t);
     if (failed(code))
-      return op->emitOpError("element type ") << t.getElementType()
-                                              << " has no runtime type";
+      return op->emitOpError("element type ") << t.getElementType() << " has no runtime type";
     ArrayRef<int64_t> sh = shape ? *shape : t.getShape();
     SmallVector<int64_t> st = strides ? SmallVector<int64_t>(*strides) : contiguousStrides(sh);
     // A transpose the products read in place: its input's strides with the
     // last two swapped.
-    if (Operation *def = v.getDefiningOp(); !shape && !strides && def && isMatmulViewTranspose(def)) {
+    if (Operation *def = v.getDefiningOp();
+        !shape && !strides && def && isMatmulViewTranspose(def)) {
       st = contiguousStrides(cast<RankedTensorType>(def->getOperand(0).getType()).getShape());
       std::swap(st[st.size() - 1], st[st.size() - 2]);
     }
@@ -151,8 +150,8 @@ private:
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(module.getBody());
     std::string name = (prefix + "_" + llvm::Twine(counter++)).str();
-    return LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
-                                  LLVM::Linkage::Internal, name, value,
+    return LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true, LLVM::Linkage::Internal, name,
+                                  value,
                                   /*alignment=*/64);
   }
 

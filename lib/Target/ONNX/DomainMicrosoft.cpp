@@ -63,8 +63,7 @@ LogicalResult handleSoftmaxGradMS(NodeCtx &n, bool log, bool v13) {
   int64_t rank = cast<RankedTensorType>(y->getType()).getRank();
   int64_t a = *axis < 0 ? *axis + rank : *axis;
   if (a < 0 || a >= rank)
-    return n.fail("axis " + llvm::Twine(*axis) + " is out of range for rank " +
-                  llvm::Twine(rank));
+    return n.fail("axis " + llvm::Twine(*axis) + " is out of range for rank " + llvm::Twine(rank));
   if (!v13 && a != rank - 1)
     return n.fail("the pre-13 form normalises over the dims from axis " + llvm::Twine(a) +
                   " on together; only the last axis is supported");
@@ -97,15 +96,14 @@ LogicalResult handleSCELossGrad(NodeCtx &n) {
   auto lpt = dyn_cast<RankedTensorType>(lp->getType());
   if (!lpt || lpt.getRank() < 2 || !isa<IntegerType>(getElementTypeOrSelf(lab->getType())))
     return n.fail("needs log_prob [N, C, ...] and integer labels");
-  n.setOutput(0, SoftmaxCrossEntropyLossGradOp::create(n.im.b, n.loc, lpt, *lp, *lab, w, *dy,
-                                                      *red, ii));
+  n.setOutput(
+      0, SoftmaxCrossEntropyLossGradOp::create(n.im.b, n.loc, lpt, *lp, *lab, w, *dy, *red, ii));
   return success();
 }
 
 /// ConvGrad (dY, X, W) -> dX, dW, dB with Conv's attributes.
 LogicalResult handleConvGrad(NodeCtx &n) {
-  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads",
-                           "strides"})))
+  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})))
     return failure();
   SmallVector<NamedAttribute> attrs;
   auto group = n.getInt("group", 1);
@@ -152,9 +150,8 @@ LogicalResult handleBatchNormInternal(NodeCtx &n) {
     const std::string &name = n.node.output(k);
     for (const auto &other : n.im.model.graph().node())
       for (int j = 0; j < other.input_size(); ++j)
-        if (other.input(j) == name &&
-            !(other.op_type() == "BatchNormalizationGrad" && other.domain() == "com.microsoft" &&
-              (j == 3 || j == 4)))
+        if (other.input(j) == name && !(other.op_type() == "BatchNormalizationGrad" &&
+                                        other.domain() == "com.microsoft" && (j == 3 || j == 4)))
           return n.fail("its saved statistic '" + name + "' is read by a " + other.op_type() +
                         " node; only BatchNormalizationGrad may read it");
     for (const auto &o : n.im.model.graph().output())
@@ -194,7 +191,8 @@ LogicalResult handleBatchNormGradMS(NodeCtx &n) {
     }
   if (!found)
     return n.fail("its saved statistics must come from a BatchNormInternal of the same X");
-  return emitAll(n, BatchNormGradOp::getOperationName(), *in, {named(n, "epsilon", f32(n, *eps))}, 3);
+  return emitAll(n, BatchNormGradOp::getOperationName(), *in, {named(n, "epsilon", f32(n, *eps))},
+                 3);
 }
 
 /// LayerNormalizationGrad (dY, X, scale, mean, inv_std_dev).
@@ -264,7 +262,8 @@ LogicalResult handleFusedMatMul(NodeCtx &n) {
     for (int64_t i = 0; i < t.getRank(); ++i)
       perm.push_back(i);
     std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
-    auto op = n.im.create(n, TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))}, 1);
+    auto op =
+        n.im.create(n, TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))}, 1);
     if (failed(op))
       return failure();
     return (*op)->getResult(0);
@@ -386,37 +385,31 @@ LogicalResult handleScaleMS(NodeCtx &n) {
 } // namespace
 
 void registerMicrosoftOps(OpRegistry &r) {
-    r.on("com.microsoft.Scale", 1, handleScaleMS);
-    // onnxruntime-training's gradient ops (MaxPoolGrad is in the default
-    // domain there).
-    r.on("MaxPoolGrad", 1, handleMaxPoolGradMS);
-    r.on("com.microsoft.ReluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "relu"); });
-    r.on("com.microsoft.GeluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "gelu"); });
-    r.on("com.microsoft.FastGeluGrad", 1, [](NodeCtx &n) {
-      return handleUnaryGrad(n, "gelu_tanh");
-    });
-    r.on("com.microsoft.TanhGrad", 1, [](NodeCtx &n) { return handleOutputGrad(n, true); });
-    r.on("com.microsoft.SigmoidGrad", 1, [](NodeCtx &n) { return handleOutputGrad(n, false); });
-    r.on("com.microsoft.SoftmaxGrad_13", 1, [](NodeCtx &n) {
-      return handleSoftmaxGradMS(n, false, true);
-    });
-    r.on("com.microsoft.LogSoftmaxGrad_13", 1, [](NodeCtx &n) {
-      return handleSoftmaxGradMS(n, true, true);
-    });
-    r.on("com.microsoft.SoftmaxGrad", 1, [](NodeCtx &n) {
-      return handleSoftmaxGradMS(n, false, false);
-    });
-    r.on("com.microsoft.LogSoftmaxGrad", 1, [](NodeCtx &n) {
-      return handleSoftmaxGradMS(n, true, false);
-    });
-    r.on("com.microsoft.SoftmaxCrossEntropyLossGrad", 1, handleSCELossGrad);
-    r.on("com.microsoft.ConvGrad", 1, handleConvGrad);
-    r.on("com.microsoft.BatchNormInternal", 1, handleBatchNormInternal);
-    r.on("com.microsoft.BatchNormalizationGrad", 1, handleBatchNormGradMS);
-    r.on("com.microsoft.LayerNormalizationGrad", 1, handleLayerNormGradMS);
-    r.on("com.microsoft.DropoutGrad", 1, handleDropoutGrad, {2, 3});
-    r.on("com.microsoft.FusedMatMul", 1, handleFusedMatMul);
-    r.on("com.microsoft.GatherGrad", 1, handleGatherGradMS, {0});
-    r.on("com.microsoft.InPlaceAccumulatorV2", 1, handleInPlaceAccumulatorV2);
+  r.on("com.microsoft.Scale", 1, handleScaleMS);
+  // onnxruntime-training's gradient ops (MaxPoolGrad is in the default
+  // domain there).
+  r.on("MaxPoolGrad", 1, handleMaxPoolGradMS);
+  r.on("com.microsoft.ReluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "relu"); });
+  r.on("com.microsoft.GeluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "gelu"); });
+  r.on("com.microsoft.FastGeluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "gelu_tanh"); });
+  r.on("com.microsoft.TanhGrad", 1, [](NodeCtx &n) { return handleOutputGrad(n, true); });
+  r.on("com.microsoft.SigmoidGrad", 1, [](NodeCtx &n) { return handleOutputGrad(n, false); });
+  r.on("com.microsoft.SoftmaxGrad_13", 1,
+       [](NodeCtx &n) { return handleSoftmaxGradMS(n, false, true); });
+  r.on("com.microsoft.LogSoftmaxGrad_13", 1,
+       [](NodeCtx &n) { return handleSoftmaxGradMS(n, true, true); });
+  r.on("com.microsoft.SoftmaxGrad", 1,
+       [](NodeCtx &n) { return handleSoftmaxGradMS(n, false, false); });
+  r.on("com.microsoft.LogSoftmaxGrad", 1,
+       [](NodeCtx &n) { return handleSoftmaxGradMS(n, true, false); });
+  r.on("com.microsoft.SoftmaxCrossEntropyLossGrad", 1, handleSCELossGrad);
+  r.on("com.microsoft.ConvGrad", 1, handleConvGrad);
+  r.on("com.microsoft.BatchNormInternal", 1, handleBatchNormInternal);
+  r.on("com.microsoft.BatchNormalizationGrad", 1, handleBatchNormGradMS);
+  r.on("com.microsoft.LayerNormalizationGrad", 1, handleLayerNormGradMS);
+  r.on("com.microsoft.DropoutGrad", 1, handleDropoutGrad, {2, 3});
+  r.on("com.microsoft.FusedMatMul", 1, handleFusedMatMul);
+  r.on("com.microsoft.GatherGrad", 1, handleGatherGradMS, {0});
+  r.on("com.microsoft.InPlaceAccumulatorV2", 1, handleInPlaceAccumulatorV2);
 }
 } // namespace onnx_import

@@ -1,4 +1,5 @@
-//===- DomainPreviewTraining.cpp - ai.onnx.preview.training: Adagrad, Momentum, Adam, Gradient ---===//
+//===- DomainPreviewTraining.cpp - ai.onnx.preview.training: Adagrad, Momentum, Adam, Gradient
+//---===//
 //
 // (the formulas of the ONNX operator reference, which are not PyTorch's).
 // R (learning rate) and T (update count) are run-time scalars; "T > 0" is
@@ -98,7 +99,8 @@ LogicalResult handleMomentum(NodeCtx &n) {
   size_t k = in->group[0].size();
   // beta' = T > 0 ? beta : 1; g = norm * X + G; V' = alpha V + beta' g;
   // X' = X - R * V' (standard) or X - R * (g + alpha V') (nesterov)
-  Value betaAdj = e.op(WhereOp::getOperationName(), {in->tNonZero, e.cst(elt, *beta), e.cst(elt, 1.0)});
+  Value betaAdj =
+      e.op(WhereOp::getOperationName(), {in->tNonZero, e.cst(elt, *beta), e.cst(elt, 1.0)});
   for (size_t i = 0; i < k; ++i) {
     Value x = in->group[0][i], g0 = in->group[1][i], v = in->group[2][i];
     Value g = e.add(e.mul(e.cst(elt, *norm), x), g0);
@@ -114,15 +116,14 @@ LogicalResult handleMomentum(NodeCtx &n) {
 }
 
 LogicalResult handleAdam(NodeCtx &n) {
-  if (failed(n.allowAttrs({"alpha", "beta", "epsilon", "norm_coefficient",
-                           "norm_coefficient_post"})))
+  if (failed(
+          n.allowAttrs({"alpha", "beta", "epsilon", "norm_coefficient", "norm_coefficient_post"})))
     return failure();
   auto alpha = n.getFloat("alpha", 0.9f), beta = n.getFloat("beta", 0.999f),
        eps = n.getFloat("epsilon", 1e-6f), norm = n.getFloat("norm_coefficient", 0.0f),
        post = n.getFloat("norm_coefficient_post", 0.0f);
   auto in = trainingInputs(n, 4, 3);
-  if (failed(alpha) || failed(beta) || failed(eps) || failed(norm) || failed(post) ||
-      failed(in))
+  if (failed(alpha) || failed(beta) || failed(eps) || failed(norm) || failed(post) || failed(in))
     return failure();
   Elementwise e{n};
   Type elt = getElementTypeOrSelf(in->r.getType());
@@ -191,10 +192,10 @@ LogicalResult handleGradient(NodeCtx &n) {
 } // namespace
 
 void registerPreviewTrainingOps(OpRegistry &r) {
-    // Other domains are keyed "<domain>.<op>".
-    r.on("ai.onnx.preview.training.Adagrad", 1, handleAdagrad);
-    r.on("ai.onnx.preview.training.Momentum", 1, handleMomentum);
-    r.on("ai.onnx.preview.training.Adam", 1, handleAdam);
-    r.on("ai.onnx.preview.training.Gradient", 1, handleGradient);
+  // Other domains are keyed "<domain>.<op>".
+  r.on("ai.onnx.preview.training.Adagrad", 1, handleAdagrad);
+  r.on("ai.onnx.preview.training.Momentum", 1, handleMomentum);
+  r.on("ai.onnx.preview.training.Adam", 1, handleAdam);
+  r.on("ai.onnx.preview.training.Gradient", 1, handleGradient);
 }
 } // namespace onnx_import

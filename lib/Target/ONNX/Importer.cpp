@@ -38,8 +38,8 @@ namespace onnx_import {
 void OpRegistry::on(llvm::StringRef name, int sinceOpset, Handler handle,
                     std::vector<int> attributeInputs) {
   auto &vs = ops[name.str()];
-  auto at = llvm::lower_bound(vs, sinceOpset,
-                              [](const OpInfo &o, int v) { return o.sinceOpset < v; });
+  auto at =
+      llvm::lower_bound(vs, sinceOpset, [](const OpInfo &o, int v) { return o.sinceOpset < v; });
   if (at != vs.end() && at->sinceOpset == sinceOpset)
     llvm::report_fatal_error("the ONNX importer registers " + name + " twice for opset " +
                              llvm::Twine(sinceOpset));
@@ -91,18 +91,30 @@ const OpRegistry &opRegistry() {
 
 FailureOr<Type> Importer::elementType(int32_t dtype, const llvm::Twine &what) {
   switch (dtype) {
-  case onnx::TensorProto::FLOAT: return b.getF32Type();
-  case onnx::TensorProto::FLOAT16: return b.getF16Type();
-  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
-  case onnx::TensorProto::BOOL: return b.getI1Type();
-  case onnx::TensorProto::INT8: return b.getIntegerType(8);
-  case onnx::TensorProto::INT16: return b.getIntegerType(16);
-  case onnx::TensorProto::INT32: return b.getIntegerType(32);
-  case onnx::TensorProto::INT64: return b.getIntegerType(64);
-  case onnx::TensorProto::UINT8: return b.getIntegerType(8, false);
-  case onnx::TensorProto::UINT16: return b.getIntegerType(16, false);
-  case onnx::TensorProto::UINT32: return b.getIntegerType(32, false);
-  case onnx::TensorProto::UINT64: return b.getIntegerType(64, false);
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  case onnx::TensorProto::INT8:
+    return b.getIntegerType(8);
+  case onnx::TensorProto::INT16:
+    return b.getIntegerType(16);
+  case onnx::TensorProto::INT32:
+    return b.getIntegerType(32);
+  case onnx::TensorProto::INT64:
+    return b.getIntegerType(64);
+  case onnx::TensorProto::UINT8:
+    return b.getIntegerType(8, false);
+  case onnx::TensorProto::UINT16:
+    return b.getIntegerType(16, false);
+  case onnx::TensorProto::UINT32:
+    return b.getIntegerType(32, false);
+  case onnx::TensorProto::UINT64:
+    return b.getIntegerType(64, false);
   default:
     if (current)
       (void)current->fail(what + " has element type " + dataTypeName(dtype) +
@@ -116,9 +128,9 @@ FailureOr<Type> Importer::elementType(int32_t dtype, const llvm::Twine &what) {
   }
 }
 
-FailureOr<RankedTensorType>
-Importer::valueInfoType(const onnx::ValueInfoProto &vi, const llvm::Twine &what,
-                        SmallVectorImpl<std::string> *dimNames) {
+FailureOr<RankedTensorType> Importer::valueInfoType(const onnx::ValueInfoProto &vi,
+                                                    const llvm::Twine &what,
+                                                    SmallVectorImpl<std::string> *dimNames) {
   if (!vi.has_type() || !vi.type().has_tensor_type()) {
     errorAt(what + " '" + vi.name() +
             "' is not a tensor (sequences, maps and optionals are not "
@@ -130,8 +142,7 @@ Importer::valueInfoType(const onnx::ValueInfoProto &vi, const llvm::Twine &what,
   if (failed(elt))
     return failure();
   if (!tt.has_shape()) {
-    errorAt(what + " '" + vi.name() +
-            "' has no shape; the importer needs at least its rank");
+    errorAt(what + " '" + vi.name() + "' has no shape; the importer needs at least its rank");
     return failure();
   }
   SmallVector<int64_t> shape;
@@ -174,8 +185,7 @@ ElementsAttr Importer::elementsAttr(const HostTensor &t, RankedTensorType type,
   if (reinterpret_cast<uintptr_t>(t.data()) % align == 0) {
     std::shared_ptr<std::string> keep = t.bytes;
     blob = AsmResourceBlob(
-        raw, align,
-        [keep](void *, size_t, size_t) mutable { keep.reset(); },
+        raw, align, [keep](void *, size_t, size_t) mutable { keep.reset(); },
         /*dataIsMutable=*/false);
   } else {
     blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(raw, align);
@@ -184,15 +194,13 @@ ElementsAttr Importer::elementsAttr(const HostTensor &t, RankedTensorType type,
   return DenseResourceElementsAttr::get(type, key, std::move(blob));
 }
 
-FailureOr<Value> Importer::materialize(const HostTensor &t,
-                                       llvm::StringRef name, Location loc) {
+FailureOr<Value> Importer::materialize(const HostTensor &t, llvm::StringRef name, Location loc) {
   auto elt = elementType(t.dtype, "constant '" + name + "'");
   if (failed(elt))
     return failure();
   auto type = RankedTensorType::get(t.shape, *elt);
   auto attr = elementsAttr(t, type, name);
-  return arith::ConstantOp::create(b, loc, type, cast<TypedAttr>(attr))
-      .getResult();
+  return arith::ConstantOp::create(b, loc, type, cast<TypedAttr>(attr)).getResult();
 }
 
 FailureOr<Value> Importer::lookup(const std::string &name, Location loc) {
@@ -215,10 +223,8 @@ FailureOr<Value> Importer::lookup(const std::string &name, Location loc) {
   return failure();
 }
 
-FailureOr<Operation *> Importer::create(NodeCtx &n, llvm::StringRef opName,
-                                        ValueRange operands,
-                                        ArrayRef<NamedAttribute> attrs,
-                                        unsigned numResults) {
+FailureOr<Operation *> Importer::create(NodeCtx &n, llvm::StringRef opName, ValueRange operands,
+                                        ArrayRef<NamedAttribute> attrs, unsigned numResults) {
   // Shape-rule errors go to the context's diagnostics; capture them so that
   // they are reported with the node that caused them.
   std::string captured;
@@ -251,8 +257,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &os : model.opset_import()) {
     std::string d = os.domain() == "ai.onnx" ? "" : os.domain();
     if (opsets.count(d) && opsets[d] != os.version())
-      errorAt("the model imports domain '" +
-              (d.empty() ? std::string("ai.onnx") : d) +
+      errorAt("the model imports domain '" + (d.empty() ? std::string("ai.onnx") : d) +
               "' twice, with versions " + llvm::Twine(opsets[d]) + " and " +
               llvm::Twine(os.version()));
     opsets[d] = os.version();
@@ -265,8 +270,7 @@ OwningOpRef<ModuleOp> Importer::run() {
       return;
     auto [it, inserted] = producer.try_emplace(name, what);
     if (!inserted)
-      errorAt("the name '" + name + "' is defined twice: by " + it->second +
-              " and by " + what);
+      errorAt("the name '" + name + "' is defined twice: by " + it->second + " and by " + what);
   };
   for (auto &init : *g.mutable_initializer()) {
     if (init.name().empty()) {
@@ -274,7 +278,8 @@ OwningOpRef<ModuleOp> Importer::run() {
       continue;
     }
     if (initializers.count(init.name()))
-      errorAt("the name '" + init.name() + "' is defined twice: by two "
+      errorAt("the name '" + init.name() +
+              "' is defined twice: by two "
               "initializers");
     initializers[init.name()] = &init;
   }
@@ -295,7 +300,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   std::vector<std::string> nodeNames(g.node_size());
   for (int i = 0; i < g.node_size(); ++i) {
     const auto &node = g.node(i);
-    nodeNames[i] = !node.name().empty()       ? node.name()
+    nodeNames[i] = !node.name().empty() ? node.name()
                    : node.output_size() > 0 && !node.output(0).empty()
                        ? node.output(0)
                        : node.op_type() + "_" + std::to_string(i);
@@ -310,10 +315,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     }
     auto buf = llvm::MemoryBuffer::getFile(file, false, false);
     onnx::TensorProto tp;
-    if (!buf || !tp.ParseFromArray((*buf)->getBufferStart(),
-                                   (int)(*buf)->getBufferSize())) {
-      errorAt("--const-input " + name + "=" + file +
-              ": not a readable TensorProto file");
+    if (!buf || !tp.ParseFromArray((*buf)->getBufferStart(), (int)(*buf)->getBufferSize())) {
+      errorAt("--const-input " + name + "=" + file + ": not a readable TensorProto file");
       continue;
     }
     auto d = decodeTensor(tp, dir, name);
@@ -325,7 +328,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   for (const auto &f : opts.frozen)
     if (!initializers.count(f))
-      errorAt("frozen parameter '" + f + "' is not an initializer of the "
+      errorAt("frozen parameter '" + f +
+              "' is not an initializer of the "
               "model");
 
   // Topological order; dangling names and cycles are errors.
@@ -347,8 +351,8 @@ OwningOpRef<ModuleOp> Importer::run() {
           ++pending[i];
           users[p->second].push_back(i);
         } else if (!producer.count(in)) {
-          errorAt("node '" + nodeNames[i] + "' (" + g.node(i).op_type() +
-                  ") reads '" + in + "', which no node, input or "
+          errorAt("node '" + nodeNames[i] + "' (" + g.node(i).op_type() + ") reads '" + in +
+                  "', which no node, input or "
                   "initializer defines");
         }
       }
@@ -389,7 +393,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   for (const auto &out : g.output())
     if (!producer.count(out.name()))
-      errorAt("graph output '" + out.name() + "' is not produced by any "
+      errorAt("graph output '" + out.name() +
+              "' is not produced by any "
               "node, input or initializer");
 
   // Every op must be known: report all unsupported nodes at once.
@@ -400,30 +405,27 @@ OwningOpRef<ModuleOp> Importer::run() {
   };
   for (int i : order) {
     const auto &node = g.node(i);
-    std::string domain =
-        node.domain() == "ai.onnx" ? std::string() : node.domain();
+    std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
     std::string shownDomain = domain.empty() ? "ai.onnx" : domain;
     auto os = opsets.find(domain);
     Location loc = NameLoc::get(b.getStringAttr(nodeNames[i]), moduleLoc);
     if (os == opsets.end()) {
-      error(loc, "node '" + nodeNames[i] + "' (" + node.op_type() +
-                     ", domain " + shownDomain + "): the model imports no "
-                     "opset for domain " + shownDomain);
+      error(loc, "node '" + nodeNames[i] + "' (" + node.op_type() + ", domain " + shownDomain +
+                     "): the model imports no "
+                     "opset for domain " +
+                     shownDomain);
       continue;
     }
-    std::string desc = "node '" + nodeNames[i] + "' (" + node.op_type() +
-                       ", domain " + shownDomain + ", opset " +
-                       std::to_string(os->second) + ")";
+    std::string desc = "node '" + nodeNames[i] + "' (" + node.op_type() + ", domain " +
+                       shownDomain + ", opset " + std::to_string(os->second) + ")";
     const std::vector<OpInfo> *versions = registry.versions(keyOf(node));
     if (!versions) {
-      error(loc, desc + ": unsupported op " + shownDomain + "." +
-                     node.op_type());
+      error(loc, desc + ": unsupported op " + shownDomain + "." + node.op_type());
       continue;
     }
     if (os->second < versions->front().sinceOpset)
       error(loc, desc + ": unsupported op version: " + node.op_type() +
-                     " is supported from opset " +
-                     llvm::Twine(versions->front().sinceOpset));
+                     " is supported from opset " + llvm::Twine(versions->front().sinceOpset));
   }
   if (!errors.empty())
     return nullptr;
@@ -435,8 +437,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     const OpInfo *info = registry.lookup(keyOf(node), opsets.lookup(domain));
     const std::vector<int> *attrIn = info ? &info->attributeInputs : nullptr;
     for (int k = 0; k < node.input_size(); ++k)
-      if (!attrIn ||
-          std::find(attrIn->begin(), attrIn->end(), k) == attrIn->end())
+      if (!attrIn || std::find(attrIn->begin(), attrIn->end(), k) == attrIn->end())
         readAsTensor.insert(node.input(k));
   }
   for (const auto &out : g.output())
@@ -476,10 +477,10 @@ OwningOpRef<ModuleOp> Importer::run() {
       continue;
     auto type = RankedTensorType::get(t.shape, *elt);
     argTypes.push_back(type);
-    argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr(isFloatType(t.dtype) ? "amp.param" : "amp.opt_state",
-                        b.getStringAttr(name)),
-         b.getNamedAttr("amp.init", elementsAttr(t, type, name))}));
+    argAttrs.push_back(
+        b.getDictionaryAttr({b.getNamedAttr(isFloatType(t.dtype) ? "amp.param" : "amp.opt_state",
+                                            b.getStringAttr(name)),
+                             b.getNamedAttr("amp.init", elementsAttr(t, type, name))}));
     argNames.push_back(name);
   }
   for (const auto *in : graphInputs) {
@@ -489,8 +490,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     auto type = valueInfoType(*in, "graph input", &dimNames);
     if (failed(type))
       continue;
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr("amp.input", b.getStringAttr(in->name()))};
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr("amp.input", b.getStringAttr(in->name()))};
     if (llvm::any_of(dimNames, [](const std::string &s) { return !s.empty(); })) {
       SmallVector<Attribute> names;
       for (const auto &s : dimNames)
@@ -504,8 +504,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   if (!errors.empty())
     return nullptr;
 
-  auto func = func::FuncOp::create(b, moduleLoc, opts.funcName,
-                                   b.getFunctionType(argTypes, {}));
+  auto func = func::FuncOp::create(b, moduleLoc, opts.funcName, b.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
   for (unsigned i = 0; i < argTypes.size(); ++i) {
     func.setArgAttrs(i, argAttrs[i]);
@@ -522,14 +521,10 @@ OwningOpRef<ModuleOp> Importer::run() {
 
   for (int i : order) {
     auto &node = *g.mutable_node(i);
-    std::string domain =
-        node.domain() == "ai.onnx" ? std::string() : node.domain();
-    NodeCtx n{*this,
-              node,
-              nodeNames[i],
-              domain.empty() ? "ai.onnx" : domain,
-              opsets[domain],
-              NameLoc::get(b.getStringAttr(nodeNames[i]), moduleLoc)};
+    std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
+    NodeCtx n{*this,          node,
+              nodeNames[i],   domain.empty() ? "ai.onnx" : domain,
+              opsets[domain], NameLoc::get(b.getStringAttr(nodeNames[i]), moduleLoc)};
     bool blocked = false;
     for (const auto &in : node.input())
       blocked |= !in.empty() && poisoned.count(in);
@@ -570,8 +565,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     for (const auto &o : node.output()) {
       auto v = values.find(o);
       auto d = declared.find(o);
-      if (o.empty() || v == values.end() || d == declared.end() ||
-          !d->second->has_type() || !d->second->type().has_tensor_type())
+      if (o.empty() || v == values.end() || d == declared.end() || !d->second->has_type() ||
+          !d->second->type().has_tensor_type())
         continue;
       const auto &tt = d->second->type().tensor_type();
       auto got = cast<RankedTensorType>(v->second.getType());
@@ -585,17 +580,19 @@ OwningOpRef<ModuleOp> Importer::run() {
           mismatch = true;
         for (int k = 0; !mismatch && k < tt.shape().dim_size(); ++k) {
           const auto &dim = tt.shape().dim(k);
-          mismatch = dim.has_dim_value() && !got.isDynamicDim(k) &&
-                     dim.dim_value() != got.getDimSize(k);
+          mismatch =
+              dim.has_dim_value() && !got.isDynamicDim(k) && dim.dim_value() != got.getDimSize(k);
         }
       }
       if (mismatch) {
         std::string s;
         llvm::raw_string_ostream os(s);
         os << got;
-        (void)n.fail("output '" + o + "' is declared (value_info) with a "
+        (void)n.fail("output '" + o +
+                     "' is declared (value_info) with a "
                      "type or shape that contradicts the op's rule, which "
-                     "gives " + s);
+                     "gives " +
+                     s);
       }
     }
   }
@@ -610,21 +607,19 @@ OwningOpRef<ModuleOp> Importer::run() {
     if (failed(v))
       continue;
     results.push_back(*v);
-    resAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("amp.output", b.getStringAttr(out.name()))}));
+    resAttrs.push_back(
+        b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr(out.name()))}));
   }
   if (!errors.empty())
     return nullptr;
   func::ReturnOp::create(b, moduleLoc, results);
-  func.setFunctionType(
-      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (unsigned i = 0; i < resAttrs.size(); ++i)
     func.setResultAttrs(i, resAttrs[i]);
   recompose(func, opts);
   if (model.has_producer_name())
     (*module)->setAttr("amp.producer",
-                       b.getStringAttr(model.producer_name() + " " +
-                                       model.producer_version()));
+                       b.getStringAttr(model.producer_name() + " " + model.producer_version()));
   if (failed(verify(*module))) {
     errorAt("the imported module does not verify (an importer bug; the "
             "messages above say where)");
@@ -650,8 +645,7 @@ std::string printable(llvm::StringRef s) {
 
 using namespace onnx_import;
 
-OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
-                                                MLIRContext *ctx,
+OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path, MLIRContext *ctx,
                                                 const ONNXImportOptions &opts) {
   auto buf = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/false,
                                                 /*RequiresNullTerminator=*/false);
@@ -663,8 +657,7 @@ OwningOpRef<ModuleOp> mlir::amp::importONNXFile(llvm::StringRef path,
   return importONNXBuffer(llvm::MemoryBufferRef((*buf)->getBuffer(), path), ctx, opts);
 }
 
-OwningOpRef<ModuleOp> mlir::amp::importONNXBuffer(llvm::MemoryBufferRef buf,
-                                                  MLIRContext *ctx,
+OwningOpRef<ModuleOp> mlir::amp::importONNXBuffer(llvm::MemoryBufferRef buf, MLIRContext *ctx,
                                                   const ONNXImportOptions &opts) {
   ctx->loadDialect<AMPDialect, arith::ArithDialect, func::FuncDialect>();
   llvm::StringRef path = buf.getBufferIdentifier();
@@ -700,8 +693,7 @@ OwningOpRef<ModuleOp> mlir::amp::importONNXBuffer(llvm::MemoryBufferRef buf,
   return module;
 }
 
-FailureOr<ONNXTensorFile> mlir::amp::readTensorProtoFile(llvm::StringRef path,
-                                                         MLIRContext *ctx) {
+FailureOr<ONNXTensorFile> mlir::amp::readTensorProtoFile(llvm::StringRef path, MLIRContext *ctx) {
   auto buf = llvm::MemoryBuffer::getFile(path, false, false);
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   onnx::TensorProto tp;
@@ -718,19 +710,44 @@ FailureOr<ONNXTensorFile> mlir::amp::readTensorProtoFile(llvm::StringRef path,
   out.bytes.assign(d->data(), d->bytes->size());
   Builder b(ctx);
   switch (d->dtype) {
-  case onnx::TensorProto::FLOAT: out.elementType = b.getF32Type(); break;
-  case onnx::TensorProto::FLOAT16: out.elementType = b.getF16Type(); break;
-  case onnx::TensorProto::BFLOAT16: out.elementType = b.getBF16Type(); break;
-  case onnx::TensorProto::BOOL: out.elementType = b.getI1Type(); break;
-  case onnx::TensorProto::INT8: out.elementType = b.getIntegerType(8); break;
-  case onnx::TensorProto::INT16: out.elementType = b.getIntegerType(16); break;
-  case onnx::TensorProto::INT32: out.elementType = b.getIntegerType(32); break;
-  case onnx::TensorProto::INT64: out.elementType = b.getIntegerType(64); break;
-  case onnx::TensorProto::UINT8: out.elementType = b.getIntegerType(8, false); break;
-  case onnx::TensorProto::UINT16: out.elementType = b.getIntegerType(16, false); break;
-  case onnx::TensorProto::UINT32: out.elementType = b.getIntegerType(32, false); break;
-  case onnx::TensorProto::UINT64: out.elementType = b.getIntegerType(64, false); break;
-  default: break;
+  case onnx::TensorProto::FLOAT:
+    out.elementType = b.getF32Type();
+    break;
+  case onnx::TensorProto::FLOAT16:
+    out.elementType = b.getF16Type();
+    break;
+  case onnx::TensorProto::BFLOAT16:
+    out.elementType = b.getBF16Type();
+    break;
+  case onnx::TensorProto::BOOL:
+    out.elementType = b.getI1Type();
+    break;
+  case onnx::TensorProto::INT8:
+    out.elementType = b.getIntegerType(8);
+    break;
+  case onnx::TensorProto::INT16:
+    out.elementType = b.getIntegerType(16);
+    break;
+  case onnx::TensorProto::INT32:
+    out.elementType = b.getIntegerType(32);
+    break;
+  case onnx::TensorProto::INT64:
+    out.elementType = b.getIntegerType(64);
+    break;
+  case onnx::TensorProto::UINT8:
+    out.elementType = b.getIntegerType(8, false);
+    break;
+  case onnx::TensorProto::UINT16:
+    out.elementType = b.getIntegerType(16, false);
+    break;
+  case onnx::TensorProto::UINT32:
+    out.elementType = b.getIntegerType(32, false);
+    break;
+  case onnx::TensorProto::UINT64:
+    out.elementType = b.getIntegerType(64, false);
+    break;
+  default:
+    break;
   }
   return out;
 }

@@ -78,10 +78,8 @@ struct NodeCtx {
   LogicalResult allowAttrs(llvm::ArrayRef<llvm::StringRef> known) const;
   FailureOr<int64_t> getInt(llvm::StringRef n, std::optional<int64_t> def) const;
   FailureOr<float> getFloat(llvm::StringRef n, std::optional<float> def) const;
-  FailureOr<std::string> getString(llvm::StringRef n,
-                                   std::optional<std::string> def) const;
-  FailureOr<std::optional<std::vector<int64_t>>>
-  getInts(llvm::StringRef n) const;
+  FailureOr<std::string> getString(llvm::StringRef n, std::optional<std::string> def) const;
+  FailureOr<std::optional<std::vector<int64_t>>> getInts(llvm::StringRef n) const;
 
   size_t numInputs() const { return node.input_size(); }
   /// Whether input i is present; asking marks it as considered (see
@@ -107,17 +105,13 @@ struct NodeCtx {
   /// Output i is deliberately left without a value (nothing may read it).
   void skipOutput(size_t i) const { skipped.insert(i); }
   mutable std::set<size_t> skipped;
-  bool hasOutput(size_t i) const {
-    return (int)i < node.output_size() && !node.output(i).empty();
-  }
+  bool hasOutput(size_t i) const { return (int)i < node.output_size() && !node.output(i).empty(); }
   /// The MLIR value of input i (materialising a constant if needed).
   FailureOr<Value> input(size_t i) const;
   Value optInput(size_t i) const;
   /// The compile-time value of input i, which must be known.
-  FailureOr<const HostTensor *> constInput(size_t i,
-                                           llvm::StringRef role) const;
-  FailureOr<std::vector<int64_t>> constInts(size_t i,
-                                            llvm::StringRef role) const;
+  FailureOr<const HostTensor *> constInput(size_t i, llvm::StringRef role) const;
+  FailureOr<std::vector<int64_t>> constInts(size_t i, llvm::StringRef role) const;
   /// Binds output i to `v` (an absent output is skipped).
   void setOutput(size_t i, Value v) const;
   void setConstOutput(size_t i, HostTensor t) const;
@@ -193,21 +187,16 @@ struct Importer {
   Location fileLoc() { return FileLineColLoc::get(ctx, fileName, 0, 0); }
 
   FailureOr<Type> elementType(int32_t dtype, const llvm::Twine &what);
-  FailureOr<RankedTensorType> valueInfoType(const onnx::ValueInfoProto &vi,
-                                            const llvm::Twine &what,
+  FailureOr<RankedTensorType> valueInfoType(const onnx::ValueInfoProto &vi, const llvm::Twine &what,
                                             SmallVectorImpl<std::string> *dimNames);
   /// A constant op for a host tensor (inline or as a dense_resource blob).
-  FailureOr<Value> materialize(const HostTensor &t, llvm::StringRef name,
-                               Location loc);
-  ElementsAttr elementsAttr(const HostTensor &t, RankedTensorType type,
-                            llvm::StringRef name);
+  FailureOr<Value> materialize(const HostTensor &t, llvm::StringRef name, Location loc);
+  ElementsAttr elementsAttr(const HostTensor &t, RankedTensorType type, llvm::StringRef name);
   FailureOr<Value> lookup(const std::string &name, Location loc);
 
   /// Creates `opName` with inferred result types; errors name the node.
-  FailureOr<Operation *> create(NodeCtx &n, llvm::StringRef opName,
-                                ValueRange operands,
-                                ArrayRef<NamedAttribute> attrs,
-                                unsigned numResults);
+  FailureOr<Operation *> create(NodeCtx &n, llvm::StringRef opName, ValueRange operands,
+                                ArrayRef<NamedAttribute> attrs, unsigned numResults);
 
   MLIRContext *ctx;
   std::string path, dir, fileName;

@@ -11,8 +11,8 @@
 namespace onnx_import {
 
 std::string NodeCtx::describe() const {
-  return "node '" + name + "' (" + node.op_type() + ", domain " + domain +
-         ", opset " + std::to_string(opset) + ")";
+  return "node '" + name + "' (" + node.op_type() + ", domain " + domain + ", opset " +
+         std::to_string(opset) + ")";
 }
 
 LogicalResult NodeCtx::fail(const llvm::Twine &msg) const {
@@ -20,14 +20,14 @@ LogicalResult NodeCtx::fail(const llvm::Twine &msg) const {
   return failure();
 }
 
-LogicalResult
-NodeCtx::allowAttrs(llvm::ArrayRef<llvm::StringRef> known) const {
+LogicalResult NodeCtx::allowAttrs(llvm::ArrayRef<llvm::StringRef> known) const {
   bool ok = true;
   for (const auto &a : node.attribute()) {
     if (std::find(known.begin(), known.end(), a.name()) == known.end()) {
-      (void)fail("attribute '" + a.name() + "' is not supported by the "
-                 "importer's " + node.op_type() + " (known: " +
-                 llvm::join(known, ", ") + ")");
+      (void)fail("attribute '" + a.name() +
+                 "' is not supported by the "
+                 "importer's " +
+                 node.op_type() + " (known: " + llvm::join(known, ", ") + ")");
       ok = false;
     }
   }
@@ -38,19 +38,32 @@ namespace {
 
 static const char *attrTypeName(int t) {
   switch (t) {
-  case onnx::AttributeProto::FLOAT: return "FLOAT";
-  case onnx::AttributeProto::INT: return "INT";
-  case onnx::AttributeProto::STRING: return "STRING";
-  case onnx::AttributeProto::TENSOR: return "TENSOR";
-  case onnx::AttributeProto::GRAPH: return "GRAPH";
-  case onnx::AttributeProto::FLOATS: return "FLOATS";
-  case onnx::AttributeProto::INTS: return "INTS";
-  case onnx::AttributeProto::STRINGS: return "STRINGS";
-  case onnx::AttributeProto::TENSORS: return "TENSORS";
-  case onnx::AttributeProto::GRAPHS: return "GRAPHS";
-  case onnx::AttributeProto::SPARSE_TENSOR: return "SPARSE_TENSOR";
-  case onnx::AttributeProto::TYPE_PROTO: return "TYPE_PROTO";
-  default: return "UNDEFINED";
+  case onnx::AttributeProto::FLOAT:
+    return "FLOAT";
+  case onnx::AttributeProto::INT:
+    return "INT";
+  case onnx::AttributeProto::STRING:
+    return "STRING";
+  case onnx::AttributeProto::TENSOR:
+    return "TENSOR";
+  case onnx::AttributeProto::GRAPH:
+    return "GRAPH";
+  case onnx::AttributeProto::FLOATS:
+    return "FLOATS";
+  case onnx::AttributeProto::INTS:
+    return "INTS";
+  case onnx::AttributeProto::STRINGS:
+    return "STRINGS";
+  case onnx::AttributeProto::TENSORS:
+    return "TENSORS";
+  case onnx::AttributeProto::GRAPHS:
+    return "GRAPHS";
+  case onnx::AttributeProto::SPARSE_TENSOR:
+    return "SPARSE_TENSOR";
+  case onnx::AttributeProto::TYPE_PROTO:
+    return "TYPE_PROTO";
+  default:
+    return "UNDEFINED";
   }
 }
 
@@ -59,19 +72,24 @@ static const char *attrTypeName(int t) {
 static int attrType(const onnx::AttributeProto &a) {
   if (a.type() != onnx::AttributeProto::UNDEFINED)
     return a.type();
-  if (a.has_f()) return onnx::AttributeProto::FLOAT;
-  if (a.has_i()) return onnx::AttributeProto::INT;
-  if (a.has_s()) return onnx::AttributeProto::STRING;
-  if (a.has_t()) return onnx::AttributeProto::TENSOR;
-  if (a.ints_size()) return onnx::AttributeProto::INTS;
-  if (a.floats_size()) return onnx::AttributeProto::FLOATS;
+  if (a.has_f())
+    return onnx::AttributeProto::FLOAT;
+  if (a.has_i())
+    return onnx::AttributeProto::INT;
+  if (a.has_s())
+    return onnx::AttributeProto::STRING;
+  if (a.has_t())
+    return onnx::AttributeProto::TENSOR;
+  if (a.ints_size())
+    return onnx::AttributeProto::INTS;
+  if (a.floats_size())
+    return onnx::AttributeProto::FLOATS;
   return onnx::AttributeProto::UNDEFINED;
 }
 
 } // namespace
 
-FailureOr<int64_t> NodeCtx::getInt(llvm::StringRef n,
-                                   std::optional<int64_t> def) const {
+FailureOr<int64_t> NodeCtx::getInt(llvm::StringRef n, std::optional<int64_t> def) const {
   const auto *a = attr(n);
   if (!a) {
     if (def)
@@ -79,13 +97,11 @@ FailureOr<int64_t> NodeCtx::getInt(llvm::StringRef n,
     return fail("attribute '" + n + "' is required");
   }
   if (attrType(*a) != onnx::AttributeProto::INT)
-    return fail("attribute '" + n + "' must be INT, got " +
-                attrTypeName(attrType(*a)));
+    return fail("attribute '" + n + "' must be INT, got " + attrTypeName(attrType(*a)));
   return a->i();
 }
 
-FailureOr<float> NodeCtx::getFloat(llvm::StringRef n,
-                                   std::optional<float> def) const {
+FailureOr<float> NodeCtx::getFloat(llvm::StringRef n, std::optional<float> def) const {
   const auto *a = attr(n);
   if (!a) {
     if (def)
@@ -93,13 +109,11 @@ FailureOr<float> NodeCtx::getFloat(llvm::StringRef n,
     return fail("attribute '" + n + "' is required");
   }
   if (attrType(*a) != onnx::AttributeProto::FLOAT)
-    return fail("attribute '" + n + "' must be FLOAT, got " +
-                attrTypeName(attrType(*a)));
+    return fail("attribute '" + n + "' must be FLOAT, got " + attrTypeName(attrType(*a)));
   return a->f();
 }
 
-FailureOr<std::string>
-NodeCtx::getString(llvm::StringRef n, std::optional<std::string> def) const {
+FailureOr<std::string> NodeCtx::getString(llvm::StringRef n, std::optional<std::string> def) const {
   const auto *a = attr(n);
   if (!a) {
     if (def)
@@ -107,20 +121,17 @@ NodeCtx::getString(llvm::StringRef n, std::optional<std::string> def) const {
     return fail("attribute '" + n + "' is required");
   }
   if (attrType(*a) != onnx::AttributeProto::STRING)
-    return fail("attribute '" + n + "' must be STRING, got " +
-                attrTypeName(attrType(*a)));
+    return fail("attribute '" + n + "' must be STRING, got " + attrTypeName(attrType(*a)));
   return a->s();
 }
 
-FailureOr<std::optional<std::vector<int64_t>>>
-NodeCtx::getInts(llvm::StringRef n) const {
+FailureOr<std::optional<std::vector<int64_t>>> NodeCtx::getInts(llvm::StringRef n) const {
   const auto *a = attr(n);
   if (!a)
     return std::optional<std::vector<int64_t>>();
   if (attrType(*a) != onnx::AttributeProto::INTS &&
       !(attrType(*a) == onnx::AttributeProto::UNDEFINED && !a->ints_size()))
-    return fail("attribute '" + n + "' must be INTS, got " +
-                attrTypeName(attrType(*a)));
+    return fail("attribute '" + n + "' must be INTS, got " + attrTypeName(attrType(*a)));
   return std::optional<std::vector<int64_t>>(
       std::vector<int64_t>(a->ints().begin(), a->ints().end()));
 }
@@ -138,22 +149,19 @@ Value NodeCtx::optInput(size_t i) const {
   return succeeded(v) ? *v : Value();
 }
 
-FailureOr<const HostTensor *> NodeCtx::constInput(size_t i,
-                                                  llvm::StringRef role) const {
+FailureOr<const HostTensor *> NodeCtx::constInput(size_t i, llvm::StringRef role) const {
   if (!hasInput(i))
     return fail("input " + llvm::Twine(i) + " ('" + role + "') is required");
   auto it = im.consts.find(node.input(i));
   if (it == im.consts.end())
-    return fail("input " + llvm::Twine(i) + " ('" + role + "' = '" +
-                node.input(i) +
+    return fail("input " + llvm::Twine(i) + " ('" + role + "' = '" + node.input(i) +
                 "') must be a constant (an initializer, a Constant node, or "
                 "a graph input bound with --const-input); it is computed at "
                 "run time");
   return &it->second;
 }
 
-FailureOr<std::vector<int64_t>> NodeCtx::constInts(size_t i,
-                                                   llvm::StringRef role) const {
+FailureOr<std::vector<int64_t>> NodeCtx::constInts(size_t i, llvm::StringRef role) const {
   auto t = constInput(i, role);
   if (failed(t))
     return failure();
@@ -162,8 +170,7 @@ FailureOr<std::vector<int64_t>> NodeCtx::constInts(size_t i,
     return fail("input " + llvm::Twine(i) + " ('" + role +
                 "') must hold INT64 or INT32 values, got " + dataTypeName(dt));
   if ((*t)->shape.size() > 1)
-    return fail("input " + llvm::Twine(i) + " ('" + role +
-                "') must be a scalar or 1-D");
+    return fail("input " + llvm::Twine(i) + " ('" + role + "') must be a scalar or 1-D");
   return (*t)->toInt64();
 }
 
@@ -187,16 +194,11 @@ Attribute f32(NodeCtx &n, float v) { return n.im.b.getF32FloatAttr(v); }
 
 Attribute boolean(NodeCtx &n, bool v) { return n.im.b.getBoolAttr(v); }
 
-Attribute str(NodeCtx &n, llvm::StringRef v) {
-  return n.im.b.getStringAttr(v);
-}
+Attribute str(NodeCtx &n, llvm::StringRef v) { return n.im.b.getStringAttr(v); }
 
-Attribute ints(NodeCtx &n, ArrayRef<int64_t> v) {
-  return n.im.b.getDenseI64ArrayAttr(v);
-}
+Attribute ints(NodeCtx &n, ArrayRef<int64_t> v) { return n.im.b.getDenseI64ArrayAttr(v); }
 
-FailureOr<SmallVector<Value>> tensorInputs(NodeCtx &n,
-                                           std::initializer_list<int> idx) {
+FailureOr<SmallVector<Value>> tensorInputs(NodeCtx &n, std::initializer_list<int> idx) {
   SmallVector<Value> out;
   for (int i : idx) {
     auto v = n.input(i);
@@ -207,8 +209,7 @@ FailureOr<SmallVector<Value>> tensorInputs(NodeCtx &n,
   return out;
 }
 
-LogicalResult simple(NodeCtx &n, llvm::StringRef opName,
-                     std::initializer_list<int> idx,
+LogicalResult simple(NodeCtx &n, llvm::StringRef opName, std::initializer_list<int> idx,
                      SmallVector<NamedAttribute> attrs) {
   auto in = tensorInputs(n, idx);
   if (failed(in))

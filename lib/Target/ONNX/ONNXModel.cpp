@@ -42,9 +42,8 @@ void packAs(const google::protobuf::RepeatedField<Src> &in, std::string &out) {
 
 /// Reads `length` bytes at `offset` of the external file `location`, which
 /// must stay inside `modelDir`.
-Expected<std::string> readExternal(StringRef modelDir, StringRef location,
-                                   uint64_t offset, int64_t length,
-                                   uint64_t expected, StringRef what) {
+Expected<std::string> readExternal(StringRef modelDir, StringRef location, uint64_t offset,
+                                   int64_t length, uint64_t expected, StringRef what) {
   if (location.empty())
     return fail("tensor '" + what + "': external data without a location");
   if (llvm::sys::path::is_absolute(location) || location.starts_with("/") ||
@@ -52,19 +51,17 @@ Expected<std::string> readExternal(StringRef modelDir, StringRef location,
     return fail("tensor '" + what + "': external data location '" + location +
                 "' is an absolute path; only paths inside the model's folder "
                 "are allowed");
-  for (auto it = llvm::sys::path::begin(location),
-            end = llvm::sys::path::end(location);
-       it != end; ++it)
+  for (auto it = llvm::sys::path::begin(location), end = llvm::sys::path::end(location); it != end;
+       ++it)
     if (*it == "..")
-      return fail("tensor '" + what + "': external data location '" +
-                  location + "' contains '..'; only paths inside the "
+      return fail("tensor '" + what + "': external data location '" + location +
+                  "' contains '..'; only paths inside the "
                   "model's folder are allowed");
   llvm::SmallString<256> dir(modelDir.empty() ? "." : modelDir);
   llvm::SmallString<256> realDir, joined(dir), realFile;
   llvm::sys::path::append(joined, location);
   if (llvm::sys::fs::real_path(dir, realDir))
-    return fail("tensor '" + what + "': cannot resolve the model folder '" +
-                dir + "'");
+    return fail("tensor '" + what + "': cannot resolve the model folder '" + dir + "'");
   if (std::error_code ec = llvm::sys::fs::real_path(joined, realFile))
     return fail("tensor '" + what + "': external data file '" + joined +
                 "' cannot be opened: " + ec.message());
@@ -72,9 +69,8 @@ Expected<std::string> readExternal(StringRef modelDir, StringRef location,
   llvm::SmallString<256> prefix(realDir);
   prefix.push_back('/');
   if (!StringRef(realFile).starts_with(prefix))
-    return fail("tensor '" + what + "': external data file '" + location +
-                "' resolves to '" + realFile +
-                "', outside the model's folder '" + realDir + "'");
+    return fail("tensor '" + what + "': external data file '" + location + "' resolves to '" +
+                realFile + "', outside the model's folder '" + realDir + "'");
   auto buf = llvm::MemoryBuffer::getFile(realFile, /*IsText=*/false,
                                          /*RequiresNullTerminator=*/false);
   if (!buf)
@@ -82,9 +78,8 @@ Expected<std::string> readExternal(StringRef modelDir, StringRef location,
                 "' cannot be read: " + buf.getError().message());
   uint64_t size = (*buf)->getBufferSize();
   if (offset > size)
-    return fail("tensor '" + what + "': external data offset " +
-                llvm::Twine(offset) + " is past the end of '" + location +
-                "' (" + llvm::Twine(size) + " bytes)");
+    return fail("tensor '" + what + "': external data offset " + llvm::Twine(offset) +
+                " is past the end of '" + location + "' (" + llvm::Twine(size) + " bytes)");
   uint64_t avail = size - offset;
   uint64_t n = length >= 0 ? uint64_t(length) : avail;
   if (n > avail)
@@ -92,9 +87,8 @@ Expected<std::string> readExternal(StringRef modelDir, StringRef location,
                 "' is too short: needs " + llvm::Twine(n) + " bytes at offset " +
                 llvm::Twine(offset) + ", has " + llvm::Twine(avail));
   if (n != expected)
-    return fail("tensor '" + what + "': external data holds " +
-                llvm::Twine(n) + " bytes, the tensor's shape and type need " +
-                llvm::Twine(expected));
+    return fail("tensor '" + what + "': external data holds " + llvm::Twine(n) +
+                " bytes, the tensor's shape and type need " + llvm::Twine(expected));
   return std::string((*buf)->getBufferStart() + offset, n);
 }
 
@@ -126,29 +120,52 @@ size_t onnx_import::elementSize(int32_t t) {
 
 const char *onnx_import::dataTypeName(int32_t t) {
   switch (t) {
-  case 1: return "FLOAT";
-  case 2: return "UINT8";
-  case 3: return "INT8";
-  case 4: return "UINT16";
-  case 5: return "INT16";
-  case 6: return "INT32";
-  case 7: return "INT64";
-  case 8: return "STRING";
-  case 9: return "BOOL";
-  case 10: return "FLOAT16";
-  case 11: return "DOUBLE";
-  case 12: return "UINT32";
-  case 13: return "UINT64";
-  case 14: return "COMPLEX64";
-  case 15: return "COMPLEX128";
-  case 16: return "BFLOAT16";
-  case 17: return "FLOAT8E4M3FN";
-  case 18: return "FLOAT8E4M3FNUZ";
-  case 19: return "FLOAT8E5M2";
-  case 20: return "FLOAT8E5M2FNUZ";
-  case 21: return "UINT4";
-  case 22: return "INT4";
-  default: return "UNDEFINED";
+  case 1:
+    return "FLOAT";
+  case 2:
+    return "UINT8";
+  case 3:
+    return "INT8";
+  case 4:
+    return "UINT16";
+  case 5:
+    return "INT16";
+  case 6:
+    return "INT32";
+  case 7:
+    return "INT64";
+  case 8:
+    return "STRING";
+  case 9:
+    return "BOOL";
+  case 10:
+    return "FLOAT16";
+  case 11:
+    return "DOUBLE";
+  case 12:
+    return "UINT32";
+  case 13:
+    return "UINT64";
+  case 14:
+    return "COMPLEX64";
+  case 15:
+    return "COMPLEX128";
+  case 16:
+    return "BFLOAT16";
+  case 17:
+    return "FLOAT8E4M3FN";
+  case 18:
+    return "FLOAT8E4M3FNUZ";
+  case 19:
+    return "FLOAT8E5M2";
+  case 20:
+    return "FLOAT8E5M2FNUZ";
+  case 21:
+    return "UINT4";
+  case 22:
+    return "INT4";
+  default:
+    return "UNDEFINED";
   }
 }
 
@@ -164,16 +181,54 @@ std::vector<int64_t> HostTensor::toInt64() const {
   const char *p = data();
   for (size_t i = 0; i < out.size(); ++i) {
     switch (dtype) {
-    case onnx::TensorProto::INT64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); out[i] = v; break; }
-    case onnx::TensorProto::UINT64: { uint64_t v; std::memcpy(&v, p + 8 * i, 8); out[i] = (int64_t)v; break; }
-    case onnx::TensorProto::INT32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
-    case onnx::TensorProto::UINT32: { uint32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
-    case onnx::TensorProto::INT16: { int16_t v; std::memcpy(&v, p + 2 * i, 2); out[i] = v; break; }
-    case onnx::TensorProto::UINT16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); out[i] = v; break; }
-    case onnx::TensorProto::INT8: out[i] = (int8_t)p[i]; break;
-    case onnx::TensorProto::UINT8: out[i] = (uint8_t)p[i]; break;
-    case onnx::TensorProto::BOOL: out[i] = p[i] != 0; break;
-    default: out[i] = 0; break;
+    case onnx::TensorProto::INT64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out[i] = v;
+      break;
+    }
+    case onnx::TensorProto::UINT64: {
+      uint64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out[i] = (int64_t)v;
+      break;
+    }
+    case onnx::TensorProto::INT32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+      break;
+    }
+    case onnx::TensorProto::UINT32: {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+      break;
+    }
+    case onnx::TensorProto::INT16: {
+      int16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = v;
+      break;
+    }
+    case onnx::TensorProto::UINT16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = v;
+      break;
+    }
+    case onnx::TensorProto::INT8:
+      out[i] = (int8_t)p[i];
+      break;
+    case onnx::TensorProto::UINT8:
+      out[i] = (uint8_t)p[i];
+      break;
+    case onnx::TensorProto::BOOL:
+      out[i] = p[i] != 0;
+      break;
+    default:
+      out[i] = 0;
+      break;
     }
   }
   return out;
@@ -189,31 +244,46 @@ std::vector<double> HostTensor::toDouble() const {
     ints = toInt64(); // once, not per element
   for (size_t i = 0; i < out.size(); ++i) {
     switch (dtype) {
-    case onnx::TensorProto::FLOAT: { float v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
-    case onnx::TensorProto::DOUBLE: { double v; std::memcpy(&v, p + 8 * i, 8); out[i] = v; break; }
+    case onnx::TensorProto::FLOAT: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+      break;
+    }
+    case onnx::TensorProto::DOUBLE: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out[i] = v;
+      break;
+    }
     case onnx::TensorProto::FLOAT16: {
-      uint16_t h; std::memcpy(&h, p + 2 * i, 2);
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
       int e = (h >> 10) & 31, m = h & 1023;
-      double mag = e == 0 ? std::ldexp((double)m, -24)
+      double mag = e == 0    ? std::ldexp((double)m, -24)
                    : e == 31 ? (m ? NAN : INFINITY)
                              : std::ldexp(1.0 + m / 1024.0, e - 15);
       out[i] = (h & 0x8000) ? -mag : mag;
       break;
     }
     case onnx::TensorProto::BFLOAT16: {
-      uint16_t h; std::memcpy(&h, p + 2 * i, 2);
-      uint32_t w = (uint32_t)h << 16; float v; std::memcpy(&v, &w, 4);
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      uint32_t w = (uint32_t)h << 16;
+      float v;
+      std::memcpy(&v, &w, 4);
       out[i] = v;
       break;
     }
-    default: out[i] = (double)ints[i]; break;
+    default:
+      out[i] = (double)ints[i];
+      break;
     }
   }
   return out;
 }
 
-HostTensor onnx_import::makeInt64(std::vector<int64_t> shape,
-                                       const std::vector<int64_t> &values) {
+HostTensor onnx_import::makeInt64(std::vector<int64_t> shape, const std::vector<int64_t> &values) {
   HostTensor t;
   t.dtype = onnx::TensorProto::INT64;
   t.shape = std::move(shape);
@@ -240,13 +310,14 @@ Error onnx_import::parseModel(llvm::MemoryBufferRef buf, onnx::ModelProto &model
     return fail(path + ": " + llvm::Twine(size) +
                 " bytes is over protobuf's 2 GiB limit for one message; "
                 "store the weights as external data");
-  google::protobuf::io::CodedInputStream in(
-      reinterpret_cast<const uint8_t *>(buf.getBufferStart()), (int)size);
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(buf.getBufferStart()),
+                                            (int)size);
   in.SetTotalBytesLimit(INT_MAX);
   in.SetRecursionLimit(256);
   if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    return fail(path + ": not a valid ONNX model: the protobuf is malformed "
-                       "or truncated (" +
+    return fail(path +
+                ": not a valid ONNX model: the protobuf is malformed "
+                "or truncated (" +
                 llvm::Twine(size) + " bytes)");
   if (!model.has_graph())
     return fail(path + ": not an ONNX model: it has no graph (is it a "
@@ -258,35 +329,30 @@ Error onnx_import::parseModel(llvm::MemoryBufferRef buf, onnx::ModelProto &model
   return Error::success();
 }
 
-Expected<HostTensor> onnx_import::decodeTensor(onnx::TensorProto &t,
-                                                    StringRef modelDir,
-                                                    StringRef what) {
+Expected<HostTensor> onnx_import::decodeTensor(onnx::TensorProto &t, StringRef modelDir,
+                                               StringRef what) {
   HostTensor h;
   h.dtype = t.data_type();
   size_t es = elementSize(h.dtype);
   if (es == 0)
-    return fail("tensor '" + what + "' has data type " +
-                dataTypeName(h.dtype) + " (" + llvm::Twine(h.dtype) +
-                "), which the importer does not support");
+    return fail("tensor '" + what + "' has data type " + dataTypeName(h.dtype) + " (" +
+                llvm::Twine(h.dtype) + "), which the importer does not support");
   uint64_t n = 1;
   for (int64_t d : t.dims()) {
     if (d < 0)
-      return fail("tensor '" + what + "' has a negative dimension " +
-                  llvm::Twine(d));
+      return fail("tensor '" + what + "' has a negative dimension " + llvm::Twine(d));
     if (d != 0 && n > kMaxTensorBytes / uint64_t(d))
       return fail("tensor '" + what + "' is too large");
     n *= uint64_t(d);
     h.shape.push_back(d);
   }
   if (n * es > kMaxTensorBytes)
-    return fail("tensor '" + what + "' is too large (" +
-                llvm::Twine(n * es) + " bytes)");
+    return fail("tensor '" + what + "' is too large (" + llvm::Twine(n * es) + " bytes)");
   uint64_t want = n * es;
   auto bytes = std::make_shared<std::string>();
   auto countError = [&](StringRef field, size_t have) {
-    return fail("tensor '" + what + "' holds " + llvm::Twine(have) +
-                " values in " + field + " but its shape needs " +
-                llvm::Twine(n));
+    return fail("tensor '" + what + "' holds " + llvm::Twine(have) + " values in " + field +
+                " but its shape needs " + llvm::Twine(n));
   };
 
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -301,8 +367,8 @@ Expected<HostTensor> onnx_import::decodeTensor(onnx::TensorProto &t,
         errno = 0;
         unsigned long long v = std::strtoull(kv.value().c_str(), &end, 10);
         if (kv.value().empty() || *end || errno || kv.value()[0] == '-')
-          return fail("tensor '" + what + "': external data " + kv.key() +
-                      " '" + kv.value() + "' is not a number");
+          return fail("tensor '" + what + "': external data " + kv.key() + " '" + kv.value() +
+                      "' is not a number");
         if (kv.key() == "offset")
           offset = v;
         else
@@ -315,10 +381,8 @@ Expected<HostTensor> onnx_import::decodeTensor(onnx::TensorProto &t,
     *bytes = std::move(*data);
   } else if (t.has_raw_data()) {
     if (t.raw_data().size() != want)
-      return fail("tensor '" + what + "' has " +
-                  llvm::Twine(t.raw_data().size()) +
-                  " bytes of raw_data but its shape and type need " +
-                  llvm::Twine(want));
+      return fail("tensor '" + what + "' has " + llvm::Twine(t.raw_data().size()) +
+                  " bytes of raw_data but its shape and type need " + llvm::Twine(want));
     // Take the bytes over instead of copying them (weights can be large).
     std::unique_ptr<std::string> raw(t.release_raw_data());
     bytes = std::shared_ptr<std::string>(std::move(raw));

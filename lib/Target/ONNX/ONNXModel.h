@@ -10,9 +10,9 @@
 #ifndef AMP_LIB_TARGET_ONNX_ONNXMODEL_H
 #define AMP_LIB_TARGET_ONNX_ONNXMODEL_H
 
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <onnx/onnx_pb.h> // the ONNX-ML protos (ONNX_ML is set by CMake)
 
@@ -54,13 +54,11 @@ llvm::Error parseModel(llvm::MemoryBufferRef buf, onnx::ModelProto &model);
 /// Decodes a TensorProto (typed fields, raw_data or external data resolved
 /// in `modelDir`). May move raw_data out of `t` to avoid a copy.
 /// `what` names the tensor in messages.
-llvm::Expected<HostTensor> decodeTensor(onnx::TensorProto &t,
-                                        llvm::StringRef modelDir,
+llvm::Expected<HostTensor> decodeTensor(onnx::TensorProto &t, llvm::StringRef modelDir,
                                         llvm::StringRef what);
 
 /// Builds a HostTensor of int64 values.
-HostTensor makeInt64(std::vector<int64_t> shape,
-                     const std::vector<int64_t> &values);
+HostTensor makeInt64(std::vector<int64_t> shape, const std::vector<int64_t> &values);
 
 } // namespace onnx_import
 

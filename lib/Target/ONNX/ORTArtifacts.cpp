@@ -4,9 +4,7 @@
 #include "Importer.h"
 #include "ORTCheckpoint.h"
 
-namespace onnx_import {
-
-} // namespace onnx_import
+namespace onnx_import {} // namespace onnx_import
 
 using namespace onnx_import;
 
@@ -86,8 +84,9 @@ OwningOpRef<ModuleOp> mlir::amp::importORTTrainingArtifacts(llvm::StringRef trai
   for (const auto &node : kept)
     for (const auto &in : node.input())
       if (dropInputs.count(in) || dropOutputs.count(in))
-        return fail("node '" + (node.name().empty() ? node.op_type() : node.name()) +
-                    "' reads '" + in + "', a gradient buffer or accumulator flag, "
+        return fail("node '" + (node.name().empty() ? node.op_type() : node.name()) + "' reads '" +
+                    in +
+                    "', a gradient buffer or accumulator flag, "
                     "which is not supported");
   g.mutable_node()->Swap(&kept);
 
@@ -174,19 +173,17 @@ OwningOpRef<ModuleOp> mlir::amp::importORTTrainingArtifacts(llvm::StringRef trai
   auto lt = dyn_cast<RankedTensorType>(f.getResultTypes()[0]);
   if (!lt || lt.getNumElements() != 1 || !isa<FloatType>(lt.getElementType()))
     return fail("the loss '" + lossName + "' is not a float scalar");
-  f.setResultAttrs(0, b.getDictionaryAttr(
-                          {b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
+  f.setResultAttrs(0, b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
   unsigned first = f.getNumResults() - ck->trainable.size();
   for (auto [k, t] : llvm::enumerate(ck->trainable))
-    f.setResultAttrs(first + k, b.getDictionaryAttr(
-                                    {b.getNamedAttr("amp.grad", b.getStringAttr(t.name))}));
+    f.setResultAttrs(first + k,
+                     b.getDictionaryAttr({b.getNamedAttr("amp.grad", b.getStringAttr(t.name))}));
   // The backward's seed: the loss's gradient, an initializer of value 1.
   std::string seedName = lossName + "_grad";
   for (auto c : f.getOps<arith::ConstantOp>()) {
     auto nl = dyn_cast<NameLoc>(c.getLoc());
     auto v = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (nl && nl.getName() == seedName && v && v.isSplat() &&
-        isa<FloatType>(v.getElementType()) &&
+    if (nl && nl.getName() == seedName && v && v.isSplat() && isa<FloatType>(v.getElementType()) &&
         v.getSplatValue<APFloat>().convertToDouble() == 1.0)
       c->setAttr("amp.loss_seed", b.getUnitAttr());
   }
@@ -194,7 +191,7 @@ OwningOpRef<ModuleOp> mlir::amp::importORTTrainingArtifacts(llvm::StringRef trai
 }
 
 FailureOr<ORTOptimizerSpec> mlir::amp::readORTOptimizerModel(llvm::StringRef path,
-                                                            MLIRContext *ctx) {
+                                                             MLIRContext *ctx) {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   auto fail = [&](const llvm::Twine &msg) -> FailureOr<ORTOptimizerSpec> {
     emitError(loc) << printable((path + ": " + msg).str());
@@ -208,14 +205,15 @@ FailureOr<ORTOptimizerSpec> mlir::amp::readORTOptimizerModel(llvm::StringRef pat
   const onnx::GraphProto &g = model.graph();
   if (g.node_size() != 1 || g.node(0).domain() != "com.microsoft")
     return fail("an optimizer model is one com.microsoft AdamWOptimizer or SGDOptimizerV2 "
-                "node; this graph has " + llvm::Twine(g.node_size()) + " node(s)");
+                "node; this graph has " +
+                llvm::Twine(g.node_size()) + " node(s)");
   const onnx::NodeProto &n = g.node(0);
   auto expect = [&](std::initializer_list<const char *> names) -> LogicalResult {
     int k = 0;
     for (const char *want : names) {
       if (k >= n.input_size() || n.input(k) != want)
-        return fail(n.op_type() + " input " + llvm::Twine(k) + " must be the graph input '" +
-                    want + "'");
+        return fail(n.op_type() + " input " + llvm::Twine(k) + " must be the graph input '" + want +
+                    "'");
       ++k;
     }
     if (n.input_size() > k && !n.input(k).empty())
@@ -241,12 +239,18 @@ FailureOr<ORTOptimizerSpec> mlir::amp::readORTOptimizerModel(llvm::StringRef pat
   int64_t mode = 0, correctBias = 1;
   for (const auto &a : n.attribute()) {
     const std::string &k = a.name();
-    if (k == "alpha") s.beta1 = a.f();
-    else if (k == "beta") s.beta2 = a.f();
-    else if (k == "epsilon") s.eps = a.f();
-    else if (k == "weight_decay") s.weightDecay = a.f();
-    else if (k == "adam_mode") mode = a.i();
-    else if (k == "correct_bias") correctBias = a.i();
+    if (k == "alpha")
+      s.beta1 = a.f();
+    else if (k == "beta")
+      s.beta2 = a.f();
+    else if (k == "epsilon")
+      s.eps = a.f();
+    else if (k == "weight_decay")
+      s.weightDecay = a.f();
+    else if (k == "adam_mode")
+      mode = a.i();
+    else if (k == "correct_bias")
+      correctBias = a.i();
     else
       return fail("AdamWOptimizer has an unknown attribute '" + k + "'");
   }
@@ -260,7 +264,7 @@ FailureOr<ORTOptimizerSpec> mlir::amp::readORTOptimizerModel(llvm::StringRef pat
 }
 
 FailureOr<ORTOptimizerState> mlir::amp::readORTOptimizerState(llvm::StringRef checkpoint,
-                                                             MLIRContext *ctx) {
+                                                              MLIRContext *ctx) {
   auto ck = readORTCheckpoint(checkpoint);
   if (!ck) {
     emitError(FileLineColLoc::get(ctx, checkpoint, 0, 0))

@@ -23,11 +23,25 @@ namespace {
 /// Size of one element of an ONNX data type the runtime can hold; 0 otherwise.
 size_t ortElementSize(int32_t dt) {
   switch (dt) {
-  case 1: case 6: case 12: return 4;    // FLOAT, INT32, UINT32
-  case 2: case 3: case 9: return 1;     // UINT8, INT8, BOOL
-  case 4: case 5: case 10: case 16: return 2; // UINT16, INT16, FLOAT16, BFLOAT16
-  case 7: case 11: case 13: return 8;   // INT64, DOUBLE, UINT64
-  default: return 0;
+  case 1:
+  case 6:
+  case 12:
+    return 4; // FLOAT, INT32, UINT32
+  case 2:
+  case 3:
+  case 9:
+    return 1; // UINT8, INT8, BOOL
+  case 4:
+  case 5:
+  case 10:
+  case 16:
+    return 2; // UINT16, INT16, FLOAT16, BFLOAT16
+  case 7:
+  case 11:
+  case 13:
+    return 8; // INT64, DOUBLE, UINT64
+  default:
+    return 0;
   }
 }
 
@@ -44,8 +58,11 @@ struct Reader {
 
   bool take(uint64_t n, const char *name) {
     if (n > buf.size() || copied > buf.size() - n)
-      return fail(llvm::Twine(name) + ": the strings and tensors would copy more bytes than "
-                  "the " + llvm::Twine(buf.size()) + "-byte file holds (tables share data: "
+      return fail(llvm::Twine(name) +
+                  ": the strings and tensors would copy more bytes than "
+                  "the " +
+                  llvm::Twine(buf.size()) +
+                  "-byte file holds (tables share data: "
                   "corrupt checkpoint)");
     copied += n;
     return true;
@@ -59,9 +76,8 @@ struct Reader {
   bool in(uint64_t pos, uint64_t len) const { return pos <= buf.size() && len <= buf.size() - pos; }
   template <typename T> bool read(uint64_t pos, T &out, const char *field) {
     if (!in(pos, sizeof(T)))
-      return fail(llvm::Twine("truncated or corrupt (") + field + " at byte " +
-                  llvm::Twine(pos) + " lies outside the " + llvm::Twine(buf.size()) +
-                  "-byte file)");
+      return fail(llvm::Twine("truncated or corrupt (") + field + " at byte " + llvm::Twine(pos) +
+                  " lies outside the " + llvm::Twine(buf.size()) + "-byte file)");
     std::memcpy(&out, buf.data() + pos, sizeof(T));
     return true;
   }
@@ -205,9 +221,7 @@ llvm::Expected<ORTCheckpoint> onnx_import::parseORTCheckpoint(llvm::StringRef by
                                                               llvm::StringRef what) {
   Reader r{bytes, what.str(), {}};
   ORTCheckpoint ck;
-  auto error = [&]() {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), r.err);
-  };
+  auto error = [&]() { return llvm::createStringError(llvm::inconvertibleErrorCode(), r.err); };
   if (bytes.size() < 8 || bytes.substr(4, 4) != "ODTC") {
     r.fail("not an onnxruntime-training checkpoint (no 'ODTC' file identifier)");
     return error();

@@ -8,7 +8,7 @@ namespace onnx_import {
 /// Cast (`to`), or CastLike (input 1's element type; `like`).
 /// An INT64 or INT32 constant of `values`.
 HostTensor makeInteger(int32_t dtype, std::vector<int64_t> shape,
-                              const std::vector<int64_t> &values) {
+                       const std::vector<int64_t> &values) {
   HostTensor t = makeInt64(std::move(shape), values);
   if (dtype == onnx::TensorProto::INT32) {
     t.dtype = dtype;
@@ -81,8 +81,8 @@ LogicalResult handleCast(NodeCtx &n, bool like) {
   }
   // (A DOUBLE constant cast to a float type was folded before the handler:
   // foldDoubleNode.)
-  auto elt = likeElt ? FailureOr<Type>(likeElt)
-                     : n.im.elementType((int32_t)*to, "the cast's target type");
+  auto elt =
+      likeElt ? FailureOr<Type>(likeElt) : n.im.elementType((int32_t)*to, "the cast's target type");
   auto x = n.input(0);
   if (failed(elt) || failed(x))
     return failure();
@@ -108,8 +108,7 @@ LogicalResult handleConstant(NodeCtx &n) {
   } else if (a.name() == "value_int") {
     t = makeInt64({}, {a.i()});
   } else if (a.name() == "value_ints") {
-    t = makeInt64({(int64_t)a.ints_size()},
-                  std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    t = makeInt64({(int64_t)a.ints_size()}, std::vector<int64_t>(a.ints().begin(), a.ints().end()));
   } else if (a.name() == "value_float" || a.name() == "value_floats") {
     std::vector<float> v;
     if (a.name() == "value_float")
@@ -123,8 +122,7 @@ LogicalResult handleConstant(NodeCtx &n) {
     if (!v.empty()) // (an empty vector's data() may be null)
       std::memcpy(t.bytes->data(), v.data(), v.size() * 4);
   } else {
-    return n.fail("attribute '" + a.name() +
-                  "' is not supported (sparse or string constants)");
+    return n.fail("attribute '" + a.name() + "' is not supported (sparse or string constants)");
   }
   n.setConstOutput(0, std::move(t));
   return success();
@@ -257,10 +255,10 @@ LogicalResult handleRange(NodeCtx &n) {
 } // namespace
 
 void registerConstantOps(OpRegistry &r) {
-    r.on("CastLike", 15, [](NodeCtx &n) { return handleCast(n, true); });
-    r.on("Range", 11, handleRange, {0, 1, 2});
-    r.on("Cast", 6, [](NodeCtx &n) { return handleCast(n); });
-    r.on("Constant", 1, handleConstant);
-    r.on("ConstantOfShape", 9, handleConstantOfShape, {0});
+  r.on("CastLike", 15, [](NodeCtx &n) { return handleCast(n, true); });
+  r.on("Range", 11, handleRange, {0, 1, 2});
+  r.on("Cast", 6, [](NodeCtx &n) { return handleCast(n); });
+  r.on("Constant", 1, handleConstant);
+  r.on("ConstantOfShape", 9, handleConstantOfShape, {0});
 }
 } // namespace onnx_import

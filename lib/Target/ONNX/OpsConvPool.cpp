@@ -6,15 +6,13 @@
 namespace onnx_import {
 
 /// Pooling / convolution window attributes shared by Conv and the pools.
-LogicalResult windowAttrs(NodeCtx &n, SmallVector<NamedAttribute> &attrs,
-                          bool withCeil) {
+LogicalResult windowAttrs(NodeCtx &n, SmallVector<NamedAttribute> &attrs, bool withCeil) {
   auto autoPad = n.getString("auto_pad", std::string("NOTSET"));
   auto dil = n.getInts("dilations");
   auto pads = n.getInts("pads");
   auto strides = n.getInts("strides");
   auto ks = n.getInts("kernel_shape");
-  if (failed(autoPad) || failed(dil) || failed(pads) || failed(strides) ||
-      failed(ks))
+  if (failed(autoPad) || failed(dil) || failed(pads) || failed(strides) || failed(ks))
     return failure();
   attrs.push_back(named(n, "auto_pad", str(n, *autoPad)));
   if (*dil)
@@ -37,8 +35,7 @@ LogicalResult windowAttrs(NodeCtx &n, SmallVector<NamedAttribute> &attrs,
 namespace {
 
 LogicalResult handleConv(NodeCtx &n) {
-  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape",
-                           "pads", "strides"})))
+  if (failed(n.allowAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})))
     return failure();
   SmallVector<NamedAttribute> attrs;
   auto group = n.getInt("group", 1);
@@ -142,8 +139,8 @@ LogicalResult handleConvTranspose(NodeCtx &n) {
   }
   for (int64_t i = 0; i < sp; ++i)
     if (outPad[i] < 0 || outPad[i] >= strides[i])
-      return n.fail("output padding " + llvm::Twine(outPad[i]) + " of spatial dim " + llvm::Twine(i) +
-                    " must be less than its stride " + llvm::Twine(strides[i]) +
+      return n.fail("output padding " + llvm::Twine(outPad[i]) + " of spatial dim " +
+                    llvm::Twine(i) + " must be less than its stride " + llvm::Twine(strides[i]) +
                     " (a larger one is not supported)");
   SmallVector<Value> operands{*x, *w};
   if (n.hasInput(2)) {
@@ -152,11 +149,10 @@ LogicalResult handleConvTranspose(NodeCtx &n) {
       return failure();
     operands.push_back(*bias);
   }
-  SmallVector<NamedAttribute> attrs{named(n, "dilations", ints(n, dil)),
-                                    named(n, "group", i64(n, *group)),
-                                    named(n, "output_padding", ints(n, outPad)),
-                                    named(n, "pads", ints(n, pads)),
-                                    named(n, "strides", ints(n, strides))};
+  SmallVector<NamedAttribute> attrs{
+      named(n, "dilations", ints(n, dil)), named(n, "group", i64(n, *group)),
+      named(n, "output_padding", ints(n, outPad)), named(n, "pads", ints(n, pads)),
+      named(n, "strides", ints(n, strides))};
   auto op = n.im.create(n, ConvTransposeOp::getOperationName(), operands, attrs, 1);
   if (failed(op))
     return failure();
@@ -165,9 +161,8 @@ LogicalResult handleConvTranspose(NodeCtx &n) {
 }
 
 LogicalResult handleMaxPool(NodeCtx &n) {
-  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "dilations",
-                           "kernel_shape", "pads", "storage_order",
-                           "strides"})))
+  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads",
+                           "storage_order", "strides"})))
     return failure();
   SmallVector<NamedAttribute> attrs;
   auto so = n.getInt("storage_order", 0);
@@ -188,8 +183,8 @@ LogicalResult handleMaxPool(NodeCtx &n) {
 }
 
 LogicalResult handleAveragePool(NodeCtx &n) {
-  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "count_include_pad",
-                           "dilations", "kernel_shape", "pads", "strides"})))
+  if (failed(n.allowAttrs({"auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                           "kernel_shape", "pads", "strides"})))
     return failure();
   SmallVector<NamedAttribute> attrs;
   auto cip = n.getInt("count_include_pad", 0);
@@ -208,7 +203,8 @@ LogicalResult handleAveragePool(NodeCtx &n) {
 LogicalResult handleLRN(NodeCtx &n) {
   if (failed(n.allowAttrs({"alpha", "beta", "bias", "size"})))
     return failure();
-  auto alpha = n.getFloat("alpha", 1e-4f), beta = n.getFloat("beta", 0.75f), bias = n.getFloat("bias", 1.0f);
+  auto alpha = n.getFloat("alpha", 1e-4f), beta = n.getFloat("beta", 0.75f),
+       bias = n.getFloat("bias", 1.0f);
   auto size = n.getInt("size", std::nullopt);
   auto x = n.input(0);
   if (failed(alpha) || failed(beta) || failed(bias) || failed(size) || failed(x))
@@ -218,17 +214,21 @@ LogicalResult handleLRN(NodeCtx &n) {
     return n.fail("X must be a float [N, C, D1, ...] of static shape");
   if (*size < 1)
     return n.fail("size must be positive");
-  int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), rest = xt.getNumElements() / std::max<int64_t>(1, N * C);
+  int64_t N = xt.getDimSize(0), C = xt.getDimSize(1),
+          rest = xt.getNumElements() / std::max<int64_t>(1, N * C);
   Type elt = xt.getElementType();
   ClassMark mark(n);
   Elementwise e{n};
-  Value sq = e.op(ReshapeOp::getOperationName(), {e.mul(*x, *x)}, {named(n, "shape", ints(n, {N, 1, C, rest}))});
+  Value sq = e.op(ReshapeOp::getOperationName(), {e.mul(*x, *x)},
+                  {named(n, "shape", ints(n, {N, 1, C, rest}))});
   int64_t before = (*size - 1) / 2, after = *size - 1 - before;
   Value avg = e.op(AveragePoolOp::getOperationName(), {sq},
-                   {named(n, "kernel_shape", ints(n, {*size, 1})), named(n, "pads", ints(n, {before, 0, after, 0})),
+                   {named(n, "kernel_shape", ints(n, {*size, 1})),
+                    named(n, "pads", ints(n, {before, 0, after, 0})),
                     named(n, "count_include_pad", boolean(n, true))});
   avg = e.op(ReshapeOp::getOperationName(), {avg}, {named(n, "shape", ints(n, xt.getShape()))});
-  Value den = e.op(PowOp::getOperationName(), {e.add(e.mul(avg, e.cst(elt, *alpha)), e.cst(elt, *bias)), e.cst(elt, -*beta)});
+  Value den = e.op(PowOp::getOperationName(),
+                   {e.add(e.mul(avg, e.cst(elt, *alpha)), e.cst(elt, *bias)), e.cst(elt, -*beta)});
   Value y = e.mul(*x, den);
   if (!e.ok)
     return failure();
@@ -274,14 +274,17 @@ LogicalResult handleMaxUnpool(NodeCtx &n) {
     for (int64_t i = 0; i < xt.getRank(); ++i)
       if (want[i] < out[i] || (i < 2 && want[i] != out[i]))
         return n.fail("output_shape " + llvm::Twine(want[i]) + " of dim " + llvm::Twine(i) +
-                      " is smaller than the pooled-from " + llvm::Twine(out[i]) + " (or changes N / C)");
+                      " is smaller than the pooled-from " + llvm::Twine(out[i]) +
+                      " (or changes N / C)");
   }
   int64_t total = 1;
   for (int64_t d : out)
     total *= d;
   Elementwise e{n};
-  Value fi = e.op(ReshapeOp::getOperationName(), {*idx}, {named(n, "shape", ints(n, {xt.getNumElements()}))});
-  Value fx = e.op(ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, {xt.getNumElements()}))});
+  Value fi = e.op(ReshapeOp::getOperationName(), {*idx},
+                  {named(n, "shape", ints(n, {xt.getNumElements()}))});
+  Value fx = e.op(ReshapeOp::getOperationName(), {*x},
+                  {named(n, "shape", ints(n, {xt.getNumElements()}))});
   Value y = e.op(GatherElementsGradOp::getOperationName(), {fi, fx},
                  {named(n, "shape", ints(n, {total})), named(n, "axis", i64(n, 0))});
   y = e.op(ReshapeOp::getOperationName(), {y}, {named(n, "shape", ints(n, out))});
@@ -292,8 +295,9 @@ LogicalResult handleMaxUnpool(NodeCtx &n) {
     SmallVector<int64_t> zs(cur);
     zs[i] = want[i] - cur[i];
     auto zt = RankedTensorType::get(zs, xt.getElementType());
-    Value z = arith::ConstantOp::create(n.im.b, n.loc, zt,
-                                        DenseElementsAttr::get(zt, n.im.b.getFloatAttr(xt.getElementType(), 0.0)));
+    Value z = arith::ConstantOp::create(
+        n.im.b, n.loc, zt,
+        DenseElementsAttr::get(zt, n.im.b.getFloatAttr(xt.getElementType(), 0.0)));
     y = e.op(ConcatOp::getOperationName(), {y, z}, {named(n, "axis", i64(n, i))});
     cur[i] = want[i];
   }
@@ -306,31 +310,31 @@ LogicalResult handleMaxUnpool(NodeCtx &n) {
 } // namespace
 
 void registerConvPoolOps(OpRegistry &r) {
-    r.on("GlobalMaxPool", 1, [](NodeCtx &n) -> LogicalResult {
-      if (failed(n.allowAttrs({})))
-        return failure();
-      auto x = n.input(0);
-      if (failed(x))
-        return failure();
-      int64_t rank = cast<RankedTensorType>(x->getType()).getRank();
-      if (rank < 3)
-        return n.fail("the input must be [N, C, D...]");
-      SmallVector<int64_t> axes;
-      for (int64_t a = 2; a < rank; ++a)
-        axes.push_back(a);
-      return simple(n, ReduceMaxOp::getOperationName(), {0},
-                    {named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))});
-    });
-    r.on("LRN", 1, handleLRN);
-    r.on("MaxUnpool", 9, handleMaxUnpool, {2});
-    r.on("Conv", 1, handleConv);
-    r.on("ConvTranspose", 1, handleConvTranspose);
-    r.on("MaxPool", 1, handleMaxPool);
-    r.on("AveragePool", 1, handleAveragePool);
-    r.on("GlobalAveragePool", 1, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({})))
-        return failure();
-      return simple(n, GlobalAveragePoolOp::getOperationName(), {0});
-    });
+  r.on("GlobalMaxPool", 1, [](NodeCtx &n) -> LogicalResult {
+    if (failed(n.allowAttrs({})))
+      return failure();
+    auto x = n.input(0);
+    if (failed(x))
+      return failure();
+    int64_t rank = cast<RankedTensorType>(x->getType()).getRank();
+    if (rank < 3)
+      return n.fail("the input must be [N, C, D...]");
+    SmallVector<int64_t> axes;
+    for (int64_t a = 2; a < rank; ++a)
+      axes.push_back(a);
+    return simple(n, ReduceMaxOp::getOperationName(), {0},
+                  {named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))});
+  });
+  r.on("LRN", 1, handleLRN);
+  r.on("MaxUnpool", 9, handleMaxUnpool, {2});
+  r.on("Conv", 1, handleConv);
+  r.on("ConvTranspose", 1, handleConvTranspose);
+  r.on("MaxPool", 1, handleMaxPool);
+  r.on("AveragePool", 1, handleAveragePool);
+  r.on("GlobalAveragePool", 1, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({})))
+      return failure();
+    return simple(n, GlobalAveragePoolOp::getOperationName(), {0});
+  });
 }
 } // namespace onnx_import

@@ -1,4 +1,5 @@
-//===- OpsElementwise.cpp - element-wise ops: arithmetic, comparisons, activations, Clip, Where ---===//
+//===- OpsElementwise.cpp - element-wise ops: arithmetic, comparisons, activations, Clip, Where
+//---===//
 //===----------------------------------------------------------------------===//
 
 #include "Importer.h"
@@ -24,8 +25,8 @@ LogicalResult legacyBinary(NodeCtx &n, llvm::StringRef opName) {
   Value rhs = *b;
   if (*bc == 0) {
     if (at.getShape() != bt.getShape())
-      return n.fail("broadcast = 0 (before opset 7) needs equal shapes, got " + typeString(at) + " and " +
-                    typeString(bt));
+      return n.fail("broadcast = 0 (before opset 7) needs equal shapes, got " + typeString(at) +
+                    " and " + typeString(bt));
   } else {
     int64_t ra = at.getRank(), rb = bt.getRank();
     auto ax = n.getInt("axis", ra - rb);
@@ -44,7 +45,8 @@ LogicalResult legacyBinary(NodeCtx &n, llvm::StringRef opName) {
       SmallVector<int64_t> shape(axis, 1);
       llvm::append_range(shape, bt.getShape());
       shape.resize(ra, 1);
-      auto r = n.im.create(n, ReshapeOp::getOperationName(), {rhs}, {named(n, "shape", ints(n, shape))}, 1);
+      auto r = n.im.create(n, ReshapeOp::getOperationName(), {rhs},
+                           {named(n, "shape", ints(n, shape))}, 1);
       if (failed(r))
         return failure();
       rhs = (*r)->getResult(0);
@@ -55,7 +57,8 @@ LogicalResult legacyBinary(NodeCtx &n, llvm::StringRef opName) {
     return failure();
   Value y = (*op)->getResult(0);
   if (cast<RankedTensorType>(y.getType()).getShape() != at.getShape())
-    return n.fail("B " + typeString(bt) + " does not broadcast to A " + typeString(at) + " (one way)");
+    return n.fail("B " + typeString(bt) + " does not broadcast to A " + typeString(at) +
+                  " (one way)");
   n.setOutput(0, y);
   return success();
 }
@@ -148,7 +151,8 @@ LogicalResult handleClip(NodeCtx &n) {
         return n.fail(llvm::Twine("'") + what + "' must be a single value");
   }
   Value r = *x;
-  for (auto [bound, opName] : {std::make_pair(lo, MaxOp::getOperationName()), std::make_pair(hi, MinOp::getOperationName())}) {
+  for (auto [bound, opName] : {std::make_pair(lo, MaxOp::getOperationName()),
+                               std::make_pair(hi, MinOp::getOperationName())}) {
     if (!bound)
       continue;
     auto op = n.im.create(n, opName, {r, bound}, {}, 1);
@@ -162,9 +166,10 @@ LogicalResult handleClip(NodeCtx &n) {
 
 /// A unary activation with float attributes (name, default), passed on
 /// under the same names (`rename` maps an ONNX name to the op's).
-LogicalResult unaryWithAttrs(NodeCtx &n, llvm::StringRef opName,
-                             std::initializer_list<std::pair<const char *, float>> params,
-                             std::initializer_list<std::pair<const char *, const char *>> rename = {}) {
+LogicalResult
+unaryWithAttrs(NodeCtx &n, llvm::StringRef opName,
+               std::initializer_list<std::pair<const char *, float>> params,
+               std::initializer_list<std::pair<const char *, const char *>> rename = {}) {
   SmallVector<llvm::StringRef> allowed{"consumed_inputs"};
   for (auto &p : params)
     allowed.push_back(p.first);
@@ -200,8 +205,8 @@ LogicalResult handlePRelu(NodeCtx &n) {
   Elementwise e{n};
   Value s = *slope;
   auto xt = cast<RankedTensorType>(x->getType()), st = cast<RankedTensorType>(s.getType());
-  if (n.opset < 7 && st.getRank() == 1 && xt.getRank() >= 3 && st.getDimSize(0) == xt.getDimSize(1) &&
-      st.getDimSize(0) != 1) {
+  if (n.opset < 7 && st.getRank() == 1 && xt.getRank() >= 3 &&
+      st.getDimSize(0) == xt.getDimSize(1) && st.getDimSize(0) != 1) {
     // Before opset 7 a slope of C values is per channel (dim 1).
     SmallVector<int64_t> shape(xt.getRank() - 1, 1);
     shape[0] = st.getDimSize(0);
@@ -210,7 +215,8 @@ LogicalResult handlePRelu(NodeCtx &n) {
   Value neg = e.mul(s, *x);
   if (neg && neg.getType() != x->getType())
     return n.fail("the slope does not broadcast to the input's shape (unidirectionally)");
-  Value r = e.op(WhereOp::getOperationName(), {e.op(GreaterOp::getOperationName(), {*x, e.cst(elt, 0.0)}), *x, neg});
+  Value r = e.op(WhereOp::getOperationName(),
+                 {e.op(GreaterOp::getOperationName(), {*x, e.cst(elt, 0.0)}), *x, neg});
   if (!e.ok)
     return failure();
   n.setOutput(0, r);
@@ -219,8 +225,9 @@ LogicalResult handlePRelu(NodeCtx &n) {
 
 /// IsNaN: x != x. IsInf: x == +inf or x == -inf (each side optional).
 LogicalResult handleIsNaNOrInf(NodeCtx &n, bool inf) {
-  if (failed(n.allowAttrs(inf ? llvm::ArrayRef<llvm::StringRef>{"detect_negative", "detect_positive"}
-                              : llvm::ArrayRef<llvm::StringRef>{})))
+  if (failed(
+          n.allowAttrs(inf ? llvm::ArrayRef<llvm::StringRef>{"detect_negative", "detect_positive"}
+                           : llvm::ArrayRef<llvm::StringRef>{})))
     return failure();
   auto x = n.input(0);
   auto neg = n.getInt("detect_negative", 1), pos = n.getInt("detect_positive", 1);
@@ -244,7 +251,8 @@ LogicalResult handleIsNaNOrInf(NodeCtx &n, bool inf) {
     else if (p || m)
       r = p ? p : m;
     else // neither side: all false
-      r = e.op(XorOp::getOperationName(), {e.op(EqualOp::getOperationName(), {*x, *x}), e.op(EqualOp::getOperationName(), {*x, *x})});
+      r = e.op(XorOp::getOperationName(), {e.op(EqualOp::getOperationName(), {*x, *x}),
+                                           e.op(EqualOp::getOperationName(), {*x, *x})});
   }
   if (!e.ok || !r)
     return failure();
@@ -294,9 +302,14 @@ LogicalResult handleShrink(NodeCtx &n) {
     return n.fail("unsupported op ai.onnx.Shrink on integers (float tensors are supported)");
   Elementwise e{n};
   auto xt = cast<RankedTensorType>(x->getType());
-  Value zeros = arith::ConstantOp::create(n.im.b, n.loc, xt, DenseElementsAttr::get(xt, n.im.b.getFloatAttr(elt, 0.0)));
-  Value hi = e.op(WhereOp::getOperationName(), {e.op(GreaterOp::getOperationName(), {*x, e.cst(elt, *lambd)}), e.sub(*x, e.cst(elt, *bias)), zeros});
-  Value y = e.op(WhereOp::getOperationName(), {e.op(LessOp::getOperationName(), {*x, e.cst(elt, -*lambd)}), e.add(*x, e.cst(elt, *bias)), hi});
+  Value zeros = arith::ConstantOp::create(
+      n.im.b, n.loc, xt, DenseElementsAttr::get(xt, n.im.b.getFloatAttr(elt, 0.0)));
+  Value hi = e.op(WhereOp::getOperationName(),
+                  {e.op(GreaterOp::getOperationName(), {*x, e.cst(elt, *lambd)}),
+                   e.sub(*x, e.cst(elt, *bias)), zeros});
+  Value y = e.op(WhereOp::getOperationName(),
+                 {e.op(LessOp::getOperationName(), {*x, e.cst(elt, -*lambd)}),
+                  e.add(*x, e.cst(elt, *bias)), hi});
   if (!e.ok)
     return failure();
   n.setOutput(0, y);
@@ -344,107 +357,109 @@ Handler legacyBinaryOp(llvm::StringRef opName) {
 } // namespace
 
 void registerElementwiseOps(OpRegistry &r) {
-    r.on("Add", 1, legacyBinaryOp(AddOp::getOperationName()));
-    r.on("Sub", 1, legacyBinaryOp(SubOp::getOperationName()));
-    r.on("Mul", 1, legacyBinaryOp(MulOp::getOperationName()));
-    r.on("Div", 1, legacyBinaryOp(DivOp::getOperationName()));
-    r.on("Pow", 1, legacyBinaryOp(PowOp::getOperationName()));
-    r.on("Sqrt", 1, unaryOp(SqrtOp::getOperationName()));
-    r.on("Exp", 1, unaryOp(ExpOp::getOperationName()));
-    r.on("Log", 1, unaryOp(LogOp::getOperationName()));
-    r.on("Erf", 9, unaryOp(ErfOp::getOperationName()));
-    r.on("Tanh", 1, unaryOp(TanhOp::getOperationName()));
-    r.on("Sigmoid", 1, unaryOp(SigmoidOp::getOperationName()));
-    r.on("Abs", 1, unaryOp(AbsOp::getOperationName()));
-    r.on("Reciprocal", 1, unaryOp(ReciprocalOp::getOperationName()));
-    r.on("Softplus", 1, unaryOp(SoftplusOp::getOperationName()));
-    r.on("Relu", 1, unaryOp(ReluOp::getOperationName()));
-    r.on("HardSwish", 14, unaryOp(HardSwishOp::getOperationName()));
-    r.on("Softsign", 1, unaryOp(SoftsignOp::getOperationName()));
-    r.on("Sin", 7, unaryOp(SinOp::getOperationName()));
-    r.on("Cos", 7, unaryOp(CosOp::getOperationName()));
-    r.on("Tan", 7, unaryOp(TanOp::getOperationName()));
-    r.on("Asin", 7, unaryOp(AsinOp::getOperationName()));
-    r.on("Acos", 7, unaryOp(AcosOp::getOperationName()));
-    r.on("Atan", 7, unaryOp(AtanOp::getOperationName()));
-    r.on("Sinh", 9, unaryOp(SinhOp::getOperationName()));
-    r.on("Cosh", 9, unaryOp(CoshOp::getOperationName()));
-    r.on("Asinh", 9, unaryOp(AsinhOp::getOperationName()));
-    r.on("Acosh", 9, unaryOp(AcoshOp::getOperationName()));
-    r.on("Atanh", 9, unaryOp(AtanhOp::getOperationName()));
-    r.on("Floor", 1, unaryOp(FloorOp::getOperationName()));
-    r.on("Ceil", 1, unaryOp(CeilOp::getOperationName()));
-    r.on("Round", 11, unaryOp(RoundOp::getOperationName()));
-    r.on("Sign", 9, unaryOp(SignOp::getOperationName()));
-    r.on("Elu", 1, [](NodeCtx &n) { return unaryWithAttrs(n, EluOp::getOperationName(), {{"alpha", 1.0f}}); });
-    r.on("Celu", 12, [](NodeCtx &n) {
-      auto a = n.getFloat("alpha", 1.0f);
-      if (succeeded(a) && *a == 0.0f)
-        return n.fail("attribute 'alpha' must be nonzero");
-      return unaryWithAttrs(n, CeluOp::getOperationName(), {{"alpha", 1.0f}});
-    });
-    r.on("Selu", 1, [](NodeCtx &n) {
-      return unaryWithAttrs(n, SeluOp::getOperationName(),
-                            {{"alpha", 1.67326319217681884765625f}, {"gamma", 1.05070102214813232421875f}});
-    });
-    r.on("HardSigmoid", 1, [](NodeCtx &n) {
-      return unaryWithAttrs(n, HardSigmoidOp::getOperationName(), {{"alpha", 0.2f}, {"beta", 0.5f}});
-    });
-    r.on("ThresholdedRelu", 10, [](NodeCtx &n) {
-      return unaryWithAttrs(n, ThresholdedReluOp::getOperationName(), {{"alpha", 1.0f}});
-    });
-    r.on("Equal", 7, binaryOp(EqualOp::getOperationName()));
-    r.on("Less", 7, binaryOp(LessOp::getOperationName()));
-    r.on("LessOrEqual", 12, binaryOp(LessEqualOp::getOperationName()));
-    r.on("Greater", 7, binaryOp(GreaterOp::getOperationName()));
-    r.on("GreaterOrEqual", 12, binaryOp(GreaterEqualOp::getOperationName()));
-    r.on("And", 7, binaryOp(AndOp::getOperationName()));
-    r.on("Or", 7, binaryOp(OrOp::getOperationName()));
-    r.on("Xor", 7, binaryOp(XorOp::getOperationName()));
-    r.on("Not", 1, handleNot);
-    r.on("PRelu", 1, handlePRelu);
-    r.on("IsNaN", 9, [](NodeCtx &n) { return handleIsNaNOrInf(n, false); });
-    r.on("IsInf", 10, [](NodeCtx &n) { return handleIsNaNOrInf(n, true); });
-    r.on("Mean", 6, handleMean);
-    r.on("Shrink", 9, handleShrink);
-    r.on("Identity", 1, unaryOp(IdentityOp::getOperationName()));
-    r.on("LeakyRelu", 1, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))
-        return failure();
-      auto alpha = n.getFloat("alpha", 0.01f);
-      if (failed(alpha))
-        return failure();
-      return simple(n, LeakyReluOp::getOperationName(), {0}, {named(n, "alpha", f32(n, *alpha))});
-    });
-    r.on("Gelu", 20, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"approximate"})))
-        return failure();
-      auto ap = n.getString("approximate", std::string("none"));
-      if (failed(ap))
-        return failure();
-      return simple(n, GeluOp::getOperationName(), {0}, {named(n, "approximate", str(n, *ap))});
-    });
-    r.on("Where", 9, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({})))
-        return failure();
-      return simple(n, WhereOp::getOperationName(), {0, 1, 2});
-    });
-    // (Folded at import on integer constants: shape arithmetic.)
-    r.on("Mod", 10, [](NodeCtx &n) -> LogicalResult {
-      if (failed(n.allowAttrs({"fmod"})))
-        return failure();
-      auto fm = n.getInt("fmod", 0);
-      auto a = n.input(0);
-      if (failed(fm) || failed(a))
-        return failure();
-      if (*fm == 0 && isa<FloatType>(getElementTypeOrSelf(a->getType())))
-        return n.fail("fmod = 0 on floats: ONNX requires fmod = 1 for floating-point inputs");
-      return simple(n, *fm ? FModOp::getOperationName() : ModOp::getOperationName(), {0, 1});
-    });
-    r.on("Sum", 1, [](NodeCtx &n) { return handleVariadic(n, AddOp::getOperationName()); });
-    r.on("Max", 6, [](NodeCtx &n) { return handleVariadic(n, MaxOp::getOperationName()); });
-    r.on("Min", 6, [](NodeCtx &n) { return handleVariadic(n, MinOp::getOperationName()); });
-    r.on("Clip", 6, handleClip, {1, 2}); // bounds: constants, never parameters
-    r.on("Neg", 1, handleNeg);
+  r.on("Add", 1, legacyBinaryOp(AddOp::getOperationName()));
+  r.on("Sub", 1, legacyBinaryOp(SubOp::getOperationName()));
+  r.on("Mul", 1, legacyBinaryOp(MulOp::getOperationName()));
+  r.on("Div", 1, legacyBinaryOp(DivOp::getOperationName()));
+  r.on("Pow", 1, legacyBinaryOp(PowOp::getOperationName()));
+  r.on("Sqrt", 1, unaryOp(SqrtOp::getOperationName()));
+  r.on("Exp", 1, unaryOp(ExpOp::getOperationName()));
+  r.on("Log", 1, unaryOp(LogOp::getOperationName()));
+  r.on("Erf", 9, unaryOp(ErfOp::getOperationName()));
+  r.on("Tanh", 1, unaryOp(TanhOp::getOperationName()));
+  r.on("Sigmoid", 1, unaryOp(SigmoidOp::getOperationName()));
+  r.on("Abs", 1, unaryOp(AbsOp::getOperationName()));
+  r.on("Reciprocal", 1, unaryOp(ReciprocalOp::getOperationName()));
+  r.on("Softplus", 1, unaryOp(SoftplusOp::getOperationName()));
+  r.on("Relu", 1, unaryOp(ReluOp::getOperationName()));
+  r.on("HardSwish", 14, unaryOp(HardSwishOp::getOperationName()));
+  r.on("Softsign", 1, unaryOp(SoftsignOp::getOperationName()));
+  r.on("Sin", 7, unaryOp(SinOp::getOperationName()));
+  r.on("Cos", 7, unaryOp(CosOp::getOperationName()));
+  r.on("Tan", 7, unaryOp(TanOp::getOperationName()));
+  r.on("Asin", 7, unaryOp(AsinOp::getOperationName()));
+  r.on("Acos", 7, unaryOp(AcosOp::getOperationName()));
+  r.on("Atan", 7, unaryOp(AtanOp::getOperationName()));
+  r.on("Sinh", 9, unaryOp(SinhOp::getOperationName()));
+  r.on("Cosh", 9, unaryOp(CoshOp::getOperationName()));
+  r.on("Asinh", 9, unaryOp(AsinhOp::getOperationName()));
+  r.on("Acosh", 9, unaryOp(AcoshOp::getOperationName()));
+  r.on("Atanh", 9, unaryOp(AtanhOp::getOperationName()));
+  r.on("Floor", 1, unaryOp(FloorOp::getOperationName()));
+  r.on("Ceil", 1, unaryOp(CeilOp::getOperationName()));
+  r.on("Round", 11, unaryOp(RoundOp::getOperationName()));
+  r.on("Sign", 9, unaryOp(SignOp::getOperationName()));
+  r.on("Elu", 1,
+       [](NodeCtx &n) { return unaryWithAttrs(n, EluOp::getOperationName(), {{"alpha", 1.0f}}); });
+  r.on("Celu", 12, [](NodeCtx &n) {
+    auto a = n.getFloat("alpha", 1.0f);
+    if (succeeded(a) && *a == 0.0f)
+      return n.fail("attribute 'alpha' must be nonzero");
+    return unaryWithAttrs(n, CeluOp::getOperationName(), {{"alpha", 1.0f}});
+  });
+  r.on("Selu", 1, [](NodeCtx &n) {
+    return unaryWithAttrs(
+        n, SeluOp::getOperationName(),
+        {{"alpha", 1.67326319217681884765625f}, {"gamma", 1.05070102214813232421875f}});
+  });
+  r.on("HardSigmoid", 1, [](NodeCtx &n) {
+    return unaryWithAttrs(n, HardSigmoidOp::getOperationName(), {{"alpha", 0.2f}, {"beta", 0.5f}});
+  });
+  r.on("ThresholdedRelu", 10, [](NodeCtx &n) {
+    return unaryWithAttrs(n, ThresholdedReluOp::getOperationName(), {{"alpha", 1.0f}});
+  });
+  r.on("Equal", 7, binaryOp(EqualOp::getOperationName()));
+  r.on("Less", 7, binaryOp(LessOp::getOperationName()));
+  r.on("LessOrEqual", 12, binaryOp(LessEqualOp::getOperationName()));
+  r.on("Greater", 7, binaryOp(GreaterOp::getOperationName()));
+  r.on("GreaterOrEqual", 12, binaryOp(GreaterEqualOp::getOperationName()));
+  r.on("And", 7, binaryOp(AndOp::getOperationName()));
+  r.on("Or", 7, binaryOp(OrOp::getOperationName()));
+  r.on("Xor", 7, binaryOp(XorOp::getOperationName()));
+  r.on("Not", 1, handleNot);
+  r.on("PRelu", 1, handlePRelu);
+  r.on("IsNaN", 9, [](NodeCtx &n) { return handleIsNaNOrInf(n, false); });
+  r.on("IsInf", 10, [](NodeCtx &n) { return handleIsNaNOrInf(n, true); });
+  r.on("Mean", 6, handleMean);
+  r.on("Shrink", 9, handleShrink);
+  r.on("Identity", 1, unaryOp(IdentityOp::getOperationName()));
+  r.on("LeakyRelu", 1, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))
+      return failure();
+    auto alpha = n.getFloat("alpha", 0.01f);
+    if (failed(alpha))
+      return failure();
+    return simple(n, LeakyReluOp::getOperationName(), {0}, {named(n, "alpha", f32(n, *alpha))});
+  });
+  r.on("Gelu", 20, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"approximate"})))
+      return failure();
+    auto ap = n.getString("approximate", std::string("none"));
+    if (failed(ap))
+      return failure();
+    return simple(n, GeluOp::getOperationName(), {0}, {named(n, "approximate", str(n, *ap))});
+  });
+  r.on("Where", 9, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({})))
+      return failure();
+    return simple(n, WhereOp::getOperationName(), {0, 1, 2});
+  });
+  // (Folded at import on integer constants: shape arithmetic.)
+  r.on("Mod", 10, [](NodeCtx &n) -> LogicalResult {
+    if (failed(n.allowAttrs({"fmod"})))
+      return failure();
+    auto fm = n.getInt("fmod", 0);
+    auto a = n.input(0);
+    if (failed(fm) || failed(a))
+      return failure();
+    if (*fm == 0 && isa<FloatType>(getElementTypeOrSelf(a->getType())))
+      return n.fail("fmod = 0 on floats: ONNX requires fmod = 1 for floating-point inputs");
+    return simple(n, *fm ? FModOp::getOperationName() : ModOp::getOperationName(), {0, 1});
+  });
+  r.on("Sum", 1, [](NodeCtx &n) { return handleVariadic(n, AddOp::getOperationName()); });
+  r.on("Max", 6, [](NodeCtx &n) { return handleVariadic(n, MaxOp::getOperationName()); });
+  r.on("Min", 6, [](NodeCtx &n) { return handleVariadic(n, MinOp::getOperationName()); });
+  r.on("Clip", 6, handleClip, {1, 2}); // bounds: constants, never parameters
+  r.on("Neg", 1, handleNeg);
 }
 } // namespace onnx_import

@@ -40,14 +40,18 @@ static Value scatterAlong(NodeCtx &n, Elementwise &e, Value data, Value indices,
     SmallVector<float> positions;
     for (int64_t i = 0; i < count; ++i)
       positions.push_back(float(i + 1));
-    Value pos = arith::ConstantOp::create(b, n.loc, pt, DenseElementsAttr::get(pt, ArrayRef<float>(positions)));
+    Value pos = arith::ConstantOp::create(b, n.loc, pt,
+                                          DenseElementsAttr::get(pt, ArrayRef<float>(positions)));
     Value at = e.op(GatherElementsGradOp::getOperationName(), {indices, pos}, attrs);
     Value hit = e.op(GreaterOp::getOperationName(), {at, e.cst(b.getF32Type(), 0.0)});
-    Value from = e.op(WhereOp::getOperationName(), {hit, e.sub(at, e.cst(b.getF32Type(), 1.0)), e.cst(b.getF32Type(), 0.0)});
+    Value from = e.op(WhereOp::getOperationName(),
+                      {hit, e.sub(at, e.cst(b.getF32Type(), 1.0)), e.cst(b.getF32Type(), 0.0)});
     if (!e.ok)
       return Value();
-    from = CastOp::create(b, n.loc, RankedTensorType::get(dt.getShape(), b.getI64Type()), from).getResult();
-    Value flat = e.op(ReshapeOp::getOperationName(), {updates}, {named(n, "shape", ints(n, {count}))});
+    from = CastOp::create(b, n.loc, RankedTensorType::get(dt.getShape(), b.getI64Type()), from)
+               .getResult();
+    Value flat =
+        e.op(ReshapeOp::getOperationName(), {updates}, {named(n, "shape", ints(n, {count}))});
     Value vals = e.op(GatherOp::getOperationName(), {flat, from}, {named(n, "axis", i64(n, 0))});
     return e.op(WhereOp::getOperationName(), {hit, vals, data});
   }
@@ -56,8 +60,9 @@ static Value scatterAlong(NodeCtx &n, Elementwise &e, Value data, Value indices,
     return e.add(data, scattered);
   auto ut = cast<RankedTensorType>(updates.getType());
   auto onesT = RankedTensorType::get(ut.getShape(), ut.getElementType());
-  Value ones = arith::ConstantOp::create(n.im.b, n.loc, onesT,
-                                         DenseElementsAttr::get(onesT, n.im.b.getFloatAttr(ut.getElementType(), 1.0)));
+  Value ones = arith::ConstantOp::create(
+      n.im.b, n.loc, onesT,
+      DenseElementsAttr::get(onesT, n.im.b.getFloatAttr(ut.getElementType(), 1.0)));
   Value hits = e.op(GatherElementsGradOp::getOperationName(), {indices, ones}, attrs);
   Value hit = e.op(GreaterOp::getOperationName(), {hits, e.cst(ut.getElementType(), 0.0)});
   return e.op(WhereOp::getOperationName(), {hit, scattered, data});
@@ -105,7 +110,8 @@ static Value linearIndex(NodeCtx &n, Elementwise &e, Value indices, ArrayRef<int
   auto &b = n.im.b;
   Value idx = indices;
   if (!it.getElementType().isInteger(64))
-    idx = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), idx).getResult();
+    idx = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), idx)
+              .getResult();
   Value lin;
   int64_t stride = 1;
   for (int64_t j = k - 1; j >= 0; --j) {
@@ -120,7 +126,8 @@ static Value linearIndex(NodeCtx &n, Elementwise &e, Value indices, ArrayRef<int
     SmallVector<int64_t> steps;
     for (int64_t v = 0; v < dataShape[j]; ++v)
       steps.push_back(v * stride);
-    Value table = arith::ConstantOp::create(b, n.loc, tt, DenseElementsAttr::get(tt, ArrayRef<int64_t>(steps)));
+    Value table = arith::ConstantOp::create(b, n.loc, tt,
+                                            DenseElementsAttr::get(tt, ArrayRef<int64_t>(steps)));
     Value term = e.op(GatherOp::getOperationName(), {table, comp}, {named(n, "axis", i64(n, 0))});
     lin = lin ? e.add(lin, term) : term;
     stride *= dataShape[j];
@@ -163,7 +170,8 @@ LogicalResult handleGatherND(NodeCtx &n) {
     SmallVector<int64_t> offs;
     for (int64_t i = 0; i < batch; ++i)
       offs.push_back(i * rows);
-    lin = e.add(lin, arith::ConstantOp::create(n.im.b, n.loc, bt, DenseElementsAttr::get(bt, ArrayRef<int64_t>(offs))));
+    lin = e.add(lin, arith::ConstantOp::create(
+                         n.im.b, n.loc, bt, DenseElementsAttr::get(bt, ArrayRef<int64_t>(offs))));
     rows *= batch;
   }
   SmallVector<int64_t> flat{rows};
@@ -196,7 +204,8 @@ LogicalResult handleScatterND(NodeCtx &n) {
     return n.fail("needs static shapes and indices of rank >= 1");
   int64_t k = it.getDimSize(it.getRank() - 1);
   if (k < 1 || k > dt.getRank())
-    return n.fail("the indices' last dim " + llvm::Twine(k) + " must lie in [1, " + llvm::Twine(dt.getRank()) + "]");
+    return n.fail("the indices' last dim " + llvm::Twine(k) + " must lie in [1, " +
+                  llvm::Twine(dt.getRank()) + "]");
   SmallVector<int64_t> want(it.getShape().drop_back());
   llvm::append_range(want, dt.getShape().drop_front(k));
   if (ut.getShape() != ArrayRef<int64_t>(want))
@@ -210,8 +219,10 @@ LogicalResult handleScatterND(NodeCtx &n) {
   Value lin = linearIndex(n, e, *idx, dt.getShape());
   lin = e.op(ReshapeOp::getOperationName(), {lin}, {named(n, "shape", ints(n, {count, 1}))});
   lin = e.op(ExpandOp::getOperationName(), {lin}, {named(n, "shape", ints(n, {count, rest}))});
-  Value d2 = e.op(ReshapeOp::getOperationName(), {*data}, {named(n, "shape", ints(n, {rows, rest}))});
-  Value u2 = e.op(ReshapeOp::getOperationName(), {*upd}, {named(n, "shape", ints(n, {count, rest}))});
+  Value d2 =
+      e.op(ReshapeOp::getOperationName(), {*data}, {named(n, "shape", ints(n, {rows, rest}))});
+  Value u2 =
+      e.op(ReshapeOp::getOperationName(), {*upd}, {named(n, "shape", ints(n, {count, rest}))});
   if (!e.ok)
     return failure();
   Value y = scatterAlong(n, e, d2, lin, u2, 0, *red);
@@ -246,20 +257,23 @@ LogicalResult handleCompress(NodeCtx &n) {
     len = xt.getDimSize(axis);
   } else {
     len = xt.getNumElements();
-    auto r = n.im.create(n, ReshapeOp::getOperationName(), {in}, {named(n, "shape", ints(n, {len}))}, 1);
+    auto r =
+        n.im.create(n, ReshapeOp::getOperationName(), {in}, {named(n, "shape", ints(n, {len}))}, 1);
     if (failed(r))
       return failure();
     in = (*r)->getResult(0);
   }
   auto c = (*cond)->toInt64();
   if ((int64_t)c.size() > len)
-    return n.fail("condition has " + llvm::Twine(c.size()) + " entries for an axis of " + llvm::Twine(len));
+    return n.fail("condition has " + llvm::Twine(c.size()) + " entries for an axis of " +
+                  llvm::Twine(len));
   SmallVector<int64_t> keep;
   for (size_t i = 0; i < c.size(); ++i)
     if (c[i])
       keep.push_back((int64_t)i);
   auto it = RankedTensorType::get({(int64_t)keep.size()}, n.im.b.getI64Type());
-  Value idx = arith::ConstantOp::create(n.im.b, n.loc, it, DenseElementsAttr::get(it, ArrayRef<int64_t>(keep)));
+  Value idx = arith::ConstantOp::create(n.im.b, n.loc, it,
+                                        DenseElementsAttr::get(it, ArrayRef<int64_t>(keep)));
   return emitAll(n, GatherOp::getOperationName(), {in, idx}, {named(n, "axis", i64(n, axis))}, 1);
 }
 
@@ -287,7 +301,8 @@ LogicalResult handleReverseSequence(NodeCtx &n) {
     for (int64_t q = 0; q < xt.getDimSize(1); ++q) {
       int64_t b = *ba == 0 ? p : q, t = *ba == 0 ? q : p, l = lens[b];
       if (l < 0 || l > T)
-        return n.fail("sequence length " + llvm::Twine(l) + " is out of range [0, " + llvm::Twine(T) + "]");
+        return n.fail("sequence length " + llvm::Twine(l) + " is out of range [0, " +
+                      llvm::Twine(T) + "]");
       int64_t src = t < l ? l - 1 - t : t;
       rows.push_back(*ba == 0 ? b * T + src : src * B + b);
     }
@@ -296,7 +311,8 @@ LogicalResult handleReverseSequence(NodeCtx &n) {
   Elementwise e{n};
   Value r = e.op(ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, flat))});
   auto it = RankedTensorType::get({(int64_t)rows.size()}, n.im.b.getI64Type());
-  Value idx = arith::ConstantOp::create(n.im.b, n.loc, it, DenseElementsAttr::get(it, ArrayRef<int64_t>(rows)));
+  Value idx = arith::ConstantOp::create(n.im.b, n.loc, it,
+                                        DenseElementsAttr::get(it, ArrayRef<int64_t>(rows)));
   Value g = e.op(GatherOp::getOperationName(), {r, idx}, {named(n, "axis", i64(n, 0))});
   Value y = e.op(ReshapeOp::getOperationName(), {g}, {named(n, "shape", ints(n, xt.getShape()))});
   if (!e.ok)
@@ -322,7 +338,8 @@ LogicalResult handleOneHot(NodeCtx &n) {
     return n.fail("indices must be numbers, not bool");
   if ((*depth)->numElements() != 1 || (*values)->numElements() != 2)
     return n.fail("'depth' must be a single value and 'values' two (off, on)");
-  bool intDepth = (*depth)->dtype != onnx::TensorProto::FLOAT && (*depth)->dtype != onnx::TensorProto::DOUBLE &&
+  bool intDepth = (*depth)->dtype != onnx::TensorProto::FLOAT &&
+                  (*depth)->dtype != onnx::TensorProto::DOUBLE &&
                   (*depth)->dtype != onnx::TensorProto::FLOAT16;
   // A float depth is checked before it is converted (NaN or 1e30 as an
   // int64 is undefined).
@@ -342,12 +359,15 @@ LogicalResult handleOneHot(NodeCtx &n) {
   };
   Value i = *ind;
   if (!it.getElementType().isInteger(64))
-    i = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), i).getResult();
+    i = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), i)
+            .getResult();
   Elementwise e{n};
-  Value wrapped = e.op(WhereOp::getOperationName(), {e.op(LessOp::getOperationName(), {i, i64c(0)}), e.add(i, i64c(d)), i});
+  Value wrapped = e.op(WhereOp::getOperationName(),
+                       {e.op(LessOp::getOperationName(), {i, i64c(0)}), e.add(i, i64c(d)), i});
   if (!e.ok)
     return failure();
-  auto un = n.im.create(n, UnsqueezeOp::getOperationName(), {wrapped}, {named(n, "axes", ints(n, {ax}))}, 1);
+  auto un = n.im.create(n, UnsqueezeOp::getOperationName(), {wrapped},
+                        {named(n, "axes", ints(n, {ax}))}, 1);
   if (failed(un))
     return failure();
   Value hot = e.op(EqualOp::getOperationName(), {(*un)->getResult(0), iotaAlong(n, d, ax, rank)});
@@ -371,28 +391,29 @@ LogicalResult handleOneHot(NodeCtx &n) {
 } // namespace
 
 void registerIndexingOps(OpRegistry &r) {
-    r.on("OneHot", 11, handleOneHot, {1, 2});
-    r.on("GatherElements", 11, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"axis"})))
-        return failure();
-      auto axis = n.getInt("axis", 0);
-      if (failed(axis))
-        return failure();
-      return simple(n, GatherElementsOp::getOperationName(), {0, 1}, {named(n, "axis", i64(n, *axis))});
-    });
-    r.on("Compress", 9, handleCompress, {1});
-    r.on("ReverseSequence", 10, handleReverseSequence, {1});
-    r.on("ScatterElements", 11, handleScatterElements);
-    r.on("Scatter", 9, handleScatterElements);
-    r.on("GatherND", 11, handleGatherND);
-    r.on("ScatterND", 11, handleScatterND);
-    r.on("Gather", 1, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"axis"})))
-        return failure();
-      auto axis = n.getInt("axis", 0);
-      if (failed(axis))
-        return failure();
-      return simple(n, GatherOp::getOperationName(), {0, 1}, {named(n, "axis", i64(n, *axis))});
-    });
+  r.on("OneHot", 11, handleOneHot, {1, 2});
+  r.on("GatherElements", 11, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"axis"})))
+      return failure();
+    auto axis = n.getInt("axis", 0);
+    if (failed(axis))
+      return failure();
+    return simple(n, GatherElementsOp::getOperationName(), {0, 1},
+                  {named(n, "axis", i64(n, *axis))});
+  });
+  r.on("Compress", 9, handleCompress, {1});
+  r.on("ReverseSequence", 10, handleReverseSequence, {1});
+  r.on("ScatterElements", 11, handleScatterElements);
+  r.on("Scatter", 9, handleScatterElements);
+  r.on("GatherND", 11, handleGatherND);
+  r.on("ScatterND", 11, handleScatterND);
+  r.on("Gather", 1, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"axis"})))
+      return failure();
+    auto axis = n.getInt("axis", 0);
+    if (failed(axis))
+      return failure();
+    return simple(n, GatherOp::getOperationName(), {0, 1}, {named(n, "axis", i64(n, *axis))});
+  });
 }
 } // namespace onnx_import

@@ -41,11 +41,9 @@ LogicalResult handleLoss(NodeCtx &n, llvm::StringRef opName, int results) {
 } // namespace
 
 void registerLossOps(OpRegistry &r) {
-    r.on("SoftmaxCrossEntropyLoss", 12, [](NodeCtx &n) {
-      return handleLoss(n, SoftmaxCrossEntropyLossOp::getOperationName(), 2);
-    });
-    r.on("NegativeLogLikelihoodLoss", 12, [](NodeCtx &n) {
-      return handleLoss(n, NLLLossOp::getOperationName(), 1);
-    });
+  r.on("SoftmaxCrossEntropyLoss", 12,
+       [](NodeCtx &n) { return handleLoss(n, SoftmaxCrossEntropyLossOp::getOperationName(), 2); });
+  r.on("NegativeLogLikelihoodLoss", 12,
+       [](NodeCtx &n) { return handleLoss(n, NLLLossOp::getOperationName(), 1); });
 }
 } // namespace onnx_import

@@ -23,8 +23,7 @@ LogicalResult handleGemm(NodeCtx &n) {
   else if (n.hasInput(2))
     return failure();
   auto op = n.im.create(n, GemmOp::getOperationName(), operands,
-                        {named(n, "alpha", f32(n, *alpha)),
-                         named(n, "beta", f32(n, *beta)),
+                        {named(n, "alpha", f32(n, *alpha)), named(n, "beta", f32(n, *beta)),
                          named(n, "trans_a", boolean(n, *ta != 0)),
                          named(n, "trans_b", boolean(n, *tb != 0))},
                         1);
@@ -59,14 +58,15 @@ LogicalResult handleEinsum(NodeCtx &n) {
   SmallVector<std::string> terms;
   for (size_t start = 0;;) {
     size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    terms.push_back(
+        lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos)
       break;
     start = comma + 1;
   }
   if (terms.size() != n.numInputs())
-    return n.fail("equation '" + *eqn + "' has " + llvm::Twine(terms.size()) + " operands, the node " +
-                  llvm::Twine(n.numInputs()) + " inputs");
+    return n.fail("equation '" + *eqn + "' has " + llvm::Twine(terms.size()) +
+                  " operands, the node " + llvm::Twine(n.numInputs()) + " inputs");
   // Labels: letters 0..51, ellipsis dims 100 + position (right-aligned).
   auto parse = [&](const std::string &t, int64_t rank, SmallVector<int64_t> &labels,
                    int64_t &ellDims, bool isOut) -> LogicalResult {
@@ -138,9 +138,10 @@ LogicalResult handleEinsum(NodeCtx &n) {
       else if (l >= 100 && (it->second == 1 || d == 1))
         size[l] = std::max(it->second, d);
       else
-        return n.fail("equation '" + *eqn + "': label '" +
-                      (l >= 100 ? std::string("...") : std::string(1, l < 26 ? 'a' + l : 'A' + l - 26)) +
-                      "' spans dims of sizes " + llvm::Twine(it->second) + " and " + llvm::Twine(d));
+        return n.fail(
+            "equation '" + *eqn + "': label '" +
+            (l >= 100 ? std::string("...") : std::string(1, l < 26 ? 'a' + l : 'A' + l - 26)) +
+            "' spans dims of sizes " + llvm::Twine(it->second) + " and " + llvm::Twine(d));
     }
   }
   SmallVector<int64_t> out;
@@ -222,8 +223,8 @@ LogicalResult handleEinsum(NodeCtx &n) {
             continue;
           auto shape = shapeOf(t.v);
           if (shape[p] != shape[q])
-            return n.fail("equation '" + *eqn + "': a diagonal of dims of sizes " + llvm::Twine(shape[p]) +
-                          " and " + llvm::Twine(shape[q]));
+            return n.fail("equation '" + *eqn + "': a diagonal of dims of sizes " +
+                          llvm::Twine(shape[p]) + " and " + llvm::Twine(shape[q]));
           SmallVector<int64_t> ms(shape.size(), 1);
           ms[p] = ms[q] = shape[p];
           auto mt = RankedTensorType::get(ms, elt);
@@ -232,7 +233,8 @@ LogicalResult handleEinsum(NodeCtx &n) {
           for (int64_t i = 0; i < shape[p]; ++i)
             for (int64_t j = 0; j < shape[p]; ++j)
               vals.push_back(i == j ? one : zero);
-          Value mask = arith::ConstantOp::create(n.im.b, n.loc, mt, DenseElementsAttr::get(mt, vals));
+          Value mask =
+              arith::ConstantOp::create(n.im.b, n.loc, mt, DenseElementsAttr::get(mt, vals));
           t.v = e.mul(t.v, mask);
           sumOver(t, {(int64_t)q});
           again = true;
@@ -278,7 +280,8 @@ LogicalResult handleEinsum(NodeCtx &n) {
     };
     for (int64_t l : con)
       if (sizeIn(cur, l) != sizeIn(other, l))
-        return n.fail("equation '" + *eqn + "': a summed ellipsis dim is broadcast (not supported)");
+        return n.fail("equation '" + *eqn +
+                      "': a summed ellipsis dim is broadcast (not supported)");
     auto prod = [&](const Term &t, ArrayRef<int64_t> ls) {
       int64_t p = 1;
       for (int64_t l : ls)
@@ -328,8 +331,8 @@ LogicalResult handleEinsum(NodeCtx &n) {
 } // namespace
 
 void registerMatMulOps(OpRegistry &r) {
-    r.on("MatMul", 1, binaryOp(MatMulOp::getOperationName()));
-    r.on("Einsum", 12, handleEinsum);
-    r.on("Gemm", 1, handleGemm);
+  r.on("MatMul", 1, binaryOp(MatMulOp::getOperationName()));
+  r.on("Einsum", 12, handleEinsum);
+  r.on("Gemm", 1, handleGemm);
 }
 } // namespace onnx_import

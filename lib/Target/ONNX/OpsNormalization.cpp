@@ -14,14 +14,15 @@ Value iotaAlong(NodeCtx &n, int64_t len, int64_t axis, int64_t rank) {
   SmallVector<int64_t> v(len);
   for (int64_t i = 0; i < len; ++i)
     v[i] = i;
-  return arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, ArrayRef<int64_t>(v)));
+  return arith::ConstantOp::create(n.im.b, n.loc, t,
+                                   DenseElementsAttr::get(t, ArrayRef<int64_t>(v)));
 }
 
 namespace {
 
 LogicalResult handleBatchNorm(NodeCtx &n) {
-  if (failed(n.allowAttrs({"epsilon", "momentum", "training_mode", "spatial",
-                           "is_test", "consumed_inputs"})))
+  if (failed(n.allowAttrs(
+          {"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"})))
     return failure();
   auto eps = n.getFloat("epsilon", 1e-5f), mom = n.getFloat("momentum", 0.9f);
   auto spatial = n.getInt("spatial", 1);
@@ -45,8 +46,7 @@ LogicalResult handleBatchNorm(NodeCtx &n) {
   if (failed(in))
     return failure();
   auto op = n.im.create(n, BatchNormOp::getOperationName(), *in,
-                        {named(n, "epsilon", f32(n, *eps)),
-                         named(n, "momentum", f32(n, *mom)),
+                        {named(n, "epsilon", f32(n, *eps)), named(n, "momentum", f32(n, *mom)),
                          named(n, "training_mode", boolean(n, training))},
                         3);
   if (failed(op))
@@ -73,12 +73,11 @@ LogicalResult handleSoftmax(NodeCtx &n, llvm::StringRef opName) {
   if (!xt.hasStaticShape())
     return n.fail("opset < 13 Softmax with axis != rank - 1 needs a static "
                   "input shape");
-  auto flat = n.im.create(n, FlattenOp::getOperationName(), {*x},
-                          {named(n, "axis", i64(n, *axis))}, 1);
+  auto flat =
+      n.im.create(n, FlattenOp::getOperationName(), {*x}, {named(n, "axis", i64(n, *axis))}, 1);
   if (failed(flat))
     return failure();
-  auto sm = n.im.create(n, opName, {(*flat)->getResult(0)},
-                        {named(n, "axis", i64(n, -1))}, 1);
+  auto sm = n.im.create(n, opName, {(*flat)->getResult(0)}, {named(n, "axis", i64(n, -1))}, 1);
   if (failed(sm))
     return failure();
   auto back = n.im.create(n, ReshapeOp::getOperationName(), {(*sm)->getResult(0)},
@@ -106,8 +105,7 @@ LogicalResult handleLayerNorm(NodeCtx &n) {
     operands.push_back(*bias);
   }
   auto op = n.im.create(n, LayerNormOp::getOperationName(), operands,
-                        {named(n, "axis", i64(n, *axis)),
-                         named(n, "epsilon", f32(n, *eps)),
+                        {named(n, "axis", i64(n, *axis)), named(n, "epsilon", f32(n, *eps)),
                          named(n, "stash_type", i64(n, *stash))},
                         3);
   if (failed(op))
@@ -137,8 +135,8 @@ LogicalResult handleInstanceNorm(NodeCtx &n) {
       return n.fail(llvm::Twine("'") + what + "' must have shape [" + llvm::Twine(c) + "]");
   }
   auto ot = RankedTensorType::get(xt.getShape().drop_front(2), xt.getElementType());
-  Value ones = arith::ConstantOp::create(n.im.b, n.loc, ot,
-                                         DenseElementsAttr::get(ot, n.im.b.getFloatAttr(xt.getElementType(), 1.0)));
+  Value ones = arith::ConstantOp::create(
+      n.im.b, n.loc, ot, DenseElementsAttr::get(ot, n.im.b.getFloatAttr(xt.getElementType(), 1.0)));
   auto ln = n.im.create(n, LayerNormOp::getOperationName(), {*x, ones},
                         {named(n, "axis", i64(n, 2)), named(n, "epsilon", f32(n, *eps))}, 3);
   if (failed(ln))
@@ -147,7 +145,8 @@ LogicalResult handleInstanceNorm(NodeCtx &n) {
   cs[0] = c;
   SmallVector<Value> sb;
   for (Value v : {*s, *b}) {
-    auto r = n.im.create(n, ReshapeOp::getOperationName(), {v}, {named(n, "shape", ints(n, cs))}, 1);
+    auto r =
+        n.im.create(n, ReshapeOp::getOperationName(), {v}, {named(n, "shape", ints(n, cs))}, 1);
     if (failed(r))
       return failure();
     sb.push_back((*r)->getResult(0));
@@ -174,9 +173,11 @@ LogicalResult handleMVN(NodeCtx &n) {
     return n.fail("only float tensors are supported");
   ClassMark mark(n);
   Elementwise e{n};
-  SmallVector<NamedAttribute> attrs{named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))};
+  SmallVector<NamedAttribute> attrs{named(n, "axes", ints(n, axes)),
+                                    named(n, "keepdims", boolean(n, true))};
   Value d = e.sub(*x, e.op(ReduceMeanOp::getOperationName(), {*x}, attrs));
-  Value sd = e.op(SqrtOp::getOperationName(), {e.op(ReduceMeanOp::getOperationName(), {e.mul(d, d)}, attrs)});
+  Value sd = e.op(SqrtOp::getOperationName(),
+                  {e.op(ReduceMeanOp::getOperationName(), {e.mul(d, d)}, attrs)});
   Value y = e.div(d, e.add(sd, e.cst(elt, 1e-9)));
   if (!e.ok)
     return failure();
@@ -184,7 +185,6 @@ LogicalResult handleMVN(NodeCtx &n) {
   n.setOutput(0, y);
   return success();
 }
-
 
 /// Hardmax (opset 13): 1 at the first maximum along `axis`, 0 elsewhere:
 /// cast(arg_max(x) == iota). No gradient (as ONNX defines none).
@@ -204,8 +204,8 @@ LogicalResult handleHardmax(NodeCtx &n) {
   auto am = n.im.create(n, ArgMaxOp::getOperationName(), {*x}, {named(n, "axis", i64(n, ax))}, 1);
   if (failed(am))
     return failure();
-  auto eq = n.im.create(n, EqualOp::getOperationName(), {(*am)->getResult(0), iotaAlong(n, xt.getDimSize(ax), ax, rank)},
-                        {}, 1);
+  auto eq = n.im.create(n, EqualOp::getOperationName(),
+                        {(*am)->getResult(0), iotaAlong(n, xt.getDimSize(ax), ax, rank)}, {}, 1);
   if (failed(eq))
     return failure();
   auto c = CastOp::create(n.im.b, n.loc, xt, (*eq)->getResult(0));
@@ -216,14 +216,13 @@ LogicalResult handleHardmax(NodeCtx &n) {
 } // namespace
 
 void registerNormalizationOps(OpRegistry &r) {
-    r.on("InstanceNormalization", 6, handleInstanceNorm);
-    r.on("Hardmax", 13, handleHardmax);
-    r.on("MeanVarianceNormalization", 9, handleMVN);
-    r.on("BatchNormalization", 1, handleBatchNorm);
-    r.on("Softmax", 1, [](NodeCtx &n) { return handleSoftmax(n, SoftmaxOp::getOperationName()); });
-    r.on("LogSoftmax", 1, [](NodeCtx &n) {
-      return handleSoftmax(n, LogSoftmaxOp::getOperationName());
-    });
-    r.on("LayerNormalization", 17, handleLayerNorm);
+  r.on("InstanceNormalization", 6, handleInstanceNorm);
+  r.on("Hardmax", 13, handleHardmax);
+  r.on("MeanVarianceNormalization", 9, handleMVN);
+  r.on("BatchNormalization", 1, handleBatchNorm);
+  r.on("Softmax", 1, [](NodeCtx &n) { return handleSoftmax(n, SoftmaxOp::getOperationName()); });
+  r.on("LogSoftmax", 1,
+       [](NodeCtx &n) { return handleSoftmax(n, LogSoftmaxOp::getOperationName()); });
+  r.on("LayerNormalization", 17, handleLayerNorm);
 }
 } // namespace onnx_import

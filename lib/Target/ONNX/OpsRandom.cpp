@@ -60,10 +60,12 @@ FailureOr<FloatAttr> seedAttr(NodeCtx &n) {
 LogicalResult handleRandom(NodeCtx &n) {
   llvm::StringRef op = n.node.op_type();
   bool normal = op.starts_with("RandomNormal"), like = op.ends_with("Like");
-  if (failed(n.allowAttrs(like ? (normal ? llvm::ArrayRef<llvm::StringRef>{"dtype", "mean", "scale", "seed"}
-                                         : llvm::ArrayRef<llvm::StringRef>{"dtype", "low", "high", "seed"})
-                               : (normal ? llvm::ArrayRef<llvm::StringRef>{"dtype", "mean", "scale", "seed", "shape"}
-                                         : llvm::ArrayRef<llvm::StringRef>{"dtype", "low", "high", "seed", "shape"}))))
+  if (failed(n.allowAttrs(
+          like ? (normal ? llvm::ArrayRef<llvm::StringRef>{"dtype", "mean", "scale", "seed"}
+                         : llvm::ArrayRef<llvm::StringRef>{"dtype", "low", "high", "seed"})
+               : (normal
+                      ? llvm::ArrayRef<llvm::StringRef>{"dtype", "mean", "scale", "seed", "shape"}
+                      : llvm::ArrayRef<llvm::StringRef>{"dtype", "low", "high", "seed", "shape"}))))
     return failure();
   auto a = n.getFloat(normal ? "mean" : "low", 0.0f);
   auto bv = n.getFloat(normal ? "scale" : "high", 1.0f);
@@ -98,8 +100,9 @@ LogicalResult handleRandom(NodeCtx &n) {
   if (failed(dtypeAttr(n, elt)))
     return failure();
   if (!isa<Float32Type, Float16Type, BFloat16Type>(elt))
-    return n.fail("unsupported op ai.onnx." + op + " of element type " + typeString(elt) +
-                  " (f32, f16 or bf16; the Like forms take the input's type unless dtype is given)");
+    return n.fail(
+        "unsupported op ai.onnx." + op + " of element type " + typeString(elt) +
+        " (f32, f16 or bf16; the Like forms take the input's type unless dtype is given)");
   auto seedOr = seedAttr(n);
   if (failed(seedOr))
     return failure();
@@ -125,7 +128,8 @@ LogicalResult handleBernoulli(NodeCtx &n) {
     return failure();
   auto xt = cast<RankedTensorType>(x->getType());
   if (!isa<Float32Type, Float16Type, BFloat16Type>(xt.getElementType()))
-    return n.fail("unsupported op ai.onnx.Bernoulli on " + typeString(xt) + " (f32, f16 or bf16 probabilities)");
+    return n.fail("unsupported op ai.onnx.Bernoulli on " + typeString(xt) +
+                  " (f32, f16 or bf16 probabilities)");
   Type elt = xt.getElementType();
   if (failed(dtypeAttr(n, elt)))
     return failure();
@@ -166,9 +170,8 @@ LogicalResult handleDropout(NodeCtx &n) {
   auto seed = n.attr("seed") ? n.getInt("seed", 0) : FailureOr<int64_t>(-1);
   if (failed(seed))
     return failure();
-  SmallVector<NamedAttribute> attrs{
-      named(n, "ratio", f32(n, ratio)),
-      named(n, "training_mode", boolean(n, training))};
+  SmallVector<NamedAttribute> attrs{named(n, "ratio", f32(n, ratio)),
+                                    named(n, "training_mode", boolean(n, training))};
   if (n.attr("seed"))
     attrs.push_back(named(n, "seed", i64(n, *seed)));
   auto x = n.input(0);
@@ -185,9 +188,10 @@ LogicalResult handleDropout(NodeCtx &n) {
 } // namespace
 
 void registerRandomOps(OpRegistry &r) {
-    r.on("Dropout", 1, handleDropout, {1, 2});
-    for (const char *name : {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"})
-      r.on(name, 1, handleRandom);
-    r.on("Bernoulli", 15, handleBernoulli);
+  r.on("Dropout", 1, handleDropout, {1, 2});
+  for (const char *name :
+       {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"})
+    r.on(name, 1, handleRandom);
+  r.on("Bernoulli", 15, handleBernoulli);
 }
 } // namespace onnx_import

@@ -18,7 +18,7 @@ namespace {
 /// ops composed (as torch's own nn.LSTM / nn.GRU backward).
 LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   SmallVector<llvm::StringRef> known{"activation_alpha", "activation_beta", "activations", "clip",
-                                     "direction", "hidden_size", "layout"};
+                                     "direction",        "hidden_size",     "layout"};
   if (kind == 1)
     known.push_back("linear_before_reset");
   if (kind == 2)
@@ -57,12 +57,14 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
       acts.push_back(llvm::StringRef(v).lower());
   if (acts.empty())
     for (int64_t d = 0; d < D; ++d) {
-      static const char *defaults[3][3] = {{"tanh"}, {"sigmoid", "tanh"}, {"sigmoid", "tanh", "tanh"}};
+      static const char *defaults[3][3] = {
+          {"tanh"}, {"sigmoid", "tanh"}, {"sigmoid", "tanh", "tanh"}};
       for (int64_t k = 0; k < nAct; ++k)
         acts.push_back(defaults[kind][k]);
     }
   if ((int64_t)acts.size() != nAct * D)
-    return n.fail("needs " + llvm::Twine(nAct * D) + " activations, got " + llvm::Twine(acts.size()));
+    return n.fail("needs " + llvm::Twine(nAct * D) + " activations, got " +
+                  llvm::Twine(acts.size()));
   std::vector<float> alphas, betas;
   if (const onnx::AttributeProto *a = n.attr("activation_alpha"))
     alphas.assign(a->floats().begin(), a->floats().end());
@@ -76,8 +78,9 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   size_t ai = 0, bi = 0;
   for (const std::string &name : acts) {
     static const std::map<std::string, std::pair<int, float>> alphaOf = {
-        {"leakyrelu", {1, 0.01f}}, {"thresholdedrelu", {1, 1.0f}}, {"scaledtanh", {1, 1.0f}},
-        {"hardsigmoid", {1, 0.2f}}, {"elu", {1, 1.0f}},          {"affine", {1, 1.0f}}};
+        {"leakyrelu", {1, 0.01f}}, {"thresholdedrelu", {1, 1.0f}},
+        {"scaledtanh", {1, 1.0f}}, {"hardsigmoid", {1, 0.2f}},
+        {"elu", {1, 1.0f}},        {"affine", {1, 1.0f}}};
     static const std::map<std::string, float> betaOf = {
         {"scaledtanh", 1.0f}, {"hardsigmoid", 0.5f}, {"affine", 0.0f}};
     static const std::set<std::string> plain = {"sigmoid", "tanh", "relu", "softsign", "softplus"};
@@ -85,9 +88,10 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     if (auto it = alphaOf.find(name); it != alphaOf.end())
       a.alpha = ai < alphas.size() ? alphas[ai++] : it->second.second;
     else if (!plain.count(name))
-      return n.fail("unsupported op ai.onnx." + n.node.op_type() + " with activation '" + name +
-                    "' (Sigmoid, Tanh, Relu, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, "
-                    "Softsign, Softplus, Affine are supported)");
+      return n.fail(
+          "unsupported op ai.onnx." + n.node.op_type() + " with activation '" + name +
+          "' (Sigmoid, Tanh, Relu, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, "
+          "Softsign, Softplus, Affine are supported)");
     if (auto it = betaOf.find(name); it != betaOf.end())
       a.beta = bi < betas.size() ? betas[bi++] : it->second;
     actList.push_back(a);
@@ -102,7 +106,8 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     return n.fail("only float tensors are supported");
   if (xt.getRank() != 3 || !xt.hasStaticShape())
     return n.fail("X must be 3-D with a static shape");
-  int64_t T = xt.getDimSize(*layout ? 1 : 0), B = xt.getDimSize(*layout ? 0 : 1), I = xt.getDimSize(2);
+  int64_t T = xt.getDimSize(*layout ? 1 : 0), B = xt.getDimSize(*layout ? 0 : 1),
+          I = xt.getDimSize(2);
   auto shapeString = [](ArrayRef<int64_t> shape) {
     std::string str = "[";
     for (auto [i, d] : llvm::enumerate(shape))
@@ -122,10 +127,13 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   if (bias && failed(expect(bias, {D, 2 * G * Hd}, "B")))
     return failure();
   Value seqLens = n.optInput(4);
-  SmallVector<int64_t> stateShape = *layout ? SmallVector<int64_t>{B, D, Hd} : SmallVector<int64_t>{D, B, Hd};
-  Value h0 = n.optInput(5), c0 = kind == 2 ? n.optInput(6) : Value(), peep = kind == 2 ? n.optInput(7) : Value();
+  SmallVector<int64_t> stateShape =
+      *layout ? SmallVector<int64_t>{B, D, Hd} : SmallVector<int64_t>{D, B, Hd};
+  Value h0 = n.optInput(5), c0 = kind == 2 ? n.optInput(6) : Value(),
+        peep = kind == 2 ? n.optInput(7) : Value();
   if ((h0 && failed(expect(h0, stateShape, "initial_h"))) ||
-      (c0 && failed(expect(c0, stateShape, "initial_c"))) || (peep && failed(expect(peep, {D, 3 * Hd}, "P"))))
+      (c0 && failed(expect(c0, stateShape, "initial_c"))) ||
+      (peep && failed(expect(peep, {D, 3 * Hd}, "P"))))
     return failure();
   for (size_t i = 3; i < n.numInputs(); ++i)
     if (n.hasInput(i) && !n.optInput(i))
@@ -166,7 +174,8 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   };
   auto apply = [&](const Act &a, Value v) -> Value {
     if (clip)
-      v = e.op(ClipOp::getOperationName(), {v}, {named(n, "min", f32(n, -*clip)), named(n, "max", f32(n, *clip))});
+      v = e.op(ClipOp::getOperationName(), {v},
+               {named(n, "min", f32(n, -*clip)), named(n, "max", f32(n, *clip))});
     const std::string &k = a.name;
     if (k == "sigmoid")
       return e.op(SigmoidOp::getOperationName(), {v});
@@ -185,11 +194,13 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     if (k == "elu")
       return e.op(EluOp::getOperationName(), {v}, {named(n, "alpha", f32(n, a.alpha))});
     if (k == "hardsigmoid")
-      return e.op(HardSigmoidOp::getOperationName(), {v}, {named(n, "alpha", f32(n, a.alpha)), named(n, "beta", f32(n, a.beta))});
+      return e.op(HardSigmoidOp::getOperationName(), {v},
+                  {named(n, "alpha", f32(n, a.alpha)), named(n, "beta", f32(n, a.beta))});
     if (k == "affine")
       return e.add(e.mul(v, e.cst(elt, a.alpha)), e.cst(elt, a.beta));
     // scaledtanh
-    return e.mul(e.op(TanhOp::getOperationName(), {e.mul(v, e.cst(elt, a.beta))}), e.cst(elt, a.alpha));
+    return e.mul(e.op(TanhOp::getOperationName(), {e.mul(v, e.cst(elt, a.beta))}),
+                 e.cst(elt, a.alpha));
   };
 
   Value xs = *layout ? transpose(*x, {1, 0, 2}) : *x; // [T, B, I]
@@ -198,12 +209,13 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   if (seqLens) {
     auto st = cast<RankedTensorType>(seqLens.getType());
     lens = CastOp::create(bld, n.loc, RankedTensorType::get({B, 1}, bld.getI64Type()),
-                          reshape(seqLens, {B, 1})).getResult();
+                          reshape(seqLens, {B, 1}))
+               .getResult();
     (void)st;
   }
   auto stateT = RankedTensorType::get({B, Hd}, elt);
-  Value zeros = arith::ConstantOp::create(bld, n.loc, stateT,
-                                          DenseElementsAttr::get(stateT, bld.getFloatAttr(elt, 0.0)));
+  Value zeros = arith::ConstantOp::create(
+      bld, n.loc, stateT, DenseElementsAttr::get(stateT, bld.getFloatAttr(elt, 0.0)));
   auto initial = [&](Value s, int64_t d) -> Value {
     if (!s)
       return zeros;
@@ -236,8 +248,9 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     if (bias) {
       if (kind == 1 && *lbr) {
         rbh = sliceOf(rb, 0, 2 * Hd, 3 * Hd);
-        xb = e.op(ConcatOp::getOperationName(), {e.add(sliceOf(wb, 0, 0, 2 * Hd), sliceOf(rb, 0, 0, 2 * Hd)),
-                                 sliceOf(wb, 0, 2 * Hd, 3 * Hd)},
+        xb = e.op(ConcatOp::getOperationName(),
+                  {e.add(sliceOf(wb, 0, 0, 2 * Hd), sliceOf(rb, 0, 0, 2 * Hd)),
+                   sliceOf(wb, 0, 2 * Hd, 3 * Hd)},
                   {named(n, "axis", i64(n, 0))});
       } else {
         xb = e.add(wb, rb);
@@ -255,7 +268,9 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     }
     // state @ m^T + c: one gemm (c: the step's input product), nothing for
     // the zero state.
-    auto plus = [&](Value state, Value m, Value c) { return state == zeros ? c : gemmT(state, m, c); };
+    auto plus = [&](Value state, Value m, Value c) {
+      return state == zeros ? c : gemmT(state, m, c);
+    };
     SmallVector<Value> steps(T);
     for (int64_t s = 0; s < T && e.ok; ++s) {
       int64_t t = reverse ? T - 1 - s : s;
@@ -275,7 +290,8 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
           pre = H == zeros ? xh : gemmT(e.mul(rg, H), rh, xh);
         }
         Value hh = apply(*g, pre);
-        Hn = H == zeros ? e.sub(hh, e.mul(z, hh)) : e.add(hh, e.mul(z, e.sub(H, hh))); // (1 - z) hh + z H
+        Hn = H == zeros ? e.sub(hh, e.mul(z, hh))
+                        : e.add(hh, e.mul(z, e.sub(H, hh))); // (1 - z) hh + z H
       } else {
         Value gates = plus(H, rd, xt_);
         Value gi = gate(gates, 0), go = gate(gates, 1), gf = gate(gates, 2), gc = gate(gates, 3);
@@ -315,13 +331,15 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
       SmallVector<Value> parts;
       for (Value v : steps)
         parts.push_back(reshape(v, {1, 1, B, Hd}));
-      ys[d] = T == 1 ? parts[0] : e.op(ConcatOp::getOperationName(), parts, {named(n, "axis", i64(n, 0))});
+      ys[d] = T == 1 ? parts[0]
+                     : e.op(ConcatOp::getOperationName(), parts, {named(n, "axis", i64(n, 0))});
     }
     if (lens && (h0 || c0)) {
       // An empty sequence's final state is 0, not the initial one (as
       // onnxruntime).
       auto it64 = RankedTensorType::get({}, bld.getI64Type());
-      Value z = arith::ConstantOp::create(bld, n.loc, it64, DenseElementsAttr::get(it64, (int64_t)0));
+      Value z =
+          arith::ConstantOp::create(bld, n.loc, it64, DenseElementsAttr::get(it64, (int64_t)0));
       Value some = e.op(LessOp::getOperationName(), {z, lens});
       H = e.op(WhereOp::getOperationName(), {some, H, zeros});
       if (kind == 2)
@@ -332,7 +350,8 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
       yc[d] = reshape(C, {1, B, Hd});
   }
   auto join = [&](ArrayRef<Value> v, int64_t axis) {
-    return v.size() == 1 ? v[0] : e.op(ConcatOp::getOperationName(), v, {named(n, "axis", i64(n, axis))});
+    return v.size() == 1 ? v[0]
+                         : e.op(ConcatOp::getOperationName(), v, {named(n, "axis", i64(n, axis))});
   };
   if (n.hasOutput(0)) {
     Value y = join(ys, 1); // [T, D, B, Hd]
@@ -352,8 +371,8 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
 } // namespace
 
 void registerRecurrentOps(OpRegistry &r) {
-    r.on("RNN", 7, [](NodeCtx &n) { return handleRecurrent(n, 0); });
-    r.on("GRU", 7, [](NodeCtx &n) { return handleRecurrent(n, 1); });
-    r.on("LSTM", 7, [](NodeCtx &n) { return handleRecurrent(n, 2); });
+  r.on("RNN", 7, [](NodeCtx &n) { return handleRecurrent(n, 0); });
+  r.on("GRU", 7, [](NodeCtx &n) { return handleRecurrent(n, 1); });
+  r.on("LSTM", 7, [](NodeCtx &n) { return handleRecurrent(n, 2); });
 }
 } // namespace onnx_import

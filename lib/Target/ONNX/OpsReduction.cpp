@@ -6,12 +6,11 @@
 namespace onnx_import {
 
 /// Axes from the attribute (old opsets) or the constant input 1 (new ones).
-FailureOr<std::optional<std::vector<int64_t>>>
-axesOf(NodeCtx &n, int inputSince) {
+FailureOr<std::optional<std::vector<int64_t>>> axesOf(NodeCtx &n, int inputSince) {
   if (n.opset >= inputSince) {
     if (n.attr("axes"))
-      return n.fail("'axes' is an input since opset " +
-                    llvm::Twine(inputSince) + ", not an attribute");
+      return n.fail("'axes' is an input since opset " + llvm::Twine(inputSince) +
+                    ", not an attribute");
     if (!n.hasInput(1))
       return std::optional<std::vector<int64_t>>();
     auto v = n.constInts(1, "axes");
@@ -21,15 +20,14 @@ axesOf(NodeCtx &n, int inputSince) {
   }
   if (n.numInputs() > 1) // ignoring it would reduce / squeeze other axes
     return n.fail("has a second input, but 'axes' is an input only since opset " +
-                  llvm::Twine(inputSince) + " (this model imports opset " +
-                  llvm::Twine(n.opset) + "): use the 'axes' attribute");
+                  llvm::Twine(inputSince) + " (this model imports opset " + llvm::Twine(n.opset) +
+                  "): use the 'axes' attribute");
   return n.getInts("axes");
 }
 
 namespace {
 
-LogicalResult handleReduce(NodeCtx &n, llvm::StringRef opName,
-                           int axesInputSince) {
+LogicalResult handleReduce(NodeCtx &n, llvm::StringRef opName, int axesInputSince) {
   if (failed(n.allowAttrs({"axes", "keepdims", "noop_with_empty_axes"})))
     return failure();
   auto keep = n.getInt("keepdims", 1);
@@ -37,9 +35,8 @@ LogicalResult handleReduce(NodeCtx &n, llvm::StringRef opName,
   auto axes = axesOf(n, axesInputSince);
   if (failed(keep) || failed(noop) || failed(axes))
     return failure();
-  SmallVector<NamedAttribute> attrs{
-      named(n, "keepdims", boolean(n, *keep != 0)),
-      named(n, "noop_with_empty_axes", boolean(n, *noop != 0))};
+  SmallVector<NamedAttribute> attrs{named(n, "keepdims", boolean(n, *keep != 0)),
+                                    named(n, "noop_with_empty_axes", boolean(n, *noop != 0))};
   if (*axes)
     attrs.push_back(named(n, "axes", ints(n, **axes)));
   return simple(n, opName, {0}, attrs);
@@ -99,11 +96,13 @@ LogicalResult handleComposedReduce(NodeCtx &n, llvm::StringRef kind) {
       Value m = reduce(ReduceMaxOp::getOperationName(), *x, keepdims);
       if (!e.ok || !m)
         return Value();
-      Value isInf = e.op(EqualOp::getOperationName(), {e.op(AbsOp::getOperationName(), {m}), e.cst(elt, big)});
+      Value isInf = e.op(EqualOp::getOperationName(),
+                         {e.op(AbsOp::getOperationName(), {m}), e.cst(elt, big)});
       return e.op(WhereOp::getOperationName(), {isInf, e.cst(elt, 0.0), m});
     };
     Value m = finiteMax(true);
-    Value s = reduce(ReduceSumOp::getOperationName(), e.op(ExpOp::getOperationName(), {e.sub(*x, m)}), kd);
+    Value s = reduce(ReduceSumOp::getOperationName(),
+                     e.op(ExpOp::getOperationName(), {e.sub(*x, m)}), kd);
     Value mo = kd ? m : finiteMax(false);
     r = e.add(e.op(LogOp::getOperationName(), {s}), mo);
   }
@@ -119,10 +118,12 @@ LogicalResult handleComposedReduce(NodeCtx &n, llvm::StringRef kind) {
 
 /// TopK (k an attribute before opset 10, a constant input after).
 LogicalResult handleTopK(NodeCtx &n) {
-  if (failed(n.allowAttrs(n.opset < 10 ? llvm::ArrayRef<llvm::StringRef>{"axis", "k"}
-                                       : llvm::ArrayRef<llvm::StringRef>{"axis", "largest", "sorted"})))
+  if (failed(n.allowAttrs(n.opset < 10
+                              ? llvm::ArrayRef<llvm::StringRef>{"axis", "k"}
+                              : llvm::ArrayRef<llvm::StringRef>{"axis", "largest", "sorted"})))
     return failure();
-  auto axis = n.getInt("axis", -1), largest = n.getInt("largest", 1), sorted = n.getInt("sorted", 1);
+  auto axis = n.getInt("axis", -1), largest = n.getInt("largest", 1),
+       sorted = n.getInt("sorted", 1);
   auto x = n.input(0);
   if (failed(axis) || failed(largest) || failed(sorted) || failed(x))
     return failure();
@@ -158,53 +159,51 @@ LogicalResult handleTopK(NodeCtx &n) {
 } // namespace
 
 void registerReductionOps(OpRegistry &r) {
-    r.on("CumSum", 11, [](NodeCtx &n) -> LogicalResult {
-      if (failed(n.allowAttrs({"exclusive", "reverse"})))
+  r.on("CumSum", 11,
+       [](NodeCtx &n) -> LogicalResult {
+         if (failed(n.allowAttrs({"exclusive", "reverse"})))
+           return failure();
+         auto ex = n.getInt("exclusive", 0), rev = n.getInt("reverse", 0);
+         auto axis = n.constInts(1, "axis");
+         if (failed(ex) || failed(rev) || failed(axis))
+           return failure();
+         if (axis->size() != 1)
+           return n.fail("'axis' must be a single value");
+         return simple(n, CumSumOp::getOperationName(), {0},
+                       {named(n, "axis", i64(n, (*axis)[0])),
+                        named(n, "exclusive", boolean(n, *ex != 0)),
+                        named(n, "reverse", boolean(n, *rev != 0))});
+       },
+       {1});
+  for (const char *name : {"ArgMax", "ArgMin"})
+    r.on(name, 1, [isMin = std::string(name) == "ArgMin"](NodeCtx &n) -> LogicalResult {
+      if (failed(n.allowAttrs(n.opset >= 12 ? llvm::ArrayRef<llvm::StringRef>{"axis", "keepdims",
+                                                                              "select_last_index"}
+                                            : llvm::ArrayRef<llvm::StringRef>{"axis", "keepdims"})))
         return failure();
-      auto ex = n.getInt("exclusive", 0), rev = n.getInt("reverse", 0);
-      auto axis = n.constInts(1, "axis");
-      if (failed(ex) || failed(rev) || failed(axis))
+      auto axis = n.getInt("axis", 0), keep = n.getInt("keepdims", 1),
+           last = n.getInt("select_last_index", 0);
+      if (failed(axis) || failed(keep) || failed(last))
         return failure();
-      if (axis->size() != 1)
-        return n.fail("'axis' must be a single value");
-      return simple(n, CumSumOp::getOperationName(), {0},
-                    {named(n, "axis", i64(n, (*axis)[0])), named(n, "exclusive", boolean(n, *ex != 0)),
-                     named(n, "reverse", boolean(n, *rev != 0))});
-    }, {1});
-    for (const char *name : {"ArgMax", "ArgMin"})
-      r.on(name, 1, [isMin = std::string(name) == "ArgMin"](NodeCtx &n) -> LogicalResult {
-        if (failed(n.allowAttrs(n.opset >= 12 ? llvm::ArrayRef<llvm::StringRef>{"axis", "keepdims",
-                                                                               "select_last_index"}
-                                              : llvm::ArrayRef<llvm::StringRef>{"axis", "keepdims"})))
-          return failure();
-        auto axis = n.getInt("axis", 0), keep = n.getInt("keepdims", 1),
-             last = n.getInt("select_last_index", 0);
-        if (failed(axis) || failed(keep) || failed(last))
-          return failure();
-        return simple(n, isMin ? ArgMinOp::getOperationName() : ArgMaxOp::getOperationName(), {0},
-                      {named(n, "axis", i64(n, *axis)), named(n, "keepdims", boolean(n, *keep != 0)),
-                       named(n, "select_last_index", boolean(n, *last != 0))});
-      });
-    r.on("TopK", 1, handleTopK, {1});
-    r.on("ReduceSum", 1, [](NodeCtx &n) {
-      return handleReduce(n, ReduceSumOp::getOperationName(), 13);
-    }, {1});
-    r.on("ReduceMean", 1, [](NodeCtx &n) {
-      return handleReduce(n, ReduceMeanOp::getOperationName(), 18);
-    }, {1});
-    r.on("ReduceMax", 1, [](NodeCtx &n) {
-      return handleReduce(n, ReduceMaxOp::getOperationName(), 18);
-    }, {1});
-    r.on("ReduceProd", 1, [](NodeCtx &n) {
-      return handleReduce(n, ReduceProdOp::getOperationName(), 18);
-    }, {1});
-    for (auto [onnxName, kind] : {std::make_pair("ReduceMin", "min"), std::make_pair("ReduceL1", "l1"),
-                                  std::make_pair("ReduceL2", "l2"),
-                                  std::make_pair("ReduceSumSquare", "sum_square"),
-                                  std::make_pair("ReduceLogSum", "log_sum"),
-                                  std::make_pair("ReduceLogSumExp", "log_sum_exp")})
-      r.on(onnxName, 1, [kind = std::string(kind)](NodeCtx &n) {
-        return handleComposedReduce(n, kind);
-      }, {1});
+      return simple(n, isMin ? ArgMinOp::getOperationName() : ArgMaxOp::getOperationName(), {0},
+                    {named(n, "axis", i64(n, *axis)), named(n, "keepdims", boolean(n, *keep != 0)),
+                     named(n, "select_last_index", boolean(n, *last != 0))});
+    });
+  r.on("TopK", 1, handleTopK, {1});
+  r.on("ReduceSum", 1,
+       [](NodeCtx &n) { return handleReduce(n, ReduceSumOp::getOperationName(), 13); }, {1});
+  r.on("ReduceMean", 1,
+       [](NodeCtx &n) { return handleReduce(n, ReduceMeanOp::getOperationName(), 18); }, {1});
+  r.on("ReduceMax", 1,
+       [](NodeCtx &n) { return handleReduce(n, ReduceMaxOp::getOperationName(), 18); }, {1});
+  r.on("ReduceProd", 1,
+       [](NodeCtx &n) { return handleReduce(n, ReduceProdOp::getOperationName(), 18); }, {1});
+  for (auto [onnxName, kind] :
+       {std::make_pair("ReduceMin", "min"), std::make_pair("ReduceL1", "l1"),
+        std::make_pair("ReduceL2", "l2"), std::make_pair("ReduceSumSquare", "sum_square"),
+        std::make_pair("ReduceLogSum", "log_sum"),
+        std::make_pair("ReduceLogSumExp", "log_sum_exp")})
+    r.on(onnxName, 1,
+         [kind = std::string(kind)](NodeCtx &n) { return handleComposedReduce(n, kind); }, {1});
 }
 } // namespace onnx_import

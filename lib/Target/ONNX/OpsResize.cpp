@@ -18,16 +18,22 @@ namespace {
 constexpr int64_t kMaxResizedAxis = int64_t(1) << 22;
 
 LogicalResult handleResize(NodeCtx &n, bool upsample) {
-  static const llvm::StringRef kAttrs[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
-                                           "cubic_coeff_a", "exclude_outside", "extrapolation_value",
-                                           "antialias", "axes", "keep_aspect_ratio_policy"};
+  static const llvm::StringRef kAttrs[] = {"mode",
+                                           "coordinate_transformation_mode",
+                                           "nearest_mode",
+                                           "cubic_coeff_a",
+                                           "exclude_outside",
+                                           "extrapolation_value",
+                                           "antialias",
+                                           "axes",
+                                           "keep_aspect_ratio_policy"};
   if (failed(n.allowAttrs(upsample || n.opset < 11 ? llvm::ArrayRef<llvm::StringRef>(kAttrs, 1)
-                                                    : llvm::ArrayRef<llvm::StringRef>(kAttrs))))
+                                                   : llvm::ArrayRef<llvm::StringRef>(kAttrs))))
     return failure();
   auto mode = n.getString("mode", std::string("nearest"));
   bool old = upsample || n.opset < 11;
-  auto coord = n.getString("coordinate_transformation_mode",
-                           std::string(old ? "asymmetric" : "half_pixel"));
+  auto coord =
+      n.getString("coordinate_transformation_mode", std::string(old ? "asymmetric" : "half_pixel"));
   auto nearest = n.getString("nearest_mode", std::string(old ? "floor" : "round_prefer_floor"));
   auto cubicA = n.getFloat("cubic_coeff_a", -0.75f);
   auto exclude = n.getInt("exclude_outside", 0);
@@ -44,8 +50,8 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
                   "' (nearest, linear, cubic)");
   bool isNearest = *mode == "nearest";
   int taps = isNearest ? 1 : (*mode == "cubic" ? 4 : 2);
-  static const char *kCoords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                   "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+  static const char *kCoords[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                                  "asymmetric", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
   if (llvm::find(kCoords, *coord) == std::end(kCoords))
     return n.fail("unsupported op ai.onnx.Resize with coordinate_transformation_mode '" + *coord +
                   "' (half_pixel, pytorch_half_pixel, align_corners, asymmetric, "
@@ -92,8 +98,8 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
     return n.fail("needs exactly one of 'scales' and 'sizes' (non-empty)");
   size_t given = scales.empty() ? sizes.size() : scales.size();
   if (given != axes.size())
-    return n.fail(llvm::Twine(scales.empty() ? "'sizes'" : "'scales'") + " has " + llvm::Twine(given) +
-                  " values for " + llvm::Twine(axes.size()) + " axes");
+    return n.fail(llvm::Twine(scales.empty() ? "'sizes'" : "'scales'") + " has " +
+                  llvm::Twine(given) + " values for " + llvm::Twine(axes.size()) + " axes");
   auto b = n.im.b;
   Type elt = xt.getElementType();
   if (!isNearest && !isa<FloatType>(elt))
@@ -118,7 +124,8 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
                       llvm::Twine(ax) + " longer than 2^22 elements");
       out = (int64_t)outD;
       if (out <= 0)
-        return n.fail("the scale " + llvm::Twine(std::to_string(scale)) + " leaves no element on axis " + llvm::Twine(ax));
+        return n.fail("the scale " + llvm::Twine(std::to_string(scale)) +
+                      " leaves no element on axis " + llvm::Twine(ax));
     }
     // The taps and weights below are host tables of taps x out entries:
     // the axis is bounded before they are allocated.
@@ -150,7 +157,9 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
         double center = (double)len / 2.0;
         xo = center * (1.0 - adj) + (oo + 0.5) / scale - 0.5;
       }
-      auto clampIdx = [&](int64_t k) { return std::max<int64_t>(0, std::min<int64_t>(k, len - 1)); };
+      auto clampIdx = [&](int64_t k) {
+        return std::max<int64_t>(0, std::min<int64_t>(k, len - 1));
+      };
       // (Clamped: the taps are clamped to the axis anyway, and a source
       // coordinate past 2^62 has no int64.)
       xo = std::max(-4.0e18, std::min(xo, 4.0e18));
@@ -214,8 +223,10 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
     for (int k = 0; k < taps; ++k) {
       if (!isNearest && llvm::all_of(w[k], [](double v) { return v == 0.0; }))
         continue;
-      Value iv = arith::ConstantOp::create(b, n.loc, it, DenseElementsAttr::get(it, ArrayRef<int64_t>(idx[k])));
-      auto g = n.im.create(n, GatherOp::getOperationName(), {r, iv}, {named(n, "axis", i64(n, ax))}, 1);
+      Value iv = arith::ConstantOp::create(b, n.loc, it,
+                                           DenseElementsAttr::get(it, ArrayRef<int64_t>(idx[k])));
+      auto g =
+          n.im.create(n, GatherOp::getOperationName(), {r, iv}, {named(n, "axis", i64(n, ax))}, 1);
       if (failed(g))
         return failure();
       Value term = (*g)->getResult(0);
@@ -261,7 +272,8 @@ LogicalResult handleGridSample(NodeCtx &n) {
   if (*pad != "zeros" && *pad != "border" && *pad != "reflection")
     return n.fail("unsupported op ai.onnx.GridSample with padding_mode '" + *pad + "'");
   if (cast<RankedTensorType>(x->getType()).getRank() != 4)
-    return n.fail("unsupported op ai.onnx.GridSample on a rank other than 4 (2-D sampling is supported)");
+    return n.fail(
+        "unsupported op ai.onnx.GridSample on a rank other than 4 (2-D sampling is supported)");
   return emitAll(n, GridSampleOp::getOperationName(), {*x, *grid},
                  {named(n, "mode", str(n, m)), named(n, "padding_mode", str(n, *pad)),
                   named(n, "align_corners", boolean(n, *align != 0))},
@@ -271,8 +283,8 @@ LogicalResult handleGridSample(NodeCtx &n) {
 } // namespace
 
 void registerResizeOps(OpRegistry &r) {
-    r.on("Resize", 10, [](NodeCtx &n) { return handleResize(n, false); }, {1, 2, 3});
-    r.on("Upsample", 9, [](NodeCtx &n) { return handleResize(n, true); }, {1});
-    r.on("GridSample", 16, handleGridSample);
+  r.on("Resize", 10, [](NodeCtx &n) { return handleResize(n, false); }, {1, 2, 3});
+  r.on("Upsample", 9, [](NodeCtx &n) { return handleResize(n, true); }, {1});
+  r.on("GridSample", 16, handleGridSample);
 }
 } // namespace onnx_import

@@ -28,8 +28,7 @@ LogicalResult handleReshape(NodeCtx &n) {
     shape = *s;
   }
   return simple(n, ReshapeOp::getOperationName(), {0},
-                {named(n, "shape", ints(n, shape)),
-                 named(n, "allowzero", boolean(n, *az != 0))});
+                {named(n, "shape", ints(n, shape)), named(n, "allowzero", boolean(n, *az != 0))});
 }
 
 LogicalResult handleSlice(NodeCtx &n) {
@@ -85,7 +84,8 @@ LogicalResult handleSqueeze(NodeCtx &n, bool unsqueeze) {
     attrs.push_back(named(n, "axes", ints(n, **axes)));
   else if (unsqueeze)
     return n.fail("'axes' is required");
-  return simple(n, unsqueeze ? UnsqueezeOp::getOperationName() : SqueezeOp::getOperationName(), {0}, attrs);
+  return simple(n, unsqueeze ? UnsqueezeOp::getOperationName() : SqueezeOp::getOperationName(), {0},
+                attrs);
 }
 
 /// Shape of a statically shaped value, folded to a constant.
@@ -105,8 +105,7 @@ LogicalResult handleShape(NodeCtx &n) {
   std::vector<int64_t> dims;
   for (int64_t i = s; i < e; ++i) {
     if (t.isDynamicDim(i))
-      return n.fail("the shape of '" + n.node.input(0) + "' (" +
-                    llvm::Twine(i) +
+      return n.fail("the shape of '" + n.node.input(0) + "' (" + llvm::Twine(i) +
                     "-th dim) is only known at run time; shapes computed at "
                     "run time are not supported (export with static shapes)");
     dims.push_back(t.getDimSize(i));
@@ -176,8 +175,8 @@ LogicalResult handleSplit(NodeCtx &n) {
     if (failed(k))
       return failure();
     if (*k != outs)
-      return n.fail("num_outputs is " + llvm::Twine(*k) + " but the node has " +
-                    llvm::Twine(outs) + " outputs");
+      return n.fail("num_outputs is " + llvm::Twine(*k) + " but the node has " + llvm::Twine(outs) +
+                    " outputs");
     int64_t part = (dim + outs - 1) / outs;
     sizes = std::vector<int64_t>(outs, part);
     sizes->back() = dim - part * (outs - 1);
@@ -208,11 +207,11 @@ LogicalResult handleSplit(NodeCtx &n) {
   for (int64_t i = 0; i < outs; ++i) {
     int64_t size = (*sizes)[i];
     if (n.hasOutput(i)) {
-      auto op = n.im.create(n, SliceOp::getOperationName(), {*x},
-                            {named(n, "starts", ints(n, {start})),
-                             named(n, "ends", ints(n, {start + size})),
-                             named(n, "axes", ints(n, {ax}))},
-                            1);
+      auto op =
+          n.im.create(n, SliceOp::getOperationName(), {*x},
+                      {named(n, "starts", ints(n, {start})),
+                       named(n, "ends", ints(n, {start + size})), named(n, "axes", ints(n, {ax}))},
+                      1);
       if (failed(op))
         return failure();
       n.setOutput(i, (*op)->getResult(0));
@@ -256,10 +255,11 @@ LogicalResult handleTrilu(NodeCtx &n) {
   auto b = n.im.b;
   auto mt = RankedTensorType::get({rows, cols}, b.getI1Type());
   SmallVector<bool> bits(mask.begin(), mask.end());
-  Value m = arith::ConstantOp::create(b, n.loc, mt, DenseElementsAttr::get(mt, ArrayRef<bool>(bits)));
+  Value m =
+      arith::ConstantOp::create(b, n.loc, mt, DenseElementsAttr::get(mt, ArrayRef<bool>(bits)));
   auto zt = RankedTensorType::get({}, xt.getElementType());
-  Value zero = arith::ConstantOp::create(b, n.loc, zt,
-                                         DenseElementsAttr::get(zt, b.getZeroAttr(xt.getElementType())));
+  Value zero = arith::ConstantOp::create(
+      b, n.loc, zt, DenseElementsAttr::get(zt, b.getZeroAttr(xt.getElementType())));
   return emitAll(n, WhereOp::getOperationName(), {m, *x, zero}, {}, 1);
 }
 
@@ -294,13 +294,16 @@ LogicalResult handleTile(NodeCtx &n) {
     n.setOutput(0, *x);
     return success();
   }
-  auto a = n.im.create(n, ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, inter))}, 1);
+  auto a =
+      n.im.create(n, ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, inter))}, 1);
   if (failed(a))
     return failure();
-  auto e = n.im.create(n, ExpandOp::getOperationName(), {(*a)->getResult(0)}, {named(n, "shape", ints(n, expanded))}, 1);
+  auto e = n.im.create(n, ExpandOp::getOperationName(), {(*a)->getResult(0)},
+                       {named(n, "shape", ints(n, expanded))}, 1);
   if (failed(e))
     return failure();
-  return emitAll(n, ReshapeOp::getOperationName(), {(*e)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
+  return emitAll(n, ReshapeOp::getOperationName(), {(*e)->getResult(0)},
+                 {named(n, "shape", ints(n, out))}, 1);
 }
 
 /// Pad with constant pads, axis by axis: a negative pad slices, a positive
@@ -367,8 +370,8 @@ LogicalResult handlePad(NodeCtx &n) {
                   llvm::Twine(axes.size()) + " axes (two per axis)");
   auto b = n.im.b;
   Value r = *x;
-  auto create = [&](llvm::StringRef name, ValueRange in, SmallVector<NamedAttribute> attrs)
-      -> FailureOr<Value> {
+  auto create = [&](llvm::StringRef name, ValueRange in,
+                    SmallVector<NamedAttribute> attrs) -> FailureOr<Value> {
     auto op = n.im.create(n, name, in, attrs, 1);
     if (failed(op))
       return failure();
@@ -501,10 +504,12 @@ LogicalResult handleDepthSpace(NodeCtx &n, bool toSpace) {
   auto r = n.im.create(n, ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, s6))}, 1);
   if (failed(r))
     return failure();
-  auto t = n.im.create(n, TransposeOp::getOperationName(), {(*r)->getResult(0)}, {named(n, "perm", ints(n, perm))}, 1);
+  auto t = n.im.create(n, TransposeOp::getOperationName(), {(*r)->getResult(0)},
+                       {named(n, "perm", ints(n, perm))}, 1);
   if (failed(t))
     return failure();
-  return emitAll(n, ReshapeOp::getOperationName(), {(*t)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
+  return emitAll(n, ReshapeOp::getOperationName(), {(*t)->getResult(0)},
+                 {named(n, "shape", ints(n, out))}, 1);
 }
 
 /// EyeLike: a constant (ones on diagonal k) of the input's static 2-D shape.
@@ -536,66 +541,67 @@ LogicalResult handleEyeLike(NodeCtx &n) {
 } // namespace
 
 void registerShapeOps(OpRegistry &r) {
-    r.on("Split", 1, handleSplit, {1});
-    r.on("Trilu", 14, handleTrilu, {1});
-    r.on("Tile", 6, handleTile, {1});
-    r.on("Pad", 2, handlePad, {1, 2, 3});
-    r.on("DepthToSpace", 1, [](NodeCtx &n) { return handleDepthSpace(n, true); });
-    r.on("SpaceToDepth", 1, [](NodeCtx &n) { return handleDepthSpace(n, false); });
-    r.on("EyeLike", 9, handleEyeLike);
-    r.on("Flatten", 1, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"axis"})))
+  r.on("Split", 1, handleSplit, {1});
+  r.on("Trilu", 14, handleTrilu, {1});
+  r.on("Tile", 6, handleTile, {1});
+  r.on("Pad", 2, handlePad, {1, 2, 3});
+  r.on("DepthToSpace", 1, [](NodeCtx &n) { return handleDepthSpace(n, true); });
+  r.on("SpaceToDepth", 1, [](NodeCtx &n) { return handleDepthSpace(n, false); });
+  r.on("EyeLike", 9, handleEyeLike);
+  r.on("Flatten", 1, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"axis"})))
+      return failure();
+    auto axis = n.getInt("axis", 1);
+    if (failed(axis))
+      return failure();
+    return simple(n, FlattenOp::getOperationName(), {0}, {named(n, "axis", i64(n, *axis))});
+  });
+  r.on("Reshape", 1, handleReshape, {1});
+  r.on("Transpose", 1, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"perm"})))
+      return failure();
+    auto perm = n.getInts("perm");
+    if (failed(perm))
+      return failure();
+    SmallVector<NamedAttribute> attrs;
+    if (*perm)
+      attrs.push_back(named(n, "perm", ints(n, **perm)));
+    return simple(n, TransposeOp::getOperationName(), {0}, attrs);
+  });
+  r.on("Concat", 1, [](NodeCtx &n) {
+    if (failed(n.allowAttrs({"axis"})))
+      return failure();
+    auto axis = n.getInt("axis", n.opset < 4 ? std::optional<int64_t>(1) : std::nullopt);
+    if (failed(axis))
+      return failure();
+    SmallVector<Value> in;
+    for (size_t i = 0; i < n.numInputs(); ++i) {
+      auto v = n.input(i);
+      if (failed(v))
         return failure();
-      auto axis = n.getInt("axis", 1);
-      if (failed(axis))
-        return failure();
-      return simple(n, FlattenOp::getOperationName(), {0}, {named(n, "axis", i64(n, *axis))});
-    });
-    r.on("Reshape", 1, handleReshape, {1});
-    r.on("Transpose", 1, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"perm"})))
-        return failure();
-      auto perm = n.getInts("perm");
-      if (failed(perm))
-        return failure();
-      SmallVector<NamedAttribute> attrs;
-      if (*perm)
-        attrs.push_back(named(n, "perm", ints(n, **perm)));
-      return simple(n, TransposeOp::getOperationName(), {0}, attrs);
-    });
-    r.on("Concat", 1, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({"axis"})))
-        return failure();
-      auto axis = n.getInt("axis", n.opset < 4 ? std::optional<int64_t>(1)
-                                               : std::nullopt);
-      if (failed(axis))
-        return failure();
-      SmallVector<Value> in;
-      for (size_t i = 0; i < n.numInputs(); ++i) {
-        auto v = n.input(i);
-        if (failed(v))
-          return failure();
-        in.push_back(*v);
-      }
-      auto op = n.im.create(n, ConcatOp::getOperationName(), in,
-                            {named(n, "axis", i64(n, *axis))}, 1);
-      if (failed(op))
-        return failure();
-      n.setOutput(0, (*op)->getResult(0));
-      return success();
-    });
-    r.on("Slice", 1, handleSlice, {1, 2, 3, 4});
-    r.on("Squeeze", 1, [](NodeCtx &n) { return handleSqueeze(n, false); }, {1});
-    r.on("Unsqueeze", 1, [](NodeCtx &n) { return handleSqueeze(n, true); }, {1});
-    r.on("Expand", 8, [](NodeCtx &n) {
-      if (failed(n.allowAttrs({})))
-        return failure();
-      auto shape = n.constInts(1, "shape");
-      if (failed(shape))
-        return failure();
-      return simple(n, ExpandOp::getOperationName(), {0}, {named(n, "shape", ints(n, *shape))});
-    }, {1});
-    r.on("Shape", 1, handleShape);
-    r.on("Size", 1, handleSize);
+      in.push_back(*v);
+    }
+    auto op =
+        n.im.create(n, ConcatOp::getOperationName(), in, {named(n, "axis", i64(n, *axis))}, 1);
+    if (failed(op))
+      return failure();
+    n.setOutput(0, (*op)->getResult(0));
+    return success();
+  });
+  r.on("Slice", 1, handleSlice, {1, 2, 3, 4});
+  r.on("Squeeze", 1, [](NodeCtx &n) { return handleSqueeze(n, false); }, {1});
+  r.on("Unsqueeze", 1, [](NodeCtx &n) { return handleSqueeze(n, true); }, {1});
+  r.on("Expand", 8,
+       [](NodeCtx &n) {
+         if (failed(n.allowAttrs({})))
+           return failure();
+         auto shape = n.constInts(1, "shape");
+         if (failed(shape))
+           return failure();
+         return simple(n, ExpandOp::getOperationName(), {0}, {named(n, "shape", ints(n, *shape))});
+       },
+       {1});
+  r.on("Shape", 1, handleShape);
+  r.on("Size", 1, handleSize);
 }
 } // namespace onnx_import

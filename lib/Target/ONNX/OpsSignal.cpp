@@ -13,7 +13,8 @@ namespace {
 LogicalResult handleWindow(NodeCtx &n, double a0, double a1, double a2) {
   if (failed(n.allowAttrs({"output_datatype", "periodic"})))
     return failure();
-  auto dt = n.getInt("output_datatype", onnx::TensorProto::FLOAT), periodic = n.getInt("periodic", 1);
+  auto dt = n.getInt("output_datatype", onnx::TensorProto::FLOAT),
+       periodic = n.getInt("periodic", 1);
   auto size = n.constInts(0, "size");
   if (failed(dt) || failed(periodic) || failed(size))
     return failure();
@@ -28,7 +29,8 @@ LogicalResult handleWindow(NodeCtx &n, double a0, double a1, double a2) {
   double N = *periodic ? (double)len : (double)(len - 1);
   SmallVector<double> w;
   for (int64_t i = 0; i < len; ++i)
-    w.push_back(N <= 0 ? 1.0 : a0 - a1 * std::cos(2 * M_PI * i / N) + a2 * std::cos(4 * M_PI * i / N));
+    w.push_back(N <= 0 ? 1.0
+                       : a0 - a1 * std::cos(2 * M_PI * i / N) + a2 * std::cos(4 * M_PI * i / N));
   auto t = RankedTensorType::get({len}, *elt);
   SmallVector<Attribute> vals;
   for (double v : w)
@@ -59,7 +61,8 @@ LogicalResult handleMelWeightMatrix(NodeCtx &n) {
   if (failed(elt))
     return failure();
   float loHz = (float)(*lo)->toDouble()[0], hiHz = (float)(*hi)->toDouble()[0];
-  float loMel = 2595.0f * std::log10(1.0f + loHz / 700.0f), hiMel = 2595.0f * std::log10(1.0f + hiHz / 700.0f);
+  float loMel = 2595.0f * std::log10(1.0f + loHz / 700.0f),
+        hiMel = 2595.0f * std::log10(1.0f + hiHz / 700.0f);
   double step = ((double)hiMel - (double)loMel) / (double)(M + 2);
   int64_t K = L / 2 + 1;
   if (K * M > ((int64_t)1 << 22))
@@ -71,7 +74,8 @@ LogicalResult handleMelWeightMatrix(NodeCtx &n) {
     double bin = std::floor((double)(L + 1) * hz / (double)sr);
     // Checked as a double first: NaN or a huge edge has no int64 value.
     if (!(bin >= 0 && bin < (double)K))
-      return n.fail("the mel edges fall outside the " + llvm::Twine(K) + " spectrogram bins (check "
+      return n.fail("the mel edges fall outside the " + llvm::Twine(K) +
+                    " spectrogram bins (check "
                     "lower_edge_hertz, upper_edge_hertz, sample_rate)");
     f.push_back((int64_t)bin);
   }
@@ -102,8 +106,8 @@ constexpr int64_t kMaxDftTable = (int64_t)1 << 22;
 /// The DFT of signals along their last dim (xr, xi: real and imaginary
 /// parts, xi null for a real signal) of length L, the first K bins, as
 /// matrix products with cos / sin tables (inverse: the conjugate, / L).
-static std::pair<Value, Value> dftLast(NodeCtx &n, Elementwise &e, Value xr, Value xi, int64_t L, int64_t K,
-                                       bool inverse) {
+static std::pair<Value, Value> dftLast(NodeCtx &n, Elementwise &e, Value xr, Value xi, int64_t L,
+                                       int64_t K, bool inverse) {
   Type elt = getElementTypeOrSelf(xr.getType());
   auto tt = RankedTensorType::get({L, K}, elt);
   SmallVector<Attribute> cs, sn;
@@ -134,8 +138,9 @@ static std::pair<Value, Value> complexParts(NodeCtx &n, Elementwise &e, Value x)
   int64_t r = xt.getRank();
   SmallVector<int64_t> shape(xt.getShape().drop_back());
   auto part = [&](int64_t i) {
-    Value s = e.op(SliceOp::getOperationName(), {x}, {named(n, "starts", ints(n, {i})), named(n, "ends", ints(n, {i + 1})),
-                                      named(n, "axes", ints(n, {r - 1}))});
+    Value s = e.op(SliceOp::getOperationName(), {x},
+                   {named(n, "starts", ints(n, {i})), named(n, "ends", ints(n, {i + 1})),
+                    named(n, "axes", ints(n, {r - 1}))});
     return e.op(ReshapeOp::getOperationName(), {s}, {named(n, "shape", ints(n, shape))});
   };
   return {part(0), xt.getDimSize(r - 1) == 2 ? part(1) : Value()};
@@ -154,8 +159,9 @@ static Value complexJoin(NodeCtx &n, Elementwise &e, Value re, Value im) {
 /// DFT (opset 17 / 20) by matrix products with constant tables, marked
 /// fp32 (torch.fft runs outside autocast's lists, in the input's type).
 LogicalResult handleDFT(NodeCtx &n) {
-  if (failed(n.allowAttrs(n.opset < 20 ? llvm::ArrayRef<llvm::StringRef>{"axis", "inverse", "onesided"}
-                                       : llvm::ArrayRef<llvm::StringRef>{"inverse", "onesided"})))
+  if (failed(n.allowAttrs(n.opset < 20
+                              ? llvm::ArrayRef<llvm::StringRef>{"axis", "inverse", "onesided"}
+                              : llvm::ArrayRef<llvm::StringRef>{"inverse", "onesided"})))
     return failure();
   auto inverse = n.getInt("inverse", 0), onesided = n.getInt("onesided", 0);
   auto x = n.input(0);
@@ -211,19 +217,23 @@ LogicalResult handleDFT(NodeCtx &n) {
   perm.push_back(axis);
   for (int64_t d = 0; d < sr; ++d)
     inv[perm[d]] = d;
-  auto moveLast = [&](Value v) { return v ? e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))}) : v; };
+  auto moveLast = [&](Value v) {
+    return v ? e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))}) : v;
+  };
   auto fit = [&](Value v) -> Value { // to length L: truncated or zero-padded
     if (!v || L == N)
       return v;
     auto vt = cast<RankedTensorType>(v.getType());
     if (L < N)
-      return e.op(SliceOp::getOperationName(), {v}, {named(n, "starts", ints(n, {0})), named(n, "ends", ints(n, {L})),
-                                     named(n, "axes", ints(n, {sr - 1}))});
+      return e.op(SliceOp::getOperationName(), {v},
+                  {named(n, "starts", ints(n, {0})), named(n, "ends", ints(n, {L})),
+                   named(n, "axes", ints(n, {sr - 1}))});
     SmallVector<int64_t> zs(vt.getShape());
     zs.back() = L - N;
     auto zt = RankedTensorType::get(zs, vt.getElementType());
-    Value z = arith::ConstantOp::create(n.im.b, n.loc, zt,
-                                        DenseElementsAttr::get(zt, n.im.b.getFloatAttr(vt.getElementType(), 0.0)));
+    Value z = arith::ConstantOp::create(
+        n.im.b, n.loc, zt,
+        DenseElementsAttr::get(zt, n.im.b.getFloatAttr(vt.getElementType(), 0.0)));
     return e.op(ConcatOp::getOperationName(), {v, z}, {named(n, "axis", i64(n, sr - 1))});
   };
   xr = fit(moveLast(xr));
@@ -231,7 +241,9 @@ LogicalResult handleDFT(NodeCtx &n) {
   if (!e.ok)
     return failure();
   auto [yr, yi] = dftLast(n, e, xr, xi, L, K, *inverse != 0);
-  auto back = [&](Value v) { return e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, inv))}); };
+  auto back = [&](Value v) {
+    return e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, inv))});
+  };
   Value y = complexJoin(n, e, back(yr), back(yi));
   if (!e.ok)
     return failure();
@@ -289,11 +301,13 @@ LogicalResult handleSTFT(NodeCtx &n) {
   for (int64_t f = 0; f < frames; ++f)
     for (int64_t j = 0; j < FL; ++j)
       idx.push_back(f * s + j);
-  Value index = arith::ConstantOp::create(n.im.b, n.loc, it, DenseElementsAttr::get(it, ArrayRef<int64_t>(idx)));
+  Value index = arith::ConstantOp::create(n.im.b, n.loc, it,
+                                          DenseElementsAttr::get(it, ArrayRef<int64_t>(idx)));
   auto framed = [&](Value v) -> Value {
     if (!v)
       return v;
-    Value g = e.op(GatherOp::getOperationName(), {v, index}, {named(n, "axis", i64(n, 1))}); // [B, frames, FL]
+    Value g = e.op(GatherOp::getOperationName(), {v, index},
+                   {named(n, "axis", i64(n, 1))}); // [B, frames, FL]
     return window ? e.mul(g, window) : g;
   };
   xr = framed(xr);
@@ -313,11 +327,12 @@ LogicalResult handleSTFT(NodeCtx &n) {
 } // namespace
 
 void registerSignalOps(OpRegistry &r) {
-    r.on("HannWindow", 17, [](NodeCtx &n) { return handleWindow(n, 0.5, 0.5, 0.0); }, {0});
-    r.on("HammingWindow", 17, [](NodeCtx &n) { return handleWindow(n, 25.0 / 46.0, 21.0 / 46.0, 0.0); }, {0});
-    r.on("BlackmanWindow", 17, [](NodeCtx &n) { return handleWindow(n, 0.42, 0.5, 0.08); }, {0});
-    r.on("DFT", 17, handleDFT, {1, 2});
-    r.on("MelWeightMatrix", 17, handleMelWeightMatrix, {0, 1, 2, 3, 4});
-    r.on("STFT", 17, handleSTFT, {1, 3});
+  r.on("HannWindow", 17, [](NodeCtx &n) { return handleWindow(n, 0.5, 0.5, 0.0); }, {0});
+  r.on("HammingWindow", 17,
+       [](NodeCtx &n) { return handleWindow(n, 25.0 / 46.0, 21.0 / 46.0, 0.0); }, {0});
+  r.on("BlackmanWindow", 17, [](NodeCtx &n) { return handleWindow(n, 0.42, 0.5, 0.08); }, {0});
+  r.on("DFT", 17, handleDFT, {1, 2});
+  r.on("MelWeightMatrix", 17, handleMelWeightMatrix, {0, 1, 2, 3, 4});
+  r.on("STFT", 17, handleSTFT, {1, 3});
 }
 } // namespace onnx_import

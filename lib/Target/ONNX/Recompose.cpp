@@ -70,8 +70,7 @@ std::optional<GeluChain> matchGelu(ErfOp erf) {
       !a->getResult(0).hasOneUse() || a->getResult(0).getType() != x.getType())
     return std::nullopt;
   Operation *m1 = *a->getResult(0).getUsers().begin();
-  if (!isa<MulOp>(m1) || m1->getResult(0).getType() != x.getType() ||
-      !m1->getResult(0).hasOneUse())
+  if (!isa<MulOp>(m1) || m1->getResult(0).getType() != x.getType() || !m1->getResult(0).hasOneUse())
     return std::nullopt;
   Value o = other(m1, a->getResult(0));
   GeluChain c;
@@ -181,8 +180,8 @@ struct RecomposeMatMulBias : OpRewritePattern<AddOp> {
       if (at.getRank() != 2)
         a = ReshapeOp::create(rewriter, loc, a2, a, rewriter.getDenseI64ArrayAttr({m, k}),
                               rewriter.getBoolAttr(false));
-      auto g = GemmOp::create(rewriter, loc, RankedTensorType::get({m, n}, yt.getElementType()),
-                              a, mm.getRhs(), bias, rewriter.getF32FloatAttr(1.0f),
+      auto g = GemmOp::create(rewriter, loc, RankedTensorType::get({m, n}, yt.getElementType()), a,
+                              mm.getRhs(), bias, rewriter.getF32FloatAttr(1.0f),
                               rewriter.getF32FloatAttr(1.0f), rewriter.getBoolAttr(false),
                               rewriter.getBoolAttr(false), TypeAttr());
       Value y = g.getOutput();

@@ -140,15 +140,24 @@ LogicalResult foldDoubleNode(NodeCtx &n) {
     return success();
   };
   if (in.size() == 1) {
-    if (op == "Sqrt") return unary([](double v) { return std::sqrt(v); });
-    if (op == "Neg") return unary([](double v) { return -v; });
-    if (op == "Abs") return unary([](double v) { return std::fabs(v); });
-    if (op == "Reciprocal") return unary([](double v) { return 1.0 / v; });
-    if (op == "Exp") return unary([](double v) { return std::exp(v); });
-    if (op == "Log") return unary([](double v) { return std::log(v); });
-    if (op == "Floor") return unary([](double v) { return std::floor(v); });
-    if (op == "Ceil") return unary([](double v) { return std::ceil(v); });
-    if (op == "Identity") return unary([](double v) { return v; });
+    if (op == "Sqrt")
+      return unary([](double v) { return std::sqrt(v); });
+    if (op == "Neg")
+      return unary([](double v) { return -v; });
+    if (op == "Abs")
+      return unary([](double v) { return std::fabs(v); });
+    if (op == "Reciprocal")
+      return unary([](double v) { return 1.0 / v; });
+    if (op == "Exp")
+      return unary([](double v) { return std::exp(v); });
+    if (op == "Log")
+      return unary([](double v) { return std::log(v); });
+    if (op == "Floor")
+      return unary([](double v) { return std::floor(v); });
+    if (op == "Ceil")
+      return unary([](double v) { return std::ceil(v); });
+    if (op == "Identity")
+      return unary([](double v) { return v; });
     if (op == "Cast") {
       auto to = n.getInt("to", std::nullopt);
       if (failed(to))
@@ -231,8 +240,9 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
                  op == "GreaterOrEqual";
   // Min / Max: variadic, of one type (T5's relative-position buckets: Min
   // of two constant int64 tables).
-  bool minMax = (op == "Min" || op == "Max") &&
-                llvm::all_of(in, [&](const HostTensor *t) { return t && t->dtype == in[0]->dtype; });
+  bool minMax = (op == "Min" || op == "Max") && llvm::all_of(in, [&](const HostTensor *t) {
+                  return t && t->dtype == in[0]->dtype;
+                });
   if ((compare || op == "And" || op == "Or" || op == "Xor" || op == "Where" || minMax) &&
       llvm::all_of(in, [](const HostTensor *t) { return t != nullptr; }) &&
       (minMax || in.size() == (op == "Where" ? 3u : 2u))) {
@@ -248,19 +258,29 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       if (minMax) {
         r[e] = v[0][index[0][e]];
         for (size_t k = 1; k < in.size(); ++k)
-          r[e] = op == "Min" ? std::min(r[e], v[k][index[k][e]]) : std::max(r[e], v[k][index[k][e]]);
+          r[e] =
+              op == "Min" ? std::min(r[e], v[k][index[k][e]]) : std::max(r[e], v[k][index[k][e]]);
         continue;
       }
       int64_t p = v[0][index[0][e]], q = v[1][index[1][e]];
-      if (op == "Equal") r[e] = p == q;
-      else if (op == "Less") r[e] = p < q;
-      else if (op == "Greater") r[e] = p > q;
-      else if (op == "LessOrEqual") r[e] = p <= q;
-      else if (op == "GreaterOrEqual") r[e] = p >= q;
-      else if (op == "And") r[e] = p && q;
-      else if (op == "Or") r[e] = p || q;
-      else if (op == "Xor") r[e] = (p != 0) != (q != 0);
-      else r[e] = p ? q : v[2][index[2][e]];
+      if (op == "Equal")
+        r[e] = p == q;
+      else if (op == "Less")
+        r[e] = p < q;
+      else if (op == "Greater")
+        r[e] = p > q;
+      else if (op == "LessOrEqual")
+        r[e] = p <= q;
+      else if (op == "GreaterOrEqual")
+        r[e] = p >= q;
+      else if (op == "And")
+        r[e] = p && q;
+      else if (op == "Or")
+        r[e] = p || q;
+      else if (op == "Xor")
+        r[e] = (p != 0) != (q != 0);
+      else
+        r[e] = p ? q : v[2][index[2][e]];
     }
     n.setConstOutput(0, minMax          ? makeInteger(in[0]->dtype, shape, r)
                         : op == "Where" ? makeInt64(shape, r)
@@ -312,11 +332,10 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       std::vector<int64_t> out;
       int64_t r = shape.size();
       for (int64_t i = 0; i < r; ++i) {
-        bool drop = axes.empty()
-                        ? shape[i] == 1
-                        : std::find_if(axes.begin(), axes.end(), [&](int64_t a) {
-                            return (a < 0 ? a + r : a) == i;
-                          }) != axes.end();
+        bool drop =
+            axes.empty() ? shape[i] == 1 : std::find_if(axes.begin(), axes.end(), [&](int64_t a) {
+                                             return (a < 0 ? a + r : a) == i;
+                                           }) != axes.end();
         if (!drop)
           out.push_back(shape[i]);
       }
@@ -334,8 +353,8 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     if (axes.empty())
       for (size_t i = 0; i < starts.size(); ++i)
         axes.push_back(i);
-    std::vector<int64_t> steps = in.size() > 4 && in[4] ? vals(in[4])
-                                                        : std::vector<int64_t>(starts.size(), 1);
+    std::vector<int64_t> steps =
+        in.size() > 4 && in[4] ? vals(in[4]) : std::vector<int64_t>(starts.size(), 1);
     if (starts.size() != ends.size() || starts.size() != axes.size() ||
         starts.size() != steps.size() || rank == 0)
       return failure();
@@ -480,15 +499,15 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     int64_t len = data.size();
     for (int64_t i : idx) {
       if (i < -len || i >= len)
-        return n.fail("index " + llvm::Twine(i) + " is out of range for " +
-                      llvm::Twine(len) + " values");
+        return n.fail("index " + llvm::Twine(i) + " is out of range for " + llvm::Twine(len) +
+                      " values");
       out.push_back(data[i < 0 ? i + len : i]);
     }
     n.setConstOutput(0, makeInt64(in[1]->shape, out));
     return success();
   }
-  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") &&
-      in.size() == 2 && in[1]) {
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") && in.size() == 2 &&
+      in[1]) {
     // Same shapes, or one side a single value of no higher rank (broadcast).
     const HostTensor *x = in[0], *y = in[1];
     bool same = x->shape == y->shape;
@@ -508,9 +527,12 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
         return n.fail("integer division by zero in a shape computation");
       // Checked: a folded value that wraps is a wrong shape, not a result.
       std::optional<int64_t> v;
-      if (op == "Add") v = llvm::checkedAdd(p, q);
-      else if (op == "Sub") v = llvm::checkedSub(p, q);
-      else if (op == "Mul") v = llvm::checkedMul(p, q);
+      if (op == "Add")
+        v = llvm::checkedAdd(p, q);
+      else if (op == "Sub")
+        v = llvm::checkedSub(p, q);
+      else if (op == "Mul")
+        v = llvm::checkedMul(p, q);
       else if (op == "Div") {
         if (!(p == INT64_MIN && q == -1))
           v = p / q; // truncates, as ONNX's integer Div

@@ -11,16 +11,15 @@ namespace onnx_import {
 /// into the initializer's new value (amp.updates), so the step is the
 /// train_step form of DESIGN.md section 2.
 LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
-                                        const onnx::ModelProto &model,
-                                        const ONNXImportOptions &opts, ModuleOp module,
-                                        onnx::ModelProto &step) {
+                                 const onnx::ModelProto &model, const ONNXImportOptions &opts,
+                                 ModuleOp module, onnx::ModelProto &step) {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   if (model.training_info_size() > 1)
     return emitError(loc) << "the model has " << model.training_info_size()
                           << " TrainingInfoProto entries; one is supported";
   const onnx::TrainingInfoProto &ti = model.training_info(0);
   if (ti.has_initialization() && ti.initialization().node_size() > 0)
-    return emitError(loc) << "TrainingInfoProto: initialization graphs (" 
+    return emitError(loc) << "TrainingInfoProto: initialization graphs ("
                           << ti.initialization().node_size()
                           << " nodes) are not supported: give the initial values as "
                              "initializers of the model's graph";
@@ -44,8 +43,7 @@ LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
                             << (!known ? "no initializer of that name"
                                        : "the algorithm has no output of that name");
     if (binding.count(kv.value()))
-      return emitError(loc) << "TrainingInfoProto: output '" << kv.value()
-                            << "' is bound twice";
+      return emitError(loc) << "TrainingInfoProto: output '" << kv.value() << "' is bound twice";
     binding[kv.value()] = kv.key();
     o.stateInitializers.insert(kv.key());
   }
@@ -71,9 +69,9 @@ LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
                               << n.getValue() << "': " << f.getResultTypes()[i]
                               << " does not fit the initializer's " << a.getType();
     }
-    f.setResultAttrs(i, DictionaryAttr::get(
-                            ctx, {NamedAttribute(StringAttr::get(ctx, "amp.updates"),
-                                                 StringAttr::get(ctx, key))}));
+    f.setResultAttrs(i,
+                     DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "amp.updates"),
+                                                              StringAttr::get(ctx, key))}));
   }
   f->remove();
   module.push_back(f);

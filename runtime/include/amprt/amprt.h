@@ -96,8 +96,8 @@ float amprt_bf16_to_f32(uint16_t b);
 
 /* Converts n elements between any two float element types (f32, f16,
  * bf16), using the vector instructions this CPU has. */
-amprt_status amprt_convert(const void *src, amprt_dtype src_type, void *dst,
-                           amprt_dtype dst_type, size_t n);
+amprt_status amprt_convert(const void *src, amprt_dtype src_type, void *dst, amprt_dtype dst_type,
+                           size_t n);
 
 #define AMPRT_MAX_RANK 8
 
@@ -110,8 +110,7 @@ typedef struct amprt_tensor {
 } amprt_tensor;
 
 /* A contiguous (row-major) descriptor. */
-amprt_tensor amprt_tensor_make(void *data, amprt_dtype dtype, int32_t rank,
-                               const int64_t *shape);
+amprt_tensor amprt_tensor_make(void *data, amprt_dtype dtype, int32_t rank, const int64_t *shape);
 int64_t amprt_tensor_numel(const amprt_tensor *t);
 /* 1 when the strides are the row-major ones of the shape. */
 int amprt_tensor_is_contiguous(const amprt_tensor *t);
@@ -161,8 +160,8 @@ const char *amprt_cpu_features_string(void);
  * kernels. */
 amprt_status amprt_device_alloc(amprt_context *ctx, size_t bytes, void **out);
 void amprt_device_free(amprt_context *ctx, void *ptr);
-amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src,
-                               size_t bytes, int32_t kind);
+amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src, size_t bytes,
+                               int32_t kind);
 /* Waits for the work queued on the context; returns the first error a
  * kernel recorded since the last call (and clears it). A warning recorded
  * (on_min_scale=warn) is printed to stderr once. */
@@ -188,14 +187,12 @@ int32_t amprt_context_on_host(const amprt_context *ctx);
 /* One block of the context's device memory; the compiler's memory plan
  * places every intermediate at an offset in it. */
 typedef struct amprt_arena amprt_arena;
-amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
-                                amprt_arena **out);
+amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes, amprt_arena **out);
 void amprt_arena_destroy(amprt_arena *arena);
 void *amprt_arena_base(amprt_arena *arena);
 size_t amprt_arena_size(const amprt_arena *arena);
 /* base + offset, checked against the arena's size. */
-amprt_status amprt_arena_at(amprt_arena *arena, size_t offset, size_t bytes,
-                            void **out);
+amprt_status amprt_arena_at(amprt_arena *arena, size_t offset, size_t bytes, void **out);
 
 /*--- Elementwise ----------------------------------------------------------*
  * Inputs broadcast to the output's shape (numpy rules). Float ops compute
@@ -211,25 +208,25 @@ typedef enum amprt_unary_op {
   AMPRT_UNARY_ERF,
   AMPRT_UNARY_TANH,
   AMPRT_UNARY_SIGMOID,
-  AMPRT_UNARY_GELU,      /* x * Phi(x), erf form */
-  AMPRT_UNARY_GELU_TANH, /* tanh approximation */
+  AMPRT_UNARY_GELU,       /* x * Phi(x), erf form */
+  AMPRT_UNARY_GELU_TANH,  /* tanh approximation */
   AMPRT_UNARY_LEAKY_RELU, /* uses alpha */
   AMPRT_UNARY_ABS,
-  AMPRT_UNARY_RECIPROCAL, /* 1 / x */
-  AMPRT_UNARY_SOFTPLUS,   /* log(1 + e^x) */
-  AMPRT_UNARY_ELU,        /* x > 0 ? x : alpha (e^x - 1) */
-  AMPRT_UNARY_CELU,       /* x > 0 ? x : alpha (e^(x / alpha) - 1) */
-  AMPRT_UNARY_SELU,       /* beta * (x > 0 ? x : alpha (e^x - 1)) */
+  AMPRT_UNARY_RECIPROCAL,   /* 1 / x */
+  AMPRT_UNARY_SOFTPLUS,     /* log(1 + e^x) */
+  AMPRT_UNARY_ELU,          /* x > 0 ? x : alpha (e^x - 1) */
+  AMPRT_UNARY_CELU,         /* x > 0 ? x : alpha (e^(x / alpha) - 1) */
+  AMPRT_UNARY_SELU,         /* beta * (x > 0 ? x : alpha (e^x - 1)) */
   AMPRT_UNARY_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
-  AMPRT_UNARY_HARD_SWISH, /* x * max(0, min(1, x / 6 + 1 / 2)) */
-  AMPRT_UNARY_SOFTSIGN,   /* x / (1 + |x|) */
+  AMPRT_UNARY_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1 / 2)) */
+  AMPRT_UNARY_SOFTSIGN,     /* x / (1 + |x|) */
   AMPRT_UNARY_SIN,
   AMPRT_UNARY_COS,
-  AMPRT_UNARY_FLOOR,      /* FLOOR to SIGN: derivative 0 */
+  AMPRT_UNARY_FLOOR, /* FLOOR to SIGN: derivative 0 */
   AMPRT_UNARY_CEIL,
-  AMPRT_UNARY_ROUND,      /* half to even */
+  AMPRT_UNARY_ROUND, /* half to even */
   AMPRT_UNARY_SIGN,
-  AMPRT_UNARY_CLAMP,      /* min(max(x, alpha), beta); NaN stays NaN */
+  AMPRT_UNARY_CLAMP,            /* min(max(x, alpha), beta); NaN stays NaN */
   AMPRT_UNARY_THRESHOLDED_RELU, /* x > alpha ? x : 0 (NaN kept) */
   AMPRT_UNARY_TAN,
   AMPRT_UNARY_ASIN,
@@ -271,39 +268,34 @@ typedef enum amprt_binary_op {
 } amprt_binary_op;
 #define AMPRT_BINARY_LAST AMPRT_BINARY_FMOD
 
-amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
-                         const amprt_tensor *x, amprt_tensor *y);
+amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha, const amprt_tensor *x,
+                         amprt_tensor *y);
 /* amprt_unary for the ops with a second parameter (SELU, HARD_SIGMOID,
  * CLAMP); amprt_unary passes beta = 0. */
-amprt_status amprt_unary_ex(amprt_context *ctx, amprt_unary_op op, float alpha,
-                            float beta, const amprt_tensor *x, amprt_tensor *y);
-amprt_status amprt_binary(amprt_context *ctx, amprt_binary_op op,
-                          const amprt_tensor *a, const amprt_tensor *b,
-                          amprt_tensor *y);
+amprt_status amprt_unary_ex(amprt_context *ctx, amprt_unary_op op, float alpha, float beta,
+                            const amprt_tensor *x, amprt_tensor *y);
+amprt_status amprt_binary(amprt_context *ctx, amprt_binary_op op, const amprt_tensor *a,
+                          const amprt_tensor *b, amprt_tensor *y);
 /* y = cond ? a : b (cond is i1). */
-amprt_status amprt_where(amprt_context *ctx, const amprt_tensor *cond,
-                         const amprt_tensor *a, const amprt_tensor *b,
-                         amprt_tensor *y);
+amprt_status amprt_where(amprt_context *ctx, const amprt_tensor *cond, const amprt_tensor *a,
+                         const amprt_tensor *b, amprt_tensor *y);
 /* Element type change with the rules of amp.cast: floats round to nearest
  * even, float -> int truncates toward zero, anything -> i1 is x != 0. */
-amprt_status amprt_cast(amprt_context *ctx, const amprt_tensor *x,
-                        amprt_tensor *y);
+amprt_status amprt_cast(amprt_context *ctx, const amprt_tensor *x, amprt_tensor *y);
 /* Strided copy (transpose, expand, slice, reshape of contiguous data: the
  * caller describes the source view). Same element type. */
-amprt_status amprt_copy(amprt_context *ctx, const amprt_tensor *x,
-                        amprt_tensor *y);
+amprt_status amprt_copy(amprt_context *ctx, const amprt_tensor *x, amprt_tensor *y);
 /* Concatenation along axis. */
-amprt_status amprt_concat(amprt_context *ctx, const amprt_tensor *inputs,
-                          int32_t count, int32_t axis, amprt_tensor *y);
+amprt_status amprt_concat(amprt_context *ctx, const amprt_tensor *inputs, int32_t count,
+                          int32_t axis, amprt_tensor *y);
 /* ONNX Gather along axis; indices i32 / i64, negative counts from the end,
  * out of range is AMPRT_ERR_INVALID_ARGUMENT. */
-amprt_status amprt_gather(amprt_context *ctx, const amprt_tensor *data,
-                          const amprt_tensor *indices, int32_t axis,
-                          amprt_tensor *y);
+amprt_status amprt_gather(amprt_context *ctx, const amprt_tensor *data, const amprt_tensor *indices,
+                          int32_t axis, amprt_tensor *y);
 /* Inverted dropout: y = x * mask / (1 - ratio), mask drawn from the
  * context's generator (or all ones when ratio == 0). mask may be NULL. */
-amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
-                           float ratio, amprt_tensor *y, amprt_tensor *mask);
+amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x, float ratio, amprt_tensor *y,
+                           amprt_tensor *mask);
 /* Random numbers from the context's generator, in y's row-major order
  * (y contiguous, a float type): AMPRT_RANDOM_UNIFORM a + (b - a) * u with u
  * uniform in [0, 1) (one draw per element); AMPRT_RANDOM_NORMAL a + b * z,
@@ -330,20 +322,17 @@ typedef enum amprt_reduce_op {
   AMPRT_REDUCE_PROD /* in double (floats), int64 wrapping (integers) */
 } amprt_reduce_op;
 
-amprt_status amprt_reduce(amprt_context *ctx, amprt_reduce_op op,
-                          const amprt_tensor *x, const int32_t *axes,
-                          int32_t naxes, amprt_tensor *y);
+amprt_status amprt_reduce(amprt_context *ctx, amprt_reduce_op op, const amprt_tensor *x,
+                          const int32_t *axes, int32_t naxes, amprt_tensor *y);
 /* Softmax / log-softmax along one axis, computed in f32. */
-amprt_status amprt_softmax(amprt_context *ctx, const amprt_tensor *x,
-                           int32_t axis, int log, amprt_tensor *y);
+amprt_status amprt_softmax(amprt_context *ctx, const amprt_tensor *x, int32_t axis, int log,
+                           amprt_tensor *y);
 /* Layer norm over the dims from `axis` on; mean and inv_std_dev are f32 with
  * shape x[:axis] (+ ones). scale / bias broadcast to x[axis:]; bias may be
  * NULL. */
-amprt_status amprt_layer_norm(amprt_context *ctx, const amprt_tensor *x,
-                              const amprt_tensor *scale,
-                              const amprt_tensor *bias, int32_t axis,
-                              float epsilon, amprt_tensor *y,
-                              amprt_tensor *mean, amprt_tensor *inv_std_dev);
+amprt_status amprt_layer_norm(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *scale,
+                              const amprt_tensor *bias, int32_t axis, float epsilon,
+                              amprt_tensor *y, amprt_tensor *mean, amprt_tensor *inv_std_dev);
 /* Batch norm over [N, C, ...]. Training: normalise with the batch
  * statistics (biased variance), write running_mean / running_var as
  * momentum * old + (1 - momentum) * batch, with the biased batch variance
@@ -352,14 +341,11 @@ amprt_status amprt_layer_norm(amprt_context *ctx, const amprt_tensor *x,
  * (f32, [C]) for the backward pass when save_mean / save_inv_std are not
  * NULL. Inference: normalise
  * with mean / var, running outputs are copies. */
-amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x,
-                              const amprt_tensor *scale,
-                              const amprt_tensor *bias,
-                              const amprt_tensor *mean, const amprt_tensor *var,
-                              float epsilon, float momentum, int training,
+amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *scale,
+                              const amprt_tensor *bias, const amprt_tensor *mean,
+                              const amprt_tensor *var, float epsilon, float momentum, int training,
                               amprt_tensor *y, amprt_tensor *running_mean,
-                              amprt_tensor *running_var,
-                              amprt_tensor *save_mean,
+                              amprt_tensor *running_var, amprt_tensor *save_mean,
                               amprt_tensor *save_inv_std);
 
 /*--- Matrix products and convolution ----------------------------------------*
@@ -369,20 +355,18 @@ amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x,
 
 /* y = alpha * op(a) @ op(b) + beta * c, a / b 2-D, c broadcast to [M, N]
  * (may be NULL). */
-amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a,
-                        const amprt_tensor *b, const amprt_tensor *c,
-                        float alpha, float beta, int trans_a, int trans_b,
+amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a, const amprt_tensor *b,
+                        const amprt_tensor *c, float alpha, float beta, int trans_a, int trans_b,
                         amprt_tensor *y);
 /* amprt_gemm, then y = max(y, 0) (NaN kept) when flags has AMPRT_GEMM_RELU:
  * in one pass where no NaN can arise, else in place after the product. */
 enum { AMPRT_GEMM_RELU = 1 };
-amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
-                           const amprt_tensor *b, const amprt_tensor *c,
-                           float alpha, float beta, int trans_a, int trans_b,
+amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a, const amprt_tensor *b,
+                           const amprt_tensor *c, float alpha, float beta, int trans_a, int trans_b,
                            int32_t flags, amprt_tensor *y);
 /* numpy matmul: batch dims broadcast, 1-D operands promoted. */
-amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
-                          const amprt_tensor *b, amprt_tensor *y);
+amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a, const amprt_tensor *b,
+                          amprt_tensor *y);
 
 typedef struct amprt_conv_params {
   int32_t spatial; /* number of spatial dims, 1 to 3 */
@@ -393,14 +377,12 @@ typedef struct amprt_conv_params {
 
 /* y = conv(x, w) + bias; x [N, C, D...], w [M, C/group, K...], bias [M]
  * or NULL. */
-amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x,
-                        const amprt_tensor *w, const amprt_tensor *bias,
-                        const amprt_conv_params *p, amprt_tensor *y);
+amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
+                        const amprt_tensor *bias, const amprt_conv_params *p, amprt_tensor *y);
 /* Gradients of amprt_conv: dx and / or dw and / or db (NULL to skip). */
-amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tensor *x,
-                                 const amprt_tensor *w, const amprt_tensor *dy,
-                                 const amprt_conv_params *p, amprt_tensor *dx,
-                                 amprt_tensor *dw, amprt_tensor *db);
+amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
+                                 const amprt_tensor *dy, const amprt_conv_params *p,
+                                 amprt_tensor *dx, amprt_tensor *dw, amprt_tensor *db);
 
 typedef struct amprt_pool_params {
   int32_t spatial;
@@ -414,9 +396,8 @@ typedef struct amprt_pool_params {
  * ONNX's MaxPool Indices output: row-major, or with storage_order 1 the
  * spatial dims in column-major order. amprt_max_pool_grad reads row-major
  * indices only. */
-amprt_status amprt_max_pool(amprt_context *ctx, const amprt_tensor *x,
-                            const amprt_pool_params *p, amprt_tensor *y,
-                            amprt_tensor *indices);
+amprt_status amprt_max_pool(amprt_context *ctx, const amprt_tensor *x, const amprt_pool_params *p,
+                            amprt_tensor *y, amprt_tensor *indices);
 amprt_status amprt_average_pool(amprt_context *ctx, const amprt_tensor *x,
                                 const amprt_pool_params *p, amprt_tensor *y);
 
@@ -437,14 +418,13 @@ enum {
   AMPRT_CONV_DST_BLOCKED = 4  /* y is written channel-blocked */
 };
 /* amprt_conv with AMPRT_CONV_* flags (blocked layouts: f32, 2 spatial dims). */
-amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
-                           const amprt_tensor *w, const amprt_tensor *bias,
-                           const amprt_conv_params *p, int32_t flags, amprt_tensor *y);
+amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
+                           const amprt_tensor *bias, const amprt_conv_params *p, int32_t flags,
+                           amprt_tensor *y);
 /* Max pooling (no indices) of a channel-blocked x into a channel-blocked y,
  * with block size `block`; the same comparisons as amprt_max_pool. */
 amprt_status amprt_max_pool_blocked(amprt_context *ctx, const amprt_tensor *x,
-                                    const amprt_pool_params *p, int32_t block,
-                                    amprt_tensor *y);
+                                    const amprt_pool_params *p, int32_t block, amprt_tensor *y);
 /* The mean over H and W of a channel-blocked x [N, C, H, W] into a plain y
  * with N * C elements ([N, C, 1, 1] or [N, C]). */
 amprt_status amprt_global_average_pool_blocked(amprt_context *ctx, const amprt_tensor *x,
@@ -461,16 +441,15 @@ typedef enum amprt_reduction {
   AMPRT_REDUCTION_MEAN = 2
 } amprt_reduction;
 
-amprt_status amprt_softmax_cross_entropy(
-    amprt_context *ctx, const amprt_tensor *scores, const amprt_tensor *labels,
-    const amprt_tensor *weights, amprt_reduction reduction,
-    int has_ignore_index, int64_t ignore_index, amprt_tensor *loss,
-    amprt_tensor *log_prob);
+amprt_status amprt_softmax_cross_entropy(amprt_context *ctx, const amprt_tensor *scores,
+                                         const amprt_tensor *labels, const amprt_tensor *weights,
+                                         amprt_reduction reduction, int has_ignore_index,
+                                         int64_t ignore_index, amprt_tensor *loss,
+                                         amprt_tensor *log_prob);
 amprt_status amprt_nll_loss(amprt_context *ctx, const amprt_tensor *log_prob,
-                            const amprt_tensor *labels,
-                            const amprt_tensor *weights,
-                            amprt_reduction reduction, int has_ignore_index,
-                            int64_t ignore_index, amprt_tensor *loss);
+                            const amprt_tensor *labels, const amprt_tensor *weights,
+                            amprt_reduction reduction, int has_ignore_index, int64_t ignore_index,
+                            amprt_tensor *loss);
 
 /*--- Backward kernels ------------------------------------------------------*/
 
@@ -478,83 +457,67 @@ amprt_status amprt_nll_loss(amprt_context *ctx, const amprt_tensor *log_prob,
  * kink has two: relu 0 at 0, leaky_relu alpha at 0, elu alpha at 0, clamp
  * 0 at its bounds, hard_sigmoid 0 at its corners, hard_swish 0 at -3 and 1
  * at 3); x is the forward input. */
-amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op,
-                              float alpha, const amprt_tensor *x,
-                              const amprt_tensor *dy, amprt_tensor *dx);
-amprt_status amprt_unary_grad_ex(amprt_context *ctx, amprt_unary_op op,
-                                 float alpha, float beta, const amprt_tensor *x,
-                                 const amprt_tensor *dy, amprt_tensor *dx);
+amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op, float alpha,
+                              const amprt_tensor *x, const amprt_tensor *dy, amprt_tensor *dx);
+amprt_status amprt_unary_grad_ex(amprt_context *ctx, amprt_unary_op op, float alpha, float beta,
+                                 const amprt_tensor *x, const amprt_tensor *dy, amprt_tensor *dx);
 /* From the forward output y: dx = y * (dy - sum(dy * y)) (softmax) or
  * dy - exp(y) * sum(dy) (log-softmax). */
-amprt_status amprt_softmax_grad(amprt_context *ctx, const amprt_tensor *y,
-                                const amprt_tensor *dy, int32_t axis, int log,
-                                amprt_tensor *dx);
+amprt_status amprt_softmax_grad(amprt_context *ctx, const amprt_tensor *y, const amprt_tensor *dy,
+                                int32_t axis, int log, amprt_tensor *dx);
 amprt_status amprt_layer_norm_grad(amprt_context *ctx, const amprt_tensor *x,
-                                   const amprt_tensor *scale,
-                                   const amprt_tensor *mean,
-                                   const amprt_tensor *inv_std_dev,
-                                   const amprt_tensor *dy, int32_t axis,
-                                   amprt_tensor *dx, amprt_tensor *dscale,
+                                   const amprt_tensor *scale, const amprt_tensor *mean,
+                                   const amprt_tensor *inv_std_dev, const amprt_tensor *dy,
+                                   int32_t axis, amprt_tensor *dx, amprt_tensor *dscale,
                                    amprt_tensor *dbias);
 /* Training-mode batch norm backward from the saved batch statistics. */
 amprt_status amprt_batch_norm_grad(amprt_context *ctx, const amprt_tensor *x,
-                                   const amprt_tensor *scale,
-                                   const amprt_tensor *save_mean,
-                                   const amprt_tensor *save_inv_std,
-                                   const amprt_tensor *dy, amprt_tensor *dx,
-                                   amprt_tensor *dscale, amprt_tensor *dbias);
+                                   const amprt_tensor *scale, const amprt_tensor *save_mean,
+                                   const amprt_tensor *save_inv_std, const amprt_tensor *dy,
+                                   amprt_tensor *dx, amprt_tensor *dscale, amprt_tensor *dbias);
 /* The same, from the batch statistics recomputed from x (the forward op's
  * own are not kept); dx / dscale / dbias may be NULL. */
-amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx,
-                                             const amprt_tensor *x,
-                                             const amprt_tensor *scale,
-                                             const amprt_tensor *dy, float epsilon,
-                                             amprt_tensor *dx, amprt_tensor *dscale,
+amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx, const amprt_tensor *x,
+                                             const amprt_tensor *scale, const amprt_tensor *dy,
+                                             float epsilon, amprt_tensor *dx, amprt_tensor *dscale,
                                              amprt_tensor *dbias);
 amprt_status amprt_max_pool_grad(amprt_context *ctx, const amprt_tensor *dy,
                                  const amprt_tensor *indices, amprt_tensor *dx);
-amprt_status amprt_average_pool_grad(amprt_context *ctx,
-                                     const amprt_tensor *dy,
-                                     const amprt_pool_params *p,
-                                     amprt_tensor *dx);
+amprt_status amprt_average_pool_grad(amprt_context *ctx, const amprt_tensor *dy,
+                                     const amprt_pool_params *p, amprt_tensor *dx);
 /* Gradient of the loss w.r.t. the scores, scaled by dloss (a scalar for
  * sum / mean, [N, D...] for none). */
-amprt_status amprt_softmax_cross_entropy_grad(
-    amprt_context *ctx, const amprt_tensor *log_prob,
-    const amprt_tensor *labels, const amprt_tensor *weights,
-    amprt_reduction reduction, int has_ignore_index, int64_t ignore_index,
-    const amprt_tensor *dloss, amprt_tensor *dscores);
-amprt_status amprt_nll_loss_grad(amprt_context *ctx,
-                                 const amprt_tensor *labels,
-                                 const amprt_tensor *weights,
-                                 amprt_reduction reduction,
+amprt_status amprt_softmax_cross_entropy_grad(amprt_context *ctx, const amprt_tensor *log_prob,
+                                              const amprt_tensor *labels,
+                                              const amprt_tensor *weights,
+                                              amprt_reduction reduction, int has_ignore_index,
+                                              int64_t ignore_index, const amprt_tensor *dloss,
+                                              amprt_tensor *dscores);
+amprt_status amprt_nll_loss_grad(amprt_context *ctx, const amprt_tensor *labels,
+                                 const amprt_tensor *weights, amprt_reduction reduction,
                                  int has_ignore_index, int64_t ignore_index,
-                                 const amprt_tensor *dloss,
-                                 amprt_tensor *dinput);
+                                 const amprt_tensor *dloss, amprt_tensor *dinput);
 /* Gradient of amprt_gather for its data: ddata = 0, then each dy slice is
  * added at the row (along `axis`) its index names; negative indices count
  * from the end; sums accumulate in f32. */
 amprt_status amprt_gather_grad(amprt_context *ctx, const amprt_tensor *indices,
-                               const amprt_tensor *dy, int32_t axis,
-                               amprt_tensor *ddata);
+                               const amprt_tensor *dy, int32_t axis, amprt_tensor *ddata);
 /* ONNX GatherElements / torch.gather: y and indices share a shape (data's
  * rank; on the other dims no larger than data's), y[..., i, ...] =
  * data[..., indices[..., i, ...], ...] along `axis`. Negative indices count
  * from the end; one out of range is an error. */
 amprt_status amprt_gather_elements(amprt_context *ctx, const amprt_tensor *data,
-                                   const amprt_tensor *indices, int32_t axis,
-                                   amprt_tensor *y);
+                                   const amprt_tensor *indices, int32_t axis, amprt_tensor *y);
 /* Its gradient for data: ddata = 0, then dy added where each element was
  * read (an element read twice gets both); sums accumulate in f32. */
 amprt_status amprt_gather_elements_grad(amprt_context *ctx, const amprt_tensor *indices,
-                                        const amprt_tensor *dy, int32_t axis,
-                                        amprt_tensor *ddata);
+                                        const amprt_tensor *dy, int32_t axis, amprt_tensor *ddata);
 /* ONNX ArgMax / ArgMin along `axis`: y (int64, x's shape with the axis 1)
  * holds the index of the largest (min: smallest) value, the first of equal
  * ones (the last with select_last); a NaN counts as the extreme, as numpy
  * and torch have it. */
-amprt_status amprt_arg_reduce(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
-                              int min, int select_last, amprt_tensor *y);
+amprt_status amprt_arg_reduce(amprt_context *ctx, const amprt_tensor *x, int32_t axis, int min,
+                              int select_last, amprt_tensor *y);
 /* ONNX CumSum along `axis` (exclusive: without the element itself; reverse:
  * from the end); floats accumulate in f32 and round each output once,
  * integers in int64 (wrapping). */
@@ -571,20 +534,19 @@ amprt_status amprt_topk(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
  * and / or dgrid (NULL to skip). */
 amprt_status amprt_grid_sample(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *grid,
                                int mode, int padding, int align_corners, amprt_tensor *y);
-amprt_status amprt_grid_sample_grad(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *grid,
-                                    const amprt_tensor *dy, int mode, int padding, int align_corners,
-                                    amprt_tensor *dx, amprt_tensor *dgrid);
-amprt_status amprt_cumsum(amprt_context *ctx, const amprt_tensor *x, int32_t axis,
-                          int exclusive, int reverse, amprt_tensor *y);
+amprt_status amprt_grid_sample_grad(amprt_context *ctx, const amprt_tensor *x,
+                                    const amprt_tensor *grid, const amprt_tensor *dy, int mode,
+                                    int padding, int align_corners, amprt_tensor *dx,
+                                    amprt_tensor *dgrid);
+amprt_status amprt_cumsum(amprt_context *ctx, const amprt_tensor *x, int32_t axis, int exclusive,
+                          int reverse, amprt_tensor *y);
 /* Gradient of a max reduction (torch.amax's): y and dy have x's rank with
  * the reduced dims as 1; dx = dy / count where x == y (count: how many
  * elements of the slot equal its maximum), else 0. */
-amprt_status amprt_reduce_max_grad(amprt_context *ctx, const amprt_tensor *x,
-                                   const amprt_tensor *y, const amprt_tensor *dy,
-                                   amprt_tensor *dx);
+amprt_status amprt_reduce_max_grad(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *y,
+                                   const amprt_tensor *dy, amprt_tensor *dx);
 /* Sums `dy` down to `dx`'s shape (the gradient of a broadcast). */
-amprt_status amprt_reduce_to(amprt_context *ctx, const amprt_tensor *dy,
-                             amprt_tensor *dx);
+amprt_status amprt_reduce_to(amprt_context *ctx, const amprt_tensor *dy, amprt_tensor *dx);
 
 /*--- Loss scaling (AMP-REFERENCE.md section 3) ------------------------------*/
 
@@ -593,30 +555,28 @@ amprt_status amprt_reduce_to(amprt_context *ctx, const amprt_tensor *dy,
  * *found_inf (f32 scalar) is set to 1.0 if any value of any input is inf or
  * NaN (it is never reset here: callers zero it, as PyTorch does). outs[i]
  * may alias grads[i] when both are f32. One pass over all tensors. */
-amprt_status amprt_unscale_and_check(amprt_context *ctx,
-                                     const amprt_tensor *grads,
-                                     amprt_tensor *outs, int32_t n,
-                                     const float *scale, float *found_inf);
+amprt_status amprt_unscale_and_check(amprt_context *ctx, const amprt_tensor *grads,
+                                     amprt_tensor *outs, int32_t n, const float *scale,
+                                     float *found_inf);
 
 typedef struct amprt_scaler_config {
-  float growth_factor;   /* 2.0 */
-  float backoff_factor;  /* 0.5 */
+  float growth_factor;     /* 2.0 */
+  float backoff_factor;    /* 0.5 */
   int32_t growth_interval; /* 2000 */
-  int32_t hysteresis;    /* 1 = PyTorch; DeepSpeed / Megatron use 2 */
-  float min_scale;       /* 0 = no floor */
+  int32_t hysteresis;      /* 1 = PyTorch; DeepSpeed / Megatron use 2 */
+  float min_scale;         /* 0 = no floor */
 } amprt_scaler_config;
 
 typedef struct amprt_scaler_state {
   float scale;
-  int32_t growth_tracker;   /* clean steps since the last change */
-  int32_t hysteresis_left;  /* overflows still tolerated before backoff */
-  int32_t at_min_scale;     /* 1 when the last update hit min_scale */
+  int32_t growth_tracker;  /* clean steps since the last change */
+  int32_t hysteresis_left; /* overflows still tolerated before backoff */
+  int32_t at_min_scale;    /* 1 when the last update hit min_scale */
 } amprt_scaler_state;
 
 /* The default configuration and a state at init_scale. */
 amprt_scaler_config amprt_scaler_default_config(void);
-amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
-                                     float init_scale);
+amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg, float init_scale);
 
 /* PyTorch's _amp_update_scale_ with DeepSpeed's hysteresis and a floor:
  *   found_inf != 0: while hysteresis_left > 1 it is decremented (the
@@ -629,17 +589,15 @@ amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
  * found_inf is tested as != 0. Returns AMPRT_ERR_NUMERIC when the scale
  * reached min_scale on this update (the state is still updated; callers
  * decide whether that is fatal). */
-amprt_status amprt_update_scale(amprt_context *ctx,
-                                const amprt_scaler_config *cfg,
+amprt_status amprt_update_scale(amprt_context *ctx, const amprt_scaler_config *cfg,
                                 amprt_scaler_state *state, float found_inf);
 
 /* Global L2 norm of the (unscaled) gradients, computed in double; when it
  * exceeds max_norm every gradient is multiplied by max_norm / (norm + 1e-6)
  * (PyTorch's clip_grad_norm_). Skipped (norm still reported) when found_inf
  * != 0. */
-amprt_status amprt_clip_grad_norm(amprt_context *ctx, amprt_tensor *grads,
-                                  int32_t n, float max_norm, float found_inf,
-                                  float *total_norm);
+amprt_status amprt_clip_grad_norm(amprt_context *ctx, amprt_tensor *grads, int32_t n,
+                                  float max_norm, float found_inf, float *total_norm);
 
 /*--- Optimizer steps --------------------------------------------------------*
  * Parameters and moments are f32; gradients f32. When found_inf != 0 the
@@ -655,10 +613,9 @@ typedef struct amprt_sgd_config {
  * == 0), else buf = momentum * buf + (1 - dampening) * g; g = nesterov ? g
  * + momentum * buf : buf; p -= lr * g. momentum_buf may be NULL when
  * momentum == 0. *step counts applied steps. */
-amprt_status amprt_sgd_step(amprt_context *ctx, const amprt_sgd_config *cfg,
-                            amprt_tensor *param, const amprt_tensor *grad,
-                            amprt_tensor *momentum_buf, const int64_t *step,
-                            float found_inf);
+amprt_status amprt_sgd_step(amprt_context *ctx, const amprt_sgd_config *cfg, amprt_tensor *param,
+                            const amprt_tensor *grad, amprt_tensor *momentum_buf,
+                            const int64_t *step, float found_inf);
 
 typedef struct amprt_adam_config {
   float lr, beta1, beta2, eps, weight_decay;
@@ -673,14 +630,12 @@ typedef struct amprt_adam_config {
  * 1), in f32 as ORT computes it: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
  * (the powers in double, rounded to f32); m = b1 m + (1 - b1) g; v = b2 v +
  * (1 - b2) g^2; p -= lr_t * m / (sqrt(v) + eps); p -= lr * wd * p. */
-amprt_status amprt_adam_step(amprt_context *ctx, const amprt_adam_config *cfg,
-                             amprt_tensor *param, const amprt_tensor *grad,
-                             amprt_tensor *exp_avg, amprt_tensor *exp_avg_sq,
-                             const int64_t *step, float found_inf);
+amprt_status amprt_adam_step(amprt_context *ctx, const amprt_adam_config *cfg, amprt_tensor *param,
+                             const amprt_tensor *grad, amprt_tensor *exp_avg,
+                             amprt_tensor *exp_avg_sq, const int64_t *step, float found_inf);
 
 /* *step += 1 unless found_inf != 0 (the one place the counter moves). */
-amprt_status amprt_step_count(amprt_context *ctx, int64_t *step,
-                              float found_inf);
+amprt_status amprt_step_count(amprt_context *ctx, int64_t *step, float found_inf);
 
 /*--- Compiled code ---------------------------------------------------------*
  * Code generated by amp-lower-to-runtime runs each op as one call
@@ -702,77 +657,77 @@ amprt_status amprt_step_count(amprt_context *ctx, int64_t *step,
 #define AMPRT_EXEC_VERSION_NAMED 2
 
 typedef enum amprt_opcode {
-  AMPRT_OP_UNARY = 1,       /* attrs: op, alpha;  tensors: x, y */
-  AMPRT_OP_BINARY = 2,      /* op;  a, b, y */
-  AMPRT_OP_WHERE = 3,       /* cond, a, b, y */
-  AMPRT_OP_CAST = 4,        /* x, y */
-  AMPRT_OP_COPY = 5,        /* x (a view), y */
-  AMPRT_OP_CONCAT = 6,      /* axis;  inputs..., y */
-  AMPRT_OP_GATHER = 7,      /* axis;  data, indices, y */
-  AMPRT_OP_DROPOUT = 8,     /* ratio, training;  x, y, mask */
-  AMPRT_OP_REDUCE = 9,      /* op, naxes, axes..., [x channel-blocked: a mean over
-                               axes 2, 3];  x, y (keepdims shape) */
-  AMPRT_OP_SOFTMAX = 10,    /* axis, log;  x, y */
-  AMPRT_OP_LAYER_NORM = 11, /* axis, eps, has_bias;  x, scale, [bias], y, mean, inv_std */
-  AMPRT_OP_BATCH_NORM = 12, /* eps, momentum, training;  x, scale, bias, mean, var, y, rm, rv */
-  AMPRT_OP_GEMM = 13,       /* alpha, beta, trans_a, trans_b, has_c, [AMPRT_GEMM_*
-                               flags];  a, b, [c], y */
-  AMPRT_OP_MATMUL = 14,     /* a, b, y */
-  AMPRT_OP_CONV = 15,       /* spatial, group, has_bias, per dim: stride, dilation,
-                               pad_begin, pad_end, [AMPRT_CONV_* flags];
-                               x, w, [bias], y */
-  AMPRT_OP_MAX_POOL = 16,   /* spatial, count_include_pad, per dim: kernel, stride,
-                               dilation, pad_begin, pad_end, then storage_order,
-                               [want_indices, [x and y channel-blocked]];
-                               x, y, indices */
+  AMPRT_OP_UNARY = 1,         /* attrs: op, alpha;  tensors: x, y */
+  AMPRT_OP_BINARY = 2,        /* op;  a, b, y */
+  AMPRT_OP_WHERE = 3,         /* cond, a, b, y */
+  AMPRT_OP_CAST = 4,          /* x, y */
+  AMPRT_OP_COPY = 5,          /* x (a view), y */
+  AMPRT_OP_CONCAT = 6,        /* axis;  inputs..., y */
+  AMPRT_OP_GATHER = 7,        /* axis;  data, indices, y */
+  AMPRT_OP_DROPOUT = 8,       /* ratio, training;  x, y, mask */
+  AMPRT_OP_REDUCE = 9,        /* op, naxes, axes..., [x channel-blocked: a mean over
+                                 axes 2, 3];  x, y (keepdims shape) */
+  AMPRT_OP_SOFTMAX = 10,      /* axis, log;  x, y */
+  AMPRT_OP_LAYER_NORM = 11,   /* axis, eps, has_bias;  x, scale, [bias], y, mean, inv_std */
+  AMPRT_OP_BATCH_NORM = 12,   /* eps, momentum, training;  x, scale, bias, mean, var, y, rm, rv */
+  AMPRT_OP_GEMM = 13,         /* alpha, beta, trans_a, trans_b, has_c, [AMPRT_GEMM_*
+                                 flags];  a, b, [c], y */
+  AMPRT_OP_MATMUL = 14,       /* a, b, y */
+  AMPRT_OP_CONV = 15,         /* spatial, group, has_bias, per dim: stride, dilation,
+                                 pad_begin, pad_end, [AMPRT_CONV_* flags];
+                                 x, w, [bias], y */
+  AMPRT_OP_MAX_POOL = 16,     /* spatial, count_include_pad, per dim: kernel, stride,
+                                 dilation, pad_begin, pad_end, then storage_order,
+                                 [want_indices, [x and y channel-blocked]];
+                                 x, y, indices */
   AMPRT_OP_AVERAGE_POOL = 17, /* as max pool;  x, y */
-  AMPRT_OP_SOFTMAX_CROSS_ENTROPY = 18, /* reduction, has_ignore, ignore_index,
-                                          has_weights;  scores, labels, [w], loss,
-                                          log_prob */
-  AMPRT_OP_NLL_LOSS = 19,   /* as above;  log_prob, labels, [w], loss */
-  AMPRT_OP_UNARY_GRAD = 20, /* op, alpha;  x, dy, dx */
-  AMPRT_OP_SOFTMAX_GRAD = 21, /* axis, log;  y, dy, dx */
+  AMPRT_OP_SOFTMAX_CROSS_ENTROPY = 18,      /* reduction, has_ignore, ignore_index,
+                                               has_weights;  scores, labels, [w], loss,
+                                               log_prob */
+  AMPRT_OP_NLL_LOSS = 19,                   /* as above;  log_prob, labels, [w], loss */
+  AMPRT_OP_UNARY_GRAD = 20,                 /* op, alpha;  x, dy, dx */
+  AMPRT_OP_SOFTMAX_GRAD = 21,               /* axis, log;  y, dy, dx */
   AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD = 22, /* reduction, has_ignore, ignore_index,
                                                has_weights;  log_prob, labels, [w],
                                                dloss, dscores */
-  AMPRT_OP_CONV_GRAD = 23, /* as conv, then want_dx, want_dw, want_db;
-                              x, w, dy, dx, dw, db */
-  AMPRT_OP_LAYER_NORM_GRAD = 24, /* axis, want_dx, want_dscale, want_dbias;
-                                    x, scale, mean, inv_std, dy, dx, dscale, dbias */
-  AMPRT_OP_MAX_POOL_GRAD = 25,   /* x (shape only), dy, indices, dx */
-  AMPRT_OP_AVERAGE_POOL_GRAD = 26, /* as average pool;  x (shape only), dy, dx */
-  AMPRT_OP_BATCH_NORM_GRAD = 27, /* eps, want_dx, want_dscale, want_dbias;
-                                    x, scale, dy, dx, dscale, dbias */
-  AMPRT_OP_SGD_UPDATE = 28,  /* lr, momentum, dampening, wd, nesterov, has_buf;
-                                param, grad, [buf], step, found_inf, new_param, [new_buf] */
-  AMPRT_OP_ADAM_UPDATE = 29, /* lr, beta1, beta2, eps, wd, decoupled;  param, grad,
-                                m, v, step, found_inf, new_param, new_m, new_v */
-  AMPRT_OP_STEP_COUNT = 30,  /* step, found_inf, new_step */
-  AMPRT_OP_NLL_LOSS_GRAD = 31, /* reduction, has_ignore, ignore_index, has_weights;
-                                 input (shape only), labels, [w], dloss, dinput */
-  AMPRT_OP_UNSCALE_AND_CHECK = 32, /* n;  grads[n], scale, outs[n], found_inf (i1) */
-  AMPRT_OP_CLIP_GRAD_NORM = 33,    /* n, max_norm;  grads[n], found_inf, outs[n],
-                                      total_norm (f32 []) */
-  AMPRT_OP_UPDATE_SCALE = 34,      /* growth_factor, backoff_factor, growth_interval,
-                                      hysteresis, min_scale, error_at_min;  scale,
-                                      tracker, hysteresis_left, found_inf, new_scale,
-                                      new_tracker, new_hysteresis_left */
-  AMPRT_OP_MICRO_STEP = 35,        /* every;  micro_step, apply (i1), new_micro_step */
-  AMPRT_OP_SLICE_GRAD = 36,        /* dy, dx (the sliced view), dx (whole, zeroed first) */
-  AMPRT_OP_GATHER_GRAD = 37,       /* axis;  indices, dy, ddata */
-  AMPRT_OP_REDUCE_MAX_GRAD = 38,   /* x, y, dy, dx */
-  AMPRT_OP_CONV_BN = 39,           /* conv's attrs, epsilon, [flags];  x, w, [bias], scale, shift,
-                                      mean, var, y: an f32 convolution followed by an
-                                      inference-mode batch norm, folded into the weights */
-  AMPRT_OP_GATHER_ELEMENTS = 40,   /* axis;  data, indices, y */
+  AMPRT_OP_CONV_GRAD = 23,                  /* as conv, then want_dx, want_dw, want_db;
+                                               x, w, dy, dx, dw, db */
+  AMPRT_OP_LAYER_NORM_GRAD = 24,            /* axis, want_dx, want_dscale, want_dbias;
+                                               x, scale, mean, inv_std, dy, dx, dscale, dbias */
+  AMPRT_OP_MAX_POOL_GRAD = 25,              /* x (shape only), dy, indices, dx */
+  AMPRT_OP_AVERAGE_POOL_GRAD = 26,          /* as average pool;  x (shape only), dy, dx */
+  AMPRT_OP_BATCH_NORM_GRAD = 27,            /* eps, want_dx, want_dscale, want_dbias;
+                                               x, scale, dy, dx, dscale, dbias */
+  AMPRT_OP_SGD_UPDATE = 28,                 /* lr, momentum, dampening, wd, nesterov, has_buf;
+                                               param, grad, [buf], step, found_inf, new_param, [new_buf] */
+  AMPRT_OP_ADAM_UPDATE = 29,                /* lr, beta1, beta2, eps, wd, decoupled;  param, grad,
+                                               m, v, step, found_inf, new_param, new_m, new_v */
+  AMPRT_OP_STEP_COUNT = 30,                 /* step, found_inf, new_step */
+  AMPRT_OP_NLL_LOSS_GRAD = 31,              /* reduction, has_ignore, ignore_index, has_weights;
+                                              input (shape only), labels, [w], dloss, dinput */
+  AMPRT_OP_UNSCALE_AND_CHECK = 32,          /* n;  grads[n], scale, outs[n], found_inf (i1) */
+  AMPRT_OP_CLIP_GRAD_NORM = 33,             /* n, max_norm;  grads[n], found_inf, outs[n],
+                                               total_norm (f32 []) */
+  AMPRT_OP_UPDATE_SCALE = 34,               /* growth_factor, backoff_factor, growth_interval,
+                                               hysteresis, min_scale, error_at_min;  scale,
+                                               tracker, hysteresis_left, found_inf, new_scale,
+                                               new_tracker, new_hysteresis_left */
+  AMPRT_OP_MICRO_STEP = 35,                 /* every;  micro_step, apply (i1), new_micro_step */
+  AMPRT_OP_SLICE_GRAD = 36,                 /* dy, dx (the sliced view), dx (whole, zeroed first) */
+  AMPRT_OP_GATHER_GRAD = 37,                /* axis;  indices, dy, ddata */
+  AMPRT_OP_REDUCE_MAX_GRAD = 38,            /* x, y, dy, dx */
+  AMPRT_OP_CONV_BN = 39,         /* conv's attrs, epsilon, [flags];  x, w, [bias], scale, shift,
+                                    mean, var, y: an f32 convolution followed by an
+                                    inference-mode batch norm, folded into the weights */
+  AMPRT_OP_GATHER_ELEMENTS = 40, /* axis;  data, indices, y */
   AMPRT_OP_GATHER_ELEMENTS_GRAD = 41, /* axis;  indices, dy, ddata */
-  AMPRT_OP_ARG_REDUCE = 42,        /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
-  AMPRT_OP_CUMSUM = 43,            /* axis, exclusive, reverse;  x, y */
-  AMPRT_OP_TOPK = 44,              /* axis, largest;  x, values, indices (i64; k from their shape) */
-  AMPRT_OP_GRID_SAMPLE = 45,       /* mode, padding, align_corners;  x, grid, y */
-  AMPRT_OP_GRID_SAMPLE_GRAD = 46,  /* mode, padding, align_corners, want_dx, want_dgrid;
-                                      x, grid, dy, dx, dgrid */
-  AMPRT_OP_RANDOM = 47             /* kind, a (f64 bits), b (f64 bits);  [p (bernoulli)], y */
+  AMPRT_OP_ARG_REDUCE = 42,           /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
+  AMPRT_OP_CUMSUM = 43,               /* axis, exclusive, reverse;  x, y */
+  AMPRT_OP_TOPK = 44,             /* axis, largest;  x, values, indices (i64; k from their shape) */
+  AMPRT_OP_GRID_SAMPLE = 45,      /* mode, padding, align_corners;  x, grid, y */
+  AMPRT_OP_GRID_SAMPLE_GRAD = 46, /* mode, padding, align_corners, want_dx, want_dgrid;
+                                     x, grid, dy, dx, dgrid */
+  AMPRT_OP_RANDOM = 47            /* kind, a (f64 bits), b (f64 bits);  [p (bernoulli)], y */
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);
@@ -796,10 +751,8 @@ typedef struct amprt_metadata {
   const char *value;
 } amprt_metadata;
 
-amprt_status amprt_checkpoint_save(const char *path,
-                                   const amprt_named_tensor *tensors,
-                                   int32_t n, const amprt_metadata *meta,
-                                   int32_t nmeta);
+amprt_status amprt_checkpoint_save(const char *path, const amprt_named_tensor *tensors, int32_t n,
+                                   const amprt_metadata *meta, int32_t nmeta);
 
 typedef struct amprt_checkpoint amprt_checkpoint;
 
@@ -808,17 +761,15 @@ typedef struct amprt_checkpoint amprt_checkpoint;
 amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint **out);
 void amprt_checkpoint_close(amprt_checkpoint *ck);
 /* Copies the tensor `name` into `dst`, whose dtype and shape must match. */
-amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *name,
-                                   amprt_tensor *dst);
+amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *name, amprt_tensor *dst);
 /* The metadata value for `key` or NULL. */
 const char *amprt_checkpoint_metadata(amprt_checkpoint *ck, const char *key);
 int32_t amprt_checkpoint_count(amprt_checkpoint *ck);
 const char *amprt_checkpoint_name(amprt_checkpoint *ck, int32_t i);
 /* The dtype and shape of the tensor `name` (the shape as amprt_array holds
  * it): AMPRT_ERR_FORMAT when there is no such tensor. */
-amprt_status amprt_checkpoint_info(amprt_checkpoint *ck, const char *name,
-                                   amprt_dtype *dtype, int32_t *rank,
-                                   int64_t shape[AMPRT_MAX_RANK]);
+amprt_status amprt_checkpoint_info(amprt_checkpoint *ck, const char *name, amprt_dtype *dtype,
+                                   int32_t *rank, int64_t shape[AMPRT_MAX_RANK]);
 
 /*--- .npy / .npz arrays -------------------------------------------------------*
  * What numpy's np.save / np.savez / np.savez_compressed write (bare .npy is
@@ -841,8 +792,8 @@ const char *amprt_npz_name(const amprt_npz *z, int32_t i);
 /* NULL when there is no array of that name. */
 const amprt_array *amprt_npz_get(const amprt_npz *z, const char *name);
 /* Writes an uncompressed .npz (temporary file + rename). */
-amprt_status amprt_npz_write(const char *path, const char *const *names,
-                             const amprt_array *arrays, int32_t n);
+amprt_status amprt_npz_write(const char *path, const char *const *names, const amprt_array *arrays,
+                             int32_t n);
 
 /* Copies an input array into a program's buffer of type dtype and shape
  * (rank, shape): the shape must match; f32 / f16 / bf16 convert into each
@@ -854,8 +805,7 @@ amprt_status amprt_feed(const amprt_array *src, amprt_dtype dtype, int32_t rank,
 
 /* Number of NaN / inf values among n floats of type t (0 for other types);
  * *first receives the first one's index (or -1). */
-int64_t amprt_count_nonfinite(const void *data, amprt_dtype t, int64_t n,
-                              int64_t *first);
+int64_t amprt_count_nonfinite(const void *data, amprt_dtype t, int64_t n, int64_t *first);
 
 /*--- Metrics -----------------------------------------------------------------*/
 
@@ -872,13 +822,11 @@ typedef struct amprt_step_metrics {
 
 /* JSON-lines writer: one object per step, flushed each line. append != 0
  * keeps existing lines (resumed runs). */
-amprt_status amprt_metrics_open(const char *path, int append,
-                                amprt_metrics **out);
+amprt_status amprt_metrics_open(const char *path, int append, amprt_metrics **out);
 amprt_status amprt_metrics_write(amprt_metrics *m, const amprt_step_metrics *s);
 void amprt_metrics_close(amprt_metrics *m);
 /* "step 120/200  loss 1.2345  scale 65536  skipped 3  12.3 ms/step" */
-int amprt_format_progress(char *buf, size_t size, const amprt_step_metrics *s,
-                          int64_t total_steps);
+int amprt_format_progress(char *buf, size_t size, const amprt_step_metrics *s, int64_t total_steps);
 
 #ifdef __cplusplus
 }

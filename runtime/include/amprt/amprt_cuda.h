@@ -37,9 +37,9 @@ amprt_status amprt_cuda_memset(void *dst, int32_t value, size_t bytes);
 amprt_status amprt_cuda_synchronize(void);
 /* Elapsed milliseconds of `repeat` runs of the unscale kernel or of a
  * device-to-device copy of the same bytes, for the bandwidth check. */
-amprt_status amprt_cuda_time_unscale(const amprt_tensor *grads, amprt_tensor *outs,
-                                     int32_t n, const float *scale, float *found_inf,
-                                     int32_t repeat, float *ms);
+amprt_status amprt_cuda_time_unscale(const amprt_tensor *grads, amprt_tensor *outs, int32_t n,
+                                     const float *scale, float *found_inf, int32_t repeat,
+                                     float *ms);
 amprt_status amprt_cuda_time_copy(void *dst, const void *src, size_t bytes, int32_t repeat,
                                   float *ms);
 
@@ -49,8 +49,8 @@ amprt_status amprt_cuda_cast(const amprt_tensor *x, amprt_tensor *y);
 
 /* As amprt_unscale_and_check, in one launch over all n tensors; scale and
  * found_inf are device pointers (f32 scalars). */
-amprt_status amprt_cuda_unscale_and_check(const amprt_tensor *grads, amprt_tensor *outs,
-                                          int32_t n, const float *scale, float *found_inf);
+amprt_status amprt_cuda_unscale_and_check(const amprt_tensor *grads, amprt_tensor *outs, int32_t n,
+                                          const float *scale, float *found_inf);
 
 /* As amprt_update_scale, one device thread; `state` (an amprt_scaler_state)
  * and found_inf are device pointers; state->at_min_scale is set when an

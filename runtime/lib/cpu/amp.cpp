@@ -27,29 +27,26 @@ inline bool nonFinite(float v) {
 amprt_status checkF32(const amprt_tensor *t, const char *what) {
   AMPRT_CHECK(check(t, what));
   if (t->dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(t))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be a contiguous f32 tensor, got %s %s",
-                what, amprt_dtype_name(t->dtype), shapeString(t).c_str());
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be a contiguous f32 tensor, got %s %s", what,
+                amprt_dtype_name(t->dtype), shapeString(t).c_str());
   return AMPRT_OK;
 }
 
-amprt_status sameCount(const amprt_tensor *a, const amprt_tensor *b,
-                       const char *kernel, const char *what) {
+amprt_status sameCount(const amprt_tensor *a, const amprt_tensor *b, const char *kernel,
+                       const char *what) {
   if (amprt_tensor_numel(a) != amprt_tensor_numel(b))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: %s has %s, the parameter %s",
-                kernel, what, shapeString(b).c_str(), shapeString(a).c_str());
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: %s has %s, the parameter %s", kernel, what,
+                shapeString(b).c_str(), shapeString(a).c_str());
   return AMPRT_OK;
 }
 
 } // namespace
 
-extern "C" amprt_status amprt_unscale_and_check(amprt_context *,
-                                                const amprt_tensor *grads,
-                                                amprt_tensor *outs, int32_t n,
-                                                const float *scale,
+extern "C" amprt_status amprt_unscale_and_check(amprt_context *, const amprt_tensor *grads,
+                                                amprt_tensor *outs, int32_t n, const float *scale,
                                                 float *found_inf) {
   if (n < 0 || (n > 0 && (!grads || !outs)) || !scale || !found_inf)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_unscale_and_check: null argument");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unscale_and_check: null argument");
   // PyTorch: scale.double().reciprocal().float().
   float inv = (float)(1.0 / (double)*scale);
   bool bad = false;
@@ -125,8 +122,7 @@ extern "C" amprt_scaler_config amprt_scaler_default_config(void) {
   return c;
 }
 
-extern "C" amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
-                                                float init_scale) {
+extern "C" amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg, float init_scale) {
   amprt_scaler_state s;
   s.scale = init_scale;
   s.growth_tracker = 0;
@@ -135,10 +131,8 @@ extern "C" amprt_scaler_state amprt_scaler_init(const amprt_scaler_config *cfg,
   return s;
 }
 
-extern "C" amprt_status amprt_update_scale(amprt_context *,
-                                           const amprt_scaler_config *cfg,
-                                           amprt_scaler_state *st,
-                                           float found_inf) {
+extern "C" amprt_status amprt_update_scale(amprt_context *, const amprt_scaler_config *cfg,
+                                           amprt_scaler_state *st, float found_inf) {
   if (!cfg || !st)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_update_scale: null argument");
   if (!(cfg->growth_factor > 1.0f) || !(cfg->backoff_factor > 0.0f) ||
@@ -181,14 +175,13 @@ extern "C" amprt_status amprt_update_scale(amprt_context *,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_clip_grad_norm(amprt_context *, amprt_tensor *grads,
-                                             int32_t n, float max_norm,
-                                             float found_inf, float *total_norm) {
+extern "C" amprt_status amprt_clip_grad_norm(amprt_context *, amprt_tensor *grads, int32_t n,
+                                             float max_norm, float found_inf, float *total_norm) {
   if (n < 0 || (n > 0 && !grads))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_clip_grad_norm: null gradients");
   if (!(max_norm > 0.0f))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_clip_grad_norm: max_norm must be > 0, got %g", max_norm);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_clip_grad_norm: max_norm must be > 0, got %g",
+                max_norm);
   double sq = 0.0;
   for (int32_t k = 0; k < n; ++k) {
     AMPRT_CHECK(checkF32(&grads[k], "amprt_clip_grad_norm: gradient"));
@@ -216,8 +209,7 @@ extern "C" amprt_status amprt_clip_grad_norm(amprt_context *, amprt_tensor *grad
 
 extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *cfg,
                                        amprt_tensor *param, const amprt_tensor *grad,
-                                       amprt_tensor *buf, const int64_t *step,
-                                       float found_inf) {
+                                       amprt_tensor *buf, const int64_t *step, float found_inf) {
   const char *k = "amprt_sgd_step";
   if (!cfg || !step)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null config or step", k);
@@ -225,12 +217,10 @@ extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *
   AMPRT_CHECK(checkF32(grad, "amprt_sgd_step: grad"));
   AMPRT_CHECK(sameCount(param, grad, k, "grad"));
   if (cfg->nesterov && (cfg->momentum <= 0.0f || cfg->dampening != 0.0f))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: nesterov needs momentum > 0 and dampening 0", k);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: nesterov needs momentum > 0 and dampening 0", k);
   if (cfg->momentum != 0.0f) {
     if (!buf)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: momentum %g needs a buffer", k,
-                  cfg->momentum);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: momentum %g needs a buffer", k, cfg->momentum);
     AMPRT_CHECK(checkF32(buf, "amprt_sgd_step: momentum buffer"));
     AMPRT_CHECK(sameCount(param, buf, k, "the momentum buffer"));
   }
@@ -278,11 +268,11 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
   AMPRT_CHECK(sameCount(param, grad, k, "grad"));
   AMPRT_CHECK(sameCount(param, exp_avg, k, "exp_avg"));
   AMPRT_CHECK(sameCount(param, exp_avg_sq, k, "exp_avg_sq"));
-  if (!(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f && cfg->beta2 >= 0.0f &&
-        cfg->beta2 < 1.0f && cfg->eps >= 0.0f))
+  if (!(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f && cfg->beta2 >= 0.0f && cfg->beta2 < 1.0f &&
+        cfg->eps >= 0.0f))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: betas must be in [0, 1) and eps >= 0 (got %g, %g, %g)", k,
-                cfg->beta1, cfg->beta2, cfg->eps);
+                "%s: betas must be in [0, 1) and eps >= 0 (got %g, %g, %g)", k, cfg->beta1,
+                cfg->beta2, cfg->eps);
   if (cfg->decoupled < 0 || cfg->decoupled > 2)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: unknown weight decay form %d", k,
                 (int)cfg->decoupled);
@@ -336,8 +326,7 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_step_count(amprt_context *, int64_t *step,
-                                         float found_inf) {
+extern "C" amprt_status amprt_step_count(amprt_context *, int64_t *step, float found_inf) {
   if (!step)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_step_count: null step");
   if (found_inf == 0.0f)

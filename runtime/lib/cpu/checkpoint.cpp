@@ -26,19 +26,32 @@ namespace {
 
 const char *stName(amprt_dtype t) {
   switch (t) {
-  case AMPRT_F32: return "F32";
-  case AMPRT_F16: return "F16";
-  case AMPRT_BF16: return "BF16";
-  case AMPRT_I1: return "BOOL";
-  case AMPRT_I8: return "I8";
-  case AMPRT_I16: return "I16";
-  case AMPRT_I32: return "I32";
-  case AMPRT_I64: return "I64";
-  case AMPRT_U8: return "U8";
-  case AMPRT_U16: return "U16";
-  case AMPRT_U32: return "U32";
-  case AMPRT_U64: return "U64";
-  default: return nullptr;
+  case AMPRT_F32:
+    return "F32";
+  case AMPRT_F16:
+    return "F16";
+  case AMPRT_BF16:
+    return "BF16";
+  case AMPRT_I1:
+    return "BOOL";
+  case AMPRT_I8:
+    return "I8";
+  case AMPRT_I16:
+    return "I16";
+  case AMPRT_I32:
+    return "I32";
+  case AMPRT_I64:
+    return "I64";
+  case AMPRT_U8:
+    return "U8";
+  case AMPRT_U16:
+    return "U16";
+  case AMPRT_U32:
+    return "U32";
+  case AMPRT_U64:
+    return "U64";
+  default:
+    return nullptr;
   }
 }
 
@@ -55,11 +68,21 @@ void jsonString(std::string &out, const char *s) {
   out.push_back('"');
   for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
     switch (*p) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    case '\r': out += "\\r"; break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
     default:
       if (*p < 0x20) {
         char buf[8];
@@ -113,9 +136,15 @@ private:
         if (++p >= end)
           return false;
         switch (*p) {
-        case 'n': s.push_back('\n'); break;
-        case 't': s.push_back('\t'); break;
-        case 'r': s.push_back('\r'); break;
+        case 'n':
+          s.push_back('\n');
+          break;
+        case 't':
+          s.push_back('\t');
+          break;
+        case 'r':
+          s.push_back('\r');
+          break;
         case 'u': {
           if (end - p < 5)
             return false;
@@ -142,7 +171,9 @@ private:
           p += 4;
           break;
         }
-        default: s.push_back(*p); break;
+        default:
+          s.push_back(*p);
+          break;
         }
         ++p;
       } else {
@@ -262,8 +293,7 @@ struct amprt_checkpoint {
   std::map<std::string, std::string> meta;
 };
 
-extern "C" amprt_status amprt_checkpoint_save(const char *path,
-                                              const amprt_named_tensor *tensors,
+extern "C" amprt_status amprt_checkpoint_save(const char *path, const amprt_named_tensor *tensors,
                                               int32_t n, const amprt_metadata *meta,
                                               int32_t nmeta) {
   if (!path || n < 0 || (n && !tensors) || nmeta < 0 || (nmeta && !meta))
@@ -275,8 +305,8 @@ extern "C" amprt_status amprt_checkpoint_save(const char *path,
     const amprt_tensor *t = &tensors[i].tensor;
     const char *name = tensors[i].name;
     if (!name || !*name || std::strcmp(name, "__metadata__") == 0)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_checkpoint_save: tensor %d has no usable name", i);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_checkpoint_save: tensor %d has no usable name",
+                  i);
     if (seen[name]++)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_checkpoint_save: tensor name '%s' appears twice", name);
@@ -301,8 +331,7 @@ extern "C" amprt_status amprt_checkpoint_save(const char *path,
     header += n ? ",\"__metadata__\":{" : "\"__metadata__\":{";
     for (int32_t i = 0; i < nmeta; ++i) {
       if (!meta[i].key || !meta[i].value)
-        return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                    "amprt_checkpoint_save: metadata %d is null", i);
+        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_checkpoint_save: metadata %d is null", i);
       if (i)
         header += ",";
       jsonString(header, meta[i].key);
@@ -318,8 +347,8 @@ extern "C" amprt_status amprt_checkpoint_save(const char *path,
   std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    return fail(AMPRT_ERR_IO, "amprt_checkpoint_save: cannot create '%s': %s",
-                tmp.c_str(), std::strerror(errno));
+    return fail(AMPRT_ERR_IO, "amprt_checkpoint_save: cannot create '%s': %s", tmp.c_str(),
+                std::strerror(errno));
   auto writeAll = [&](const void *data, size_t len) {
     const char *c = static_cast<const char *>(data);
     while (len) {
@@ -360,16 +389,14 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
   *out = nullptr;
   FILE *f = std::fopen(path, "rb");
   if (!f)
-    return fail(AMPRT_ERR_IO, "checkpoint '%s': cannot open: %s", path,
-                std::strerror(errno));
+    return fail(AMPRT_ERR_IO, "checkpoint '%s': cannot open: %s", path, std::strerror(errno));
   amprt_checkpoint *ck = nullptr; // owns f once made
   auto bad = [&](const char *why) {
     if (ck)
       delete ck;
     else
       std::fclose(f);
-    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s': not a valid safetensors file: %s",
-                path, why);
+    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s': not a valid safetensors file: %s", path, why);
   };
   std::fseek(f, 0, SEEK_END);
   long sizeL = std::ftell(f);
@@ -421,15 +448,18 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
     const Json *dt = nullptr, *shape = nullptr, *offs = nullptr;
     if (j.kind == Json::Obj)
       for (auto &[k, v] : j.o) {
-        if (k == "dtype") dt = &v;
-        else if (k == "shape") shape = &v;
-        else if (k == "data_offsets") offs = &v;
+        if (k == "dtype")
+          dt = &v;
+        else if (k == "shape")
+          shape = &v;
+        else if (k == "data_offsets")
+          offs = &v;
       }
     Entry e;
     if (!dt || dt->kind != Json::Str || !stType(dt->s, e.dtype) || !shape ||
         shape->kind != Json::Arr || shape->a.size() > AMPRT_MAX_RANK || !offs ||
-        offs->kind != Json::Arr || offs->a.size() != 2 ||
-        offs->a[0].kind != Json::Int || offs->a[1].kind != Json::Int) {
+        offs->kind != Json::Arr || offs->a.size() != 2 || offs->a[0].kind != Json::Int ||
+        offs->a[1].kind != Json::Int) {
       delete ck;
       return fail(AMPRT_ERR_FORMAT,
                   "checkpoint '%s': tensor '%s' has a malformed entry (dtype, "
@@ -440,8 +470,8 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
     for (const Json &d : shape->a) {
       if (d.kind != Json::Int || (d.i && numel > (UINT64_MAX >> 1) / d.i)) {
         delete ck;
-        return fail(AMPRT_ERR_FORMAT, "checkpoint '%s': tensor '%s' has a bad shape",
-                    path, name.c_str());
+        return fail(AMPRT_ERR_FORMAT, "checkpoint '%s': tensor '%s' has a bad shape", path,
+                    name.c_str());
       }
       numel *= d.i;
       e.shape.push_back((int64_t)d.i);
@@ -462,8 +492,8 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
       return fail(AMPRT_ERR_FORMAT,
                   "checkpoint '%s': tensor '%s' has data_offsets [%llu, %llu] that "
                   "do not fit its shape or the file (%llu data bytes): truncated?",
-                  path, name.c_str(), (unsigned long long)e.begin,
-                  (unsigned long long)e.end, (unsigned long long)dataSize);
+                  path, name.c_str(), (unsigned long long)e.begin, (unsigned long long)e.end,
+                  (unsigned long long)dataSize);
     }
     ranges.push_back({e.begin, e.end});
     ck->names.push_back(name);
@@ -490,8 +520,7 @@ extern "C" amprt_status amprt_checkpoint_read(amprt_checkpoint *ck, const char *
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_checkpoint_read: null argument");
   auto it = ck->entries.find(name);
   if (it == ck->entries.end())
-    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s' has no tensor '%s'", ck->path.c_str(),
-                name);
+    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s' has no tensor '%s'", ck->path.c_str(), name);
   const Entry &e = it->second;
   AMPRT_CHECK(check(dst, "amprt_checkpoint_read"));
   bool match = e.dtype == dst->dtype && (int32_t)e.shape.size() == dst->rank;
@@ -529,8 +558,7 @@ extern "C" amprt_status amprt_checkpoint_info(amprt_checkpoint *ck, const char *
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_checkpoint_info: null argument");
   auto it = ck->entries.find(name);
   if (it == ck->entries.end())
-    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s' has no tensor '%s'", ck->path.c_str(),
-                name);
+    return fail(AMPRT_ERR_FORMAT, "checkpoint '%s' has no tensor '%s'", ck->path.c_str(), name);
   *dtype = it->second.dtype;
   *rank = (int32_t)it->second.shape.size();
   for (int32_t d = 0; d < *rank; ++d)
@@ -578,14 +606,12 @@ std::string jsonNumber(double v) {
 }
 } // namespace
 
-extern "C" amprt_status amprt_metrics_open(const char *path, int append,
-                                           amprt_metrics **out) {
+extern "C" amprt_status amprt_metrics_open(const char *path, int append, amprt_metrics **out) {
   if (!path || !out)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_metrics_open: null argument");
   FILE *f = std::fopen(path, append ? "a" : "w");
   if (!f)
-    return fail(AMPRT_ERR_IO, "metrics file '%s': cannot open: %s", path,
-                std::strerror(errno));
+    return fail(AMPRT_ERR_IO, "metrics file '%s': cannot open: %s", path, std::strerror(errno));
   *out = new amprt_metrics{f, path};
   return AMPRT_OK;
 }
@@ -616,8 +642,7 @@ extern "C" int amprt_format_progress(char *buf, size_t size, const amprt_step_me
                                      int64_t total) {
   if (!buf || !s || !size)
     return 0;
-  return std::snprintf(buf, size,
-                       "step %lld/%lld  loss %.4f  scale %g  skipped %lld  %.1f ms/step",
+  return std::snprintf(buf, size, "step %lld/%lld  loss %.4f  scale %g  skipped %lld  %.1f ms/step",
                        (long long)s->step, (long long)total, s->loss, s->loss_scale,
                        (long long)s->skipped_total, s->step_time_s * 1e3);
 }

@@ -6,14 +6,12 @@
 #include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 #include <new>
+#include <vector>
 
-extern "C" amprt_status amprt_context_create(const char *device,
-                                             amprt_context **out) {
+extern "C" amprt_status amprt_context_create(const char *device, amprt_context **out) {
   if (!out)
-    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
-                       "amprt_context_create: null output pointer");
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_context_create: null output pointer");
   *out = nullptr;
   std::string dev = device ? device : "cpu";
   const amprt_device_ops *ops = nullptr;
@@ -94,9 +92,7 @@ extern "C" void amprt_graph_destroy(amprt_context *ctx, amprt_graph *graph) {
     ctx->ops->graphDestroy(ctx, graph);
 }
 
-extern "C" int32_t amprt_context_on_host(const amprt_context *ctx) {
-  return ctx && !ctx->ops;
-}
+extern "C" int32_t amprt_context_on_host(const amprt_context *ctx) { return ctx && !ctx->ops; }
 
 extern "C" amprt_status amprt_device_alloc(amprt_context *ctx, size_t bytes, void **out) {
   if (!ctx || !out)
@@ -158,8 +154,7 @@ extern "C" uint64_t amprt_context_rng_state(const amprt_context *ctx) {
   return v;
 }
 
-extern "C" void amprt_context_set_rng_state(amprt_context *ctx,
-                                            uint64_t state) {
+extern "C" void amprt_context_set_rng_state(amprt_context *ctx, uint64_t state) {
   ctx->rng = state ? state : 1;
   if (ctx->ops)
     ctx->ops->rngSet(ctx, ctx->rng);
@@ -231,11 +226,9 @@ struct amprt_arena {
   amprt_context *ctx;
 };
 
-extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes,
-                                           amprt_arena **out) {
+extern "C" amprt_status amprt_arena_create(amprt_context *ctx, size_t bytes, amprt_arena **out) {
   if (!ctx || !out)
-    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
-                       "amprt_arena_create: null context or output");
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_arena_create: null context or output");
   *out = nullptr;
   void *p = nullptr;
   // A host arena larger than the memory available is refused before the
@@ -276,8 +269,7 @@ extern "C" void amprt_arena_destroy(amprt_arena *a) {
 extern "C" void *amprt_arena_base(amprt_arena *a) { return a ? a->base : nullptr; }
 extern "C" size_t amprt_arena_size(const amprt_arena *a) { return a ? a->size : 0; }
 
-extern "C" amprt_status amprt_arena_at(amprt_arena *a, size_t offset,
-                                       size_t bytes, void **out) {
+extern "C" amprt_status amprt_arena_at(amprt_arena *a, size_t offset, size_t bytes, void **out) {
   if (!a || !out)
     return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_arena_at: null arena");
   if (offset > a->size || bytes > a->size - offset)

@@ -50,8 +50,7 @@ bool haveAvx2F16c() {
   return ok;
 }
 
-__attribute__((target("avx2,f16c"))) size_t f32ToF16Avx2(const float *x, uint16_t *y,
-                                                          size_t n) {
+__attribute__((target("avx2,f16c"))) size_t f32ToF16Avx2(const float *x, uint16_t *y, size_t n) {
   size_t i = 0;
   const __m256i absMask = _mm256_set1_epi32(0x7fffffff), expAll = _mm256_set1_epi32(0x7f800000);
   for (; i + 8 <= n; i += 8) {
@@ -60,11 +59,11 @@ __attribute__((target("avx2,f16c"))) size_t f32ToF16Avx2(const float *x, uint16_
     __m256i bits = _mm256_castps_si256(v);
     __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, absMask), expAll);
     if (!_mm256_testz_si256(nan, nan)) {
-      __m256i canon = _mm256_or_si256(
-          _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x8000)),
-          _mm256_set1_epi32(0x7e00));
-      __m128i c16 = _mm_packus_epi32(_mm256_castsi256_si128(canon),
-                                     _mm256_extracti128_si256(canon, 1));
+      __m256i canon =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x8000)),
+                          _mm256_set1_epi32(0x7e00));
+      __m128i c16 =
+          _mm_packus_epi32(_mm256_castsi256_si128(canon), _mm256_extracti128_si256(canon, 1));
       __m128i m16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
       h = _mm_blendv_epi8(h, c16, m16);
     }
@@ -73,8 +72,7 @@ __attribute__((target("avx2,f16c"))) size_t f32ToF16Avx2(const float *x, uint16_
   return i;
 }
 
-__attribute__((target("avx2,f16c"))) size_t f16ToF32Avx2(const uint16_t *x, float *y,
-                                                          size_t n) {
+__attribute__((target("avx2,f16c"))) size_t f16ToF32Avx2(const uint16_t *x, float *y, size_t n) {
   size_t i = 0;
   const __m256i absMask = _mm256_set1_epi32(0x7fffffff), expAll = _mm256_set1_epi32(0x7f800000);
   for (; i + 8 <= n; i += 8) {
@@ -137,8 +135,7 @@ bool convertFast(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, siz
 
 namespace amprt {
 
-void convertScalar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt,
-                   size_t n) {
+void convertScalar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     float v;
     switch (st) {
@@ -168,11 +165,9 @@ void convertScalar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt,
 
 } // namespace amprt
 
-extern "C" amprt_status amprt_convert(const void *src, amprt_dtype st,
-                                      void *dst, amprt_dtype dt, size_t n) {
-  auto isFloat = [](amprt_dtype t) {
-    return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16;
-  };
+extern "C" amprt_status amprt_convert(const void *src, amprt_dtype st, void *dst, amprt_dtype dt,
+                                      size_t n) {
+  auto isFloat = [](amprt_dtype t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; };
   if (!isFloat(st) || !isFloat(dt))
     return amprt::fail(AMPRT_ERR_UNSUPPORTED,
                        "amprt_convert: only f32, f16 and bf16 are supported, "
@@ -180,8 +175,8 @@ extern "C" amprt_status amprt_convert(const void *src, amprt_dtype st,
                        amprt_dtype_name(st) ? amprt_dtype_name(st) : "?",
                        amprt_dtype_name(dt) ? amprt_dtype_name(dt) : "?");
   if (n && (!src || !dst))
-    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
-                       "amprt_convert: null buffer for %zu elements", n);
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_convert: null buffer for %zu elements",
+                       n);
   if (st == dt) {
     std::memmove(dst, src, n * amprt_dtype_size(st));
     return AMPRT_OK;

@@ -22,9 +22,9 @@
 
 #include <cstring>
 #include <map>
-#include <unordered_map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 using namespace amprt;
@@ -135,8 +135,8 @@ double maxAbsOrInf(const amprt_tensor *t) {
 /// turns NaN into 0 where our ReLU keeps it: only where no NaN can arise,
 /// i.e. finite inputs whose largest products cannot overflow a sum of k
 /// terms plus the bias.
-bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k,
-                       const float *bias, int64_t nbias) {
+bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k, const float *bias,
+                       int64_t nbias) {
   double mb = 0.0;
   for (int64_t i = 0; i < nbias; ++i) // a NaN bias makes mb NaN (the test fails)
     mb = !((double)std::fabs(bias[i]) <= mb) ? (double)std::fabs(bias[i]) : mb;
@@ -147,14 +147,14 @@ bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k,
 struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;
-  int64_t batch = 1; // > 1: `batch` dense [m,k] x [k,n] products, one primitive
-  bool bias = false;  // an f32 [n] row added by the primitive (batch 1 only)
-  bool relu = false;  // max(., 0) as a post-op (see reluCannotMeetNaN)
+  int64_t batch = 1;    // > 1: `batch` dense [m,k] x [k,n] products, one primitive
+  bool bias = false;    // an f32 [n] row added by the primitive (batch 1 only)
+  bool relu = false;    // max(., 0) as a post-op (see reluCannotMeetNaN)
   bool bf16Out = false; // the f32 result rounded to bf16 by the primitive
   bool operator<(const GemmKey &o) const {
     return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu, bf16Out) <
-           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch,
-                    o.bias, o.relu, o.bf16Out);
+           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch, o.bias,
+                    o.relu, o.bf16Out);
   }
 };
 
@@ -192,8 +192,8 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, void *out,
       dnnl::memory::desc biasd;
       if (key.bias)
         biasd = dnnl::memory::desc({1, key.n}, dt::f32, {key.n, 1});
-      dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd)
-                                      : dnnl::matmul::desc(ad, bd, cd);
+      dnnl::matmul::desc d =
+          key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd);
       dnnl::primitive_attr pa;
       if (key.relu) {
         dnnl::post_ops po;
@@ -243,28 +243,27 @@ amprt_status checkFloatContig(const amprt_tensor *t, const char *what) {
   return AMPRT_OK;
 }
 
-#define AMPRT_DNNL_TRY(kernel, ...)                                            \
-  try {                                                                        \
-    __VA_ARGS__                                                                \
-  } catch (const dnnl::error &e) {                                             \
-    return fail(AMPRT_ERR_UNSUPPORTED, "%s: oneDNN: %s", kernel, e.what());    \
-  } catch (const std::bad_alloc &) {                                           \
-    return fail(AMPRT_ERR_OUT_OF_MEMORY, "%s: out of memory", kernel);         \
+#define AMPRT_DNNL_TRY(kernel, ...)                                                                \
+  try {                                                                                            \
+    __VA_ARGS__                                                                                    \
+  } catch (const dnnl::error &e) {                                                                 \
+    return fail(AMPRT_ERR_UNSUPPORTED, "%s: oneDNN: %s", kernel, e.what());                        \
+  } catch (const std::bad_alloc &) {                                                               \
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "%s: out of memory", kernel);                             \
   }
 
 } // namespace
 
-extern "C" amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a,
-                                   const amprt_tensor *b, const amprt_tensor *c,
-                                   float alpha, float beta, int trans_a,
+extern "C" amprt_status amprt_gemm(amprt_context *ctx, const amprt_tensor *a, const amprt_tensor *b,
+                                   const amprt_tensor *c, float alpha, float beta, int trans_a,
                                    int trans_b, amprt_tensor *y) {
   return amprt_gemm_ex(ctx, a, b, c, alpha, beta, trans_a, trans_b, 0, y);
 }
 
 extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
-                                      const amprt_tensor *b, const amprt_tensor *c,
-                                      float alpha, float beta, int trans_a, int trans_b,
-                                      int32_t flags, amprt_tensor *y) {
+                                      const amprt_tensor *b, const amprt_tensor *c, float alpha,
+                                      float beta, int trans_a, int trans_b, int32_t flags,
+                                      amprt_tensor *y) {
   const char *k = "amprt_gemm";
   if (flags & ~AMPRT_GEMM_RELU)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: unknown flags %d", k, (int)flags);
@@ -272,27 +271,24 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   AMPRT_CHECK(checkFloatContig(b, "amprt_gemm: b"));
   AMPRT_CHECK(checkFloatContig(y, "amprt_gemm: y"));
   if (a->rank != 2 || b->rank != 2 || y->rank != 2 || a->dtype != b->dtype)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: a %s and b %s must be 2-D of one type, y %s 2-D", k,
-                shapeString(a).c_str(), shapeString(b).c_str(),
-                shapeString(y).c_str());
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: a %s and b %s must be 2-D of one type, y %s 2-D",
+                k, shapeString(a).c_str(), shapeString(b).c_str(), shapeString(y).c_str());
   int64_t m = trans_a ? a->shape[1] : a->shape[0];
   int64_t kk = trans_a ? a->shape[0] : a->shape[1];
   int64_t kb = trans_b ? b->shape[1] : b->shape[0];
   int64_t n = trans_b ? b->shape[0] : b->shape[1];
   if (kk != kb || y->shape[0] != m || y->shape[1] != n)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: op(a) [%lld, %lld] @ op(b) [%lld, %lld] does not give y %s",
-                k, (long long)m, (long long)kk, (long long)kb, (long long)n,
-                shapeString(y).c_str());
+                "%s: op(a) [%lld, %lld] @ op(b) [%lld, %lld] does not give y %s", k, (long long)m,
+                (long long)kk, (long long)kb, (long long)n, shapeString(y).c_str());
   int64_t cs[1][AMPRT_MAX_RANK] = {{0}};
   if (c) {
     AMPRT_CHECK(check(c, "amprt_gemm: c"));
     AMPRT_CHECK(broadcastStrides(c, 2, y->shape, cs[0], "amprt_gemm: c"));
   }
   // A bias row with alpha = beta = 1 (f16 / bf16 ones widened: exact).
-  bool fusedBias = c && alpha == 1.0f && beta == 1.0f && isFloat(c->dtype) &&
-                   cs[0][0] == 0 && cs[0][1] == 1;
+  bool fusedBias =
+      c && alpha == 1.0f && beta == 1.0f && isFloat(c->dtype) && cs[0][0] == 0 && cs[0][1] == 1;
   const float *biasF32 = nullptr;
   thread_local std::vector<float> biasWide;
   if (fusedBias) {
@@ -322,10 +318,15 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   auto product = [&](void *out, bool bf16Out) -> amprt_status {
     AMPRT_DNNL_TRY(k, {
       Operand oa = operandOf(a), ob = operandOf(b);
-      GemmKey key{m, n, kk,
-                  trans_a ? 1 : a->shape[1], trans_a ? a->shape[1] : 1,
-                  trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1,
-                  (int)oa.dt, (int)ob.dt};
+      GemmKey key{m,
+                  n,
+                  kk,
+                  trans_a ? 1 : a->shape[1],
+                  trans_a ? a->shape[1] : 1,
+                  trans_b ? 1 : b->shape[1],
+                  trans_b ? b->shape[1] : 1,
+                  (int)oa.dt,
+                  (int)ob.dt};
       key.bias = fusedBias;
       key.relu = relu;
       key.bf16Out = bf16Out;
@@ -378,8 +379,8 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
-                                     const amprt_tensor *b, amprt_tensor *y) {
+extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a, const amprt_tensor *b,
+                                     amprt_tensor *y) {
   const char *k = "amprt_matmul";
   AMPRT_CHECK(check(a, "amprt_matmul: a"));
   AMPRT_CHECK(check(b, "amprt_matmul: b"));
@@ -389,9 +390,10 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
   int la = matrixLayout(a), lb = matrixLayout(b);
   for (auto [t, l, what] : {std::make_tuple(a, la, "a"), std::make_tuple(b, lb, "b")})
     if (!isFloat(t->dtype) || l < 0)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "%s: %s must be a dense f32 / f16 / bf16 tensor or a transposed view of one, got %s %s", k,
-                  what, amprt_dtype_name(t->dtype), shapeString(t).c_str());
+      return fail(
+          AMPRT_ERR_INVALID_ARGUMENT,
+          "%s: %s must be a dense f32 / f16 / bf16 tensor or a transposed view of one, got %s %s",
+          k, what, amprt_dtype_name(t->dtype), shapeString(t).c_str());
   bool ta = la == 1, tb = lb == 1;
   if (a->dtype != b->dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: a and b must share a float type", k);
@@ -440,8 +442,8 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
     for (int64_t bt = 0; bt < batches; ++bt) {
       int64_t ao, bo;
       md.offsets(bt, ao, bo);
-      float *acc = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + bt * m * n
-                                         : scratch.data();
+      float *acc =
+          y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + bt * m * n : scratch.data();
       if (kk == 0)
         std::fill(acc, acc + m * n, 0.0f);
       else if (m && n)
@@ -449,8 +451,8 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a,
                 static_cast<const char *>(ob.ptr) + bo * bMat * be, acc);
       if (y->dtype != AMPRT_F32)
         convertPar(acc, AMPRT_F32,
-                      static_cast<char *>(y->data) + bt * m * n * amprt_dtype_size(y->dtype),
-                      y->dtype, (size_t)(m * n));
+                   static_cast<char *>(y->data) + bt * m * n * amprt_dtype_size(y->dtype), y->dtype,
+                   (size_t)(m * n));
     }
   })
   return AMPRT_OK;
@@ -462,22 +464,19 @@ struct ConvDims {
   dnnl::memory::dims src, wei, dst, bias, strides, dil, padL, padR;
 };
 
-amprt_status convDims(const amprt_tensor *x, const amprt_tensor *w,
-                      const amprt_tensor *y, const amprt_conv_params *p,
-                      const char *k, ConvDims &cd) {
+amprt_status convDims(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
+                      const amprt_conv_params *p, const char *k, ConvDims &cd) {
   if (!p || p->spatial < 1 || p->spatial > 3 || p->group < 1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: bad parameters", k);
   int32_t r = p->spatial + 2;
   if (x->rank != r || w->rank != r || y->rank != r)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: x %s, w %s, y %s must have rank %d", k, shapeString(x).c_str(),
-                shapeString(w).c_str(), shapeString(y).c_str(), r);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: x %s, w %s, y %s must have rank %d", k,
+                shapeString(x).c_str(), shapeString(w).c_str(), shapeString(y).c_str(), r);
   int64_t g = p->group, c = x->shape[1], mo = w->shape[0];
   if (c != w->shape[1] * g || mo % g || y->shape[1] != mo || y->shape[0] != x->shape[0])
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: channels do not agree: x %s, w %s, y %s, group %lld", k,
-                shapeString(x).c_str(), shapeString(w).c_str(),
-                shapeString(y).c_str(), (long long)g);
+    return fail(
+        AMPRT_ERR_INVALID_ARGUMENT, "%s: channels do not agree: x %s, w %s, y %s, group %lld", k,
+        shapeString(x).c_str(), shapeString(w).c_str(), shapeString(y).c_str(), (long long)g);
   cd.src.assign(x->shape, x->shape + r);
   cd.dst.assign(y->shape, y->shape + r);
   if (g == 1) {
@@ -508,12 +507,18 @@ amprt_status convDims(const amprt_tensor *x, const amprt_tensor *w,
 dnnl::memory::format_tag plainTag(size_t rank) {
   using t = dnnl::memory::format_tag;
   switch (rank) {
-  case 1: return t::a;
-  case 2: return t::ab;
-  case 3: return t::abc;
-  case 4: return t::abcd;
-  case 5: return t::abcde;
-  default: return t::abcdef;
+  case 1:
+    return t::a;
+  case 2:
+    return t::ab;
+  case 3:
+    return t::abc;
+  case 4:
+    return t::abcd;
+  case 5:
+    return t::abcde;
+  default:
+    return t::abcdef;
   }
 }
 
@@ -527,20 +532,17 @@ extern "C" int32_t amprt_channel_block(void) {
   return block;
 }
 
-extern "C" amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x,
-                                   const amprt_tensor *w, const amprt_tensor *bias,
-                                   const amprt_conv_params *p, amprt_tensor *y) {
+extern "C" amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
+                                   const amprt_tensor *bias, const amprt_conv_params *p,
+                                   amprt_tensor *y) {
   return amprt_conv_ex(ctx, x, w, bias, p, 0, y);
 }
 
-namespace {
-
-} // namespace
+namespace {} // namespace
 
 extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
                                       const amprt_tensor *w, const amprt_tensor *bias,
-                                      const amprt_conv_params *p, int32_t flags,
-                                      amprt_tensor *y) {
+                                      const amprt_conv_params *p, int32_t flags, amprt_tensor *y) {
   const char *k = "amprt_conv";
   AMPRT_CHECK(checkFloatContig(x, "amprt_conv: x"));
   AMPRT_CHECK(checkFloatContig(w, "amprt_conv: w"));
@@ -563,8 +565,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
   if (bias) {
     AMPRT_CHECK(checkFloatContig(bias, "amprt_conv: bias"));
     if (amprt_tensor_numel(bias) != cd.bias[0])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: bias must be [%lld]", k,
-                  (long long)cd.bias[0]);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: bias must be [%lld]", k, (long long)cd.bias[0]);
     bf.resize(cd.bias[0]);
     convertPar(bias->data, bias->dtype, bf.data(), AMPRT_F32, bf.size());
   }
@@ -622,8 +623,8 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       // Our side of the reorders: plain, or channel-blocked where the
       // compiler keeps the tensor so (then oneDNN's own choice, in which
       // case nothing is reordered).
-      auto blockedTag = block == 16 ? dnnl::memory::format_tag::nChw16c
-                                    : dnnl::memory::format_tag::nChw8c;
+      auto blockedTag =
+          block == 16 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c;
       dnnl::memory::desc xd(cd.src, ox.dt,
                             flags & AMPRT_CONV_SRC_BLOCKED ? blockedTag : plainTag(cd.src.size()));
       dnnl::memory::desc wd(cd.wei, ow.dt, plainTag(cd.wei.size()));
@@ -638,14 +639,13 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
           using tag = dnnl::memory::format_tag;
           dnnl::memory::desc xa(cd.src, ox.dt, tag::any), wa(cd.wei, ow.dt, tag::any),
               ya(cd.dst, dt::f32, tag::any);
-          auto d = bias ? dnnl::convolution_forward::desc(
-                              dnnl::prop_kind::forward_training,
-                              dnnl::algorithm::convolution_direct, xa, wa, bd, ya,
-                              cd.strides, cd.dil, cd.padL, cd.padR)
-                        : dnnl::convolution_forward::desc(
-                              dnnl::prop_kind::forward_training,
-                              dnnl::algorithm::convolution_direct, xa, wa, ya,
-                              cd.strides, cd.dil, cd.padL, cd.padR);
+          auto d =
+              bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                     dnnl::algorithm::convolution_direct, xa, wa,
+                                                     bd, ya, cd.strides, cd.dil, cd.padL, cd.padR)
+                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                     dnnl::algorithm::convolution_direct, xa, wa,
+                                                     ya, cd.strides, cd.dil, cd.padL, cd.padR);
           dnnl::primitive_attr pa;
           if (flags & AMPRT_CONV_RELU) {
             dnnl::post_ops po;
@@ -655,17 +655,22 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
             pa.set_post_ops(po);
           }
           dnnl::convolution_forward::primitive_desc pd(d, pa, cpuEngine());
-          Conv c{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
-                 pd.dst_desc(), std::nullopt, std::nullopt, std::nullopt};
+          Conv c{dnnl::convolution_forward(pd),
+                 pd.src_desc(),
+                 pd.weights_desc(),
+                 pd.dst_desc(),
+                 std::nullopt,
+                 std::nullopt,
+                 std::nullopt};
           if (c.src != xd)
-            c.toSrc = dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), xd, cpuEngine(),
-                                                                  c.src));
+            c.toSrc =
+                dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), xd, cpuEngine(), c.src));
           if (c.wei != wd)
-            c.toWei = dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), wd, cpuEngine(),
-                                                                  c.wei));
+            c.toWei =
+                dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), wd, cpuEngine(), c.wei));
           if (c.dst != yd)
-            c.fromDst = dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), c.dst,
-                                                                    cpuEngine(), yd));
+            c.fromDst =
+                dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), c.dst, cpuEngine(), yd));
           it = cache.emplace(key, std::move(c)).first;
         }
         conv = &it->second; // map nodes stay put
@@ -739,8 +744,8 @@ namespace {
 void depthwiseWeightGrad(const float *x, const float *dy, float *gw, int64_t n, int64_t c,
                          int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
                          const amprt_conv_params *p) {
-  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0],
-                dw = p->dilations[1], ph = p->pads_begin[0], pw = p->pads_begin[1];
+  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0], dw = p->dilations[1],
+                ph = p->pads_begin[0], pw = p->pads_begin[1];
   parallelFor(c, 1, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch)
       for (int64_t a = 0; a < kh; ++a)
@@ -769,11 +774,9 @@ void depthwiseWeightGrad(const float *x, const float *dy, float *gw, int64_t n, 
 } // namespace
 
 extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor *x,
-                                            const amprt_tensor *w,
-                                            const amprt_tensor *dy,
-                                            const amprt_conv_params *p,
-                                            amprt_tensor *dx, amprt_tensor *dw,
-                                            amprt_tensor *db) {
+                                            const amprt_tensor *w, const amprt_tensor *dy,
+                                            const amprt_conv_params *p, amprt_tensor *dx,
+                                            amprt_tensor *dw, amprt_tensor *db) {
   const char *k = "amprt_conv_backward";
   AMPRT_CHECK(checkFloatContig(x, "amprt_conv_backward: x"));
   AMPRT_CHECK(checkFloatContig(w, "amprt_conv_backward: w"));
@@ -834,8 +837,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;
-      bool low = false;             // its inputs in bf16
-      bool viaGemm = false;         // oneDNN's im2col + gemm implementation
+      bool low = false;     // its inputs in bf16
+      bool viaGemm = false; // oneDNN's im2col + gemm implementation
     };
     struct Prims {
       std::optional<dnnl::convolution_backward_data> data;
@@ -845,8 +848,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     };
     static std::mutex mu;
     static std::map<std::vector<int64_t>, Prims> cache;
-    auto reorder = [](const dnnl::memory::desc &from, const dnnl::memory::desc &to)
-        -> std::optional<dnnl::reorder> {
+    auto reorder = [](const dnnl::memory::desc &from,
+                      const dnnl::memory::desc &to) -> std::optional<dnnl::reorder> {
       if (from == to)
         return std::nullopt;
       return dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), from, cpuEngine(), to));
@@ -880,25 +883,31 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
           dnnl::convolution_backward_data::primitive_desc pd(d, cpuEngine(), fpd);
           if (!low || !isRef(pd.impl_info_str())) {
             c.data = dnnl::convolution_backward_data(pd);
-            c.d = Side{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc(),
+            c.d = Side{pd.diff_dst_desc(),
+                       pd.weights_desc(),
+                       pd.diff_src_desc(),
                        reorder(plain(cd.dst, in), pd.diff_dst_desc()),
                        reorder(plain(cd.wei, in), pd.weights_desc()),
-                       reorder(pd.diff_src_desc(), plain(cd.src, dxOut)), low};
+                       reorder(pd.diff_src_desc(), plain(cd.src, dxOut)),
+                       low};
           }
         }
         if (dw && !c.weights) {
           // Without the bias: db is summed here, in double (oneDNN's f32 sum
           // over N x H x W loses digits when the terms cancel).
           dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa,
-                                                     low ? wo : wa, ya, cd.strides, cd.dil,
-                                                     cd.padL, cd.padR);
+                                                     low ? wo : wa, ya, cd.strides, cd.dil, cd.padL,
+                                                     cd.padR);
           dnnl::convolution_backward_weights::primitive_desc pd(d, cpuEngine(), fpd);
           if (!low || !isRef(pd.impl_info_str())) {
             c.weights = dnnl::convolution_backward_weights(pd);
-            c.w = Side{pd.diff_dst_desc(), pd.src_desc(), pd.diff_weights_desc(),
+            c.w = Side{pd.diff_dst_desc(),
+                       pd.src_desc(),
+                       pd.diff_weights_desc(),
                        reorder(plain(cd.dst, in), pd.diff_dst_desc()),
                        reorder(plain(cd.src, in), pd.src_desc()),
-                       reorder(pd.diff_weights_desc(), plain(cd.wei, dwOut)), low,
+                       reorder(pd.diff_weights_desc(), plain(cd.wei, dwOut)),
+                       low,
                        std::strstr(pd.impl_info_str(), "gemm") != nullptr};
           }
         }
@@ -945,9 +954,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       dnnl::memory wi = in(prims.d.toB, plain(cd.wei, et), prims.d.b, input(low, w, ww), bufB);
       dnnl::memory gp = mem(plain(cd.src, dxOut), dxDirect ? dx->data : g.data());
       dnnl::memory go = prims.d.fromOut ? scratchMem(bufOut, prims.d.out) : gp;
-      prims.data->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
-                              {DNNL_ARG_WEIGHTS, wi},
-                              {DNNL_ARG_DIFF_SRC, go}});
+      prims.data->execute(
+          s, {{DNNL_ARG_DIFF_DST, dyi}, {DNNL_ARG_WEIGHTS, wi}, {DNNL_ARG_DIFF_SRC, go}});
       if (prims.d.fromOut)
         prims.d.fromOut->execute(s, go, gp);
       s.wait();
@@ -982,9 +990,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       dnnl::memory xi = in(prims.w.toB, plain(cd.src, et), prims.w.b, input(low, x, xw), bufB);
       dnnl::memory gp = mem(plain(cd.wei, dwOut), dwDirect ? dw->data : gw.data());
       dnnl::memory go = prims.w.fromOut ? scratchMem(bufOut, prims.w.out) : gp;
-      prims.weights->execute(s, {{DNNL_ARG_DIFF_DST, dyi},
-                                 {DNNL_ARG_SRC, xi},
-                                 {DNNL_ARG_DIFF_WEIGHTS, go}});
+      prims.weights->execute(
+          s, {{DNNL_ARG_DIFF_DST, dyi}, {DNNL_ARG_SRC, xi}, {DNNL_ARG_DIFF_WEIGHTS, go}});
       if (prims.w.fromOut)
         prims.w.fromOut->execute(s, go, gp);
       s.wait();

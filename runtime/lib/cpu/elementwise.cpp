@@ -51,8 +51,7 @@ bool sameDense(const amprt_tensor *a, const amprt_tensor *y) {
 }
 
 /// f32 loops with the op chosen outside the loop (vectorisable).
-template <typename F>
-void mapF32(const float *x, float *y, int64_t n, F f) {
+template <typename F> void mapF32(const float *x, float *y, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = f(x[i]);
 }
@@ -189,7 +188,9 @@ bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, fl
       return t > beta ? beta : t;
     });
     return true;
-  case AMPRT_UNARY_IDENTITY: std::memmove(y, x, n * 4); return true;
+  case AMPRT_UNARY_IDENTITY:
+    std::memmove(y, x, n * 4);
+    return true;
   case AMPRT_UNARY_RELU: {
     // Branch-free (random signs mispredict): keep v where v > 0 or v is NaN.
     int64_t i = 0;
@@ -208,13 +209,26 @@ bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, fl
   case AMPRT_UNARY_LEAKY_RELU:
     mapF32(x, y, n, [alpha](float v) { return v >= 0.0f ? v : alpha * v; });
     return true;
-  case AMPRT_UNARY_EXP: expF32(x, y, n); return true;
-  case AMPRT_UNARY_TANH: mapF32(x, y, n, [](float v) { return std::tanh(v); }); return true;
-  case AMPRT_UNARY_SIGMOID: sigmoidF32(x, nullptr, y, n); return true;
-  case AMPRT_UNARY_GELU: geluF32(x, y, n); return true;
-  case AMPRT_UNARY_GELU_TANH: mapF32(x, y, n, geluTanh); return true;
-  case AMPRT_UNARY_ERF: erfF32(x, y, n); return true;
-  default: return false;
+  case AMPRT_UNARY_EXP:
+    expF32(x, y, n);
+    return true;
+  case AMPRT_UNARY_TANH:
+    mapF32(x, y, n, [](float v) { return std::tanh(v); });
+    return true;
+  case AMPRT_UNARY_SIGMOID:
+    sigmoidF32(x, nullptr, y, n);
+    return true;
+  case AMPRT_UNARY_GELU:
+    geluF32(x, y, n);
+    return true;
+  case AMPRT_UNARY_GELU_TANH:
+    mapF32(x, y, n, geluTanh);
+    return true;
+  case AMPRT_UNARY_ERF:
+    erfF32(x, y, n);
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -283,8 +297,12 @@ bool blockRowsF32(const amprt_tensor *a, const amprt_tensor *b, amprt_tensor *y,
 /// so that the dense one comes first). False for other ops.
 template <typename Body> bool withArith(amprt_binary_op op, bool swapped, Body body) {
   switch (op) {
-  case AMPRT_BINARY_ADD: body([](float p, float q) { return p + q; }); return true;
-  case AMPRT_BINARY_MUL: body([](float p, float q) { return p * q; }); return true;
+  case AMPRT_BINARY_ADD:
+    body([](float p, float q) { return p + q; });
+    return true;
+  case AMPRT_BINARY_MUL:
+    body([](float p, float q) { return p * q; });
+    return true;
   case AMPRT_BINARY_SUB:
     if (swapped)
       body([](float p, float q) { return q - p; });
@@ -297,7 +315,8 @@ template <typename Body> bool withArith(amprt_binary_op op, bool swapped, Body b
     else
       body([](float p, float q) { return p / q; });
     return true;
-  default: return false;
+  default:
+    return false;
   }
 }
 
@@ -404,24 +423,38 @@ bool binaryHalfDense(amprt_binary_op op, const amprt_tensor *a, const amprt_tens
     return false;
   constexpr int64_t kPiece = 2048;
   int64_t n = amprt_tensor_numel(y);
-  size_t ea = amprt_dtype_size(a->dtype), eb = amprt_dtype_size(b->dtype), ey = amprt_dtype_size(y->dtype);
+  size_t ea = amprt_dtype_size(a->dtype), eb = amprt_dtype_size(b->dtype),
+         ey = amprt_dtype_size(y->dtype);
   const char *pa = static_cast<const char *>(a->data), *pb = static_cast<const char *>(b->data);
   char *py = static_cast<char *>(y->data);
-  parallelFor((n + kPiece - 1) / kPiece, std::max<int64_t>(1, 32768 / kPiece), 1, [&](int64_t p0, int64_t p1) {
-    float fa[kPiece], fb[kPiece], fy[kPiece];
-    for (int64_t p = p0; p < p1; ++p) {
-      int64_t i = p * kPiece, m = std::min(kPiece, n - i);
-      amprt_convert(pa + i * ea, a->dtype, fa, AMPRT_F32, (size_t)m);
-      amprt_convert(pb + i * eb, b->dtype, fb, AMPRT_F32, (size_t)m);
-      switch (op) {
-      case AMPRT_BINARY_ADD: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] + fb[k]; break;
-      case AMPRT_BINARY_SUB: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] - fb[k]; break;
-      case AMPRT_BINARY_MUL: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] * fb[k]; break;
-      default: for (int64_t k = 0; k < m; ++k) fy[k] = fa[k] / fb[k]; break;
-      }
-      amprt_convert(fy, AMPRT_F32, py + i * ey, y->dtype, (size_t)m);
-    }
-  });
+  parallelFor((n + kPiece - 1) / kPiece, std::max<int64_t>(1, 32768 / kPiece), 1,
+              [&](int64_t p0, int64_t p1) {
+                float fa[kPiece], fb[kPiece], fy[kPiece];
+                for (int64_t p = p0; p < p1; ++p) {
+                  int64_t i = p * kPiece, m = std::min(kPiece, n - i);
+                  amprt_convert(pa + i * ea, a->dtype, fa, AMPRT_F32, (size_t)m);
+                  amprt_convert(pb + i * eb, b->dtype, fb, AMPRT_F32, (size_t)m);
+                  switch (op) {
+                  case AMPRT_BINARY_ADD:
+                    for (int64_t k = 0; k < m; ++k)
+                      fy[k] = fa[k] + fb[k];
+                    break;
+                  case AMPRT_BINARY_SUB:
+                    for (int64_t k = 0; k < m; ++k)
+                      fy[k] = fa[k] - fb[k];
+                    break;
+                  case AMPRT_BINARY_MUL:
+                    for (int64_t k = 0; k < m; ++k)
+                      fy[k] = fa[k] * fb[k];
+                    break;
+                  default:
+                    for (int64_t k = 0; k < m; ++k)
+                      fy[k] = fa[k] / fb[k];
+                    break;
+                  }
+                  amprt_convert(fy, AMPRT_F32, py + i * ey, y->dtype, (size_t)m);
+                }
+              });
   return true;
 }
 
@@ -484,15 +517,13 @@ amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y) {
 
 } // namespace amprt
 
-extern "C" amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op,
-                                    float alpha, const amprt_tensor *x,
-                                    amprt_tensor *y) {
+extern "C" amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
+                                    const amprt_tensor *x, amprt_tensor *y) {
   return amprt_unary_ex(ctx, op, alpha, 0.0f, x, y);
 }
 
-extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op,
-                                       float alpha, float beta, const amprt_tensor *x,
-                                       amprt_tensor *y) {
+extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op, float alpha, float beta,
+                                       const amprt_tensor *x, amprt_tensor *y) {
   int64_t s[2][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
   if ((unsigned)op > AMPRT_UNARY_LAST)
@@ -516,7 +547,8 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op,
     case AMPRT_UNARY_ERF: {
       // Threads for the transcendental ones from a few thousand elements,
       // for the memory-bound ReLUs only for large tensors.
-      bool cheap = op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU || op == AMPRT_UNARY_CLAMP;
+      bool cheap =
+          op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU || op == AMPRT_UNARY_CLAMP;
       parallelFor(n, cheap ? (int64_t)1 << 17 : 4096, 64, [&](int64_t b, int64_t e) {
         unaryFastF32(op, alpha, beta, xp + b, yp + b, e - b);
       });
@@ -543,14 +575,13 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op,
       return storeFromF32(y32, y);
     }
     forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
-      storeF(y->data, y->dtype, o[1],
-             applyUnary(op, loadF(x->data, x->dtype, o[0]), alpha, beta));
+      storeF(y->data, y->dtype, o[1], applyUnary(op, loadF(x->data, x->dtype, o[0]), alpha, beta));
     });
     return AMPRT_OK;
   }
   if (op != AMPRT_UNARY_RELU && op != AMPRT_UNARY_IDENTITY)
-    return fail(AMPRT_ERR_UNSUPPORTED,
-                "amprt_unary: op %d on integers (only relu and identity)", op);
+    return fail(AMPRT_ERR_UNSUPPORTED, "amprt_unary: op %d on integers (only relu and identity)",
+                op);
   forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
     int64_t v = loadI(x->data, x->dtype, o[0]);
     storeI(y->data, y->dtype, o[1], op == AMPRT_UNARY_RELU && v < 0 ? 0 : v);
@@ -599,24 +630,21 @@ void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, c
 }
 } // namespace
 
-extern "C" amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op,
-                                         float alpha, const amprt_tensor *x,
-                                         const amprt_tensor *dy,
+extern "C" amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op, float alpha,
+                                         const amprt_tensor *x, const amprt_tensor *dy,
                                          amprt_tensor *dx) {
   return amprt_unary_grad_ex(ctx, op, alpha, 0.0f, x, dy, dx);
 }
 
-extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op,
-                                            float alpha, float beta, const amprt_tensor *x,
-                                            const amprt_tensor *dy,
-                                            amprt_tensor *dx) {
+extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, float alpha,
+                                            float beta, const amprt_tensor *x,
+                                            const amprt_tensor *dy, amprt_tensor *dx) {
   int64_t s[3][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_unary_grad", dx, {x, dy}, s));
   if ((unsigned)op > AMPRT_UNARY_LAST)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: unknown op %d", op);
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_unary_grad: x, dy and dx must be float");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: x, dy and dx must be float");
   if (isHalf(x->dtype) || isHalf(dy->dtype) || isHalf(dx->dtype)) {
     amprt_tensor x32 = asF32(x, 0), dy32 = asF32(dy, 1), dx32 = scratchF32(dx, 2);
     AMPRT_CHECK(amprt_unary_grad_ex(nullptr, op, alpha, beta, &x32, &dy32, &dx32));
@@ -643,8 +671,7 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
-                                     const amprt_tensor *a,
+extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op, const amprt_tensor *a,
                                      const amprt_tensor *b, amprt_tensor *y) {
   int64_t s[3][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_binary", y, {a, b}, s));
@@ -659,8 +686,10 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
                   amprt_dtype_name(y->dtype));
     bool flt = isFloat(a->dtype);
     forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
-      bool r = flt ? compareOp<float>(op, loadF(a->data, a->dtype, o[0]), loadF(b->data, b->dtype, o[1]))
-                   : compareOp<int64_t>(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]));
+      bool r =
+          flt ? compareOp<float>(op, loadF(a->data, a->dtype, o[0]), loadF(b->data, b->dtype, o[1]))
+              : compareOp<int64_t>(op, loadI(a->data, a->dtype, o[0]),
+                                   loadI(b->data, b->dtype, o[1]));
       static_cast<uint8_t *>(y->data)[o[2]] = r ? 1 : 0;
     });
     return AMPRT_OK;
@@ -687,8 +716,7 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
   bool divByZero = false;
   forEach<3>(y->rank, y->shape, s, [&](const int64_t *o) {
     storeI(y->data, y->dtype, o[2],
-           binaryI(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]),
-                   &divByZero));
+           binaryI(op, loadI(a->data, a->dtype, o[0]), loadI(b->data, b->dtype, o[1]), &divByZero));
   });
   if (divByZero)
     return fail(AMPRT_ERR_NUMERIC, "amprt_binary: integer division by zero");
@@ -696,15 +724,13 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op,
 }
 
 extern "C" amprt_status amprt_where(amprt_context *, const amprt_tensor *cond,
-                                    const amprt_tensor *a,
-                                    const amprt_tensor *b, amprt_tensor *y) {
+                                    const amprt_tensor *a, const amprt_tensor *b, amprt_tensor *y) {
   int64_t s[4][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_where", y, {cond, a, b}, s));
   if (cond->dtype != AMPRT_I1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_where: condition must be i1");
   if (a->dtype != y->dtype || b->dtype != y->dtype)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_where: a, b and y must have one element type");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_where: a, b and y must have one element type");
   size_t es = amprt_dtype_size(y->dtype);
   forEach<4>(y->rank, y->shape, s, [&](const int64_t *o) {
     bool c = static_cast<const uint8_t *>(cond->data)[o[0]] != 0;
@@ -715,8 +741,7 @@ extern "C" amprt_status amprt_where(amprt_context *, const amprt_tensor *cond,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
-                                   amprt_tensor *y) {
+extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x, amprt_tensor *y) {
   AMPRT_CHECK(check(x, "amprt_cast: x"));
   AMPRT_CHECK(check(y, "amprt_cast: y"));
   if (x->rank != y->rank)
@@ -724,9 +749,8 @@ extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
                 shapeString(x).c_str(), shapeString(y).c_str());
   for (int32_t d = 0; d < x->rank; ++d)
     if (x->shape[d] != y->shape[d])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_cast: x %s and y %s differ", shapeString(x).c_str(),
-                  shapeString(y).c_str());
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cast: x %s and y %s differ",
+                  shapeString(x).c_str(), shapeString(y).c_str());
   // Contiguous float -> float: the bulk converter (vector paths).
   if (isFloat(x->dtype) && isFloat(y->dtype) && amprt_tensor_is_contiguous(x) &&
       amprt_tensor_is_contiguous(y)) {
@@ -757,8 +781,7 @@ extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x,
-                                   amprt_tensor *y) {
+extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt_tensor *y) {
   AMPRT_CHECK(check(x, "amprt_copy: x"));
   AMPRT_CHECK(check(y, "amprt_copy: y"));
   if (x->dtype != y->dtype)
@@ -767,8 +790,8 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x,
                 amprt_dtype_name(x->dtype), amprt_dtype_name(y->dtype));
   if (amprt_tensor_numel(x) != amprt_tensor_numel(y))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_copy: x %s and y %s hold different element counts",
-                shapeString(x).c_str(), shapeString(y).c_str());
+                "amprt_copy: x %s and y %s hold different element counts", shapeString(x).c_str(),
+                shapeString(y).c_str());
   size_t es = amprt_dtype_size(x->dtype);
   if (amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y)) {
     std::memmove(y->data, x->data, (size_t)amprt_tensor_numel(x) * es);
@@ -859,10 +882,18 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x,
       forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) { yp[o[1]] = xp[o[0]]; });
     };
     switch (es) {
-    case 1: typed(uint8_t{}); break;
-    case 2: typed(uint16_t{}); break;
-    case 4: typed(uint32_t{}); break;
-    case 8: typed(uint64_t{}); break;
+    case 1:
+      typed(uint8_t{});
+      break;
+    case 2:
+      typed(uint16_t{});
+      break;
+    case 4:
+      typed(uint32_t{});
+      break;
+    case 8:
+      typed(uint64_t{});
+      break;
     default:
       forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) {
         std::memcpy(static_cast<char *>(y->data) + o[1] * es,
@@ -885,15 +916,14 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_concat(amprt_context *ctx,
-                                     const amprt_tensor *inputs, int32_t count,
+extern "C" amprt_status amprt_concat(amprt_context *ctx, const amprt_tensor *inputs, int32_t count,
                                      int32_t axis, amprt_tensor *y) {
   AMPRT_CHECK(check(y, "amprt_concat: y"));
   if (count < 1 || !inputs)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_concat: no inputs");
   if (axis < 0 || axis >= y->rank)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_concat: axis %d out of range for rank %d", axis, y->rank);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_concat: axis %d out of range for rank %d", axis,
+                y->rank);
   int64_t at = 0;
   for (int32_t i = 0; i < count; ++i) {
     const amprt_tensor *x = &inputs[i];
@@ -901,24 +931,22 @@ extern "C" amprt_status amprt_concat(amprt_context *ctx,
     if (x->rank != y->rank || x->dtype != y->dtype)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_concat: input %d (%s %s) does not match y (%s %s)", i,
-                  amprt_dtype_name(x->dtype), shapeString(x).c_str(),
-                  amprt_dtype_name(y->dtype), shapeString(y).c_str());
+                  amprt_dtype_name(x->dtype), shapeString(x).c_str(), amprt_dtype_name(y->dtype),
+                  shapeString(y).c_str());
     // A view of y for this input's slab.
     amprt_tensor view = *y;
     view.shape[axis] = x->shape[axis];
-    view.data = static_cast<char *>(y->data) +
-                at * y->strides[axis] * (int64_t)amprt_dtype_size(y->dtype);
+    view.data =
+        static_cast<char *>(y->data) + at * y->strides[axis] * (int64_t)amprt_dtype_size(y->dtype);
     if (at + x->shape[axis] > y->shape[axis])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_concat: inputs exceed y's dim %d (%lld)", axis,
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_concat: inputs exceed y's dim %d (%lld)", axis,
                   (long long)y->shape[axis]);
     AMPRT_CHECK(amprt_copy(ctx, x, &view));
     at += x->shape[axis];
   }
   if (at != y->shape[axis])
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_concat: inputs fill %lld of y's %lld along axis %d",
-                (long long)at, (long long)y->shape[axis], axis);
+                "amprt_concat: inputs fill %lld of y's %lld along axis %d", (long long)at,
+                (long long)y->shape[axis], axis);
   return AMPRT_OK;
 }
-

@@ -102,7 +102,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     // kind, a, b;  [p], y
     bool bern = d.nattrs > 0 && a[0] == AMPRT_RANDOM_BERNOULLI;
     AMPRT_CHECK(need(d, bern ? 2 : 1, 3, "random"));
-    return amprt_random(ctx, (int32_t)a[0], attrF(a, 1), attrF(a, 2), bern ? &t[0] : nullptr, &t.back());
+    return amprt_random(ctx, (int32_t)a[0], attrF(a, 1), attrF(a, 2), bern ? &t[0] : nullptr,
+                        &t.back());
   }
   case AMPRT_OP_TOPK:
     AMPRT_CHECK(need(d, 3, 2, "topk"));
@@ -156,8 +157,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     // epsilon, momentum, training; x, scale, bias, mean, var, y, rmean, rvar
     AMPRT_CHECK(need(d, 8, 3, "batch_norm"));
     return amprt_batch_norm(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (float)attrF(a, 0),
-                            (float)attrF(a, 1), (int)a[2], &t[5], &t[6], &t[7], nullptr,
-                            nullptr);
+                            (float)attrF(a, 1), (int)a[2], &t[5], &t[6], &t[7], nullptr, nullptr);
   case AMPRT_OP_GEMM: {
     // alpha, beta, trans_a, trans_b, has_c; a, b, [c], y
     if (d.nattrs < 5)
@@ -166,8 +166,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(need(d, hasC ? 4 : 3, 5, "gemm"));
     // Optional flags (AMPRT_GEMM_*) after the attributes.
     return amprt_gemm_ex(ctx, &t[0], &t[1], hasC ? &t[2] : nullptr, (float)attrF(a, 0),
-                         (float)attrF(a, 1), (int)a[2], (int)a[3],
-                         d.nattrs > 5 ? (int32_t)a[5] : 0, &t.back());
+                         (float)attrF(a, 1), (int)a[2], (int)a[3], d.nattrs > 5 ? (int32_t)a[5] : 0,
+                         &t.back());
   }
   case AMPRT_OP_MATMUL:
     AMPRT_CHECK(need(d, 3, 0, "matmul"));
@@ -192,8 +192,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     for (size_t k = 0; k < 4; ++k)
       if (t[o + k].dtype != AMPRT_F32 || amprt_tensor_numel(&t[o + k]) != oc ||
           !amprt_tensor_is_contiguous(&t[o + k]))
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: conv_bn's statistics must be f32 [%lld]",
-                    (long long)oc);
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_exec: conv_bn's statistics must be f32 [%lld]", (long long)oc);
     if (w.dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&w) ||
         (hasBias && (t[2].dtype != AMPRT_F32 || amprt_tensor_numel(&t[2]) != oc)))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: conv_bn needs f32 weights and bias");
@@ -204,7 +204,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     wf.resize((size_t)amprt_tensor_numel(&w));
     bf.resize((size_t)oc);
     const float *wp = static_cast<const float *>(w.data);
-    auto at = [&](size_t k, int64_t c) { return (double)static_cast<const float *>(t[o + k].data)[c]; };
+    auto at = [&](size_t k, int64_t c) {
+      return (double)static_cast<const float *>(t[o + k].data)[c];
+    };
     for (int64_t c = 0; c < oc; ++c) {
       double ac = at(0, c) / std::sqrt(at(3, c) + eps);
       double b = hasBias ? static_cast<const float *>(t[2].data)[c] : 0.0;
@@ -327,8 +329,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     amprt_tensor &whole = t[2];
     if (!amprt_tensor_is_contiguous(&whole) || whole.dtype != t[1].dtype)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt slice_grad");
-    std::memset(whole.data, 0,
-                (size_t)amprt_tensor_numel(&whole) * amprt_dtype_size(whole.dtype));
+    std::memset(whole.data, 0, (size_t)amprt_tensor_numel(&whole) * amprt_dtype_size(whole.dtype));
     return amprt_copy(ctx, &t[0], &t[1]);
   }
   case AMPRT_OP_GATHER_GRAD:
@@ -372,8 +373,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     if (la.softmax)
       return amprt_softmax_cross_entropy(ctx, &t[0], &t[1], w, la.reduction, la.hasIgnore,
                                          la.ignore, &t[la.out], &t[la.out + 1]);
-    return amprt_nll_loss(ctx, &t[0], &t[1], w, la.reduction, la.hasIgnore, la.ignore,
-                          &t[la.out]);
+    return amprt_nll_loss(ctx, &t[0], &t[1], w, la.reduction, la.hasIgnore, la.ignore, &t[la.out]);
   }
   case AMPRT_OP_UNARY_GRAD:
     AMPRT_CHECK(need(d, 3, 2, "unary_grad"));
@@ -394,15 +394,54 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
 }
 
 extern "C" const char *amprt_opcode_name(int64_t op) {
-  static const char *names[] = {
-      "?", "unary", "binary", "where", "cast", "copy", "concat", "gather", "dropout", "reduce",
-      "softmax", "layer_norm", "batch_norm", "gemm", "matmul", "conv", "max_pool", "average_pool",
-      "softmax_cross_entropy", "nll_loss", "unary_grad", "softmax_grad", "softmax_cross_entropy_grad",
-      "conv_grad", "layer_norm_grad", "max_pool_grad", "average_pool_grad", "batch_norm_grad",
-      "sgd_update", "adam_update", "step_count", "nll_loss_grad", "unscale_and_check",
-      "clip_grad_norm", "update_scale", "micro_step", "slice_grad", "gather_grad",
-      "reduce_max_grad", "conv_bn", "gather_elements", "gather_elements_grad", "arg_reduce", "cumsum", "topk",
-      "grid_sample", "grid_sample_grad", "random"};
+  static const char *names[] = {"?",
+                                "unary",
+                                "binary",
+                                "where",
+                                "cast",
+                                "copy",
+                                "concat",
+                                "gather",
+                                "dropout",
+                                "reduce",
+                                "softmax",
+                                "layer_norm",
+                                "batch_norm",
+                                "gemm",
+                                "matmul",
+                                "conv",
+                                "max_pool",
+                                "average_pool",
+                                "softmax_cross_entropy",
+                                "nll_loss",
+                                "unary_grad",
+                                "softmax_grad",
+                                "softmax_cross_entropy_grad",
+                                "conv_grad",
+                                "layer_norm_grad",
+                                "max_pool_grad",
+                                "average_pool_grad",
+                                "batch_norm_grad",
+                                "sgd_update",
+                                "adam_update",
+                                "step_count",
+                                "nll_loss_grad",
+                                "unscale_and_check",
+                                "clip_grad_norm",
+                                "update_scale",
+                                "micro_step",
+                                "slice_grad",
+                                "gather_grad",
+                                "reduce_max_grad",
+                                "conv_bn",
+                                "gather_elements",
+                                "gather_elements_grad",
+                                "arg_reduce",
+                                "cumsum",
+                                "topk",
+                                "grid_sample",
+                                "grid_sample_grad",
+                                "random"};
   static_assert(sizeof names / sizeof *names == AMPRT_OP_RANDOM + 1, "a name per opcode");
   return op >= 0 && op < (int64_t)(sizeof names / sizeof *names) ? names[op] : "?";
 }

@@ -87,8 +87,7 @@ inline amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
     std::memset(&t, 0, sizeof(t));
     int64_t dtype = *p++, rank = *p++, offset = *p++;
     if (dtype < 0 || dtype >= AMPRT_DTYPE_COUNT || rank < 0 || rank > AMPRT_MAX_RANK)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt tensor %lld",
-                  (long long)k);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt tensor %lld", (long long)k);
     t.dtype = (amprt_dtype)dtype;
     t.rank = (int32_t)rank;
     for (int64_t i = 0; i < rank; ++i)
@@ -153,7 +152,8 @@ struct ProfileTable {
     std::fprintf(stderr, "amprt profile%s: %.3f ms in kernels\n", where, total * 1e3);
     for (size_t i = 0; i < rows.size() && i < 40; ++i)
       std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
-                   rows[i].first * 1e3, (long long)byOp.at(rows[i].second).calls, rows[i].second.c_str());
+                   rows[i].first * 1e3, (long long)byOp.at(rows[i].second).calls,
+                   rows[i].second.c_str());
     std::map<std::string, Entry> perOpcode; // the key's name, before its shapes
     for (auto &[k, e] : byOp) {
       Entry &t = perOpcode[k.substr(0, k.find(' '))];
@@ -185,7 +185,7 @@ inline amprt_status need(const Decoded &d, size_t tensors, int64_t attrs, const 
 }
 
 inline void windowParams(const int64_t *a, int spatial, int64_t *kernel, int64_t *strides,
-                  int64_t *dil, int64_t *pb, int64_t *pe) {
+                         int64_t *dil, int64_t *pb, int64_t *pe) {
   for (int i = 0; i < spatial; ++i) {
     if (kernel)
       kernel[i] = *a++;
@@ -200,7 +200,7 @@ inline void windowParams(const int64_t *a, int spatial, int64_t *kernel, int64_t
 /// dilation, pad begin, pad end, then `extraAttrs` more) and tensor count
 /// (`tensors` without the bias, one more with it).
 inline amprt_status convParams(const Decoded &d, size_t tensors, int64_t extraAttrs, const char *op,
-                        amprt_conv_params &p, bool &hasBias) {
+                               amprt_conv_params &p, bool &hasBias) {
   const int64_t *a = d.attrs;
   if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 3 + 4 * a[0] + extraAttrs)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt %s", op);
@@ -249,7 +249,8 @@ inline amprt_status poolAttrs(const Decoded &d, PoolAttrs &pa) {
     pa.wantIndices = d.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
     pa.blocked = d.nattrs > 4 + 5 * a[0] && a[4 + 5 * a[0]] != 0;
     if (pa.blocked && pa.wantIndices)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: a channel-blocked max pool has no indices");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec: a channel-blocked max pool has no indices");
   } else if (d.opcode == AMPRT_OP_AVERAGE_POOL) {
     AMPRT_CHECK(need(d, 2, 2 + 5 * a[0], "average_pool"));
   } else {
@@ -276,8 +277,8 @@ inline amprt_status lossAttrs(const Decoded &d, bool grad, LossAttrs &la) {
   la.hasIgnore = (int)a[1];
   la.ignore = a[2];
   la.hasWeights = a[3] != 0;
-  la.softmax = d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY ||
-               d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD;
+  la.softmax =
+      d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY || d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD;
   la.out = la.hasWeights ? 3 : 2;
   size_t n = grad ? la.out + 2 : la.out + 1 + (la.softmax ? 1 : 0);
   return need(d, n, 4, grad ? "loss gradient" : la.softmax ? "softmax_cross_entropy" : "nll_loss");
@@ -329,9 +330,8 @@ inline amprt_status multiTensorCount(const Decoded &d, const char *op, int64_t a
   const amprt_tensor &flag = d.opcode == AMPRT_OP_UNSCALE_AND_CHECK ? d.t[2 * n + 1] : d.t[n];
   if (scalar.dtype != AMPRT_F32 || amprt_tensor_numel(&scalar) != 1 || flag.dtype != AMPRT_I1 ||
       amprt_tensor_numel(&flag) != 1)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec: %s needs an f32 [] %s and an i1 [] flag", op,
-                d.opcode == AMPRT_OP_UNSCALE_AND_CHECK ? "scale" : "norm");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: %s needs an f32 [] %s and an i1 [] flag",
+                op, d.opcode == AMPRT_OP_UNSCALE_AND_CHECK ? "scale" : "norm");
   return AMPRT_OK;
 }
 

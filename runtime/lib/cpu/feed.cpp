@@ -30,8 +30,7 @@ extern "C" amprt_status amprt_feed(const amprt_array *src, amprt_dtype dtype, in
   if (n == 0)
     return AMPRT_OK; // an empty tensor may have no storage at all
   if (!dst || !src->data)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: no storage for %lld elements", what,
-                (long long)n);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: no storage for %lld elements", what, (long long)n);
   if (bitwise) {
     std::memcpy(dst, src->data, (size_t)n * amprt_dtype_size(dtype));
     return AMPRT_OK;

@@ -58,7 +58,8 @@ AMPRT_HOST_DEVICE inline float clipCoord(float x, int64_t size, float *g) {
 }
 
 /// Reflects x into [twiceLow / 2, twiceHigh / 2]; *g is +-1.
-AMPRT_HOST_DEVICE inline float reflectCoord(float x, int64_t twiceLow, int64_t twiceHigh, float *g) {
+AMPRT_HOST_DEVICE inline float reflectCoord(float x, int64_t twiceLow, int64_t twiceHigh,
+                                            float *g) {
   if (twiceLow == twiceHigh) {
     *g = 0.0f;
     return 0.0f;
@@ -96,12 +97,18 @@ AMPRT_HOST_DEVICE inline float padCoord(float x, int64_t size, int pad, bool ali
   return x;
 }
 
-AMPRT_HOST_DEVICE inline float cubic1(float x, float A) { return ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f; }
+AMPRT_HOST_DEVICE inline float cubic1(float x, float A) {
+  return ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f;
+}
 AMPRT_HOST_DEVICE inline float cubic2(float x, float A) {
   return ((A * x - 5.0f * A) * x + 8.0f * A) * x - 4.0f * A;
 }
-AMPRT_HOST_DEVICE inline float dcubic1(float x, float A) { return (3.0f * (A + 2.0f) * x - 2.0f * (A + 3.0f)) * x; }
-AMPRT_HOST_DEVICE inline float dcubic2(float x, float A) { return (3.0f * A * x - 10.0f * A) * x + 8.0f * A; }
+AMPRT_HOST_DEVICE inline float dcubic1(float x, float A) {
+  return (3.0f * (A + 2.0f) * x - 2.0f * (A + 3.0f)) * x;
+}
+AMPRT_HOST_DEVICE inline float dcubic2(float x, float A) {
+  return (3.0f * A * x - 10.0f * A) * x + 8.0f * A;
+}
 
 /// The four cubic convolution weights at offset t in [0, 1) and their
 /// derivatives by t.
@@ -118,8 +125,8 @@ AMPRT_HOST_DEVICE inline void cubicWeights(float t, float *c, float *dc) {
 }
 
 /// The taps of the output point whose grid coordinates are (gx, gy).
-AMPRT_HOST_DEVICE inline void taps(float gx, float gy, int64_t H, int64_t W, int mode, int pad, bool align,
-                                   Taps &t) {
+AMPRT_HOST_DEVICE inline void taps(float gx, float gy, int64_t H, int64_t W, int mode, int pad,
+                                   bool align, Taps &t) {
   t.n = 0;
   t.nan = !(gx == gx && gy == gy) || fabsf(gx) > 1e7f || fabsf(gy) > 1e7f;
   if (t.nan)

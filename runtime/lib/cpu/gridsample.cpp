@@ -26,19 +26,22 @@ amprt_status checkGridSample(const char *what, const amprt_tensor *x, const ampr
   if (mode < 0 || mode > 2 || pad < 0 || pad > 2)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: mode %d / padding %d unknown", what, mode, pad);
   bool ok = x->rank == 4 && grid->rank == 4 && y->rank == 4 && grid->shape[3] == 2 &&
-            grid->shape[0] == x->shape[0] && y->shape[0] == x->shape[0] && y->shape[1] == x->shape[1] &&
-            y->shape[2] == grid->shape[1] && y->shape[3] == grid->shape[2] && isFloat(x->dtype) &&
-            isFloat(grid->dtype) && isFloat(y->dtype) && x->shape[2] > 0 && x->shape[3] > 0;
+            grid->shape[0] == x->shape[0] && y->shape[0] == x->shape[0] &&
+            y->shape[1] == x->shape[1] && y->shape[2] == grid->shape[1] &&
+            y->shape[3] == grid->shape[2] && isFloat(x->dtype) && isFloat(grid->dtype) &&
+            isFloat(y->dtype) && x->shape[2] > 0 && x->shape[3] > 0;
   if (!ok)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: x %s [N, C, H, W], grid %s [N, Ho, Wo, 2] and y %s [N, C, Ho, Wo] (floats) do not agree",
+                "%s: x %s [N, C, H, W], grid %s [N, Ho, Wo, 2] and y %s [N, C, Ho, Wo] (floats) do "
+                "not agree",
                 what, shapeString(x).c_str(), shapeString(grid).c_str(), shapeString(y).c_str());
   return AMPRT_OK;
 }
 } // namespace
 
-extern "C" amprt_status amprt_grid_sample(amprt_context *, const amprt_tensor *x, const amprt_tensor *grid,
-                                          int mode, int padding, int align_corners, amprt_tensor *y) {
+extern "C" amprt_status amprt_grid_sample(amprt_context *, const amprt_tensor *x,
+                                          const amprt_tensor *grid, int mode, int padding,
+                                          int align_corners, amprt_tensor *y) {
   AMPRT_CHECK(checkGridSample("amprt_grid_sample", x, grid, y, mode, padding));
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], Ho = grid->shape[1],
           Wo = grid->shape[2];
@@ -48,14 +51,15 @@ extern "C" amprt_status amprt_grid_sample(amprt_context *, const amprt_tensor *x
     for (int64_t p = p0; p < p1; ++p) {
       int64_t n = p / (Ho * Wo), h = p / Wo % Ho, w = p % Wo;
       int64_t go = n * gs_[0] + h * gs_[1] + w * gs_[2];
-      gs::taps(loadF(grid->data, grid->dtype, go), loadF(grid->data, grid->dtype, go + gs_[3]), H, W, mode,
-               padding, align_corners != 0, t);
+      gs::taps(loadF(grid->data, grid->dtype, go), loadF(grid->data, grid->dtype, go + gs_[3]), H,
+               W, mode, padding, align_corners != 0, t);
       for (int64_t c = 0; c < C; ++c) {
         float acc = t.nan ? NAN : 0.0f;
         for (int k = 0; k < t.n; ++k)
           if (t.off[k] >= 0)
-            acc += t.w[k] * loadF(x->data, x->dtype,
-                                  n * xs[0] + c * xs[1] + (t.off[k] / W) * xs[2] + (t.off[k] % W) * xs[3]);
+            acc += t.w[k] *
+                   loadF(x->data, x->dtype,
+                         n * xs[0] + c * xs[1] + (t.off[k] / W) * xs[2] + (t.off[k] % W) * xs[3]);
         storeF(y->data, y->dtype, n * ys[0] + c * ys[1] + h * ys[2] + w * ys[3], acc);
       }
     }
@@ -63,15 +67,17 @@ extern "C" amprt_status amprt_grid_sample(amprt_context *, const amprt_tensor *x
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_grid_sample_grad(amprt_context *, const amprt_tensor *x, const amprt_tensor *grid,
-                                               const amprt_tensor *dy, int mode, int padding, int align_corners,
+extern "C" amprt_status amprt_grid_sample_grad(amprt_context *, const amprt_tensor *x,
+                                               const amprt_tensor *grid, const amprt_tensor *dy,
+                                               int mode, int padding, int align_corners,
                                                amprt_tensor *dx, amprt_tensor *dgrid) {
   AMPRT_CHECK(checkGridSample("amprt_grid_sample_grad", x, grid, dy, mode, padding));
   for (amprt_tensor *g : {dx, dgrid})
     if (g) {
       AMPRT_CHECK(check(g, "amprt_grid_sample_grad: gradient"));
       if (!isFloat(g->dtype) || !amprt_tensor_is_contiguous(g))
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_grid_sample_grad: gradients must be contiguous floats");
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_grid_sample_grad: gradients must be contiguous floats");
     }
   if ((dx && amprt_tensor_numel(dx) != amprt_tensor_numel(x)) ||
       (dgrid && amprt_tensor_numel(dgrid) != amprt_tensor_numel(grid)))
@@ -94,8 +100,8 @@ extern "C" amprt_status amprt_grid_sample_grad(amprt_context *, const amprt_tens
       for (int64_t h = 0; h < Ho; ++h)
         for (int64_t w = 0; w < Wo; ++w) {
           int64_t go = n * gs_[0] + h * gs_[1] + w * gs_[2];
-          gs::taps(loadF(grid->data, grid->dtype, go), loadF(grid->data, grid->dtype, go + gs_[3]), H, W, mode,
-                   padding, align_corners != 0, t);
+          gs::taps(loadF(grid->data, grid->dtype, go), loadF(grid->data, grid->dtype, go + gs_[3]),
+                   H, W, mode, padding, align_corners != 0, t);
           float gx = 0.0f, gy = 0.0f;
           for (int64_t c = 0; c < C; ++c) {
             float g = loadF(dy->data, dy->dtype, n * ds[0] + c * ds[1] + h * ds[2] + w * ds[3]);
@@ -105,8 +111,9 @@ extern "C" amprt_status amprt_grid_sample_grad(amprt_context *, const amprt_tens
               if (a)
                 a[(n * C + c) * H * W + t.off[k]] += t.w[k] * g;
               if (dgrid) {
-                float v = loadF(x->data, x->dtype,
-                                n * xs[0] + c * xs[1] + (t.off[k] / W) * xs[2] + (t.off[k] % W) * xs[3]);
+                float v =
+                    loadF(x->data, x->dtype,
+                          n * xs[0] + c * xs[1] + (t.off[k] / W) * xs[2] + (t.off[k] % W) * xs[3]);
                 gx += t.wx[k] * v * g;
                 gy += t.wy[k] * v * g;
               }

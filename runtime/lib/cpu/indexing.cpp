@@ -19,7 +19,6 @@
 using namespace amprt;
 using namespace amprt::ops;
 
-
 namespace {
 /// The index values of `indices` in row-major order, range-checked against
 /// [-limit, limit) and made non-negative.
@@ -33,7 +32,8 @@ void aroundAxis(const amprt_tensor *t, int32_t axis, int64_t &outer, int64_t &in
     inner *= t->shape[d];
 }
 
-amprt_status indexList(const amprt_tensor *indices, int64_t limit, const char *k, std::vector<int64_t> &out) {
+amprt_status indexList(const amprt_tensor *indices, int64_t limit, const char *k,
+                       std::vector<int64_t> &out) {
   int64_t s[1][AMPRT_MAX_RANK];
   for (int32_t d = 0; d < indices->rank; ++d)
     s[0][d] = indices->strides[d];
@@ -57,21 +57,19 @@ amprt_status indexList(const amprt_tensor *indices, int64_t limit, const char *k
 } // namespace
 
 extern "C" amprt_status amprt_gather(amprt_context *, const amprt_tensor *data,
-                                     const amprt_tensor *indices, int32_t axis,
-                                     amprt_tensor *y) {
+                                     const amprt_tensor *indices, int32_t axis, amprt_tensor *y) {
   AMPRT_CHECK(check(data, "amprt_gather: data"));
   AMPRT_CHECK(check(indices, "amprt_gather: indices"));
   AMPRT_CHECK(check(y, "amprt_gather: y"));
   if (indices->dtype != AMPRT_I32 && indices->dtype != AMPRT_I64)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_gather: indices must be i32 or i64");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather: indices must be i32 or i64");
   if (axis < 0 || axis >= data->rank || data->dtype != y->dtype ||
       y->rank != data->rank - 1 + indices->rank)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_gather: data %s, indices %s and y %s do not agree "
                 "(axis %d)",
-                shapeString(data).c_str(), shapeString(indices).c_str(),
-                shapeString(y).c_str(), axis);
+                shapeString(data).c_str(), shapeString(indices).c_str(), shapeString(y).c_str(),
+                axis);
   int64_t limit = data->shape[axis];
   size_t es = amprt_dtype_size(data->dtype);
   if (amprt_tensor_is_contiguous(data) && amprt_tensor_is_contiguous(y)) {
@@ -86,7 +84,8 @@ extern "C" amprt_status amprt_gather(amprt_context *, const amprt_tensor *data,
     parallelFor(outer * nidx, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)), 1,
                 [&](int64_t t0, int64_t t1) {
                   for (int64_t t = t0; t < t1; ++t)
-                    std::memcpy(dst + (size_t)t * blk, src + (size_t)((t / nidx) * limit + ks[t % nidx]) * blk, blk);
+                    std::memcpy(dst + (size_t)t * blk,
+                                src + (size_t)((t / nidx) * limit + ks[t % nidx]) * blk, blk);
                 });
     return AMPRT_OK;
   }
@@ -107,8 +106,7 @@ extern "C" amprt_status amprt_gather(amprt_context *, const amprt_tensor *data,
       ioff += idx[axis + d] * indices->strides[d];
     int64_t k = loadI(indices->data, indices->dtype, ioff);
     if (k < -limit || k >= limit)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_gather: index %lld out of range [-%lld, %lld)",
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather: index %lld out of range [-%lld, %lld)",
                   (long long)k, (long long)limit, (long long)limit);
     if (k < 0)
       k += limit;
@@ -127,14 +125,12 @@ extern "C" amprt_status amprt_gather(amprt_context *, const amprt_tensor *data,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x,
-                                      float ratio, amprt_tensor *y,
-                                      amprt_tensor *mask) {
+extern "C" amprt_status amprt_dropout(amprt_context *ctx, const amprt_tensor *x, float ratio,
+                                      amprt_tensor *y, amprt_tensor *mask) {
   int64_t s[2][AMPRT_MAX_RANK];
   AMPRT_CHECK(prepare("amprt_dropout", y, {x}, s));
   if (!(ratio >= 0.0f && ratio < 1.0f))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_dropout: ratio %g outside [0, 1)", ratio);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_dropout: ratio %g outside [0, 1)", ratio);
   if (mask) {
     AMPRT_CHECK(check(mask, "amprt_dropout: mask"));
     if (mask->dtype != AMPRT_I1 || amprt_tensor_numel(mask) != amprt_tensor_numel(y) ||
@@ -169,7 +165,8 @@ extern "C" amprt_status amprt_random(amprt_context *ctx, int32_t kind, double a,
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: bernoulli needs p");
     AMPRT_CHECK(check(p, "amprt_random: p"));
     if (!isFloat(p->dtype) || !amprt_tensor_is_contiguous(p) || amprt_tensor_numel(p) != n)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: p %s must be a contiguous float tensor of y's size %s",
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_random: p %s must be a contiguous float tensor of y's size %s",
                   shapeString(p).c_str(), shapeString(y).c_str());
     // Every probability checked before the generator moves (torch: "Expected
     // p_in >= 0 && p_in <= 1").
@@ -177,7 +174,8 @@ extern "C" amprt_status amprt_random(amprt_context *ctx, int32_t kind, double a,
       float v = loadF(p->data, p->dtype, i);
       if (!(v >= 0.0f && v <= 1.0f))
         return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                    "amprt_random: bernoulli probability %g at element %lld is outside [0, 1]", v, (long long)i);
+                    "amprt_random: bernoulli probability %g at element %lld is outside [0, 1]", v,
+                    (long long)i);
     }
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -188,8 +186,7 @@ extern "C" amprt_status amprt_random(amprt_context *ctx, int32_t kind, double a,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_reduce_to(amprt_context *, const amprt_tensor *dy,
-                                        amprt_tensor *dx) {
+extern "C" amprt_status amprt_reduce_to(amprt_context *, const amprt_tensor *dy, amprt_tensor *dx) {
   AMPRT_CHECK(check(dy, "amprt_reduce_to: dy"));
   AMPRT_CHECK(check(dx, "amprt_reduce_to: dx"));
   // dx's strides as seen from dy's shape: broadcast dims accumulate.
@@ -202,9 +199,8 @@ extern "C" amprt_status amprt_reduce_to(amprt_context *, const amprt_tensor *dy,
   // Map dx offsets to dense indices: dx is required contiguous here.
   if (!amprt_tensor_is_contiguous(dx))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce_to: dx must be contiguous");
-  forEach<2>(dy->rank, dy->shape, s, [&](const int64_t *o) {
-    acc[o[1]] += loadF(dy->data, dy->dtype, o[0]);
-  });
+  forEach<2>(dy->rank, dy->shape, s,
+             [&](const int64_t *o) { acc[o[1]] += loadF(dy->data, dy->dtype, o[0]); });
   for (int64_t i = 0; i < n; ++i)
     storeF(dx->data, dx->dtype, i, (float)acc[i]);
   return AMPRT_OK;
@@ -222,8 +218,8 @@ extern "C" amprt_status amprt_gather_grad(amprt_context *, const amprt_tensor *i
       dy->rank != ddata->rank - 1 + indices->rank || !amprt_tensor_is_contiguous(ddata))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_gather_grad: indices %s, dy %s and ddata %s do not agree (axis %d)",
-                shapeString(indices).c_str(), shapeString(dy).c_str(),
-                shapeString(ddata).c_str(), axis);
+                shapeString(indices).c_str(), shapeString(dy).c_str(), shapeString(ddata).c_str(),
+                axis);
   for (int32_t d = 0; d < axis; ++d)
     if (dy->shape[d] != ddata->shape[d])
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_gather_grad: dy %s vs ddata %s",
@@ -337,8 +333,9 @@ amprt_status gatherElementsShapes(const char *what, const amprt_tensor *data,
   for (int32_t d = 0; ok && d < data->rank; ++d)
     ok = y->shape[d] == indices->shape[d] && (d == axis || indices->shape[d] <= data->shape[d]);
   if (!ok)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: data %s, indices %s and the result %s do not agree (axis %d)",
-                what, shapeString(data).c_str(), shapeString(indices).c_str(), shapeString(y).c_str(),
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: data %s, indices %s and the result %s do not agree (axis %d)", what,
+                shapeString(data).c_str(), shapeString(indices).c_str(), shapeString(y).c_str(),
                 axis);
   return AMPRT_OK;
 }
@@ -399,18 +396,18 @@ extern "C" amprt_status amprt_gather_elements_grad(amprt_context *, const amprt_
   AMPRT_CHECK(check(ddata, "amprt_gather_elements_grad: ddata"));
   AMPRT_CHECK(gatherElementsShapes("amprt_gather_elements_grad", ddata, indices, axis, dy));
   if (!isFloat(dy->dtype) || dy->dtype != ddata->dtype || !amprt_tensor_is_contiguous(ddata))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_gather_elements_grad: dy and ddata must be one float type, ddata contiguous");
+    return fail(
+        AMPRT_ERR_INVALID_ARGUMENT,
+        "amprt_gather_elements_grad: dy and ddata must be one float type, ddata contiguous");
   // Sums in f32 (a scratch copy when ddata is f16 / bf16), in y's order.
   amprt_tensor acc = ddata->dtype == AMPRT_F32 ? *ddata : scratchF32(ddata, 3);
   float *a = static_cast<float *>(acc.data);
   std::fill(a, a + amprt_tensor_numel(ddata), 0.0f);
   int64_t dense[AMPRT_MAX_RANK];
   contiguousStrides(ddata->rank, ddata->shape, dense);
-  AMPRT_CHECK(eachGathered("amprt_gather_elements_grad", indices, ddata->shape, dense, dy, axis,
-                           [&](int64_t doff, int64_t, int64_t yoff) {
-                             a[doff] += loadF(dy->data, dy->dtype, yoff);
-                           }));
+  AMPRT_CHECK(eachGathered(
+      "amprt_gather_elements_grad", indices, ddata->shape, dense, dy, axis,
+      [&](int64_t doff, int64_t, int64_t yoff) { a[doff] += loadF(dy->data, dy->dtype, yoff); }));
   return storeFromF32(acc, ddata);
 }
 
@@ -457,20 +454,22 @@ extern "C" amprt_status amprt_arg_reduce(amprt_context *, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_topk(amprt_context *, const amprt_tensor *x, int32_t axis, int largest,
-                                   amprt_tensor *values, amprt_tensor *indices) {
+extern "C" amprt_status amprt_topk(amprt_context *, const amprt_tensor *x, int32_t axis,
+                                   int largest, amprt_tensor *values, amprt_tensor *indices) {
   AMPRT_CHECK(check(x, "amprt_topk: x"));
   AMPRT_CHECK(check(values, "amprt_topk: values"));
   AMPRT_CHECK(check(indices, "amprt_topk: indices"));
-  bool ok = isFloat(x->dtype) && values->dtype == x->dtype && indices->dtype == AMPRT_I64 && x->rank >= 1 &&
-            values->rank == x->rank && indices->rank == x->rank && axis >= 0 && axis < x->rank &&
-            values->shape[axis] <= x->shape[axis];
+  bool ok = isFloat(x->dtype) && values->dtype == x->dtype && indices->dtype == AMPRT_I64 &&
+            x->rank >= 1 && values->rank == x->rank && indices->rank == x->rank && axis >= 0 &&
+            axis < x->rank && values->shape[axis] <= x->shape[axis];
   for (int32_t d = 0; ok && d < x->rank; ++d)
     ok = values->shape[d] == indices->shape[d] && (d == axis || values->shape[d] == x->shape[d]);
   if (!ok)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_topk: x %s (float), values %s (x's type) and indices %s (i64) do not agree for axis %d",
-                shapeString(x).c_str(), shapeString(values).c_str(), shapeString(indices).c_str(), axis);
+                "amprt_topk: x %s (float), values %s (x's type) and indices %s (i64) do not agree "
+                "for axis %d",
+                shapeString(x).c_str(), shapeString(values).c_str(), shapeString(indices).c_str(),
+                axis);
   int64_t len = x->shape[axis], k = values->shape[axis];
   int64_t rows = len ? amprt_tensor_numel(x) / len : 0;
   size_t es = amprt_dtype_size(x->dtype);
@@ -526,11 +525,13 @@ extern "C" amprt_status amprt_cumsum(amprt_context *, const amprt_tensor *x, int
     int64_t xs = x->strides[axis], ys = y->strides[axis];
     if (isFloat(x->dtype))
       cumsumScan<float>(
-          len, exclusive != 0, reverse != 0, [&](int64_t i) { return loadF(x->data, x->dtype, xo + i * xs); },
+          len, exclusive != 0, reverse != 0,
+          [&](int64_t i) { return loadF(x->data, x->dtype, xo + i * xs); },
           [&](int64_t i, float v) { storeF(y->data, y->dtype, yo + i * ys, v); });
     else
       cumsumScan<int64_t>(
-          len, exclusive != 0, reverse != 0, [&](int64_t i) { return loadI(x->data, x->dtype, xo + i * xs); },
+          len, exclusive != 0, reverse != 0,
+          [&](int64_t i) { return loadI(x->data, x->dtype, xo + i * xs); },
           [&](int64_t i, int64_t v) { storeI(y->data, y->dtype, yo + i * ys, v); });
     for (int32_t d = x->rank - 1; d >= 0; --d) {
       if (d == axis)
@@ -550,9 +551,8 @@ extern "C" amprt_status amprt_reduce_max_grad(amprt_context *, const amprt_tenso
   AMPRT_CHECK(check(y, "amprt_reduce_max_grad: y"));
   AMPRT_CHECK(check(dy, "amprt_reduce_max_grad: dy"));
   AMPRT_CHECK(check(dx, "amprt_reduce_max_grad: dx"));
-  bool ok = isFloat(x->dtype) && isFloat(y->dtype) && isFloat(dy->dtype) &&
-            isFloat(dx->dtype) && y->rank == x->rank && dy->rank == x->rank &&
-            dx->rank == x->rank;
+  bool ok = isFloat(x->dtype) && isFloat(y->dtype) && isFloat(dy->dtype) && isFloat(dx->dtype) &&
+            y->rank == x->rank && dy->rank == x->rank && dx->rank == x->rank;
   for (int32_t d = 0; ok && d < x->rank; ++d)
     ok = dx->shape[d] == x->shape[d] && y->shape[d] == dy->shape[d] &&
          (y->shape[d] == 1 || y->shape[d] == x->shape[d]);
@@ -580,9 +580,11 @@ extern "C" amprt_status amprt_reduce_max_grad(amprt_context *, const amprt_tenso
       ys[0][d] = y->strides[d];
       gs[0][d] = dy->strides[d];
     }
-    forEach<1>(y->rank, y->shape, ys, [&](const int64_t *o) { ymax[i++] = loadF(y->data, y->dtype, o[0]); });
+    forEach<1>(y->rank, y->shape, ys,
+               [&](const int64_t *o) { ymax[i++] = loadF(y->data, y->dtype, o[0]); });
     i = 0;
-    forEach<1>(dy->rank, dy->shape, gs, [&](const int64_t *o) { g[i++] = loadF(dy->data, dy->dtype, o[0]); });
+    forEach<1>(dy->rank, dy->shape, gs,
+               [&](const int64_t *o) { g[i++] = loadF(dy->data, dy->dtype, o[0]); });
   }
   forEach<3>(x->rank, x->shape, s, [&](const int64_t *o) {
     count[o[1]] += loadF(x->data, x->dtype, o[0]) == ymax[o[1]];

@@ -5,10 +5,10 @@
 
 #include "amprt/amprt.h"
 
-#include <initializer_list>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #if defined(_OPENMP)
@@ -24,8 +24,7 @@ struct amprt_device_ops {
   int32_t (*exec)(amprt_context *ctx, const int64_t *desc, void **bufs);
   amprt_status (*alloc)(amprt_context *ctx, size_t bytes, void **out);
   void (*free)(amprt_context *ctx, void *ptr);
-  amprt_status (*copy)(amprt_context *ctx, void *dst, const void *src, size_t bytes,
-                       int32_t kind);
+  amprt_status (*copy)(amprt_context *ctx, void *dst, const void *src, size_t bytes, int32_t kind);
   amprt_status (*sync)(amprt_context *ctx);
   int64_t (*syncCount)(amprt_context *ctx);
   amprt_status (*graphBegin)(amprt_context *ctx);
@@ -62,78 +61,122 @@ int32_t recordExec(amprt_context *ctx, const int64_t *desc, void **bufs,
 
 /// Records a printf-style message as this thread's last error and returns
 /// `status`.
-amprt_status fail(amprt_status status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+amprt_status fail(amprt_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /// The portable conversion loop (the definition vector paths must match).
-void convertScalar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt,
-                   size_t n);
+void convertScalar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n);
 
-inline bool isFloat(amprt_dtype t) {
-  return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16;
-}
-inline bool isValid(amprt_dtype t) {
-  return (unsigned)t < (unsigned)AMPRT_DTYPE_COUNT;
-}
+inline bool isFloat(amprt_dtype t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; }
+inline bool isValid(amprt_dtype t) { return (unsigned)t < (unsigned)AMPRT_DTYPE_COUNT; }
 
 std::string shapeString(const amprt_tensor *t);
 
 /// Loads element i (in elements from `base`) as float / as int64.
 inline float loadF(const void *base, amprt_dtype t, int64_t i) {
   switch (t) {
-  case AMPRT_F32: return static_cast<const float *>(base)[i];
-  case AMPRT_F16: return amprt_f16_to_f32(static_cast<const uint16_t *>(base)[i]);
-  case AMPRT_BF16: return amprt_bf16_to_f32(static_cast<const uint16_t *>(base)[i]);
-  case AMPRT_I1: return static_cast<const uint8_t *>(base)[i] ? 1.0f : 0.0f;
-  case AMPRT_I8: return static_cast<const int8_t *>(base)[i];
-  case AMPRT_I16: return static_cast<const int16_t *>(base)[i];
-  case AMPRT_I32: return (float)static_cast<const int32_t *>(base)[i];
-  case AMPRT_I64: return (float)static_cast<const int64_t *>(base)[i];
-  case AMPRT_U8: return static_cast<const uint8_t *>(base)[i];
-  case AMPRT_U16: return static_cast<const uint16_t *>(base)[i];
-  case AMPRT_U32: return (float)static_cast<const uint32_t *>(base)[i];
-  case AMPRT_U64: return (float)static_cast<const uint64_t *>(base)[i];
-  default: return 0.0f;
+  case AMPRT_F32:
+    return static_cast<const float *>(base)[i];
+  case AMPRT_F16:
+    return amprt_f16_to_f32(static_cast<const uint16_t *>(base)[i]);
+  case AMPRT_BF16:
+    return amprt_bf16_to_f32(static_cast<const uint16_t *>(base)[i]);
+  case AMPRT_I1:
+    return static_cast<const uint8_t *>(base)[i] ? 1.0f : 0.0f;
+  case AMPRT_I8:
+    return static_cast<const int8_t *>(base)[i];
+  case AMPRT_I16:
+    return static_cast<const int16_t *>(base)[i];
+  case AMPRT_I32:
+    return (float)static_cast<const int32_t *>(base)[i];
+  case AMPRT_I64:
+    return (float)static_cast<const int64_t *>(base)[i];
+  case AMPRT_U8:
+    return static_cast<const uint8_t *>(base)[i];
+  case AMPRT_U16:
+    return static_cast<const uint16_t *>(base)[i];
+  case AMPRT_U32:
+    return (float)static_cast<const uint32_t *>(base)[i];
+  case AMPRT_U64:
+    return (float)static_cast<const uint64_t *>(base)[i];
+  default:
+    return 0.0f;
   }
 }
 
 inline int64_t loadI(const void *base, amprt_dtype t, int64_t i) {
   switch (t) {
-  case AMPRT_I1: return static_cast<const uint8_t *>(base)[i] != 0;
-  case AMPRT_I8: return static_cast<const int8_t *>(base)[i];
-  case AMPRT_I16: return static_cast<const int16_t *>(base)[i];
-  case AMPRT_I32: return static_cast<const int32_t *>(base)[i];
-  case AMPRT_I64: return static_cast<const int64_t *>(base)[i];
-  case AMPRT_U8: return static_cast<const uint8_t *>(base)[i];
-  case AMPRT_U16: return static_cast<const uint16_t *>(base)[i];
-  case AMPRT_U32: return static_cast<const uint32_t *>(base)[i];
-  case AMPRT_U64: return (int64_t) static_cast<const uint64_t *>(base)[i];
-  default: return (int64_t)loadF(base, t, i);
+  case AMPRT_I1:
+    return static_cast<const uint8_t *>(base)[i] != 0;
+  case AMPRT_I8:
+    return static_cast<const int8_t *>(base)[i];
+  case AMPRT_I16:
+    return static_cast<const int16_t *>(base)[i];
+  case AMPRT_I32:
+    return static_cast<const int32_t *>(base)[i];
+  case AMPRT_I64:
+    return static_cast<const int64_t *>(base)[i];
+  case AMPRT_U8:
+    return static_cast<const uint8_t *>(base)[i];
+  case AMPRT_U16:
+    return static_cast<const uint16_t *>(base)[i];
+  case AMPRT_U32:
+    return static_cast<const uint32_t *>(base)[i];
+  case AMPRT_U64:
+    return (int64_t)static_cast<const uint64_t *>(base)[i];
+  default:
+    return (int64_t)loadF(base, t, i);
   }
 }
 
 /// Stores v rounded to nearest even in the element type.
 inline void storeF(void *base, amprt_dtype t, int64_t i, float v) {
   switch (t) {
-  case AMPRT_F32: static_cast<float *>(base)[i] = v; break;
-  case AMPRT_F16: static_cast<uint16_t *>(base)[i] = amprt_f32_to_f16(v); break;
-  case AMPRT_BF16: static_cast<uint16_t *>(base)[i] = amprt_f32_to_bf16(v); break;
-  default: break;
+  case AMPRT_F32:
+    static_cast<float *>(base)[i] = v;
+    break;
+  case AMPRT_F16:
+    static_cast<uint16_t *>(base)[i] = amprt_f32_to_f16(v);
+    break;
+  case AMPRT_BF16:
+    static_cast<uint16_t *>(base)[i] = amprt_f32_to_bf16(v);
+    break;
+  default:
+    break;
   }
 }
 
 inline void storeI(void *base, amprt_dtype t, int64_t i, int64_t v) {
   switch (t) {
-  case AMPRT_I1: static_cast<uint8_t *>(base)[i] = v != 0; break;
-  case AMPRT_I8: static_cast<int8_t *>(base)[i] = (int8_t)v; break;
-  case AMPRT_I16: static_cast<int16_t *>(base)[i] = (int16_t)v; break;
-  case AMPRT_I32: static_cast<int32_t *>(base)[i] = (int32_t)v; break;
-  case AMPRT_I64: static_cast<int64_t *>(base)[i] = v; break;
-  case AMPRT_U8: static_cast<uint8_t *>(base)[i] = (uint8_t)v; break;
-  case AMPRT_U16: static_cast<uint16_t *>(base)[i] = (uint16_t)v; break;
-  case AMPRT_U32: static_cast<uint32_t *>(base)[i] = (uint32_t)v; break;
-  case AMPRT_U64: static_cast<uint64_t *>(base)[i] = (uint64_t)v; break;
-  default: storeF(base, t, i, (float)v); break;
+  case AMPRT_I1:
+    static_cast<uint8_t *>(base)[i] = v != 0;
+    break;
+  case AMPRT_I8:
+    static_cast<int8_t *>(base)[i] = (int8_t)v;
+    break;
+  case AMPRT_I16:
+    static_cast<int16_t *>(base)[i] = (int16_t)v;
+    break;
+  case AMPRT_I32:
+    static_cast<int32_t *>(base)[i] = (int32_t)v;
+    break;
+  case AMPRT_I64:
+    static_cast<int64_t *>(base)[i] = v;
+    break;
+  case AMPRT_U8:
+    static_cast<uint8_t *>(base)[i] = (uint8_t)v;
+    break;
+  case AMPRT_U16:
+    static_cast<uint16_t *>(base)[i] = (uint16_t)v;
+    break;
+  case AMPRT_U32:
+    static_cast<uint32_t *>(base)[i] = (uint32_t)v;
+    break;
+  case AMPRT_U64:
+    static_cast<uint64_t *>(base)[i] = (uint64_t)v;
+    break;
+  default:
+    storeF(base, t, i, (float)v);
+    break;
   }
 }
 
@@ -169,15 +212,13 @@ amprt_status check(const amprt_tensor *t, const char *what);
 /// Strides of `x` seen from an output of shape (rank, shape): numpy
 /// broadcasting, right-aligned, size-1 dims get stride 0. Fails when x does
 /// not broadcast to that shape.
-amprt_status broadcastStrides(const amprt_tensor *x, int32_t rank,
-                              const int64_t *shape, int64_t *strides,
-                              const char *what);
+amprt_status broadcastStrides(const amprt_tensor *x, int32_t rank, const int64_t *shape,
+                              int64_t *strides, const char *what);
 
 /// Calls f(offsets) for every element of `shape`, where offsets[k] is the
 /// element offset in operand k given its strides. N operands.
 template <int N, typename F>
-void forEach(int32_t rank, const int64_t *shape, const int64_t (*strides)[AMPRT_MAX_RANK],
-             F &&f) {
+void forEach(int32_t rank, const int64_t *shape, const int64_t (*strides)[AMPRT_MAX_RANK], F &&f) {
   int64_t idx[AMPRT_MAX_RANK] = {0};
   int64_t off[N] = {0};
   for (int32_t d = 0; d < rank; ++d)
@@ -341,11 +382,11 @@ float nextUniform(amprt_context *ctx);
 
 } // namespace amprt
 
-#define AMPRT_CHECK(expr)                                                      \
-  do {                                                                         \
-    amprt_status s_ = (expr);                                                  \
-    if (s_ != AMPRT_OK)                                                        \
-      return s_;                                                               \
+#define AMPRT_CHECK(expr)                                                                          \
+  do {                                                                                             \
+    amprt_status s_ = (expr);                                                                      \
+    if (s_ != AMPRT_OK)                                                                            \
+      return s_;                                                                                   \
   } while (0)
 
 #endif // AMPRT_LIB_INTERNAL_H

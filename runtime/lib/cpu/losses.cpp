@@ -14,7 +14,6 @@
 
 using namespace amprt;
 
-
 namespace {
 
 struct LossShape {
@@ -27,8 +26,8 @@ amprt_status lossShape(const amprt_tensor *scores, const amprt_tensor *labels,
   AMPRT_CHECK(check(labels, k));
   if (labels->dtype != AMPRT_I32 && labels->dtype != AMPRT_I64)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels must be i32 or i64", k);
-  if (scores->rank < 2 || labels->rank != scores->rank - 1 ||
-      !amprt_tensor_is_contiguous(scores) || !amprt_tensor_is_contiguous(labels))
+  if (scores->rank < 2 || labels->rank != scores->rank - 1 || !amprt_tensor_is_contiguous(scores) ||
+      !amprt_tensor_is_contiguous(labels))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "%s: scores %s / labels %s must be contiguous [N, C, D...] / "
                 "[N, D...]",
@@ -37,12 +36,12 @@ amprt_status lossShape(const amprt_tensor *scores, const amprt_tensor *labels,
   ls.c = scores->shape[1];
   ls.inner = 1;
   if (labels->shape[0] != ls.n)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels %s do not match scores %s",
-                k, shapeString(labels).c_str(), shapeString(scores).c_str());
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels %s do not match scores %s", k,
+                shapeString(labels).c_str(), shapeString(scores).c_str());
   for (int32_t d = 2; d < scores->rank; ++d) {
     if (labels->shape[d - 1] != scores->shape[d])
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels %s do not match scores %s",
-                  k, shapeString(labels).c_str(), shapeString(scores).c_str());
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: labels %s do not match scores %s", k,
+                  shapeString(labels).c_str(), shapeString(scores).c_str());
     ls.inner *= scores->shape[d];
   }
   if (weights) {
@@ -52,9 +51,9 @@ amprt_status lossShape(const amprt_tensor *scores, const amprt_tensor *labels,
 }
 
 /// Per-sample weight of label y (0 for ignored); fails on a bad label.
-amprt_status sampleWeight(const amprt_tensor *labels, const amprt_tensor *weights,
-                          int has_ignore, int64_t ignore, int64_t i, int64_t c,
-                          const char *k, int64_t &cls, double &w) {
+amprt_status sampleWeight(const amprt_tensor *labels, const amprt_tensor *weights, int has_ignore,
+                          int64_t ignore, int64_t i, int64_t c, const char *k, int64_t &cls,
+                          double &w) {
   w = 0.0;
   cls = loadI(labels->data, labels->dtype, i);
   if (has_ignore && cls == ignore) {
@@ -62,23 +61,21 @@ amprt_status sampleWeight(const amprt_tensor *labels, const amprt_tensor *weight
     return AMPRT_OK;
   }
   if (cls < 0 || cls >= c)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: label %lld at position %lld is outside [0, %lld)", k,
-                (long long)cls, (long long)i, (long long)c);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: label %lld at position %lld is outside [0, %lld)",
+                k, (long long)cls, (long long)i, (long long)c);
   w = weights ? loadF(weights->data, weights->dtype, cls) : 1.0;
   return AMPRT_OK;
 }
 
-amprt_status nllCore(const amprt_tensor *logp, const LossShape &ls,
-                     const amprt_tensor *labels, const amprt_tensor *weights,
-                     amprt_reduction reduction, int has_ignore, int64_t ignore,
-                     amprt_tensor *loss, const char *k) {
+amprt_status nllCore(const amprt_tensor *logp, const LossShape &ls, const amprt_tensor *labels,
+                     const amprt_tensor *weights, amprt_reduction reduction, int has_ignore,
+                     int64_t ignore, amprt_tensor *loss, const char *k) {
   AMPRT_CHECK(checkFloat(loss, k));
   int64_t samples = ls.n * ls.inner;
   if (reduction == AMPRT_REDUCTION_NONE ? amprt_tensor_numel(loss) != samples
                                         : amprt_tensor_numel(loss) != 1)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: loss has %lld elements, expected %lld",
-                k, (long long)amprt_tensor_numel(loss),
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: loss has %lld elements, expected %lld", k,
+                (long long)amprt_tensor_numel(loss),
                 (long long)(reduction == AMPRT_REDUCTION_NONE ? samples : 1));
   double total = 0.0, wsum = 0.0;
   for (int64_t b = 0; b < ls.n; ++b)
@@ -86,9 +83,8 @@ amprt_status nllCore(const amprt_tensor *logp, const LossShape &ls,
       int64_t s = b * ls.inner + i, cls = 0;
       double w = 0.0;
       AMPRT_CHECK(sampleWeight(labels, weights, has_ignore, ignore, s, ls.c, k, cls, w));
-      double l = w == 0.0 ? 0.0
-                          : -w * loadF(logp->data, logp->dtype,
-                                       (b * ls.c + cls) * ls.inner + i);
+      double l =
+          w == 0.0 ? 0.0 : -w * loadF(logp->data, logp->dtype, (b * ls.c + cls) * ls.inner + i);
       if (reduction == AMPRT_REDUCTION_NONE)
         storeF(loss->data, loss->dtype, s, (float)l);
       total += l;
@@ -103,10 +99,12 @@ amprt_status nllCore(const amprt_tensor *logp, const LossShape &ls,
 
 } // namespace
 
-extern "C" amprt_status amprt_softmax_cross_entropy(
-    amprt_context *ctx, const amprt_tensor *scores, const amprt_tensor *labels,
-    const amprt_tensor *weights, amprt_reduction reduction, int has_ignore_index,
-    int64_t ignore_index, amprt_tensor *loss, amprt_tensor *log_prob) {
+extern "C" amprt_status amprt_softmax_cross_entropy(amprt_context *ctx, const amprt_tensor *scores,
+                                                    const amprt_tensor *labels,
+                                                    const amprt_tensor *weights,
+                                                    amprt_reduction reduction, int has_ignore_index,
+                                                    int64_t ignore_index, amprt_tensor *loss,
+                                                    amprt_tensor *log_prob) {
   const char *k = "amprt_softmax_cross_entropy";
   LossShape ls;
   AMPRT_CHECK(lossShape(scores, labels, weights, k, ls));
@@ -116,8 +114,10 @@ extern "C" amprt_status amprt_softmax_cross_entropy(
   if (log_prob) {
     AMPRT_CHECK(checkFloat(log_prob, k));
     if (!sameShape(scores, log_prob) || !amprt_tensor_is_contiguous(log_prob))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: log_prob must be contiguous "
-                  "with the scores' shape", k);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s: log_prob must be contiguous "
+                  "with the scores' shape",
+                  k);
     lp = *log_prob;
   } else {
     tmp.resize(amprt_tensor_numel(scores));
@@ -131,32 +131,26 @@ extern "C" amprt_status amprt_softmax_cross_entropy(
     tmp.resize(amprt_tensor_numel(scores));
     amprt_tensor f = amprt_tensor_make(tmp.data(), AMPRT_F32, scores->rank, scores->shape);
     AMPRT_CHECK(amprt_softmax(ctx, scores, 1, 1, &f));
-    return nllCore(&f, ls, labels, weights, reduction, has_ignore_index,
-                   ignore_index, loss, k);
+    return nllCore(&f, ls, labels, weights, reduction, has_ignore_index, ignore_index, loss, k);
   }
-  return nllCore(&lp, ls, labels, weights, reduction, has_ignore_index,
-                 ignore_index, loss, k);
+  return nllCore(&lp, ls, labels, weights, reduction, has_ignore_index, ignore_index, loss, k);
 }
 
 extern "C" amprt_status amprt_nll_loss(amprt_context *, const amprt_tensor *log_prob,
-                                       const amprt_tensor *labels,
-                                       const amprt_tensor *weights,
-                                       amprt_reduction reduction,
-                                       int has_ignore_index, int64_t ignore_index,
-                                       amprt_tensor *loss) {
+                                       const amprt_tensor *labels, const amprt_tensor *weights,
+                                       amprt_reduction reduction, int has_ignore_index,
+                                       int64_t ignore_index, amprt_tensor *loss) {
   const char *k = "amprt_nll_loss";
   LossShape ls;
   AMPRT_CHECK(lossShape(log_prob, labels, weights, k, ls));
-  return nllCore(log_prob, ls, labels, weights, reduction, has_ignore_index,
-                 ignore_index, loss, k);
+  return nllCore(log_prob, ls, labels, weights, reduction, has_ignore_index, ignore_index, loss, k);
 }
 
 namespace {
 /// d(loss)/d(sample) for each sample: dloss scaled by the reduction.
-amprt_status lossScale(const LossShape &ls, const amprt_tensor *labels,
-                       const amprt_tensor *weights, amprt_reduction reduction,
-                       int has_ignore, int64_t ignore, const amprt_tensor *dloss,
-                       const char *k, std::vector<double> &g,
+amprt_status lossScale(const LossShape &ls, const amprt_tensor *labels, const amprt_tensor *weights,
+                       amprt_reduction reduction, int has_ignore, int64_t ignore,
+                       const amprt_tensor *dloss, const char *k, std::vector<double> &g,
                        std::vector<int64_t> &cls) {
   AMPRT_CHECK(checkFloat(dloss, k));
   int64_t samples = ls.n * ls.inner;
@@ -199,8 +193,8 @@ extern "C" amprt_status amprt_softmax_cross_entropy_grad(
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: dscores must match log_prob", k);
   std::vector<double> g;
   std::vector<int64_t> cls;
-  AMPRT_CHECK(lossScale(ls, labels, weights, reduction, has_ignore_index,
-                        ignore_index, dloss, k, g, cls));
+  AMPRT_CHECK(
+      lossScale(ls, labels, weights, reduction, has_ignore_index, ignore_index, dloss, k, g, cls));
   for (int64_t b = 0; b < ls.n; ++b)
     for (int64_t ch = 0; ch < ls.c; ++ch)
       for (int64_t i = 0; i < ls.inner; ++i) {
@@ -212,17 +206,17 @@ extern "C" amprt_status amprt_softmax_cross_entropy_grad(
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_nll_loss_grad(
-    amprt_context *, const amprt_tensor *labels, const amprt_tensor *weights,
-    amprt_reduction reduction, int has_ignore_index, int64_t ignore_index,
-    const amprt_tensor *dloss, amprt_tensor *dinput) {
+extern "C" amprt_status amprt_nll_loss_grad(amprt_context *, const amprt_tensor *labels,
+                                            const amprt_tensor *weights, amprt_reduction reduction,
+                                            int has_ignore_index, int64_t ignore_index,
+                                            const amprt_tensor *dloss, amprt_tensor *dinput) {
   const char *k = "amprt_nll_loss_grad";
   LossShape ls;
   AMPRT_CHECK(lossShape(dinput, labels, weights, k, ls));
   std::vector<double> g;
   std::vector<int64_t> cls;
-  AMPRT_CHECK(lossScale(ls, labels, weights, reduction, has_ignore_index,
-                        ignore_index, dloss, k, g, cls));
+  AMPRT_CHECK(
+      lossScale(ls, labels, weights, reduction, has_ignore_index, ignore_index, dloss, k, g, cls));
   for (int64_t b = 0; b < ls.n; ++b)
     for (int64_t ch = 0; ch < ls.c; ++ch)
       for (int64_t i = 0; i < ls.inner; ++i) {

@@ -36,7 +36,7 @@ uint16_t rd16(const unsigned char *p) { return p[0] | (p[1] << 8); }
 
 bool parseDescr(const std::string &d, amprt_dtype &t) {
   static const std::pair<const char *, amprt_dtype> table[] = {
-      {"<f4", AMPRT_F32}, {"<f2", AMPRT_F16}, {"|b1", AMPRT_I1}, {"|i1", AMPRT_I8},
+      {"<f4", AMPRT_F32}, {"<f2", AMPRT_F16}, {"|b1", AMPRT_I1},  {"|i1", AMPRT_I8},
       {"<i2", AMPRT_I16}, {"<i4", AMPRT_I32}, {"<i8", AMPRT_I64}, {"|u1", AMPRT_U8},
       {"<u2", AMPRT_U16}, {"<u4", AMPRT_U32}, {"<u8", AMPRT_U64}};
   for (auto [n, dt] : table)
@@ -49,24 +49,35 @@ bool parseDescr(const std::string &d, amprt_dtype &t) {
 
 const char *descrOf(amprt_dtype t) {
   switch (t) {
-  case AMPRT_F32: return "<f4";
-  case AMPRT_F16: return "<f2";
-  case AMPRT_I1: return "|b1";
-  case AMPRT_I8: return "|i1";
-  case AMPRT_I16: return "<i2";
-  case AMPRT_I32: return "<i4";
-  case AMPRT_I64: return "<i8";
-  case AMPRT_U8: return "|u1";
-  case AMPRT_U16: return "<u2";
-  case AMPRT_U32: return "<u4";
-  case AMPRT_U64: return "<u8";
-  default: return nullptr;
+  case AMPRT_F32:
+    return "<f4";
+  case AMPRT_F16:
+    return "<f2";
+  case AMPRT_I1:
+    return "|b1";
+  case AMPRT_I8:
+    return "|i1";
+  case AMPRT_I16:
+    return "<i2";
+  case AMPRT_I32:
+    return "<i4";
+  case AMPRT_I64:
+    return "<i8";
+  case AMPRT_U8:
+    return "|u1";
+  case AMPRT_U16:
+    return "<u2";
+  case AMPRT_U32:
+    return "<u4";
+  case AMPRT_U64:
+    return "<u8";
+  default:
+    return nullptr;
   }
 }
 
 /// Parses one .npy image; the array points into `bytes`.
-amprt_status parseNpy(const std::vector<char> &bytes, const std::string &what,
-                      amprt_array &out) {
+amprt_status parseNpy(const std::vector<char> &bytes, const std::string &what, amprt_array &out) {
   const unsigned char *p = reinterpret_cast<const unsigned char *>(bytes.data());
   size_t n = bytes.size();
   if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0)
@@ -116,8 +127,7 @@ amprt_status parseNpy(const std::vector<char> &bytes, const std::string &what,
                 "little-endian integer type)",
                 what.c_str(), descr.c_str());
   if (order.find("True") != std::string::npos)
-    return fail(AMPRT_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported",
-                what.c_str());
+    return fail(AMPRT_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported", what.c_str());
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')')
     return fail(AMPRT_ERR_FORMAT, "%s: malformed shape in the .npy header", what.c_str());
   out.rank = 0;
@@ -126,7 +136,8 @@ amprt_status parseNpy(const std::vector<char> &bytes, const std::string &what,
   size_t pos = 0;
   while (pos < inner.size()) {
     size_t comma = inner.find(',', pos);
-    std::string tok = inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string tok =
+        inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? inner.size() : comma + 1;
     size_t a = tok.find_first_not_of(' '), b = tok.find_last_not_of(' ');
     if (a == std::string::npos)
@@ -333,9 +344,7 @@ extern "C" amprt_status amprt_npz_open(const char *path, amprt_npz **out) {
 
 extern "C" void amprt_npz_close(amprt_npz *z) { delete z; }
 
-extern "C" int32_t amprt_npz_count(const amprt_npz *z) {
-  return z ? (int32_t)z->names.size() : 0;
-}
+extern "C" int32_t amprt_npz_count(const amprt_npz *z) { return z ? (int32_t)z->names.size() : 0; }
 
 extern "C" const char *amprt_npz_name(const amprt_npz *z, int32_t i) {
   if (!z || i < 0 || i >= (int32_t)z->names.size())
@@ -387,8 +396,8 @@ extern "C" amprt_status amprt_npz_write(const char *path, const char *const *nam
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_npz_write: '%s' has a bad shape", names[i]);
     }
     shape += ")";
-    std::string header = "{'descr': '" + std::string(descr) +
-                         "', 'fortran_order': False, 'shape': " + shape + ", }";
+    std::string header =
+        "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
     size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header.push_back('\n');
@@ -425,8 +434,8 @@ extern "C" amprt_status amprt_npz_write(const char *path, const char *const *nam
   for (int32_t i = 0; i < n && ok; ++i) {
     const Entry &e = entries[(size_t)i];
     const char *data = static_cast<const char *>(arrays[i].data);
-    uLong crc = crc32(0L, reinterpret_cast<const Bytef *>(e.npyHeader.data()),
-                      (uInt)e.npyHeader.size());
+    uLong crc =
+        crc32(0L, reinterpret_cast<const Bytef *>(e.npyHeader.data()), (uInt)e.npyHeader.size());
     for (uint64_t k = 0; k < e.dataBytes; k += chunk)
       crc = crc32(crc, reinterpret_cast<const Bytef *>(data + k),
                   (uInt)std::min<uint64_t>(chunk, e.dataBytes - k));

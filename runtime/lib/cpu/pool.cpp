@@ -20,14 +20,13 @@ struct Window {
   int64_t n, c, in[3], out[3], k[3], s[3], d[3], pb[3];
 };
 
-amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y,
-                      const amprt_pool_params *p, const char *k, Window &w) {
+amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y, const amprt_pool_params *p,
+                      const char *k, Window &w) {
   AMPRT_CHECK(check(x, k));
   AMPRT_CHECK(check(y, k));
-  if (!p || p->spatial < 1 || p->spatial > 3 || x->rank != p->spatial + 2 ||
-      y->rank != x->rank || !amprt_tensor_is_contiguous(x) ||
-      !amprt_tensor_is_contiguous(y) || x->shape[0] != y->shape[0] ||
-      x->shape[1] != y->shape[1])
+  if (!p || p->spatial < 1 || p->spatial > 3 || x->rank != p->spatial + 2 || y->rank != x->rank ||
+      !amprt_tensor_is_contiguous(x) || !amprt_tensor_is_contiguous(y) ||
+      x->shape[0] != y->shape[0] || x->shape[1] != y->shape[1])
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "%s: x %s and y %s must be contiguous [N, C, D...] with the "
                 "parameters' spatial rank",
@@ -43,8 +42,7 @@ amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y,
     w.d[i] = on && p->dilations[i] > 0 ? p->dilations[i] : 1;
     w.pb[i] = on ? p->pads_begin[i] : 0;
     if (w.k[i] < 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: kernel size %lld", k,
-                  (long long)w.k[i]);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: kernel size %lld", k, (long long)w.k[i]);
   }
   return AMPRT_OK;
 }
@@ -67,11 +65,11 @@ void forWindows(const Window &w, Begin begin, Each each, End end) {
                 int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
                 int64_t i1 = o1 * w.s[1] - w.pb[1] + k1 * w.d[1];
                 int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
-                bool inside = i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1] &&
-                              i2 >= 0 && i2 < w.in[2];
+                bool inside =
+                    i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1] && i2 >= 0 && i2 < w.in[2];
                 // Positions past the padded input (ceil mode) do not count.
-                bool padded = i0 < w.in[0] + w.pb[0] && i1 < w.in[1] + w.pb[1] &&
-                              i2 < w.in[2] + w.pb[2];
+                bool padded =
+                    i0 < w.in[0] + w.pb[0] && i1 < w.in[1] + w.pb[1] && i2 < w.in[2] + w.pb[2];
                 if (inside)
                   each(oi, nc * plane + (i0 * w.in[1] + i1) * w.in[2] + i2);
                 else if (padded)
@@ -88,10 +86,9 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
                                        amprt_tensor *indices) {
   Window w;
   AMPRT_CHECK(windowOf(x, y, p, "amprt_max_pool", w));
-  if (indices && (indices->dtype != AMPRT_I64 ||
-                  amprt_tensor_numel(indices) != amprt_tensor_numel(y)))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_max_pool: indices must be i64 with y's size");
+  if (indices &&
+      (indices->dtype != AMPRT_I64 || amprt_tensor_numel(indices) != amprt_tensor_numel(y)))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_max_pool: indices must be i64 with y's size");
   // f16 / bf16: the f32 kernel on converted copies (max is exact in f32).
   if (isHalf(x->dtype) && x->dtype == y->dtype && p->spatial == 2) {
     amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
@@ -102,8 +99,8 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
   // (first maximum wins, a NaN wins) in plain loops over each window's
   // positions inside the input (padding never wins; a window with none
   // gives -inf and index -1, as the generic loop).
-  if (p->spatial == 2 && x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 &&
-      p->storage_order == 0 && w.d[0] == 1 && w.d[1] == 1) {
+  if (p->spatial == 2 && x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && p->storage_order == 0 &&
+      w.d[0] == 1 && w.d[1] == 1) {
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
     int64_t *ip = indices ? static_cast<int64_t *>(indices->data) : nullptr;
@@ -113,87 +110,94 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
                  (OW - 1) * w.s[1] + w.k[1] <= W;
     bool k2s2 = inner && w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2;
     // Planes on the threads (each plane's outputs are its own).
-    parallelFor(w.n * w.c, std::max<int64_t>(1, 16384 / std::max<int64_t>(H * W, 1)), 1,
-                [&](int64_t nc0, int64_t nc1) {
-    for (int64_t nc = nc0; nc < nc1; ++nc) {
-      const float *plane = xp + nc * H * W;
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        int64_t ow = 0;
+    parallelFor(
+        w.n * w.c, std::max<int64_t>(1, 16384 / std::max<int64_t>(H * W, 1)), 1,
+        [&](int64_t nc0, int64_t nc1) {
+          for (int64_t nc = nc0; nc < nc1; ++nc) {
+            const float *plane = xp + nc * H * W;
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              int64_t ow = 0;
 #if defined(__x86_64__)
-        // 2x2 stride 2, four outputs at a time: the even and odd columns of
-        // the two rows are the four candidates, taken in row-major order with
-        // the same rule (a NaN wins, else the first maximum).
-        if (k2s2)
-          for (; ow + 4 <= OW; ow += 4) {
-            const float *r0 = plane + 2 * oh * W + 2 * ow, *r1 = r0 + W;
-            __m128 p0 = _mm_loadu_ps(r0), p1 = _mm_loadu_ps(r0 + 4);
-            __m128 q0 = _mm_loadu_ps(r1), q1 = _mm_loadu_ps(r1 + 4);
-            __m128 cand[4] = {_mm_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)),
-                              _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1))};
-            __m128 best = cand[0], nan = _mm_cmpunord_ps(best, best);
-            __m128i code = _mm_setzero_si128();
-            for (int k = 1; k < 4; ++k) {
-              __m128 cn = _mm_cmpunord_ps(cand[k], cand[k]);
-              __m128 take = _mm_andnot_ps(nan, _mm_or_ps(_mm_cmpgt_ps(cand[k], best), cn));
-              best = _mm_or_ps(_mm_and_ps(take, cand[k]), _mm_andnot_ps(take, best));
-              __m128i ti = _mm_castps_si128(take);
-              code = _mm_or_si128(_mm_and_si128(ti, _mm_set1_epi32(k)),
-                                  _mm_andnot_si128(ti, code));
-              nan = _mm_or_ps(nan, cn);
-            }
-            int64_t o = (nc * OH + oh) * OW + ow;
-            _mm_storeu_ps(yp + o, best);
-            if (ip) {
-              alignas(16) int32_t cs[4];
-              _mm_store_si128(reinterpret_cast<__m128i *>(cs), code);
-              for (int j = 0; j < 4; ++j)
-                ip[o + j] = nc * H * W + (2 * oh + (cs[j] >> 1)) * W + 2 * (ow + j) + (cs[j] & 1);
-            }
-          }
+              // 2x2 stride 2, four outputs at a time: the even and odd columns of
+              // the two rows are the four candidates, taken in row-major order with
+              // the same rule (a NaN wins, else the first maximum).
+              if (k2s2)
+                for (; ow + 4 <= OW; ow += 4) {
+                  const float *r0 = plane + 2 * oh * W + 2 * ow, *r1 = r0 + W;
+                  __m128 p0 = _mm_loadu_ps(r0), p1 = _mm_loadu_ps(r0 + 4);
+                  __m128 q0 = _mm_loadu_ps(r1), q1 = _mm_loadu_ps(r1 + 4);
+                  __m128 cand[4] = {_mm_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)),
+                                    _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1))};
+                  __m128 best = cand[0], nan = _mm_cmpunord_ps(best, best);
+                  __m128i code = _mm_setzero_si128();
+                  for (int k = 1; k < 4; ++k) {
+                    __m128 cn = _mm_cmpunord_ps(cand[k], cand[k]);
+                    __m128 take = _mm_andnot_ps(nan, _mm_or_ps(_mm_cmpgt_ps(cand[k], best), cn));
+                    best = _mm_or_ps(_mm_and_ps(take, cand[k]), _mm_andnot_ps(take, best));
+                    __m128i ti = _mm_castps_si128(take);
+                    code = _mm_or_si128(_mm_and_si128(ti, _mm_set1_epi32(k)),
+                                        _mm_andnot_si128(ti, code));
+                    nan = _mm_or_ps(nan, cn);
+                  }
+                  int64_t o = (nc * OH + oh) * OW + ow;
+                  _mm_storeu_ps(yp + o, best);
+                  if (ip) {
+                    alignas(16) int32_t cs[4];
+                    _mm_store_si128(reinterpret_cast<__m128i *>(cs), code);
+                    for (int j = 0; j < 4; ++j)
+                      ip[o + j] =
+                          nc * H * W + (2 * oh + (cs[j] >> 1)) * W + 2 * (ow + j) + (cs[j] & 1);
+                  }
+                }
 #endif
-        int64_t h0 = oh * w.s[0] - w.pb[0];
-        int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
-        for (; ow < OW; ++ow) {
-          int64_t w0 = ow * w.s[1] - w.pb[1];
-          int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(w.k[1], W - w0);
-          int64_t o = (nc * OH + oh) * OW + ow;
-          if (kh0 >= kh1 || kw0 >= kw1) { // only padding
-            yp[o] = -std::numeric_limits<float>::infinity();
-            if (ip)
-              ip[o] = -1;
-            continue;
-          }
-          int64_t arg = (h0 + kh0) * W + w0 + kw0;
-          float best = plane[arg];
-          bool nan = best != best;
-          // Selects instead of branches (the larger of random values is a
-          // coin flip for the branch predictor): the first NaN wins, else
-          // the first maximum.
-          for (int64_t kh = kh0; kh < kh1; ++kh)
-            for (int64_t kw = kw0; kw < kw1; ++kw) {
-              int64_t i = (h0 + kh) * W + w0 + kw;
-              float v = plane[i];
-              bool take = !nan && (v != v || v > best);
-              best = take ? v : best;
-              arg = take ? i : arg;
-              nan = nan || v != v;
+              int64_t h0 = oh * w.s[0] - w.pb[0];
+              int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
+              for (; ow < OW; ++ow) {
+                int64_t w0 = ow * w.s[1] - w.pb[1];
+                int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(w.k[1], W - w0);
+                int64_t o = (nc * OH + oh) * OW + ow;
+                if (kh0 >= kh1 || kw0 >= kw1) { // only padding
+                  yp[o] = -std::numeric_limits<float>::infinity();
+                  if (ip)
+                    ip[o] = -1;
+                  continue;
+                }
+                int64_t arg = (h0 + kh0) * W + w0 + kw0;
+                float best = plane[arg];
+                bool nan = best != best;
+                // Selects instead of branches (the larger of random values is a
+                // coin flip for the branch predictor): the first NaN wins, else
+                // the first maximum.
+                for (int64_t kh = kh0; kh < kh1; ++kh)
+                  for (int64_t kw = kw0; kw < kw1; ++kw) {
+                    int64_t i = (h0 + kh) * W + w0 + kw;
+                    float v = plane[i];
+                    bool take = !nan && (v != v || v > best);
+                    best = take ? v : best;
+                    arg = take ? i : arg;
+                    nan = nan || v != v;
+                  }
+                yp[o] = best;
+                if (ip)
+                  ip[o] = nc * H * W + arg;
+              }
             }
-          yp[o] = best;
-          if (ip)
-            ip[o] = nc * H * W + arg;
-        }
-      }
-    }
-                });
+          }
+        });
     return AMPRT_OK;
   }
   float best = 0;
   int64_t arg = -1;
   bool nan = false;
   forWindows(
-      w, [&](int64_t) { best = -std::numeric_limits<float>::infinity(); arg = -1; nan = false; },
+      w,
+      [&](int64_t) {
+        best = -std::numeric_limits<float>::infinity();
+        arg = -1;
+        nan = false;
+      },
       [&](int64_t, int64_t i) {
         if (i < 0 || nan)
           return;
@@ -228,8 +232,7 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
 
 namespace {
 
-amprt_status checkBlocked(const amprt_tensor *t, int32_t block, const char *k,
-                          const char *what) {
+amprt_status checkBlocked(const amprt_tensor *t, int32_t block, const char *k, const char *what) {
   AMPRT_CHECK(check(t, k));
   if (block != 8 && block != 16)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: block size %d (8 or 16)", k, (int)block);
@@ -245,52 +248,51 @@ amprt_status checkBlocked(const amprt_tensor *t, int32_t block, const char *k,
 /// A blocked max pool: per output position, the window's positions
 /// (padding skipped) in row-major order, B lanes at a time. The loop is a
 /// macro so that each instruction-set variant compiles it with its target.
-#define AMPRT_MAX_POOL_BLOCKED_LOOP(B, VEC, INIT, LOAD, STEP, STORE)                       \
-  const int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];                   \
-  const int64_t planes = w.n * (w.c / (B));                                                \
-  const bool k2s2 = w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2 &&             \
-                    w.d[0] == 1 && w.d[1] == 1 && w.pb[0] == 0 && w.pb[1] == 0 &&           \
-                    2 * OH <= H && 2 * OW <= W;                                             \
-  /* The window positions inside the input, per output column / row. */                   \
-  std::vector<int64_t> kw0(OW), kw1(OW), kh0(OH), kh1(OH);                                  \
-  auto span = [](int64_t o, int64_t s, int64_t pb, int64_t d, int64_t k, int64_t n,         \
-                 int64_t &lo, int64_t &hi) {                                                \
-    lo = 0;                                                                                \
-    while (lo < k && o * s - pb + lo * d < 0)                                              \
-      ++lo;                                                                                \
-    hi = lo;                                                                               \
-    while (hi < k && o * s - pb + hi * d < n)                                              \
-      ++hi;                                                                                \
-  };                                                                                       \
-  for (int64_t o = 0; o < OW; ++o)                                                         \
-    span(o, w.s[1], w.pb[1], w.d[1], w.k[1], W, kw0[o], kw1[o]);                            \
-  for (int64_t o = 0; o < OH; ++o)                                                         \
-    span(o, w.s[0], w.pb[0], w.d[0], w.k[0], H, kh0[o], kh1[o]);                            \
-  for (int64_t pl = 0; pl < planes; ++pl) {                                                \
-    const float *xp = x + pl * H * W * (B);                                                \
-    float *yp = y + pl * OH * OW * (B);                                                    \
-    for (int64_t oh = 0; oh < OH; ++oh) {                                                  \
-      if (k2s2) {                                                                          \
-        const float *r0 = xp + 2 * oh * W * (B), *r1 = r0 + W * (B);                       \
-        float *out = yp + oh * OW * (B);                                                   \
-        for (int64_t ow = 0; ow < OW; ++ow) {                                              \
-          VEC best = STEP(LOAD(r0 + 2 * ow * (B)), LOAD(r0 + (2 * ow + 1) * (B)));         \
-          best = STEP(best, LOAD(r1 + 2 * ow * (B)));                                      \
-          best = STEP(best, LOAD(r1 + (2 * ow + 1) * (B)));                                \
-          STORE(out + ow * (B), best);                                                     \
-        }                                                                                  \
-        continue;                                                                          \
-      }                                                                                    \
-      for (int64_t ow = 0; ow < OW; ++ow) {                                                \
-        VEC best = INIT;                                                                   \
-        for (int64_t kh = kh0[oh]; kh < kh1[oh]; ++kh) {                                   \
-          const float *row = xp + (oh * w.s[0] - w.pb[0] + kh * w.d[0]) * W * (B);         \
-          for (int64_t kw = kw0[ow]; kw < kw1[ow]; ++kw)                                   \
-            best = STEP(best, LOAD(row + (ow * w.s[1] - w.pb[1] + kw * w.d[1]) * (B)));    \
-        }                                                                                  \
-        STORE(yp + (oh * OW + ow) * (B), best);                                            \
-      }                                                                                    \
-    }                                                                                      \
+#define AMPRT_MAX_POOL_BLOCKED_LOOP(B, VEC, INIT, LOAD, STEP, STORE)                               \
+  const int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];                            \
+  const int64_t planes = w.n * (w.c / (B));                                                        \
+  const bool k2s2 = w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2 && w.d[0] == 1 &&     \
+                    w.d[1] == 1 && w.pb[0] == 0 && w.pb[1] == 0 && 2 * OH <= H && 2 * OW <= W;     \
+  /* The window positions inside the input, per output column / row. */                            \
+  std::vector<int64_t> kw0(OW), kw1(OW), kh0(OH), kh1(OH);                                         \
+  auto span = [](int64_t o, int64_t s, int64_t pb, int64_t d, int64_t k, int64_t n, int64_t &lo,   \
+                 int64_t &hi) {                                                                    \
+    lo = 0;                                                                                        \
+    while (lo < k && o * s - pb + lo * d < 0)                                                      \
+      ++lo;                                                                                        \
+    hi = lo;                                                                                       \
+    while (hi < k && o * s - pb + hi * d < n)                                                      \
+      ++hi;                                                                                        \
+  };                                                                                               \
+  for (int64_t o = 0; o < OW; ++o)                                                                 \
+    span(o, w.s[1], w.pb[1], w.d[1], w.k[1], W, kw0[o], kw1[o]);                                   \
+  for (int64_t o = 0; o < OH; ++o)                                                                 \
+    span(o, w.s[0], w.pb[0], w.d[0], w.k[0], H, kh0[o], kh1[o]);                                   \
+  for (int64_t pl = 0; pl < planes; ++pl) {                                                        \
+    const float *xp = x + pl * H * W * (B);                                                        \
+    float *yp = y + pl * OH * OW * (B);                                                            \
+    for (int64_t oh = 0; oh < OH; ++oh) {                                                          \
+      if (k2s2) {                                                                                  \
+        const float *r0 = xp + 2 * oh * W * (B), *r1 = r0 + W * (B);                               \
+        float *out = yp + oh * OW * (B);                                                           \
+        for (int64_t ow = 0; ow < OW; ++ow) {                                                      \
+          VEC best = STEP(LOAD(r0 + 2 * ow * (B)), LOAD(r0 + (2 * ow + 1) * (B)));                 \
+          best = STEP(best, LOAD(r1 + 2 * ow * (B)));                                              \
+          best = STEP(best, LOAD(r1 + (2 * ow + 1) * (B)));                                        \
+          STORE(out + ow * (B), best);                                                             \
+        }                                                                                          \
+        continue;                                                                                  \
+      }                                                                                            \
+      for (int64_t ow = 0; ow < OW; ++ow) {                                                        \
+        VEC best = INIT;                                                                           \
+        for (int64_t kh = kh0[oh]; kh < kh1[oh]; ++kh) {                                           \
+          const float *row = xp + (oh * w.s[0] - w.pb[0] + kh * w.d[0]) * W * (B);                 \
+          for (int64_t kw = kw0[ow]; kw < kw1[ow]; ++kw)                                           \
+            best = STEP(best, LOAD(row + (ow * w.s[1] - w.pb[1] + kw * w.d[1]) * (B)));            \
+        }                                                                                          \
+        STORE(yp + (oh * OW + ow) * (B), best);                                                    \
+      }                                                                                            \
+    }                                                                                              \
   }
 
 #if defined(__x86_64__)
@@ -301,20 +303,19 @@ __attribute__((target("avx512f"))) inline __m512 maxStep16(__m512 b, __m512 v) {
 }
 
 __attribute__((target("avx512f"))) void maxPoolBlocked16(const Window &w, const float *x,
-                                                          float *y) {
+                                                         float *y) {
   const __m512 init = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   AMPRT_MAX_POOL_BLOCKED_LOOP(16, __m512, init, _mm512_loadu_ps, maxStep16, _mm512_storeu_ps)
 }
 
 __attribute__((target("avx2"))) inline __m256 maxStep8(__m256 b, __m256 v) {
-  __m256 t = _mm256_andnot_ps(_mm256_cmp_ps(b, b, _CMP_UNORD_Q),
-                              _mm256_or_ps(_mm256_cmp_ps(v, b, _CMP_GT_OQ),
-                                           _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  __m256 t = _mm256_andnot_ps(
+      _mm256_cmp_ps(b, b, _CMP_UNORD_Q),
+      _mm256_or_ps(_mm256_cmp_ps(v, b, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
   return _mm256_blendv_ps(b, v, t);
 }
 
-__attribute__((target("avx2"))) void maxPoolBlocked8(const Window &w, const float *x,
-                                                      float *y) {
+__attribute__((target("avx2"))) void maxPoolBlocked8(const Window &w, const float *x, float *y) {
   const __m256 init = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   AMPRT_MAX_POOL_BLOCKED_LOOP(8, __m256, init, _mm256_loadu_ps, maxStep8, _mm256_storeu_ps)
 }
@@ -329,8 +330,8 @@ __attribute__((target("avx512f"))) inline __m512d wide(const float *q) {
 
 /// Per plane of 16 channels: the mean over hw positions, each lane summed
 /// in double (two chains for the even and odd positions).
-__attribute__((target("avx512f"))) void gapBlocked16(const float *x, float *y,
-                                                      int64_t planes, int64_t hw) {
+__attribute__((target("avx512f"))) void gapBlocked16(const float *x, float *y, int64_t planes,
+                                                     int64_t hw) {
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float *src = x + pl * hw * 16;
     __m512d a0 = _mm512_setzero_pd(), a1 = a0, b0 = a0, b1 = a0;
@@ -411,7 +412,7 @@ extern "C" amprt_status amprt_max_pool_blocked(amprt_context *, const amprt_tens
                   maxPoolBlocked8(part, xs, ys);
                 else
 #endif
-                if (block == 16)
+                    if (block == 16)
                   maxPoolBlockedScalar<16>(part, xs, ys);
                 else
                   maxPoolBlockedScalar<8>(part, xs, ys);
@@ -419,15 +420,14 @@ extern "C" amprt_status amprt_max_pool_blocked(amprt_context *, const amprt_tens
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_global_average_pool_blocked(amprt_context *,
-                                                          const amprt_tensor *x,
+extern "C" amprt_status amprt_global_average_pool_blocked(amprt_context *, const amprt_tensor *x,
                                                           int32_t block, amprt_tensor *y) {
   const char *k = "amprt_global_average_pool_blocked";
   AMPRT_CHECK(checkBlocked(x, block, k, "x"));
   AMPRT_CHECK(check(y, k));
   int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
-  if (y->dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(y) ||
-      amprt_tensor_numel(y) != n * c || y->shape[0] != n || (y->rank > 1 && y->shape[1] != c))
+  if (y->dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(y) || amprt_tensor_numel(y) != n * c ||
+      y->shape[0] != n || (y->rank > 1 && y->shape[1] != c))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: y %s must be contiguous f32 [%lld, %lld(, 1, 1)]",
                 k, shapeString(y).c_str(), (long long)n, (long long)c);
   if (hw == 0)
@@ -457,14 +457,17 @@ extern "C" amprt_status amprt_global_average_pool_blocked(amprt_context *,
 }
 
 extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *x,
-                                           const amprt_pool_params *p,
-                                           amprt_tensor *y) {
+                                           const amprt_pool_params *p, amprt_tensor *y) {
   Window w;
   AMPRT_CHECK(windowOf(x, y, p, "amprt_average_pool", w));
   double sum = 0;
   int64_t count = 0;
   forWindows(
-      w, [&](int64_t) { sum = 0; count = 0; },
+      w,
+      [&](int64_t) {
+        sum = 0;
+        count = 0;
+      },
       [&](int64_t, int64_t i) {
         if (i >= 0)
           sum += loadF(x->data, x->dtype, i);
@@ -476,8 +479,7 @@ extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *
 }
 
 extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor *dy,
-                                            const amprt_tensor *indices,
-                                            amprt_tensor *dx) {
+                                            const amprt_tensor *indices, amprt_tensor *dx) {
   AMPRT_CHECK(check(dy, "amprt_max_pool_grad: dy"));
   AMPRT_CHECK(check(indices, "amprt_max_pool_grad: indices"));
   AMPRT_CHECK(check(dx, "amprt_max_pool_grad: dx"));
@@ -547,15 +549,18 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
 }
 
 extern "C" amprt_status amprt_average_pool_grad(amprt_context *, const amprt_tensor *dy,
-                                                const amprt_pool_params *p,
-                                                amprt_tensor *dx) {
+                                                const amprt_pool_params *p, amprt_tensor *dx) {
   Window w;
   AMPRT_CHECK(windowOf(dx, dy, p, "amprt_average_pool_grad", w));
   std::vector<double> acc(amprt_tensor_numel(dx), 0.0);
   std::vector<int64_t> members;
   int64_t count = 0;
   forWindows(
-      w, [&](int64_t) { members.clear(); count = 0; },
+      w,
+      [&](int64_t) {
+        members.clear();
+        count = 0;
+      },
       [&](int64_t, int64_t i) {
         if (i >= 0)
           members.push_back(i);

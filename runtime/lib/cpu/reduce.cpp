@@ -18,8 +18,7 @@ namespace {
 
 /// Iterates the "rows" of x along `axis`: calls f(base offset) for every
 /// index of the other dims. Offsets are in x's strides.
-template <typename F>
-void forEachRow(const amprt_tensor *x, int32_t axis, F &&f) {
+template <typename F> void forEachRow(const amprt_tensor *x, int32_t axis, F &&f) {
   int64_t shape[AMPRT_MAX_RANK];
   int64_t s[1][AMPRT_MAX_RANK];
   for (int32_t d = 0; d < x->rank; ++d) {
@@ -45,30 +44,28 @@ bool sameShape(const amprt_tensor *a, const amprt_tensor *b) {
 amprt_status checkFloat(const amprt_tensor *t, const char *what) {
   AMPRT_CHECK(check(t, what));
   if (!isFloat(t->dtype))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be f32, f16 or bf16, got %s",
-                what, amprt_dtype_name(t->dtype));
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be f32, f16 or bf16, got %s", what,
+                amprt_dtype_name(t->dtype));
   return AMPRT_OK;
 }
 
 } // namespace amprt
 
-extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
-                                     const amprt_tensor *x, const int32_t *axes,
-                                     int32_t naxes, amprt_tensor *y) {
+extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const amprt_tensor *x,
+                                     const int32_t *axes, int32_t naxes, amprt_tensor *y) {
   AMPRT_CHECK(check(x, "amprt_reduce: x"));
   AMPRT_CHECK(check(y, "amprt_reduce: y"));
   if (y->rank != x->rank || y->dtype != x->dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_reduce: y (%s %s) must have x's rank and type (%s %s)",
-                amprt_dtype_name(y->dtype), shapeString(y).c_str(),
-                amprt_dtype_name(x->dtype), shapeString(x).c_str());
+                amprt_dtype_name(y->dtype), shapeString(y).c_str(), amprt_dtype_name(x->dtype),
+                shapeString(x).c_str());
   if ((unsigned)op > AMPRT_REDUCE_PROD)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce: unknown op %d", (int)op);
   bool reduced[AMPRT_MAX_RANK] = {false};
   for (int32_t i = 0; i < naxes; ++i) {
     if (axes[i] < 0 || axes[i] >= x->rank)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce: axis %d out of range",
-                  axes[i]);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_reduce: axis %d out of range", axes[i]);
     reduced[axes[i]] = true;
   }
   int64_t count = 1;
@@ -91,8 +88,7 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
   // reduced index ascending), so the result is the same to the bit; a run
   // into a single slot (inner 1) uses four partial sums.
   if (x->dtype == AMPRT_F32 && (op == AMPRT_REDUCE_SUM || op == AMPRT_REDUCE_MEAN) &&
-      amprt_tensor_is_contiguous(x) &&
-      amprt_tensor_is_contiguous(y)) {
+      amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y)) {
     int32_t lo = -1, hi = -1;
     bool block = true;
     for (int32_t d = 0; d < x->rank; ++d)
@@ -193,11 +189,11 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
             a0 += row[r];
           acc[0] = (a0 + a1) + (a2 + a3);
         } else
-        for (int64_t r = 0; r < red; ++r) {
-          const float *row = xp + (o * red + r) * inner;
-          for (int64_t i = 0; i < inner; ++i)
-            acc[i] += row[i];
-        }
+          for (int64_t r = 0; r < red; ++r) {
+            const float *row = xp + (o * red + r) * inner;
+            for (int64_t i = 0; i < inner; ++i)
+              acc[i] += row[i];
+          }
         for (int64_t i = 0; i < inner; ++i)
           yp[o * inner + i] = (float)(op == AMPRT_REDUCE_MEAN ? acc[i] / div : acc[i]);
       }
@@ -217,7 +213,9 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op,
   std::vector<double> acc(n, op == AMPRT_REDUCE_MAX    ? -std::numeric_limits<double>::infinity()
                              : op == AMPRT_REDUCE_PROD ? 1.0
                                                        : 0.0);
-  std::vector<int64_t> iacc(n, op == AMPRT_REDUCE_MAX ? INT64_MIN : op == AMPRT_REDUCE_PROD ? 1 : 0);
+  std::vector<int64_t> iacc(n, op == AMPRT_REDUCE_MAX    ? INT64_MIN
+                               : op == AMPRT_REDUCE_PROD ? 1
+                                                         : 0);
   forEach<2>(x->rank, x->shape, s, [&](const int64_t *o) {
     if (isF) {
       double v = loadF(x->data, x->dtype, o[0]);
@@ -264,8 +262,7 @@ namespace {
 /// One f32 row of the softmax fast path: the first maximum, whether the row
 /// is NaN (a NaN, +inf, or all -inf, as the general path gives it), and d =
 /// x - max (exact in double) split into hi = (float)d and lo = d - hi.
-inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at,
-                        char &bad) {
+inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at, char &bad) {
   float m = -std::numeric_limits<float>::infinity();
   bool nan = false;
   at = 0;
@@ -292,8 +289,8 @@ inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_
 /// The rest of the row from e = expf(hi): exp(d) = e (1 + lo); the largest
 /// term (index k, exp(0) = 1) apart from the others so that log(1 + rest)
 /// keeps its precision when the rest is tiny; the sum in double.
-inline void softmaxFinish(float *yr, float *er, const float *h, const float *l,
-                          int64_t len, int64_t k, int log) {
+inline void softmaxFinish(float *yr, float *er, const float *h, const float *l, int64_t len,
+                          int64_t k, int log) {
   for (int64_t i = 0; i < len; ++i)
     er[i] = er[i] + er[i] * l[i];
   double rest = sumF32(er, k) + sumF32(er + k + 1, len - k - 1);
@@ -309,15 +306,15 @@ inline void softmaxFinish(float *yr, float *er, const float *h, const float *l,
 }
 /// nr rows (the loops over rows inside the instruction-set variants: short
 /// rows, as attention's, would otherwise pay a dispatch per row).
-AMPRT_CLONES void softmaxPrepRows(const float *xp, int64_t nr, int64_t len, float *hi,
-                                  float *lo, int64_t *argmax, char *bad) {
+AMPRT_CLONES void softmaxPrepRows(const float *xp, int64_t nr, int64_t len, float *hi, float *lo,
+                                  int64_t *argmax, char *bad) {
   for (int64_t r = 0; r < nr; ++r)
     softmaxPrep(xp + r * len, len, hi + r * len, lo + r * len, argmax[r], bad[r]);
 }
 
 AMPRT_CLONES void softmaxFinishRows(float *yp, float *e, const float *hi, const float *lo,
-                                    int64_t nr, int64_t len, const int64_t *argmax,
-                                    const char *bad, int log) {
+                                    int64_t nr, int64_t len, const int64_t *argmax, const char *bad,
+                                    int log) {
   for (int64_t r = 0; r < nr; ++r) {
     float *yr = yp + r * len;
     if (bad[r]) {
@@ -329,13 +326,12 @@ AMPRT_CLONES void softmaxFinishRows(float *yp, float *e, const float *hi, const 
 }
 } // namespace
 
-extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
-                                      int32_t axis, int log, amprt_tensor *y) {
+extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x, int32_t axis, int log,
+                                      amprt_tensor *y) {
   AMPRT_CHECK(checkFloat(x, "amprt_softmax: x"));
   AMPRT_CHECK(checkFloat(y, "amprt_softmax: y"));
   if (!sameShape(x, y) || axis < 0 || axis >= x->rank)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_softmax: x %s, y %s, axis %d do not agree",
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_softmax: x %s, y %s, axis %d do not agree",
                 shapeString(x).c_str(), shapeString(y).c_str(), axis);
   int64_t len = x->shape[axis], xs = x->strides[axis], ys = y->strides[axis];
   // Fast path: f32 rows along the contiguous last axis. d = x - max is
@@ -410,14 +406,13 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x,
 }
 
 extern "C" amprt_status amprt_softmax_grad(amprt_context *, const amprt_tensor *y,
-                                           const amprt_tensor *dy, int32_t axis,
-                                           int log, amprt_tensor *dx) {
+                                           const amprt_tensor *dy, int32_t axis, int log,
+                                           amprt_tensor *dx) {
   AMPRT_CHECK(checkFloat(y, "amprt_softmax_grad: y"));
   AMPRT_CHECK(checkFloat(dy, "amprt_softmax_grad: dy"));
   AMPRT_CHECK(checkFloat(dx, "amprt_softmax_grad: dx"));
   if (!sameShape(y, dy) || !sameShape(y, dx) || axis < 0 || axis >= y->rank)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_softmax_grad: shapes or axis do not agree");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_softmax_grad: shapes or axis do not agree");
   int64_t len = y->shape[axis];
   if (y->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && dx->dtype == AMPRT_F32 &&
       axis == y->rank - 1 && amprt_tensor_is_contiguous(y) && amprt_tensor_is_contiguous(dy) &&
@@ -425,7 +420,8 @@ extern "C" amprt_status amprt_softmax_grad(amprt_context *, const amprt_tensor *
     // f32 rows along the contiguous last axis (attention's): the loop below
     // without its index arithmetic, rows on the threads; the same sums in
     // the same order, so the same results.
-    const float *yp = static_cast<const float *>(y->data), *gp = static_cast<const float *>(dy->data);
+    const float *yp = static_cast<const float *>(y->data),
+                *gp = static_cast<const float *>(dy->data);
     float *xp = static_cast<float *>(dx->data);
     parallelFor(amprt_tensor_numel(y) / len, std::max<int64_t>(1, 16384 / len), 1,
                 [&](int64_t r0, int64_t r1) {
@@ -469,13 +465,13 @@ extern "C" amprt_status amprt_softmax_grad(amprt_context *, const amprt_tensor *
 namespace {
 
 /// Rows x normalized-size view of a contiguous tensor split at `axis`.
-amprt_status splitAt(const amprt_tensor *x, int32_t axis, const char *kernel,
-                     int64_t &rows, int64_t &cols) {
+amprt_status splitAt(const amprt_tensor *x, int32_t axis, const char *kernel, int64_t &rows,
+                     int64_t &cols) {
   if (!amprt_tensor_is_contiguous(x))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: x must be contiguous", kernel);
   if (axis < 0 || axis >= x->rank)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: axis %d out of range for rank %d",
-                kernel, axis, x->rank);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: axis %d out of range for rank %d", kernel, axis,
+                x->rank);
   rows = cols = 1;
   for (int32_t d = 0; d < x->rank; ++d)
     (d < axis ? rows : cols) *= x->shape[d];
@@ -483,9 +479,8 @@ amprt_status splitAt(const amprt_tensor *x, int32_t axis, const char *kernel,
 }
 
 /// Offsets of a parameter broadcast over the normalized dims x[axis:].
-amprt_status paramOffsets(const amprt_tensor *x, int32_t axis,
-                          const amprt_tensor *p, const char *what,
-                          std::vector<int64_t> &out) {
+amprt_status paramOffsets(const amprt_tensor *x, int32_t axis, const amprt_tensor *p,
+                          const char *what, std::vector<int64_t> &out) {
   AMPRT_CHECK(checkFloat(p, what));
   int32_t nrank = x->rank - axis;
   int64_t s[1][AMPRT_MAX_RANK];
@@ -511,11 +506,9 @@ AMPRT_CLONES void layerNormRow(const float *v, float *yr, int64_t cols, float ep
 } // namespace
 
 extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
-                                         const amprt_tensor *scale,
-                                         const amprt_tensor *bias, int32_t axis,
-                                         float epsilon, amprt_tensor *y,
-                                         amprt_tensor *mean,
-                                         amprt_tensor *inv_std_dev) {
+                                         const amprt_tensor *scale, const amprt_tensor *bias,
+                                         int32_t axis, float epsilon, amprt_tensor *y,
+                                         amprt_tensor *mean, amprt_tensor *inv_std_dev) {
   const char *k = "amprt_layer_norm";
   AMPRT_CHECK(checkFloat(x, "amprt_layer_norm: x"));
   AMPRT_CHECK(checkFloat(y, "amprt_layer_norm: y"));
@@ -554,8 +547,8 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
                 [&](int64_t r0, int64_t r1) {
                   for (int64_t r = r0; r < r1; ++r) {
                     double mu, rstd;
-                    layerNormRow(xf + r * cols, yf + r * cols, cols, epsilon, sc.data(),
-                                 bi.data(), mu, rstd);
+                    layerNormRow(xf + r * cols, yf + r * cols, cols, epsilon, sc.data(), bi.data(),
+                                 mu, rstd);
                     if (mf)
                       mf[r] = (float)mu;
                     if (sf)
@@ -584,11 +577,12 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_layer_norm_grad(
-    amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
-    const amprt_tensor *mean, const amprt_tensor *inv_std_dev,
-    const amprt_tensor *dy, int32_t axis, amprt_tensor *dx,
-    amprt_tensor *dscale, amprt_tensor *dbias) {
+extern "C" amprt_status amprt_layer_norm_grad(amprt_context *, const amprt_tensor *x,
+                                              const amprt_tensor *scale, const amprt_tensor *mean,
+                                              const amprt_tensor *inv_std_dev,
+                                              const amprt_tensor *dy, int32_t axis,
+                                              amprt_tensor *dx, amprt_tensor *dscale,
+                                              amprt_tensor *dbias) {
   const char *k = "amprt_layer_norm_grad";
   AMPRT_CHECK(checkFloat(x, "amprt_layer_norm_grad: x"));
   AMPRT_CHECK(checkFloat(dy, "amprt_layer_norm_grad: dy"));
@@ -649,7 +643,8 @@ extern "C" amprt_status amprt_layer_norm_grad(
             o[c] = (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2));
         } else {
           for (int64_t c = 0; c < cols; ++c)
-            storeF(dx->data, dx->dtype, r * cols + c, (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2)));
+            storeF(dx->data, dx->dtype, r * cols + c,
+                   (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2)));
         }
       }
     }
@@ -675,8 +670,7 @@ namespace amprt {
 amprt_status checkChannel(const amprt_tensor *t, int64_t c, const char *what) {
   AMPRT_CHECK(checkFloat(t, what));
   if (amprt_tensor_numel(t) != c || !amprt_tensor_is_contiguous(t))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be contiguous [%lld]", what,
-                (long long)c);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: must be contiguous [%lld]", what, (long long)c);
   return AMPRT_OK;
 }
 } // namespace amprt
@@ -690,12 +684,13 @@ AMPRT_CLONES void normalizeRow(const float *x, float *y, int64_t n, double mu, d
 }
 } // namespace
 
-extern "C" amprt_status amprt_batch_norm(
-    amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
-    const amprt_tensor *bias, const amprt_tensor *mean, const amprt_tensor *var,
-    float epsilon, float momentum, int training, amprt_tensor *y,
-    amprt_tensor *running_mean, amprt_tensor *running_var,
-    amprt_tensor *save_mean, amprt_tensor *save_inv_std) {
+extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
+                                         const amprt_tensor *scale, const amprt_tensor *bias,
+                                         const amprt_tensor *mean, const amprt_tensor *var,
+                                         float epsilon, float momentum, int training,
+                                         amprt_tensor *y, amprt_tensor *running_mean,
+                                         amprt_tensor *running_var, amprt_tensor *save_mean,
+                                         amprt_tensor *save_inv_std) {
   AMPRT_CHECK(checkFloat(x, "amprt_batch_norm: x"));
   AMPRT_CHECK(checkFloat(y, "amprt_batch_norm: y"));
   if (x->rank < 2 || !amprt_tensor_is_contiguous(x) || !sameShape(x, y) ||
@@ -716,83 +711,83 @@ extern "C" amprt_status amprt_batch_norm(
   for (amprt_tensor *t : {save_mean, save_inv_std})
     if (t && (t->dtype != AMPRT_F32 || amprt_tensor_numel(t) != c))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_batch_norm: saved statistics must be f32 [%lld]",
-                  (long long)c);
+                  "amprt_batch_norm: saved statistics must be f32 [%lld]", (long long)c);
   int64_t m = n * inner;
   // Channels on the threads (each channel's statistics and outputs are its own).
-  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(m, 1)), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      double mu, variance;
-      double oldMean = loadF(mean->data, mean->dtype, ch);
-      double oldVar = loadF(var->data, var->dtype, ch);
-      if (training) {
-        double sum = 0.0;
-        const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
-        for (int64_t b = 0; b < n; ++b) {
-          if (xf) {
-            sum += sumF32(xf + (b * c + ch) * inner, inner);
+  parallelFor(
+      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(m, 1)), 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          double mu, variance;
+          double oldMean = loadF(mean->data, mean->dtype, ch);
+          double oldVar = loadF(var->data, var->dtype, ch);
+          if (training) {
+            double sum = 0.0;
+            const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
+            for (int64_t b = 0; b < n; ++b) {
+              if (xf) {
+                sum += sumF32(xf + (b * c + ch) * inner, inner);
+                continue;
+              }
+              for (int64_t i = 0; i < inner; ++i)
+                sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+            }
+            mu = sum / m;
+            double sq = 0.0;
+            for (int64_t b = 0; b < n; ++b) {
+              if (xf) {
+                sq += sumSqDevF32(xf + (b * c + ch) * inner, inner, mu);
+                continue;
+              }
+              for (int64_t i = 0; i < inner; ++i) {
+                double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
+                sq += d * d;
+              }
+            }
+            variance = sq / m;
+            if (running_mean)
+              storeF(running_mean->data, running_mean->dtype, ch,
+                     (float)(momentum * oldMean + (1.0 - momentum) * mu));
+            if (running_var)
+              storeF(running_var->data, running_var->dtype, ch,
+                     (float)(momentum * oldVar + (1.0 - momentum) * variance));
+          } else {
+            mu = oldMean;
+            variance = oldVar;
+            if (running_mean)
+              storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
+            if (running_var)
+              storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
+          }
+          double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
+          if (save_mean)
+            static_cast<float *>(save_mean->data)[ch] = (float)mu;
+          if (save_inv_std)
+            static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
+          double g = loadF(scale->data, scale->dtype, ch);
+          double bb = loadF(bias->data, bias->dtype, ch);
+          if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && inner < 32) { // short rows: inline
+            const float *xf = static_cast<const float *>(x->data);
+            float *yf = static_cast<float *>(y->data);
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t i = (b * c + ch) * inner, e = i + inner; i < e; ++i)
+                yf[i] = (float)((xf[i] - mu) * invStd * g + bb);
             continue;
           }
-          for (int64_t i = 0; i < inner; ++i)
-            sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
-        }
-        mu = sum / m;
-        double sq = 0.0;
-        for (int64_t b = 0; b < n; ++b) {
-          if (xf) {
-            sq += sumSqDevF32(xf + (b * c + ch) * inner, inner, mu);
+          if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
+            for (int64_t b = 0; b < n; ++b)
+              normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
+                           static_cast<float *>(y->data) + (b * c + ch) * inner, inner, mu, invStd,
+                           g, bb);
             continue;
           }
-          for (int64_t i = 0; i < inner; ++i) {
-            double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
-            sq += d * d;
-          }
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t i = 0; i < inner; ++i) {
+              int64_t o = (b * c + ch) * inner + i;
+              storeF(y->data, y->dtype, o,
+                     (float)((loadF(x->data, x->dtype, o) - mu) * invStd * g + bb));
+            }
         }
-        variance = sq / m;
-        if (running_mean)
-          storeF(running_mean->data, running_mean->dtype, ch,
-                 (float)(momentum * oldMean + (1.0 - momentum) * mu));
-        if (running_var)
-          storeF(running_var->data, running_var->dtype, ch,
-                 (float)(momentum * oldVar + (1.0 - momentum) * variance));
-      } else {
-        mu = oldMean;
-        variance = oldVar;
-        if (running_mean)
-          storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
-        if (running_var)
-          storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
-      }
-      double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
-      if (save_mean)
-        static_cast<float *>(save_mean->data)[ch] = (float)mu;
-      if (save_inv_std)
-        static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
-      double g = loadF(scale->data, scale->dtype, ch);
-      double bb = loadF(bias->data, bias->dtype, ch);
-      if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && inner < 32) { // short rows: inline
-        const float *xf = static_cast<const float *>(x->data);
-        float *yf = static_cast<float *>(y->data);
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = (b * c + ch) * inner, e = i + inner; i < e; ++i)
-            yf[i] = (float)((xf[i] - mu) * invStd * g + bb);
-        continue;
-      }
-      if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
-        for (int64_t b = 0; b < n; ++b)
-          normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
-                       static_cast<float *>(y->data) + (b * c + ch) * inner, inner, mu, invStd,
-                       g, bb);
-        continue;
-      }
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t i = 0; i < inner; ++i) {
-          int64_t o = (b * c + ch) * inner + i;
-          storeF(y->data, y->dtype, o,
-                 (float)((loadF(x->data, x->dtype, o) - mu) * invStd * g + bb));
-        }
-    }
-  });
+      });
   return AMPRT_OK;
 }
 
@@ -818,8 +813,8 @@ AMPRT_CLONES void bnGradSums(const float *x, const float *dy, int64_t n, double 
 }
 
 /// dx = g * is / m * (m * dy - sdy - xhat * sdyx) over a row, in double.
-AMPRT_CLONES void bnGradDx(const float *x, const float *dy, float *dx, int64_t n, double mu, double is,
-                           double g, double m, double sdy, double sdyx) {
+AMPRT_CLONES void bnGradDx(const float *x, const float *dy, float *dx, int64_t n, double mu,
+                           double is, double g, double m, double sdy, double sdyx) {
   double k = g * is / m;
   for (int64_t i = 0; i < n; ++i) {
     double xhat = ((double)x[i] - mu) * is;
@@ -847,11 +842,12 @@ AMPRT_CLONES void sumAndSquares(const float *x, int64_t n, double *out) {
 }
 } // namespace
 
-extern "C" amprt_status amprt_batch_norm_grad(
-    amprt_context *, const amprt_tensor *x, const amprt_tensor *scale,
-    const amprt_tensor *save_mean, const amprt_tensor *save_inv_std,
-    const amprt_tensor *dy, amprt_tensor *dx, amprt_tensor *dscale,
-    amprt_tensor *dbias) {
+extern "C" amprt_status amprt_batch_norm_grad(amprt_context *, const amprt_tensor *x,
+                                              const amprt_tensor *scale,
+                                              const amprt_tensor *save_mean,
+                                              const amprt_tensor *save_inv_std,
+                                              const amprt_tensor *dy, amprt_tensor *dx,
+                                              amprt_tensor *dscale, amprt_tensor *dbias) {
   AMPRT_CHECK(checkFloat(x, "amprt_batch_norm_grad: x"));
   AMPRT_CHECK(checkFloat(dy, "amprt_batch_norm_grad: dy"));
   if (x->rank < 2 || !amprt_tensor_is_contiguous(x) || !sameShape(x, dy) ||
@@ -867,84 +863,91 @@ extern "C" amprt_status amprt_batch_norm_grad(
   double m = (double)n * inner;
   bool typed = x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && (!dx || dx->dtype == AMPRT_F32);
   // Channels on the threads (each channel's sums and dx are its own).
-  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      double mu = loadF(save_mean->data, save_mean->dtype, ch);
-      double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
-      double g = loadF(scale->data, scale->dtype, ch);
-      double sdy = 0.0, sdyx = 0.0;
-      if (typed && inner < 32) {
-        // Short rows (late layers' 2 x 2 maps): the sums inline, not a call
-        // per row.
-        const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t o = (b * c + ch) * inner + i;
-            double d = df[o];
-            sdy += d;
-            sdyx += d * ((double)xf[o] - mu);
+  parallelFor(
+      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
+      [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          double mu = loadF(save_mean->data, save_mean->dtype, ch);
+          double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
+          double g = loadF(scale->data, scale->dtype, ch);
+          double sdy = 0.0, sdyx = 0.0;
+          if (typed && inner < 32) {
+            // Short rows (late layers' 2 x 2 maps): the sums inline, not a call
+            // per row.
+            const float *xf = static_cast<const float *>(x->data),
+                        *df = static_cast<const float *>(dy->data);
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t i = 0; i < inner; ++i) {
+                int64_t o = (b * c + ch) * inner + i;
+                double d = df[o];
+                sdy += d;
+                sdyx += d * ((double)xf[o] - mu);
+              }
+            sdyx *= is;
+          } else if (typed) {
+            const float *xf = static_cast<const float *>(x->data),
+                        *df = static_cast<const float *>(dy->data);
+            for (int64_t b = 0; b < n; ++b) {
+              double r[2];
+              bnGradSums(xf + (b * c + ch) * inner, df + (b * c + ch) * inner, inner, mu, r);
+              sdy += r[0];
+              sdyx += r[1];
+            }
+            sdyx *= is;
+          } else {
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t i = 0; i < inner; ++i) {
+                int64_t o = (b * c + ch) * inner + i;
+                double d = loadF(dy->data, dy->dtype, o);
+                sdy += d;
+                sdyx += d * (loadF(x->data, x->dtype, o) - mu) * is;
+              }
           }
-        sdyx *= is;
-      } else if (typed) {
-        const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
-        for (int64_t b = 0; b < n; ++b) {
-          double r[2];
-          bnGradSums(xf + (b * c + ch) * inner, df + (b * c + ch) * inner, inner, mu, r);
-          sdy += r[0];
-          sdyx += r[1];
-        }
-        sdyx *= is;
-      } else {
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t o = (b * c + ch) * inner + i;
-            double d = loadF(dy->data, dy->dtype, o);
-            sdy += d;
-            sdyx += d * (loadF(x->data, x->dtype, o) - mu) * is;
+          if (dscale)
+            storeF(dscale->data, dscale->dtype, ch, (float)sdyx);
+          if (dbias)
+            storeF(dbias->data, dbias->dtype, ch, (float)sdy);
+          if (!dx)
+            continue;
+          if (typed && inner < 32) {
+            const float *xf = static_cast<const float *>(x->data),
+                        *df = static_cast<const float *>(dy->data);
+            float *of = static_cast<float *>(dx->data);
+            double k = g * is / m;
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t i = 0; i < inner; ++i) {
+                int64_t o = (b * c + ch) * inner + i;
+                double xhat = ((double)xf[o] - mu) * is;
+                of[o] = (float)(k * (m * (double)df[o] - sdy - xhat * sdyx));
+              }
+            continue;
           }
-      }
-      if (dscale)
-        storeF(dscale->data, dscale->dtype, ch, (float)sdyx);
-      if (dbias)
-        storeF(dbias->data, dbias->dtype, ch, (float)sdy);
-      if (!dx)
-        continue;
-      if (typed && inner < 32) {
-        const float *xf = static_cast<const float *>(x->data), *df = static_cast<const float *>(dy->data);
-        float *of = static_cast<float *>(dx->data);
-        double k = g * is / m;
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t o = (b * c + ch) * inner + i;
-            double xhat = ((double)xf[o] - mu) * is;
-            of[o] = (float)(k * (m * (double)df[o] - sdy - xhat * sdyx));
+          if (typed) {
+            for (int64_t b = 0; b < n; ++b) {
+              int64_t o = (b * c + ch) * inner;
+              bnGradDx(static_cast<const float *>(x->data) + o,
+                       static_cast<const float *>(dy->data) + o, static_cast<float *>(dx->data) + o,
+                       inner, mu, is, g, m, sdy, sdyx);
+            }
+            continue;
           }
-        continue;
-      }
-      if (typed) {
-        for (int64_t b = 0; b < n; ++b) {
-          int64_t o = (b * c + ch) * inner;
-          bnGradDx(static_cast<const float *>(x->data) + o, static_cast<const float *>(dy->data) + o,
-                   static_cast<float *>(dx->data) + o, inner, mu, is, g, m, sdy, sdyx);
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t i = 0; i < inner; ++i) {
+              int64_t o = (b * c + ch) * inner + i;
+              double xhat = (loadF(x->data, x->dtype, o) - mu) * is;
+              double d = loadF(dy->data, dy->dtype, o);
+              storeF(dx->data, dx->dtype, o, (float)(g * is / m * (m * d - sdy - xhat * sdyx)));
+            }
         }
-        continue;
-      }
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t i = 0; i < inner; ++i) {
-          int64_t o = (b * c + ch) * inner + i;
-          double xhat = (loadF(x->data, x->dtype, o) - mu) * is;
-          double d = loadF(dy->data, dy->dtype, o);
-          storeF(dx->data, dx->dtype, o, (float)(g * is / m * (m * d - sdy - xhat * sdyx)));
-        }
-    }
-  });
+      });
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_batch_norm_grad_recompute(
-    amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *scale,
-    const amprt_tensor *dy, float epsilon, amprt_tensor *dx, amprt_tensor *dscale,
-    amprt_tensor *dbias) {
+extern "C" amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx, const amprt_tensor *x,
+                                                        const amprt_tensor *scale,
+                                                        const amprt_tensor *dy, float epsilon,
+                                                        amprt_tensor *dx, amprt_tensor *dscale,
+                                                        amprt_tensor *dbias) {
   AMPRT_CHECK(checkFloat(x, "amprt_batch_norm_grad_recompute: x"));
   if (x->rank < 2 || !amprt_tensor_is_contiguous(x))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
@@ -955,31 +958,32 @@ extern "C" amprt_status amprt_batch_norm_grad_recompute(
   // The batch statistics as amprt_batch_norm computes them (biased variance).
   std::vector<float> mean(c), invStd(c);
   double m = (double)n * inner;
-  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      double s = 0.0, s2 = 0.0;
-      for (int64_t b = 0; b < n; ++b) {
-        if (x->dtype == AMPRT_F32) {
-          double r[2];
-          sumAndSquares(static_cast<const float *>(x->data) + (b * c + ch) * inner, inner, r);
-          s += r[0];
-          s2 += r[1];
-          continue;
-        }
-        for (int64_t i = 0; i < inner; ++i) {
-          double v = loadF(x->data, x->dtype, (b * c + ch) * inner + i);
-          s += v;
-          s2 += v * v;
-        }
-      }
-      double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
-      mean[ch] = (float)mu;
-      invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
-    }
-  });
+  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
+              [&](int64_t c0, int64_t c1) {
+                for (int64_t ch = c0; ch < c1; ++ch) {
+                  double s = 0.0, s2 = 0.0;
+                  for (int64_t b = 0; b < n; ++b) {
+                    if (x->dtype == AMPRT_F32) {
+                      double r[2];
+                      sumAndSquares(static_cast<const float *>(x->data) + (b * c + ch) * inner,
+                                    inner, r);
+                      s += r[0];
+                      s2 += r[1];
+                      continue;
+                    }
+                    for (int64_t i = 0; i < inner; ++i) {
+                      double v = loadF(x->data, x->dtype, (b * c + ch) * inner + i);
+                      s += v;
+                      s2 += v * v;
+                    }
+                  }
+                  double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
+                  mean[ch] = (float)mu;
+                  invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
+                }
+              });
   int64_t cs[1] = {c};
   amprt_tensor mt = amprt_tensor_make(mean.data(), AMPRT_F32, 1, cs);
   amprt_tensor it = amprt_tensor_make(invStd.data(), AMPRT_F32, 1, cs);
   return amprt_batch_norm_grad(ctx, x, scale, &mt, &it, dy, dx, dscale, dbias);
 }
-

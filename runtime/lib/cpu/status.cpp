@@ -26,15 +26,24 @@ extern "C" const char *amprt_last_error(void) { return lastError; }
 
 extern "C" const char *amprt_status_name(amprt_status s) {
   switch (s) {
-  case AMPRT_OK: return "AMPRT_OK";
-  case AMPRT_ERR_INVALID_ARGUMENT: return "AMPRT_ERR_INVALID_ARGUMENT";
-  case AMPRT_ERR_UNSUPPORTED: return "AMPRT_ERR_UNSUPPORTED";
-  case AMPRT_ERR_OUT_OF_MEMORY: return "AMPRT_ERR_OUT_OF_MEMORY";
-  case AMPRT_ERR_IO: return "AMPRT_ERR_IO";
-  case AMPRT_ERR_NO_DEVICE: return "AMPRT_ERR_NO_DEVICE";
-  case AMPRT_ERR_NUMERIC: return "AMPRT_ERR_NUMERIC";
-  case AMPRT_ERR_FORMAT: return "AMPRT_ERR_FORMAT";
-  case AMPRT_ERR_DEVICE: return "AMPRT_ERR_DEVICE";
+  case AMPRT_OK:
+    return "AMPRT_OK";
+  case AMPRT_ERR_INVALID_ARGUMENT:
+    return "AMPRT_ERR_INVALID_ARGUMENT";
+  case AMPRT_ERR_UNSUPPORTED:
+    return "AMPRT_ERR_UNSUPPORTED";
+  case AMPRT_ERR_OUT_OF_MEMORY:
+    return "AMPRT_ERR_OUT_OF_MEMORY";
+  case AMPRT_ERR_IO:
+    return "AMPRT_ERR_IO";
+  case AMPRT_ERR_NO_DEVICE:
+    return "AMPRT_ERR_NO_DEVICE";
+  case AMPRT_ERR_NUMERIC:
+    return "AMPRT_ERR_NUMERIC";
+  case AMPRT_ERR_FORMAT:
+    return "AMPRT_ERR_FORMAT";
+  case AMPRT_ERR_DEVICE:
+    return "AMPRT_ERR_DEVICE";
   }
   return "AMPRT_ERR_UNKNOWN";
 }
@@ -99,8 +108,7 @@ extern "C" uint64_t amprt_host_available_bytes(void) {
   return avail;
 }
 
-void amprt::contiguousStrides(int32_t rank, const int64_t *shape,
-                              int64_t *strides) {
+void amprt::contiguousStrides(int32_t rank, const int64_t *shape, int64_t *strides) {
   int64_t s = 1;
   for (int32_t d = rank - 1; d >= 0; --d) {
     strides[d] = s;
@@ -108,8 +116,8 @@ void amprt::contiguousStrides(int32_t rank, const int64_t *shape,
   }
 }
 
-extern "C" amprt_tensor amprt_tensor_make(void *data, amprt_dtype dtype,
-                                          int32_t rank, const int64_t *shape) {
+extern "C" amprt_tensor amprt_tensor_make(void *data, amprt_dtype dtype, int32_t rank,
+                                          const int64_t *shape) {
   amprt_tensor t;
   std::memset(&t, 0, sizeof(t));
   t.data = data;
@@ -152,30 +160,26 @@ amprt_status amprt::check(const amprt_tensor *t, const char *what) {
   if (!t)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: missing tensor", what);
   if (!isValid(t->dtype))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: invalid element type %d",
-                what, (int)t->dtype);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: invalid element type %d", what, (int)t->dtype);
   if (t->rank < 0 || t->rank > AMPRT_MAX_RANK)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", what,
-                t->rank, AMPRT_MAX_RANK);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", what, t->rank,
+                AMPRT_MAX_RANK);
   int64_t n = 1;
   for (int32_t d = 0; d < t->rank; ++d) {
     if (t->shape[d] < 0)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: negative dimension %lld",
-                  what, (long long)t->shape[d]);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: negative dimension %lld", what,
+                  (long long)t->shape[d]);
     n *= t->shape[d];
   }
   if (n > 0 && !t->data)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null data for %lld elements",
-                what, (long long)n);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null data for %lld elements", what, (long long)n);
   return AMPRT_OK;
 }
 
-amprt_status amprt::broadcastStrides(const amprt_tensor *x, int32_t rank,
-                                     const int64_t *shape, int64_t *strides,
-                                     const char *what) {
+amprt_status amprt::broadcastStrides(const amprt_tensor *x, int32_t rank, const int64_t *shape,
+                                     int64_t *strides, const char *what) {
   if (x->rank > rank)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "%s: shape %s has more dims than the output's %d", what,
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: shape %s has more dims than the output's %d", what,
                 shapeString(x).c_str(), rank);
   int32_t lead = rank - x->rank;
   for (int32_t d = 0; d < rank; ++d) {
@@ -197,8 +201,8 @@ amprt_status amprt::broadcastStrides(const amprt_tensor *x, int32_t rank,
   return AMPRT_OK;
 }
 
-amprt_status amprt::matmulDims(const amprt_tensor *a, const amprt_tensor *b,
-                               const amprt_tensor *y, const char *k, MatmulDims &md) {
+amprt_status amprt::matmulDims(const amprt_tensor *a, const amprt_tensor *b, const amprt_tensor *y,
+                               const char *k, MatmulDims &md) {
   md = MatmulDims{};
   if (a->rank < 1 || b->rank < 1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: a and b need at least one dim", k);

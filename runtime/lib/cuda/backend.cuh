@@ -36,7 +36,7 @@ struct Dev {
   // AMPRT_CUDA_CONV: cuDNN for the convolutions it takes (auto, the default:
   // where cuDNN loads; cudnn: required), else im2col + cuBLASLt.
   enum DnnMode { kDnnOff, kDnnAuto, kDnnRequired } dnnMode = kDnnAuto;
-  void *dnn = nullptr;  // the cuDNN handle, made at the first convolution
+  void *dnn = nullptr; // the cuDNN handle, made at the first convolution
   bool dnnTried = false;
   bool ltReluKeepsNaN = false; // cuBLASLt's ReLU epilogue keeps NaN (probed at creation)
   bool reluEpilogue = true;    // AMPRT_CUDA_RELU_EPILOGUE=0: ReLU always a second pass
@@ -76,7 +76,8 @@ struct Dev {
   // Constants copied to the device: host base -> (device copy, bytes).
   std::map<const void *, std::pair<void *, size_t>> constants;
   // Scratch buffers by slot, grown on demand.
-  std::vector<std::pair<void *, size_t>> scratch = std::vector<std::pair<void *, size_t>>(13); // 12: cuDNN's workspace
+  std::vector<std::pair<void *, size_t>> scratch =
+      std::vector<std::pair<void *, size_t>>(13); // 12: cuDNN's workspace
   // cuBLASLt plans by problem.
   struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;
@@ -214,30 +215,33 @@ template <class F> HD inline void forWindowsOf(const Geom &gm, const int64_t *i,
 /// y[n, m, o] = bias[m] + sum over the group's channels and the window of
 /// x * w (double accumulation), ReLU (NaN kept) on request.
 
-amprt_status geomOf(const amprt_tensor &x, const amprt_tensor &y, int32_t spatial, const int64_t *kernel,
-                    const int64_t *strides, const int64_t *dil, const int64_t *pb, int64_t group,
-                    const char *what, Geom &g);
+amprt_status geomOf(const amprt_tensor &x, const amprt_tensor &y, int32_t spatial,
+                    const int64_t *kernel, const int64_t *strides, const int64_t *dil,
+                    const int64_t *pb, int64_t group, const char *what, Geom &g);
 amprt_status convGeom(const amprt_tensor &x, const amprt_tensor &w, const amprt_tensor &y,
                       const amprt_conv_params &p, const char *what, Geom &g);
 /// Batched products on cuBLASLt (matmul.cu).
-amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, const void *B,
-                 int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA, int64_t sB, int64_t sY);
+amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                 const void *B, int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA,
+                 int64_t sB, int64_t sY);
 
 /// Y = alpha op(A) op(B) (+ bias row, ReLU) on cuBLASLt (matmul.cu).
-amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                      const void *A, const void *B, int32_t abType, void *Y, int32_t yType,
-                      float alpha, const void *bias, int64_t batch, int64_t sA, int64_t sB,
-                      int64_t sY, bool relu = false);
+amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                      const void *B, int32_t abType, void *Y, int32_t yType, float alpha,
+                      const void *bias, int64_t batch, int64_t sA, int64_t sB, int64_t sY,
+                      bool relu = false);
 /// The dropout generator's jump table (random.cu).
 const std::vector<uint64_t> &rngJumpTable();
 #ifdef AMPRT_HAVE_CUDNN
 // cuDNN's convolutions (conv_cudnn.cu): done = false where cuDNN does not
 // take the problem (it then runs as im2col + cuBLASLt).
 void dnnFree(Dev::DnnPlan &p);
-amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int32_t xt, const void *w,
-                     int32_t wt, const void *bias, int32_t bt, void *y, int32_t yt, bool relu, bool &done);
-amprt_status dnnConvGrad(Dev &d, const Geom &g, int32_t spatial, const amprt_tensor &x, const amprt_tensor &w,
-                         const amprt_tensor &dy, const amprt_tensor *&dx, const amprt_tensor *&dw);
+amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int32_t xt,
+                     const void *w, int32_t wt, const void *bias, int32_t bt, void *y, int32_t yt,
+                     bool relu, bool &done);
+amprt_status dnnConvGrad(Dev &d, const Geom &g, int32_t spatial, const amprt_tensor &x,
+                         const amprt_tensor &w, const amprt_tensor &dy, const amprt_tensor *&dx,
+                         const amprt_tensor *&dw);
 #endif
 
 // The opcode families (one file each); exec.cu dispatches to them.

@@ -182,10 +182,10 @@ struct BnGradDxF {
   }
 };
 
-
 amprt_status checkChannels(const amprt_tensor &t, int64_t c, const char *what) {
   if (!floatType(t.dtype) || numel(t) != c || !amprt_tensor_is_contiguous(&t))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be a float [%lld]", what, (long long)c);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s must be a float [%lld]", what,
+                (long long)c);
   return AMPRT_OK;
 }
 
@@ -194,8 +194,8 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   const int64_t *a = dd.attrs;
   const amprt_tensor &x = t[0], &y = t[5];
-  if (x.rank < 2 || !sameShape(x, y) || !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&y) ||
-      !floatType(x.dtype) || !floatType(y.dtype))
+  if (x.rank < 2 || !sameShape(x, y) || !amprt_tensor_is_contiguous(&x) ||
+      !amprt_tensor_is_contiguous(&y) || !floatType(x.dtype) || !floatType(y.dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm's x and y");
   int64_t n = x.shape[0], c = x.shape[1], plane = c ? numel(x) / (n * c ? n * c : 1) : 0;
   for (size_t k : {1, 2, 3, 4})
@@ -210,21 +210,23 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
   double *mu = static_cast<double *>(buf), *is = mu + c, *part = is + c;
   if (training) {
     AMPRT_CHECK(each(&d, c * parts,
-                     BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 0, c, plane, total, parts, nullptr, nullptr, part},
+                     BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 0, c, plane, total, parts,
+                              nullptr, nullptr, part},
                      "batch_norm"));
     AMPRT_CHECK(each(&d, c, BnMeanF{part, parts, (double)total, mu}, "batch_norm"));
-    AMPRT_CHECK(each(&d, c * parts,
-                     BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 1, c, plane, total, parts, mu, nullptr, part},
-                     "batch_norm"));
+    AMPRT_CHECK(each(
+        &d, c * parts,
+        BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 1, c, plane, total, parts, mu, nullptr, part},
+        "batch_norm"));
   }
   AMPRT_CHECK(each(&d, c,
-                   BnStatsF{t[3].data, t[4].data, t[3].dtype, t[4].dtype, training ? 1 : 0, part, parts,
-                            (double)total, (float)attrF(a, 0), (float)attrF(a, 1), mu, is, t[6].data, t[7].data,
-                            t[6].dtype, t[7].dtype},
+                   BnStatsF{t[3].data, t[4].data, t[3].dtype, t[4].dtype, training ? 1 : 0, part,
+                            parts, (double)total, (float)attrF(a, 0), (float)attrF(a, 1), mu, is,
+                            t[6].data, t[7].data, t[6].dtype, t[7].dtype},
                    "batch_norm"));
   return each(&d, numel(x),
-              BnApplyF{x.data, t[1].data, t[2].data, y.data, x.dtype, t[1].dtype, t[2].dtype, y.dtype, c, plane,
-                       mu, is},
+              BnApplyF{x.data, t[1].data, t[2].data, y.data, x.dtype, t[1].dtype, t[2].dtype,
+                       y.dtype, c, plane, mu, is},
               "batch_norm");
 }
 
@@ -233,31 +235,35 @@ amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   const int64_t *a = dd.attrs;
   const amprt_tensor &x = t[0], &scale = t[1], &dy = t[2];
-  if (x.rank < 2 || !sameShape(x, dy) || !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&dy) ||
-      !floatType(x.dtype) || !floatType(dy.dtype))
+  if (x.rank < 2 || !sameShape(x, dy) || !amprt_tensor_is_contiguous(&x) ||
+      !amprt_tensor_is_contiguous(&dy) || !floatType(x.dtype) || !floatType(dy.dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm_grad's x and dy");
   int64_t n = x.shape[0], c = x.shape[1], plane = n * c ? numel(x) / (n * c) : 0;
   AMPRT_CHECK(checkChannels(scale, c, "batch_norm_grad's scale"));
   int64_t total = n * plane, parts = std::max<int64_t>(1, (total + kBnChunk - 1) / kBnChunk);
   void *buf;
   AMPRT_CHECK(scratch(d, 5, (size_t)c * 32 + (size_t)(c * parts) * 16 + 32, &buf));
-  double *mu = static_cast<double *>(buf), *is = mu + c, *sdy = is + c, *sdyx = sdy + c, *part = sdyx + c;
+  double *mu = static_cast<double *>(buf), *is = mu + c, *sdy = is + c, *sdyx = sdy + c,
+         *part = sdyx + c;
   AMPRT_CHECK(each(&d, c * parts,
-                   BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 2, c, plane, total, parts, nullptr, nullptr, part},
+                   BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 2, c, plane, total, parts, nullptr,
+                            nullptr, part},
                    "batch_norm_grad"));
-  AMPRT_CHECK(each(&d, c, BnGradStatsF{part, parts, (double)total, (float)attrF(a, 0), mu, is}, "batch_norm_grad"));
-  AMPRT_CHECK(each(&d, c * parts,
-                   BnPartsF{x.data, dy.data, x.dtype, dy.dtype, 3, c, plane, total, parts, mu, is, part},
+  AMPRT_CHECK(each(&d, c, BnGradStatsF{part, parts, (double)total, (float)attrF(a, 0), mu, is},
                    "batch_norm_grad"));
+  AMPRT_CHECK(
+      each(&d, c * parts,
+           BnPartsF{x.data, dy.data, x.dtype, dy.dtype, 3, c, plane, total, parts, mu, is, part},
+           "batch_norm_grad"));
   AMPRT_CHECK(each(&d, c,
-                   BnGradSumsF{part, parts, sdy, sdyx, a[2] ? t[4].data : nullptr, a[3] ? t[5].data : nullptr,
-                               t[4].dtype, t[5].dtype},
+                   BnGradSumsF{part, parts, sdy, sdyx, a[2] ? t[4].data : nullptr,
+                               a[3] ? t[5].data : nullptr, t[4].dtype, t[5].dtype},
                    "batch_norm_grad"));
   if (!a[1])
     return AMPRT_OK;
   return each(&d, numel(x),
-              BnGradDxF{x.data, dy.data, scale.data, t[3].data, x.dtype, dy.dtype, scale.dtype, t[3].dtype, c,
-                        plane, n, mu, is, sdy, sdyx},
+              BnGradDxF{x.data, dy.data, scale.data, t[3].data, x.dtype, dy.dtype, scale.dtype,
+                        t[3].dtype, c, plane, n, mu, is, sdy, sdyx},
               "batch_norm_grad");
 }
 
@@ -272,7 +278,9 @@ int32_t execBatchNorm(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the batchnorm ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the batchnorm ops",
+              (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

@@ -62,9 +62,7 @@ struct Dev {
   }
 };
 
-amprt_tensor tensor(void *p, amprt_dtype t, int64_t n) {
-  return amprt_tensor_make(p, t, 1, &n);
-}
+amprt_tensor tensor(void *p, amprt_dtype t, int64_t n) { return amprt_tensor_make(p, t, 1, &n); }
 
 uint32_t bits(float f) {
   uint32_t b;
@@ -234,8 +232,7 @@ void checkOptimizers(std::mt19937 &rng) {
         must(amprt_cuda_adam_step(&adam, &tp, &tg, &tm, &tv, static_cast<int64_t *>(dstep.p),
                                   static_cast<float *>(dfound.p)),
              "amprt_cuda_adam_step");
-        must(amprt_adam_step(nullptr, &adam, &cp, &cg, &cm, &cv, &step, found),
-             "amprt_adam_step");
+        must(amprt_adam_step(nullptr, &adam, &cp, &cg, &cm, &cv, &step, found), "amprt_adam_step");
       }
       if (found == 0.0f)
         ++step;
@@ -244,8 +241,8 @@ void checkOptimizers(std::mt19937 &rng) {
     int64_t worst = 0;
     for (int64_t i = 0; i < n; ++i)
       worst = std::max<int64_t>(worst, std::llabs((int64_t)bits(gp[i]) - (int64_t)bits(p[i])));
-    const char *names[] = {"SGD (weight decay)", "SGD (momentum, nesterov)", "Adam",
-                           "AdamW", "AdamW (Hugging Face form)"};
+    const char *names[] = {"SGD (weight decay)", "SGD (momentum, nesterov)", "Adam", "AdamW",
+                           "AdamW (Hugging Face form)"};
     int64_t allowed = which < 2 ? 0 : 1;
     report(worst <= allowed, std::string(names[which]) + ", 6 steps, one skipped: worst " +
                                  std::to_string(worst) + " ulp (allowed " +

@@ -39,8 +39,8 @@ bool probeReluEpilogue(Dev &d) {
     // A at 0, B at 256, Y at 512 (each 256-byte aligned).
     ok = ok && cudaMemcpy(b, host, es, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(b + 256, host + es, 4 * es, cudaMemcpyHostToDevice) == cudaSuccess &&
-         ltMatmul(d, false, false, 1, 4, 1, b, b + 256, t, b + 512, t, 1.0f, nullptr, 1, 0, 0, 0, true) ==
-             AMPRT_OK &&
+         ltMatmul(d, false, false, 1, 4, 1, b, b + 256, t, b + 512, t, 1.0f, nullptr, 1, 0, 0, 0,
+                  true) == AMPRT_OK &&
          cudaStreamSynchronize(d.stream) == cudaSuccess &&
          cudaMemcpy(out, b + 512, 4 * es, cudaMemcpyDeviceToHost) == cudaSuccess;
     ok = ok && std::isnan(ldF(out, t, 0)) && ldF(out, t, 1) == 0.0f && ldF(out, t, 2) == 3.0f &&
@@ -81,28 +81,33 @@ amprt_status open(amprt_context *ctx, int32_t device) {
     } else if (c == "cudnn") {
 #ifndef AMPRT_HAVE_CUDNN
       delete d;
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_context_create: AMPRT_CUDA_CONV=cudnn: this build has no cuDNN (cudnn.h was not found)");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_context_create: AMPRT_CUDA_CONV=cudnn: this "
+                                              "build has no cuDNN (cudnn.h was not found)");
 #endif
       d->dnnMode = Dev::kDnnRequired;
       if (d->emulate) {
         delete d;
-        return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                    "amprt_context_create: AMPRT_CUDA_CONV=cudnn: an emulated context (AMPRT_CUDA_EMULATE) "
-                    "has no cuDNN");
+        return fail(
+            AMPRT_ERR_INVALID_ARGUMENT,
+            "amprt_context_create: AMPRT_CUDA_CONV=cudnn: an emulated context (AMPRT_CUDA_EMULATE) "
+            "has no cuDNN");
       }
     } else if (c != "auto") {
       delete d;
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_context_create: AMPRT_CUDA_CONV=%s: expected 'auto' (cuDNN where it takes the "
-                  "convolution, else im2col + cuBLASLt; the default), 'cudnn', 'gemm' or 'direct'", v);
+      return fail(
+          AMPRT_ERR_INVALID_ARGUMENT,
+          "amprt_context_create: AMPRT_CUDA_CONV=%s: expected 'auto' (cuDNN where it takes the "
+          "convolution, else im2col + cuBLASLt; the default), 'cudnn', 'gemm' or 'direct'",
+          v);
     }
   }
   if (!envSwitch("AMPRT_CUDA_RELU_EPILOGUE", "1", "0",
-                 "1 (ReLU in cuBLASLt's epilogue where it keeps NaN, the default) or 0", d->reluEpilogue) ||
-      !envSwitch("AMPRT_CUDA_VEC", "1", "0",
-                 "1 (16-byte groups in the element-wise kernels and the reductions, the default) or 0",
-                 d->vec)) {
+                 "1 (ReLU in cuBLASLt's epilogue where it keeps NaN, the default) or 0",
+                 d->reluEpilogue) ||
+      !envSwitch(
+          "AMPRT_CUDA_VEC", "1", "0",
+          "1 (16-byte groups in the element-wise kernels and the reductions, the default) or 0",
+          d->vec)) {
     delete d;
     return AMPRT_ERR_INVALID_ARGUMENT;
   }
@@ -112,8 +117,10 @@ amprt_status open(amprt_context *ctx, int32_t device) {
     unsigned long long v = std::strtoull(cb, &end, 10);
     if (errno || *end || v == 0 || cb[0] == '-') {
       delete d;
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_context_create: AMPRT_CUDA_CONV_CHUNK=%s: expected a positive number of bytes", cb);
+      return fail(
+          AMPRT_ERR_INVALID_ARGUMENT,
+          "amprt_context_create: AMPRT_CUDA_CONV_CHUNK=%s: expected a positive number of bytes",
+          cb);
     }
     d->convChunkBytes = (size_t)v;
   }
@@ -133,7 +140,8 @@ amprt_status open(amprt_context *ctx, int32_t device) {
                           count));
     amprt_status s = cudaFail(cudaSetDevice(device), "cudaSetDevice");
     if (s == AMPRT_OK)
-      s = cudaFail(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      s = cudaFail(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
+                   "cudaStreamCreate");
     if (s == AMPRT_OK)
       s = loadCublasLt();
     if (s == AMPRT_OK && ltApi.cublasLtCreate(&d->lt) != CUBLAS_STATUS_SUCCESS)
@@ -192,12 +200,14 @@ void close(amprt_context *ctx) {
     for (cudaEvent_t e : d->eventPool)
       cudaEventDestroy(e);
     std::fprintf(stderr,
-                 "amprt (cuda): convolutions (forward, data and weight gradients apart): %lld on cuDNN, %lld on "
+                 "amprt (cuda): convolutions (forward, data and weight gradients apart): %lld on "
+                 "cuDNN, %lld on "
                  "%s; ReLU after a matrix product: %s\n",
                  (long long)d->convOnDnn, (long long)d->convOnOurs,
                  d->directConv ? "the direct kernels" : "im2col + cuBLASLt",
-                 d->emulate                           ? "the CPU runtime's (emulated)"
-                 : d->ltReluKeepsNaN && d->reluEpilogue ? "cuBLASLt's epilogue (it keeps NaN on this device)"
+                 d->emulate ? "the CPU runtime's (emulated)"
+                 : d->ltReluKeepsNaN && d->reluEpilogue
+                     ? "cuBLASLt's epilogue (it keeps NaN on this device)"
                  : d->reluEpilogue ? "a second pass (cuBLASLt's epilogue does not keep NaN here)"
                                    : "a second pass (AMPRT_CUDA_RELU_EPILOGUE=0)");
     d->profileTable.print(d->emulate ? " (cuda, emulated on the host)" : " (cuda)");
@@ -237,8 +247,9 @@ int32_t profiledExec(amprt_context *ctx, Dev &d, const int64_t *desc, void **buf
   if (d.emulate) {
     auto t0 = std::chrono::steady_clock::now();
     int32_t r = execOne(ctx, d, desc, bufs);
-    d.profileTable.add(desc::profileKey(desc),
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    d.profileTable.add(
+        desc::profileKey(desc),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return r;
   }
   cudaEvent_t ev[2];
@@ -380,10 +391,12 @@ amprt_status sync(amprt_context *ctx) {
       CUDA_CHECK(cudaMemsetAsync(d.err, 0, sizeof e, d.stream), "cudaMemsetAsync"); // in order
   }
   switch (e.kind) {
-  case ERR_NONE: return AMPRT_OK;
+  case ERR_NONE:
+    return AMPRT_OK;
   case ERR_LABEL:
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "a loss: label %lld at position %lld is outside [0, %lld)",
-                (long long)e.a, (long long)e.b, (long long)e.c);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "a loss: label %lld at position %lld is outside [0, %lld)", (long long)e.a,
+                (long long)e.b, (long long)e.c);
   case ERR_INDEX:
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "gather: index %lld out of range [-%lld, %lld)",
                 (long long)e.a, (long long)e.b, (long long)e.b);
@@ -413,8 +426,9 @@ amprt_status sync(amprt_context *ctx) {
     uint32_t bits = (uint32_t)e.a;
     float v;
     std::memcpy(&v, &bits, 4);
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: bernoulli probability %g at element %lld is outside [0, 1]",
-                v, (long long)e.b);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_random: bernoulli probability %g at element %lld is outside [0, 1]", v,
+                (long long)e.b);
   }
   }
   return fail(AMPRT_ERR_DEVICE, "the device recorded an unknown error %d", e.kind);
@@ -423,19 +437,22 @@ amprt_status sync(amprt_context *ctx) {
 amprt_status rngSet(amprt_context *ctx, uint64_t state) {
   Dev &d = devOf(ctx);
   if (d.capturing)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "the dropout generator cannot be set inside a CUDA graph capture");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "the dropout generator cannot be set inside a CUDA graph capture");
   return rawCopy(d, d.rngState, &state, 8, 0);
 }
 
 amprt_status rngGet(amprt_context *ctx, uint64_t *state) {
   Dev &d = devOf(ctx);
   if (d.capturing)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "the dropout generator cannot be read inside a CUDA graph capture");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "the dropout generator cannot be read inside a CUDA graph capture");
   return rawCopy(d, state, d.rngState, 8, 1);
 }
 
-const amprt_device_ops kOps = {open,       close,    exec,        alloc,        release, copy,   sync,
-                               syncCount,  graphBegin, graphEnd, graphLaunch, graphDestroy, rngSet, rngGet};
+const amprt_device_ops kOps = {open,        close,        exec,      alloc,      release,
+                               copy,        sync,         syncCount, graphBegin, graphEnd,
+                               graphLaunch, graphDestroy, rngSet,    rngGet};
 
 } // namespace
 } // namespace amprt::cuda

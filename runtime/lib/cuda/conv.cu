@@ -24,10 +24,10 @@ struct FoldBnF {
     double a = (double)scale[ch] / sqrt((double)var[ch] + eps);
     wf[e] = (float)(w[e] * a);
     if (e % per == 0)
-      bf[ch] = (float)(((bias ? (double)bias[ch] : 0.0) - (double)mean[ch]) * a + (double)shift[ch]);
+      bf[ch] =
+          (float)(((bias ? (double)bias[ch] : 0.0) - (double)mean[ch]) * a + (double)shift[ch]);
   }
 };
-
 
 struct ConvF {
   Geom gm;
@@ -194,7 +194,9 @@ struct Col2ImF {
     int64_t ip = e % IP, c = (e / IP) % gm.c, nn = e / (IP * gm.c);
     int64_t i[3] = {ip / (gm.in[2] * gm.in[1]), (ip / gm.in[2]) % gm.in[1], ip % gm.in[2]};
     float acc = 0.0f;
-    forWindowsOf(gm, i, [&](int64_t kp, int64_t opos) { acc += dcol[((c * KP + kp) * nc + nn) * OP + opos]; });
+    forWindowsOf(gm, i, [&](int64_t kp, int64_t opos) {
+      acc += dcol[((c * KP + kp) * nc + nn) * OP + opos];
+    });
     stF(dx, dxt, n0 * gm.c * IP + e, acc);
   }
 };
@@ -220,12 +222,12 @@ struct ChannelSumF {
 /// skipped); a NaN wins, else the first maximum. Indices: x's flat index
 /// (column-major within the plane for storage_order 1), or -1.
 
-amprt_status geomOf(const amprt_tensor &x, const amprt_tensor &y, int32_t spatial, const int64_t *kernel,
-                    const int64_t *strides, const int64_t *dil, const int64_t *pb, int64_t group,
-                    const char *what, Geom &g) {
+amprt_status geomOf(const amprt_tensor &x, const amprt_tensor &y, int32_t spatial,
+                    const int64_t *kernel, const int64_t *strides, const int64_t *dil,
+                    const int64_t *pb, int64_t group, const char *what, Geom &g) {
   if (spatial < 1 || spatial > 3 || x.rank != spatial + 2 || y.rank != x.rank ||
-      !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&y) || x.shape[0] != y.shape[0] ||
-      group < 1 || x.shape[1] % group || y.shape[1] % group)
+      !amprt_tensor_is_contiguous(&x) || !amprt_tensor_is_contiguous(&y) ||
+      x.shape[0] != y.shape[0] || group < 1 || x.shape[1] % group || y.shape[1] % group)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_exec (cuda): %s: x %s and y %s must be contiguous [N, C, D...] of the "
                 "parameters' spatial rank",
@@ -251,21 +253,23 @@ amprt_status geomOf(const amprt_tensor &x, const amprt_tensor &y, int32_t spatia
 
 amprt_status convGeom(const amprt_tensor &x, const amprt_tensor &w, const amprt_tensor &y,
                       const amprt_conv_params &p, const char *what, Geom &g) {
-  if (w.rank != x.rank || !amprt_tensor_is_contiguous(&w) || !floatType(x.dtype) || !floatType(w.dtype) ||
-      !floatType(y.dtype))
+  if (w.rank != x.rank || !amprt_tensor_is_contiguous(&w) || !floatType(x.dtype) ||
+      !floatType(w.dtype) || !floatType(y.dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: operands", what);
   int64_t kernel[3] = {1, 1, 1};
   for (int32_t i = 0; i < p.spatial && i + 2 < w.rank; ++i)
     kernel[i] = w.shape[2 + i];
-  AMPRT_CHECK(geomOf(x, y, p.spatial, kernel, p.strides, p.dilations, p.pads_begin, p.group, what, g));
+  AMPRT_CHECK(
+      geomOf(x, y, p.spatial, kernel, p.strides, p.dilations, p.pads_begin, p.group, what, g));
   if (w.shape[0] != g.m || w.shape[1] != g.c / g.g)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: w %s does not fit x %s / y %s", what,
-                shapeString(&w).c_str(), shapeString(&x).c_str(), shapeString(&y).c_str());
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: w %s does not fit x %s / y %s",
+                what, shapeString(&w).c_str(), shapeString(&x).c_str(), shapeString(&y).c_str());
   return AMPRT_OK;
 }
 
-amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, const void *B,
-                 int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA, int64_t sB, int64_t sY);
+amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                 const void *B, int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA,
+                 int64_t sB, int64_t sY);
 
 /// Batch items per chunk of a convolution as products: the gathered
 /// windows (C * KP * OP elements of `es` bytes per item) within the budget
@@ -278,7 +282,8 @@ int64_t convChunk(const Dev &d, const Geom &g, size_t es) {
 
 /// p (n elements of type t) as type `want`: itself, or a converted copy in
 /// scratch slot `slot`.
-amprt_status asType(Dev &d, const void *p, int32_t t, int64_t n, int32_t want, int slot, const void **out) {
+amprt_status asType(Dev &d, const void *p, int32_t t, int64_t n, int32_t want, int slot,
+                    const void **out) {
   *out = p;
   if (t == want)
     return AMPRT_OK;
@@ -305,11 +310,12 @@ amprt_status convGemm(Dev &d, const Geom &g, const void *x, int32_t xt, const vo
   for (int64_t n0 = 0; n0 < g.n; n0 += nc) {
     int64_t cn = std::min(nc, g.n - n0);
     AMPRT_CHECK(each(&d, g.c * KP * cn * OP, Im2ColF{g, x, col, xt, T, n0, cn}, "conv im2col"));
-    AMPRT_CHECK(bmm(d, false, false, mpg, cn * OP, cpg * KP, wT, col, T, acc, AMPRT_F32, g.g, mpg * cpg * KP,
-                    cpg * KP * cn * OP, mpg * cn * OP));
-    AMPRT_CHECK(each(&d, cn * g.m * OP,
-                     ConvOutF{g, static_cast<const float *>(acc), bias, y, bt, yt, relu ? 1 : 0, n0, cn},
-                     "conv"));
+    AMPRT_CHECK(bmm(d, false, false, mpg, cn * OP, cpg * KP, wT, col, T, acc, AMPRT_F32, g.g,
+                    mpg * cpg * KP, cpg * KP * cn * OP, mpg * cn * OP));
+    AMPRT_CHECK(
+        each(&d, cn * g.m * OP,
+             ConvOutF{g, static_cast<const float *>(acc), bias, y, bt, yt, relu ? 1 : 0, n0, cn},
+             "conv"));
   }
   return AMPRT_OK;
 }
@@ -347,23 +353,26 @@ amprt_status convGradGemm(Dev &d, const Geom &g, const amprt_tensor &x, const am
                        "conv_grad dx"));
     }
     if (dw) {
-      AMPRT_CHECK(each(&d, g.c * KP * cn * OP, Im2ColF{g, x.data, col, x.dtype, T, n0, cn}, "conv_grad im2col"));
+      AMPRT_CHECK(each(&d, g.c * KP * cn * OP, Im2ColF{g, x.data, col, x.dtype, T, n0, cn},
+                       "conv_grad im2col"));
       void *out = direct ? dw->data : static_cast<char *>(part) + (size_t)(q * nw) * 4;
-      AMPRT_CHECK(bmm(d, false, true, mpg, cpg * KP, cn * OP, dyT, col, T, out, AMPRT_F32, g.g, mpg * cn * OP,
-                      cpg * KP * cn * OP, mpg * cpg * KP));
+      AMPRT_CHECK(bmm(d, false, true, mpg, cpg * KP, cn * OP, dyT, col, T, out, AMPRT_F32, g.g,
+                      mpg * cn * OP, cpg * KP * cn * OP, mpg * cpg * KP));
     }
   }
   if (dw && !direct)
-    AMPRT_CHECK(each(&d, nw, SumPartsF<float>{static_cast<const float *>(part), chunks, 1, nw, dw->data, dw->dtype},
-                     "conv_grad dw"));
+    AMPRT_CHECK(
+        each(&d, nw,
+             SumPartsF<float>{static_cast<const float *>(part), chunks, 1, nw, dw->data, dw->dtype},
+             "conv_grad dw"));
   return AMPRT_OK;
 }
-
 
 amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   amprt_conv_params p{};
   bool hasBias = false;
-  AMPRT_CHECK(convParams(dd, withBn ? 7 : 3, withBn ? 1 : 0, withBn ? "conv_bn" : "conv", p, hasBias));
+  AMPRT_CHECK(
+      convParams(dd, withBn ? 7 : 3, withBn ? 1 : 0, withBn ? "conv_bn" : "conv", p, hasBias));
   const int64_t *a = dd.attrs;
   const auto &t = dd.t;
   int64_t at = withBn ? 4 + 4 * a[0] : 3 + 4 * a[0];
@@ -378,24 +387,29 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   const void *wp = w.data, *bp = hasBias ? t[2].data : nullptr;
   int32_t wt = w.dtype, bt = hasBias ? t[2].dtype : AMPRT_F32;
   if (hasBias && numel(t[2]) != g.m)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv bias must be [%lld]", (long long)g.m);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv bias must be [%lld]",
+                (long long)g.m);
   if (withBn) {
     size_t o = hasBias ? 3 : 2; // scale, shift, mean, var
     for (size_t k = 0; k < 4; ++k)
-      if (t[o + k].dtype != AMPRT_F32 || numel(t[o + k]) != g.m || !amprt_tensor_is_contiguous(&t[o + k]))
-        return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_bn's statistics must be f32 [%lld]",
-                    (long long)g.m);
+      if (t[o + k].dtype != AMPRT_F32 || numel(t[o + k]) != g.m ||
+          !amprt_tensor_is_contiguous(&t[o + k]))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_exec (cuda): conv_bn's statistics must be f32 [%lld]", (long long)g.m);
     if (w.dtype != AMPRT_F32 || (hasBias && t[2].dtype != AMPRT_F32))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_bn needs f32 weights and bias");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): conv_bn needs f32 weights and bias");
     void *buf;
     AMPRT_CHECK(scratch(d, 4, (size_t)(numel(w) + g.m) * 4, &buf));
     float *wf = static_cast<float *>(buf), *bf = wf + numel(w);
     AMPRT_CHECK(each(&d, numel(w),
                      FoldBnF{static_cast<const float *>(w.data),
                              hasBias ? static_cast<const float *>(t[2].data) : nullptr,
-                             static_cast<const float *>(t[o].data), static_cast<const float *>(t[o + 1].data),
-                             static_cast<const float *>(t[o + 2].data), static_cast<const float *>(t[o + 3].data),
-                             wf, bf, g.m ? numel(w) / g.m : 1, attrF(a, 3 + 4 * a[0])},
+                             static_cast<const float *>(t[o].data),
+                             static_cast<const float *>(t[o + 1].data),
+                             static_cast<const float *>(t[o + 2].data),
+                             static_cast<const float *>(t[o + 3].data), wf, bf,
+                             g.m ? numel(w) / g.m : 1, attrF(a, 3 + 4 * a[0])},
                      "conv_bn"));
     wp = wf;
     bp = bf;
@@ -405,7 +419,8 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   if (!d.directConv && numel(y) > 0) {
 #ifdef AMPRT_HAVE_CUDNN
     bool done;
-    AMPRT_CHECK(dnnConv(d, g, p.spatial, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, relu, done));
+    AMPRT_CHECK(
+        dnnConv(d, g, p.spatial, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, relu, done));
     if (done) {
       ++d.convOnDnn;
       return AMPRT_OK;
@@ -414,9 +429,10 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
     ++d.convOnOurs;
     return convGemm(d, g, x.data, x.dtype, wp, wt, bp, bt, y.data, y.dtype, relu);
   }
-  return each(&d, numel(y),
-              ConvF{g, x.data, wp, bp, y.data, x.dtype, wt, bt, y.dtype, (flags & AMPRT_CONV_RELU) ? 1 : 0},
-              "conv");
+  return each(
+      &d, numel(y),
+      ConvF{g, x.data, wp, bp, y.data, x.dtype, wt, bt, y.dtype, (flags & AMPRT_CONV_RELU) ? 1 : 0},
+      "conv");
 }
 
 amprt_status convGrad(Dev &d, const Decoded &dd) {
@@ -444,7 +460,8 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
   if (gemm && (dx || dw))
     AMPRT_CHECK(convGradGemm(d, g, x, w, dy, dx, dw));
   if (want[0] && !gemm) {
-    AMPRT_CHECK(each(&d, numel(x), ConvDxF{g, dy.data, w.data, t[3].data, dy.dtype, w.dtype, t[3].dtype},
+    AMPRT_CHECK(each(&d, numel(x),
+                     ConvDxF{g, dy.data, w.data, t[3].data, dy.dtype, w.dtype, t[3].dtype},
                      "conv_grad dx"));
   }
   if (want[1] && !gemm) {
@@ -456,7 +473,9 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
       AMPRT_CHECK(scratch(d, 6, (size_t)(numel(w) * g.n) * 8, &buf));
       f.partial = static_cast<double *>(buf);
       AMPRT_CHECK(each(&d, numel(w) * g.n, f, "conv_grad dw"));
-      AMPRT_CHECK(each(&d, numel(w), SumPartsF<double>{f.partial, g.n, g.n, 1, t[4].data, t[4].dtype}, "conv_grad dw"));
+      AMPRT_CHECK(each(&d, numel(w),
+                       SumPartsF<double>{f.partial, g.n, g.n, 1, t[4].data, t[4].dtype},
+                       "conv_grad dw"));
     }
   }
   if (want[2]) {
@@ -464,11 +483,14 @@ amprt_status convGrad(Dev &d, const Decoded &dd) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv_grad db");
     void *buf;
     AMPRT_CHECK(scratch(d, 5, (size_t)(g.m * g.n) * 8, &buf));
-    AMPRT_CHECK(each(&d, g.m * g.n,
-                     ChannelSumF{dy.data, dy.dtype, g.n, g.m, g.outPlane(), static_cast<double *>(buf)},
-                     "conv_grad db"));
-    AMPRT_CHECK(each(&d, g.m, SumPartsF<double>{static_cast<const double *>(buf), g.n, g.n, 1, t[5].data, t[5].dtype},
-                     "conv_grad db"));
+    AMPRT_CHECK(
+        each(&d, g.m * g.n,
+             ChannelSumF{dy.data, dy.dtype, g.n, g.m, g.outPlane(), static_cast<double *>(buf)},
+             "conv_grad db"));
+    AMPRT_CHECK(each(
+        &d, g.m,
+        SumPartsF<double>{static_cast<const double *>(buf), g.n, g.n, 1, t[5].data, t[5].dtype},
+        "conv_grad db"));
   }
   return AMPRT_OK;
 }
@@ -486,7 +508,8 @@ int32_t execConv(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the conv ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the conv ops", (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

@@ -44,7 +44,9 @@ constexpr size_t kDnnWorkMax = (size_t)256 << 20;
 enum DnnKind { kDnnFwd, kDnnBwdData, kDnnBwdFilter };
 
 cudnnDataType_t dnnType(int32_t t) {
-  return t == AMPRT_F16 ? CUDNN_DATA_HALF : t == AMPRT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  return t == AMPRT_F16    ? CUDNN_DATA_HALF
+         : t == AMPRT_BF16 ? CUDNN_DATA_BFLOAT16
+                           : CUDNN_DATA_FLOAT;
 }
 
 void dnnFree(Dev::DnnPlan &p) {
@@ -72,7 +74,8 @@ amprt_status dnnReady(Dev &d, bool &ready) {
     cudnnHandle_t h = nullptr;
     if (s == AMPRT_OK) {
       cudnnStatus_t st = dnnApi.cudnnCreate(&h);
-      if (st == CUDNN_STATUS_SUCCESS && (st = dnnApi.cudnnSetStream(h, d.stream)) != CUDNN_STATUS_SUCCESS)
+      if (st == CUDNN_STATUS_SUCCESS &&
+          (st = dnnApi.cudnnSetStream(h, d.stream)) != CUDNN_STATUS_SUCCESS)
         dnnApi.cudnnDestroy(h);
       if (st != CUDNN_STATUS_SUCCESS)
         s = fail(AMPRT_ERR_DEVICE, "cuDNN did not start: %s", dnnApi.cudnnGetErrorString(st));
@@ -81,15 +84,17 @@ amprt_status dnnReady(Dev &d, bool &ready) {
       std::string why = amprt_last_error();
       if (d.dnnMode == Dev::kDnnRequired)
         return fail(s, "AMPRT_CUDA_CONV=cudnn: %s", why.c_str());
-      std::fprintf(stderr, "amprt (cuda): %s: the convolutions run as im2col + cuBLASLt\n", why.c_str());
+      std::fprintf(stderr, "amprt (cuda): %s: the convolutions run as im2col + cuBLASLt\n",
+                   why.c_str());
       return AMPRT_OK;
     }
     d.dnn = h;
   }
   if (!d.dnn && d.dnnMode == Dev::kDnnRequired)
-    return fail(AMPRT_ERR_DEVICE, d.capturing ? "AMPRT_CUDA_CONV=cudnn: cuDNN cannot start inside a graph capture "
-                                                "(run the step once before capturing it)"
-                                              : "AMPRT_CUDA_CONV=cudnn: cuDNN did not start");
+    return fail(AMPRT_ERR_DEVICE,
+                d.capturing ? "AMPRT_CUDA_CONV=cudnn: cuDNN cannot start inside a graph capture "
+                              "(run the step once before capturing it)"
+                            : "AMPRT_CUDA_CONV=cudnn: cuDNN did not start");
   ready = d.dnn != nullptr;
   return AMPRT_OK;
 }
@@ -143,16 +148,19 @@ Dev::DnnPlan *dnnPlan(Dev &d, const Geom &g, int32_t spatial, int32_t t, DnnKind
   cudnnDataType_t dt = dnnType(t);
   ok = ok && dnnApi.cudnnSetTensorNdDescriptor(xdesc, dt, nd + 2, xd, xs) == CUDNN_STATUS_SUCCESS &&
        dnnApi.cudnnSetTensorNdDescriptor(ydesc, dt, nd + 2, yd, ys) == CUDNN_STATUS_SUCCESS &&
-       dnnApi.cudnnSetFilterNdDescriptor(wdesc, dt, CUDNN_TENSOR_NCHW, nd + 2, wd) == CUDNN_STATUS_SUCCESS &&
+       dnnApi.cudnnSetFilterNdDescriptor(wdesc, dt, CUDNN_TENSOR_NCHW, nd + 2, wd) ==
+           CUDNN_STATUS_SUCCESS &&
        dnnApi.cudnnSetConvolutionNdDescriptor(cdesc, nd, pad, str, dil, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS &&
        dnnApi.cudnnSetConvolutionGroupCount(cdesc, (int)g.g) == CUDNN_STATUS_SUCCESS &&
-       dnnApi.cudnnSetConvolutionMathType(cdesc, t == AMPRT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH) ==
-           CUDNN_STATUS_SUCCESS;
+       dnnApi.cudnnSetConvolutionMathType(
+           cdesc, t == AMPRT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH) == CUDNN_STATUS_SUCCESS;
   // cuDNN pads both ends by pads_begin: its output shape must be ours (the
   // windows then start where ours do).
   int od[5] = {0, 0, 0, 0, 0};
-  ok = ok && dnnApi.cudnnGetConvolutionNdForwardOutputDim(cdesc, xdesc, wdesc, nd + 2, od) == CUDNN_STATUS_SUCCESS &&
+  ok = ok &&
+       dnnApi.cudnnGetConvolutionNdForwardOutputDim(cdesc, xdesc, wdesc, nd + 2, od) ==
+           CUDNN_STATUS_SUCCESS &&
        std::equal(od, od + nd + 2, yd);
   // The heuristics' candidates, best first: deterministic ones first, then
   // any; f32 only on FMA kernels.
@@ -168,33 +176,36 @@ Dev::DnnPlan *dnnPlan(Dev &d, const Geom &g, int32_t spatial, int32_t t, DnnKind
     int n = 0;
     if (kind == kDnnFwd) {
       cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      ok = dnnApi.cudnnGetConvolutionForwardAlgorithm_v7(static_cast<cudnnHandle_t>(d.dnn), xdesc, wdesc, cdesc,
-                                                         ydesc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r) ==
-           CUDNN_STATUS_SUCCESS;
+      ok = dnnApi.cudnnGetConvolutionForwardAlgorithm_v7(
+               static_cast<cudnnHandle_t>(d.dnn), xdesc, wdesc, cdesc, ydesc,
+               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r) == CUDNN_STATUS_SUCCESS;
       for (int i = 0; ok && i < n; ++i)
-        cands.push_back({(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+        cands.push_back(
+            {(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
     } else if (kind == kDnnBwdData) {
       cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      ok = dnnApi.cudnnGetConvolutionBackwardDataAlgorithm_v7(static_cast<cudnnHandle_t>(d.dnn), wdesc, ydesc,
-                                                              cdesc, xdesc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                              &n, r) == CUDNN_STATUS_SUCCESS;
+      ok = dnnApi.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+               static_cast<cudnnHandle_t>(d.dnn), wdesc, ydesc, cdesc, xdesc,
+               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r) == CUDNN_STATUS_SUCCESS;
       for (int i = 0; ok && i < n; ++i)
-        cands.push_back({(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+        cands.push_back(
+            {(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
     } else {
       cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      ok = dnnApi.cudnnGetConvolutionBackwardFilterAlgorithm_v7(static_cast<cudnnHandle_t>(d.dnn), xdesc, ydesc,
-                                                                cdesc, wdesc,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r) ==
-           CUDNN_STATUS_SUCCESS;
+      ok = dnnApi.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+               static_cast<cudnnHandle_t>(d.dnn), xdesc, ydesc, cdesc, wdesc,
+               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r) == CUDNN_STATUS_SUCCESS;
       for (int i = 0; ok && i < n; ++i)
-        cands.push_back({(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
+        cands.push_back(
+            {(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType});
     }
   }
   const Cand *pick = nullptr;
   for (int pass = 0; ok && pass < 2 && !pick; ++pass)
     for (const Cand &c : cands)
       if (c.status == CUDNN_STATUS_SUCCESS && c.memory <= kDnnWorkMax &&
-          (t != AMPRT_F32 || c.math == CUDNN_FMA_MATH) && (pass == 1 || c.det == CUDNN_DETERMINISTIC)) {
+          (t != AMPRT_F32 || c.math == CUDNN_FMA_MATH) &&
+          (pass == 1 || c.det == CUDNN_DETERMINISTIC)) {
         pick = &c;
         break;
       }
@@ -211,25 +222,29 @@ Dev::DnnPlan *dnnPlan(Dev &d, const Geom &g, int32_t spatial, int32_t t, DnnKind
 
 /// Runs one cuDNN call of plan p; false (and the plan dropped) when cuDNN
 /// fails it, unless AMPRT_CUDA_CONV=cudnn (then an error).
-amprt_status dnnRun(Dev &d, Dev::DnnPlan &p, DnnKind kind, const void *a, const void *b, void *out, bool &done) {
+amprt_status dnnRun(Dev &d, Dev::DnnPlan &p, DnnKind kind, const void *a, const void *b, void *out,
+                    bool &done) {
   done = false;
   void *ws = nullptr;
   if (p.work)
     AMPRT_CHECK(scratch(d, 12, p.work, &ws));
   float one = 1.0f, zero = 0.0f;
   auto h = static_cast<cudnnHandle_t>(d.dnn);
-  auto xd = static_cast<cudnnTensorDescriptor_t>(p.x), yd = static_cast<cudnnTensorDescriptor_t>(p.y);
+  auto xd = static_cast<cudnnTensorDescriptor_t>(p.x),
+       yd = static_cast<cudnnTensorDescriptor_t>(p.y);
   auto wd = static_cast<cudnnFilterDescriptor_t>(p.w);
   auto cd = static_cast<cudnnConvolutionDescriptor_t>(p.conv);
   cudnnStatus_t st =
-      kind == kDnnFwd ? dnnApi.cudnnConvolutionForward(h, &one, xd, a, wd, b, cd, (cudnnConvolutionFwdAlgo_t)p.algo,
-                                                       ws, p.work, &zero, yd, out)
+      kind == kDnnFwd ? dnnApi.cudnnConvolutionForward(h, &one, xd, a, wd, b, cd,
+                                                       (cudnnConvolutionFwdAlgo_t)p.algo, ws,
+                                                       p.work, &zero, yd, out)
       : kind == kDnnBwdData
-          ? dnnApi.cudnnConvolutionBackwardData(h, &one, wd, a, yd, b, cd, (cudnnConvolutionBwdDataAlgo_t)p.algo,
-                                                ws, p.work, &zero, xd, out)
+          ? dnnApi.cudnnConvolutionBackwardData(h, &one, wd, a, yd, b, cd,
+                                                (cudnnConvolutionBwdDataAlgo_t)p.algo, ws, p.work,
+                                                &zero, xd, out)
           : dnnApi.cudnnConvolutionBackwardFilter(h, &one, xd, a, yd, b, cd,
-                                                  (cudnnConvolutionBwdFilterAlgo_t)p.algo, ws, p.work, &zero, wd,
-                                                  out);
+                                                  (cudnnConvolutionBwdFilterAlgo_t)p.algo, ws,
+                                                  p.work, &zero, wd, out);
   if (st == CUDNN_STATUS_SUCCESS) {
     done = true;
     return AMPRT_OK;
@@ -238,7 +253,8 @@ amprt_status dnnRun(Dev &d, Dev::DnnPlan &p, DnnKind kind, const void *a, const 
                                 "cudnnConvolutionBackwardFilter"};
   if (d.dnnMode == Dev::kDnnRequired)
     return fail(AMPRT_ERR_DEVICE, "%s: %s", names[kind], dnnApi.cudnnGetErrorString(st));
-  std::fprintf(stderr, "amprt (cuda): %s: %s (algorithm %d): this convolution runs as im2col + cuBLASLt\n",
+  std::fprintf(stderr,
+               "amprt (cuda): %s: %s (algorithm %d): this convolution runs as im2col + cuBLASLt\n",
                names[kind], dnnApi.cudnnGetErrorString(st), p.algo);
   dnnFree(p); // refused from now on
   return AMPRT_OK;
@@ -246,8 +262,9 @@ amprt_status dnnRun(Dev &d, Dev::DnnPlan &p, DnnKind kind, const void *a, const 
 
 /// y = conv(x, w) + bias (ReLU on request) on cuDNN where it takes it
 /// (done), the bias and ReLU a second pass.
-amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int32_t xt, const void *w,
-                     int32_t wt, const void *bias, int32_t bt, void *y, int32_t yt, bool relu, bool &done) {
+amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int32_t xt,
+                     const void *w, int32_t wt, const void *bias, int32_t bt, void *y, int32_t yt,
+                     bool relu, bool &done) {
   done = false;
   bool ready;
   AMPRT_CHECK(dnnReady(d, ready));
@@ -258,15 +275,16 @@ amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int3
     return AMPRT_OK;
   AMPRT_CHECK(dnnRun(d, *p, kDnnFwd, x, w, y, done));
   if (done && (bias || relu))
-    AMPRT_CHECK(each(&d, g.n * g.m * g.outPlane(), BiasReluF{y, bias, yt, bt, relu ? 1 : 0, g.m, g.outPlane()},
-                     "conv bias"));
+    AMPRT_CHECK(each(&d, g.n * g.m * g.outPlane(),
+                     BiasReluF{y, bias, yt, bt, relu ? 1 : 0, g.m, g.outPlane()}, "conv bias"));
   return AMPRT_OK;
 }
 
 /// The data and weight gradients on cuDNN where it takes them: each one it
 /// computed is set to nullptr (the rest run as products).
-amprt_status dnnConvGrad(Dev &d, const Geom &g, int32_t spatial, const amprt_tensor &x, const amprt_tensor &w,
-                         const amprt_tensor &dy, const amprt_tensor *&dx, const amprt_tensor *&dw) {
+amprt_status dnnConvGrad(Dev &d, const Geom &g, int32_t spatial, const amprt_tensor &x,
+                         const amprt_tensor &w, const amprt_tensor &dy, const amprt_tensor *&dx,
+                         const amprt_tensor *&dw) {
   bool ready;
   AMPRT_CHECK(dnnReady(d, ready));
   if (!ready)

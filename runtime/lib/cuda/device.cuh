@@ -33,11 +33,11 @@ namespace amprt::cuda {
 
 amprt_status cudaFail(cudaError_t e, const char *what);
 
-#define CUDA_CHECK(call, what)                                                 \
-  do {                                                                         \
-    amprt_status s_ = ::amprt::cuda::cudaFail((call), what);                   \
-    if (s_ != AMPRT_OK)                                                        \
-      return s_;                                                               \
+#define CUDA_CHECK(call, what)                                                                     \
+  do {                                                                                             \
+    amprt_status s_ = ::amprt::cuda::cudaFail((call), what);                                       \
+    if (s_ != AMPRT_OK)                                                                            \
+      return s_;                                                                                   \
   } while (0)
 
 //--- Scalars ----------------------------------------------------------------
@@ -66,58 +66,108 @@ HD inline bool isNaN(double v) { return v != v; }
 
 HD inline float ldF(const void *p, int32_t t, int64_t i) {
   switch (t) {
-  case AMPRT_F32: return static_cast<const float *>(p)[i];
-  case AMPRT_F16: return floatOf(bits::f16ToF32(static_cast<const uint16_t *>(p)[i]));
-  case AMPRT_BF16: return floatOf(bits::bf16ToF32(static_cast<const uint16_t *>(p)[i]));
-  case AMPRT_I1: return static_cast<const uint8_t *>(p)[i] ? 1.0f : 0.0f;
-  case AMPRT_I8: return static_cast<const int8_t *>(p)[i];
-  case AMPRT_I16: return static_cast<const int16_t *>(p)[i];
-  case AMPRT_I32: return (float)static_cast<const int32_t *>(p)[i];
-  case AMPRT_I64: return (float)static_cast<const int64_t *>(p)[i];
-  case AMPRT_U8: return static_cast<const uint8_t *>(p)[i];
-  case AMPRT_U16: return static_cast<const uint16_t *>(p)[i];
-  case AMPRT_U32: return (float)static_cast<const uint32_t *>(p)[i];
-  case AMPRT_U64: return (float)static_cast<const uint64_t *>(p)[i];
-  default: return 0.0f;
+  case AMPRT_F32:
+    return static_cast<const float *>(p)[i];
+  case AMPRT_F16:
+    return floatOf(bits::f16ToF32(static_cast<const uint16_t *>(p)[i]));
+  case AMPRT_BF16:
+    return floatOf(bits::bf16ToF32(static_cast<const uint16_t *>(p)[i]));
+  case AMPRT_I1:
+    return static_cast<const uint8_t *>(p)[i] ? 1.0f : 0.0f;
+  case AMPRT_I8:
+    return static_cast<const int8_t *>(p)[i];
+  case AMPRT_I16:
+    return static_cast<const int16_t *>(p)[i];
+  case AMPRT_I32:
+    return (float)static_cast<const int32_t *>(p)[i];
+  case AMPRT_I64:
+    return (float)static_cast<const int64_t *>(p)[i];
+  case AMPRT_U8:
+    return static_cast<const uint8_t *>(p)[i];
+  case AMPRT_U16:
+    return static_cast<const uint16_t *>(p)[i];
+  case AMPRT_U32:
+    return (float)static_cast<const uint32_t *>(p)[i];
+  case AMPRT_U64:
+    return (float)static_cast<const uint64_t *>(p)[i];
+  default:
+    return 0.0f;
   }
 }
 
 HD inline int64_t ldI(const void *p, int32_t t, int64_t i) {
   switch (t) {
-  case AMPRT_I1: return static_cast<const uint8_t *>(p)[i] != 0;
-  case AMPRT_I8: return static_cast<const int8_t *>(p)[i];
-  case AMPRT_I16: return static_cast<const int16_t *>(p)[i];
-  case AMPRT_I32: return static_cast<const int32_t *>(p)[i];
-  case AMPRT_I64: return static_cast<const int64_t *>(p)[i];
-  case AMPRT_U8: return static_cast<const uint8_t *>(p)[i];
-  case AMPRT_U16: return static_cast<const uint16_t *>(p)[i];
-  case AMPRT_U32: return static_cast<const uint32_t *>(p)[i];
-  case AMPRT_U64: return (int64_t) static_cast<const uint64_t *>(p)[i];
-  default: return (int64_t)ldF(p, t, i);
+  case AMPRT_I1:
+    return static_cast<const uint8_t *>(p)[i] != 0;
+  case AMPRT_I8:
+    return static_cast<const int8_t *>(p)[i];
+  case AMPRT_I16:
+    return static_cast<const int16_t *>(p)[i];
+  case AMPRT_I32:
+    return static_cast<const int32_t *>(p)[i];
+  case AMPRT_I64:
+    return static_cast<const int64_t *>(p)[i];
+  case AMPRT_U8:
+    return static_cast<const uint8_t *>(p)[i];
+  case AMPRT_U16:
+    return static_cast<const uint16_t *>(p)[i];
+  case AMPRT_U32:
+    return static_cast<const uint32_t *>(p)[i];
+  case AMPRT_U64:
+    return (int64_t)static_cast<const uint64_t *>(p)[i];
+  default:
+    return (int64_t)ldF(p, t, i);
   }
 }
 
 HD inline void stF(void *p, int32_t t, int64_t i, float v) {
   switch (t) {
-  case AMPRT_F32: static_cast<float *>(p)[i] = v; break;
-  case AMPRT_F16: static_cast<uint16_t *>(p)[i] = bits::f32ToF16(bitsOf(v)); break;
-  case AMPRT_BF16: static_cast<uint16_t *>(p)[i] = bits::f32ToBf16(bitsOf(v)); break;
-  default: break;
+  case AMPRT_F32:
+    static_cast<float *>(p)[i] = v;
+    break;
+  case AMPRT_F16:
+    static_cast<uint16_t *>(p)[i] = bits::f32ToF16(bitsOf(v));
+    break;
+  case AMPRT_BF16:
+    static_cast<uint16_t *>(p)[i] = bits::f32ToBf16(bitsOf(v));
+    break;
+  default:
+    break;
   }
 }
 
 HD inline void stI(void *p, int32_t t, int64_t i, int64_t v) {
   switch (t) {
-  case AMPRT_I1: static_cast<uint8_t *>(p)[i] = v != 0; break;
-  case AMPRT_I8: static_cast<int8_t *>(p)[i] = (int8_t)v; break;
-  case AMPRT_I16: static_cast<int16_t *>(p)[i] = (int16_t)v; break;
-  case AMPRT_I32: static_cast<int32_t *>(p)[i] = (int32_t)v; break;
-  case AMPRT_I64: static_cast<int64_t *>(p)[i] = v; break;
-  case AMPRT_U8: static_cast<uint8_t *>(p)[i] = (uint8_t)v; break;
-  case AMPRT_U16: static_cast<uint16_t *>(p)[i] = (uint16_t)v; break;
-  case AMPRT_U32: static_cast<uint32_t *>(p)[i] = (uint32_t)v; break;
-  case AMPRT_U64: static_cast<uint64_t *>(p)[i] = (uint64_t)v; break;
-  default: stF(p, t, i, (float)v); break;
+  case AMPRT_I1:
+    static_cast<uint8_t *>(p)[i] = v != 0;
+    break;
+  case AMPRT_I8:
+    static_cast<int8_t *>(p)[i] = (int8_t)v;
+    break;
+  case AMPRT_I16:
+    static_cast<int16_t *>(p)[i] = (int16_t)v;
+    break;
+  case AMPRT_I32:
+    static_cast<int32_t *>(p)[i] = (int32_t)v;
+    break;
+  case AMPRT_I64:
+    static_cast<int64_t *>(p)[i] = v;
+    break;
+  case AMPRT_U8:
+    static_cast<uint8_t *>(p)[i] = (uint8_t)v;
+    break;
+  case AMPRT_U16:
+    static_cast<uint16_t *>(p)[i] = (uint16_t)v;
+    break;
+  case AMPRT_U32:
+    static_cast<uint32_t *>(p)[i] = (uint32_t)v;
+    break;
+  case AMPRT_U64:
+    static_cast<uint64_t *>(p)[i] = (uint64_t)v;
+    break;
+  default:
+    stF(p, t, i, (float)v);
+    break;
   }
 }
 
@@ -148,7 +198,7 @@ enum DeviceErrorKind {
   ERR_MIN_SCALE_WARN = 4, // the same with on_min_scale=warn
   ERR_MICRO_STEP = 5,     // a: the counter, b: the accumulation count
   ERR_INT_DIV_ZERO = 6,
-  ERR_PROBABILITY = 7     // a: the value's f32 bits, b: position
+  ERR_PROBABILITY = 7 // a: the value's f32 bits, b: position
 };
 
 HD inline void recordError(DeviceError *e, int32_t kind, int64_t a, int64_t b, int64_t c) {
@@ -175,7 +225,9 @@ template <class F> __global__ void eachKernel(F f, int64_t n) {
 }
 
 /// A grid of `blocks` blocks, at most 2^20 (the kernels loop over the rest).
-inline unsigned gridOf(int64_t blocks) { return (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)); }
+inline unsigned gridOf(int64_t blocks) {
+  return (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
+}
 
 /// f(i) for i in [0, n): on the device, or on the host when emulated.
 template <class F> amprt_status each(const Dev *dev, int64_t n, const F &f, const char *what) {
@@ -339,12 +391,14 @@ struct UnscaleF {
     int64_t i = (u - it.firstUnit) * 4;
     float inv = (float)(1.0 / (double)*scale);
     bool bad = false;
-    if (it.dtype == AMPRT_F32 && i + 4 <= it.n && (reinterpret_cast<uintptr_t>(it.grad) % 16) == 0 &&
+    if (it.dtype == AMPRT_F32 && i + 4 <= it.n &&
+        (reinterpret_cast<uintptr_t>(it.grad) % 16) == 0 &&
         (reinterpret_cast<uintptr_t>(it.out) % 16) == 0) {
 #ifdef __CUDA_ARCH__
       float4 v = static_cast<const float4 *>(it.grad)[i / 4];
       bad = nonFinite(v.x) || nonFinite(v.y) || nonFinite(v.z) || nonFinite(v.w);
-      reinterpret_cast<float4 *>(it.out)[i / 4] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+      reinterpret_cast<float4 *>(it.out)[i / 4] =
+          make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
 #else
       for (int k = 0; k < 4; ++k) {
         float v = static_cast<const float *>(it.grad)[i + k];

@@ -60,8 +60,8 @@ amprt_status loadCublasLt() {
   if (!h)
     return fail(AMPRT_ERR_DEVICE, "cuBLASLt (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(),
                 why.c_str());
-#define AMP_LT_LOAD(f)                                                         \
-  if (!(ltApi.f = reinterpret_cast<decltype(ltApi.f)>(dlsym(h, #f))))        \
+#define AMP_LT_LOAD(f)                                                                             \
+  if (!(ltApi.f = reinterpret_cast<decltype(ltApi.f)>(dlsym(h, #f))))                              \
     return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
   AMP_LT_FUNCTIONS(AMP_LT_LOAD)
 #undef AMP_LT_LOAD
@@ -79,7 +79,8 @@ amprt_status loadCudnn() {
   std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR), why;
   void *h = openCudaLibrary(name, why);
   if (!h)
-    return fail(AMPRT_ERR_DEVICE, "cuDNN (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(), why.c_str());
+    return fail(AMPRT_ERR_DEVICE, "cuDNN (%s) not found: %s (set LD_LIBRARY_PATH)", name.c_str(),
+                why.c_str());
 #define AMP_DNN_LOAD(f)                                                                            \
   if (!(dnnApi.f = reinterpret_cast<decltype(dnnApi.f)>(dlsym(h, #f))))                            \
     return fail(AMPRT_ERR_DEVICE, "%s has no %s", name.c_str(), #f);
@@ -107,8 +108,7 @@ amprt_status rawAlloc(Dev &d, size_t bytes, void **out) {
   }
   cudaError_t e = cudaMalloc(out, rounded);
   if (e == cudaErrorMemoryAllocation)
-    return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda: cannot allocate %zu bytes of device memory",
-                bytes);
+    return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda: cannot allocate %zu bytes of device memory", bytes);
   CUDA_CHECK(e, "cudaMalloc");
   return AMPRT_OK;
 }
@@ -129,7 +129,7 @@ amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t k
     std::memmove(dst, src, bytes);
     return AMPRT_OK;
   }
-  cudaMemcpyKind k = kind == 0 ? cudaMemcpyHostToDevice
+  cudaMemcpyKind k = kind == 0   ? cudaMemcpyHostToDevice
                      : kind == 1 ? cudaMemcpyDeviceToHost
                                  : cudaMemcpyDeviceToDevice;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, d.stream), "cudaMemcpyAsync");
@@ -149,7 +149,8 @@ amprt_status scratch(Dev &d, int slot, size_t bytes, void **out) {
       if (d.capturing)
         return fail(AMPRT_ERR_INVALID_ARGUMENT,
                     "a CUDA graph capture needs %zu bytes of scratch memory that the step did "
-                    "not use before it (run the step once before capturing it)", bytes);
+                    "not use before it (run the step once before capturing it)",
+                    bytes);
       ++d.hostSyncs;
       if (!d.emulate)
         CUDA_CHECK(cudaStreamSynchronize(d.stream), "scratch");
@@ -259,9 +260,9 @@ amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, co
       std::memmove(y.data, x.data, (size_t)numel(x) * es);
       return AMPRT_OK;
     }
-    CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice,
-                               d.stream),
-               what);
+    CUDA_CHECK(
+        cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice, d.stream),
+        what);
     return AMPRT_OK;
   }
   return each(&d, numel(y), CopyF{flat(viewOf(x)), flat(viewOf(y)), (int64_t)es}, what);

@@ -23,12 +23,14 @@
 
 namespace amprt::cuda {
 
+// clang-format off
 #define AMP_LT_FUNCTIONS(X)                                                    \
   X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic)   \
   X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
   X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                       \
   X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate)                      \
   X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)
+// clang-format on
 struct LtApi {
 #define AMP_LT_FN(f) decltype(&::f) f = nullptr;
   AMP_LT_FUNCTIONS(AMP_LT_FN)
@@ -48,6 +50,7 @@ amprt_status loadCublasLt();
 /// cuDNN 9's convolution API, opened at run time as cuBLASLt (the shim
 /// libcudnn.so.9 loads its parts itself) by the first convolution on a real
 /// device with AMPRT_CUDA_CONV=auto / cudnn.
+// clang-format off
 #define AMP_DNN_FUNCTIONS(X)                                                                       \
   X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnGetErrorString)                          \
   X(cudnnCreateTensorDescriptor) X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor)     \
@@ -58,6 +61,7 @@ amprt_status loadCublasLt();
   X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionForward)                             \
   X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnConvolutionBackwardData)                   \
   X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionBackwardFilter)
+// clang-format on
 struct DnnApi {
 #define AMP_DNN_FN(f) decltype(&::f) f = nullptr;
   AMP_DNN_FUNCTIONS(AMP_DNN_FN)

@@ -15,7 +15,6 @@ using namespace amprt::ops;
 
 namespace amprt::cuda {
 
-
 /// The elementwise opcodes of amprt_exec (exec.cu dispatches them here).
 int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
   (void)ctx;
@@ -27,16 +26,19 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
     View xv;
     AMPRT_CHECK(broadcastView(t[0], t[1], "amprt_exec (cuda): unary", xv));
     if ((unsigned)a[0] > AMPRT_UNARY_LAST)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld",
+                  (long long)a[0]);
     if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
-      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers", (long long)a[0]);
+      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers",
+                  (long long)a[0]);
     View yv = flat(viewOf(t[1]));
     float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
     // sin, cos, ... element by element (UnaryOp leaves them out: see applyUnary).
     bool trig = isTrig((int)a[0]);
     if (floatType(t[1].dtype) && !trig) {
       bool done;
-      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], alpha, beta}, "unary", &done));
+      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], alpha, beta},
+                              "unary", &done));
       if (done)
         return AMPRT_OK;
     }
@@ -48,23 +50,27 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): unary_grad", xv));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): unary_grad", gv));
     if ((unsigned)a[0] > AMPRT_UNARY_LAST)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld", (long long)a[0]);
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld",
+                  (long long)a[0]);
     View yv = flat(viewOf(t[2]));
     float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
     if (!isTrig((int)a[0])) {
       bool done;
-      AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]), UnaryGradOp{(int32_t)a[0], alpha, beta},
-                              "unary_grad", &done));
+      AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]),
+                              UnaryGradOp{(int32_t)a[0], alpha, beta}, "unary_grad", &done));
       if (done)
         return AMPRT_OK;
     }
-    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], alpha, beta}, "unary_grad");
+    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], alpha, beta},
+                "unary_grad");
   }
   case AMPRT_OP_BINARY: {
     AMPRT_CHECK(need(dd, 3, 1, "binary"));
     if ((unsigned)a[0] > AMPRT_BINARY_LAST)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown binary op %lld", (long long)a[0]);
-    if (isCompare((int)a[0]) != (t[2].dtype == AMPRT_I1) || (isCompare((int)a[0]) && t[0].dtype != t[1].dtype))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown binary op %lld",
+                  (long long)a[0]);
+    if (isCompare((int)a[0]) != (t[2].dtype == AMPRT_I1) ||
+        (isCompare((int)a[0]) && t[0].dtype != t[1].dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_exec (cuda): binary op %lld: a comparison (only) gives i1, from one type",
                   (long long)a[0]);
@@ -74,7 +80,8 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
     View yv = flat(viewOf(t[2]));
     if (floatType(t[2].dtype)) {
       bool done;
-      AMPRT_CHECK(eachVec8<2>(d, {flat(av), flat(bv)}, yv, numel(t[2]), BinaryOp{(int32_t)a[0]}, "binary", &done));
+      AMPRT_CHECK(eachVec8<2>(d, {flat(av), flat(bv)}, yv, numel(t[2]), BinaryOp{(int32_t)a[0]},
+                              "binary", &done));
       if (done)
         return AMPRT_OK;
     }
@@ -89,7 +96,9 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
     AMPRT_CHECK(broadcastView(t[1], t[3], "amprt_exec (cuda): where", av));
     AMPRT_CHECK(broadcastView(t[2], t[3], "amprt_exec (cuda): where", bv));
     return each(&d, numel(t[3]),
-                WhereF{flat(cv), flat(av), flat(bv), flat(viewOf(t[3])), (int64_t)amprt_dtype_size(t[3].dtype)}, "where");
+                WhereF{flat(cv), flat(av), flat(bv), flat(viewOf(t[3])),
+                       (int64_t)amprt_dtype_size(t[3].dtype)},
+                "where");
   }
   case AMPRT_OP_CAST:
     AMPRT_CHECK(need(dd, 2, 0, "cast"));
@@ -97,7 +106,8 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cast shapes differ");
     if (floatType(t[0].dtype) && floatType(t[1].dtype)) {
       bool done;
-      AMPRT_CHECK(eachVec8<1>(d, {flat(viewOf(t[0]))}, flat(viewOf(t[1])), numel(t[1]), CastOp{}, "cast", &done));
+      AMPRT_CHECK(eachVec8<1>(d, {flat(viewOf(t[0]))}, flat(viewOf(t[1])), numel(t[1]), CastOp{},
+                              "cast", &done));
       if (done)
         return AMPRT_OK;
     }
@@ -118,9 +128,12 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): concat input %zu", i);
       amprt_tensor view = y;
       view.shape[axis] = t[i].shape[axis];
-      view.data = static_cast<char *>(y.data) + at * y.strides[axis] * (int64_t)amprt_dtype_size(y.dtype);
-      AMPRT_CHECK(each(&d, numel(view), CopyF{flat(viewOf(t[i])), flat(viewOf(view)), (int64_t)amprt_dtype_size(y.dtype)},
-                       "concat"));
+      view.data =
+          static_cast<char *>(y.data) + at * y.strides[axis] * (int64_t)amprt_dtype_size(y.dtype);
+      AMPRT_CHECK(
+          each(&d, numel(view),
+               CopyF{flat(viewOf(t[i])), flat(viewOf(view)), (int64_t)amprt_dtype_size(y.dtype)},
+               "concat"));
       at += t[i].shape[axis];
     }
     if (at != y.shape[axis])
@@ -138,7 +151,9 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the elementwise ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the elementwise ops",
+              (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

@@ -51,8 +51,9 @@ struct BinaryF {
   HD void operator()(int64_t i) const {
     int64_t ao = a.at(i), bo = b.at(i), yo = y.at(i);
     if (isCompare(op)) {
-      bool r = floatType(a.dtype) ? compareOp<float>(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo))
-                                  : compareOp<int64_t>(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo));
+      bool r = floatType(a.dtype)
+                   ? compareOp<float>(op, ldF(a.data, a.dtype, ao), ldF(b.data, b.dtype, bo))
+                   : compareOp<int64_t>(op, ldI(a.data, a.dtype, ao), ldI(b.data, b.dtype, bo));
       reinterpret_cast<uint8_t *>(y.data)[yo] = r ? 1 : 0;
       return;
     }
@@ -70,10 +71,18 @@ struct BinaryF {
 
 HD inline void copyElement(char *dst, const char *src, int64_t es) {
   switch (es) {
-  case 1: *dst = *src; break;
-  case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
-  case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
-  default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
+  case 1:
+    *dst = *src;
+    break;
+  case 2:
+    *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src);
+    break;
+  case 4:
+    *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src);
+    break;
+  default:
+    *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src);
+    break;
   }
 }
 
@@ -102,11 +111,12 @@ struct CastF {
   HD void operator()(int64_t i) const {
     int64_t xo = x.at(i), yo = y.at(i);
     if (y.dtype == AMPRT_I1) {
-      bool nz = floatType(x.dtype) ? ldF(x.data, x.dtype, xo) != 0.0f : ldI(x.data, x.dtype, xo) != 0;
+      bool nz =
+          floatType(x.dtype) ? ldF(x.data, x.dtype, xo) != 0.0f : ldI(x.data, x.dtype, xo) != 0;
       stI(y.data, y.dtype, yo, nz);
     } else if (floatType(y.dtype)) {
-      float v = floatType(x.dtype) ? ldF(x.data, x.dtype, xo)
-                                   : (float)(double)ldI(x.data, x.dtype, xo);
+      float v =
+          floatType(x.dtype) ? ldF(x.data, x.dtype, xo) : (float)(double)ldI(x.data, x.dtype, xo);
       stF(y.data, y.dtype, yo, v);
     } else if (floatType(x.dtype)) {
       stI(y.data, y.dtype, yo, floatToInt(ldF(x.data, x.dtype, xo)));
@@ -155,14 +165,17 @@ inline VecMode vecMode(const View &v) {
 /// (on the device it is a misaligned-address fault).
 inline void misaligned16(const void *p) {
   if (reinterpret_cast<uintptr_t>(p) % 16) {
-    std::fprintf(stderr, "amprt (cuda, emulated): a 16-byte access at %p is not 16-byte aligned\n", p);
+    std::fprintf(stderr, "amprt (cuda, emulated): a 16-byte access at %p is not 16-byte aligned\n",
+                 p);
     std::abort();
   }
 }
 #endif
 
 /// The 16-bit element k of 32-bit words (little-endian, as memory has it).
-HD inline uint32_t half16(const uint32_t *w, int k) { return (w[k >> 1] >> (16 * (k & 1))) & 0xffffu; }
+HD inline uint32_t half16(const uint32_t *w, int k) {
+  return (w[k >> 1] >> (16 * (k & 1))) & 0xffffu;
+}
 
 /// The kVec float elements of type t at element offset o of data, where
 /// they lie in 16-byte aligned memory: one or two 16-byte loads.
@@ -183,7 +196,7 @@ HD inline void loadRun8(const char *data, int32_t t, int64_t o, float *out) {
 #endif
 #pragma unroll
   for (int k = 0; k < kVec; ++k)
-    out[k] = f32 ? floatOf(w[k])
+    out[k] = f32              ? floatOf(w[k])
              : t == AMPRT_F16 ? floatOf(bits::f16ToF32((uint16_t)half16(w, k)))
                               : floatOf(bits::bf16ToF32((uint16_t)half16(w, k)));
 }
@@ -211,7 +224,8 @@ HD inline void store8(const View &v, int64_t i0, const float *val) {
     if (f32) {
       w[k] = bitsOf(val[k]);
     } else {
-      uint32_t h = v.dtype == AMPRT_F16 ? bits::f32ToF16(bitsOf(val[k])) : bits::f32ToBf16(bitsOf(val[k]));
+      uint32_t h =
+          v.dtype == AMPRT_F16 ? bits::f32ToF16(bitsOf(val[k])) : bits::f32ToBf16(bitsOf(val[k]));
       w[k >> 1] = (k & 1) ? (w[k >> 1] | (h << 16)) : h;
     }
   }
@@ -266,7 +280,9 @@ struct UnaryOp {
 struct UnaryGradOp {
   int32_t op;
   float alpha, beta;
-  HD float operator()(const float *a) const { return a[1] * unaryDerivative<false>(op, a[0], alpha, beta); }
+  HD float operator()(const float *a) const {
+    return a[1] * unaryDerivative<false>(op, a[0], alpha, beta);
+  }
 };
 struct BinaryOp {
   int32_t op;

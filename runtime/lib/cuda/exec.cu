@@ -132,7 +132,8 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
   case AMPRT_OP_BATCH_NORM_GRAD:
     return execBatchNorm(ctx, d, dd);
   }
-  return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unknown opcode %lld", (long long)dd.opcode);
+  return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unknown opcode %lld",
+              (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

@@ -15,7 +15,6 @@ using namespace amprt::ops;
 
 namespace amprt::cuda {
 
-
 /// Gather along `axis`: y = data[..., idx[...], ...].
 struct GatherF {
   View data, idx, y;
@@ -161,16 +160,16 @@ struct GridSampleF {
   View x, grid, y; // y: the output, or dy for the gradient
   int32_t mode, pad;
   bool align;
-  float *dx;   // gradient: the f32 accumulator of dx (or null)
-  View dgrid;  // gradient: dgrid (data null to skip)
+  float *dx;  // gradient: the f32 accumulator of dx (or null)
+  View dgrid; // gradient: dgrid (data null to skip)
   bool grad;
   HD void operator()(int64_t p) const {
     int64_t C = x.shape[1], H = x.shape[2], W = x.shape[3], Ho = grid.shape[1], Wo = grid.shape[2];
     int64_t n = p / (Ho * Wo), h = p / Wo % Ho, w = p % Wo;
     int64_t go = n * grid.strides[0] + h * grid.strides[1] + w * grid.strides[2];
     amprt_gs::Taps t;
-    amprt_gs::taps(ldF(grid.data, grid.dtype, go), ldF(grid.data, grid.dtype, go + grid.strides[3]), H, W, mode,
-                   pad, align, t);
+    amprt_gs::taps(ldF(grid.data, grid.dtype, go), ldF(grid.data, grid.dtype, go + grid.strides[3]),
+                   H, W, mode, pad, align, t);
     float gx = 0.0f, gy = 0.0f;
     for (int64_t c = 0; c < C; ++c) {
       int64_t xb = n * x.strides[0] + c * x.strides[1];
@@ -179,7 +178,8 @@ struct GridSampleF {
         float acc = t.nan ? NAN : 0.0f;
         for (int k = 0; k < t.n; ++k)
           if (t.off[k] >= 0)
-            acc += t.w[k] * ldF(x.data, x.dtype, xb + (t.off[k] / W) * x.strides[2] + (t.off[k] % W) * x.strides[3]);
+            acc += t.w[k] * ldF(x.data, x.dtype,
+                                xb + (t.off[k] / W) * x.strides[2] + (t.off[k] % W) * x.strides[3]);
         stF(y.data, y.dtype, yo, acc);
         continue;
       }
@@ -190,7 +190,8 @@ struct GridSampleF {
         if (dx)
           addTo(dx + (n * C + c) * H * W + t.off[k], t.w[k] * g);
         if (dgrid.data) {
-          float v = ldF(x.data, x.dtype, xb + (t.off[k] / W) * x.strides[2] + (t.off[k] % W) * x.strides[3]);
+          float v = ldF(x.data, x.dtype,
+                        xb + (t.off[k] / W) * x.strides[2] + (t.off[k] % W) * x.strides[3]);
           gx += t.wx[k] * v * g;
           gy += t.wy[k] * v * g;
         }
@@ -227,7 +228,8 @@ struct TopKF {
     int64_t have = 0;
     for (int64_t i = 0; i < len; ++i) {
       float a = ldF(x.data, x.dtype, xo + i * xs);
-      if (have == k && !topBefore(a, i, ldF(x.data, x.dtype, xo + ix[(k - 1) * is] * xs), ix[(k - 1) * is], largest))
+      if (have == k && !topBefore(a, i, ldF(x.data, x.dtype, xo + ix[(k - 1) * is] * xs),
+                                  ix[(k - 1) * is], largest))
         continue;
       int64_t j = have < k ? have++ : k - 1;
       for (; j > 0; --j) {
@@ -239,7 +241,8 @@ struct TopKF {
       ix[j * is] = i;
     }
     for (int64_t j = 0; j < k; ++j)
-      copyElement(v.data + (vo + j * v.strides[axis]) * es, x.data + (xo + ix[j * is] * xs) * es, es);
+      copyElement(v.data + (vo + j * v.strides[axis]) * es, x.data + (xo + ix[j * is] * xs) * es,
+                  es);
   }
 };
 
@@ -306,18 +309,21 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     if ((idx.dtype != AMPRT_I32 && idx.dtype != AMPRT_I64) || !floatType(dy.dtype) ||
         dy.dtype != dd2.dtype || axis < 0 || axis >= dd2.rank ||
         dy.rank != dd2.rank - 1 + idx.rank || !amprt_tensor_is_contiguous(&dd2))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gather_grad's operands do not agree");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): gather_grad's operands do not agree");
     void *acc = dd2.data;
     if (dd2.dtype != AMPRT_F32)
       AMPRT_CHECK(scratch(d, 0, (size_t)numel(dd2) * 4, &acc));
     AMPRT_CHECK(zero(d, acc, (size_t)numel(dd2) * 4));
-    GatherGradF f{viewOf(idx), viewOf(dy), static_cast<float *>(acc), axis, dd2.rank, {}, {}, d.err};
+    GatherGradF f{viewOf(idx), viewOf(dy), static_cast<float *>(acc), axis, dd2.rank, {},
+                  {},          d.err};
     contiguousStrides(dd2.rank, dd2.shape, f.dense);
     for (int32_t i = 0; i < dd2.rank; ++i)
       f.ddShape[i] = dd2.shape[i];
     AMPRT_CHECK(each(&d, numel(dy), f, "gather_grad"));
     if (dd2.dtype != AMPRT_F32)
-      AMPRT_CHECK(each(&d, numel(dd2), CastFloatF{acc, dd2.data, AMPRT_F32, dd2.dtype}, "gather_grad"));
+      AMPRT_CHECK(
+          each(&d, numel(dd2), CastFloatF{acc, dd2.data, AMPRT_F32, dd2.dtype}, "gather_grad"));
     return AMPRT_OK;
   }
   case AMPRT_OP_CUMSUM: {
@@ -338,17 +344,22 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     bool grad = dd.opcode == AMPRT_OP_GRID_SAMPLE_GRAD;
     AMPRT_CHECK(need(dd, grad ? 5 : 3, grad ? 5 : 3, grad ? "grid_sample_grad" : "grid_sample"));
     const amprt_tensor &x = t[0], &grid = t[1], &y = t[2];
-    bool ok = x.rank == 4 && grid.rank == 4 && y.rank == 4 && grid.shape[3] == 2 && grid.shape[0] == x.shape[0] &&
-              y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] && y.shape[2] == grid.shape[1] &&
-              y.shape[3] == grid.shape[2] && floatType(x.dtype) && floatType(grid.dtype) && floatType(y.dtype) &&
-              x.shape[2] > 0 && x.shape[3] > 0 && a[0] >= 0 && a[0] <= 2 && a[1] >= 0 && a[1] <= 2;
+    bool ok = x.rank == 4 && grid.rank == 4 && y.rank == 4 && grid.shape[3] == 2 &&
+              grid.shape[0] == x.shape[0] && y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
+              y.shape[2] == grid.shape[1] && y.shape[3] == grid.shape[2] && floatType(x.dtype) &&
+              floatType(grid.dtype) && floatType(y.dtype) && x.shape[2] > 0 && x.shape[3] > 0 &&
+              a[0] >= 0 && a[0] <= 2 && a[1] >= 0 && a[1] <= 2;
     if (grad)
-      ok = ok && (!a[3] || (numel(t[3]) == numel(x) && floatType(t[3].dtype) && amprt_tensor_is_contiguous(&t[3]))) &&
-           (!a[4] || (numel(t[4]) == numel(grid) && floatType(t[4].dtype) && amprt_tensor_is_contiguous(&t[4])));
+      ok = ok &&
+           (!a[3] || (numel(t[3]) == numel(x) && floatType(t[3].dtype) &&
+                      amprt_tensor_is_contiguous(&t[3]))) &&
+           (!a[4] || (numel(t[4]) == numel(grid) && floatType(t[4].dtype) &&
+                      amprt_tensor_is_contiguous(&t[4])));
     if (!ok)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s's operands do not agree",
                   grad ? "grid_sample_grad" : "grid_sample");
-    GridSampleF f{viewOf(x), viewOf(grid), viewOf(y), (int32_t)a[0], (int32_t)a[1], a[2] != 0, nullptr, View{}, grad};
+    GridSampleF f{viewOf(x), viewOf(grid), viewOf(y), (int32_t)a[0], (int32_t)a[1],
+                  a[2] != 0, nullptr,      View{},    grad};
     int64_t points = grid.shape[0] * grid.shape[1] * grid.shape[2];
     if (!grad)
       return points ? each(&d, points, f, "grid_sample") : AMPRT_OK;
@@ -365,7 +376,8 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     if (points)
       AMPRT_CHECK(each(&d, points, f, "grid_sample_grad"));
     if (a[3] && t[3].dtype != AMPRT_F32)
-      AMPRT_CHECK(each(&d, numel(x), CastFloatF{acc, t[3].data, AMPRT_F32, t[3].dtype}, "grid_sample_grad"));
+      AMPRT_CHECK(each(&d, numel(x), CastFloatF{acc, t[3].data, AMPRT_F32, t[3].dtype},
+                       "grid_sample_grad"));
     return AMPRT_OK;
   }
   case AMPRT_OP_TOPK: {
@@ -373,7 +385,8 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     int32_t axis = (int32_t)a[0];
     const amprt_tensor &x = t[0], &v = t[1], &ix = t[2];
     bool ok = floatType(x.dtype) && v.dtype == x.dtype && ix.dtype == AMPRT_I64 && x.rank >= 1 &&
-              v.rank == x.rank && ix.rank == x.rank && axis >= 0 && axis < x.rank && v.shape[axis] <= x.shape[axis];
+              v.rank == x.rank && ix.rank == x.rank && axis >= 0 && axis < x.rank &&
+              v.shape[axis] <= x.shape[axis];
     for (int32_t i = 0; ok && i < x.rank; ++i)
       ok = v.shape[i] == ix.shape[i] && (i == axis || v.shape[i] == x.shape[i]);
     if (!ok)
@@ -381,20 +394,24 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     int64_t len = x.shape[axis], k = v.shape[axis], rows = len ? numel(x) / len : 0;
     if (k == 0 || rows == 0)
       return AMPRT_OK;
-    return each(&d, rows, TopKF{viewOf(x), viewOf(v), viewOf(ix), axis, k, (int64_t)amprt_dtype_size(x.dtype), a[1] != 0},
+    return each(&d, rows,
+                TopKF{viewOf(x), viewOf(v), viewOf(ix), axis, k, (int64_t)amprt_dtype_size(x.dtype),
+                      a[1] != 0},
                 "topk");
   }
   case AMPRT_OP_ARG_REDUCE: {
     AMPRT_CHECK(need(dd, 2, 3, "arg_reduce"));
     int32_t axis = (int32_t)a[0];
     const amprt_tensor &x = t[0], &y = t[1];
-    bool ok = y.dtype == AMPRT_I64 && x.rank >= 1 && y.rank == x.rank && axis >= 0 && axis < x.rank &&
-              x.shape[axis] >= 1 && y.shape[axis] == 1;
+    bool ok = y.dtype == AMPRT_I64 && x.rank >= 1 && y.rank == x.rank && axis >= 0 &&
+              axis < x.rank && x.shape[axis] >= 1 && y.shape[axis] == 1;
     for (int32_t i = 0; ok && i < x.rank; ++i)
       ok = i == axis || y.shape[i] == x.shape[i];
     if (!ok)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): arg_reduce's operands do not agree");
-    return each(&d, numel(y), ArgReduceF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0}, "arg_reduce");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): arg_reduce's operands do not agree");
+    return each(&d, numel(y), ArgReduceF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0},
+                "arg_reduce");
   }
   case AMPRT_OP_GATHER_ELEMENTS:
   case AMPRT_OP_GATHER_ELEMENTS_GRAD: {
@@ -402,17 +419,20 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     AMPRT_CHECK(need(dd, 3, 1, grad ? "gather_elements_grad" : "gather_elements"));
     int32_t axis = (int32_t)a[0];
     // Forward: data, indices, y. Gradient: indices, dy (read as "y"), ddata.
-    const amprt_tensor &data = grad ? t[2] : t[0], &idx = grad ? t[0] : t[1], &y = grad ? t[1] : t[2];
+    const amprt_tensor &data = grad ? t[2] : t[0], &idx = grad ? t[0] : t[1],
+                       &y = grad ? t[1] : t[2];
     bool ok = (idx.dtype == AMPRT_I32 || idx.dtype == AMPRT_I64) && data.rank >= 1 &&
               idx.rank == data.rank && y.rank == data.rank && axis >= 0 && axis < data.rank &&
-              data.dtype == y.dtype && (!grad || (floatType(y.dtype) && amprt_tensor_is_contiguous(&data)));
+              data.dtype == y.dtype &&
+              (!grad || (floatType(y.dtype) && amprt_tensor_is_contiguous(&data)));
     for (int32_t i = 0; ok && i < data.rank; ++i)
       ok = y.shape[i] == idx.shape[i] && (i == axis || idx.shape[i] <= data.shape[i]);
     if (!ok)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s's operands do not agree",
                   grad ? "gather_elements_grad" : "gather_elements");
-    GatherElementsF f{viewOf(data), viewOf(idx), viewOf(y), axis, (int64_t)amprt_dtype_size(y.dtype),
-                      nullptr, data.shape[axis], {}, d.err};
+    GatherElementsF f{
+        viewOf(data), viewOf(idx),      viewOf(y), axis, (int64_t)amprt_dtype_size(y.dtype),
+        nullptr,      data.shape[axis], {},        d.err};
     if (!grad) {
       for (int32_t i = 0; i < data.rank; ++i)
         f.dataStrides[i] = data.strides[i];
@@ -426,13 +446,16 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     contiguousStrides(data.rank, data.shape, f.dataStrides);
     AMPRT_CHECK(each(&d, numel(y), f, "gather_elements_grad"));
     if (data.dtype != AMPRT_F32)
-      AMPRT_CHECK(each(&d, numel(data), CastFloatF{acc, data.data, AMPRT_F32, data.dtype}, "gather_elements_grad"));
+      AMPRT_CHECK(each(&d, numel(data), CastFloatF{acc, data.data, AMPRT_F32, data.dtype},
+                       "gather_elements_grad"));
     return AMPRT_OK;
   }
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the indexing ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the indexing ops",
+              (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

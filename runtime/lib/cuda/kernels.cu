@@ -36,8 +36,8 @@ amprt_status checkDevice(const amprt_tensor *t, const char *what, bool f32Only) 
 amprt_status launchUnscale(const amprt_tensor *grads, amprt_tensor *outs, int32_t n,
                            const float *scale, float *found) {
   if (n > kMaxTensors)
-    return fail(AMPRT_ERR_UNSUPPORTED, "amprt_cuda_unscale_and_check: %d tensors (at most %d per call)",
-                n, kMaxTensors);
+    return fail(AMPRT_ERR_UNSUPPORTED,
+                "amprt_cuda_unscale_and_check: %d tensors (at most %d per call)", n, kMaxTensors);
   UnscaleF f{};
   int64_t units = 0;
   for (int32_t k = 0; k < n; ++k) {
@@ -89,8 +89,7 @@ extern "C" amprt_status amprt_cuda_free(void *ptr) {
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_cuda_memcpy(void *dst, const void *src, size_t bytes,
-                                          int32_t kind) {
+extern "C" amprt_status amprt_cuda_memcpy(void *dst, const void *src, size_t bytes, int32_t kind) {
   cudaMemcpyKind k = kind == 0   ? cudaMemcpyHostToDevice
                      : kind == 1 ? cudaMemcpyDeviceToHost
                                  : cudaMemcpyDeviceToDevice;
@@ -117,17 +116,17 @@ extern "C" amprt_status amprt_cuda_cast(const amprt_tensor *x, amprt_tensor *y) 
   return each(nullptr, n, CastFloatF{x->data, y->data, x->dtype, y->dtype}, "amprt_cuda_cast");
 }
 
-extern "C" amprt_status amprt_cuda_unscale_and_check(const amprt_tensor *grads,
-                                                     amprt_tensor *outs, int32_t n,
-                                                     const float *scale, float *found_inf) {
+extern "C" amprt_status amprt_cuda_unscale_and_check(const amprt_tensor *grads, amprt_tensor *outs,
+                                                     int32_t n, const float *scale,
+                                                     float *found_inf) {
   if (n < 0 || (n > 0 && (!grads || !outs)) || !scale || !found_inf)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_unscale_and_check: null argument");
   return launchUnscale(grads, outs, n, scale, found_inf);
 }
 
 extern "C" amprt_status amprt_cuda_time_unscale(const amprt_tensor *grads, amprt_tensor *outs,
-                                                int32_t n, const float *scale,
-                                                float *found_inf, int32_t repeat, float *ms) {
+                                                int32_t n, const float *scale, float *found_inf,
+                                                int32_t repeat, float *ms) {
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a), "amprt_cuda_time_unscale");
   CUDA_CHECK(cudaEventCreate(&b), "amprt_cuda_time_unscale");
@@ -151,8 +150,7 @@ extern "C" amprt_status amprt_cuda_time_copy(void *dst, const void *src, size_t 
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "amprt_cuda_time_copy");
   CUDA_CHECK(cudaEventRecord(a), "amprt_cuda_time_copy");
   for (int32_t r = 0; r < repeat; ++r)
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice),
-               "amprt_cuda_time_copy");
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "amprt_cuda_time_copy");
   CUDA_CHECK(cudaEventRecord(b), "amprt_cuda_time_copy");
   CUDA_CHECK(cudaEventSynchronize(b), "amprt_cuda_time_copy");
   CUDA_CHECK(cudaEventElapsedTime(ms, a, b), "amprt_cuda_time_copy");
@@ -162,8 +160,7 @@ extern "C" amprt_status amprt_cuda_time_copy(void *dst, const void *src, size_t 
 }
 
 extern "C" amprt_status amprt_cuda_update_scale(const amprt_scaler_config *cfg,
-                                                amprt_scaler_state *state,
-                                                const float *found_inf) {
+                                                amprt_scaler_state *state, const float *found_inf) {
   if (!cfg || !state || !found_inf)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_update_scale: null argument");
   if (!(cfg->growth_factor > 1.0f) || !(cfg->backoff_factor > 0.0f) ||
@@ -214,8 +211,8 @@ extern "C" amprt_status amprt_cuda_adam_step(const amprt_adam_config *cfg, amprt
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_cuda_adam_step: sizes differ");
   float *p = static_cast<float *>(param->data), *m = static_cast<float *>(exp_avg->data),
         *v = static_cast<float *>(exp_avg_sq->data);
-  return each(nullptr, n,
-              AdamF{*cfg, p, static_cast<const float *>(grad->data), m, v, p, m, v, step,
-                    found_inf, 0},
-              "amprt_cuda_adam_step");
+  return each(
+      nullptr, n,
+      AdamF{*cfg, p, static_cast<const float *>(grad->data), m, v, p, m, v, step, found_inf, 0},
+      "amprt_cuda_adam_step");
 }

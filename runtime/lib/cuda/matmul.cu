@@ -25,27 +25,26 @@ struct AddCF {
   }
 };
 
-
 //--- Matrix products (cuBLASLt) ------------------------------------------------------
 
 cudaDataType_t cudaType(int32_t t) {
   return t == AMPRT_F16 ? CUDA_R_16F : t == AMPRT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-#define LT_CHECK(call, what)                                                   \
-  do {                                                                         \
-    cublasStatus_t st_ = (call);                                               \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                          \
-      return fail(AMPRT_ERR_DEVICE, "%s: cuBLASLt status %d", what, (int)st_); \
+#define LT_CHECK(call, what)                                                                       \
+  do {                                                                                             \
+    cublasStatus_t st_ = (call);                                                                   \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                              \
+      return fail(AMPRT_ERR_DEVICE, "%s: cuBLASLt status %d", what, (int)st_);                     \
   } while (0)
 
 /// Row-major Y[m, n] (= alpha op(A) op(B) [+ bias row]) for `batch`
 /// matrices at strides sA, sB, sY (elements): computed as the column-major
 /// Y^T = op(B)^T op(A)^T, so that no operand moves.
-amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                      const void *A, const void *B, int32_t abType, void *Y, int32_t yType,
-                      float alpha, const void *bias, int64_t batch, int64_t sA, int64_t sB,
-                      int64_t sY, bool relu) {
+amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                      const void *B, int32_t abType, void *Y, int32_t yType, float alpha,
+                      const void *bias, int64_t batch, int64_t sA, int64_t sB, int64_t sY,
+                      bool relu) {
   // The operands' alignment (a view may start anywhere): the algorithm is
   // chosen for it.
   auto alignOf = [](const void *p) -> uint32_t {
@@ -58,42 +57,59 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   size_t eAB = amprt_dtype_size((amprt_dtype)abType), eY = amprt_dtype_size((amprt_dtype)yType);
   auto alignIn = [&](const void *p, int64_t strideBytes) {
     uint32_t a = alignOf(p);
-    return batch > 1 ? std::min(a, alignOf(reinterpret_cast<const void *>((uintptr_t)strideBytes))) : a;
+    return batch > 1 ? std::min(a, alignOf(reinterpret_cast<const void *>((uintptr_t)strideBytes)))
+                     : a;
   };
   uint32_t alA = alignIn(B, sB * (int64_t)eAB), alB = alignIn(A, sA * (int64_t)eAB),
            alC = alignIn(Y, sY * (int64_t)eY), alBias = bias ? alignOf(bias) : 256;
-  std::vector<int64_t> key{ta, tb, m, n, k, abType, yType, bias != nullptr, batch, sA, sB, sY,
-                           alA, alB, alC, alBias, relu};
+  std::vector<int64_t> key{ta, tb, m,   n,   k,   abType, yType, bias != nullptr, batch, sA,
+                           sB, sY, alA, alB, alC, alBias, relu};
   auto it = d.plans.find(key);
   if (it == d.plans.end()) {
     Dev::LtPlan p;
     const char *w = "cuBLASLt matmul setup";
     LT_CHECK(ltApi.cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), w);
     cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), w);
-    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), w);
+    LT_CHECK(
+        ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA),
+        w);
+    LT_CHECK(
+        ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB),
+        w);
     if (bias || relu) {
-      cublasLtEpilogue_t epi = !relu ? CUBLASLT_EPILOGUE_BIAS
+      cublasLtEpilogue_t epi = !relu  ? CUBLASLT_EPILOGUE_BIAS
                                : bias ? CUBLASLT_EPILOGUE_RELU_BIAS
                                       : CUBLASLT_EPILOGUE_RELU;
-      LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), w);
+      LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                    sizeof epi),
+               w);
     }
     // Lt's A is our B, its B our A.
-    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k, tb ? k : n), w);
-    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m, ta ? m : k), w);
+    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k,
+                                              tb ? k : n),
+             w);
+    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m,
+                                              ta ? m : k),
+             w);
     LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.c, cudaType(yType), n, m, n), w);
     if (batch > 1) {
       int32_t bc = (int32_t)batch;
-      for (auto [lay, stride] : {std::make_pair(p.a, sB), std::make_pair(p.b, sA), std::make_pair(p.c, sY)}) {
-        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), w);
-        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                  sizeof stride), w);
+      for (auto [lay, stride] :
+           {std::make_pair(p.a, sB), std::make_pair(p.b, sA), std::make_pair(p.c, sY)}) {
+        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &bc, sizeof bc),
+                 w);
+        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(
+                     lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+                 w);
       }
     }
     cublasLtMatmulPreference_t pref;
     LT_CHECK(ltApi.cublasLtMatmulPreferenceCreate(&pref), w);
-    LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &d.ltWorkBytes, sizeof d.ltWorkBytes), w);
+    LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref,
+                                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                        &d.ltWorkBytes, sizeof d.ltWorkBytes),
+             w);
     for (auto [attr, al] : {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alC),
@@ -101,7 +117,8 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
       LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al), w);
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
-    cublasStatus_t st = ltApi.cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
+    cublasStatus_t st =
+        ltApi.cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
     ltApi.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       ltApi.cublasLtMatmulDescDestroy(p.op);
@@ -117,11 +134,12 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   }
   Dev::LtPlan &p = it->second;
   if (bias)
-    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                  sizeof bias),
              "cuBLASLt bias");
   float beta = 0.0f;
   LT_CHECK(ltApi.cublasLtMatmul(d.lt, p.op, &alpha, B, p.a, A, p.b, &beta, Y, p.c, Y, p.c, &p.algo,
-                          d.ltWork, d.ltWorkBytes, d.stream),
+                                d.ltWork, d.ltWorkBytes, d.stream),
            "cublasLtMatmul");
   return AMPRT_OK;
 }
@@ -129,8 +147,9 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 /// `batch` row-major products Y_q[m, n] = op(A_q) op(B_q), X_q = X + q * sX
 /// (elements): one strided cuBLASLt call, or emulated the CPU runtime's
 /// product per item.
-amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, const void *B,
-                 int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA, int64_t sB, int64_t sY) {
+amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                 const void *B, int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA,
+                 int64_t sB, int64_t sY) {
   if (!d.emulate)
     return ltMatmul(d, ta, tb, m, n, k, A, B, abType, Y, yType, 1.0f, nullptr, batch, sA, sB, sY);
 #ifdef AMPRT_CUDA_CORE_ONLY
@@ -139,11 +158,14 @@ amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   size_t ea = amprt_dtype_size((amprt_dtype)abType), ey = amprt_dtype_size((amprt_dtype)yType);
   int64_t shA[2] = {ta ? k : m, ta ? m : k}, shB[2] = {tb ? n : k, tb ? k : n}, shY[2] = {m, n};
   for (int64_t q = 0; q < batch; ++q) {
-    amprt_tensor a = amprt_tensor_make(const_cast<char *>(static_cast<const char *>(A)) + q * sA * ea,
-                                       (amprt_dtype)abType, 2, shA);
-    amprt_tensor b = amprt_tensor_make(const_cast<char *>(static_cast<const char *>(B)) + q * sB * ea,
-                                       (amprt_dtype)abType, 2, shB);
-    amprt_tensor y = amprt_tensor_make(static_cast<char *>(Y) + q * sY * ey, (amprt_dtype)yType, 2, shY);
+    amprt_tensor a =
+        amprt_tensor_make(const_cast<char *>(static_cast<const char *>(A)) + q * sA * ea,
+                          (amprt_dtype)abType, 2, shA);
+    amprt_tensor b =
+        amprt_tensor_make(const_cast<char *>(static_cast<const char *>(B)) + q * sB * ea,
+                          (amprt_dtype)abType, 2, shB);
+    amprt_tensor y =
+        amprt_tensor_make(static_cast<char *>(Y) + q * sY * ey, (amprt_dtype)yType, 2, shY);
     AMPRT_CHECK(amprt_gemm_ex(nullptr, &a, &b, nullptr, 1.0f, 0.0f, ta, tb, 0, &y));
   }
   return AMPRT_OK;
@@ -166,14 +188,16 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
 #ifdef AMPRT_CUDA_CORE_ONLY
     return unsupported("an emulated gemm (this build has no CPU kernels)");
 #else
-    return amprt_gemm_ex(nullptr, &A, &B, C, alpha, beta, ta, tb, flags, const_cast<amprt_tensor *>(&Y));
+    return amprt_gemm_ex(nullptr, &A, &B, C, alpha, beta, ta, tb, flags,
+                         const_cast<amprt_tensor *>(&Y));
 #endif
   }
   if (flags & ~AMPRT_GEMM_RELU)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm flags %d", flags);
   for (const amprt_tensor *x : {&A, &B, &Y})
     if (x->rank != 2 || !floatType(x->dtype) || !amprt_tensor_is_contiguous(x))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm needs contiguous 2-D float operands");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): gemm needs contiguous 2-D float operands");
   if (A.dtype != B.dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm operands differ in type");
   int64_t m = ta ? A.shape[1] : A.shape[0], k = ta ? A.shape[0] : A.shape[1];
@@ -206,8 +230,8 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
       // ReLU in cuBLASLt's epilogue where it keeps NaN as ours (probed when
       // the context was made), else a second pass.
       fusedRelu = (flags & AMPRT_GEMM_RELU) && d.ltReluKeepsNaN && d.reluEpilogue;
-      amprt_status st = ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype, alpha,
-                                 biasRow ? C->data : nullptr, 1, 0, 0, 0, fusedRelu);
+      amprt_status st = ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype,
+                                 alpha, biasRow ? C->data : nullptr, 1, 0, 0, 0, fusedRelu);
       if (st != AMPRT_OK && fusedRelu) { // no algorithm with the ReLU epilogue for this problem
         fusedRelu = false;
         st = ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, Y.data, Y.dtype, alpha,
@@ -240,8 +264,9 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
     if (!floatType(x->dtype) || x->rank < 1)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul needs float operands");
   if (la < 0 || lb < 0 || !amprt_tensor_is_contiguous(&Y))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec (cuda): matmul needs dense operands (or transposed views of dense ones)");
+    return fail(
+        AMPRT_ERR_INVALID_ARGUMENT,
+        "amprt_exec (cuda): matmul needs dense operands (or transposed views of dense ones)");
   bool ta = la == 1, tb = lb == 1;
   if (A.dtype != B.dtype)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): matmul operands differ in type");
@@ -278,10 +303,11 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
   }
   size_t es = amprt_dtype_size((amprt_dtype)A.dtype), ys = amprt_dtype_size((amprt_dtype)outType);
   if (k == 0) {
-    AMPRT_CHECK(each(&d, batches * m * n * (int64_t)ys, FillZeroF{static_cast<char *>(out)}, "matmul"));
+    AMPRT_CHECK(
+        each(&d, batches * m * n * (int64_t)ys, FillZeroF{static_cast<char *>(out)}, "matmul"));
   } else if (affine) {
-    AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, out, outType, 1.0f,
-                         nullptr, batches, dA, dB, m * n));
+    AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, A.data, B.data, A.dtype, out, outType, 1.0f, nullptr,
+                         batches, dA, dB, m * n));
   } else {
     for (int64_t q = 0; q < batches; ++q)
       AMPRT_CHECK(ltMatmul(d, ta, tb, m, n, k, static_cast<const char *>(A.data) + offA[q] * es,
@@ -310,7 +336,8 @@ int32_t execMatMul(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the matmul ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the matmul ops", (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

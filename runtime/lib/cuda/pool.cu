@@ -135,22 +135,25 @@ amprt_status pool(Dev &d, const Decoded &dd) {
   if (dd.opcode == AMPRT_OP_AVERAGE_POOL) {
     AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
                        "average_pool", g));
-    return each(&d, numel(t[1]), AvgPoolF{g, t[0].data, t[1].data, t[0].dtype, t[1].dtype, p.count_include_pad},
+    return each(&d, numel(t[1]),
+                AvgPoolF{g, t[0].data, t[1].data, t[0].dtype, t[1].dtype, p.count_include_pad},
                 "average_pool");
   }
   int32_t storage = p.storage_order;
   bool wantIndices = pa.wantIndices;
-  AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1, "max_pool", g));
+  AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
+                     "max_pool", g));
   if (g.c != g.m)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): max_pool channels differ");
   int64_t *idx = nullptr;
   if (wantIndices) {
     if (t[2].dtype != AMPRT_I64 || numel(t[2]) != numel(t[1]))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): max_pool indices must be i64 with y's size");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): max_pool indices must be i64 with y's size");
     idx = static_cast<int64_t *>(t[2].data);
   }
-  return each(&d, numel(t[1]), MaxPoolF{g, t[0].data, t[1].data, idx, t[0].dtype, t[1].dtype, storage},
-              "max_pool");
+  return each(&d, numel(t[1]),
+              MaxPoolF{g, t[0].data, t[1].data, idx, t[0].dtype, t[1].dtype, storage}, "max_pool");
 }
 
 amprt_status poolGrad(Dev &d, const Decoded &dd) {
@@ -170,7 +173,8 @@ amprt_status poolGrad(Dev &d, const Decoded &dd) {
                                   static_cast<float *>(acc), numel(dx), d.err},
                      "max_pool_grad"));
     if (dx.dtype != AMPRT_F32)
-      AMPRT_CHECK(each(&d, numel(dx), CastFloatF{acc, dx.data, AMPRT_F32, dx.dtype}, "max_pool_grad"));
+      AMPRT_CHECK(
+          each(&d, numel(dx), CastFloatF{acc, dx.data, AMPRT_F32, dx.dtype}, "max_pool_grad"));
     return AMPRT_OK;
   }
   PoolAttrs pa;
@@ -179,7 +183,8 @@ amprt_status poolGrad(Dev &d, const Decoded &dd) {
   Geom g;
   AMPRT_CHECK(geomOf(t[2], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
                      "average_pool_grad", g));
-  return each(&d, numel(t[2]), AvgPoolGradF{g, t[1].data, t[2].data, t[1].dtype, t[2].dtype, p.count_include_pad},
+  return each(&d, numel(t[2]),
+              AvgPoolGradF{g, t[1].data, t[2].data, t[1].dtype, t[2].dtype, p.count_include_pad},
               "average_pool_grad");
 }
 
@@ -196,7 +201,8 @@ int32_t execPool(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the pool ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the pool ops", (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

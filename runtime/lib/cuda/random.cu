@@ -15,7 +15,7 @@ namespace amprt::cuda {
 
 //--- Dropout (the CPU's generator, jumped ahead) ----------------------------------
 
-constexpr int kRngJumps = 48; // elements per dropout call < 2^48
+constexpr int kRngJumps = 48;          // elements per dropout call < 2^48
 constexpr int64_t kDropoutChunk = 256; // elements per thread (one jump each)
 
 /// The state k steps after s: the product of the jump matrices of k's bits.
@@ -134,15 +134,18 @@ int32_t execRandom(amprt_context *ctx, Dev &d, Decoded &dd) {
     int64_t n = numel(y);
     int32_t steps = a[0] == AMPRT_RANDOM_NORMAL ? 2 : 1;
     if (bern && (!floatType(t[0].dtype) || !amprt_tensor_is_contiguous(&t[0]) || numel(t[0]) != n))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: p %s must be a contiguous float tensor of y's size %s",
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_random: p %s must be a contiguous float tensor of y's size %s",
                   shapeString(&t[0]).c_str(), shapeString(&y).c_str());
     if (n * steps >= ((int64_t)1 << kRngJumps))
-      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): random over %lld elements", (long long)n);
+      return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): random over %lld elements",
+                  (long long)n);
     if (n == 0)
       return AMPRT_OK;
     AMPRT_CHECK(each(&d, (n + kDropoutChunk - 1) / kDropoutChunk,
-                     RandomF{y.data, bern ? t[0].data : nullptr, y.dtype, bern ? t[0].dtype : AMPRT_F32, (int32_t)a[0],
-                             steps, attrF(a, 1), attrF(a, 2), d.rngState, d.rngJumps, n, d.err},
+                     RandomF{y.data, bern ? t[0].data : nullptr, y.dtype,
+                             bern ? t[0].dtype : AMPRT_F32, (int32_t)a[0], steps, attrF(a, 1),
+                             attrF(a, 2), d.rngState, d.rngJumps, n, d.err},
                      "random"));
     return each(&d, 1, RngAdvanceF{d.rngState, d.rngJumps, n * steps}, "random");
   }
@@ -155,17 +158,19 @@ int32_t execRandom(amprt_context *ctx, Dev &d, Decoded &dd) {
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_dropout: ratio %g outside [0, 1)", ratio);
       if (!floatType(x.dtype) || !floatType(y.dtype))
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): dropout needs float tensors");
-      if (mask.data && (mask.dtype != AMPRT_I1 || numel(mask) != numel(y) || !amprt_tensor_is_contiguous(&mask)))
+      if (mask.data &&
+          (mask.dtype != AMPRT_I1 || numel(mask) != numel(y) || !amprt_tensor_is_contiguous(&mask)))
         return fail(AMPRT_ERR_INVALID_ARGUMENT,
                     "amprt_dropout: mask must be a contiguous i1 tensor of y's size");
       int64_t n = numel(y);
       if (n >= ((int64_t)1 << kRngJumps))
-        return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): dropout over %lld elements", (long long)n);
+        return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): dropout over %lld elements",
+                    (long long)n);
       View xv;
       AMPRT_CHECK(broadcastView(x, y, "amprt_exec (cuda): dropout", xv));
       AMPRT_CHECK(each(&d, (n + kDropoutChunk - 1) / kDropoutChunk,
-                       DropoutF{flat(xv), flat(viewOf(y)), static_cast<uint8_t *>(mask.data), d.rngState,
-                                d.rngJumps, n, ratio, 1.0f / (1.0f - ratio)},
+                       DropoutF{flat(xv), flat(viewOf(y)), static_cast<uint8_t *>(mask.data),
+                                d.rngState, d.rngJumps, n, ratio, 1.0f / (1.0f - ratio)},
                        "dropout"));
       return each(&d, 1, RngAdvanceF{d.rngState, d.rngJumps, n}, "dropout");
     }
@@ -183,7 +188,8 @@ int32_t execRandom(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the random ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the random ops", (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

@@ -86,7 +86,7 @@ struct ReduceF {
       partial[idx] = op == AMPRT_REDUCE_MAX ? (double)m : acc;
       return;
     }
-    float out = op == AMPRT_REDUCE_MAX ? m
+    float out = op == AMPRT_REDUCE_MAX    ? m
                 : op == AMPRT_REDUCE_MEAN ? (float)(acc / (double)count)
                                           : (float)acc;
     if (op == AMPRT_REDUCE_MAX && count == 0)
@@ -142,7 +142,7 @@ struct ReduceFinishF {
       }
     }
     stF(y.data, y.dtype, yo,
-        op == AMPRT_REDUCE_MAX ? m
+        op == AMPRT_REDUCE_MAX    ? m
         : op == AMPRT_REDUCE_MEAN ? (float)(acc / (double)count)
                                   : (float)acc);
   }
@@ -269,7 +269,8 @@ struct LayerNormGradDxF {
     double mu = mean[r], rstd = invStd[r];
     auto xh = [&](int64_t c) { return ((double)ldF(x.data, x.dtype, r * cols + c) - mu) * rstd; };
     auto dxh = [&](int64_t c) {
-      return (double)ldF(dy.data, dy.dtype, r * cols + c) * (double)ldF(scale.data, scale.dtype, scale.at(c));
+      return (double)ldF(dy.data, dy.dtype, r * cols + c) *
+             (double)ldF(scale.data, scale.dtype, scale.at(c));
     };
     double m1 = L.sum(dxh) / (double)cols;
     double m2 = L.sum([&](int64_t c) { return dxh(c) * xh(c); }) / (double)cols;
@@ -298,7 +299,8 @@ struct LayerNormGradParamF {
     double gs = 0.0, gb = 0.0;
     for (int64_t r = r0; r < r1; ++r) {
       double g = ldF(dy.data, dy.dtype, r * cols + c);
-      double xh = ((double)ldF(x.data, x.dtype, r * cols + c) - (double)mean[r]) * (double)invStd[r];
+      double xh =
+          ((double)ldF(x.data, x.dtype, r * cols + c) - (double)mean[r]) * (double)invStd[r];
       gs += g * xh;
       gb += g;
     }
@@ -363,7 +365,8 @@ struct NllSampleF {
     double w;
     lc.sample(s, cls, w);
     int64_t b = s / lc.inner, i = s % lc.inner;
-    loss[s] = w == 0.0 ? 0.0 : -w * (double)ldF(logp.data, logp.dtype, (b * lc.c + cls) * lc.inner + i);
+    loss[s] =
+        w == 0.0 ? 0.0 : -w * (double)ldF(logp.data, logp.dtype, (b * lc.c + cls) * lc.inner + i);
     weight[s] = w;
   }
 };
@@ -500,8 +503,8 @@ struct MaxGradF {
 
 //--- The executor ------------------------------------------------------------------
 
-amprt_status reduceMask(const amprt_tensor &x, const amprt_tensor &y, bool *reduced,
-                        int64_t &count, const char *what) {
+amprt_status reduceMask(const amprt_tensor &x, const amprt_tensor &y, bool *reduced, int64_t &count,
+                        const char *what) {
   if (x.rank != y.rank)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: ranks differ", what);
   count = 1;
@@ -532,7 +535,8 @@ amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): loss shapes / types");
   AMPRT_CHECK(checkContiguous(scores, -1, "the scores"));
   AMPRT_CHECK(checkContiguous(labels, -1, "the labels"));
-  LossCommon lc{viewOf(labels), View{}, scores.shape[0], scores.shape[1], 1, la.hasIgnore, la.ignore, d.err};
+  LossCommon lc{viewOf(labels), View{}, scores.shape[0], scores.shape[1], 1, la.hasIgnore,
+                la.ignore,      d.err};
   for (int32_t i = 2; i < scores.rank; ++i) {
     if (labels.shape[i - 1] != scores.shape[i])
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): labels do not match the scores");
@@ -556,13 +560,15 @@ amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
       AMPRT_CHECK(checkContiguous(lp, -1, "log_prob"));
       int64_t rows;
       Rows r = rowsOf(scores, 1, rows);
-      AMPRT_CHECK(eachRow(&d, rows, scores.shape[1], SoftmaxF{viewOf(scores), viewOf(lp), r, 1}, "softmax_cross_entropy"));
+      AMPRT_CHECK(eachRow(&d, rows, scores.shape[1], SoftmaxF{viewOf(scores), viewOf(lp), r, 1},
+                          "softmax_cross_entropy"));
       logp = viewOf(lp);
       if (lp.dtype != AMPRT_F32) {
         void *tmp;
         AMPRT_CHECK(scratch(d, 2, (size_t)numel(scores) * 4, &tmp));
         amprt_tensor f = amprt_tensor_make(tmp, AMPRT_F32, scores.rank, scores.shape);
-        AMPRT_CHECK(eachRow(&d, rows, scores.shape[1], SoftmaxF{viewOf(scores), viewOf(f), r, 1}, "softmax_cross_entropy"));
+        AMPRT_CHECK(eachRow(&d, rows, scores.shape[1], SoftmaxF{viewOf(scores), viewOf(f), r, 1},
+                            "softmax_cross_entropy"));
         logp = viewOf(f);
       }
     }
@@ -595,8 +601,8 @@ amprt_status loss(Dev &d, const Decoded &dd, bool grad) {
 /// contiguous of one shape) and its parameter `p` seen over the trailing
 /// dims (broadcast).
 amprt_status layerNormShape(const amprt_tensor &x, const amprt_tensor &other, int32_t axis,
-                            const amprt_tensor &p, const char *what, int64_t &rows,
-                            int64_t &cols, View &pv) {
+                            const amprt_tensor &p, const char *what, int64_t &rows, int64_t &cols,
+                            View &pv) {
   if (axis < 0 || axis >= x.rank || !sameShape(x, other) || !amprt_tensor_is_contiguous(&x) ||
       !amprt_tensor_is_contiguous(&other))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
@@ -631,9 +637,9 @@ amprt_status layerNorm(Dev &d, const Decoded &dd) {
     if (st->data && (st->dtype != AMPRT_F32 || numel(*st) != rows))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm statistics");
   return eachRow(&d, rows, cols,
-              LayerNormF{viewOf(x), viewOf(y), sv, bv, static_cast<float *>(mean.data),
-                         static_cast<float *>(inv.data), cols, (float)attrF(a, 1), hasBias},
-              "layer_norm");
+                 LayerNormF{viewOf(x), viewOf(y), sv, bv, static_cast<float *>(mean.data),
+                            static_cast<float *>(inv.data), cols, (float)attrF(a, 1), hasBias},
+                 "layer_norm");
 }
 
 amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
@@ -644,12 +650,15 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
   int64_t rows, cols;
   View sv;
   AMPRT_CHECK(layerNormShape(x, dy, (int32_t)a[0], scale, "layer_norm_grad", rows, cols, sv));
-  if (mean.dtype != AMPRT_F32 || inv.dtype != AMPRT_F32 || numel(mean) != rows || numel(inv) != rows)
+  if (mean.dtype != AMPRT_F32 || inv.dtype != AMPRT_F32 || numel(mean) != rows ||
+      numel(inv) != rows)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad statistics");
-  const float *mp = static_cast<const float *>(mean.data), *ip = static_cast<const float *>(inv.data);
+  const float *mp = static_cast<const float *>(mean.data),
+              *ip = static_cast<const float *>(inv.data);
   if (a[1])
-    AMPRT_CHECK(eachRow(&d, rows, cols, LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
-                     "layer_norm_grad"));
+    AMPRT_CHECK(eachRow(&d, rows, cols,
+                        LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
+                        "layer_norm_grad"));
   if (a[2] || a[3]) {
     if (numel(scale) != cols || !amprt_tensor_is_contiguous(&scale))
       return unsupported("layer_norm_grad with a broadcast scale");
@@ -665,7 +674,8 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
       AMPRT_CHECK(scratch(d, 6, (size_t)(cols * f.chunks) * 16, &buf));
       f.partial = static_cast<double *>(buf);
       AMPRT_CHECK(each(&d, cols * f.chunks, f, "layer_norm_grad"));
-      AMPRT_CHECK(each(&d, cols, LayerNormGradParamFinishF{ds, db, f.partial, f.chunks}, "layer_norm_grad"));
+      AMPRT_CHECK(each(&d, cols, LayerNormGradParamFinishF{ds, db, f.partial, f.chunks},
+                       "layer_norm_grad"));
     }
   }
   return AMPRT_OK;
@@ -710,7 +720,8 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
     f.chunk = (f.count + parts - 1) / parts;
     f.chunks = (f.count + f.chunk - 1) / f.chunk;
     AMPRT_CHECK(each(&d, numel(y) * f.chunks, f, "reduce"));
-    return each(&d, numel(y), ReduceFinishF{viewOf(y), f.op, f.count, f.chunks, f.partial}, "reduce");
+    return each(&d, numel(y), ReduceFinishF{viewOf(y), f.op, f.count, f.chunks, f.partial},
+                "reduce");
   }
   case AMPRT_OP_REDUCE_MAX_GRAD: {
     AMPRT_CHECK(need(dd, 4, 0, "reduce_max_grad"));
@@ -735,7 +746,8 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax's operands");
     int64_t rows;
     Rows r = rowsOf(t[0], axis, rows);
-    return eachRow(&d, rows, t[0].shape[r.axis], SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a[1]}, "softmax");
+    return eachRow(&d, rows, t[0].shape[r.axis],
+                   SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a[1]}, "softmax");
   }
   case AMPRT_OP_SOFTMAX_GRAD: {
     AMPRT_CHECK(need(dd, 3, 2, "softmax_grad"));
@@ -744,8 +756,9 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax_grad's operands");
     int64_t rows;
     Rows r = rowsOf(t[0], axis, rows);
-    return eachRow(&d, rows, t[0].shape[r.axis], SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a[1]},
-                "softmax_grad");
+    return eachRow(&d, rows, t[0].shape[r.axis],
+                   SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a[1]},
+                   "softmax_grad");
   }
   case AMPRT_OP_LAYER_NORM:
     return layerNorm(d, dd);
@@ -760,7 +773,8 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the reduce ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the reduce ops", (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

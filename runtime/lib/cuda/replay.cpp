@@ -116,22 +116,48 @@ enum Kind { kExact, kElementwise, kSums, kUnary, kAdam };
 
 Kind kindOf(int64_t op) {
   switch (op) {
-  case AMPRT_OP_CAST: case AMPRT_OP_COPY: case AMPRT_OP_CONCAT: case AMPRT_OP_GATHER:
-  case AMPRT_OP_GATHER_ELEMENTS: case AMPRT_OP_ARG_REDUCE: case AMPRT_OP_TOPK:
-  case AMPRT_OP_WHERE: case AMPRT_OP_DROPOUT: case AMPRT_OP_SLICE_GRAD: case AMPRT_OP_MAX_POOL:
-  case AMPRT_OP_SGD_UPDATE: case AMPRT_OP_STEP_COUNT: case AMPRT_OP_MICRO_STEP:
-  case AMPRT_OP_UNSCALE_AND_CHECK: case AMPRT_OP_UPDATE_SCALE:
+  case AMPRT_OP_CAST:
+  case AMPRT_OP_COPY:
+  case AMPRT_OP_CONCAT:
+  case AMPRT_OP_GATHER:
+  case AMPRT_OP_GATHER_ELEMENTS:
+  case AMPRT_OP_ARG_REDUCE:
+  case AMPRT_OP_TOPK:
+  case AMPRT_OP_WHERE:
+  case AMPRT_OP_DROPOUT:
+  case AMPRT_OP_SLICE_GRAD:
+  case AMPRT_OP_MAX_POOL:
+  case AMPRT_OP_SGD_UPDATE:
+  case AMPRT_OP_STEP_COUNT:
+  case AMPRT_OP_MICRO_STEP:
+  case AMPRT_OP_UNSCALE_AND_CHECK:
+  case AMPRT_OP_UPDATE_SCALE:
     return kExact;
-  case AMPRT_OP_GEMM: case AMPRT_OP_MATMUL: case AMPRT_OP_CONV: case AMPRT_OP_CONV_GRAD:
-  case AMPRT_OP_CONV_BN: case AMPRT_OP_REDUCE: case AMPRT_OP_BATCH_NORM: case AMPRT_OP_BATCH_NORM_GRAD:
-  case AMPRT_OP_LAYER_NORM_GRAD: case AMPRT_OP_CLIP_GRAD_NORM: case AMPRT_OP_SOFTMAX_CROSS_ENTROPY:
-  case AMPRT_OP_NLL_LOSS: case AMPRT_OP_GATHER_GRAD: case AMPRT_OP_GATHER_ELEMENTS_GRAD:
-  case AMPRT_OP_CUMSUM: case AMPRT_OP_GRID_SAMPLE: case AMPRT_OP_GRID_SAMPLE_GRAD:
+  case AMPRT_OP_GEMM:
+  case AMPRT_OP_MATMUL:
+  case AMPRT_OP_CONV:
+  case AMPRT_OP_CONV_GRAD:
+  case AMPRT_OP_CONV_BN:
+  case AMPRT_OP_REDUCE:
+  case AMPRT_OP_BATCH_NORM:
+  case AMPRT_OP_BATCH_NORM_GRAD:
+  case AMPRT_OP_LAYER_NORM_GRAD:
+  case AMPRT_OP_CLIP_GRAD_NORM:
+  case AMPRT_OP_SOFTMAX_CROSS_ENTROPY:
+  case AMPRT_OP_NLL_LOSS:
+  case AMPRT_OP_GATHER_GRAD:
+  case AMPRT_OP_GATHER_ELEMENTS_GRAD:
+  case AMPRT_OP_CUMSUM:
+  case AMPRT_OP_GRID_SAMPLE:
+  case AMPRT_OP_GRID_SAMPLE_GRAD:
   case AMPRT_OP_MAX_POOL_GRAD:
-  case AMPRT_OP_AVERAGE_POOL_GRAD: case AMPRT_OP_REDUCE_MAX_GRAD: case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD:
+  case AMPRT_OP_AVERAGE_POOL_GRAD:
+  case AMPRT_OP_REDUCE_MAX_GRAD:
+  case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD:
   case AMPRT_OP_NLL_LOSS_GRAD:
     return kSums;
-  case AMPRT_OP_UNARY: case AMPRT_OP_UNARY_GRAD:
+  case AMPRT_OP_UNARY:
+  case AMPRT_OP_UNARY_GRAD:
   case AMPRT_OP_RANDOM: // the normal's log and cos: the device's against the host's
     return kUnary;
   case AMPRT_OP_ADAM_UPDATE:
@@ -152,8 +178,9 @@ double widen(const char *p, int32_t dtype) {
   case AMPRT_F16: {
     std::memcpy(&h, p, 2);
     int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? std::ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY)
-                                                              : std::ldexp((double)(m | 1024), e - 25);
+    double v = e == 0    ? std::ldexp((double)m, -24)
+               : e == 31 ? (m ? NAN : INFINITY)
+                         : std::ldexp((double)(m | 1024), e - 25);
     return (h & 0x8000) ? -v : v;
   }
   case AMPRT_BF16: {
@@ -206,7 +233,8 @@ int main(int argc, char **argv) {
         }
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...\n", argv[0]);
+      std::printf("usage: %s [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...\n",
+                  argv[0]);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "amprt-exec-replay: unknown argument '%s' (see --help)\n", a.c_str());
@@ -259,18 +287,23 @@ int main(int argc, char **argv) {
     std::vector<void *> regions(r.before.size(), nullptr), bufs(r.tensors.size(), nullptr);
     bool ok = true;
     for (size_t i = 0; i < regions.size() && ok; ++i)
-      ok = amprt_device_alloc(ctx, std::max<size_t>(r.before[i].size(), 1), &regions[i]) == AMPRT_OK &&
-           amprt_device_copy(ctx, regions[i], r.before[i].data(), r.before[i].size(), 0) == AMPRT_OK;
+      ok =
+          amprt_device_alloc(ctx, std::max<size_t>(r.before[i].size(), 1), &regions[i]) ==
+              AMPRT_OK &&
+          amprt_device_copy(ctx, regions[i], r.before[i].data(), r.before[i].size(), 0) == AMPRT_OK;
     for (size_t k = 0; k < bufs.size(); ++k) {
       auto [reg, off] = r.tensors[k];
-      bufs[k] = reg >= 0 ? static_cast<char *>(regions[(size_t)reg]) + off : reg == -2 ? dummy : nullptr;
+      bufs[k] = reg >= 0    ? static_cast<char *>(regions[(size_t)reg]) + off
+                : reg == -2 ? dummy
+                            : nullptr;
     }
     amprt_context_set_rng_state(ctx, r.rng);
     int32_t st = ok ? amprt_exec(ctx, r.desc.data(), bufs.data()) : AMPRT_ERR_OUT_OF_MEMORY;
     if (st == AMPRT_OK)
       st = amprt_device_synchronize(ctx);
     if (st != AMPRT_OK)
-      note(std::string("status ") + amprt_status_name((amprt_status)st) + ": " + amprt_last_error());
+      note(std::string("status ") + amprt_status_name((amprt_status)st) + ": " +
+           amprt_last_error());
     std::vector<std::string> got(regions.size());
     for (size_t i = 0; i < regions.size() && st == AMPRT_OK; ++i) {
       got[i].resize(r.before[i].size());
@@ -308,8 +341,11 @@ int main(int argc, char **argv) {
         for (int64_t b : at)
           if (std::isfinite(widen(cpu.data() + b, dtype)))
             maxAbs = std::max(maxAbs, std::fabs(widen(cpu.data() + b, dtype)));
-      double tol = dtype == AMPRT_F16 ? 4e-3 : dtype == AMPRT_BF16 ? 3e-2 : kind == kSums ? 2e-4
-                   : kind == kUnary ? 1e-4 : 1e-5;
+      double tol = dtype == AMPRT_F16    ? 4e-3
+                   : dtype == AMPRT_BF16 ? 3e-2
+                   : kind == kSums       ? 2e-4
+                   : kind == kUnary      ? 1e-4
+                                         : 1e-5;
       if (kind == kAdam && dtype == AMPRT_F32)
         tol = std::ldexp(1.0, -22);
       for (int64_t i = 0; i < n; ++i) {
@@ -321,8 +357,8 @@ int main(int argc, char **argv) {
         }
         double cv = isFloat ? widen(c, dtype) : 0.0, gv = isFloat ? widen(g, dtype) : 0.0;
         char pos[160];
-        std::snprintf(pos, sizeof pos, "tensor %lld (%s) element %lld: CPU %.9g, device %.9g", (long long)k,
-                      amprt_dtype_name((amprt_dtype)dtype), (long long)i, cv, gv);
+        std::snprintf(pos, sizeof pos, "tensor %lld (%s) element %lld: CPU %.9g, device %.9g",
+                      (long long)k, amprt_dtype_name((amprt_dtype)dtype), (long long)i, cv, gv);
         if (!isFloat || kind == kExact) {
           note(std::string("not bit for bit: ") + pos);
           break;
@@ -361,15 +397,18 @@ int main(int argc, char **argv) {
   for (auto &[op, t] : tally)
     replayed += t.calls;
   if (replayed == 0) {
-    std::fprintf(stderr, "amprt-exec-replay: none of the %zu recorded calls is of the ops of --ops\n", files.size());
+    std::fprintf(stderr,
+                 "amprt-exec-replay: none of the %zu recorded calls is of the ops of --ops\n",
+                 files.size());
     return 1;
   }
   std::printf("\n| op | calls | failed | worst error / tolerance |\n|---|---|---|---|\n");
   for (auto &[op, t] : tally)
-    std::printf("| %s | %lld | %lld | %.3g |\n", opName(op), (long long)t.calls, (long long)t.failed,
-                t.worst);
-  std::printf("\n%s: %zu recorded calls replayed on %s, %lld failed; %lld of %lld elements bit for bit\n",
-              failures ? "FAILED" : "passed", (size_t)replayed, device.c_str(), (long long)failures,
-              (long long)bitwise, (long long)elements);
+    std::printf("| %s | %lld | %lld | %.3g |\n", opName(op), (long long)t.calls,
+                (long long)t.failed, t.worst);
+  std::printf(
+      "\n%s: %zu recorded calls replayed on %s, %lld failed; %lld of %lld elements bit for bit\n",
+      failures ? "FAILED" : "passed", (size_t)replayed, device.c_str(), (long long)failures,
+      (long long)bitwise, (long long)elements);
   return failures ? 1 : 0;
 }

@@ -108,7 +108,6 @@ struct ScaleByF {
   HD void operator()(int64_t i) const { y[i] = *coef < 1.0f ? x[i] * *coef : x[i]; }
 };
 
-
 amprt_status unscaleAndCheck(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   size_t n = 0;
@@ -143,7 +142,8 @@ amprt_status clipGradNorm(Dev &d, const Decoded &dd) {
   AMPRT_CHECK(multiTensorCount(dd, "clip_grad_norm", 2, n));
   float maxNorm = (float)attrF(dd.attrs, 1);
   if (!(maxNorm > 0.0f))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): clip_grad_norm's max_norm must be > 0");
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec (cuda): clip_grad_norm's max_norm must be > 0");
   const amprt_tensor &flag = t[n], &norm = t[2 * n + 1];
   int64_t chunks = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -178,7 +178,8 @@ amprt_status clipGradNorm(Dev &d, const Decoded &dd) {
 amprt_status checkF32State(const amprt_tensor &t, int64_t n, const char *what) {
   if (t.dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&t) || numel(t) != n)
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec (cuda): %s must be a contiguous f32 tensor of the parameter's size", what);
+                "amprt_exec (cuda): %s must be a contiguous f32 tensor of the parameter's size",
+                what);
   return AMPRT_OK;
 }
 
@@ -193,7 +194,8 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
     size_t o = 0;
     AMPRT_CHECK(sgdAttrs(dd, cfg, buf, o));
     if (cfg.nesterov && (cfg.momentum <= 0.0f || cfg.dampening != 0.0f))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): nesterov needs momentum > 0 and dampening 0");
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_exec (cuda): nesterov needs momentum > 0 and dampening 0");
     if (cfg.momentum != 0.0f && !buf)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): momentum needs a buffer");
     int64_t n = numel(t[0]);
@@ -205,9 +207,11 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
       AMPRT_CHECK(checkF32State(t[o + 3], n, "the new momentum buffer"));
     }
     return each(&d, n,
-                SgdF{cfg, static_cast<const float *>(t[0].data), static_cast<const float *>(t[1].data),
+                SgdF{cfg, static_cast<const float *>(t[0].data),
+                     static_cast<const float *>(t[1].data),
                      buf ? static_cast<const float *>(t[2].data) : nullptr,
-                     static_cast<float *>(t[o + 2].data), buf ? static_cast<float *>(t[o + 3].data) : nullptr,
+                     static_cast<float *>(t[o + 2].data),
+                     buf ? static_cast<float *>(t[o + 3].data) : nullptr,
                      static_cast<const int64_t *>(t[o].data), t[o + 1].data, 1},
                 "sgd_update");
   }
@@ -215,17 +219,18 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
     amprt_adam_config cfg{};
     AMPRT_CHECK(adamAttrs(dd, cfg));
     if (!(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f &&
-          cfg.eps >= 0.0f) || cfg.decoupled < 0 || cfg.decoupled > 2)
+          cfg.eps >= 0.0f) ||
+        cfg.decoupled < 0 || cfg.decoupled > 2)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): adam's hyper-parameters");
     int64_t n = numel(t[0]);
     for (size_t k : {0, 1, 2, 3, 6, 7, 8})
       AMPRT_CHECK(checkF32State(t[k], n, "an adam tensor"));
     return each(&d, n,
-                AdamF{cfg, static_cast<const float *>(t[0].data), static_cast<const float *>(t[1].data),
-                      static_cast<const float *>(t[2].data), static_cast<const float *>(t[3].data),
-                      static_cast<float *>(t[6].data), static_cast<float *>(t[7].data),
-                      static_cast<float *>(t[8].data), static_cast<const int64_t *>(t[4].data),
-                      t[5].data, 1},
+                AdamF{cfg, static_cast<const float *>(t[0].data),
+                      static_cast<const float *>(t[1].data), static_cast<const float *>(t[2].data),
+                      static_cast<const float *>(t[3].data), static_cast<float *>(t[6].data),
+                      static_cast<float *>(t[7].data), static_cast<float *>(t[8].data),
+                      static_cast<const int64_t *>(t[4].data), t[5].data, 1},
                 "adam_update");
   }
   case AMPRT_OP_STEP_COUNT:
@@ -234,7 +239,8 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
     if (t[2].dtype != AMPRT_I64 || numel(t[2]) != 1)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): step_count's output");
     return each(&d, 1,
-                StepCountF{static_cast<const int64_t *>(t[0].data), static_cast<const uint8_t *>(t[1].data),
+                StepCountF{static_cast<const int64_t *>(t[0].data),
+                           static_cast<const uint8_t *>(t[1].data),
                            static_cast<int64_t *>(t[2].data)},
                 "step_count");
   case AMPRT_OP_UNSCALE_AND_CHECK:
@@ -245,32 +251,34 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
     amprt_scaler_config cfg{};
     bool errorAtMin = true;
     AMPRT_CHECK(updateScaleAttrs(dd, cfg, errorAtMin));
-    if (!(cfg.growth_factor > 1.0f) || !(cfg.backoff_factor > 0.0f) || !(cfg.backoff_factor < 1.0f) ||
-        cfg.growth_interval < 1)
+    if (!(cfg.growth_factor > 1.0f) || !(cfg.backoff_factor > 0.0f) ||
+        !(cfg.backoff_factor < 1.0f) || cfg.growth_interval < 1)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_exec (cuda): update_scale needs growth_factor > 1, 0 < backoff_factor < 1 "
                   "and growth_interval >= 1");
-    return each(&d, 1,
-                UpdateScaleTensorsF{cfg, static_cast<const float *>(t[0].data),
-                                    static_cast<const int64_t *>(t[1].data),
-                                    static_cast<const int64_t *>(t[2].data),
-                                    static_cast<const uint8_t *>(t[3].data),
-                                    static_cast<float *>(t[4].data), static_cast<int64_t *>(t[5].data),
-                                    static_cast<int64_t *>(t[6].data), d.err, errorAtMin},
-                "update_scale");
+    return each(
+        &d, 1,
+        UpdateScaleTensorsF{
+            cfg, static_cast<const float *>(t[0].data), static_cast<const int64_t *>(t[1].data),
+            static_cast<const int64_t *>(t[2].data), static_cast<const uint8_t *>(t[3].data),
+            static_cast<float *>(t[4].data), static_cast<int64_t *>(t[5].data),
+            static_cast<int64_t *>(t[6].data), d.err, errorAtMin},
+        "update_scale");
   }
   case AMPRT_OP_MICRO_STEP: {
     int64_t every = 1;
     AMPRT_CHECK(microStepAttrs(dd, every));
     return each(&d, 1,
-                MicroStepF{static_cast<const int64_t *>(t[0].data), static_cast<uint8_t *>(t[1].data),
-                           static_cast<int64_t *>(t[2].data), every, d.err},
+                MicroStepF{static_cast<const int64_t *>(t[0].data),
+                           static_cast<uint8_t *>(t[1].data), static_cast<int64_t *>(t[2].data),
+                           every, d.err},
                 "micro_step");
   }
   default:
     break;
   }
-  return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): opcode %lld is not one of the scaler ops", (long long)dd.opcode);
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec (cuda): opcode %lld is not one of the scaler ops", (long long)dd.opcode);
 }
 
 } // namespace amprt::cuda

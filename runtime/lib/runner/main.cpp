@@ -48,16 +48,16 @@
 #include "amprt/amprt.h"
 #include "amprt/bounded_spin.h"
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <new>
 #include <sstream>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -105,20 +105,26 @@ std::vector<std::string> split(const std::string &s, char sep) {
   }
 }
 
-
 // The value of a scalar result as a double (0 when absent).
 double scalarOf(const Slot *s) {
   if (!s || s->numel() != 1)
     return 0.0;
   const void *p = s->data.data();
   switch (s->dtype) {
-  case AMPRT_F32: return *static_cast<const float *>(p);
-  case AMPRT_F16: return amprt_f16_to_f32(*static_cast<const uint16_t *>(p));
-  case AMPRT_BF16: return amprt_bf16_to_f32(*static_cast<const uint16_t *>(p));
-  case AMPRT_I1: return *static_cast<const uint8_t *>(p) ? 1.0 : 0.0;
-  case AMPRT_I64: return (double)*static_cast<const int64_t *>(p);
-  case AMPRT_I32: return *static_cast<const int32_t *>(p);
-  default: return 0.0;
+  case AMPRT_F32:
+    return *static_cast<const float *>(p);
+  case AMPRT_F16:
+    return amprt_f16_to_f32(*static_cast<const uint16_t *>(p));
+  case AMPRT_BF16:
+    return amprt_bf16_to_f32(*static_cast<const uint16_t *>(p));
+  case AMPRT_I1:
+    return *static_cast<const uint8_t *>(p) ? 1.0 : 0.0;
+  case AMPRT_I64:
+    return (double)*static_cast<const int64_t *>(p);
+  case AMPRT_I32:
+    return *static_cast<const int32_t *>(p);
+  default:
+    return 0.0;
   }
 }
 
@@ -149,9 +155,8 @@ void checkStateFinite(const void *data, amprt_dtype dtype, int64_t numel, const 
   int64_t first;
   int64_t bad = amprt_count_nonfinite(data, dtype, numel, &first);
   if (bad && nanCheck != "off")
-    die(what + " holds " + std::to_string(bad) +
-        " NaN / inf value(s), the first at flat index " + std::to_string(first) +
-        " (a corrupted or diverged file; --nan-check=off loads it anyway)");
+    die(what + " holds " + std::to_string(bad) + " NaN / inf value(s), the first at flat index " +
+        std::to_string(first) + " (a corrupted or diverged file; --nan-check=off loads it anyway)");
 }
 
 /// Warns about the arrays of `z` that no argument of kind `kind` takes (a
@@ -173,7 +178,8 @@ void warnUnusedArrays(const amprt_npz *z, const std::vector<Slot> &args, const s
       unused += (unused.empty() ? "'" : ", '") + n + "'";
   }
   if (!unused.empty())
-    std::fprintf(stderr, "warning: %s in '%s' is no input of the program (its inputs: %s); ignored\n",
+    std::fprintf(stderr,
+                 "warning: %s in '%s' is no input of the program (its inputs: %s); ignored\n",
                  unused.c_str(), file.c_str(), names.empty() ? "none" : names.c_str());
 }
 
@@ -262,8 +268,7 @@ int main(int argc, char **argv) {
       errno = 0;
       long long n = std::strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end || errno == ERANGE || n < lo)
-        die(std::string(flag) + " needs an integer >= " + std::to_string(lo) + ", got '" + v +
-            "'");
+        die(std::string(flag) + " needs an integer >= " + std::to_string(lo) + ", got '" + v + "'");
       return n;
     };
     if (is("--inputs"))
@@ -336,8 +341,8 @@ int main(int argc, char **argv) {
     die("training needs both --data data.npz and --steps N");
   if (loop && !o.inputs.empty())
     die("--inputs runs one step; --data runs the training loop: give one of them");
-  if (!loop && (!o.metrics.empty() || !o.checkpointDir.empty() || o.resume ||
-                o.printEvery || o.checkpointEvery))
+  if (!loop && (!o.metrics.empty() || !o.checkpointDir.empty() || o.resume || o.printEvery ||
+                o.checkpointEvery))
     die("--metrics, --checkpoint-dir, --resume, --print-every and --checkpoint-every go "
         "with --data and --steps");
   if (o.resume && o.checkpointDir.empty())
@@ -369,8 +374,8 @@ int main(int argc, char **argv) {
     // machine cannot hold is named here, not left to a failing allocation.
     if (bytes > hostMemory || held > hostMemory - bytes)
       die("the " + s.kind + " '" + s.name + "' needs " +
-          (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) +
-          " bytes" + (held ? " on top of " + std::to_string(held) + " for the tensors before it" : "") +
+          (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) + " bytes" +
+          (held ? " on top of " + std::to_string(held) + " for the tensors before it" : "") +
           ", more than this machine's available memory (" + std::to_string(hostMemory) + " bytes)");
     held += bytes;
     s.data.assign(bytes, 0);
@@ -382,8 +387,8 @@ int main(int argc, char **argv) {
   for (Slot &s : args) {
     if (s.kind != "param")
       continue;
-    amprt_tensor t = amprt_tensor_make(s.data.data(), s.dtype, (int32_t)s.shape.size(),
-                                       s.shape.data());
+    amprt_tensor t =
+        amprt_tensor_make(s.data.data(), s.dtype, (int32_t)s.shape.size(), s.shape.data());
     if (amprt_checkpoint_read(ck, s.name.c_str(), &t) != AMPRT_OK)
       die(amprt_last_error());
     checkStateFinite(s.data.data(), s.dtype, s.numel(),
@@ -459,8 +464,8 @@ int main(int argc, char **argv) {
         std::string have;
         for (int32_t i = 0; i < amprt_npz_count(in); ++i)
           have += (i ? ", " : "") + std::string(amprt_npz_name(in, i));
-        die("input '" + s.name + "' is missing from '" + o.inputs + "' (it holds: " +
-            (have.empty() ? "nothing" : have) + ")");
+        die("input '" + s.name + "' is missing from '" + o.inputs +
+            "' (it holds: " + (have.empty() ? "nothing" : have) + ")");
       }
       std::string what = "input '" + s.name + "' in '" + o.inputs + "'";
       if (amprt_feed(a, s.dtype, (int32_t)s.shape.size(), s.shape.data(), s.data.data(),
@@ -545,8 +550,8 @@ int main(int argc, char **argv) {
       std::string have;
       for (int32_t k = 0; k < amprt_npz_count(data); ++k)
         have += (k ? ", " : "") + std::string(amprt_npz_name(data, k));
-      die("input '" + s.name + "' is missing from '" + o.data + "' (it holds: " +
-          (have.empty() ? "nothing" : have) + ")");
+      die("input '" + s.name + "' is missing from '" + o.data +
+          "' (it holds: " + (have.empty() ? "nothing" : have) + ")");
     }
     if (s.shape.empty() || a->rank != (int32_t)s.shape.size())
       die("input '" + s.name + "' in '" + o.data + "' has rank " + std::to_string(a->rank) +
@@ -554,19 +559,19 @@ int main(int argc, char **argv) {
           (s.shape.empty() ? " (a scalar input cannot be batched)" : ""));
     for (size_t d = 1; d < s.shape.size(); ++d)
       if (a->shape[d] != s.shape[d])
-        die("input '" + s.name + "' in '" + o.data + "': dimension " + std::to_string(d) +
-            " is " + std::to_string(a->shape[d]) + ", the program needs " +
-            std::to_string(s.shape[d]));
+        die("input '" + s.name + "' in '" + o.data + "': dimension " + std::to_string(d) + " is " +
+            std::to_string(a->shape[d]) + ", the program needs " + std::to_string(s.shape[d]));
     if (s.shape[0] == 0)
-      die("the program's input '" + s.name + "' has a batch of 0 rows: --data cannot feed it "
+      die("the program's input '" + s.name +
+          "' has a batch of 0 rows: --data cannot feed it "
           "batches (give its inputs with --inputs)");
     if (a->shape[0] < s.shape[0])
       die("input '" + s.name + "' in '" + o.data + "' has " + std::to_string(a->shape[0]) +
           " rows, fewer than the program's batch of " + std::to_string(s.shape[0]));
     int64_t nb = a->shape[0] / s.shape[0];
     if (batches >= 0 && nb != batches)
-      die("input '" + s.name + "' in '" + o.data + "' holds " + std::to_string(nb) +
-          " batches, '" + batchesFrom + "' holds " + std::to_string(batches));
+      die("input '" + s.name + "' in '" + o.data + "' holds " + std::to_string(nb) + " batches, '" +
+          batchesFrom + "' holds " + std::to_string(batches));
     batches = nb;
     batchesFrom = s.name;
     int64_t row = amprt_dtype_size(a->dtype);
@@ -581,8 +586,8 @@ int main(int argc, char **argv) {
       amprt_array whole = *a;
       whole.shape[0] = all.shape[0];
       std::string what = "input '" + s.name + "' in '" + o.data + "'";
-      if (amprt_feed(&whole, s.dtype, (int32_t)all.shape.size(), all.shape.data(),
-                     all.data.data(), what.c_str()) != AMPRT_OK)
+      if (amprt_feed(&whole, s.dtype, (int32_t)all.shape.size(), all.shape.data(), all.data.data(),
+                     what.c_str()) != AMPRT_OK)
         die(amprt_last_error());
       feeds.back().device = static_cast<char *>(deviceBuffer(all));
       upload(all, feeds.back().device);
@@ -594,9 +599,8 @@ int main(int argc, char **argv) {
     int64_t total = a->shape[0] * (row / (int64_t)amprt_dtype_size(a->dtype));
     int64_t bad = amprt_count_nonfinite(a->data, a->dtype, total, &first);
     if (bad && o.nanCheck != "off") {
-      std::string msg = "input '" + s.name + "' in '" + o.data + "' holds " +
-                        std::to_string(bad) + " NaN / inf value(s), the first at flat index " +
-                        std::to_string(first);
+      std::string msg = "input '" + s.name + "' in '" + o.data + "' holds " + std::to_string(bad) +
+                        " NaN / inf value(s), the first at flat index " + std::to_string(first);
       if (o.nanCheck == "error")
         die(msg + " (--nan-check=error)");
       std::fprintf(stderr, "warning: %s\n", msg.c_str());
@@ -668,8 +672,8 @@ int main(int argc, char **argv) {
       Slot &s = args[ai];
       download(s, ap[ai]);
       void *host = onHost ? ap[ai] : s.data.data();
-      ts.push_back({s.name.c_str(), amprt_tensor_make(host, s.dtype, (int32_t)s.shape.size(),
-                                                      s.shape.data())});
+      ts.push_back({s.name.c_str(),
+                    amprt_tensor_make(host, s.dtype, (int32_t)s.shape.size(), s.shape.data())});
     }
     std::string d = std::to_string(done), k = std::to_string(skipped);
     char rng[32];
@@ -679,8 +683,7 @@ int main(int argc, char **argv) {
                              {"amp.skipped_total", k.c_str()},
                              {"amp.training", trainingText},
                              {"amp.rng_state", rng}};
-    if (amprt_checkpoint_save(ckFile.c_str(), ts.data(), (int32_t)ts.size(), meta, 5) !=
-        AMPRT_OK)
+    if (amprt_checkpoint_save(ckFile.c_str(), ts.data(), (int32_t)ts.size(), meta, 5) != AMPRT_OK)
       die(amprt_last_error());
   };
 
@@ -725,7 +728,8 @@ int main(int argc, char **argv) {
       die("steps " + std::to_string(lastStep - pending + 1) + ".." + std::to_string(lastStep) +
           ": " + amprt_last_error());
     if (!onHost) { // the block's mean time for each of its steps
-      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - blockStart).count();
+      double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - blockStart).count();
       times.assign((size_t)pending, dt / (double)pending);
     }
     for (int64_t k = 0; k < pending; ++k) {
@@ -790,8 +794,8 @@ int main(int argc, char **argv) {
         (amprt_graph_begin(ctx) != AMPRT_OK ||
          amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK ||
          amprt_graph_end(ctx, &graph) != AMPRT_OK))
-      die("step " + std::to_string(step + 1) + ": capturing the step as a CUDA graph: " +
-          amprt_last_error());
+      die("step " + std::to_string(step + 1) +
+          ": capturing the step as a CUDA graph: " + amprt_last_error());
     if (graph ? amprt_graph_launch(ctx, graph) != AMPRT_OK
               : amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
       die("step " + std::to_string(step + 1) + ": " + amprt_last_error());

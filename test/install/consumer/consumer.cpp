@@ -1,5 +1,5 @@
-// consumer MODEL.onnx PIPELINE (passes on the module, e.g. "amp-autocast{target=bf16}"): imports an ONNX file with AMP-MLIR's
-// importer, runs a pass pipeline of its passes (registered by name, as an
+// consumer MODEL.onnx PIPELINE (passes on the module, e.g. "amp-autocast{target=bf16}"): imports an
+// ONNX file with AMP-MLIR's importer, runs a pass pipeline of its passes (registered by name, as an
 // embedding compiler would) and prints the module; then asks the runtime
 // for a context. Built against the installed package only.
 #include "amp/Dialect/AMP/IR/AMPDialect.h"

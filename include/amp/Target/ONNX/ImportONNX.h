@@ -9,9 +9,9 @@
 #ifndef AMP_TARGET_ONNX_IMPORTONNX_H
 #define AMP_TARGET_ONNX_IMPORTONNX_H
 
-#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <map>
 #include <set>
@@ -84,7 +84,7 @@ OwningOpRef<ModuleOp> importORTTrainingArtifacts(llvm::StringRef trainingModel,
 /// com.microsoft AdamWOptimizer or SGDOptimizerV2 node over sequences of
 /// all parameters), as amp-optimizer's options.
 struct ORTOptimizerSpec {
-  std::string optimizer;       // "adamw" or "sgd"
+  std::string optimizer; // "adamw" or "sgd"
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
   /// AdamWOptimizer adam_mode: 0 PyTorch's AdamW, 1 Hugging Face's (bias
   /// correction folded into the learning rate, eps added to sqrt(v), weight
@@ -107,9 +107,9 @@ FailureOr<ORTOptimizerState> readORTOptimizerState(llvm::StringRef checkpoint, M
 /// A TensorProto read from a .pb file (the ONNX test-data format).
 struct ONNXTensorFile {
   std::string name;
-  Type elementType;           // null when amp has no such type
+  Type elementType; // null when amp has no such type
   std::vector<int64_t> shape;
-  std::string bytes;          // little-endian, bool as one byte
+  std::string bytes; // little-endian, bool as one byte
 };
 
 /// Reads a serialized TensorProto; errors name the file.

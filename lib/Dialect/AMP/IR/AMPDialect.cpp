@@ -18,8 +18,8 @@
 using namespace mlir;
 using namespace mlir::amp;
 
-#include "amp/Dialect/AMP/IR/AMPOpsDialect.cpp.inc"
 #include "amp/Dialect/AMP/IR/AMPInterfaces.cpp.inc"
+#include "amp/Dialect/AMP/IR/AMPOpsDialect.cpp.inc"
 
 void AMPDialect::initialize() {
   addOperations<
@@ -28,8 +28,8 @@ void AMPDialect::initialize() {
       >();
 }
 
-Operation *AMPDialect::materializeConstant(OpBuilder &builder, Attribute value,
-                                           Type type, Location loc) {
+Operation *AMPDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                           Location loc) {
   auto typed = dyn_cast<TypedAttr>(value);
   if (!typed || typed.getType() != type)
     return nullptr;
@@ -64,14 +64,10 @@ bool mlir::amp::isExactConversion(Type from, Type to) {
     // subnormals included.
     const llvm::fltSemantics &f = fromFloat.getFloatSemantics();
     const llvm::fltSemantics &t = toFloat.getFloatSemantics();
-    return llvm::APFloat::semanticsPrecision(t) >=
-               llvm::APFloat::semanticsPrecision(f) &&
-           llvm::APFloat::semanticsMaxExponent(t) >=
-               llvm::APFloat::semanticsMaxExponent(f) &&
-           llvm::APFloat::semanticsMinExponent(t) -
-                   (int)llvm::APFloat::semanticsPrecision(t) <=
-               llvm::APFloat::semanticsMinExponent(f) -
-                   (int)llvm::APFloat::semanticsPrecision(f);
+    return llvm::APFloat::semanticsPrecision(t) >= llvm::APFloat::semanticsPrecision(f) &&
+           llvm::APFloat::semanticsMaxExponent(t) >= llvm::APFloat::semanticsMaxExponent(f) &&
+           llvm::APFloat::semanticsMinExponent(t) - (int)llvm::APFloat::semanticsPrecision(t) <=
+               llvm::APFloat::semanticsMinExponent(f) - (int)llvm::APFloat::semanticsPrecision(f);
   }
   auto fromInt = dyn_cast<IntegerType>(from);
   if (!fromInt)
@@ -89,14 +85,12 @@ bool mlir::amp::isExactConversion(Type from, Type to) {
   if (auto toFloat = dyn_cast<FloatType>(to)) {
     // Integers up to 2^precision are exact; signed types need one bit less.
     unsigned magnitudeBits = fromUnsigned ? fromBits : fromBits - 1;
-    return llvm::APFloat::semanticsPrecision(toFloat.getFloatSemantics()) >=
-           magnitudeBits;
+    return llvm::APFloat::semanticsPrecision(toFloat.getFloatSemantics()) >= magnitudeBits;
   }
   return false;
 }
 
-bool mlir::amp::areCompatibleResultTypes(TypeRange inferred,
-                                         TypeRange declared) {
+bool mlir::amp::areCompatibleResultTypes(TypeRange inferred, TypeRange declared) {
   if (inferred.size() != declared.size())
     return false;
   for (auto [i, d] : llvm::zip(inferred, declared)) {
@@ -127,8 +121,8 @@ LogicalResult CastOp::verify() {
 /// Converts one constant element to `to` the way amp.cast does at run time.
 static std::optional<APFloat> castFloat(APFloat value, FloatType to) {
   bool losesInfo = false;
-  APFloat::opStatus st = value.convert(to.getFloatSemantics(),
-                                       APFloat::rmNearestTiesToEven, &losesInfo);
+  APFloat::opStatus st =
+      value.convert(to.getFloatSemantics(), APFloat::rmNearestTiesToEven, &losesInfo);
   if (st & APFloat::opInvalidOp)
     return std::nullopt;
   return value;

@@ -6,20 +6,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-
 #include "GradientUtils.h"
 
 using namespace mlir;
 using namespace mlir::amp;
 using namespace mlir::amp::gradient_utils;
 
-
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(2, Value());
   if (!rg[0])
     return success();
@@ -28,19 +25,18 @@ LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] && og[1]);
 }
 
-LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(2, Value());
   if (!rg[0])
     return success();
-  Value neg = make(b, getLoc(), MulOp::getOperationName(), {rg[0], scalar(b, getLoc(), rg[0], -1.0)});
+  Value neg =
+      make(b, getLoc(), MulOp::getOperationName(), {rg[0], scalar(b, getLoc(), rg[0], -1.0)});
   og[0] = sumToShape(b, getLoc(), rg[0], getLhs().getType());
   og[1] = neg ? sumToShape(b, getLoc(), neg, getRhs().getType()) : Value();
   return success(og[0] && og[1]);
 }
 
-LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(2, Value());
   if (!rg[0])
     return success();
@@ -53,8 +49,7 @@ LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] && og[1]);
 }
 
-LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(2, Value());
   if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
     return success();
@@ -62,7 +57,8 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   // d(a / b) = dy / b, -dy * a / b^2 = -(dy / b) * (a / b) = -(dy / b) * y
   Value q = make(b, loc, DivOp::getOperationName(), {rg[0], getRhs()});
   Value qy = q ? make(b, loc, MulOp::getOperationName(), {q, getResult()}) : Value();
-  Value neg = qy ? make(b, loc, MulOp::getOperationName(), {qy, scalar(b, loc, qy, -1.0)}) : Value();
+  Value neg =
+      qy ? make(b, loc, MulOp::getOperationName(), {qy, scalar(b, loc, qy, -1.0)}) : Value();
   og[0] = q ? sumToShape(b, loc, q, getLhs().getType()) : Value();
   og[1] = neg ? sumToShape(b, loc, neg, getRhs().getType()) : Value();
   return success(og[0] && og[1]);
@@ -78,9 +74,11 @@ static LogicalResult modGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
   Location loc = op->getLoc();
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Value q = make(b, loc, DivOp::getOperationName(), {lhs, rhs});
-  Value whole = !q ? Value()
-                : floor ? make(b, loc, FloorOp::getOperationName(), {q})
-                        : make(b, loc, SubOp::getOperationName(), {q, make(b, loc, FModOp::getOperationName(), {q, scalar(b, loc, q, 1.0)})});
+  Value whole =
+      !q      ? Value()
+      : floor ? make(b, loc, FloorOp::getOperationName(), {q})
+              : make(b, loc, SubOp::getOperationName(),
+                     {q, make(b, loc, FModOp::getOperationName(), {q, scalar(b, loc, q, 1.0)})});
   Value db = whole ? make(b, loc, MulOp::getOperationName(), {rg[0], whole}) : Value();
   db = db ? make(b, loc, MulOp::getOperationName(), {db, scalar(b, loc, db, -1.0)}) : Value();
   og[0] = sumToShape(b, loc, rg[0], lhs.getType());
@@ -117,7 +115,8 @@ static LogicalResult minMaxGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
   Value g2 = UnaryGradOp::create(b, loc, nd, rg[0], relu, zero, zero);
   Value rest = make(b, loc, SubOp::getOperationName(), {rg[0], g1});
   rest = rest ? make(b, loc, SubOp::getOperationName(), {rest, g2}) : Value();
-  Value tie = rest ? make(b, loc, MulOp::getOperationName(), {rest, scalar(b, loc, rest, 0.5)}) : Value();
+  Value tie =
+      rest ? make(b, loc, MulOp::getOperationName(), {rest, scalar(b, loc, rest, 0.5)}) : Value();
   Value toLhs = tie ? make(b, loc, AddOp::getOperationName(), {isMax ? g1 : g2, tie}) : Value();
   Value toRhs = tie ? make(b, loc, AddOp::getOperationName(), {isMax ? g2 : g1, tie}) : Value();
   og[0] = toLhs ? sumToShape(b, loc, toLhs, lhs.getType()) : Value();
@@ -125,20 +124,17 @@ static LogicalResult minMaxGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
   return success(og[0] && og[1]);
 }
 
-LogicalResult MaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   return minMaxGrad(b, *this, rg, og, true);
 }
 
-LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   return minMaxGrad(b, *this, rg, og, false);
 }
 
-#define AMP_UNARY_GRAD(OP, KIND)                                               \
-  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg,           \
-                                   SmallVectorImpl<Value> &og) {               \
-    return unaryGrad(b, *this, rg, og, KIND);                                  \
+#define AMP_UNARY_GRAD(OP, KIND)                                                                   \
+  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) { \
+    return unaryGrad(b, *this, rg, og, KIND);                                                      \
   }
 AMP_UNARY_GRAD(SqrtOp, "sqrt")
 AMP_UNARY_GRAD(ExpOp, "exp")
@@ -169,10 +165,9 @@ AMP_UNARY_GRAD(SignOp, "sign")
 #undef AMP_UNARY_GRAD
 
 // Unary ops with parameters: alpha (and beta) passed on to amp.unary_grad.
-#define AMP_UNARY_GRAD_PARAMS(OP, KIND, ALPHA, BETA)                           \
-  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg,           \
-                                   SmallVectorImpl<Value> &og) {               \
-    return unaryGrad(b, *this, rg, og, KIND, ALPHA, BETA);                     \
+#define AMP_UNARY_GRAD_PARAMS(OP, KIND, ALPHA, BETA)                                               \
+  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) { \
+    return unaryGrad(b, *this, rg, og, KIND, ALPHA, BETA);                                         \
   }
 AMP_UNARY_GRAD_PARAMS(EluOp, "elu", getAlpha().convertToFloat(), 0.0f)
 AMP_UNARY_GRAD_PARAMS(CeluOp, "celu", getAlpha().convertToFloat(), 0.0f)
@@ -183,8 +178,7 @@ AMP_UNARY_GRAD_PARAMS(ThresholdedReluOp, "thresholded_relu", getAlpha().convertT
 AMP_UNARY_GRAD_PARAMS(ClipOp, "clip", getMin().convertToFloat(), getMax().convertToFloat())
 #undef AMP_UNARY_GRAD_PARAMS
 
-LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   if (!isa<FloatType>(getElementTypeOrSelf(getType()))) {
     og.assign(1, Value());
     return success();
@@ -197,8 +191,7 @@ LogicalResult LeakyReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return unaryGrad(b, *this, rg, og, "leaky_relu", getAlpha().convertToFloat());
 }
 
-LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   return unaryGrad(b, *this, rg, og, getApproximate() == "tanh" ? "gelu_tanh" : "gelu");
 }
 
@@ -208,8 +201,7 @@ LogicalResult IdentityOp::buildGradients(OpBuilder &, ArrayRef<Value> rg,
   return success();
 }
 
-LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
+LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(1, Value());
   if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getInput().getType())))
     return success();
@@ -249,9 +241,9 @@ LogicalResult SoftmaxCrossEntropyLossOp::buildGradients(OpBuilder &b, ArrayRef<V
     return fail(*this, "its log_prob result (only the loss may reach the objective)");
   if (!rg[0])
     return success();
-  og[0] = SoftmaxCrossEntropyLossGradOp::create(
-      b, getLoc(), getScores().getType(), getLogProb(), getLabels(), getWeights(), rg[0],
-      getReduction(), getIgnoreIndexAttr());
+  og[0] = SoftmaxCrossEntropyLossGradOp::create(b, getLoc(), getScores().getType(), getLogProb(),
+                                                getLabels(), getWeights(), rg[0], getReduction(),
+                                                getIgnoreIndexAttr());
   return success();
 }
 
@@ -294,7 +286,8 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     int64_t rows = at.getNumElements() / k;
     Value a2 = reshape(b, loc, getLhs(), {rows, k});
     Value dy2 = reshape(b, loc, rg[0], {rows, n});
-    Value db = make(b, loc, GemmOp::getOperationName(), {a2, dy2}, {attr(b, "trans_a", b.getBoolAttr(true))});
+    Value db = make(b, loc, GemmOp::getOperationName(), {a2, dy2},
+                    {attr(b, "trans_a", b.getBoolAttr(true))});
     og[1] = db ? reshape(b, loc, db, bt.getShape()) : Value();
   } else {
     Value aT = transposeLast2(b, loc, getLhs());
@@ -304,8 +297,7 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success(og[0] && og[1]);
 }
 
-LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
+LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(getNumOperands(), Value());
   if (!rg[0])
     return success();
@@ -337,7 +329,8 @@ LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (Value c = getC()) {
     Value dc = dy;
     if (getBeta().convertToDouble() != 1.0)
-      dc = make(b, loc, MulOp::getOperationName(), {dy, scalar(b, loc, dy, getBeta().convertToDouble())});
+      dc = make(b, loc, MulOp::getOperationName(),
+                {dy, scalar(b, loc, dy, getBeta().convertToDouble())});
     og[2] = dc ? sumToShape(b, loc, dc, c.getType()) : Value();
     if (!og[2])
       return failure();
@@ -345,8 +338,7 @@ LogicalResult GemmOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
-LogicalResult ConvOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                     SmallVectorImpl<Value> &og) {
+LogicalResult ConvOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(getNumOperands(), Value());
   if (!rg[0])
     return success();
@@ -371,20 +363,20 @@ LogicalResult ConvTransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return success();
   Location loc = getLoc();
   StringAttr notSet = b.getStringAttr("NOTSET");
-  og[0] = ConvOp::create(b, loc, rg[0], getW(), Value(), notSet, getDilationsAttr(),
-                         getGroupAttr(), getKernelShapeAttr(), getPadsAttr(), getStridesAttr(),
-                         getAccumulateAttr())
+  og[0] = ConvOp::create(b, loc, rg[0], getW(), Value(), notSet, getDilationsAttr(), getGroupAttr(),
+                         getKernelShapeAttr(), getPadsAttr(), getStridesAttr(), getAccumulateAttr())
               .getOutput();
-  og[1] = ConvGradOp::create(b, loc, rg[0], getW(), getX(), notSet, getDilationsAttr(),
-                             getGroupAttr(), getKernelShapeAttr(), getPadsAttr(), getStridesAttr(),
-                             getAccumulateAttr())
-              .getDw();
+  og[1] =
+      ConvGradOp::create(b, loc, rg[0], getW(), getX(), notSet, getDilationsAttr(), getGroupAttr(),
+                         getKernelShapeAttr(), getPadsAttr(), getStridesAttr(), getAccumulateAttr())
+          .getDw();
   if (getBias()) {
     SmallVector<int64_t> axes{0};
     for (int64_t d = 2; d < getX().getType().getRank(); ++d)
       axes.push_back(d);
-    og[2] = make(b, loc, ReduceSumOp::getOperationName(), rg[0],
-                 {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(false))});
+    og[2] = make(
+        b, loc, ReduceSumOp::getOperationName(), rg[0],
+        {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(false))});
     if (!og[2])
       return failure();
   }
@@ -399,9 +391,9 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (!rg[0])
     return success();
   int64_t rank = getX().getType().getRank();
-  auto g = LayerNormGradOp::create(b, getLoc(), getX(), getScale(), getMean(), getInvStdDev(),
-                                   rg[0], (int64_t)getAxis() < 0 ? (int64_t)getAxis() + rank
-                                                                 : (int64_t)getAxis());
+  auto g = LayerNormGradOp::create(
+      b, getLoc(), getX(), getScale(), getMean(), getInvStdDev(), rg[0],
+      (int64_t)getAxis() < 0 ? (int64_t)getAxis() + rank : (int64_t)getAxis());
   og[0] = g.getDx();
   og[1] = g.getDscale();
   if (getBias())
@@ -427,10 +419,9 @@ LogicalResult AveragePoolOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   og.assign(1, Value());
   if (!rg[0])
     return success();
-  og[0] = AveragePoolGradOp::create(b, getLoc(), getX(), rg[0], getAutoPadAttr(),
-                                    getCeilModeAttr(), getCountIncludePadAttr(),
-                                    getDilationsAttr(), getKernelShapeAttr(), getPadsAttr(),
-                                    getStridesAttr());
+  og[0] = AveragePoolGradOp::create(b, getLoc(), getX(), rg[0], getAutoPadAttr(), getCeilModeAttr(),
+                                    getCountIncludePadAttr(), getDilationsAttr(),
+                                    getKernelShapeAttr(), getPadsAttr(), getStridesAttr());
   return success();
 }
 
@@ -457,7 +448,8 @@ LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     Value ve = make(b, loc, AddOp::getOperationName(),
                     {getVar(), scalar(b, loc, getVar(), getEpsilon().convertToDouble())});
     Value sd = ve ? make(b, loc, SqrtOp::getOperationName(), ve) : Value();
-    Value inv = sd ? make(b, loc, DivOp::getOperationName(), {scalar(b, loc, sd, 1.0), sd}) : Value();
+    Value inv =
+        sd ? make(b, loc, DivOp::getOperationName(), {scalar(b, loc, sd, 1.0), sd}) : Value();
     Value invR = inv ? reshape(b, loc, inv, cshape) : Value();
     Value scaleR = reshape(b, loc, getScale(), cshape);
     Value meanR = reshape(b, loc, getMean(), cshape);
@@ -484,4 +476,3 @@ LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   og[2] = g.getDbias();
   return success();
 }
-

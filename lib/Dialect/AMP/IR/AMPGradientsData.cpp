@@ -55,7 +55,8 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     perm.push_back(getPerm() ? (*getPerm())[i] : r - 1 - i);
   for (int64_t i = 0; i < r; ++i)
     inv[perm[i]] = i;
-  og[0] = make(b, getLoc(), TransposeOp::getOperationName(), rg[0], {attr(b, "perm", b.getDenseI64ArrayAttr(inv))});
+  og[0] = make(b, getLoc(), TransposeOp::getOperationName(), rg[0],
+               {attr(b, "perm", b.getDenseI64ArrayAttr(inv))});
   return success(og[0] != nullptr);
 }
 
@@ -72,7 +73,8 @@ static Value broadcastBack(OpBuilder &b, Location loc, Value g, RankedTensorType
     k = make(b, loc, MulOp::getOperationName(), {k, scalar(b, loc, k, factor)});
   if (!k || cast<RankedTensorType>(k.getType()).getShape() == target.getShape())
     return k;
-  return make(b, loc, ExpandOp::getOperationName(), k, {attr(b, "shape", b.getDenseI64ArrayAttr(target.getShape()))});
+  return make(b, loc, ExpandOp::getOperationName(), k,
+              {attr(b, "shape", b.getDenseI64ArrayAttr(target.getShape()))});
 }
 
 /// A reduction's axes, non-negative (all dims when none are given), or
@@ -100,8 +102,9 @@ static std::optional<SmallVector<int64_t>> reducedAxes(ReduceOpT op, RankedTenso
 /// nothing reduced: the gradient passes through); else the reduced axes and
 /// the input's shape with them kept as 1.
 template <typename ReduceOpT>
-static LogicalResult reductionGradStart(ReduceOpT op, ArrayRef<Value> rg, SmallVectorImpl<Value> &og,
-                                        bool &go, SmallVector<int64_t> &axes, SmallVector<int64_t> &kept) {
+static LogicalResult reductionGradStart(ReduceOpT op, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &og, bool &go,
+                                        SmallVector<int64_t> &axes, SmallVector<int64_t> &kept) {
   go = false;
   og.assign(1, Value());
   if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(op.getType())))
@@ -179,9 +182,12 @@ LogicalResult ReduceProdOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Value none = nz ? make(b, loc, EqualOp::getOperationName(), {nz, zero}) : Value();
   Value single = nz ? make(b, loc, EqualOp::getOperationName(), {nz, one}) : Value();
   Value pOverX = p ? make(b, loc, DivOp::getOperationName(), {p, xs}) : Value();
-  Value atZero = single && p ? make(b, loc, WhereOp::getOperationName(), {single, p, zero}) : Value();
-  Value atOther = none && pOverX ? make(b, loc, WhereOp::getOperationName(), {none, pOverX, zero}) : Value();
-  Value g = atZero && atOther ? make(b, loc, WhereOp::getOperationName(), {isZero, atZero, atOther}) : Value();
+  Value atZero =
+      single && p ? make(b, loc, WhereOp::getOperationName(), {single, p, zero}) : Value();
+  Value atOther =
+      none && pOverX ? make(b, loc, WhereOp::getOperationName(), {none, pOverX, zero}) : Value();
+  Value g = atZero && atOther ? make(b, loc, WhereOp::getOperationName(), {isZero, atZero, atOther})
+                              : Value();
   og[0] = g && dy ? make(b, loc, MulOp::getOperationName(), {g, dy}) : Value();
   return success(og[0] != nullptr);
 }
@@ -211,8 +217,8 @@ static LogicalResult gatherGrad(FwdOp op, OpBuilder &b, ArrayRef<Value> rg,
   if (!in.hasStaticShape())
     return fail(op, "dynamic shapes");
   // (I64Attr getters are unsigned: a negative axis compares as huge)
-  int64_t axis = (int64_t)op.getAxis() < 0 ? (int64_t)op.getAxis() + in.getRank()
-                                           : (int64_t)op.getAxis();
+  int64_t axis =
+      (int64_t)op.getAxis() < 0 ? (int64_t)op.getAxis() + in.getRank() : (int64_t)op.getAxis();
   og[0] = GradOp::create(b, op.getLoc(), op.getIndices(), rg[0],
                          b.getDenseI64ArrayAttr(in.getShape()), b.getI64IntegerAttr(axis));
   return success();
@@ -234,8 +240,8 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   SmallVector<bool> bits(maskShape[0], false);
   for (int64_t r : rows.asArrayRef())
     bits[r] = true;
-  Value mask = arith::ConstantOp::create(b, getLoc(), mt,
-                                         DenseElementsAttr::get(mt, ArrayRef<bool>(bits)));
+  Value mask =
+      arith::ConstantOp::create(b, getLoc(), mt, DenseElementsAttr::get(mt, ArrayRef<bool>(bits)));
   og[0] = WhereOp::create(b, getLoc(), gt, mask, scalar(b, getLoc(), og[0], 0.0), og[0]);
   return success();
 }
@@ -245,12 +251,13 @@ LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return gatherGrad<GatherElementsGradOp>(*this, b, rg, og);
 }
 
-LogicalResult GridSampleOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
+LogicalResult GridSampleOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                           SmallVectorImpl<Value> &og) {
   og.assign(2, Value());
   if (!rg[0])
     return success();
-  auto g = GridSampleGradOp::create(b, getLoc(), getX(), getGrid(), rg[0], getModeAttr(), getPaddingModeAttr(),
-                                    getAlignCornersAttr());
+  auto g = GridSampleGradOp::create(b, getLoc(), getX(), getGrid(), rg[0], getModeAttr(),
+                                    getPaddingModeAttr(), getAlignCornersAttr());
   og[0] = g.getDx();
   og[1] = g.getDgrid();
   return success();
@@ -265,9 +272,10 @@ LogicalResult TopKOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVect
   if (!in.hasStaticShape())
     return fail(*this, "dynamic shapes");
   int64_t axis = (int64_t)getAxis() < 0 ? (int64_t)getAxis() + in.getRank() : (int64_t)getAxis();
-  og[0] = GatherElementsGradOp::create(b, getLoc(), getIndices(), rg[0], b.getDenseI64ArrayAttr(in.getShape()),
-                                       b.getI64IntegerAttr(axis))
-              .getDdata();
+  og[0] =
+      GatherElementsGradOp::create(b, getLoc(), getIndices(), rg[0],
+                                   b.getDenseI64ArrayAttr(in.getShape()), b.getI64IntegerAttr(axis))
+          .getDdata();
   return success();
 }
 
@@ -311,8 +319,8 @@ LogicalResult GatherGradOp::verify() {
     return emitOpError("dy and ddata must share the element type");
   if ((int64_t)getAxis() < 0 || (int64_t)getAxis() >= dd.getRank() ||
       dy.getRank() != dd.getRank() - 1 + ix.getRank())
-    return emitOpError("shapes of indices ") << ix << ", dy " << dy << " and ddata " << dd
-                                             << " do not agree for axis " << getAxis();
+    return emitOpError("shapes of indices ")
+           << ix << ", dy " << dy << " and ddata " << dd << " do not agree for axis " << getAxis();
   return success();
 }
 
@@ -396,8 +404,7 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
-LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                    SmallVectorImpl<Value> &og) {
+LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   og.assign(2, Value());
   if (!rg[0] || !isa<FloatType>(getElementTypeOrSelf(getType())))
     return success();
@@ -434,23 +441,31 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Location loc = getLoc();
   Value m = CastOp::create(b, loc, getInput().getType(), getMask());
   Value dm = make(b, loc, MulOp::getOperationName(), {rg[0], m});
-  og[0] = dm ? make(b, loc, MulOp::getOperationName(), {dm, scalar(b, loc, dm, 1.0 / (1.0 - ratio))}) : Value();
+  og[0] =
+      dm ? make(b, loc, MulOp::getOperationName(), {dm, scalar(b, loc, dm, 1.0 / (1.0 - ratio))})
+         : Value();
   return success(og[0] != nullptr);
 }
 
-LogicalResult BernoulliOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &og) {
+LogicalResult BernoulliOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                          SmallVectorImpl<Value> &og) {
   og.assign(1, Value()); // torch.bernoulli: zero with respect to p
   return success();
 }
 
 LogicalResult UnaryGradOp::verify() {
-  static const char *kinds[] = {
-      "relu",     "sqrt",         "exp",        "log",      "erf",  "tanh",
-      "sigmoid",  "gelu",         "gelu_tanh",  "leaky_relu", "abs", "reciprocal",
-      "softplus", "elu",          "celu",       "selu",     "hard_sigmoid",
-      "hard_swish", "softsign",   "sin",        "cos",      "floor", "ceil",
-      "round",    "sign",         "clip",       "thresholded_relu", "tan", "asin",
-      "acos",     "atan",         "sinh",       "cosh",     "asinh", "acosh", "atanh"};
+  static const char *kinds[] = {"relu",       "sqrt",         "exp",
+                                "log",        "erf",          "tanh",
+                                "sigmoid",    "gelu",         "gelu_tanh",
+                                "leaky_relu", "abs",          "reciprocal",
+                                "softplus",   "elu",          "celu",
+                                "selu",       "hard_sigmoid", "hard_swish",
+                                "softsign",   "sin",          "cos",
+                                "floor",      "ceil",         "round",
+                                "sign",       "clip",         "thresholded_relu",
+                                "tan",        "asin",         "acos",
+                                "atan",       "sinh",         "cosh",
+                                "asinh",      "acosh",        "atanh"};
   if (getKind() == "celu" && getAlpha().convertToDouble() == 0.0)
     return emitOpError("celu needs a nonzero alpha");
   for (const char *k : kinds)
@@ -476,8 +491,8 @@ LogicalResult SGDUpdateOp::verify() {
   if (hasBuf && (getMomentumBuf().getType() != getParam().getType() ||
                  getNewMomentumBuf().getType() != getParam().getType()))
     return emitOpError("the momentum buffer must have the parameter's type");
-  if (getNesterov() && (getMomentum().convertToDouble() == 0.0 ||
-                        getDampening().convertToDouble() != 0.0))
+  if (getNesterov() &&
+      (getMomentum().convertToDouble() == 0.0 || getDampening().convertToDouble() != 0.0))
     return emitOpError("nesterov needs momentum > 0 and dampening 0 (as PyTorch)");
   return success();
 }
@@ -488,16 +503,16 @@ LogicalResult SGDUpdateOp::verify() {
 
 LogicalResult UnscaleAndCheckOp::verify() {
   if (getGrads().size() != getUnscaled().size())
-    return emitOpError("has ") << getGrads().size() << " gradients and "
-                               << getUnscaled().size() << " results";
+    return emitOpError("has ") << getGrads().size() << " gradients and " << getUnscaled().size()
+                               << " results";
   for (auto [i, g, u] : llvm::enumerate(getGrads(), getUnscaled()))
     if (cast<ShapedType>(g.getType()).getShape() != cast<ShapedType>(u.getType()).getShape())
       return emitOpError("result ") << i << " must have gradient " << i << "'s shape";
   return success();
 }
 
-void ClipGradNormOp::build(OpBuilder &b, OperationState &state, ValueRange grads,
-                           Value foundInf, float maxNorm) {
+void ClipGradNormOp::build(OpBuilder &b, OperationState &state, ValueRange grads, Value foundInf,
+                           float maxNorm) {
   SmallVector<Type> types(grads.getTypes());
   build(b, state, types, RankedTensorType::get({}, b.getF32Type()), grads, foundInf,
         b.getF32FloatAttr(maxNorm));

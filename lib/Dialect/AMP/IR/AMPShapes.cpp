@@ -18,20 +18,16 @@ using namespace mlir::amp::shape_rules;
 //===----------------------------------------------------------------------===//
 
 template <typename OpTy>
-static LogicalResult inferBinary(std::optional<Location> loc,
-                                 typename OpTy::Adaptor adaptor,
-                                 SmallVectorImpl<Type> &types,
-                                 bool sameElementType) {
+static LogicalResult inferBinary(std::optional<Location> loc, typename OpTy::Adaptor adaptor,
+                                 SmallVectorImpl<Type> &types, bool sameElementType) {
   Rules r(loc, OpTy::getOperationName());
   auto lhs = r.ranked(adaptor.getLhs(), "lhs");
   auto rhs = r.ranked(adaptor.getRhs(), "rhs");
   if (failed(lhs) || failed(rhs))
     return failure();
-  if (sameElementType &&
-      failed(r.sameElementType(*lhs, *rhs, "lhs", "rhs")))
+  if (sameElementType && failed(r.sameElementType(*lhs, *rhs, "lhs", "rhs")))
     return failure();
-  auto shape =
-      broadcast(r, lhs->getShape(), rhs->getShape(), "lhs", "rhs");
+  auto shape = broadcast(r, lhs->getShape(), rhs->getShape(), "lhs", "rhs");
   if (failed(shape))
     return failure();
   types.push_back(RankedTensorType::get(*shape, lhs->getElementType()));
@@ -50,10 +46,10 @@ static LogicalResult inferCompare(std::optional<Location> loc, typename OpTy::Ad
   return success();
 }
 
-#define AMP_COMPARE_INFER(OP)                                                  \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
-                                     Adaptor a, SmallVectorImpl<Type> &t) {    \
-    return inferCompare<OP>(l, a, t);                                          \
+#define AMP_COMPARE_INFER(OP)                                                                      \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,          \
+                                     SmallVectorImpl<Type> &t) {                                   \
+    return inferCompare<OP>(l, a, t);                                                              \
   }
 AMP_COMPARE_INFER(EqualOp)
 AMP_COMPARE_INFER(LessOp)
@@ -65,10 +61,10 @@ AMP_COMPARE_INFER(OrOp)
 AMP_COMPARE_INFER(XorOp)
 #undef AMP_COMPARE_INFER
 
-#define AMP_BINARY_INFER(OP, SAME)                                             \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
-                                     Adaptor a, SmallVectorImpl<Type> &t) {    \
-    return inferBinary<OP>(l, a, t, SAME);                                     \
+#define AMP_BINARY_INFER(OP, SAME)                                                                 \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,          \
+                                     SmallVectorImpl<Type> &t) {                                   \
+    return inferBinary<OP>(l, a, t, SAME);                                                         \
   }
 AMP_BINARY_INFER(AddOp, true)
 AMP_BINARY_INFER(SubOp, true)
@@ -81,16 +77,13 @@ AMP_BINARY_INFER(ModOp, true)
 AMP_BINARY_INFER(FModOp, true)
 #undef AMP_BINARY_INFER
 
-LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
-                                        std::optional<Location> loc,
-                                        Adaptor adaptor,
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto c = r.ranked(adaptor.getCondition(), "condition");
   auto x = r.ranked(adaptor.getX(), "x");
   auto y = r.ranked(adaptor.getY(), "y");
-  if (failed(c) || failed(x) || failed(y) ||
-      failed(r.sameElementType(*x, *y, "x", "y")))
+  if (failed(c) || failed(x) || failed(y) || failed(r.sameElementType(*x, *y, "x", "y")))
     return failure();
   auto xy = broadcast(r, x->getShape(), y->getShape(), "x", "y");
   if (failed(xy))
@@ -110,8 +103,7 @@ LogicalResult ConvGradOp::inferReturnTypes(MLIRContext *, std::optional<Location
   auto dy = r.ranked(adaptor.getDy(), "dy");
   if (failed(x) || failed(w) || failed(dy))
     return failure();
-  if (failed(r.sameElementType(*x, *w, "x", "w")) ||
-      failed(r.sameElementType(*x, *dy, "x", "dy")))
+  if (failed(r.sameElementType(*x, *w, "x", "w")) || failed(r.sameElementType(*x, *dy, "x", "dy")))
     return failure();
   if (x->getRank() < 3 || w->getRank() != x->getRank() || dy->getRank() != x->getRank())
     return r.fail("x, w and dy must have the same rank (>= 3), got ", shapeString(x->getShape()),
@@ -123,8 +115,7 @@ LogicalResult ConvGradOp::inferReturnTypes(MLIRContext *, std::optional<Location
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                Adaptor adaptor,
-                                                SmallVectorImpl<Type> &types) {
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   auto scale = r.ranked(adaptor.getScale(), "scale");
@@ -164,14 +155,12 @@ LogicalResult MaxPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
 }
 
 LogicalResult AveragePoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                  Adaptor adaptor,
-                                                  SmallVectorImpl<Type> &types) {
+                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return poolGradTypes(loc, getOperationName(), adaptor, types);
 }
 
 LogicalResult BatchNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                Adaptor adaptor,
-                                                SmallVectorImpl<Type> &types) {
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   auto scale = r.ranked(adaptor.getScale(), "scale");
@@ -187,10 +176,8 @@ LogicalResult BatchNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
-LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
@@ -199,13 +186,12 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
   if (!(ratio >= 0.0f && ratio < 1.0f))
     return r.fail("ratio must be in [0, 1), got ", ratio);
   types.push_back(*in);
-  types.push_back(RankedTensorType::get(in->getShape(),
-                                        IntegerType::get(ctx, 1)));
+  types.push_back(RankedTensorType::get(in->getShape(), IntegerType::get(ctx, 1)));
   return success();
 }
 
-LogicalResult BernoulliOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
+LogicalResult BernoulliOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
@@ -215,8 +201,8 @@ LogicalResult BernoulliOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 /// A random op's result: a static shape, finite parameters.
-static LogicalResult verifyRandom(Operation *op, RankedTensorType t, float a, float b, const char *na,
-                                  const char *nb) {
+static LogicalResult verifyRandom(Operation *op, RankedTensorType t, float a, float b,
+                                  const char *na, const char *nb) {
   if (!t.hasStaticShape())
     return op->emitOpError("needs a static result shape, got ") << t;
   if (!std::isfinite(a) || !std::isfinite(b))
@@ -225,8 +211,8 @@ static LogicalResult verifyRandom(Operation *op, RankedTensorType t, float a, fl
 }
 
 LogicalResult RandomNormalOp::verify() {
-  return verifyRandom(*this, getType(), getMean().convertToFloat(), getScale().convertToFloat(), "mean",
-                      "scale");
+  return verifyRandom(*this, getType(), getMean().convertToFloat(), getScale().convertToFloat(),
+                      "mean", "scale");
 }
 
 LogicalResult RandomUniformOp::verify() {
@@ -238,15 +224,13 @@ LogicalResult RandomUniformOp::verify() {
   return success();
 }
 
-static LogicalResult verifySoftmaxAxis(Operation *op, int64_t axis,
-                                       RankedTensorType t) {
+static LogicalResult verifySoftmaxAxis(Operation *op, int64_t axis, RankedTensorType t) {
   int64_t rank = t.getRank();
   if (rank == 0)
     return op->emitOpError("needs an input of rank >= 1");
   if (axis < -rank || axis >= rank)
-    return op->emitOpError("axis ")
-           << axis << " is out of range for rank " << rank << " (valid: ["
-           << -rank << ", " << rank - 1 << "])";
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank << " (valid: ["
+                                    << -rank << ", " << rank - 1 << "])";
   return success();
 }
 
@@ -281,21 +265,17 @@ LogicalResult GeluOp::verify() {
 // Matrix products and convolution
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto a = r.ranked(adaptor.getLhs(), "lhs");
   auto b = r.ranked(adaptor.getRhs(), "rhs");
-  if (failed(a) || failed(b) ||
-      failed(r.sameElementType(*a, *b, "lhs", "rhs")))
+  if (failed(a) || failed(b) || failed(r.sameElementType(*a, *b, "lhs", "rhs")))
     return failure();
   if (failed(checkAccumulate(r, adaptor.getAccumulate(), a->getElementType())))
     return failure();
   if (a->getRank() == 0 || b->getRank() == 0)
-    return r.fail("operands must have rank >= 1, got ",
-                  shapeString(a->getShape()), " and ",
+    return r.fail("operands must have rank >= 1, got ", shapeString(a->getShape()), " and ",
                   shapeString(b->getShape()));
   SmallVector<int64_t> as(a->getShape()), bs(b->getShape());
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
@@ -305,12 +285,10 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
     bs.push_back(1);
   int64_t k1 = as.back(), k2 = bs[bs.size() - 2];
   if (!ShapedType::isDynamic(k1) && !ShapedType::isDynamic(k2) && k1 != k2)
-    return r.fail("contracted dims differ: lhs ", shapeString(a->getShape()),
-                  " has K = ", k1, ", rhs ", shapeString(b->getShape()),
-                  " has K = ", k2);
-  auto batch = broadcast(r, ArrayRef<int64_t>(as).drop_back(2),
-                         ArrayRef<int64_t>(bs).drop_back(2), "lhs batch",
-                         "rhs batch");
+    return r.fail("contracted dims differ: lhs ", shapeString(a->getShape()), " has K = ", k1,
+                  ", rhs ", shapeString(b->getShape()), " has K = ", k2);
+  auto batch = broadcast(r, ArrayRef<int64_t>(as).drop_back(2), ArrayRef<int64_t>(bs).drop_back(2),
+                         "lhs batch", "rhs batch");
   if (failed(batch))
     return failure();
   SmallVector<int64_t> out(*batch);
@@ -322,9 +300,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
-                                       std::optional<Location> loc,
-                                       Adaptor adaptor,
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
                                        SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto a = r.ranked(adaptor.getA(), "a");
@@ -334,15 +310,14 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
   if (failed(checkAccumulate(r, adaptor.getAccumulate(), a->getElementType())))
     return failure();
   if (a->getRank() != 2 || b->getRank() != 2)
-    return r.fail("a and b must be 2-D, got ", shapeString(a->getShape()),
-                  " and ", shapeString(b->getShape()));
+    return r.fail("a and b must be 2-D, got ", shapeString(a->getShape()), " and ",
+                  shapeString(b->getShape()));
   bool ta = adaptor.getTransA(), tb = adaptor.getTransB();
   int64_t m = a->getDimSize(ta ? 1 : 0), ka = a->getDimSize(ta ? 0 : 1);
   int64_t kb = b->getDimSize(tb ? 1 : 0), n = b->getDimSize(tb ? 0 : 1);
   if (!ShapedType::isDynamic(ka) && !ShapedType::isDynamic(kb) && ka != kb)
-    return r.fail("contracted dims differ: op(a) is [", m, ", ", ka,
-                  "], op(b) is [", kb, ", ", n, "] (trans_a = ", ta,
-                  ", trans_b = ", tb, ")");
+    return r.fail("contracted dims differ: op(a) is [", m, ", ", ka, "], op(b) is [", kb, ", ", n,
+                  "] (trans_a = ", ta, ", trans_b = ", tb, ")");
   if (Value cv = adaptor.getC()) {
     auto c = r.ranked(cv, "c");
     if (failed(c) || failed(r.sameElementType(*a, *c, "a", "c")))
@@ -352,12 +327,10 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
     bool ok = cs.size() <= 2;
     for (size_t i = 0; ok && i < cs.size(); ++i) {
       int64_t cd = cs[cs.size() - 1 - i], od = want[1 - i];
-      ok = cd == 1 || ShapedType::isDynamic(cd) || ShapedType::isDynamic(od) ||
-           cd == od;
+      ok = cd == 1 || ShapedType::isDynamic(cd) || ShapedType::isDynamic(od) || cd == od;
     }
     if (!ok)
-      return r.fail("c ", shapeString(cs),
-                    " cannot be broadcast to the result [", m, ", ", n, "]");
+      return r.fail("c ", shapeString(cs), " cannot be broadcast to the result [", m, ", ", n, "]");
   }
   types.push_back(RankedTensorType::get({m, n}, a->getElementType()));
   return success();
@@ -427,7 +400,8 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Loc
       out.push_back(ShapedType::kDynamic);
       continue;
     }
-    int64_t o = strides[i] * (d - 1) + outPad[i] + (kernel[i] - 1) * dil[i] + 1 - pads[i] - pads[n + i];
+    int64_t o =
+        strides[i] * (d - 1) + outPad[i] + (kernel[i] - 1) * dil[i] + 1 - pads[i] - pads[n + i];
     if (o < 1)
       return r.fail("spatial dim ", i, " of the result would be ", o, " (pads too large)");
     out.push_back(o);
@@ -443,9 +417,7 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
-                                       std::optional<Location> loc,
-                                       Adaptor adaptor,
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
                                        SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
@@ -465,33 +437,29 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   if (group < 1)
     return r.fail("group must be >= 1, got ", group);
   int64_t c = x->getDimSize(1), m = w->getDimSize(0), cg = w->getDimSize(1);
-  if (!ShapedType::isDynamic(c) && !ShapedType::isDynamic(cg) &&
-      c != cg * group)
-    return r.fail("input channels ", c, " must equal w's dim 1 (", cg,
-                  ") times group (", group, ")");
+  if (!ShapedType::isDynamic(c) && !ShapedType::isDynamic(cg) && c != cg * group)
+    return r.fail("input channels ", c, " must equal w's dim 1 (", cg, ") times group (", group,
+                  ")");
   if (!ShapedType::isDynamic(m) && m % group != 0)
-    return r.fail("output channels ", m, " must be divisible by group ",
-                  group);
+    return r.fail("output channels ", m, " must be divisible by group ", group);
   SmallVector<int64_t> kernel(w->getShape().drop_front(2));
   if (auto ks = adaptor.getKernelShape()) {
     if (failed(verifyCompatibleShape(*ks, kernel)))
-      return r.fail("kernel_shape ", shapeString(*ks),
-                    " does not match w's spatial dims ", shapeString(kernel));
+      return r.fail("kernel_shape ", shapeString(*ks), " does not match w's spatial dims ",
+                    shapeString(kernel));
     kernel.assign(ks->begin(), ks->end());
   }
   if (llvm::any_of(kernel, ShapedType::isDynamic))
-    return r.fail("needs static kernel dims, w is ",
-                  shapeString(w->getShape()));
+    return r.fail("needs static kernel dims, w is ", shapeString(w->getShape()));
   if (Value bv = adaptor.getBias()) {
     auto b = r.ranked(bv, "bias");
     if (failed(b) || failed(r.sameElementType(*x, *b, "x", "bias")))
       return failure();
     if (b->getRank() != 1 || failed(verifyCompatibleShape(b->getShape(), {m})))
-      return r.fail("bias must be [M] = [", m, "], got ",
-                    shapeString(b->getShape()));
+      return r.fail("bias must be [M] = [", m, "], got ", shapeString(b->getShape()));
   }
-  WindowAttrs wa{adaptor.getAutoPad(), kernel, adaptor.getStrides(),
-                 adaptor.getDilations(), adaptor.getPads(), false};
+  WindowAttrs wa{adaptor.getAutoPad(), kernel, adaptor.getStrides(), adaptor.getDilations(),
+                 adaptor.getPads(),    false};
   auto spatial = windowOutput(r, x->getShape().drop_front(2), wa);
   if (failed(spatial))
     return failure();
@@ -505,10 +473,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
 // Normalisation and pooling
 //===----------------------------------------------------------------------===//
 
-LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   if (failed(x))
@@ -525,13 +491,12 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
     if (failed(t))
       return failure();
     if (t->getRank() != 1 || failed(verifyCompatibleShape(t->getShape(), {c})))
-      return r.fail(name, " must be [C] = [", c, "], got ",
-                    shapeString(t->getShape()));
+      return r.fail(name, " must be [C] = [", c, "], got ", shapeString(t->getShape()));
   }
-  if (failed(r.sameElementType(adaptor.getScale().getType(),
-                               adaptor.getBias().getType(), "scale", "bias")) ||
-      failed(r.sameElementType(adaptor.getMean().getType(),
-                               adaptor.getVar().getType(), "mean", "var")))
+  if (failed(r.sameElementType(adaptor.getScale().getType(), adaptor.getBias().getType(), "scale",
+                               "bias")) ||
+      failed(r.sameElementType(adaptor.getMean().getType(), adaptor.getVar().getType(), "mean",
+                               "var")))
     return failure();
   float momentum = adaptor.getMomentum().convertToFloat();
   if (!(momentum >= 0.0f && momentum <= 1.0f))
@@ -544,15 +509,12 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   auto s = r.ranked(adaptor.getScale(), "scale");
-  if (failed(x) || failed(s) ||
-      failed(r.sameElementType(*x, *s, "x", "scale")))
+  if (failed(x) || failed(s) || failed(r.sameElementType(*x, *s, "x", "scale")))
     return failure();
   if (x->getRank() == 0)
     return r.fail("x must have rank >= 1");
@@ -570,8 +532,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
         !OpTrait::util::getBroadcastedShape(normalized, t.getShape(), b) ||
         failed(verifyCompatibleShape(b, normalized)))
       return r.fail(name, " ", shapeString(t.getShape()),
-                    " does not broadcast to the normalized shape ",
-                    shapeString(normalized));
+                    " does not broadcast to the normalized shape ", shapeString(normalized));
     return success();
   };
   if (failed(checkParam(*s, "scale")))
@@ -592,15 +553,14 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
 }
 
 template <typename Adaptor>
-static FailureOr<SmallVector<int64_t>>
-poolShape(const Rules &r, RankedTensorType x, Adaptor adaptor) {
+static FailureOr<SmallVector<int64_t>> poolShape(const Rules &r, RankedTensorType x,
+                                                 Adaptor adaptor) {
   if (x.getRank() < 3)
     return r.fail("x must be [N, C, D1, ...] with at least one "
-                          "spatial dim, got ",
-                          shapeString(x.getShape()));
-  WindowAttrs wa{adaptor.getAutoPad(), adaptor.getKernelShape(),
-                 adaptor.getStrides(), adaptor.getDilations(),
-                 adaptor.getPads(), adaptor.getCeilMode()};
+                  "spatial dim, got ",
+                  shapeString(x.getShape()));
+  WindowAttrs wa{adaptor.getAutoPad(),   adaptor.getKernelShape(), adaptor.getStrides(),
+                 adaptor.getDilations(), adaptor.getPads(),        adaptor.getCeilMode()};
   auto spatial = windowOutput(r, x.getShape().drop_front(2), wa);
   if (failed(spatial))
     return failure();
@@ -609,17 +569,14 @@ poolShape(const Rules &r, RankedTensorType x, Adaptor adaptor) {
   return out;
 }
 
-LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *ctx,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   if (failed(x))
     return failure();
   if (adaptor.getStorageOrder() != 0 && adaptor.getStorageOrder() != 1)
-    return r.fail("storage_order must be 0 or 1, got ",
-                  adaptor.getStorageOrder());
+    return r.fail("storage_order must be 0 or 1, got ", adaptor.getStorageOrder());
   auto out = poolShape(r, *x, adaptor);
   if (failed(out))
     return failure();
@@ -628,10 +585,8 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
-LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
-                                              std::optional<Location> loc,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &types) {
+LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   if (failed(x))
@@ -643,19 +598,16 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult GlobalAveragePoolOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &types) {
+LogicalResult GlobalAveragePoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                    Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   if (failed(x))
     return failure();
   if (x->getRank() < 3)
-    return r.fail("x must be [N, C, D1, ...], got ",
-                  shapeString(x->getShape()));
+    return r.fail("x must be [N, C, D1, ...], got ", shapeString(x->getShape()));
   SmallVector<int64_t> out(x->getShape().take_front(2));
   out.append(x->getRank() - 2, 1);
   types.push_back(RankedTensorType::get(out, x->getElementType()));
   return success();
 }
-

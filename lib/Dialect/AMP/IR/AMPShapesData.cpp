@@ -17,18 +17,16 @@ using namespace mlir::amp::shape_rules;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
     return failure();
   int64_t rank = in->getRank(), axis = adaptor.getAxis();
   if (axis < -rank || axis > rank)
-    return r.fail("axis ", axis, " is out of range for rank ", rank,
-                  " (valid: [", -rank, ", ", rank, "])");
+    return r.fail("axis ", axis, " is out of range for rank ", rank, " (valid: [", -rank, ", ",
+                  rank, "])");
   if (axis < 0)
     axis += rank;
   auto lead = product(r, in->getShape().take_front(axis));
@@ -39,10 +37,8 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
@@ -59,7 +55,8 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
       out.push_back(kDyn);
     } else if (d == 0 && !allowZero) {
       if ((int64_t)i >= in->getRank())
-        return r.fail("shape entry ", i, " is 0 (copy the input dim) but the "
+        return r.fail("shape entry ", i,
+                      " is 0 (copy the input dim) but the "
                       "input ",
                       shapeString(in->getShape()), " has no dim ", i);
       out.push_back(in->getDimSize(i));
@@ -84,8 +81,8 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
     int64_t known = *knownOr;
     if (!ShapedType::isDynamic(total) && !ShapedType::isDynamic(known)) {
       if (known == 0 || total % known != 0)
-        return r.fail("cannot reshape ", shapeString(in->getShape()), " (",
-                      total, " elements) to ", shapeString(shape));
+        return r.fail("cannot reshape ", shapeString(in->getShape()), " (", total, " elements) to ",
+                      shapeString(shape));
       out[inferIndex] = total / known;
     }
   }
@@ -93,19 +90,15 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
   if (failed(outTotalOr))
     return failure();
   int64_t outTotal = *outTotalOr;
-  if (!ShapedType::isDynamic(total) && !ShapedType::isDynamic(outTotal) &&
-      total != outTotal)
-    return r.fail("cannot reshape ", shapeString(in->getShape()), " (",
-                  total, " elements) to ", shapeString(shape), " (", outTotal,
-                  " elements)");
+  if (!ShapedType::isDynamic(total) && !ShapedType::isDynamic(outTotal) && total != outTotal)
+    return r.fail("cannot reshape ", shapeString(in->getShape()), " (", total, " elements) to ",
+                  shapeString(shape), " (", outTotal, " elements)");
   types.push_back(RankedTensorType::get(out, in->getElementType()));
   return success();
 }
 
-LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
@@ -122,8 +115,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
         seen[v] = true;
     }
     if (!ok)
-      return r.fail("perm ", shapeString(perm),
-                    " is not a permutation of the ", rank, " dims of ",
+      return r.fail("perm ", shapeString(perm), " is not a permutation of the ", rank, " dims of ",
                     shapeString(in->getShape()));
   } else {
     for (int64_t i = rank - 1; i >= 0; --i)
@@ -136,10 +128,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   ValueRange inputs = adaptor.getInputs();
   if (inputs.empty())
@@ -159,23 +149,20 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     if (failed(t))
       return failure();
     if (t->getElementType() != first->getElementType())
-      return r.fail("input ", i + 1, " has element type ", t->getElementType(),
-                    ", input 0 has ", first->getElementType());
+      return r.fail("input ", i + 1, " has element type ", t->getElementType(), ", input 0 has ",
+                    first->getElementType());
     if (t->getRank() != rank)
-      return r.fail("input ", i + 1, " has rank ", t->getRank(),
-                    ", input 0 has rank ", rank);
+      return r.fail("input ", i + 1, " has rank ", t->getRank(), ", input 0 has rank ", rank);
     for (int64_t d = 0; d < rank; ++d) {
       int64_t a = out[d], b = t->getDimSize(d);
       if (d == *axis) {
-        out[d] = (ShapedType::isDynamic(a) || ShapedType::isDynamic(b))
-                     ? kDyn
-                     : a + b;
+        out[d] = (ShapedType::isDynamic(a) || ShapedType::isDynamic(b)) ? kDyn : a + b;
         continue;
       }
       if (!ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b)
-        return r.fail("input ", i + 1, " ", shapeString(t->getShape()),
-                      " differs from ", shapeString(first->getShape()),
-                      " in dim ", d, ", which is not the concat axis ", *axis);
+        return r.fail("input ", i + 1, " ", shapeString(t->getShape()), " differs from ",
+                      shapeString(first->getShape()), " in dim ", d,
+                      ", which is not the concat axis ", *axis);
       if (ShapedType::isDynamic(a))
         out[d] = b;
     }
@@ -184,9 +171,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
-                                        std::optional<Location> loc,
-                                        Adaptor adaptor,
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
@@ -249,10 +234,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
@@ -286,10 +269,8 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
@@ -306,10 +287,8 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto data = r.ranked(adaptor.getData(), "data");
   auto idx = r.ranked(adaptor.getIndices(), "indices");
@@ -327,30 +306,32 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult GridSampleOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-                                             SmallVectorImpl<Type> &types) {
+LogicalResult GridSampleOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto x = r.ranked(adaptor.getX(), "x");
   auto g = r.ranked(adaptor.getGrid(), "grid");
   if (failed(x) || failed(g) || failed(r.sameElementType(*x, *g, "x", "grid")))
     return failure();
   if (x->getRank() != 4 || g->getRank() != 4 || g->getDimSize(3) != 2)
-    return r.fail("needs x [N, C, H, W] and grid [N, Ho, Wo, 2] (2-D sampling), got ", shapeString(x->getShape()),
-                  " and ", shapeString(g->getShape()));
-  if (failed(verifyCompatibleShape(ArrayRef<int64_t>{x->getDimSize(0)}, ArrayRef<int64_t>{g->getDimSize(0)})))
+    return r.fail("needs x [N, C, H, W] and grid [N, Ho, Wo, 2] (2-D sampling), got ",
+                  shapeString(x->getShape()), " and ", shapeString(g->getShape()));
+  if (failed(verifyCompatibleShape(ArrayRef<int64_t>{x->getDimSize(0)},
+                                   ArrayRef<int64_t>{g->getDimSize(0)})))
     return r.fail("x and grid differ in batch");
   StringRef mode = adaptor.getMode(), pad = adaptor.getPaddingMode();
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
     return r.fail("mode '", mode.str(), "' is not bilinear, nearest or bicubic");
   if (pad != "zeros" && pad != "border" && pad != "reflection")
     return r.fail("padding_mode '", pad.str(), "' is not zeros, border or reflection");
-  types.push_back(RankedTensorType::get({x->getDimSize(0), x->getDimSize(1), g->getDimSize(1), g->getDimSize(2)},
-                                        x->getElementType()));
+  types.push_back(RankedTensorType::get(
+      {x->getDimSize(0), x->getDimSize(1), g->getDimSize(1), g->getDimSize(2)},
+      x->getElementType()));
   return success();
 }
 
-LogicalResult GridSampleGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-                                                 SmallVectorImpl<Type> &types) {
+LogicalResult GridSampleGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getX().getType());
   types.push_back(adaptor.getGrid().getType());
   return success();
@@ -434,26 +415,23 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Lo
 }
 
 LogicalResult GatherElementsGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &types) {
   auto dy = cast<RankedTensorType>(adaptor.getDy().getType());
   types.push_back(RankedTensorType::get(adaptor.getShape(), dy.getElementType()));
   return success();
 }
 
-LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
   if (failed(in))
     return failure();
   for (int64_t d : adaptor.getShape())
     if (d < 0)
-      return r.fail("shape entries must be >= 0, got ",
-                    shapeString(adaptor.getShape()));
-  auto out =
-      broadcast(r, in->getShape(), adaptor.getShape(), "input", "shape");
+      return r.fail("shape entries must be >= 0, got ", shapeString(adaptor.getShape()));
+  auto out = broadcast(r, in->getShape(), adaptor.getShape(), "input", "shape");
   if (failed(out))
     return failure();
   types.push_back(RankedTensorType::get(*out, in->getElementType()));
@@ -465,8 +443,7 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
 //===----------------------------------------------------------------------===//
 
 template <typename OpTy>
-static LogicalResult inferReduce(std::optional<Location> loc,
-                                 typename OpTy::Adaptor adaptor,
+static LogicalResult inferReduce(std::optional<Location> loc, typename OpTy::Adaptor adaptor,
                                  SmallVectorImpl<Type> &types) {
   Rules r(loc, OpTy::getOperationName());
   auto in = r.ranked(adaptor.getInput(), "input");
@@ -495,15 +472,11 @@ static LogicalResult inferReduce(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> l,
-                                            Adaptor a,
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,
                                             SmallVectorImpl<Type> &t) {
   return inferReduce<ReduceSumOp>(l, a, t);
 }
-LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
-                                             std::optional<Location> l,
-                                             Adaptor a,
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,
                                              SmallVectorImpl<Type> &t) {
   return inferReduce<ReduceMeanOp>(l, a, t);
 }
@@ -511,9 +484,7 @@ LogicalResult ReduceProdOp::inferReturnTypes(MLIRContext *, std::optional<Locati
                                              SmallVectorImpl<Type> &t) {
   return inferReduce<ReduceProdOp>(l, a, t);
 }
-LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> l,
-                                            Adaptor a,
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> l, Adaptor a,
                                             SmallVectorImpl<Type> &t) {
   return inferReduce<ReduceMaxOp>(l, a, t);
 }
@@ -522,16 +493,17 @@ LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
 // Losses
 //===----------------------------------------------------------------------===//
 
-LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &types) {
+LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(MLIRContext *,
+                                                          std::optional<Location> loc,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto scores = r.ranked(adaptor.getScores(), "scores");
   auto labels = r.ranked(adaptor.getLabels(), "labels");
   if (failed(scores) || failed(labels))
     return failure();
-  auto loss = lossType(r, *scores, *labels, adaptor.getWeights(),
-                       adaptor.getReduction(), "scores", "labels");
+  auto loss = lossType(r, *scores, *labels, adaptor.getWeights(), adaptor.getReduction(), "scores",
+                       "labels");
   if (failed(loss))
     return failure();
   types.push_back(*loss);
@@ -539,17 +511,15 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
   return success();
 }
 
-LogicalResult NLLLossOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
+LogicalResult NLLLossOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Rules r(loc, getOperationName());
   auto input = r.ranked(adaptor.getInput(), "input");
   auto target = r.ranked(adaptor.getTarget(), "target");
   if (failed(input) || failed(target))
     return failure();
-  auto loss = lossType(r, *input, *target, adaptor.getWeight(),
-                       adaptor.getReduction(), "input", "target");
+  auto loss =
+      lossType(r, *input, *target, adaptor.getWeight(), adaptor.getReduction(), "input", "target");
   if (failed(loss))
     return failure();
   types.push_back(*loss);
@@ -557,8 +527,7 @@ LogicalResult NLLLossOp::inferReturnTypes(MLIRContext *,
 }
 
 Operation *mlir::amp::createWithInferredTypes(OpBuilder &b, Location loc, StringRef name,
-                                              ValueRange operands,
-                                              ArrayRef<NamedAttribute> attrs,
+                                              ValueRange operands, ArrayRef<NamedAttribute> attrs,
                                               unsigned numResults) {
   OperationState state(loc, name);
   state.addOperands(operands);
@@ -599,8 +568,8 @@ Operation *mlir::amp::createWithInferredTypes(OpBuilder &b, Location loc, String
   return op;
 }
 
-LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   auto dy = cast<RankedTensorType>(adaptor.getDy().getType());
   types.push_back(RankedTensorType::get(adaptor.getShape(), dy.getElementType()));
   return success();

@@ -18,13 +18,12 @@
 
 namespace mlir::amp::gradient_utils {
 
-
 inline NamedAttribute attr(OpBuilder &b, StringRef name, Attribute a) {
   return b.getNamedAttr(name, a);
 }
 
 inline Value make(OpBuilder &b, Location loc, StringRef name, ValueRange operands,
-           ArrayRef<NamedAttribute> attrs = {}) {
+                  ArrayRef<NamedAttribute> attrs = {}) {
   Operation *op = createWithInferredTypes(b, loc, name, operands, attrs, 1);
   return op ? op->getResult(0) : Value();
 }
@@ -39,7 +38,8 @@ inline Value scalar(OpBuilder &b, Location loc, Value like, double v) {
 inline Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   if (cast<RankedTensorType>(v.getType()).getShape() == shape)
     return v;
-  return make(b, loc, ReshapeOp::getOperationName(), v, {attr(b, "shape", b.getDenseI64ArrayAttr(shape))});
+  return make(b, loc, ReshapeOp::getOperationName(), v,
+              {attr(b, "shape", b.getDenseI64ArrayAttr(shape))});
 }
 
 /// Sums `g` down to `target`'s shape (the gradient of a numpy broadcast).
@@ -55,8 +55,9 @@ inline Value sumToShape(OpBuilder &b, Location loc, Value g, Type targetType) {
       axes.push_back(d);
   Value s = g;
   if (!axes.empty())
-    s = make(b, loc, ReduceSumOp::getOperationName(), g,
-             {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(true))});
+    s = make(
+        b, loc, ReduceSumOp::getOperationName(), g,
+        {attr(b, "axes", b.getDenseI64ArrayAttr(axes)), attr(b, "keepdims", b.getBoolAttr(true))});
   return s ? reshape(b, loc, s, tt.getShape()) : Value();
 }
 
@@ -66,12 +67,13 @@ inline Value transposeLast2(OpBuilder &b, Location loc, Value v) {
   for (int64_t i = 0; i < t.getRank(); ++i)
     perm.push_back(i);
   std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
-  return make(b, loc, TransposeOp::getOperationName(), v, {attr(b, "perm", b.getDenseI64ArrayAttr(perm))});
+  return make(b, loc, TransposeOp::getOperationName(), v,
+              {attr(b, "perm", b.getDenseI64ArrayAttr(perm))});
 }
 
 inline LogicalResult unaryGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
-                        SmallVectorImpl<Value> &og, StringRef kind, float alpha = 0.0f,
-                        float beta = 0.0f) {
+                               SmallVectorImpl<Value> &og, StringRef kind, float alpha = 0.0f,
+                               float beta = 0.0f) {
   og.assign(op->getNumOperands(), Value());
   if (!rg[0])
     return success();
@@ -83,7 +85,6 @@ inline LogicalResult unaryGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
 inline LogicalResult fail(Operation *op, const Twine &why) {
   return op->emitOpError("has no gradient rule for ") << why;
 }
-
 
 } // namespace mlir::amp::gradient_utils
 

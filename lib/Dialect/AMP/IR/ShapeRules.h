@@ -24,7 +24,6 @@
 
 namespace mlir::amp::shape_rules {
 
-
 constexpr int64_t kDyn = ShapedType::kDynamic;
 
 inline std::string shapeString(ArrayRef<int64_t> shape) {
@@ -49,13 +48,10 @@ inline std::string shapeString(ArrayRef<int64_t> shape) {
 /// import) and stays silent otherwise.
 class Rules {
 public:
-  Rules(std::optional<Location> loc, StringRef opName)
-      : loc(loc), opName(opName) {}
+  Rules(std::optional<Location> loc, StringRef opName) : loc(loc), opName(opName) {}
 
-  template <typename... Args>
-  LogicalResult fail(Args &&...args) const {
-    return emitOptionalError(loc, "'", opName, "' op ",
-                             std::forward<Args>(args)...);
+  template <typename... Args> LogicalResult fail(Args &&...args) const {
+    return emitOptionalError(loc, "'", opName, "' op ", std::forward<Args>(args)...);
   }
 
   /// The operand as a ranked tensor, or an error naming it.
@@ -64,8 +60,7 @@ public:
       return fail("is missing its operand '", name, "'");
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (!t)
-      return fail("operand '", name, "' must be a ranked tensor, got ",
-                          v.getType());
+      return fail("operand '", name, "' must be a ranked tensor, got ", v.getType());
     return t;
   }
 
@@ -73,19 +68,18 @@ public:
   FailureOr<int64_t> axis(int64_t axis, int64_t rank, StringRef what) const {
     if (axis < -rank || axis >= std::max<int64_t>(rank, 1) ||
         (rank == 0 && axis != 0 && axis != -1))
-      return fail(what, " ", axis, " is out of range for rank ", rank,
-                          " (valid: [", -rank, ", ", rank - 1, "])");
+      return fail(what, " ", axis, " is out of range for rank ", rank, " (valid: [", -rank, ", ",
+                  rank - 1, "])");
     return axis < 0 ? axis + rank : axis;
   }
 
   /// A list of unique axes, each normalised to [0, rank).
-  FailureOr<SmallVector<int64_t>> axes(ArrayRef<int64_t> list, int64_t rank,
-                                       StringRef what) const {
+  FailureOr<SmallVector<int64_t>> axes(ArrayRef<int64_t> list, int64_t rank, StringRef what) const {
     SmallVector<int64_t> out;
     for (int64_t a : list) {
       if (a < -rank || a >= rank)
-        return fail(what, " ", a, " is out of range for rank ", rank,
-                            " (valid: [", -rank, ", ", rank - 1, "])");
+        return fail(what, " ", a, " is out of range for rank ", rank, " (valid: [", -rank, ", ",
+                    rank - 1, "])");
       int64_t n = a < 0 ? a + rank : a;
       if (llvm::is_contained(out, n))
         return fail(what, " name axis ", n, " more than once");
@@ -94,13 +88,11 @@ public:
     return out;
   }
 
-  LogicalResult sameElementType(Type a, Type b, StringRef aName,
-                                StringRef bName) const {
+  LogicalResult sameElementType(Type a, Type b, StringRef aName, StringRef bName) const {
     if (getElementTypeOrSelf(a) == getElementTypeOrSelf(b))
       return success();
-    return fail("element types of '", aName, "' (", getElementTypeOrSelf(a),
-                ") and '", bName, "' (", getElementTypeOrSelf(b),
-                ") must be equal");
+    return fail("element types of '", aName, "' (", getElementTypeOrSelf(a), ") and '", bName,
+                "' (", getElementTypeOrSelf(b), ") must be equal");
   }
 
   std::optional<Location> loc;
@@ -129,13 +121,12 @@ inline FailureOr<int64_t> product(const Rules &r, ArrayRef<int64_t> dims) {
 
 /// Numpy broadcasting of two shapes, or an error naming both.
 inline FailureOr<SmallVector<int64_t>> broadcast(const Rules &r, ArrayRef<int64_t> a,
-                                          ArrayRef<int64_t> b, StringRef aName,
-                                          StringRef bName) {
+                                                 ArrayRef<int64_t> b, StringRef aName,
+                                                 StringRef bName) {
   SmallVector<int64_t> out;
   if (!OpTrait::util::getBroadcastedShape(a, b, out))
-    return r.fail("shapes of '", aName, "' ", shapeString(a), " and '",
-                          bName, "' ", shapeString(b),
-                          " are not broadcast-compatible");
+    return r.fail("shapes of '", aName, "' ", shapeString(a), " and '", bName, "' ", shapeString(b),
+                  " are not broadcast-compatible");
   return out;
 }
 
@@ -147,15 +138,14 @@ struct WindowAttrs {
   bool ceilMode = false;
 };
 
-inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r,
-                                             ArrayRef<int64_t> spatial,
-                                             const WindowAttrs &w) {
+inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r, ArrayRef<int64_t> spatial,
+                                                    const WindowAttrs &w) {
   size_t n = spatial.size();
   if (w.kernel.size() != n)
-    return r.fail("kernel_shape has ", w.kernel.size(),
-                          " entries but the input has ", n, " spatial dims");
-  auto check = [&](std::optional<ArrayRef<int64_t>> v, size_t want,
-                   StringRef name, int64_t minValue) -> LogicalResult {
+    return r.fail("kernel_shape has ", w.kernel.size(), " entries but the input has ", n,
+                  " spatial dims");
+  auto check = [&](std::optional<ArrayRef<int64_t>> v, size_t want, StringRef name,
+                   int64_t minValue) -> LogicalResult {
     if (!v)
       return success();
     if (v->size() != want)
@@ -165,22 +155,18 @@ inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r,
         return r.fail(name, " entries must be >= ", minValue, ", got ", x);
     return success();
   };
-  if (failed(check(w.strides, n, "strides", 1)) ||
-      failed(check(w.dilations, n, "dilations", 1)) ||
+  if (failed(check(w.strides, n, "strides", 1)) || failed(check(w.dilations, n, "dilations", 1)) ||
       failed(check(w.pads, 2 * n, "pads", 0)))
     return failure();
   for (int64_t k : w.kernel)
     if (k < 1)
       return r.fail("kernel_shape entries must be >= 1, got ", k);
   StringRef ap = w.autoPad;
-  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" &&
-      ap != "SAME_LOWER")
+  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
     return r.fail("auto_pad must be NOTSET, VALID, SAME_UPPER or "
-                          "SAME_LOWER, got \"",
-                          ap, "\"");
-  if (ap != "NOTSET" && w.pads && llvm::any_of(*w.pads, [](int64_t p) {
-        return p != 0;
-      }))
+                  "SAME_LOWER, got \"",
+                  ap, "\"");
+  if (ap != "NOTSET" && w.pads && llvm::any_of(*w.pads, [](int64_t p) { return p != 0; }))
     return r.fail("pads must not be given with auto_pad ", ap);
 
   SmallVector<int64_t> out;
@@ -202,8 +188,7 @@ inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r,
       padded += (*w.pads)[i] + (*w.pads)[i + n];
     if (padded < k)
       return r.fail("spatial dim ", i, " (", in, ", ", padded,
-                            " with padding) is smaller than the window (",
-                            k, ")");
+                    " with padding) is smaller than the window (", k, ")");
     int64_t span = padded - k;
     int64_t o = (w.ceilMode ? llvm::divideCeil(span, s) : span / s) + 1;
     // Ceil mode: a window that would start inside the end padding is
@@ -216,65 +201,53 @@ inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r,
 }
 
 /// `accumulate` (matrix products, convolution): f32, or the operand type.
-inline LogicalResult checkAccumulate(const Rules &r, std::optional<Type> acc,
-                              Type operandElt) {
+inline LogicalResult checkAccumulate(const Rules &r, std::optional<Type> acc, Type operandElt) {
   if (!acc)
     return success();
   if (!isa<FloatType>(operandElt))
-    return r.fail("accumulate is only meaningful for float operands, got ",
-                  operandElt);
+    return r.fail("accumulate is only meaningful for float operands, got ", operandElt);
   if (!acc->isF32() && *acc != operandElt)
-    return r.fail("accumulate type ", *acc, " must be f32 or the operand type ",
-                  operandElt);
+    return r.fail("accumulate type ", *acc, " must be f32 or the operand type ", operandElt);
   return success();
 }
 
 inline LogicalResult checkReduction(const Rules &r, StringRef reduction) {
   if (reduction == "mean" || reduction == "sum" || reduction == "none")
     return success();
-  return r.fail("reduction must be \"mean\", \"sum\" or \"none\", got \"",
-                reduction, "\"");
+  return r.fail("reduction must be \"mean\", \"sum\" or \"none\", got \"", reduction, "\"");
 }
 
 /// Shared rule of the two classification losses: scores [N, C, D...],
 /// labels [N, D...], weights [C].
-inline FailureOr<Type> lossType(const Rules &r, RankedTensorType scores,
-                         RankedTensorType labels, Value weights,
-                         StringRef reduction, StringRef scoresName,
-                         StringRef labelsName) {
+inline FailureOr<Type> lossType(const Rules &r, RankedTensorType scores, RankedTensorType labels,
+                                Value weights, StringRef reduction, StringRef scoresName,
+                                StringRef labelsName) {
   if (failed(checkReduction(r, reduction)))
     return failure();
   if (scores.getRank() < 2)
-    return r.fail("'", scoresName, "' must be [N, C, ...], got rank ",
-                          scores.getRank());
+    return r.fail("'", scoresName, "' must be [N, C, ...], got rank ", scores.getRank());
   if (labels.getRank() != scores.getRank() - 1)
-    return r.fail("'", labelsName, "' must have rank ",
-                          scores.getRank() - 1, " ([N, D...] for '",
-                          scoresName, "' ", shapeString(scores.getShape()),
-                          "), got ", shapeString(labels.getShape()));
+    return r.fail("'", labelsName, "' must have rank ", scores.getRank() - 1, " ([N, D...] for '",
+                  scoresName, "' ", shapeString(scores.getShape()), "), got ",
+                  shapeString(labels.getShape()));
   SmallVector<int64_t> expected{scores.getDimSize(0)};
   llvm::append_range(expected, scores.getShape().drop_front(2));
   if (failed(verifyCompatibleShape(expected, labels.getShape())))
-    return r.fail("'", labelsName, "' shape ",
-                          shapeString(labels.getShape()), " does not match ",
-                          shapeString(expected), " of '", scoresName, "'");
+    return r.fail("'", labelsName, "' shape ", shapeString(labels.getShape()), " does not match ",
+                  shapeString(expected), " of '", scoresName, "'");
   if (weights) {
     auto w = dyn_cast<RankedTensorType>(weights.getType());
     if (!w || w.getRank() != 1 ||
-        failed(verifyCompatibleShape(w.getShape(),
-                                     {scores.getDimSize(1)})))
-      return r.fail("class weights must be [C] = [",
-                            scores.getDimSize(1), "], got ",
-                            weights.getType());
+        failed(verifyCompatibleShape(w.getShape(), {scores.getDimSize(1)})))
+      return r.fail("class weights must be [C] = [", scores.getDimSize(1), "], got ",
+                    weights.getType());
     if (failed(r.sameElementType(w, scores, "weights", scoresName)))
       return failure();
   }
   if (reduction == "none")
-    return Type(RankedTensorType::get(labels.getShape(),
-                                      scores.getElementType()));
+    return Type(RankedTensorType::get(labels.getShape(), scores.getElementType()));
   return Type(RankedTensorType::get({}, scores.getElementType()));
 }
-
 
 } // namespace mlir::amp::shape_rules
 

@@ -29,9 +29,8 @@ bool isLowPrecisionFloat(Type elementType);
 /// Creates the amp op `name` at the builder's point with its result types
 /// from the op's shape rules. On a rule violation the op is erased, the
 /// rule's error is emitted at `loc`, and null is returned.
-Operation *createWithInferredTypes(OpBuilder &b, Location loc, StringRef name,
-                                   ValueRange operands, ArrayRef<NamedAttribute> attrs,
-                                   unsigned numResults);
+Operation *createWithInferredTypes(OpBuilder &b, Location loc, StringRef name, ValueRange operands,
+                                   ArrayRef<NamedAttribute> attrs, unsigned numResults);
 
 } // namespace mlir::amp
 
