@@ -404,6 +404,28 @@ TEST(Copy, TransposeViewAndReshape) {
     EXPECT_EQ(z.get(k), y.get(k));
 }
 
+// Empty tensors (a zero-size batch, an empty index list) may have null
+// data: copies, casts and unary ops on them do nothing and succeed (found by
+// test/Import/mutated-models.test under UBSan: memmove from null).
+TEST(Copy, EmptyTensorsWithNullData) {
+  int64_t shape[2] = {0, 2}, flat[1] = {0};
+  amprt_tensor x = amprt_tensor_make(nullptr, AMPRT_I64, 2, shape);
+  amprt_tensor y = amprt_tensor_make(nullptr, AMPRT_I64, 2, shape);
+  amprt_tensor z = amprt_tensor_make(nullptr, AMPRT_I64, 1, flat);
+  AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &x, &y));
+  AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &x, &z));
+  amprt_tensor xf = amprt_tensor_make(nullptr, AMPRT_F32, 2, shape);
+  amprt_tensor yf = amprt_tensor_make(nullptr, AMPRT_F32, 2, shape);
+  amprt_tensor yh = amprt_tensor_make(nullptr, AMPRT_F16, 2, shape);
+  AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_IDENTITY, 0.0f, &xf, &yf));
+  AMPRT_OK_OR_FAIL(amprt_cast(nullptr, &xf, &yh));
+  // A non-empty tensor with null data is still an error.
+  int64_t one[1] = {1};
+  amprt_tensor bad = amprt_tensor_make(nullptr, AMPRT_I64, 1, one);
+  Buf good(AMPRT_I64, {1});
+  EXPECT_NE(amprt_copy(nullptr, &bad, good.p()), AMPRT_OK);
+}
+
 TEST(Concat, AlongMiddleAxis) {
   Buf a = randn(AMPRT_F16, {2, 1, 3}), b = randn(AMPRT_F16, {2, 2, 3}), y(AMPRT_F16, {2, 3, 3});
   amprt_tensor in[2] = {a.t, b.t};

@@ -189,7 +189,8 @@ bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, fl
     });
     return true;
   case AMPRT_UNARY_IDENTITY:
-    std::memmove(y, x, n * 4);
+    if (n) // an empty tensor's data may be null
+      std::memmove(y, x, n * 4);
     return true;
   case AMPRT_UNARY_RELU: {
     // Branch-free (random signs mispredict): keep v where v > 0 or v is NaN.
@@ -793,6 +794,8 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
                 "amprt_copy: x %s and y %s hold different element counts", shapeString(x).c_str(),
                 shapeString(y).c_str());
   size_t es = amprt_dtype_size(x->dtype);
+  if (amprt_tensor_numel(x) == 0) // an empty tensor's data may be null
+    return AMPRT_OK;
   if (amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y)) {
     std::memmove(y->data, x->data, (size_t)amprt_tensor_numel(x) * es);
     return AMPRT_OK;
