@@ -4,6 +4,8 @@
 #   docs/passes.md   every pass, its description and options (Passes.td)
 #   docs/dialect.md  the amp dialect: every op, its syntax, attributes,
 #                    operands and results (AMPOps.td)
+#   docs/opcodes.md  amprt_exec's opcodes and descriptor layouts
+#                    (runtime/include/amprt/amprt_ops.def)
 # usage: scripts/gen-docs.sh [--check] [MLIR_TBLGEN [MLIR_INCLUDE_DIR]]
 #   (make docs); --check regenerates into a temporary folder and fails when
 #   docs/ differs (ctest docs-up-to-date).
@@ -23,9 +25,10 @@ mkdir -p "$out"
   -o "$out/passes.md"
 "$tblgen" -gen-dialect-doc -dialect=amp -I "$root/include" -I "$mlirinc" \
   "$root/include/amp/Dialect/AMP/IR/AMPOps.td" -o "$out/dialect.md"
+python3 "$root/scripts/gen-opcodes.py" "$root" "$out/opcodes.md"
 if [ $check = 1 ]; then
   bad=0
-  for f in passes.md dialect.md; do
+  for f in passes.md dialect.md opcodes.md; do
     if ! diff -u "$root/docs/$f" "$out/$f" >/dev/null 2>&1; then
       echo "docs/$f is not what the .td files give now (run 'make docs'):"
       diff -u "$root/docs/$f" "$out/$f" | head -20 || true
@@ -36,4 +39,4 @@ if [ $check = 1 ]; then
   done
   exit $bad
 fi
-echo "wrote docs/passes.md, docs/dialect.md"
+echo "wrote docs/passes.md, docs/dialect.md, docs/opcodes.md"

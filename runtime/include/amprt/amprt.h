@@ -548,7 +548,7 @@ amprt_status amprt_reduce_max_grad(amprt_context *ctx, const amprt_tensor *x, co
 /* Sums `dy` down to `dx`'s shape (the gradient of a broadcast). */
 amprt_status amprt_reduce_to(amprt_context *ctx, const amprt_tensor *dy, amprt_tensor *dx);
 
-/*--- Loss scaling (AMP-REFERENCE.md section 3) ------------------------------*/
+/*--- Loss scaling (docs/semantics.md section 3) ------------------------------*/
 
 /* For each of the n gradient tensors: out[i] = f32(grads[i]) * inv_scale,
  * where inv_scale = (float)(1.0 / (double)*scale) is computed here, and
@@ -653,81 +653,17 @@ amprt_status amprt_step_count(amprt_context *ctx, int64_t *step, float found_inf
  * amprt_last_error) starts with "node '<name>': " when the descriptor has
  * a name. */
 
+/* The opcodes and each descriptor's attributes and tensors, in order:
+ * amprt/amprt_ops.def (one table). */
+
 #define AMPRT_EXEC_VERSION 1
 #define AMPRT_EXEC_VERSION_NAMED 2
 
 typedef enum amprt_opcode {
-  AMPRT_OP_UNARY = 1,         /* attrs: op, alpha;  tensors: x, y */
-  AMPRT_OP_BINARY = 2,        /* op;  a, b, y */
-  AMPRT_OP_WHERE = 3,         /* cond, a, b, y */
-  AMPRT_OP_CAST = 4,          /* x, y */
-  AMPRT_OP_COPY = 5,          /* x (a view), y */
-  AMPRT_OP_CONCAT = 6,        /* axis;  inputs..., y */
-  AMPRT_OP_GATHER = 7,        /* axis;  data, indices, y */
-  AMPRT_OP_DROPOUT = 8,       /* ratio, training;  x, y, mask */
-  AMPRT_OP_REDUCE = 9,        /* op, naxes, axes..., [x channel-blocked: a mean over
-                                 axes 2, 3];  x, y (keepdims shape) */
-  AMPRT_OP_SOFTMAX = 10,      /* axis, log;  x, y */
-  AMPRT_OP_LAYER_NORM = 11,   /* axis, eps, has_bias;  x, scale, [bias], y, mean, inv_std */
-  AMPRT_OP_BATCH_NORM = 12,   /* eps, momentum, training;  x, scale, bias, mean, var, y, rm, rv */
-  AMPRT_OP_GEMM = 13,         /* alpha, beta, trans_a, trans_b, has_c, [AMPRT_GEMM_*
-                                 flags];  a, b, [c], y */
-  AMPRT_OP_MATMUL = 14,       /* a, b, y */
-  AMPRT_OP_CONV = 15,         /* spatial, group, has_bias, per dim: stride, dilation,
-                                 pad_begin, pad_end, [AMPRT_CONV_* flags];
-                                 x, w, [bias], y */
-  AMPRT_OP_MAX_POOL = 16,     /* spatial, count_include_pad, per dim: kernel, stride,
-                                 dilation, pad_begin, pad_end, then storage_order,
-                                 [want_indices, [x and y channel-blocked]];
-                                 x, y, indices */
-  AMPRT_OP_AVERAGE_POOL = 17, /* as max pool;  x, y */
-  AMPRT_OP_SOFTMAX_CROSS_ENTROPY = 18,      /* reduction, has_ignore, ignore_index,
-                                               has_weights;  scores, labels, [w], loss,
-                                               log_prob */
-  AMPRT_OP_NLL_LOSS = 19,                   /* as above;  log_prob, labels, [w], loss */
-  AMPRT_OP_UNARY_GRAD = 20,                 /* op, alpha;  x, dy, dx */
-  AMPRT_OP_SOFTMAX_GRAD = 21,               /* axis, log;  y, dy, dx */
-  AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD = 22, /* reduction, has_ignore, ignore_index,
-                                               has_weights;  log_prob, labels, [w],
-                                               dloss, dscores */
-  AMPRT_OP_CONV_GRAD = 23,                  /* as conv, then want_dx, want_dw, want_db;
-                                               x, w, dy, dx, dw, db */
-  AMPRT_OP_LAYER_NORM_GRAD = 24,            /* axis, want_dx, want_dscale, want_dbias;
-                                               x, scale, mean, inv_std, dy, dx, dscale, dbias */
-  AMPRT_OP_MAX_POOL_GRAD = 25,              /* x (shape only), dy, indices, dx */
-  AMPRT_OP_AVERAGE_POOL_GRAD = 26,          /* as average pool;  x (shape only), dy, dx */
-  AMPRT_OP_BATCH_NORM_GRAD = 27,            /* eps, want_dx, want_dscale, want_dbias;
-                                               x, scale, dy, dx, dscale, dbias */
-  AMPRT_OP_SGD_UPDATE = 28,                 /* lr, momentum, dampening, wd, nesterov, has_buf;
-                                               param, grad, [buf], step, found_inf, new_param, [new_buf] */
-  AMPRT_OP_ADAM_UPDATE = 29,                /* lr, beta1, beta2, eps, wd, decoupled;  param, grad,
-                                               m, v, step, found_inf, new_param, new_m, new_v */
-  AMPRT_OP_STEP_COUNT = 30,                 /* step, found_inf, new_step */
-  AMPRT_OP_NLL_LOSS_GRAD = 31,              /* reduction, has_ignore, ignore_index, has_weights;
-                                              input (shape only), labels, [w], dloss, dinput */
-  AMPRT_OP_UNSCALE_AND_CHECK = 32,          /* n;  grads[n], scale, outs[n], found_inf (i1) */
-  AMPRT_OP_CLIP_GRAD_NORM = 33,             /* n, max_norm;  grads[n], found_inf, outs[n],
-                                               total_norm (f32 []) */
-  AMPRT_OP_UPDATE_SCALE = 34,               /* growth_factor, backoff_factor, growth_interval,
-                                               hysteresis, min_scale, error_at_min;  scale,
-                                               tracker, hysteresis_left, found_inf, new_scale,
-                                               new_tracker, new_hysteresis_left */
-  AMPRT_OP_MICRO_STEP = 35,                 /* every;  micro_step, apply (i1), new_micro_step */
-  AMPRT_OP_SLICE_GRAD = 36,                 /* dy, dx (the sliced view), dx (whole, zeroed first) */
-  AMPRT_OP_GATHER_GRAD = 37,                /* axis;  indices, dy, ddata */
-  AMPRT_OP_REDUCE_MAX_GRAD = 38,            /* x, y, dy, dx */
-  AMPRT_OP_CONV_BN = 39,         /* conv's attrs, epsilon, [flags];  x, w, [bias], scale, shift,
-                                    mean, var, y: an f32 convolution followed by an
-                                    inference-mode batch norm, folded into the weights */
-  AMPRT_OP_GATHER_ELEMENTS = 40, /* axis;  data, indices, y */
-  AMPRT_OP_GATHER_ELEMENTS_GRAD = 41, /* axis;  indices, dy, ddata */
-  AMPRT_OP_ARG_REDUCE = 42,           /* axis, min, select_last;  x, y (i64, the axis kept as 1) */
-  AMPRT_OP_CUMSUM = 43,               /* axis, exclusive, reverse;  x, y */
-  AMPRT_OP_TOPK = 44,             /* axis, largest;  x, values, indices (i64; k from their shape) */
-  AMPRT_OP_GRID_SAMPLE = 45,      /* mode, padding, align_corners;  x, grid, y */
-  AMPRT_OP_GRID_SAMPLE_GRAD = 46, /* mode, padding, align_corners, want_dx, want_dgrid;
-                                     x, grid, dy, dx, dgrid */
-  AMPRT_OP_RANDOM = 47            /* kind, a (f64 bits), b (f64 bits);  [p (bernoulli)], y */
+#define AMPRT_OPCODE(NAME, VALUE, name, attributes, tensors) AMPRT_OP_##NAME = VALUE,
+#include "amprt/amprt_ops.def"
+#undef AMPRT_OPCODE
+  AMPRT_OP_LAST = AMPRT_OP_RANDOM
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);

@@ -394,56 +394,15 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
 }
 
 extern "C" const char *amprt_opcode_name(int64_t op) {
-  static const char *names[] = {"?",
-                                "unary",
-                                "binary",
-                                "where",
-                                "cast",
-                                "copy",
-                                "concat",
-                                "gather",
-                                "dropout",
-                                "reduce",
-                                "softmax",
-                                "layer_norm",
-                                "batch_norm",
-                                "gemm",
-                                "matmul",
-                                "conv",
-                                "max_pool",
-                                "average_pool",
-                                "softmax_cross_entropy",
-                                "nll_loss",
-                                "unary_grad",
-                                "softmax_grad",
-                                "softmax_cross_entropy_grad",
-                                "conv_grad",
-                                "layer_norm_grad",
-                                "max_pool_grad",
-                                "average_pool_grad",
-                                "batch_norm_grad",
-                                "sgd_update",
-                                "adam_update",
-                                "step_count",
-                                "nll_loss_grad",
-                                "unscale_and_check",
-                                "clip_grad_norm",
-                                "update_scale",
-                                "micro_step",
-                                "slice_grad",
-                                "gather_grad",
-                                "reduce_max_grad",
-                                "conv_bn",
-                                "gather_elements",
-                                "gather_elements_grad",
-                                "arg_reduce",
-                                "cumsum",
-                                "topk",
-                                "grid_sample",
-                                "grid_sample_grad",
-                                "random"};
-  static_assert(sizeof names / sizeof *names == AMPRT_OP_RANDOM + 1, "a name per opcode");
-  return op >= 0 && op < (int64_t)(sizeof names / sizeof *names) ? names[op] : "?";
+  switch (op) {
+#define AMPRT_OPCODE(NAME, VALUE, name, attributes, tensors)                                       \
+  case VALUE:                                                                                      \
+    return #name;
+#include "amprt/amprt_ops.def"
+#undef AMPRT_OPCODE
+  default:
+    return "?";
+  }
 }
 
 // AMPRT_PROFILE=1: time per opcode (and the first tensor's shape), printed to
