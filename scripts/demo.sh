@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: the demo of the source documents (AMP-REFERENCE.md section 5).
+# The main job: the demo (docs/semantics.md section 5).
 # A PyTorch MLP with its cross-entropy loss is exported to ONNX, imported,
 # autocast, differentiated and compiled ahead of time into training programs
 # (amp-compile --optimizer sgd --lr 0.01), which run 200 steps in fp16 with

@@ -1,7 +1,7 @@
 //===- LossScaling.cpp - amp-loss-scaling --------------------------------===//
 //
 // PyTorch's GradScaler as a rewrite of the training step that amp-autodiff
-// and amp-optimizer built (AMP-REFERENCE.md section 3): the backward's seed
+// and amp-optimizer built (docs/semantics.md section 3): the backward's seed
 // becomes the loss scale, one fused unscale-and-check feeds the optimizer
 // updates and their found_inf flag, and the scale with its trackers becomes
 // state that amp.update_scale advances after the step.

@@ -1,4 +1,4 @@
-"""The demo of the source documents (AMP-REFERENCE.md section 5), both halves.
+"""The demo (docs/semantics.md section 5), both halves.
 
     python -m amp_mlir.demo export OUT   # PyTorch model -> OUT/mlp.onnx, OUT/data.npz
     python -m amp_mlir.demo report OUT   # PyTorch's own AMP run, the comparison
@@ -99,7 +99,7 @@ def report(out: str) -> int:
         a.plot([o["step"] for o in ours[p]], [o["loss"] for o in ours[p]], style,
                label=f"AMP-MLIR {p}" + (" (dynamic loss scaling)" if p == "fp16" else ""))
     a.set_ylabel("loss")
-    a.set_title("MLP 64-128-10, SGD lr 0.01, 200 steps (AMP-REFERENCE.md section 5)")
+    a.set_title("MLP 64-128-10, SGD lr 0.01, 200 steps (docs/semantics.md section 5)")
     a.legend()
     a.grid(alpha=0.3)
     b.step([o["step"] for o in ours["fp16"]], [o["loss_scale"] for o in ours["fp16"]],

@@ -49,7 +49,7 @@ def _model(nodes, inputs, outputs, inits, name):
 
 def mlp(batch: int = 256, seed: int = 42) -> onnx.ModelProto:
     """Linear(64,128) -> ReLU -> Linear(128,10), cross entropy
-    (AMP-REFERENCE.md section 5)."""
+    (docs/semantics.md section 5)."""
     rng = np.random.default_rng(seed)
     w1, b1 = _linear_init(rng, 128, 64)
     w2, b2 = _linear_init(rng, 10, 128)

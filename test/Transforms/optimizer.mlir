@@ -2,7 +2,7 @@
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=adamw lr=0.001" | FileCheck %s --check-prefix=ADAMW
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-autocast=target=bf16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
 
-// The training-step form of DESIGN.md section 2: the optimizer state and the
+// The training-step form of docs/architecture.md (the training-step form): the optimizer state and the
 // step counter are arguments starting at zero, every update result names
 // what it replaces (amp.updates), updates read found_inf, gradients are gone.
 // SGD-LABEL: func @step

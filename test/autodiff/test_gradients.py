@@ -147,7 +147,7 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
                           f"(tolerance {tol})")
 
 
-# 1. The MLP of AMP-REFERENCE.md section 5: Gemm (trans_b, bias), Relu,
+# 1. The MLP of docs/semantics.md section 5: Gemm (trans_b, bias), Relu,
 #    SoftmaxCrossEntropyLoss (mean).
 N, D, H, C = 64, 32, 48, 10
 params = {"w1": randn(H, D, scale=0.2), "b1": randn(H, scale=0.1),

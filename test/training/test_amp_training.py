@@ -7,7 +7,7 @@ PyTorch's run of the same model, data and initial weights: torch.autocast on
 the CPU (float16 / bfloat16) with torch.amp.GradScaler, torch.optim.
 
 Tolerances (relative, per step, on the loss):
-- fp32: 1e-5 (AMP-REFERENCE.md; the two differ only in summation order).
+- fp32: 1e-5 (docs/semantics.md; the two differ only in summation order).
 - fp16: 1e-4. Both round at the same points (f16 operands, f32
   accumulation, f16 results, f32 loss); what differs is the order of the
   f32 sums, which flips the last bit of an occasional f16 activation or
@@ -20,7 +20,7 @@ Tolerances (relative, per step, on the loss):
 - Adam: 1e-3 (Adam divides by sqrt(v): gradients near zero amplify rounding).
 The loss scale and found_inf sequences must be identical.
 
-The demo of AMP-REFERENCE.md section 5 uses its fixed data (seed 42); every
+The demo of docs/semantics.md section 5 uses its fixed data (seed 42); every
 other case draws fresh weights and data (AMP_TEST_SEED repeats a run).
 
     python test_amp_training.py AMP_COMPILE
@@ -149,7 +149,7 @@ def compare(tag, ours, ref, tol):
 
 
 def ref_scales(found, init, growth=2.0, backoff=0.5, interval=2000):
-    """AMP-REFERENCE.md section 3: the scale each step uses, from found_inf."""
+    """docs/semantics.md section 3: the scale each step uses, from found_inf."""
     scale, tracker, out = init, 0, []
     for f in found:
         out.append(scale)
@@ -165,7 +165,7 @@ def ref_scales(found, init, growth=2.0, backoff=0.5, interval=2000):
     return out
 
 
-# --- 1. The demo (AMP-REFERENCE.md section 5): fixed data, seed 42 ----------
+# --- 1. The demo (docs/semantics.md section 5): fixed data, seed 42 ----------
 demo = examples.mlp(seed=42)
 d_rng = np.random.default_rng(42)
 X = d_rng.standard_normal((256, 64)).astype(np.float32)

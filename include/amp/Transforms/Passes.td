@@ -47,7 +47,7 @@ def AMPFoldTransposes : Pass<"amp-fold-transposes"> {
 def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
   let summary = "Put every op in the precision its policy class allows";
   let description = [{
-    Classes (AMP-REFERENCE.md section 2): `lower` ops (matrix products,
+    Classes (docs/semantics.md section 2): `lower` ops (matrix products,
     convolutions) compute in the target type and accumulate in f32 (the
     `accumulate` attribute says so); `fp32` ops (softmax, normalisation,
     reductions, exp / log / pow, losses) compute in f32; `follow` ops compute
@@ -144,7 +144,7 @@ def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
   let summary = "GradScaler as a rewrite: scale the backward, unscale + check, skip, update the scale";
   let description = [{
     Runs after amp-autodiff and amp-optimizer, on every training-step
-    function (one with optimizer updates). AMP-REFERENCE.md section 3:
+    function (one with optimizer updates). docs/semantics.md section 3:
 
     - the backward is seeded with the loss scale S instead of 1, so every
       gradient is S times the true one;
@@ -205,7 +205,7 @@ def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
     `amp.sgd_update` or `amp.adam_update`; the optimizer state becomes
     arguments (`amp.opt_state = "<p>.momentum_buffer"`, `"<p>.exp_avg"`,
     `"<p>.exp_avg_sq"`, and `"step"`, all starting at zero) with matching
-    results, as DESIGN.md section 2 has it. The updates read a `found_inf`
+    results, as docs/architecture.md (the training-step form) has it. The updates read a `found_inf`
     flag (false here; amp-loss-scaling supplies the real one) and change
     nothing when it is set. The running statistics of an `amp.batch_norm` in
     training mode (parameters without a gradient) become state too: its

@@ -9,7 +9,7 @@ namespace onnx_import {
 /// sees ModelProto.graph's initializers) becomes the function `train_step`;
 /// each update_binding (initializer <- algorithm output) turns that output
 /// into the initializer's new value (amp.updates), so the step is the
-/// train_step form of DESIGN.md section 2.
+/// train_step form of docs/architecture.md (the training-step form).
 LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
                                  const onnx::ModelProto &model, const ONNXImportOptions &opts,
                                  ModuleOp module, onnx::ModelProto &step) {

@@ -1,6 +1,6 @@
 //===- amp.cpp - loss scaling, clipping, optimizer steps -----------------===//
 //
-// AMP-REFERENCE.md section 3. The formulas follow PyTorch op by op (f32
+// docs/semantics.md section 3. The formulas follow PyTorch op by op (f32
 // arithmetic where PyTorch uses f32, double where it uses Python floats) so
 // that a step here and a step there agree to the last bits where they can.
 // Every kernel that updates state reads found_inf and changes nothing at all

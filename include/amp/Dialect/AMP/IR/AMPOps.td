@@ -919,7 +919,7 @@ def AMP_StepCountOp : AMP_Op<"step_count", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Loss scaling (built by amp-loss-scaling): AMP-REFERENCE.md section 3
+// Loss scaling (built by amp-loss-scaling): docs/semantics.md section 3
 //===----------------------------------------------------------------------===//
 
 def AMP_ScaleTensor : 0DTensorOf<[F32]>,
