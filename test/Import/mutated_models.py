@@ -228,8 +228,12 @@ for it in range(count):
             failed += 1
             keep = os.path.join(work, f"FAILED{failed}.onnx")
             shutil.copy(path, keep)
+            # The random inputs too, so the failure reproduces without the seed.
+            if os.path.exists(path + ".in.npz"):
+                shutil.copy(path + ".in.npz", keep + ".in.npz")
             print(f"FAIL {name} ({'; '.join(what)}): {stage} ended with {rc}"
-                  f"{' and no message' if rc == 1 and not err.strip() else ''} (kept as {keep})\n"
+                  f"{' and no message' if rc == 1 and not err.strip() else ''} (kept as {keep}"
+                  f"{', its inputs as ' + keep + '.in.npz' if os.path.exists(keep + '.in.npz') else ''})\n"
                   f"  {err.strip()[-600:]}", flush=True)
             break
 for k in sorted(outcomes):
