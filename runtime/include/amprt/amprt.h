@@ -663,7 +663,6 @@ typedef enum amprt_opcode {
 #define AMPRT_OPCODE(NAME, VALUE, name, attributes, tensors) AMPRT_OP_##NAME = VALUE,
 #include "amprt/amprt_ops.def"
 #undef AMPRT_OPCODE
-  AMPRT_OP_LAST = AMPRT_OP_RANDOM
 } amprt_opcode;
 
 int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs);
