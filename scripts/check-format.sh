@@ -13,9 +13,9 @@ if ! command -v "$cf" >/dev/null 2>&1; then
   exit 1
 fi
 if [ -d .git ] || [ -f .git ]; then
-  files=$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.c' | grep -v '^test/fuzz-findings/')
+  files=$(git ls-files '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' '*.c' | grep -v '^test/fuzz-findings/')
 else
-  files=$(find include lib runtime tools unittests fuzz bench test -name '*.cpp' -o -name '*.h' \
+  files=$(find include lib runtime tools unittests fuzz bench test -name '*.cpp' -o -name '*.h' -o -name '*.hpp' \
             -o -name '*.cu' -o -name '*.cuh' -o -name '*.c' | grep -v '^test/fuzz-findings/')
 fi
 n=$(echo "$files" | wc -l)

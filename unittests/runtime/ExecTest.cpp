@@ -190,3 +190,183 @@ TEST(CheckNumerics, NamesOriginsNotLeftoversOrPropagation) {
   EXPECT_EQ(out.find("/inplace-nan/Exp"), std::string::npos) << out;
   EXPECT_EQ(out.find("/propagates/Exp"), std::string::npos) << out;
 }
+
+//===----------------------------------------------------------------------===//
+// The descriptor table (amprt_ops.def): the compiler's encoder and the
+// executors' decoder, both generated from it, agree on every opcode, and
+// the decoder refuses what does not fit.
+//===----------------------------------------------------------------------===//
+
+#include "../../runtime/lib/cpu/exec_decode.h"
+
+#include <random>
+
+namespace {
+namespace attrs = amprt::attrs;
+
+/// Every field of `a` random (flags 0 or 1, counts in range; each optional
+/// field present with probability 1/2, or always with `allOptional`).
+struct Filler {
+  std::mt19937_64 rng;
+  bool allOptional = false;
+  bool optional() { return allOptional || pick(0, 1); }
+  int64_t pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  }
+  double real() { return std::normal_distribution<double>(0.0, 1e3)(rng); }
+};
+
+#define I64(x) a.x = f.pick(0, 1);
+#define I64_IN(x, lo, hi) a.x = f.pick((lo), std::min<int64_t>((hi), (lo) + 3));
+#define F64(x) a.x = f.real();
+#define OPT_I64(x)                                                                                 \
+  if (f.optional())                                                                                \
+    a.x = f.pick(-5, 5);
+#define OPT_F64(x)                                                                                 \
+  if (f.optional())                                                                                \
+    a.x = f.real();
+#define LIST(x, n, max)                                                                            \
+  a.n = f.pick(0, (max));                                                                          \
+  for (int64_t k = 0; k < a.n; ++k)                                                                \
+    a.x[k] = f.pick(-9, 9);
+#define CONV_WINDOW(n)                                                                             \
+  a.n = f.pick(1, 3);                                                                              \
+  for (int64_t k = 0; k < a.n; ++k) {                                                              \
+    a.stride[k] = f.pick(1, 4);                                                                    \
+    a.dilation[k] = f.pick(1, 4);                                                                  \
+    a.pad_begin[k] = f.pick(0, 4);                                                                 \
+    a.pad_end[k] = f.pick(0, 4);                                                                   \
+  }
+#define POOL_WINDOW(n)                                                                             \
+  CONV_WINDOW(n)                                                                                   \
+  for (int64_t k = 0; k < a.n; ++k)                                                                \
+    a.kernel[k] = f.pick(1, 7);
+#define AMPRT_OPCODE(NAME, VALUE, name, fields, ntensors, tensors, notes)                          \
+  [[maybe_unused]] void fill(Filler &f, attrs::name &a) { fields }
+#include "amprt/amprt_ops.def"
+#undef AMPRT_OPCODE
+#undef I64
+#undef I64_IN
+#undef F64
+#undef OPT_I64
+#undef OPT_F64
+#undef LIST
+#undef CONV_WINDOW
+#undef POOL_WINDOW
+
+/// A decoded descriptor with these attribute words and `n` (empty) tensors.
+amprt::desc::Decoded decoded(int64_t opcode, const std::vector<int64_t> &words, int64_t n) {
+  amprt::desc::Decoded d;
+  d.opcode = opcode;
+  d.t.assign((size_t)std::max<int64_t>(n, 0), amprt_tensor{});
+  d.attrs = words.data();
+  d.nattrs = (int64_t)words.size();
+  return d;
+}
+
+template <typename A> void roundTrip(Filler &f) {
+  SCOPED_TRACE(A::label);
+  EXPECT_STREQ(amprt_opcode_name(A::opcode), A::label);
+  for (int rep = 0; rep < 20; ++rep) {
+    A a;
+    f.allOptional = rep % 2 == 0;
+    fill(f, a);
+    std::vector<int64_t> words;
+    ASSERT_TRUE(attrs::encode(a, words));
+    int64_t n = attrs::tensorCount(a), exact = n >= 0 ? n : -n;
+    A b;
+    ASSERT_EQ(amprt::desc::read(decoded(A::opcode, words, exact), b), AMPRT_OK)
+        << amprt_last_error();
+    std::vector<int64_t> again;
+    ASSERT_TRUE(attrs::encode(b, again));
+    EXPECT_EQ(again, words);
+    // A word too many (every optional field present), a tensor too few (or,
+    // exact counts, too many), another opcode: each refused.
+    std::vector<int64_t> longer = words;
+    longer.push_back(1);
+    if (f.allOptional)
+      EXPECT_EQ(amprt::desc::read(decoded(A::opcode, longer, exact), b),
+                AMPRT_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(amprt::desc::read(decoded(A::opcode, words, exact - 1), b),
+              AMPRT_ERR_INVALID_ARGUMENT);
+    if (n >= 0)
+      EXPECT_EQ(amprt::desc::read(decoded(A::opcode, words, exact + 1), b),
+                AMPRT_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(amprt::desc::read(decoded(A::opcode == 1 ? 2 : 1, words, exact), b),
+              AMPRT_ERR_INVALID_ARGUMENT);
+  }
+}
+} // namespace
+
+TEST(DescriptorTable, EveryOpcodeRoundTripsAndRefusesWhatDoesNotFit) {
+  uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Filler f{std::mt19937_64(seed)};
+  int opcodes = 0;
+#define AMPRT_OPCODE(NAME, VALUE, name, fields, ntensors, tensors, notes)                          \
+  roundTrip<attrs::name>(f);                                                                       \
+  ++opcodes;
+#include "amprt/amprt_ops.def"
+#undef AMPRT_OPCODE
+  EXPECT_EQ(opcodes, AMPRT_OP_RANDOM);
+}
+
+TEST(DescriptorTable, CountsWindowsAndMissingWordsAreRefused) {
+  using amprt::desc::read;
+  // A convolution: 2 spatial dims, a bias (4 tensors).
+  attrs::conv c;
+  c.spatial = 2;
+  c.group = 1;
+  c.has_bias = 1;
+  for (int k = 0; k < 2; ++k)
+    c.stride[k] = c.dilation[k] = 1;
+  std::vector<int64_t> w;
+  ASSERT_TRUE(attrs::encode(c, w));
+  ASSERT_EQ(w.size(), 3u + 4 * 2);
+  attrs::conv out;
+  EXPECT_EQ(read(decoded(AMPRT_OP_CONV, w, 4), out), AMPRT_OK) << amprt_last_error();
+  EXPECT_FALSE(out.flags.has_value());
+  EXPECT_EQ(read(decoded(AMPRT_OP_CONV, w, 3), out), AMPRT_ERR_INVALID_ARGUMENT); // bias missing
+  EXPECT_NE(std::string(amprt_last_error()).find("tensor count"), std::string::npos)
+      << amprt_last_error();
+  std::vector<int64_t> cut(w.begin(), w.end() - 1); // the last pad_end missing
+  EXPECT_EQ(read(decoded(AMPRT_OP_CONV, cut, 4), out), AMPRT_ERR_INVALID_ARGUMENT);
+  w[0] = 4; // four spatial dims
+  EXPECT_EQ(read(decoded(AMPRT_OP_CONV, w, 4), out), AMPRT_ERR_INVALID_ARGUMENT);
+  c.spatial = 0;
+  EXPECT_FALSE(attrs::encode(c, w)); // the encoder refuses it too
+  // unscale_and_check: n in [0, 2047], 2n + 2 tensors.
+  std::vector<int64_t> n = {-1};
+  attrs::unscale_and_check u;
+  EXPECT_EQ(read(decoded(AMPRT_OP_UNSCALE_AND_CHECK, n, 0), u), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("outside"), std::string::npos)
+      << amprt_last_error();
+  n = {3};
+  EXPECT_EQ(read(decoded(AMPRT_OP_UNSCALE_AND_CHECK, n, 7), u), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(read(decoded(AMPRT_OP_UNSCALE_AND_CHECK, n, 8), u), AMPRT_OK) << amprt_last_error();
+  EXPECT_EQ(u.n, 3);
+  // reduce: at most AMPRT_MAX_RANK axes, and all of them present.
+  std::vector<int64_t> r = {AMPRT_REDUCE_SUM, AMPRT_MAX_RANK + 1};
+  attrs::reduce rd;
+  EXPECT_EQ(read(decoded(AMPRT_OP_REDUCE, r, 2), rd), AMPRT_ERR_INVALID_ARGUMENT);
+  r = {AMPRT_REDUCE_SUM, 2, 0};
+  EXPECT_EQ(read(decoded(AMPRT_OP_REDUCE, r, 2), rd), AMPRT_ERR_INVALID_ARGUMENT);
+  r = {AMPRT_REDUCE_SUM, 2, 0, 1};
+  EXPECT_EQ(read(decoded(AMPRT_OP_REDUCE, r, 2), rd), AMPRT_OK) << amprt_last_error();
+  EXPECT_EQ(rd.axes[1], 1);
+  EXPECT_FALSE(rd.blocked.has_value());
+  // Floats travel as their bits, every one of them.
+  attrs::sgd_update s;
+  s.lr = 0.1;
+  s.momentum = -0.0;
+  s.dampening = std::numeric_limits<double>::denorm_min();
+  s.wd = std::numeric_limits<double>::infinity();
+  std::vector<int64_t> sw;
+  ASSERT_TRUE(attrs::encode(s, sw));
+  attrs::sgd_update back;
+  ASSERT_EQ(read(decoded(AMPRT_OP_SGD_UPDATE, sw, 5), back), AMPRT_OK) << amprt_last_error();
+  EXPECT_EQ(back.lr, 0.1);
+  EXPECT_TRUE(std::signbit(back.momentum));
+  EXPECT_EQ(back.dampening, std::numeric_limits<double>::denorm_min());
+  EXPECT_EQ(back.wd, std::numeric_limits<double>::infinity());
+}

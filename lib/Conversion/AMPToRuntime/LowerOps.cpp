@@ -9,6 +9,7 @@
 
 using namespace mlir;
 using namespace mlir::amp;
+namespace rt = amprt::attrs; // the descriptors' typed attributes (amprt_ops.def)
 
 namespace mlir::amp::lowering {
 
@@ -35,22 +36,26 @@ void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
   }
 }
 
-/// The runtime's loss attributes: reduction, has_ignore, ignore_index,
+/// The runtime's loss fields: reduction, has_ignore, ignore_index,
 /// has_weights (the forward losses and their gradients).
-static SmallVector<int64_t> lossAttrs(Operation *op, bool hasWeights) {
+template <typename LossFields> static LossFields lossAttrs(Operation *op, bool hasWeights) {
   auto redAttr = op->getAttrOfType<StringAttr>("reduction");
   StringRef red = redAttr ? redAttr.getValue() : "mean";
   auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
-  return {red == "none"  ? AMPRT_REDUCTION_NONE
-          : red == "sum" ? AMPRT_REDUCTION_SUM
-                         : AMPRT_REDUCTION_MEAN,
-          ignore ? 1 : 0, ignore ? ignore.getInt() : 0, hasWeights ? 1 : 0};
+  LossFields a;
+  a.reduction = red == "none"  ? AMPRT_REDUCTION_NONE
+                : red == "sum" ? AMPRT_REDUCTION_SUM
+                               : AMPRT_REDUCTION_MEAN;
+  a.has_ignore = ignore ? 1 : 0;
+  a.ignore_index = ignore ? ignore.getInt() : 0;
+  a.has_weights = hasWeights ? 1 : 0;
+  return a;
 }
 
-/// The runtime's convolution attributes (spatial, group, 0, then per dim
+/// The runtime's convolution fields (spatial, group, has_bias 0, per dim
 /// stride, dilation, pad begin, pad end) for amp.conv / amp.conv_grad.
-template <typename ConvLike>
-static LogicalResult convAttrs(ConvLike o, RankedTensorType y, SmallVector<int64_t> &attrs) {
+template <typename ConvLike, typename ConvFields>
+static LogicalResult convAttrs(ConvLike o, RankedTensorType y, ConvFields &a) {
   if (o.getAccumulate() && !o.getAccumulate()->isF32())
     return o.emitOpError("accumulate = ")
            << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
@@ -66,9 +71,15 @@ static LogicalResult convAttrs(ConvLike o, RankedTensorType y, SmallVector<int64
   }
   windowPads(o.getAutoPad(), x.getShape().drop_front(2), y.getShape().drop_front(2), kernel,
              strides, dil, o.getPads(), pb, pe);
-  attrs = {n, (int64_t)o.getGroup(), 0};
-  for (int64_t i = 0; i < n; ++i)
-    attrs.append({strides[i], dil[i], pb[i], pe[i]});
+  a.spatial = n;
+  a.group = (int64_t)o.getGroup();
+  a.has_bias = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    a.stride[i] = strides[i];
+    a.dilation[i] = dil[i];
+    a.pad_begin[i] = pb[i];
+    a.pad_end[i] = pe[i];
+  }
   return success();
 }
 
@@ -124,16 +135,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    std::optional<double> beta = {}) -> LogicalResult {
     if (failed(all(op->getOperands())) || failed(all(op->getResults())))
       return failure();
-    d.attrs = {u, f64Bits(alpha)};
-    if (beta)
-      d.attrs.push_back(f64Bits(*beta));
-    return emit(op, AMPRT_OP_UNARY, d);
+    rt::unary a;
+    a.op = u;
+    a.alpha = alpha;
+    a.beta = beta;
+    return emitAs(op, a, d);
   };
   auto binary = [&](amprt_binary_op bo) -> LogicalResult {
     if (failed(all(op->getOperands())) || failed(all(op->getResults())))
       return failure();
-    d.attrs = {bo};
-    return emit(op, AMPRT_OP_BINARY, d);
+    rt::binary a;
+    a.op = bo;
+    return emitAs(op, a, d);
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AddOp) { return binary(AMPRT_BINARY_ADD); })
@@ -205,12 +218,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](CastOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_CAST, d);
+        return emitAs(op, rt::cast{}, d);
       })
       .Case([&](WhereOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_WHERE, d);
+        return emitAs(op, rt::where{}, d);
       })
       .Case([&](TransposeOp o) -> LogicalResult {
         auto in = cast<RankedTensorType>(o.getInput().getType());
@@ -222,7 +235,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st)) ||
             failed(tensor(d, o.getResult(), op)))
           return failure();
-        return emit(op, AMPRT_OP_COPY, d);
+        return emitAs(op, rt::copy{}, d);
       })
       .Case([&](ExpandOp o) -> LogicalResult {
         auto in = cast<RankedTensorType>(o.getInput().getType());
@@ -235,7 +248,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st)) ||
             failed(tensor(d, o.getResult(), op)))
           return failure();
-        return emit(op, AMPRT_OP_COPY, d);
+        return emitAs(op, rt::copy{}, d);
       })
       .Case([&](SliceOp o) -> LogicalResult {
         auto in = cast<RankedTensorType>(o.getInput().getType());
@@ -245,7 +258,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(tensor(d, o.getInput(), op, outTy.getShape(), st, offset)) ||
             failed(tensor(d, o.getResult(), op)))
           return failure();
-        return emit(op, AMPRT_OP_COPY, d);
+        return emitAs(op, rt::copy{}, d);
       })
       .Case([&](SliceGradOp o) -> LogicalResult {
         // dy into the slice's view of dx, after dx is zeroed.
@@ -258,14 +271,16 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             failed(tensor(d, o.getDx(), op, dyTy.getShape(), st, offset)) ||
             failed(tensor(d, o.getDx(), op)))
           return failure();
-        return emit(op, AMPRT_OP_SLICE_GRAD, d);
+        return emitAs(op, rt::slice_grad{}, d);
       })
       .Case([&](CumSumOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis((int64_t)o.getAxis(), o.getType().getRank()), o.getExclusive() ? 1 : 0,
-                   o.getReverse() ? 1 : 0};
-        return emit(op, AMPRT_OP_CUMSUM, d);
+        rt::cumsum a;
+        a.axis = normAxis((int64_t)o.getAxis(), o.getType().getRank());
+        a.exclusive = o.getExclusive() ? 1 : 0;
+        a.reverse = o.getReverse() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case<GridSampleOp, GridSampleGradOp>([&](Operation *) -> LogicalResult {
         auto mode = op->getAttrOfType<StringAttr>("mode"),
@@ -274,25 +289,28 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         StringRef m = mode ? mode.getValue() : "bilinear", p = pad ? pad.getValue() : "zeros";
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {m == "nearest"   ? 1
-                   : m == "bicubic" ? 2
-                                    : 0,
-                   p == "border"       ? 1
-                   : p == "reflection" ? 2
-                                       : 0,
-                   align && align.getValue() ? 1 : 0};
-        if (isa<GridSampleOp>(op))
-          return emit(op, AMPRT_OP_GRID_SAMPLE, d);
-        for (Value r : op->getResults())
-          d.attrs.push_back(r.use_empty() ? 0 : 1);
-        return emit(op, AMPRT_OP_GRID_SAMPLE_GRAD, d);
+        rt::grid_sample_grad a; // grid_sample's fields, then which results are wanted
+        a.mode = m == "nearest" ? 1 : m == "bicubic" ? 2 : 0;
+        a.padding = p == "border" ? 1 : p == "reflection" ? 2 : 0;
+        a.align_corners = align && align.getValue() ? 1 : 0;
+        if (isa<GridSampleOp>(op)) {
+          rt::grid_sample f;
+          f.mode = a.mode;
+          f.padding = a.padding;
+          f.align_corners = a.align_corners;
+          return emitAs(op, f, d);
+        }
+        a.want_dx = op->getResult(0).use_empty() ? 0 : 1;
+        a.want_dgrid = op->getResult(1).use_empty() ? 0 : 1;
+        return emitAs(op, a, d);
       })
       .Case([&](TopKOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis((int64_t)o.getAxis(), o.getInput().getType().getRank()),
-                   o.getLargest() ? 1 : 0};
-        return emit(op, AMPRT_OP_TOPK, d);
+        rt::topk a;
+        a.axis = normAxis((int64_t)o.getAxis(), o.getInput().getType().getRank());
+        a.largest = o.getLargest() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case<ArgMaxOp, ArgMinOp>([&](Operation *) -> LogicalResult {
         auto in = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -303,62 +321,76 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             failed(tensor(d, op->getResult(0), op, keep)))
           return failure();
         auto last = op->getAttrOfType<BoolAttr>("select_last_index");
-        d.attrs = {axis, isa<ArgMinOp>(op) ? 1 : 0, last && last.getValue() ? 1 : 0};
-        return emit(op, AMPRT_OP_ARG_REDUCE, d);
+        rt::arg_reduce a;
+        a.axis = axis;
+        a.min = isa<ArgMinOp>(op) ? 1 : 0;
+        a.select_last = last && last.getValue() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](GatherElementsOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank())};
-        return emit(op, AMPRT_OP_GATHER_ELEMENTS, d);
+        rt::gather_elements a;
+        a.axis = normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank());
+        return emitAs(op, a, d);
       })
       .Case([&](GatherElementsGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {(int64_t)o.getAxis()};
-        return emit(op, AMPRT_OP_GATHER_ELEMENTS_GRAD, d);
+        rt::gather_elements_grad a;
+        a.axis = (int64_t)o.getAxis();
+        return emitAs(op, a, d);
       })
       .Case([&](GatherGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {(int64_t)o.getAxis()};
-        return emit(op, AMPRT_OP_GATHER_GRAD, d);
+        rt::gather_grad a;
+        a.axis = (int64_t)o.getAxis();
+        return emitAs(op, a, d);
       })
       .Case([&](ReduceMaxGradOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_REDUCE_MAX_GRAD, d);
+        return emitAs(op, rt::reduce_max_grad{}, d);
       })
       .Case([&](ConcatOp o) -> LogicalResult {
         if (failed(all(o.getInputs())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis(o.getAxis(), o.getType().getRank())};
-        return emit(op, AMPRT_OP_CONCAT, d);
+        rt::concat a;
+        a.axis = normAxis(o.getAxis(), o.getType().getRank());
+        return emitAs(op, a, d);
       })
       .Case([&](GatherOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank())};
-        return emit(op, AMPRT_OP_GATHER, d);
+        rt::gather a;
+        a.axis = normAxis(o.getAxis(), cast<RankedTensorType>(o.getData().getType()).getRank());
+        return emitAs(op, a, d);
       })
       .Case<RandomNormalOp, RandomUniformOp, BernoulliOp>([&](Operation *) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        if (auto o = dyn_cast<RandomNormalOp>(op))
-          d.attrs = {AMPRT_RANDOM_NORMAL, f64Bits(o.getMean().convertToDouble()),
-                     f64Bits(o.getScale().convertToDouble())};
-        else if (auto o = dyn_cast<RandomUniformOp>(op))
-          d.attrs = {AMPRT_RANDOM_UNIFORM, f64Bits(o.getLow().convertToDouble()),
-                     f64Bits(o.getHigh().convertToDouble())};
-        else
-          d.attrs = {AMPRT_RANDOM_BERNOULLI, f64Bits(0.0), f64Bits(0.0)};
-        return emit(op, AMPRT_OP_RANDOM, d);
+        rt::random a;
+        if (auto o = dyn_cast<RandomNormalOp>(op)) {
+          a.kind = AMPRT_RANDOM_NORMAL;
+          a.a = o.getMean().convertToDouble();
+          a.b = o.getScale().convertToDouble();
+        } else if (auto o = dyn_cast<RandomUniformOp>(op)) {
+          a.kind = AMPRT_RANDOM_UNIFORM;
+          a.a = o.getLow().convertToDouble();
+          a.b = o.getHigh().convertToDouble();
+        } else {
+          a.kind = AMPRT_RANDOM_BERNOULLI;
+        }
+        return emitAs(op, a, d);
       })
       .Case([&](DropoutOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getRatio().convertToDouble()), o.getTrainingMode() ? 1 : 0};
-        return emit(op, AMPRT_OP_DROPOUT, d);
+        rt::dropout a;
+        a.ratio = o.getRatio().convertToDouble();
+        a.training = o.getTrainingMode() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp, GlobalAveragePoolOp>(
           [&](Operation *) -> LogicalResult {
@@ -380,7 +412,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                 if (noop) {
                   if (failed(all(op->getOperands())) || failed(all(op->getResults())))
                     return failure();
-                  return emit(op, AMPRT_OP_COPY, d);
+                  return emitAs(op, rt::copy{}, d);
                 }
                 for (int64_t i = 0; i < in.getRank(); ++i)
                   axes.push_back(i);
@@ -395,33 +427,42 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
               keep[a] = 1;
             if (failed(tensor(d, x, op)) || failed(tensor(d, op->getResult(0), op, keep)))
               return failure();
-            d.attrs = {kind, (int64_t)axes.size()};
-            d.attrs.append(axes.begin(), axes.end());
+            rt::reduce a;
+            a.op = kind;
+            a.naxes = (int64_t)axes.size();
+            if (a.naxes > AMPRT_MAX_RANK)
+              return op->emitOpError("reduces more than ") << AMPRT_MAX_RANK << " axes";
+            llvm::copy(axes, a.axes);
             if (blocked.contains(x))
-              d.attrs.push_back(1);
-            return emit(op, AMPRT_OP_REDUCE, d);
+              a.blocked = 1;
+            return emitAs(op, a, d);
           })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
-        d.attrs = {normAxis(axis, cast<RankedTensorType>(op->getResult(0).getType()).getRank()),
-                   isa<LogSoftmaxOp>(op) ? 1 : 0};
-        return emit(op, AMPRT_OP_SOFTMAX, d);
+        rt::softmax a;
+        a.axis = normAxis(axis, cast<RankedTensorType>(op->getResult(0).getType()).getRank());
+        a.log = isa<LogSoftmaxOp>(op) ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](LayerNormOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis(o.getAxis(), o.getX().getType().getRank()),
-                   f64Bits(o.getEpsilon().convertToDouble()), o.getBias() ? 1 : 0};
-        return emit(op, AMPRT_OP_LAYER_NORM, d);
+        rt::layer_norm a;
+        a.axis = normAxis(o.getAxis(), o.getX().getType().getRank());
+        a.eps = o.getEpsilon().convertToDouble();
+        a.has_bias = o.getBias() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](BatchNormOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getEpsilon().convertToDouble()),
-                   f64Bits(o.getMomentum().convertToDouble()), o.getTrainingMode() ? 1 : 0};
-        return emit(op, AMPRT_OP_BATCH_NORM, d);
+        rt::batch_norm a;
+        a.eps = o.getEpsilon().convertToDouble();
+        a.momentum = o.getMomentum().convertToDouble();
+        a.training = o.getTrainingMode() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](GemmOp o) -> LogicalResult {
         if (o.getAccumulate() && !o.getAccumulate()->isF32())
@@ -429,19 +470,23 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  << *o.getAccumulate() << " is not supported by the CPU runtime (f32 only)";
         if (failed(all(op->getOperands())))
           return failure();
-        d.attrs = {f64Bits(o.getAlpha().convertToDouble()), f64Bits(o.getBeta().convertToDouble()),
-                   o.getTransA() ? 1 : 0, o.getTransB() ? 1 : 0, o.getC() ? 1 : 0};
+        rt::gemm a;
+        a.alpha = o.getAlpha().convertToDouble();
+        a.beta = o.getBeta().convertToDouble();
+        a.trans_a = o.getTransA() ? 1 : 0;
+        a.trans_b = o.getTransB() ? 1 : 0;
+        a.has_c = o.getC() ? 1 : 0;
         if (Operation *relu = gemmRelu.lookup(op)) {
           // Written into the ReLU's result, in its own arena slot.
           Value out = relu->getResult(0);
           if (failed(slotPtr(out)) || failed(tensor(d, out, op)))
             return failure();
-          d.attrs.push_back(AMPRT_GEMM_RELU);
-          return emit(op, AMPRT_OP_GEMM, d);
+          a.flags = AMPRT_GEMM_RELU;
+          return emitAs(op, a, d);
         }
         if (failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_GEMM, d);
+        return emitAs(op, a, d);
       })
       .Case([&](MatMulOp o) -> LogicalResult {
         if (o.getAccumulate() && !o.getAccumulate()->isF32())
@@ -453,12 +498,13 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                                  "runtime");
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_MATMUL, d);
+        return emitAs(op, rt::matmul{}, d);
       })
       .Case([&](ConvOp o) -> LogicalResult {
-        if (failed(convAttrs(o, o.getType(), d.attrs)) || failed(all(op->getOperands())))
+        rt::conv a;
+        if (failed(convAttrs(o, o.getType(), a)) || failed(all(op->getOperands())))
           return failure();
-        d.attrs[2] = o.getBias() ? 1 : 0;
+        a.has_bias = o.getBias() ? 1 : 0;
         ConvCall cc = convCalls.lookup(op);
         Value out = convWrites(o);
         if (out != o.getOutput() && failed(slotPtr(out)))
@@ -472,100 +518,120 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                         (blocked.contains(o.getX()) ? AMPRT_CONV_SRC_BLOCKED : 0) |
                         (blocked.contains(out) ? AMPRT_CONV_DST_BLOCKED : 0);
         if (bn) {
-          d.attrs.push_back(f64Bits(bn.getEpsilon().convertToDouble()));
-          d.attrs.push_back(flags);
-          return emit(op, AMPRT_OP_CONV_BN, d);
+          rt::conv_bn f;
+          f.spatial = a.spatial;
+          f.group = a.group;
+          f.has_bias = a.has_bias;
+          llvm::copy(a.stride, f.stride);
+          llvm::copy(a.dilation, f.dilation);
+          llvm::copy(a.pad_begin, f.pad_begin);
+          llvm::copy(a.pad_end, f.pad_end);
+          f.epsilon = bn.getEpsilon().convertToDouble();
+          f.flags = flags;
+          return emitAs(op, f, d);
         }
         if (flags)
-          d.attrs.push_back(flags);
-        return emit(op, AMPRT_OP_CONV, d);
+          a.flags = flags;
+        return emitAs(op, a, d);
       })
       .Case([&](NLLLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = lossAttrs(op, o.getWeight() != nullptr);
-        return emit(op, AMPRT_OP_NLL_LOSS_GRAD, d);
+        return emitAs(op, lossAttrs<rt::nll_loss_grad>(op, o.getWeight() != nullptr), d);
       })
       .Case([&](SGDUpdateOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getLr().convertToDouble()),
-                   f64Bits(o.getMomentum().convertToDouble()),
-                   f64Bits(o.getDampening().convertToDouble()),
-                   f64Bits(o.getWeightDecay().convertToDouble()),
-                   o.getNesterov() ? 1 : 0,
-                   o.getMomentumBuf() ? 1 : 0};
-        return emit(op, AMPRT_OP_SGD_UPDATE, d);
+        rt::sgd_update a;
+        a.lr = o.getLr().convertToDouble();
+        a.momentum = o.getMomentum().convertToDouble();
+        a.dampening = o.getDampening().convertToDouble();
+        a.wd = o.getWeightDecay().convertToDouble();
+        a.nesterov = o.getNesterov() ? 1 : 0;
+        a.has_buf = o.getMomentumBuf() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](AdamUpdateOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getLr().convertToDouble()),
-                   f64Bits(o.getBeta1().convertToDouble()),
-                   f64Bits(o.getBeta2().convertToDouble()),
-                   f64Bits(o.getEps().convertToDouble()),
-                   f64Bits(o.getWeightDecay().convertToDouble()),
-                   o.getMode() == "hf" ? 2 : o.getDecoupled() ? 1 : 0};
-        return emit(op, AMPRT_OP_ADAM_UPDATE, d);
+        rt::adam_update a;
+        a.lr = o.getLr().convertToDouble();
+        a.beta1 = o.getBeta1().convertToDouble();
+        a.beta2 = o.getBeta2().convertToDouble();
+        a.eps = o.getEps().convertToDouble();
+        a.wd = o.getWeightDecay().convertToDouble();
+        a.decoupled = o.getMode() == "hf" ? 2 : o.getDecoupled() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](UnscaleAndCheckOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {(int64_t)o.getGrads().size()};
-        return emit(op, AMPRT_OP_UNSCALE_AND_CHECK, d);
+        rt::unscale_and_check a;
+        a.n = (int64_t)o.getGrads().size();
+        return emitAs(op, a, d);
       })
       .Case([&](ClipGradNormOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {(int64_t)o.getGrads().size(), f64Bits(o.getMaxNorm().convertToDouble())};
-        return emit(op, AMPRT_OP_CLIP_GRAD_NORM, d);
+        rt::clip_grad_norm a;
+        a.n = (int64_t)o.getGrads().size();
+        a.max_norm = o.getMaxNorm().convertToDouble();
+        return emitAs(op, a, d);
       })
       .Case([&](UpdateScaleOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getGrowthFactor().convertToDouble()),
-                   f64Bits(o.getBackoffFactor().convertToDouble()),
-                   (int64_t)o.getGrowthInterval(),
-                   (int64_t)o.getHysteresis(),
-                   f64Bits(o.getMinScale().convertToDouble()),
-                   o.getOnMinScale() == "error" ? 1 : 0};
-        return emit(op, AMPRT_OP_UPDATE_SCALE, d);
+        rt::update_scale a;
+        a.growth_factor = o.getGrowthFactor().convertToDouble();
+        a.backoff_factor = o.getBackoffFactor().convertToDouble();
+        a.growth_interval = (int64_t)o.getGrowthInterval();
+        a.hysteresis = (int64_t)o.getHysteresis();
+        a.min_scale = o.getMinScale().convertToDouble();
+        a.error_at_min = o.getOnMinScale() == "error" ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](MicroStepOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {(int64_t)o.getEvery()};
-        return emit(op, AMPRT_OP_MICRO_STEP, d);
+        rt::micro_step a;
+        a.every = (int64_t)o.getEvery();
+        return emitAs(op, a, d);
       })
       .Case([&](StepCountOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_STEP_COUNT, d);
+        return emitAs(op, rt::step_count{}, d);
       })
       .Case([&](BatchNormGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {f64Bits(o.getEpsilon().convertToDouble())};
-        for (Value r : op->getResults())
-          d.attrs.push_back(r.use_empty() ? 0 : 1);
-        return emit(op, AMPRT_OP_BATCH_NORM_GRAD, d);
+        rt::batch_norm_grad a;
+        a.eps = o.getEpsilon().convertToDouble();
+        a.want_dx = op->getResult(0).use_empty() ? 0 : 1;
+        a.want_dscale = op->getResult(1).use_empty() ? 0 : 1;
+        a.want_dbias = op->getResult(2).use_empty() ? 0 : 1;
+        return emitAs(op, a, d);
       })
       .Case([&](LayerNormGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis(o.getAxis(), o.getX().getType().getRank())};
-        for (Value r : op->getResults())
-          d.attrs.push_back(r.use_empty() ? 0 : 1);
-        return emit(op, AMPRT_OP_LAYER_NORM_GRAD, d);
+        rt::layer_norm_grad a;
+        a.axis = normAxis(o.getAxis(), o.getX().getType().getRank());
+        a.want_dx = op->getResult(0).use_empty() ? 0 : 1;
+        a.want_dscale = op->getResult(1).use_empty() ? 0 : 1;
+        a.want_dbias = op->getResult(2).use_empty() ? 0 : 1;
+        return emitAs(op, a, d);
       })
       .Case([&](ConvGradOp o) -> LogicalResult {
         // attrs: the conv's, then which of dx, dw, db are wanted.
-        if (failed(convAttrs(o, o.getDy().getType(), d.attrs)) || failed(all(op->getOperands())) ||
+        rt::conv_grad a;
+        if (failed(convAttrs(o, o.getDy().getType(), a)) || failed(all(op->getOperands())) ||
             failed(all(op->getResults())))
           return failure();
-        for (Value r : op->getResults())
-          d.attrs.push_back(r.use_empty() ? 0 : 1);
-        return emit(op, AMPRT_OP_CONV_GRAD, d);
+        a.want_dx = op->getResult(0).use_empty() ? 0 : 1;
+        a.want_dw = op->getResult(1).use_empty() ? 0 : 1;
+        a.want_db = op->getResult(2).use_empty() ? 0 : 1;
+        return emitAs(op, a, d);
       })
       .Case([&](ConvTransposeOp o) -> LogicalResult {
         // amp.conv's input gradient: the runtime's conv_grad with the result
@@ -581,17 +647,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return op->emitOpError("needs 1 to 3 spatial dims");
         if (!y.hasStaticShape())
           return op->emitOpError("needs a static result shape");
-        d.attrs = {n, (int64_t)o.getGroup(), 0};
-        for (int64_t i = 0; i < n; ++i)
-          d.attrs.append({o.getStrides() ? (*o.getStrides())[i] : 1,
-                          o.getDilations() ? (*o.getDilations())[i] : 1,
-                          o.getPads() ? (*o.getPads())[i] : 0,
-                          o.getPads() ? (*o.getPads())[n + i] : 0});
-        d.attrs.append({1, 0, 0});
+        rt::conv_grad a;
+        a.spatial = n;
+        a.group = (int64_t)o.getGroup();
+        for (int64_t i = 0; i < n; ++i) {
+          a.stride[i] = o.getStrides() ? (*o.getStrides())[i] : 1;
+          a.dilation[i] = o.getDilations() ? (*o.getDilations())[i] : 1;
+          a.pad_begin[i] = o.getPads() ? (*o.getPads())[i] : 0;
+          a.pad_end[i] = o.getPads() ? (*o.getPads())[n + i] : 0;
+        }
+        a.want_dx = 1; // only the input gradient
         Value out = o.getOutput();
         if (failed(all({out, o.getW(), o.getX(), out, o.getW(), o.getW()})))
           return failure();
-        if (failed(emit(op, AMPRT_OP_CONV_GRAD, d)))
+        if (failed(emitAs(op, a, d)))
           return failure();
         Value bias = o.getBias();
         if (!bias)
@@ -603,13 +672,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             failed(tensor(add, bias, op, ArrayRef<int64_t>(bshape))) ||
             failed(tensor(add, out, op)))
           return failure();
-        add.attrs = {AMPRT_BINARY_ADD};
-        return emit(op, AMPRT_OP_BINARY, add);
+        rt::binary plus;
+        plus.op = AMPRT_BINARY_ADD;
+        return emitAs(op, plus, add);
       })
       .Case([&](MaxPoolGradOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        return emit(op, AMPRT_OP_MAX_POOL_GRAD, d);
+        return emitAs(op, rt::max_pool_grad{}, d);
       })
       .Case<MaxPoolOp, AveragePoolOp, AveragePoolGradOp>([&](Operation *) -> LogicalResult {
         bool grad = isa<AveragePoolGradOp>(op);
@@ -637,26 +707,40 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         auto cip = op->getAttrOfType<BoolAttr>("count_include_pad");
-        d.attrs = {n, cip && cip.getValue() ? 1 : 0};
-        for (int64_t i = 0; i < n; ++i)
-          d.attrs.append({kernel[i], strides[i], dil[i], pb[i], pe[i]});
+        auto window = [&](auto &a) {
+          a.spatial = n;
+          a.count_include_pad = cip && cip.getValue() ? 1 : 0;
+          for (int64_t i = 0; i < n; ++i) {
+            a.kernel[i] = kernel[i];
+            a.stride[i] = strides[i];
+            a.dilation[i] = dil[i];
+            a.pad_begin[i] = pb[i];
+            a.pad_end[i] = pe[i];
+          }
+          return emitAs(op, a, d);
+        };
         if (auto mp = dyn_cast<MaxPoolOp>(op)) {
-          d.attrs.push_back(mp.getStorageOrder());
+          rt::max_pool a;
+          a.storage_order = mp.getStorageOrder();
           // Whether anything reads the indices (the forward alone does not).
-          d.attrs.push_back(mp.getIndices().use_empty() ? 0 : 1);
-          d.attrs.push_back(blocked.contains(mp.getX()) ? 1 : 0);
+          a.want_indices = mp.getIndices().use_empty() ? 0 : 1;
+          a.blocked = blocked.contains(mp.getX()) ? 1 : 0;
+          return window(a);
         }
-        return emit(op,
-                    grad                 ? AMPRT_OP_AVERAGE_POOL_GRAD
-                    : isa<MaxPoolOp>(op) ? AMPRT_OP_MAX_POOL
-                                         : AMPRT_OP_AVERAGE_POOL,
-                    d);
+        if (grad) {
+          rt::average_pool_grad a;
+          return window(a);
+        }
+        rt::average_pool a;
+        return window(a);
       })
       .Case<SoftmaxCrossEntropyLossOp, NLLLossOp>([&](Operation *) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = lossAttrs(op, op->getNumOperands() == 3);
-        return emit(op, isa<NLLLossOp>(op) ? AMPRT_OP_NLL_LOSS : AMPRT_OP_SOFTMAX_CROSS_ENTROPY, d);
+        bool weights = op->getNumOperands() == 3;
+        if (isa<NLLLossOp>(op))
+          return emitAs(op, lossAttrs<rt::nll_loss>(op, weights), d);
+        return emitAs(op, lossAttrs<rt::softmax_cross_entropy>(op, weights), d);
       })
       .Case([&](UnaryGradOp o) -> LogicalResult {
         static const std::pair<StringRef, amprt_unary_op> kinds[] = {
@@ -701,22 +785,25 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return o.emitOpError("unknown kind '") << o.getKind() << "'";
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {k->second, f64Bits(o.getAlpha().convertToDouble()),
-                   f64Bits(o.getBeta().convertToDouble())};
-        return emit(op, AMPRT_OP_UNARY_GRAD, d);
+        rt::unary_grad a;
+        a.op = k->second;
+        a.alpha = o.getAlpha().convertToDouble();
+        a.beta = o.getBeta().convertToDouble();
+        return emitAs(op, a, d);
       })
       .Case([&](SoftmaxGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = {normAxis(o.getAxis(), cast<RankedTensorType>(o.getY().getType()).getRank()),
-                   o.getLog() ? 1 : 0};
-        return emit(op, AMPRT_OP_SOFTMAX_GRAD, d);
+        rt::softmax_grad a;
+        a.axis = normAxis(o.getAxis(), cast<RankedTensorType>(o.getY().getType()).getRank());
+        a.log = o.getLog() ? 1 : 0;
+        return emitAs(op, a, d);
       })
       .Case([&](SoftmaxCrossEntropyLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
-        d.attrs = lossAttrs(op, o.getWeights() != nullptr);
-        return emit(op, AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD, d);
+        return emitAs(op, lossAttrs<rt::softmax_cross_entropy_grad>(op, o.getWeights() != nullptr),
+                      d);
       })
       .Default([&](Operation *) { return op->emitOpError("has no runtime lowering"); });
 }

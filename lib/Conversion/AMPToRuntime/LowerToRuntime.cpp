@@ -300,7 +300,7 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
     d.words.append(same.begin(), same.end());
     d.ptrs.push_back(out);
     ++d.ntensors;
-    if (failed(emit(ret, AMPRT_OP_COPY, d)))
+    if (failed(emitAs(ret, amprt::attrs::copy{}, d)))
       return failure();
   }
   LLVM::ReturnOp::create(b, loc, LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0)));

@@ -11,6 +11,7 @@
 
 #include "amp/Transforms/Passes.h"
 #include "amprt/amprt.h"
+#include "amprt/amprt_ops.hpp"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -25,12 +26,6 @@
 #include "amp/Dialect/AMP/IR/AMPOps.h"
 
 namespace mlir::amp::lowering {
-
-inline int64_t f64Bits(double v) {
-  int64_t b;
-  std::memcpy(&b, &v, 8);
-  return b;
-}
 
 inline SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> s(shape.size());
@@ -161,6 +156,21 @@ private:
 
   LogicalResult constant(arith::ConstantOp c);
   LogicalResult emit(Operation *op, int64_t opcode, Desc &d);
+  /// The call for `op` with the opcode and attributes of `a` (amprt_ops.def):
+  /// the attributes encoded from the table, the tensors in `d` checked
+  /// against the count the table gives.
+  template <typename Attrs> LogicalResult emitAs(Operation *op, const Attrs &a, Desc &d) {
+    d.attrs.clear();
+    if (!amprt::attrs::encode(a, d.attrs))
+      return op->emitOpError("internal error: a count out of range in the runtime's ")
+             << Attrs::label << " descriptor";
+    int64_t want = amprt::attrs::tensorCount(a);
+    if (want >= 0 ? d.ntensors != want : d.ntensors < -want)
+      return op->emitOpError("internal error: the runtime's ")
+             << Attrs::label << " takes " << (want >= 0 ? "" : "at least ")
+             << (want >= 0 ? want : -want) << " tensors, not " << d.ntensors;
+    return emit(op, Attrs::opcode, d);
+  }
   LogicalResult lowerOp(Operation *op);
 
   ModuleOp module;

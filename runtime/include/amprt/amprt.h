@@ -654,13 +654,14 @@ amprt_status amprt_step_count(amprt_context *ctx, int64_t *step, float found_inf
  * a name. */
 
 /* The opcodes and each descriptor's attributes and tensors, in order:
- * amprt/amprt_ops.def (one table). */
+ * amprt/amprt_ops.def (one table; amprt/amprt_ops.hpp has the typed
+ * attribute structs and their encoder, for C++). */
 
 #define AMPRT_EXEC_VERSION 1
 #define AMPRT_EXEC_VERSION_NAMED 2
 
 typedef enum amprt_opcode {
-#define AMPRT_OPCODE(NAME, VALUE, name, attributes, tensors) AMPRT_OP_##NAME = VALUE,
+#define AMPRT_OPCODE(NAME, VALUE, name, fields, ntensors, tensors, notes) AMPRT_OP_##NAME = VALUE,
 #include "amprt/amprt_ops.def"
 #undef AMPRT_OPCODE
 } amprt_opcode;

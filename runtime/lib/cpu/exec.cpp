@@ -63,129 +63,150 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   thread_local Decoded d;
   AMPRT_CHECK(decode(desc, bufs, d));
   auto &t = d.t;
-  const int64_t *a = d.attrs;
   switch ((amprt_opcode)d.opcode) {
-  case AMPRT_OP_UNARY:
-    AMPRT_CHECK(need(d, 2, 2, "unary"));
-    return amprt_unary_ex(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1),
-                          d.nattrs > 2 ? (float)attrF(a, 2) : 0.0f, &t[0], &t[1]);
-  case AMPRT_OP_BINARY:
-    AMPRT_CHECK(need(d, 3, 1, "binary"));
-    return amprt_binary(ctx, (amprt_binary_op)a[0], &t[0], &t[1], &t[2]);
-  case AMPRT_OP_WHERE:
-    AMPRT_CHECK(need(d, 4, 0, "where"));
-    return amprt_where(ctx, &t[0], &t[1], &t[2], &t[3]);
-  case AMPRT_OP_CAST:
-    AMPRT_CHECK(need(d, 2, 0, "cast"));
-    return amprt_cast(ctx, &t[0], &t[1]);
-  case AMPRT_OP_COPY:
-    AMPRT_CHECK(need(d, 2, 0, "copy"));
-    return amprt_copy(ctx, &t[0], &t[1]);
-  case AMPRT_OP_CONCAT:
-    if (t.size() < 2 || d.nattrs < 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: concat needs inputs and an axis");
-    return amprt_concat(ctx, t.data(), (int32_t)t.size() - 1, (int32_t)a[0], &t.back());
-  case AMPRT_OP_GATHER:
-    AMPRT_CHECK(need(d, 3, 1, "gather"));
-    return amprt_gather(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
-  case AMPRT_OP_GATHER_ELEMENTS:
-    AMPRT_CHECK(need(d, 3, 1, "gather_elements"));
-    return amprt_gather_elements(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
-  case AMPRT_OP_GRID_SAMPLE:
-    AMPRT_CHECK(need(d, 3, 3, "grid_sample"));
-    return amprt_grid_sample(ctx, &t[0], &t[1], (int)a[0], (int)a[1], (int)a[2], &t[2]);
-  case AMPRT_OP_GRID_SAMPLE_GRAD:
-    AMPRT_CHECK(need(d, 5, 5, "grid_sample_grad"));
-    return amprt_grid_sample_grad(ctx, &t[0], &t[1], &t[2], (int)a[0], (int)a[1], (int)a[2],
-                                  a[3] ? &t[3] : nullptr, a[4] ? &t[4] : nullptr);
-  case AMPRT_OP_RANDOM: {
-    // kind, a, b;  [p], y
-    bool bern = d.nattrs > 0 && a[0] == AMPRT_RANDOM_BERNOULLI;
-    AMPRT_CHECK(need(d, bern ? 2 : 1, 3, "random"));
-    return amprt_random(ctx, (int32_t)a[0], attrF(a, 1), attrF(a, 2), bern ? &t[0] : nullptr,
-                        &t.back());
+  case AMPRT_OP_UNARY: {
+    attrs::unary a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_unary_ex(ctx, (amprt_unary_op)a.op, (float)a.alpha, (float)a.beta.value_or(0),
+                          &t[0], &t[1]);
   }
-  case AMPRT_OP_TOPK:
-    AMPRT_CHECK(need(d, 3, 2, "topk"));
-    return amprt_topk(ctx, &t[0], (int32_t)a[0], (int)a[1], &t[1], &t[2]);
-  case AMPRT_OP_CUMSUM:
-    AMPRT_CHECK(need(d, 2, 3, "cumsum"));
-    return amprt_cumsum(ctx, &t[0], (int32_t)a[0], (int)a[1], (int)a[2], &t[1]);
-  case AMPRT_OP_ARG_REDUCE:
-    AMPRT_CHECK(need(d, 2, 3, "arg_reduce"));
-    return amprt_arg_reduce(ctx, &t[0], (int32_t)a[0], (int)a[1], (int)a[2], &t[1]);
-  case AMPRT_OP_GATHER_ELEMENTS_GRAD:
-    AMPRT_CHECK(need(d, 3, 1, "gather_elements_grad"));
-    return amprt_gather_elements_grad(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
+  case AMPRT_OP_BINARY: {
+    attrs::binary a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_binary(ctx, (amprt_binary_op)a.op, &t[0], &t[1], &t[2]);
+  }
+  case AMPRT_OP_WHERE: {
+    attrs::where a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_where(ctx, &t[0], &t[1], &t[2], &t[3]);
+  }
+  case AMPRT_OP_CAST: {
+    attrs::cast a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_cast(ctx, &t[0], &t[1]);
+  }
+  case AMPRT_OP_COPY: {
+    attrs::copy a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_copy(ctx, &t[0], &t[1]);
+  }
+  case AMPRT_OP_CONCAT: {
+    attrs::concat a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_concat(ctx, t.data(), (int32_t)t.size() - 1, (int32_t)a.axis, &t.back());
+  }
+  case AMPRT_OP_GATHER: {
+    attrs::gather a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_gather(ctx, &t[0], &t[1], (int32_t)a.axis, &t[2]);
+  }
+  case AMPRT_OP_GATHER_ELEMENTS: {
+    attrs::gather_elements a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_gather_elements(ctx, &t[0], &t[1], (int32_t)a.axis, &t[2]);
+  }
+  case AMPRT_OP_GRID_SAMPLE: {
+    attrs::grid_sample a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_grid_sample(ctx, &t[0], &t[1], (int)a.mode, (int)a.padding, (int)a.align_corners,
+                             &t[2]);
+  }
+  case AMPRT_OP_GRID_SAMPLE_GRAD: {
+    attrs::grid_sample_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_grid_sample_grad(ctx, &t[0], &t[1], &t[2], (int)a.mode, (int)a.padding,
+                                  (int)a.align_corners, a.want_dx ? &t[3] : nullptr,
+                                  a.want_dgrid ? &t[4] : nullptr);
+  }
+  case AMPRT_OP_RANDOM: {
+    attrs::random a;
+    AMPRT_CHECK(read(d, a));
+    bool bern = a.kind == AMPRT_RANDOM_BERNOULLI;
+    return amprt_random(ctx, (int32_t)a.kind, a.a, a.b, bern ? &t[0] : nullptr, &t.back());
+  }
+  case AMPRT_OP_TOPK: {
+    attrs::topk a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_topk(ctx, &t[0], (int32_t)a.axis, (int)a.largest, &t[1], &t[2]);
+  }
+  case AMPRT_OP_CUMSUM: {
+    attrs::cumsum a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_cumsum(ctx, &t[0], (int32_t)a.axis, (int)a.exclusive, (int)a.reverse, &t[1]);
+  }
+  case AMPRT_OP_ARG_REDUCE: {
+    attrs::arg_reduce a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_arg_reduce(ctx, &t[0], (int32_t)a.axis, (int)a.min, (int)a.select_last, &t[1]);
+  }
+  case AMPRT_OP_GATHER_ELEMENTS_GRAD: {
+    attrs::gather_elements_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_gather_elements_grad(ctx, &t[0], &t[1], (int32_t)a.axis, &t[2]);
+  }
   case AMPRT_OP_DROPOUT: {
-    // ratio, training; tensors x, y, mask
-    AMPRT_CHECK(need(d, 3, 2, "dropout"));
-    float ratio = a[1] ? (float)attrF(a, 0) : 0.0f;
-    return amprt_dropout(ctx, &t[0], ratio, &t[1], &t[2]);
+    attrs::dropout a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_dropout(ctx, &t[0], a.training ? (float)a.ratio : 0.0f, &t[1], &t[2]);
   }
   case AMPRT_OP_REDUCE: {
-    // op, naxes, axes...
-    if (d.nattrs < 2 || d.nattrs < 2 + a[1] || a[1] > AMPRT_MAX_RANK)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt reduce");
-    AMPRT_CHECK(need(d, 2, 2 + a[1], "reduce"));
-    // Then, optionally, whether x is channel-blocked (a mean over H, W).
-    if (d.nattrs > 2 + a[1] && a[2 + a[1]] != 0) {
-      if (a[0] != AMPRT_REDUCE_MEAN || a[1] != 2 || a[2] != 2 || a[3] != 3)
+    attrs::reduce a;
+    AMPRT_CHECK(read(d, a));
+    if (a.blocked.value_or(0) != 0) {
+      // x channel-blocked: a mean over H, W.
+      if (a.op != AMPRT_REDUCE_MEAN || a.naxes != 2 || a.axes[0] != 2 || a.axes[1] != 3)
         return fail(AMPRT_ERR_INVALID_ARGUMENT,
                     "amprt_exec: a channel-blocked reduction must be a mean over axes 2, 3");
       return amprt_global_average_pool_blocked(ctx, &t[0], amprt_channel_block(), &t[1]);
     }
     int32_t axes[AMPRT_MAX_RANK];
-    for (int64_t i = 0; i < a[1]; ++i)
-      axes[i] = (int32_t)a[2 + i];
-    return amprt_reduce(ctx, (amprt_reduce_op)a[0], &t[0], axes, (int32_t)a[1], &t[1]);
+    for (int64_t i = 0; i < a.naxes; ++i)
+      axes[i] = (int32_t)a.axes[i];
+    return amprt_reduce(ctx, (amprt_reduce_op)a.op, &t[0], axes, (int32_t)a.naxes, &t[1]);
   }
-  case AMPRT_OP_SOFTMAX:
-    AMPRT_CHECK(need(d, 2, 2, "softmax"));
-    return amprt_softmax(ctx, &t[0], (int32_t)a[0], (int)a[1], &t[1]);
+  case AMPRT_OP_SOFTMAX: {
+    attrs::softmax a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_softmax(ctx, &t[0], (int32_t)a.axis, (int)a.log, &t[1]);
+  }
   case AMPRT_OP_LAYER_NORM: {
-    // axis, epsilon, has_bias; tensors x, scale, [bias], y, mean, inv_std
-    if (d.nattrs < 3)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt layer_norm");
-    bool hasBias = a[2] != 0;
-    AMPRT_CHECK(need(d, hasBias ? 6 : 5, 3, "layer_norm"));
-    size_t o = hasBias ? 3 : 2;
-    return amprt_layer_norm(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, (int32_t)a[0],
-                            (float)attrF(a, 1), &t[o], &t[o + 1], &t[o + 2]);
+    attrs::layer_norm a;
+    AMPRT_CHECK(read(d, a));
+    size_t o = a.has_bias ? 3 : 2;
+    return amprt_layer_norm(ctx, &t[0], &t[1], a.has_bias ? &t[2] : nullptr, (int32_t)a.axis,
+                            (float)a.eps, &t[o], &t[o + 1], &t[o + 2]);
   }
-  case AMPRT_OP_BATCH_NORM:
-    // epsilon, momentum, training; x, scale, bias, mean, var, y, rmean, rvar
-    AMPRT_CHECK(need(d, 8, 3, "batch_norm"));
-    return amprt_batch_norm(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (float)attrF(a, 0),
-                            (float)attrF(a, 1), (int)a[2], &t[5], &t[6], &t[7], nullptr, nullptr);
+  case AMPRT_OP_BATCH_NORM: {
+    attrs::batch_norm a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_batch_norm(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (float)a.eps, (float)a.momentum,
+                            (int)a.training, &t[5], &t[6], &t[7], nullptr, nullptr);
+  }
   case AMPRT_OP_GEMM: {
-    // alpha, beta, trans_a, trans_b, has_c; a, b, [c], y
-    if (d.nattrs < 5)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt gemm");
-    bool hasC = a[4] != 0;
-    AMPRT_CHECK(need(d, hasC ? 4 : 3, 5, "gemm"));
-    // Optional flags (AMPRT_GEMM_*) after the attributes.
-    return amprt_gemm_ex(ctx, &t[0], &t[1], hasC ? &t[2] : nullptr, (float)attrF(a, 0),
-                         (float)attrF(a, 1), (int)a[2], (int)a[3], d.nattrs > 5 ? (int32_t)a[5] : 0,
-                         &t.back());
+    attrs::gemm a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_gemm_ex(ctx, &t[0], &t[1], a.has_c ? &t[2] : nullptr, (float)a.alpha,
+                         (float)a.beta, (int)a.trans_a, (int)a.trans_b,
+                         (int32_t)a.flags.value_or(0), &t.back());
   }
-  case AMPRT_OP_MATMUL:
-    AMPRT_CHECK(need(d, 3, 0, "matmul"));
+  case AMPRT_OP_MATMUL: {
+    attrs::matmul a;
+    AMPRT_CHECK(read(d, a));
     return amprt_matmul(ctx, &t[0], &t[1], &t[2]);
+  }
   case AMPRT_OP_CONV: {
-    amprt_conv_params p{};
-    bool hasBias = false;
-    AMPRT_CHECK(convParams(d, 3, 0, "conv", p, hasBias));
-    // Optional flags (AMPRT_CONV_*) after the attributes.
-    int64_t at = 3 + 4 * a[0];
-    int32_t flags = d.nattrs > at ? (int32_t)a[at] : 0;
-    return amprt_conv_ex(ctx, &t[0], &t[1], hasBias ? &t[2] : nullptr, &p, flags, &t.back());
+    attrs::conv a;
+    AMPRT_CHECK(read(d, a));
+    amprt_conv_params p = convParams(a);
+    return amprt_conv_ex(ctx, &t[0], &t[1], a.has_bias ? &t[2] : nullptr, &p,
+                         (int32_t)a.flags.value_or(0), &t.back());
   }
   case AMPRT_OP_CONV_BN: {
-    amprt_conv_params p{};
-    bool hasBias = false;
-    AMPRT_CHECK(convParams(d, 7, 1, "conv_bn", p, hasBias));
-    double eps = attrF(a, 3 + 4 * a[0]);
+    attrs::conv_bn a;
+    AMPRT_CHECK(read(d, a));
+    amprt_conv_params p = convParams(a);
+    bool hasBias = a.has_bias != 0;
+    double eps = a.epsilon;
     const amprt_tensor &w = t[1];
     size_t o = hasBias ? 3 : 2; // scale, shift, mean, var
     int64_t oc = w.rank > 0 ? w.shape[0] : 0;
@@ -217,13 +238,13 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     amprt_tensor wt = amprt_tensor_make(wf.data(), AMPRT_F32, w.rank, w.shape);
     int64_t bs[1] = {oc};
     amprt_tensor bt = amprt_tensor_make(bf.data(), AMPRT_F32, 1, bs);
-    int64_t fl = 4 + 4 * a[0]; // optional flags after epsilon
-    int32_t flags = d.nattrs > fl ? (int32_t)a[fl] : 0;
-    return amprt_conv_ex(ctx, &t[0], &wt, &bt, &p, flags, &t.back());
+    return amprt_conv_ex(ctx, &t[0], &wt, &bt, &p, (int32_t)a.flags.value_or(0), &t.back());
   }
-  case AMPRT_OP_MAX_POOL_GRAD:
-    AMPRT_CHECK(need(d, 4, 0, "max_pool_grad"));
+  case AMPRT_OP_MAX_POOL_GRAD: {
+    attrs::max_pool_grad a;
+    AMPRT_CHECK(read(d, a));
     return amprt_max_pool_grad(ctx, &t[1], &t[2], &t[3]);
+  }
   case AMPRT_OP_AVERAGE_POOL_GRAD: {
     PoolAttrs pa;
     AMPRT_CHECK(poolAttrs(d, pa));
@@ -261,7 +282,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     return amprt_adam_step(ctx, &cfg, &t[6], &t[1], &t[7], &t[8], &step, found);
   }
   case AMPRT_OP_STEP_COUNT: {
-    AMPRT_CHECK(need(d, 3, 0, "step_count"));
+    attrs::step_count a;
+    AMPRT_CHECK(read(d, a));
     int64_t step;
     float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[0], t[1], step, found));
@@ -270,7 +292,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   }
   case AMPRT_OP_UNSCALE_AND_CHECK: {
     size_t n = 0;
-    AMPRT_CHECK(multiTensorCount(d, "unscale_and_check", 1, n));
+    AMPRT_CHECK(multiTensorCount(d, n));
     const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
     float found = 0.0f;
     AMPRT_CHECK(amprt_unscale_and_check(ctx, t.data(), t.data() + n + 1, (int32_t)n,
@@ -280,12 +302,13 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   }
   case AMPRT_OP_CLIP_GRAD_NORM: {
     size_t n = 0;
-    AMPRT_CHECK(multiTensorCount(d, "clip_grad_norm", 2, n));
+    double maxNorm = 0;
+    AMPRT_CHECK(multiTensorCount(d, n, &maxNorm));
     amprt_tensor &norm = t[2 * n + 1];
     float found = *static_cast<const uint8_t *>(t[n].data) ? 1.0f : 0.0f;
     for (size_t k = 0; k < n; ++k)
       AMPRT_CHECK(copyInto(t[k], t[n + 1 + k]));
-    return amprt_clip_grad_norm(ctx, t.data() + n + 1, (int32_t)n, (float)attrF(a, 1), found,
+    return amprt_clip_grad_norm(ctx, t.data() + n + 1, (int32_t)n, (float)maxNorm, found,
                                 static_cast<float *>(norm.data));
   }
   case AMPRT_OP_UPDATE_SCALE: {
@@ -325,32 +348,41 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     return AMPRT_OK;
   }
   case AMPRT_OP_SLICE_GRAD: {
-    AMPRT_CHECK(need(d, 3, 0, "slice_grad"));
+    attrs::slice_grad a;
+    AMPRT_CHECK(read(d, a));
     amprt_tensor &whole = t[2];
     if (!amprt_tensor_is_contiguous(&whole) || whole.dtype != t[1].dtype)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt slice_grad");
     std::memset(whole.data, 0, (size_t)amprt_tensor_numel(&whole) * amprt_dtype_size(whole.dtype));
     return amprt_copy(ctx, &t[0], &t[1]);
   }
-  case AMPRT_OP_GATHER_GRAD:
-    AMPRT_CHECK(need(d, 3, 1, "gather_grad"));
-    return amprt_gather_grad(ctx, &t[0], &t[1], (int32_t)a[0], &t[2]);
-  case AMPRT_OP_REDUCE_MAX_GRAD:
-    AMPRT_CHECK(need(d, 4, 0, "reduce_max_grad"));
+  case AMPRT_OP_GATHER_GRAD: {
+    attrs::gather_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_gather_grad(ctx, &t[0], &t[1], (int32_t)a.axis, &t[2]);
+  }
+  case AMPRT_OP_REDUCE_MAX_GRAD: {
+    attrs::reduce_max_grad a;
+    AMPRT_CHECK(read(d, a));
     return amprt_reduce_max_grad(ctx, &t[0], &t[1], &t[2], &t[3]);
-  case AMPRT_OP_BATCH_NORM_GRAD:
-    AMPRT_CHECK(need(d, 6, 4, "batch_norm_grad"));
-    return amprt_batch_norm_grad_recompute(ctx, &t[0], &t[1], &t[2], (float)attrF(a, 0),
-                                           a[1] ? &t[3] : nullptr, a[2] ? &t[4] : nullptr,
-                                           a[3] ? &t[5] : nullptr);
-  case AMPRT_OP_LAYER_NORM_GRAD:
-    AMPRT_CHECK(need(d, 8, 4, "layer_norm_grad"));
-    return amprt_layer_norm_grad(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (int32_t)a[0],
-                                 a[1] ? &t[5] : nullptr, a[2] ? &t[6] : nullptr,
-                                 a[3] ? &t[7] : nullptr);
+  }
+  case AMPRT_OP_BATCH_NORM_GRAD: {
+    attrs::batch_norm_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_batch_norm_grad_recompute(
+        ctx, &t[0], &t[1], &t[2], (float)a.eps, a.want_dx ? &t[3] : nullptr,
+        a.want_dscale ? &t[4] : nullptr, a.want_dbias ? &t[5] : nullptr);
+  }
+  case AMPRT_OP_LAYER_NORM_GRAD: {
+    attrs::layer_norm_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_layer_norm_grad(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (int32_t)a.axis,
+                                 a.want_dx ? &t[5] : nullptr, a.want_dscale ? &t[6] : nullptr,
+                                 a.want_dbias ? &t[7] : nullptr);
+  }
   case AMPRT_OP_CONV_GRAD: {
     amprt_conv_params p{};
-    const int64_t *want = nullptr;
+    bool want[3];
     AMPRT_CHECK(convGradParams(d, p, want));
     return amprt_conv_backward(ctx, &t[0], &t[1], &t[2], &p, want[0] ? &t[3] : nullptr,
                                want[1] ? &t[4] : nullptr, want[2] ? &t[5] : nullptr);
@@ -375,13 +407,17 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
                                          la.ignore, &t[la.out], &t[la.out + 1]);
     return amprt_nll_loss(ctx, &t[0], &t[1], w, la.reduction, la.hasIgnore, la.ignore, &t[la.out]);
   }
-  case AMPRT_OP_UNARY_GRAD:
-    AMPRT_CHECK(need(d, 3, 2, "unary_grad"));
-    return amprt_unary_grad_ex(ctx, (amprt_unary_op)a[0], (float)attrF(a, 1),
-                               d.nattrs > 2 ? (float)attrF(a, 2) : 0.0f, &t[0], &t[1], &t[2]);
-  case AMPRT_OP_SOFTMAX_GRAD:
-    AMPRT_CHECK(need(d, 3, 2, "softmax_grad"));
-    return amprt_softmax_grad(ctx, &t[0], &t[1], (int32_t)a[0], (int)a[1], &t[2]);
+  case AMPRT_OP_UNARY_GRAD: {
+    attrs::unary_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_unary_grad_ex(ctx, (amprt_unary_op)a.op, (float)a.alpha, (float)a.beta.value_or(0),
+                               &t[0], &t[1], &t[2]);
+  }
+  case AMPRT_OP_SOFTMAX_GRAD: {
+    attrs::softmax_grad a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_softmax_grad(ctx, &t[0], &t[1], (int32_t)a.axis, (int)a.log, &t[2]);
+  }
   case AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD: {
     LossAttrs la;
     AMPRT_CHECK(lossAttrs(d, true, la));
@@ -395,7 +431,7 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
 
 extern "C" const char *amprt_opcode_name(int64_t op) {
   switch (op) {
-#define AMPRT_OPCODE(NAME, VALUE, name, attributes, tensors)                                       \
+#define AMPRT_OPCODE(NAME, VALUE, name, fields, ntensors, tensors, notes)                          \
   case VALUE:                                                                                      \
     return #name;
 #include "amprt/amprt_ops.def"

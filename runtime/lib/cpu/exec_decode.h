@@ -10,6 +10,7 @@
 #ifndef AMPRT_EXEC_DECODE_H
 #define AMPRT_EXEC_DECODE_H
 
+#include "amprt/amprt_ops.hpp"
 #include "internal.h"
 
 #include <algorithm>
@@ -21,12 +22,6 @@
 #include <vector>
 
 namespace amprt::desc {
-
-inline double attrF(const int64_t *a, int i) {
-  double d;
-  std::memcpy(&d, &a[i], 8);
-  return d;
-}
 
 struct Decoded {
   int64_t opcode = 0;
@@ -103,6 +98,88 @@ inline amprt_status decode(const int64_t *desc, void **bufs, Decoded &d) {
   return AMPRT_OK;
 }
 
+/// A descriptor whose attributes or tensor count do not fit its opcode.
+inline amprt_status corrupt(const char *op, const char *what, long long got, long long want) {
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec: corrupt %s descriptor: %s %lld, expected %lld", op, what, got, want);
+}
+
+inline amprt_status outOfRange(const char *op, const char *field, long long v, long long lo,
+                               long long hi) {
+  return fail(AMPRT_ERR_INVALID_ARGUMENT,
+              "amprt_exec: corrupt %s descriptor: %s = %lld outside [%lld, %lld]", op, field, v, lo,
+              hi);
+}
+
+// read(d, a): the attributes of `d` into the opcode's struct (amprt_ops.hpp),
+// generated from amprt_ops.def: every count in range, no word missing or
+// left over, and the tensor count the fields imply.
+#define I64(x)                                                                                     \
+  if (i >= na)                                                                                     \
+    return corrupt(op, "attribute count", na, i + 1);                                              \
+  a.x = w[i++];
+#define I64_IN(x, lo, hi)                                                                          \
+  I64(x) if (a.x < (lo) || a.x > (hi)) return outOfRange(op, #x, a.x, (lo), (hi));
+#define F64(x)                                                                                     \
+  if (i >= na)                                                                                     \
+    return corrupt(op, "attribute count", na, i + 1);                                              \
+  a.x = attrs::bitsF64(w[i++]);
+#define OPT_I64(x)                                                                                 \
+  if (i < na)                                                                                      \
+    a.x = w[i++];
+#define OPT_F64(x)                                                                                 \
+  if (i < na)                                                                                      \
+    a.x = attrs::bitsF64(w[i++]);
+#define LIST(x, n, max)                                                                            \
+  if (a.n < 0 || a.n > (max) || na - i < a.n)                                                      \
+    return corrupt(op, #n, a.n, na - i);                                                           \
+  for (int64_t k = 0; k < a.n; ++k)                                                                \
+    a.x[k] = w[i++];
+#define CONV_WINDOW(n)                                                                             \
+  if (a.n < 1 || a.n > attrs::kMaxSpatial || na - i < 4 * a.n)                                     \
+    return corrupt(op, #n, a.n, attrs::kMaxSpatial);                                               \
+  for (int64_t k = 0; k < a.n; ++k) {                                                              \
+    a.stride[k] = w[i++];                                                                          \
+    a.dilation[k] = w[i++];                                                                        \
+    a.pad_begin[k] = w[i++];                                                                       \
+    a.pad_end[k] = w[i++];                                                                         \
+  }
+#define POOL_WINDOW(n)                                                                             \
+  if (a.n < 1 || a.n > attrs::kMaxSpatial || na - i < 5 * a.n)                                     \
+    return corrupt(op, #n, a.n, attrs::kMaxSpatial);                                               \
+  for (int64_t k = 0; k < a.n; ++k) {                                                              \
+    a.kernel[k] = w[i++];                                                                          \
+    a.stride[k] = w[i++];                                                                          \
+    a.dilation[k] = w[i++];                                                                        \
+    a.pad_begin[k] = w[i++];                                                                       \
+    a.pad_end[k] = w[i++];                                                                         \
+  }
+#define AMPRT_OPCODE(NAME, VALUE, name, fields, ntensors, tensors, notes)                          \
+  inline amprt_status read(const Decoded &d, attrs::name &a) {                                     \
+    const char *op = #name;                                                                        \
+    if (d.opcode != AMPRT_OP_##NAME)                                                               \
+      return corrupt(op, "opcode", d.opcode, AMPRT_OP_##NAME);                                     \
+    [[maybe_unused]] const int64_t *w = d.attrs;                                                   \
+    int64_t na = d.nattrs, i = 0;                                                                  \
+    a = attrs::name{};                                                                             \
+    fields if (i != na) return corrupt(op, "attribute count", na, i);                              \
+    int64_t want = tensorCount(a), got = (int64_t)d.t.size();                                      \
+    if (want >= 0 ? got != want : got < -want)                                                     \
+      return corrupt(op, want >= 0 ? "tensor count" : "tensor count (at least)", got,              \
+                     want >= 0 ? want : -want);                                                    \
+    return AMPRT_OK;                                                                               \
+  }
+#include "amprt/amprt_ops.def"
+#undef AMPRT_OPCODE
+#undef I64
+#undef I64_IN
+#undef F64
+#undef OPT_I64
+#undef OPT_F64
+#undef LIST
+#undef CONV_WINDOW
+#undef POOL_WINDOW
+
 /// AMPRT_PROFILE's key for a call: the opcode's name and its first four
 /// tensors' [shape] (with /strides when not dense).
 inline std::string profileKey(const int64_t *desc) {
@@ -176,90 +253,83 @@ inline bool profilingRequested() {
   return on;
 }
 
-inline amprt_status need(const Decoded &d, size_t tensors, int64_t attrs, const char *op) {
-  if (d.t.size() != tensors || d.nattrs < attrs)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec: %s expects %zu tensors and %lld attributes, got %zu / %lld", op,
-                tensors, (long long)attrs, d.t.size(), (long long)d.nattrs);
-  return AMPRT_OK;
-}
+/// An axis field as the kernels take it: out of range (> AMPRT_MAX_RANK or
+/// negative) as -1, which every kernel refuses.
+inline int32_t axisField(int64_t v) { return v < 0 || v > AMPRT_MAX_RANK ? -1 : (int32_t)v; }
 
-inline void windowParams(const int64_t *a, int spatial, int64_t *kernel, int64_t *strides,
-                         int64_t *dil, int64_t *pb, int64_t *pe) {
-  for (int i = 0; i < spatial; ++i) {
-    if (kernel)
-      kernel[i] = *a++;
-    strides[i] = *a++;
-    dil[i] = *a++;
-    pb[i] = *a++;
-    pe[i] = *a++;
+/// The convolution parameters of conv, conv_bn and conv_grad's fields.
+template <typename ConvFields> amprt_conv_params convParams(const ConvFields &a) {
+  amprt_conv_params p{};
+  p.spatial = (int32_t)a.spatial;
+  p.group = a.group;
+  for (int64_t i = 0; i < a.spatial; ++i) {
+    p.strides[i] = a.stride[i];
+    p.dilations[i] = a.dilation[i];
+    p.pads_begin[i] = a.pad_begin[i];
+    p.pads_end[i] = a.pad_end[i];
   }
+  return p;
 }
 
-/// A convolution's attributes (spatial, group, has_bias, per dim: stride,
-/// dilation, pad begin, pad end, then `extraAttrs` more) and tensor count
-/// (`tensors` without the bias, one more with it).
-inline amprt_status convParams(const Decoded &d, size_t tensors, int64_t extraAttrs, const char *op,
-                               amprt_conv_params &p, bool &hasBias) {
-  const int64_t *a = d.attrs;
-  if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 3 + 4 * a[0] + extraAttrs)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt %s", op);
-  hasBias = a[2] != 0;
-  AMPRT_CHECK(need(d, tensors + (hasBias ? 1 : 0), 3 + 4 * a[0] + extraAttrs, op));
-  p.spatial = (int32_t)a[0];
-  p.group = a[1];
-  windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
+/// conv_grad: the convolution, and which of dx, dw, db are wanted.
+inline amprt_status convGradParams(const Decoded &d, amprt_conv_params &p, bool want[3]) {
+  attrs::conv_grad a;
+  AMPRT_CHECK(read(d, a));
+  p = convParams(a);
+  want[0] = a.want_dx != 0;
+  want[1] = a.want_dw != 0;
+  want[2] = a.want_db != 0;
   return AMPRT_OK;
 }
 
-/// conv_grad: conv's attributes, then want_dx, want_dw, want_db.
-inline amprt_status convGradParams(const Decoded &d, amprt_conv_params &p, const int64_t *&want) {
-  const int64_t *a = d.attrs;
-  if (d.nattrs < 3 || a[0] < 1 || a[0] > 3 || d.nattrs < 6 + 4 * a[0])
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt conv_grad");
-  AMPRT_CHECK(need(d, 6, 6 + 4 * a[0], "conv_grad"));
-  p = amprt_conv_params{};
-  p.spatial = (int32_t)a[0];
-  p.group = a[1];
-  windowParams(a + 3, p.spatial, nullptr, p.strides, p.dilations, p.pads_begin, p.pads_end);
-  want = a + 3 + 4 * a[0];
-  return AMPRT_OK;
-}
-
-/// A pool's attributes: spatial, count_include_pad, per dim kernel, stride,
-/// dilation, pads; a max pool then storage_order, [want_indices, [blocked]].
+/// A pool's parameters (max_pool, average_pool, average_pool_grad); a max
+/// pool's storage order, whether its indices are wanted, whether x and y are
+/// channel-blocked.
 struct PoolAttrs {
   amprt_pool_params p;
   bool wantIndices = false, blocked = false;
 };
+template <typename PoolFields> amprt_pool_params poolParams(const PoolFields &a) {
+  amprt_pool_params p{};
+  p.spatial = (int32_t)a.spatial;
+  p.count_include_pad = (int32_t)a.count_include_pad;
+  for (int64_t i = 0; i < a.spatial; ++i) {
+    p.kernel[i] = a.kernel[i];
+    p.strides[i] = a.stride[i];
+    p.dilations[i] = a.dilation[i];
+    p.pads_begin[i] = a.pad_begin[i];
+    p.pads_end[i] = a.pad_end[i];
+  }
+  return p;
+}
 inline amprt_status poolAttrs(const Decoded &d, PoolAttrs &pa) {
-  const int64_t *a = d.attrs;
-  if (d.nattrs < 2 || a[0] < 1 || a[0] > 3 || d.nattrs < 2 + 5 * a[0])
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt pool");
   pa = PoolAttrs{};
-  amprt_pool_params &p = pa.p;
-  p.spatial = (int32_t)a[0];
-  p.count_include_pad = (int32_t)a[1];
-  windowParams(a + 2, p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, p.pads_end);
   if (d.opcode == AMPRT_OP_MAX_POOL) {
-    AMPRT_CHECK(need(d, 3, 3 + 5 * a[0], "max_pool"));
-    p.storage_order = (int32_t)a[2 + 5 * a[0]];
-    // The indices are skipped when the compiler says nothing reads them;
-    // then whether x and y are channel-blocked (no indices then).
-    pa.wantIndices = d.nattrs < 4 + 5 * a[0] || a[3 + 5 * a[0]] != 0;
-    pa.blocked = d.nattrs > 4 + 5 * a[0] && a[4 + 5 * a[0]] != 0;
+    attrs::max_pool a;
+    AMPRT_CHECK(read(d, a));
+    pa.p = poolParams(a);
+    pa.p.storage_order = (int32_t)a.storage_order;
+    // The indices are skipped when the compiler says nothing reads them.
+    pa.wantIndices = a.want_indices.value_or(1) != 0;
+    pa.blocked = a.blocked.value_or(0) != 0;
     if (pa.blocked && pa.wantIndices)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_exec: a channel-blocked max pool has no indices");
-  } else if (d.opcode == AMPRT_OP_AVERAGE_POOL) {
-    AMPRT_CHECK(need(d, 2, 2 + 5 * a[0], "average_pool"));
-  } else {
-    AMPRT_CHECK(need(d, 3, 2 + 5 * a[0], "average_pool_grad"));
+    return AMPRT_OK;
   }
+  if (d.opcode == AMPRT_OP_AVERAGE_POOL) {
+    attrs::average_pool a;
+    AMPRT_CHECK(read(d, a));
+    pa.p = poolParams(a);
+    return AMPRT_OK;
+  }
+  attrs::average_pool_grad a;
+  AMPRT_CHECK(read(d, a));
+  pa.p = poolParams(a);
   return AMPRT_OK;
 }
 
-/// The losses' attributes: reduction, has_ignore, ignore_index, has_weights;
+/// The losses' fields: reduction, has_ignore, ignore_index, has_weights;
 /// tensors in, labels, [w], then (forward) loss, [log_prob] or (gradient)
 /// dloss, dinput. `out` is the index of the first tensor after [w].
 struct LossAttrs {
@@ -269,19 +339,27 @@ struct LossAttrs {
   bool hasWeights = false, softmax = false;
   size_t out = 0;
 };
+template <typename LossFields> amprt_status lossFrom(const Decoded &d, LossAttrs &la) {
+  LossFields a;
+  AMPRT_CHECK(read(d, a));
+  la.reduction = (amprt_reduction)a.reduction;
+  la.hasIgnore = (int)a.has_ignore;
+  la.ignore = a.ignore_index;
+  la.hasWeights = a.has_weights != 0;
+  la.out = la.hasWeights ? 3 : 2;
+  return AMPRT_OK;
+}
+/// lossAttrs: softmax_cross_entropy, nll_loss (grad false) or their
+/// gradients (grad true).
 inline amprt_status lossAttrs(const Decoded &d, bool grad, LossAttrs &la) {
-  const int64_t *a = d.attrs;
-  if (d.nattrs < 4)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt loss");
-  la.reduction = (amprt_reduction)a[0];
-  la.hasIgnore = (int)a[1];
-  la.ignore = a[2];
-  la.hasWeights = a[3] != 0;
+  la = LossAttrs{};
   la.softmax =
       d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY || d.opcode == AMPRT_OP_SOFTMAX_CROSS_ENTROPY_GRAD;
-  la.out = la.hasWeights ? 3 : 2;
-  size_t n = grad ? la.out + 2 : la.out + 1 + (la.softmax ? 1 : 0);
-  return need(d, n, 4, grad ? "loss gradient" : la.softmax ? "softmax_cross_entropy" : "nll_loss");
+  if (grad)
+    return la.softmax ? lossFrom<attrs::softmax_cross_entropy_grad>(d, la)
+                      : lossFrom<attrs::nll_loss_grad>(d, la);
+  return la.softmax ? lossFrom<attrs::softmax_cross_entropy>(d, la)
+                    : lossFrom<attrs::nll_loss>(d, la);
 }
 
 /// The step counter (i64 []) and found_inf (i1 []) of an update.
@@ -293,53 +371,60 @@ inline amprt_status checkStepAndFlag(const amprt_tensor &step, const amprt_tenso
   return AMPRT_OK;
 }
 
-/// sgd_update: lr, momentum, dampening, wd, nesterov, has_buf; tensors param,
-/// grad, [buf], step, found_inf, new_param, [new_buf]; `o` indexes step.
+/// sgd_update: tensors param, grad, [buf], step, found_inf, new_param,
+/// [new_buf]; `o` indexes step.
 inline amprt_status sgdAttrs(const Decoded &d, amprt_sgd_config &cfg, bool &buf, size_t &o) {
-  const int64_t *a = d.attrs;
-  if (d.nattrs < 6)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt sgd_update");
-  buf = a[5] != 0;
-  AMPRT_CHECK(need(d, buf ? 7 : 5, 6, "sgd_update"));
+  attrs::sgd_update a;
+  AMPRT_CHECK(read(d, a));
+  buf = a.has_buf != 0;
   o = buf ? 3 : 2;
   AMPRT_CHECK(checkStepAndFlag(d.t[o], d.t[o + 1]));
-  cfg = amprt_sgd_config{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
-                         (float)attrF(a, 3), (int32_t)a[4]};
+  cfg = amprt_sgd_config{(float)a.lr, (float)a.momentum, (float)a.dampening, (float)a.wd,
+                         (int32_t)a.nesterov};
   return AMPRT_OK;
 }
 
-/// adam_update: lr, beta1, beta2, eps, wd, decoupled; tensors param, grad, m,
-/// v, step, found_inf, new_param, new_m, new_v.
+/// adam_update: tensors param, grad, m, v, step, found_inf, new_param, new_m,
+/// new_v.
 inline amprt_status adamAttrs(const Decoded &d, amprt_adam_config &cfg) {
-  AMPRT_CHECK(need(d, 9, 6, "adam_update"));
+  attrs::adam_update a;
+  AMPRT_CHECK(read(d, a));
   AMPRT_CHECK(checkStepAndFlag(d.t[4], d.t[5]));
-  const int64_t *a = d.attrs;
-  cfg = amprt_adam_config{(float)attrF(a, 0), (float)attrF(a, 1), (float)attrF(a, 2),
-                          (float)attrF(a, 3), (float)attrF(a, 4), (int32_t)a[5]};
+  cfg = amprt_adam_config{(float)a.lr,  (float)a.beta1, (float)a.beta2,
+                          (float)a.eps, (float)a.wd,    (int32_t)a.decoupled};
   return AMPRT_OK;
 }
 
-/// unscale_and_check (n; grads[n], scale, outs[n], found_inf) and
-/// clip_grad_norm (n, max_norm; grads[n], found_inf, outs[n], norm): n.
-inline amprt_status multiTensorCount(const Decoded &d, const char *op, int64_t attrs, size_t &n) {
-  const int64_t *a = d.attrs;
-  if (d.nattrs < attrs || a[0] < 0 || (size_t)(2 * a[0] + 2) != d.t.size())
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt %s", op);
-  n = (size_t)a[0];
-  const amprt_tensor &scalar = d.opcode == AMPRT_OP_UNSCALE_AND_CHECK ? d.t[n] : d.t[2 * n + 1];
-  const amprt_tensor &flag = d.opcode == AMPRT_OP_UNSCALE_AND_CHECK ? d.t[2 * n + 1] : d.t[n];
+/// unscale_and_check (grads[n], scale, outs[n], found_inf) and
+/// clip_grad_norm (grads[n], found_inf, outs[n], norm): n, and clip's
+/// max_norm.
+inline amprt_status multiTensorCount(const Decoded &d, size_t &n, double *maxNorm = nullptr) {
+  bool unscale = d.opcode == AMPRT_OP_UNSCALE_AND_CHECK;
+  if (unscale) {
+    attrs::unscale_and_check a;
+    AMPRT_CHECK(read(d, a));
+    n = (size_t)a.n;
+  } else {
+    attrs::clip_grad_norm a;
+    AMPRT_CHECK(read(d, a));
+    n = (size_t)a.n;
+    if (maxNorm)
+      *maxNorm = a.max_norm;
+  }
+  const amprt_tensor &scalar = unscale ? d.t[n] : d.t[2 * n + 1];
+  const amprt_tensor &flag = unscale ? d.t[2 * n + 1] : d.t[n];
   if (scalar.dtype != AMPRT_F32 || amprt_tensor_numel(&scalar) != 1 || flag.dtype != AMPRT_I1 ||
       amprt_tensor_numel(&flag) != 1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: %s needs an f32 [] %s and an i1 [] flag",
-                op, d.opcode == AMPRT_OP_UNSCALE_AND_CHECK ? "scale" : "norm");
+                unscale ? "unscale_and_check" : "clip_grad_norm", unscale ? "scale" : "norm");
   return AMPRT_OK;
 }
 
-/// update_scale: growth_factor, backoff_factor, growth_interval, hysteresis,
-/// min_scale, error_at_min; tensors scale, tracker, hysteresis_left,
-/// found_inf, new_scale, new_tracker, new_hysteresis_left.
+/// update_scale: tensors scale, tracker, hysteresis_left, found_inf,
+/// new_scale, new_tracker, new_hysteresis_left.
 inline amprt_status updateScaleAttrs(const Decoded &d, amprt_scaler_config &cfg, bool &errorAtMin) {
-  AMPRT_CHECK(need(d, 7, 6, "update_scale"));
+  attrs::update_scale a;
+  AMPRT_CHECK(read(d, a));
   const auto &t = d.t;
   for (int k : {1, 2, 5, 6})
     if (t[k].dtype != AMPRT_I64 || amprt_tensor_numel(&t[k]) != 1)
@@ -349,22 +434,22 @@ inline amprt_status updateScaleAttrs(const Decoded &d, amprt_scaler_config &cfg,
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's scale must be f32 []");
   if (t[3].dtype != AMPRT_I1 || amprt_tensor_numel(&t[3]) != 1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: update_scale's flag must be i1 []");
-  const int64_t *a = d.attrs;
-  cfg = amprt_scaler_config{(float)attrF(a, 0), (float)attrF(a, 1), (int32_t)a[2], (int32_t)a[3],
-                            (float)attrF(a, 4)};
-  errorAtMin = a[5] != 0;
+  cfg = amprt_scaler_config{(float)a.growth_factor, (float)a.backoff_factor,
+                            (int32_t)a.growth_interval, (int32_t)a.hysteresis, (float)a.min_scale};
+  errorAtMin = a.error_at_min != 0;
   return AMPRT_OK;
 }
 
-/// micro_step: every; tensors micro_step (i64 []), apply (i1 []), next.
+/// micro_step: tensors micro_step (i64 []), apply (i1 []), next.
 inline amprt_status microStepAttrs(const Decoded &d, int64_t &every) {
-  AMPRT_CHECK(need(d, 3, 1, "micro_step"));
+  attrs::micro_step a;
+  AMPRT_CHECK(read(d, a));
   const auto &t = d.t;
   if (t[0].dtype != AMPRT_I64 || t[2].dtype != AMPRT_I64 || t[1].dtype != AMPRT_I1 ||
       amprt_tensor_numel(&t[0]) != 1 || amprt_tensor_numel(&t[1]) != 1 ||
-      amprt_tensor_numel(&t[2]) != 1 || d.attrs[0] < 1)
+      amprt_tensor_numel(&t[2]) != 1)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt micro_step");
-  every = d.attrs[0];
+  every = a.every;
   return AMPRT_OK;
 }
 

@@ -190,9 +190,9 @@ amprt_status checkChannels(const amprt_tensor &t, int64_t c, const char *what) {
 }
 
 amprt_status batchNorm(Dev &d, const Decoded &dd) {
-  AMPRT_CHECK(need(dd, 8, 3, "batch_norm"));
+  attrs::batch_norm a;
+  AMPRT_CHECK(read(dd, a));
   const auto &t = dd.t;
-  const int64_t *a = dd.attrs;
   const amprt_tensor &x = t[0], &y = t[5];
   if (x.rank < 2 || !sameShape(x, y) || !amprt_tensor_is_contiguous(&x) ||
       !amprt_tensor_is_contiguous(&y) || !floatType(x.dtype) || !floatType(y.dtype))
@@ -204,7 +204,7 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
     if (t[k].data)
       AMPRT_CHECK(checkChannels(t[k], c, "a running statistic"));
   int64_t total = n * plane, parts = std::max<int64_t>(1, (total + kBnChunk - 1) / kBnChunk);
-  bool training = a[2] != 0;
+  bool training = a.training != 0;
   void *buf;
   AMPRT_CHECK(scratch(d, 5, (size_t)c * 16 + (training ? (size_t)(c * parts) * 16 : 0) + 16, &buf));
   double *mu = static_cast<double *>(buf), *is = mu + c, *part = is + c;
@@ -221,7 +221,7 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
   }
   AMPRT_CHECK(each(&d, c,
                    BnStatsF{t[3].data, t[4].data, t[3].dtype, t[4].dtype, training ? 1 : 0, part,
-                            parts, (double)total, (float)attrF(a, 0), (float)attrF(a, 1), mu, is,
+                            parts, (double)total, (float)a.eps, (float)a.momentum, mu, is,
                             t[6].data, t[7].data, t[6].dtype, t[7].dtype},
                    "batch_norm"));
   return each(&d, numel(x),
@@ -231,9 +231,9 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
 }
 
 amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
-  AMPRT_CHECK(need(dd, 6, 4, "batch_norm_grad"));
+  attrs::batch_norm_grad a;
+  AMPRT_CHECK(read(dd, a));
   const auto &t = dd.t;
-  const int64_t *a = dd.attrs;
   const amprt_tensor &x = t[0], &scale = t[1], &dy = t[2];
   if (x.rank < 2 || !sameShape(x, dy) || !amprt_tensor_is_contiguous(&x) ||
       !amprt_tensor_is_contiguous(&dy) || !floatType(x.dtype) || !floatType(dy.dtype))
@@ -249,17 +249,17 @@ amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
                    BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 2, c, plane, total, parts, nullptr,
                             nullptr, part},
                    "batch_norm_grad"));
-  AMPRT_CHECK(each(&d, c, BnGradStatsF{part, parts, (double)total, (float)attrF(a, 0), mu, is},
+  AMPRT_CHECK(each(&d, c, BnGradStatsF{part, parts, (double)total, (float)a.eps, mu, is},
                    "batch_norm_grad"));
   AMPRT_CHECK(
       each(&d, c * parts,
            BnPartsF{x.data, dy.data, x.dtype, dy.dtype, 3, c, plane, total, parts, mu, is, part},
            "batch_norm_grad"));
   AMPRT_CHECK(each(&d, c,
-                   BnGradSumsF{part, parts, sdy, sdyx, a[2] ? t[4].data : nullptr,
-                               a[3] ? t[5].data : nullptr, t[4].dtype, t[5].dtype},
+                   BnGradSumsF{part, parts, sdy, sdyx, a.want_dscale ? t[4].data : nullptr,
+                               a.want_dbias ? t[5].data : nullptr, t[4].dtype, t[5].dtype},
                    "batch_norm_grad"));
-  if (!a[1])
+  if (!a.want_dx)
     return AMPRT_OK;
   return each(&d, numel(x),
               BnGradDxF{x.data, dy.data, scale.data, t[3].data, x.dtype, dy.dtype, scale.dtype,

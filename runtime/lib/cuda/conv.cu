@@ -371,12 +371,23 @@ amprt_status convGradGemm(Dev &d, const Geom &g, const amprt_tensor &x, const am
 amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   amprt_conv_params p{};
   bool hasBias = false;
-  AMPRT_CHECK(
-      convParams(dd, withBn ? 7 : 3, withBn ? 1 : 0, withBn ? "conv_bn" : "conv", p, hasBias));
-  const int64_t *a = dd.attrs;
+  int32_t flags = 0;
+  double eps = 0;
+  if (withBn) {
+    attrs::conv_bn a;
+    AMPRT_CHECK(read(dd, a));
+    p = convParams(a);
+    hasBias = a.has_bias != 0;
+    flags = (int32_t)a.flags.value_or(0);
+    eps = a.epsilon;
+  } else {
+    attrs::conv a;
+    AMPRT_CHECK(read(dd, a));
+    p = convParams(a);
+    hasBias = a.has_bias != 0;
+    flags = (int32_t)a.flags.value_or(0);
+  }
   const auto &t = dd.t;
-  int64_t at = withBn ? 4 + 4 * a[0] : 3 + 4 * a[0];
-  int32_t flags = dd.nattrs > at ? (int32_t)a[at] : 0;
   if (flags & ~(AMPRT_CONV_RELU | AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): conv flags %d", flags);
   // Channel-blocked values are plain NCHW here: every reader and writer of
@@ -402,15 +413,14 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
     void *buf;
     AMPRT_CHECK(scratch(d, 4, (size_t)(numel(w) + g.m) * 4, &buf));
     float *wf = static_cast<float *>(buf), *bf = wf + numel(w);
-    AMPRT_CHECK(each(&d, numel(w),
-                     FoldBnF{static_cast<const float *>(w.data),
-                             hasBias ? static_cast<const float *>(t[2].data) : nullptr,
-                             static_cast<const float *>(t[o].data),
-                             static_cast<const float *>(t[o + 1].data),
-                             static_cast<const float *>(t[o + 2].data),
-                             static_cast<const float *>(t[o + 3].data), wf, bf,
-                             g.m ? numel(w) / g.m : 1, attrF(a, 3 + 4 * a[0])},
-                     "conv_bn"));
+    AMPRT_CHECK(each(
+        &d, numel(w),
+        FoldBnF{static_cast<const float *>(w.data),
+                hasBias ? static_cast<const float *>(t[2].data) : nullptr,
+                static_cast<const float *>(t[o].data), static_cast<const float *>(t[o + 1].data),
+                static_cast<const float *>(t[o + 2].data),
+                static_cast<const float *>(t[o + 3].data), wf, bf, g.m ? numel(w) / g.m : 1, eps},
+        "conv_bn"));
     wp = wf;
     bp = bf;
     wt = bt = AMPRT_F32;
@@ -438,7 +448,7 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
 amprt_status convGrad(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   amprt_conv_params p{};
-  const int64_t *want = nullptr;
+  bool want[3];
   AMPRT_CHECK(convGradParams(dd, p, want));
   const amprt_tensor &x = t[0], &w = t[1], &dy = t[2];
   Geom g;

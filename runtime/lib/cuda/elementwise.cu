@@ -19,76 +19,79 @@ namespace amprt::cuda {
 int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
   (void)ctx;
   auto &t = dd.t;
-  const int64_t *a = dd.attrs;
   switch ((amprt_opcode)dd.opcode) {
   case AMPRT_OP_UNARY: {
-    AMPRT_CHECK(need(dd, 2, 2, "unary"));
+    attrs::unary a;
+    AMPRT_CHECK(read(dd, a));
     View xv;
     AMPRT_CHECK(broadcastView(t[0], t[1], "amprt_exec (cuda): unary", xv));
-    if ((unsigned)a[0] > AMPRT_UNARY_LAST)
+    if ((unsigned)a.op > AMPRT_UNARY_LAST)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld",
-                  (long long)a[0]);
-    if (!floatType(t[1].dtype) && a[0] != AMPRT_UNARY_RELU && a[0] != AMPRT_UNARY_IDENTITY)
+                  (long long)a.op);
+    if (!floatType(t[1].dtype) && a.op != AMPRT_UNARY_RELU && a.op != AMPRT_UNARY_IDENTITY)
       return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unary op %lld on integers",
-                  (long long)a[0]);
+                  (long long)a.op);
     View yv = flat(viewOf(t[1]));
-    float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
+    float alpha = (float)a.alpha, beta = (float)a.beta.value_or(0);
     // sin, cos, ... element by element (UnaryOp leaves them out: see applyUnary).
-    bool trig = isTrig((int)a[0]);
+    bool trig = isTrig((int)a.op);
     if (floatType(t[1].dtype) && !trig) {
       bool done;
-      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a[0], alpha, beta},
+      AMPRT_CHECK(eachVec8<1>(d, {flat(xv)}, yv, numel(t[1]), UnaryOp{(int32_t)a.op, alpha, beta},
                               "unary", &done));
       if (done)
         return AMPRT_OK;
     }
-    return each(&d, numel(t[1]), UnaryF{flat(xv), yv, (int32_t)a[0], alpha, beta}, "unary");
+    return each(&d, numel(t[1]), UnaryF{flat(xv), yv, (int32_t)a.op, alpha, beta}, "unary");
   }
   case AMPRT_OP_UNARY_GRAD: {
-    AMPRT_CHECK(need(dd, 3, 2, "unary_grad"));
+    attrs::unary_grad a;
+    AMPRT_CHECK(read(dd, a));
     View xv, gv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): unary_grad", xv));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): unary_grad", gv));
-    if ((unsigned)a[0] > AMPRT_UNARY_LAST)
+    if ((unsigned)a.op > AMPRT_UNARY_LAST)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown unary op %lld",
-                  (long long)a[0]);
+                  (long long)a.op);
     View yv = flat(viewOf(t[2]));
-    float alpha = (float)attrF(a, 1), beta = dd.nattrs > 2 ? (float)attrF(a, 2) : 0.0f;
-    if (!isTrig((int)a[0])) {
+    float alpha = (float)a.alpha, beta = (float)a.beta.value_or(0);
+    if (!isTrig((int)a.op)) {
       bool done;
       AMPRT_CHECK(eachVec8<2>(d, {flat(xv), flat(gv)}, yv, numel(t[2]),
-                              UnaryGradOp{(int32_t)a[0], alpha, beta}, "unary_grad", &done));
+                              UnaryGradOp{(int32_t)a.op, alpha, beta}, "unary_grad", &done));
       if (done)
         return AMPRT_OK;
     }
-    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a[0], alpha, beta},
+    return each(&d, numel(t[2]), UnaryGradF{flat(xv), flat(gv), yv, (int32_t)a.op, alpha, beta},
                 "unary_grad");
   }
   case AMPRT_OP_BINARY: {
-    AMPRT_CHECK(need(dd, 3, 1, "binary"));
-    if ((unsigned)a[0] > AMPRT_BINARY_LAST)
+    attrs::binary a;
+    AMPRT_CHECK(read(dd, a));
+    if ((unsigned)a.op > AMPRT_BINARY_LAST)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): unknown binary op %lld",
-                  (long long)a[0]);
-    if (isCompare((int)a[0]) != (t[2].dtype == AMPRT_I1) ||
-        (isCompare((int)a[0]) && t[0].dtype != t[1].dtype))
+                  (long long)a.op);
+    if (isCompare((int)a.op) != (t[2].dtype == AMPRT_I1) ||
+        (isCompare((int)a.op) && t[0].dtype != t[1].dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_exec (cuda): binary op %lld: a comparison (only) gives i1, from one type",
-                  (long long)a[0]);
+                  (long long)a.op);
     View av, bv;
     AMPRT_CHECK(broadcastView(t[0], t[2], "amprt_exec (cuda): binary", av));
     AMPRT_CHECK(broadcastView(t[1], t[2], "amprt_exec (cuda): binary", bv));
     View yv = flat(viewOf(t[2]));
     if (floatType(t[2].dtype)) {
       bool done;
-      AMPRT_CHECK(eachVec8<2>(d, {flat(av), flat(bv)}, yv, numel(t[2]), BinaryOp{(int32_t)a[0]},
+      AMPRT_CHECK(eachVec8<2>(d, {flat(av), flat(bv)}, yv, numel(t[2]), BinaryOp{(int32_t)a.op},
                               "binary", &done));
       if (done)
         return AMPRT_OK;
     }
-    return each(&d, numel(t[2]), BinaryF{flat(av), flat(bv), yv, (int32_t)a[0], d.err}, "binary");
+    return each(&d, numel(t[2]), BinaryF{flat(av), flat(bv), yv, (int32_t)a.op, d.err}, "binary");
   }
   case AMPRT_OP_WHERE: {
-    AMPRT_CHECK(need(dd, 4, 0, "where"));
+    attrs::where a;
+    AMPRT_CHECK(read(dd, a));
     if (t[0].dtype != AMPRT_I1 || t[1].dtype != t[3].dtype || t[2].dtype != t[3].dtype)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): where's types");
     View cv, av, bv;
@@ -100,8 +103,9 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
                        (int64_t)amprt_dtype_size(t[3].dtype)},
                 "where");
   }
-  case AMPRT_OP_CAST:
-    AMPRT_CHECK(need(dd, 2, 0, "cast"));
+  case AMPRT_OP_CAST: {
+    attrs::cast a;
+    AMPRT_CHECK(read(dd, a));
     if (!sameShape(t[0], t[1]))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cast shapes differ");
     if (floatType(t[0].dtype) && floatType(t[1].dtype)) {
@@ -112,14 +116,17 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
         return AMPRT_OK;
     }
     return each(&d, numel(t[1]), CastF{flat(viewOf(t[0])), flat(viewOf(t[1]))}, "cast");
-  case AMPRT_OP_COPY:
-    AMPRT_CHECK(need(dd, 2, 0, "copy"));
+  }
+  case AMPRT_OP_COPY: {
+    attrs::copy a;
+    AMPRT_CHECK(read(dd, a));
     return copyTensor(d, t[0], t[1], "copy");
+  }
   case AMPRT_OP_CONCAT: {
-    if (t.size() < 2 || dd.nattrs < 1)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: concat needs inputs and an axis");
+    attrs::concat a;
+    AMPRT_CHECK(read(dd, a));
     amprt_tensor &y = t.back();
-    int32_t axis = (int32_t)a[0];
+    int32_t axis = axisField(a.axis);
     if (axis < 0 || axis >= y.rank)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): concat axis");
     int64_t at = 0;
@@ -141,7 +148,8 @@ int32_t execElementwise(amprt_context *ctx, Dev &d, Decoded &dd) {
     return AMPRT_OK;
   }
   case AMPRT_OP_SLICE_GRAD: {
-    AMPRT_CHECK(need(dd, 3, 0, "slice_grad"));
+    attrs::slice_grad a;
+    AMPRT_CHECK(read(dd, a));
     const amprt_tensor &whole = t[2];
     if (!amprt_tensor_is_contiguous(&whole) || whole.dtype != t[1].dtype)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt slice_grad");

@@ -289,11 +289,11 @@ struct ArgReduceF {
 int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
   (void)ctx;
   auto &t = dd.t;
-  const int64_t *a = dd.attrs;
   switch ((amprt_opcode)dd.opcode) {
   case AMPRT_OP_GATHER: {
-    AMPRT_CHECK(need(dd, 3, 1, "gather"));
-    int32_t axis = (int32_t)a[0];
+    attrs::gather a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     if ((t[1].dtype != AMPRT_I32 && t[1].dtype != AMPRT_I64) || axis < 0 || axis >= t[0].rank ||
         t[0].dtype != t[2].dtype || t[2].rank != t[0].rank - 1 + t[1].rank)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gather's operands do not agree");
@@ -303,8 +303,9 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
                 "gather");
   }
   case AMPRT_OP_GATHER_GRAD: {
-    AMPRT_CHECK(need(dd, 3, 1, "gather_grad"));
-    int32_t axis = (int32_t)a[0];
+    attrs::gather_grad a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     const amprt_tensor &idx = t[0], &dy = t[1], &dd2 = t[2];
     if ((idx.dtype != AMPRT_I32 && idx.dtype != AMPRT_I64) || !floatType(dy.dtype) ||
         dy.dtype != dd2.dtype || axis < 0 || axis >= dd2.rank ||
@@ -327,8 +328,9 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     return AMPRT_OK;
   }
   case AMPRT_OP_CUMSUM: {
-    AMPRT_CHECK(need(dd, 2, 3, "cumsum"));
-    int32_t axis = (int32_t)a[0];
+    attrs::cumsum a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     const amprt_tensor &x = t[0], &y = t[1];
     bool ok = x.rank >= 1 && y.rank == x.rank && axis >= 0 && axis < x.rank &&
               floatType(x.dtype) == floatType(y.dtype);
@@ -337,52 +339,70 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     if (!ok)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): cumsum's operands do not agree");
     int64_t len = x.shape[axis], lines = len ? numel(x) / len : 0;
-    return each(&d, lines, CumsumF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0}, "cumsum");
+    return each(&d, lines, CumsumF{viewOf(x), viewOf(y), axis, a.exclusive != 0, a.reverse != 0},
+                "cumsum");
   }
   case AMPRT_OP_GRID_SAMPLE:
   case AMPRT_OP_GRID_SAMPLE_GRAD: {
     bool grad = dd.opcode == AMPRT_OP_GRID_SAMPLE_GRAD;
-    AMPRT_CHECK(need(dd, grad ? 5 : 3, grad ? 5 : 3, grad ? "grid_sample_grad" : "grid_sample"));
+    attrs::grid_sample_grad a; // grid_sample's fields, then want_dx, want_dgrid
+    if (grad) {
+      AMPRT_CHECK(read(dd, a));
+    } else {
+      attrs::grid_sample g;
+      AMPRT_CHECK(read(dd, g));
+      a.mode = g.mode;
+      a.padding = g.padding;
+      a.align_corners = g.align_corners;
+    }
     const amprt_tensor &x = t[0], &grid = t[1], &y = t[2];
     bool ok = x.rank == 4 && grid.rank == 4 && y.rank == 4 && grid.shape[3] == 2 &&
               grid.shape[0] == x.shape[0] && y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
               y.shape[2] == grid.shape[1] && y.shape[3] == grid.shape[2] && floatType(x.dtype) &&
               floatType(grid.dtype) && floatType(y.dtype) && x.shape[2] > 0 && x.shape[3] > 0 &&
-              a[0] >= 0 && a[0] <= 2 && a[1] >= 0 && a[1] <= 2;
+              a.mode >= 0 && a.mode <= 2 && a.padding >= 0 && a.padding <= 2;
     if (grad)
       ok = ok &&
-           (!a[3] || (numel(t[3]) == numel(x) && floatType(t[3].dtype) &&
-                      amprt_tensor_is_contiguous(&t[3]))) &&
-           (!a[4] || (numel(t[4]) == numel(grid) && floatType(t[4].dtype) &&
-                      amprt_tensor_is_contiguous(&t[4])));
+           (!a.want_dx || (numel(t[3]) == numel(x) && floatType(t[3].dtype) &&
+                           amprt_tensor_is_contiguous(&t[3]))) &&
+           (!a.want_dgrid || (numel(t[4]) == numel(grid) && floatType(t[4].dtype) &&
+                              amprt_tensor_is_contiguous(&t[4])));
     if (!ok)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s's operands do not agree",
                   grad ? "grid_sample_grad" : "grid_sample");
-    GridSampleF f{viewOf(x), viewOf(grid), viewOf(y), (int32_t)a[0], (int32_t)a[1],
-                  a[2] != 0, nullptr,      View{},    grad};
+    GridSampleF f{viewOf(x),
+                  viewOf(grid),
+                  viewOf(y),
+                  (int32_t)a.mode,
+                  (int32_t)a.padding,
+                  a.align_corners != 0,
+                  nullptr,
+                  View{},
+                  grad};
     int64_t points = grid.shape[0] * grid.shape[1] * grid.shape[2];
     if (!grad)
       return points ? each(&d, points, f, "grid_sample") : AMPRT_OK;
     void *acc = nullptr;
-    if (a[3]) {
+    if (a.want_dx) {
       acc = t[3].data;
       if (t[3].dtype != AMPRT_F32)
         AMPRT_CHECK(scratch(d, 0, (size_t)numel(x) * 4, &acc));
       AMPRT_CHECK(zero(d, acc, (size_t)numel(x) * 4));
       f.dx = static_cast<float *>(acc);
     }
-    if (a[4])
+    if (a.want_dgrid)
       f.dgrid = viewOf(t[4]);
     if (points)
       AMPRT_CHECK(each(&d, points, f, "grid_sample_grad"));
-    if (a[3] && t[3].dtype != AMPRT_F32)
+    if (a.want_dx && t[3].dtype != AMPRT_F32)
       AMPRT_CHECK(each(&d, numel(x), CastFloatF{acc, t[3].data, AMPRT_F32, t[3].dtype},
                        "grid_sample_grad"));
     return AMPRT_OK;
   }
   case AMPRT_OP_TOPK: {
-    AMPRT_CHECK(need(dd, 3, 2, "topk"));
-    int32_t axis = (int32_t)a[0];
+    attrs::topk a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     const amprt_tensor &x = t[0], &v = t[1], &ix = t[2];
     bool ok = floatType(x.dtype) && v.dtype == x.dtype && ix.dtype == AMPRT_I64 && x.rank >= 1 &&
               v.rank == x.rank && ix.rank == x.rank && axis >= 0 && axis < x.rank &&
@@ -396,12 +416,13 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
       return AMPRT_OK;
     return each(&d, rows,
                 TopKF{viewOf(x), viewOf(v), viewOf(ix), axis, k, (int64_t)amprt_dtype_size(x.dtype),
-                      a[1] != 0},
+                      a.largest != 0},
                 "topk");
   }
   case AMPRT_OP_ARG_REDUCE: {
-    AMPRT_CHECK(need(dd, 2, 3, "arg_reduce"));
-    int32_t axis = (int32_t)a[0];
+    attrs::arg_reduce a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     const amprt_tensor &x = t[0], &y = t[1];
     bool ok = y.dtype == AMPRT_I64 && x.rank >= 1 && y.rank == x.rank && axis >= 0 &&
               axis < x.rank && x.shape[axis] >= 1 && y.shape[axis] == 1;
@@ -410,14 +431,23 @@ int32_t execIndexing(amprt_context *ctx, Dev &d, Decoded &dd) {
     if (!ok)
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_exec (cuda): arg_reduce's operands do not agree");
-    return each(&d, numel(y), ArgReduceF{viewOf(x), viewOf(y), axis, a[1] != 0, a[2] != 0},
+    return each(&d, numel(y),
+                ArgReduceF{viewOf(x), viewOf(y), axis, a.min != 0, a.select_last != 0},
                 "arg_reduce");
   }
   case AMPRT_OP_GATHER_ELEMENTS:
   case AMPRT_OP_GATHER_ELEMENTS_GRAD: {
     bool grad = dd.opcode == AMPRT_OP_GATHER_ELEMENTS_GRAD;
-    AMPRT_CHECK(need(dd, 3, 1, grad ? "gather_elements_grad" : "gather_elements"));
-    int32_t axis = (int32_t)a[0];
+    int32_t axis = 0;
+    if (grad) {
+      attrs::gather_elements_grad a;
+      AMPRT_CHECK(read(dd, a));
+      axis = axisField(a.axis);
+    } else {
+      attrs::gather_elements a;
+      AMPRT_CHECK(read(dd, a));
+      axis = axisField(a.axis);
+    }
     // Forward: data, indices, y. Gradient: indices, dy (read as "y"), ddata.
     const amprt_tensor &data = grad ? t[2] : t[0], &idx = grad ? t[0] : t[1],
                        &y = grad ? t[1] : t[2];

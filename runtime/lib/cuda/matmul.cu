@@ -175,13 +175,12 @@ amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
 /// Whether cuBLASLt writes this output type from these operands directly.
 bool ltWrites(int32_t ab, int32_t y) { return y == AMPRT_F32 || y == ab; }
 
-amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd) {
-  const int64_t *a = dd.attrs;
+amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd, const attrs::gemm &a) {
   const auto &t = dd.t;
-  bool hasC = a[4] != 0;
-  float alpha = (float)attrF(a, 0), beta = (float)attrF(a, 1);
-  int ta = (int)a[2], tb = (int)a[3];
-  int32_t flags = dd.nattrs > 5 ? (int32_t)a[5] : 0;
+  bool hasC = a.has_c != 0;
+  float alpha = (float)a.alpha, beta = (float)a.beta;
+  int ta = (int)a.trans_a, tb = (int)a.trans_b;
+  int32_t flags = (int32_t)a.flags.value_or(0);
   const amprt_tensor &A = t[0], &B = t[1], &Y = t.back();
   const amprt_tensor *C = hasC ? &t[2] : nullptr;
   if (d.emulate) {
@@ -322,17 +321,17 @@ amprt_status matmul(Dev &d, const Decoded &dd) {
 
 /// The matmul opcodes of amprt_exec (exec.cu dispatches them here).
 int32_t execMatMul(amprt_context *ctx, Dev &d, Decoded &dd) {
-  const int64_t *a = dd.attrs;
   switch ((amprt_opcode)dd.opcode) {
   case AMPRT_OP_GEMM: {
-    if (dd.nattrs < 5)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt gemm");
-    AMPRT_CHECK(need(dd, a[4] ? 4 : 3, 5, "gemm"));
-    return gemm(ctx, d, dd);
+    attrs::gemm a;
+    AMPRT_CHECK(read(dd, a));
+    return gemm(ctx, d, dd, a);
   }
-  case AMPRT_OP_MATMUL:
-    AMPRT_CHECK(need(dd, 3, 0, "matmul"));
+  case AMPRT_OP_MATMUL: {
+    attrs::matmul a;
+    AMPRT_CHECK(read(dd, a));
     return matmul(d, dd);
+  }
   default:
     break;
   }

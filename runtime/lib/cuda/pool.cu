@@ -159,7 +159,8 @@ amprt_status pool(Dev &d, const Decoded &dd) {
 amprt_status poolGrad(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   if (dd.opcode == AMPRT_OP_MAX_POOL_GRAD) {
-    AMPRT_CHECK(need(dd, 4, 0, "max_pool_grad"));
+    attrs::max_pool_grad a;
+    AMPRT_CHECK(read(dd, a));
     const amprt_tensor &dy = t[1], &idx = t[2], &dx = t[3];
     if (idx.dtype != AMPRT_I64 || numel(idx) != numel(dy) || !amprt_tensor_is_contiguous(&dx) ||
         !amprt_tensor_is_contiguous(&dy) || !floatType(dx.dtype))

@@ -121,18 +121,18 @@ struct RngAdvanceF {
 int32_t execRandom(amprt_context *ctx, Dev &d, Decoded &dd) {
   (void)ctx;
   auto &t = dd.t;
-  const int64_t *a = dd.attrs;
   switch ((amprt_opcode)dd.opcode) {
   case AMPRT_OP_RANDOM: {
-    bool bern = dd.nattrs > 0 && a[0] == AMPRT_RANDOM_BERNOULLI;
-    AMPRT_CHECK(need(dd, bern ? 2 : 1, 3, "random"));
+    attrs::random a;
+    AMPRT_CHECK(read(dd, a));
+    bool bern = a.kind == AMPRT_RANDOM_BERNOULLI;
     const amprt_tensor &y = t.back();
-    if (a[0] < AMPRT_RANDOM_UNIFORM || a[0] > AMPRT_RANDOM_BERNOULLI)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: unknown kind %lld", (long long)a[0]);
+    if (a.kind < AMPRT_RANDOM_UNIFORM || a.kind > AMPRT_RANDOM_BERNOULLI)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: unknown kind %lld", (long long)a.kind);
     if (!floatType(y.dtype) || !amprt_tensor_is_contiguous(&y))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_random: y must be a contiguous float tensor");
     int64_t n = numel(y);
-    int32_t steps = a[0] == AMPRT_RANDOM_NORMAL ? 2 : 1;
+    int32_t steps = a.kind == AMPRT_RANDOM_NORMAL ? 2 : 1;
     if (bern && (!floatType(t[0].dtype) || !amprt_tensor_is_contiguous(&t[0]) || numel(t[0]) != n))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_random: p %s must be a contiguous float tensor of y's size %s",
@@ -142,16 +142,17 @@ int32_t execRandom(amprt_context *ctx, Dev &d, Decoded &dd) {
                   (long long)n);
     if (n == 0)
       return AMPRT_OK;
-    AMPRT_CHECK(each(&d, (n + kDropoutChunk - 1) / kDropoutChunk,
-                     RandomF{y.data, bern ? t[0].data : nullptr, y.dtype,
-                             bern ? t[0].dtype : AMPRT_F32, (int32_t)a[0], steps, attrF(a, 1),
-                             attrF(a, 2), d.rngState, d.rngJumps, n, d.err},
-                     "random"));
+    AMPRT_CHECK(
+        each(&d, (n + kDropoutChunk - 1) / kDropoutChunk,
+             RandomF{y.data, bern ? t[0].data : nullptr, y.dtype, bern ? t[0].dtype : AMPRT_F32,
+                     (int32_t)a.kind, steps, a.a, a.b, d.rngState, d.rngJumps, n, d.err},
+             "random"));
     return each(&d, 1, RngAdvanceF{d.rngState, d.rngJumps, n * steps}, "random");
   }
   case AMPRT_OP_DROPOUT: {
-    AMPRT_CHECK(need(dd, 3, 2, "dropout"));
-    float ratio = a[1] ? (float)attrF(a, 0) : 0.0f;
+    attrs::dropout a;
+    AMPRT_CHECK(read(dd, a));
+    float ratio = a.training ? (float)a.ratio : 0.0f;
     if (ratio != 0.0f) {
       amprt_tensor &x = t[0], &y = t[1], &mask = t[2];
       if (!(ratio > 0.0f && ratio < 1.0f))

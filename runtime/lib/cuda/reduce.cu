@@ -620,49 +620,47 @@ amprt_status layerNormShape(const amprt_tensor &x, const amprt_tensor &other, in
 }
 
 amprt_status layerNorm(Dev &d, const Decoded &dd) {
-  const int64_t *a = dd.attrs;
+  attrs::layer_norm a;
+  AMPRT_CHECK(read(dd, a));
   const auto &t = dd.t;
-  if (dd.nattrs < 3)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt layer_norm");
-  bool hasBias = a[2] != 0;
-  AMPRT_CHECK(need(dd, hasBias ? 6 : 5, 3, "layer_norm"));
+  bool hasBias = a.has_bias != 0;
   size_t o = hasBias ? 3 : 2;
   const amprt_tensor &x = t[0], &y = t[o], &mean = t[o + 1], &inv = t[o + 2];
   int64_t rows, cols;
   View sv, bv{};
-  AMPRT_CHECK(layerNormShape(x, y, (int32_t)a[0], t[1], "layer_norm (scale)", rows, cols, sv));
+  AMPRT_CHECK(layerNormShape(x, y, axisField(a.axis), t[1], "layer_norm (scale)", rows, cols, sv));
   if (hasBias)
-    AMPRT_CHECK(layerNormShape(x, y, (int32_t)a[0], t[2], "layer_norm (bias)", rows, cols, bv));
+    AMPRT_CHECK(layerNormShape(x, y, axisField(a.axis), t[2], "layer_norm (bias)", rows, cols, bv));
   for (const amprt_tensor *st : {&mean, &inv})
     if (st->data && (st->dtype != AMPRT_F32 || numel(*st) != rows))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm statistics");
   return eachRow(&d, rows, cols,
                  LayerNormF{viewOf(x), viewOf(y), sv, bv, static_cast<float *>(mean.data),
-                            static_cast<float *>(inv.data), cols, (float)attrF(a, 1), hasBias},
+                            static_cast<float *>(inv.data), cols, (float)a.eps, hasBias},
                  "layer_norm");
 }
 
 amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
-  AMPRT_CHECK(need(dd, 8, 4, "layer_norm_grad"));
-  const int64_t *a = dd.attrs;
+  attrs::layer_norm_grad a;
+  AMPRT_CHECK(read(dd, a));
   const auto &t = dd.t;
   const amprt_tensor &x = t[0], &scale = t[1], &mean = t[2], &inv = t[3], &dy = t[4];
   int64_t rows, cols;
   View sv;
-  AMPRT_CHECK(layerNormShape(x, dy, (int32_t)a[0], scale, "layer_norm_grad", rows, cols, sv));
+  AMPRT_CHECK(layerNormShape(x, dy, axisField(a.axis), scale, "layer_norm_grad", rows, cols, sv));
   if (mean.dtype != AMPRT_F32 || inv.dtype != AMPRT_F32 || numel(mean) != rows ||
       numel(inv) != rows)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): layer_norm_grad statistics");
   const float *mp = static_cast<const float *>(mean.data),
               *ip = static_cast<const float *>(inv.data);
-  if (a[1])
+  if (a.want_dx)
     AMPRT_CHECK(eachRow(&d, rows, cols,
                         LayerNormGradDxF{viewOf(x), sv, viewOf(dy), viewOf(t[5]), mp, ip, cols},
                         "layer_norm_grad"));
-  if (a[2] || a[3]) {
+  if (a.want_dscale || a.want_dbias) {
     if (numel(scale) != cols || !amprt_tensor_is_contiguous(&scale))
       return unsupported("layer_norm_grad with a broadcast scale");
-    View ds = a[2] ? viewOf(t[6]) : View{}, db = a[3] ? viewOf(t[7]) : View{};
+    View ds = a.want_dscale ? viewOf(t[6]) : View{}, db = a.want_dbias ? viewOf(t[7]) : View{};
     LayerNormGradParamF f{viewOf(x), viewOf(dy), ds, db, mp, ip, rows, cols, nullptr, 1, rows};
     int64_t parts = partsFor(cols, rows);
     if (parts == 1) {
@@ -685,23 +683,21 @@ amprt_status layerNormGrad(Dev &d, const Decoded &dd) {
 int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
   (void)ctx;
   auto &t = dd.t;
-  const int64_t *a = dd.attrs;
   switch ((amprt_opcode)dd.opcode) {
   case AMPRT_OP_REDUCE: {
-    if (dd.nattrs < 2 || dd.nattrs < 2 + a[1] || a[1] > AMPRT_MAX_RANK)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec: corrupt reduce");
-    AMPRT_CHECK(need(dd, 2, 2 + a[1], "reduce"));
+    attrs::reduce a;
+    AMPRT_CHECK(read(dd, a));
     // A channel-blocked input (a mean over H, W) is plain NCHW on this
     // device (see conv).
     const amprt_tensor &x = t[0], &y = t[1];
-    if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a[0] > AMPRT_REDUCE_PROD ||
-        (a[0] == AMPRT_REDUCE_PROD && !floatType(x.dtype)))
+    if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a.op > AMPRT_REDUCE_PROD ||
+        (a.op == AMPRT_REDUCE_PROD && !floatType(x.dtype)))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
-    ReduceF f{viewOf(x), viewOf(y), (int32_t)a[0], {}, 1, nullptr, 1, 0, false};
-    for (int64_t i = 0; i < a[1]; ++i) {
-      if (a[2 + i] < 0 || a[2 + i] >= x.rank)
+    ReduceF f{viewOf(x), viewOf(y), (int32_t)a.op, {}, 1, nullptr, 1, 0, false};
+    for (int64_t i = 0; i < a.naxes; ++i) {
+      if (a.axes[i] < 0 || a.axes[i] >= x.rank)
         return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce axis");
-      f.reduced[a[2 + i]] = true;
+      f.reduced[a.axes[i]] = true;
     }
     for (int32_t i = 0; i < x.rank; ++i) {
       if (y.shape[i] != (f.reduced[i] ? 1 : x.shape[i]))
@@ -724,7 +720,8 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
                 "reduce");
   }
   case AMPRT_OP_REDUCE_MAX_GRAD: {
-    AMPRT_CHECK(need(dd, 4, 0, "reduce_max_grad"));
+    attrs::reduce_max_grad a;
+    AMPRT_CHECK(read(dd, a));
     const amprt_tensor &x = t[0], &y = t[1], &dy = t[2], &dx = t[3];
     if (!sameShape(x, dx) || !sameShape(y, dy))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce_max_grad shapes");
@@ -739,25 +736,27 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
     return each(&d, numel(x), mg, "reduce_max_grad");
   }
   case AMPRT_OP_SOFTMAX: {
-    AMPRT_CHECK(need(dd, 2, 2, "softmax"));
-    int32_t axis = (int32_t)a[0];
+    attrs::softmax a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     if (!sameShape(t[0], t[1]) || axis < 0 || axis >= t[0].rank || !floatType(t[0].dtype) ||
         !floatType(t[1].dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax's operands");
     int64_t rows;
     Rows r = rowsOf(t[0], axis, rows);
     return eachRow(&d, rows, t[0].shape[r.axis],
-                   SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a[1]}, "softmax");
+                   SoftmaxF{viewOf(t[0]), viewOf(t[1]), r, (int32_t)a.log}, "softmax");
   }
   case AMPRT_OP_SOFTMAX_GRAD: {
-    AMPRT_CHECK(need(dd, 3, 2, "softmax_grad"));
-    int32_t axis = (int32_t)a[0];
+    attrs::softmax_grad a;
+    AMPRT_CHECK(read(dd, a));
+    int32_t axis = axisField(a.axis);
     if (!sameShape(t[0], t[1]) || !sameShape(t[0], t[2]) || axis < 0 || axis >= t[0].rank)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): softmax_grad's operands");
     int64_t rows;
     Rows r = rowsOf(t[0], axis, rows);
     return eachRow(&d, rows, t[0].shape[r.axis],
-                   SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a[1]},
+                   SoftmaxGradF{viewOf(t[0]), viewOf(t[1]), viewOf(t[2]), r, (int32_t)a.log},
                    "softmax_grad");
   }
   case AMPRT_OP_LAYER_NORM:

@@ -111,7 +111,7 @@ struct ScaleByF {
 amprt_status unscaleAndCheck(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   size_t n = 0;
-  AMPRT_CHECK(multiTensorCount(dd, "unscale_and_check", 1, n));
+  AMPRT_CHECK(multiTensorCount(dd, n));
   const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
   AMPRT_CHECK(zero(d, flag.data, 1));
   for (size_t first = 0; first < n; first += kMaxTensors) {
@@ -139,8 +139,9 @@ amprt_status unscaleAndCheck(Dev &d, const Decoded &dd) {
 amprt_status clipGradNorm(Dev &d, const Decoded &dd) {
   const auto &t = dd.t;
   size_t n = 0;
-  AMPRT_CHECK(multiTensorCount(dd, "clip_grad_norm", 2, n));
-  float maxNorm = (float)attrF(dd.attrs, 1);
+  double maxNormField = 0;
+  AMPRT_CHECK(multiTensorCount(dd, n, &maxNormField));
+  float maxNorm = (float)maxNormField;
   if (!(maxNorm > 0.0f))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
                 "amprt_exec (cuda): clip_grad_norm's max_norm must be > 0");
@@ -233,8 +234,9 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
                       static_cast<const int64_t *>(t[4].data), t[5].data, 1},
                 "adam_update");
   }
-  case AMPRT_OP_STEP_COUNT:
-    AMPRT_CHECK(need(dd, 3, 0, "step_count"));
+  case AMPRT_OP_STEP_COUNT: {
+    attrs::step_count a;
+    AMPRT_CHECK(read(dd, a));
     AMPRT_CHECK(checkStepAndFlag(t[0], t[1]));
     if (t[2].dtype != AMPRT_I64 || numel(t[2]) != 1)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): step_count's output");
@@ -243,6 +245,7 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
                            static_cast<const uint8_t *>(t[1].data),
                            static_cast<int64_t *>(t[2].data)},
                 "step_count");
+  }
   case AMPRT_OP_UNSCALE_AND_CHECK:
     return unscaleAndCheck(d, dd);
   case AMPRT_OP_CLIP_GRAD_NORM:
