@@ -387,7 +387,8 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         auto op = AdamUpdateOp::create(
             b, loc, p, grad, m, v, step, foundInf, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
             b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps), b.getF32FloatAttr(wd),
-            b.getBoolAttr(optimizer == "adamw"), b.getStringAttr(adamMode));
+            b.getBoolAttr(optimizer == "adamw"),
+            AdamModeAttr::get(b.getContext(), *symbolizeAdamMode(adamMode))); // checked above
         results.push_back(op.getNewParam());
         resAttrs.push_back(updates(name));
         state.push_back({op.getNewExpAvg(), name + ".exp_avg"});

@@ -254,7 +254,8 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
           b, loc, f32, i64, i64, scale, tracker, hystLeft, reportFound,
           b.getF32FloatAttr((float)growthFactor), b.getF32FloatAttr((float)backoffFactor),
           b.getI64IntegerAttr(growthInterval), b.getI64IntegerAttr(hysteresis),
-          b.getF32FloatAttr((float)minScale), b.getStringAttr(onMinScale));
+          b.getF32FloatAttr((float)minScale),
+          OnMinScaleAttr::get(b.getContext(), *symbolizeOnMinScale(onMinScale))); // checked above
       Value ns = up.getNewScale(), nt = up.getNewGrowthTracker(), nh = up.getNewHysteresisLeft();
       if (k > 1) { // the scale moves on applying calls only
         ns = WhereOp::create(b, loc, f32, apply, ns, scale);

@@ -78,6 +78,15 @@ cases = [
      ["tensor 'w' has 20 bytes of raw_data but its shape and type need 48"]),
     ("attribute of the wrong type", from_gen("bad_attribute"),
      ["node 'softmax_float_axis' (Softmax, domain ai.onnx, opset 13): attribute 'axis' must be INT, got FLOAT"]),
+    ("auto_pad not one of ONNX's", from_gen("bad_auto_pad"),
+     ["node 'conv_same' (Conv, domain ai.onnx, opset 17): auto_pad 'SAME' is not one of NOTSET, "
+      "SAME_UPPER, SAME_LOWER, VALID"]),
+    ("unknown loss reduction", from_gen("bad_reduction"),
+     ["node 'sce_avg' (SoftmaxCrossEntropyLoss, domain ai.onnx, opset 17): reduction 'avg' is not "
+      "one of none, sum, mean"]),
+    ("unknown Gelu approximation", from_gen("bad_gelu_approximation"),
+     ["node 'gelu_fast' (Gelu, domain ai.onnx, opset 20): approximate 'fast' is not one of none, "
+      "tanh"]),
     ("unknown attribute", from_gen("unknown_attribute"),
      ["node 'relu_extra' (Relu, domain ai.onnx, opset 13): attribute 'frobnicate' is not supported"]),
     ("axes as an input before its opset", from_gen("axes_input_too_early"),

@@ -27,7 +27,7 @@ func.func @constant(%w: tensor<3xf32> {amp.param = "w"}, %x: tensor<f32> {amp.in
 // Second-order: backward ops have no gradient rule of their own.
 func.func @norule(%w: tensor<3x4xf32> {amp.param = "w"}, %x: tensor<3x4xf32> {amp.input = "x"}) -> (tensor<f32> {amp.output = "loss"}) {
   // expected-error @below {{'amp.unary_grad' op has no gradient rule, and it lies between the parameters and the loss}}
-  %0 = amp.unary_grad %x, %w {kind = "relu"} : tensor<3x4xf32>
+  %0 = amp.unary_grad %x, %w {kind = #amp.unary<relu>} : tensor<3x4xf32>
   %1 = amp.reduce_sum %0 {keepdims = false} : (tensor<3x4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }

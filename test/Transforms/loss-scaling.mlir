@@ -33,7 +33,7 @@
 // OPTS: amp.init = dense<2> : tensor<i64>, amp.opt_state = "hysteresis_left"
 // OPTS: %{{.+}}:2, %[[F:.+]] = amp.unscale_and_check
 // OPTS: amp.adam_update {{.+}} found_inf %[[F]]
-// OPTS: amp.update_scale %{{.+}} found_inf %[[F]] {backoff_factor = 2.500000e-01 : f32, growth_factor = 4.000000e+00 : f32, growth_interval = 10 : i64, hysteresis = 2 : i64, min_scale = 1.000000e+00 : f32, on_min_scale = "warn"}
+// OPTS: amp.update_scale %{{.+}} found_inf %[[F]] {backoff_factor = 2.500000e-01 : f32, growth_factor = 4.000000e+00 : f32, growth_interval = 10 : i64, hysteresis = 2 : i64, min_scale = 1.000000e+00 : f32, on_min_scale = #amp.on_min_scale<warn>}
 
 // Static: a constant scale seeds the backward and unscales; no state.
 // STATIC-LABEL: func @step

@@ -73,18 +73,19 @@ TEST_F(ShapeInference, GemmTransposes) {
 TEST_F(ShapeInference, ConvAndPoolOutputSizes) {
   Location loc = UnknownLoc::get(&ctx);
   // ONNX docs: 5x5 input, 3x3 kernel, stride 2, pads 1 -> 3x3.
-  auto c = ConvOp::create(builder, loc, arg({1, 1, 5, 5}), arg({1, 1, 3, 3}), Value(), "NOTSET",
-                          nullptr, 1, nullptr, builder.getDenseI64ArrayAttr({1, 1, 1, 1}),
-                          builder.getDenseI64ArrayAttr({2, 2}), TypeAttr());
+  auto c =
+      ConvOp::create(builder, loc, arg({1, 1, 5, 5}), arg({1, 1, 3, 3}), Value(), AutoPad::NOTSET,
+                     nullptr, 1, nullptr, builder.getDenseI64ArrayAttr({1, 1, 1, 1}),
+                     builder.getDenseI64ArrayAttr({2, 2}), TypeAttr());
   EXPECT_EQ(c.getType(), tensor(&ctx, {1, 1, 3, 3}));
   // maxpool_2d_ceil: 4x4, kernel 3, stride 2, ceil -> 2x2.
-  auto p = MaxPoolOp::create(builder, loc, arg({1, 1, 4, 4}), "NOTSET", true, nullptr,
+  auto p = MaxPoolOp::create(builder, loc, arg({1, 1, 4, 4}), AutoPad::NOTSET, true, nullptr,
                              builder.getDenseI64ArrayAttr({3, 3}), nullptr, 0,
                              builder.getDenseI64ArrayAttr({2, 2}));
   EXPECT_EQ(p.getOutput().getType(), tensor(&ctx, {1, 1, 2, 2}));
   // SAME_UPPER keeps ceil(D / stride).
-  auto a = AveragePoolOp::create(builder, loc, arg({1, 3, 32, 31}), "SAME_UPPER", false, false,
-                                 nullptr, builder.getDenseI64ArrayAttr({3, 3}), nullptr,
+  auto a = AveragePoolOp::create(builder, loc, arg({1, 3, 32, 31}), AutoPad::SAME_UPPER, false,
+                                 false, nullptr, builder.getDenseI64ArrayAttr({3, 3}), nullptr,
                                  builder.getDenseI64ArrayAttr({2, 2}));
   EXPECT_EQ(a.getType(), tensor(&ctx, {1, 3, 16, 16}));
 }
@@ -113,8 +114,9 @@ TEST_F(ShapeInference, SliceClampsLikeOnnx) {
 
 TEST_F(ShapeInference, LossShapes) {
   Location loc = UnknownLoc::get(&ctx);
-  auto l = SoftmaxCrossEntropyLossOp::create(
-      builder, loc, arg({8, 10, 3}), arg({8, 3}, builder.getI64Type()), Value(), "none", nullptr);
+  auto l = SoftmaxCrossEntropyLossOp::create(builder, loc, arg({8, 10, 3}),
+                                             arg({8, 3}, builder.getI64Type()), Value(),
+                                             Reduction::none, nullptr);
   EXPECT_EQ(l.getLoss().getType(), tensor(&ctx, {8, 3}));
   EXPECT_EQ(l.getLogProb().getType(), tensor(&ctx, {8, 10, 3}));
 }

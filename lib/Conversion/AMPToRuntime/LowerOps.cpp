@@ -11,22 +11,72 @@ using namespace mlir;
 using namespace mlir::amp;
 namespace rt = amprt::attrs; // the descriptors' typed attributes (amprt_ops.def)
 
+// The dialect's enums are numbered like the runtime's (AMPEnums.td), so the
+// lowering passes them through.
+static_assert((int)Reduction::none == AMPRT_REDUCTION_NONE &&
+              (int)Reduction::sum == AMPRT_REDUCTION_SUM &&
+              (int)Reduction::mean == AMPRT_REDUCTION_MEAN);
+#define AMP_SAME_UNARY(KIND, RT) static_assert((int)UnaryKind::KIND == AMPRT_UNARY_##RT);
+AMP_SAME_UNARY(identity, IDENTITY)
+AMP_SAME_UNARY(relu, RELU)
+AMP_SAME_UNARY(sqrt, SQRT)
+AMP_SAME_UNARY(exp, EXP)
+AMP_SAME_UNARY(log, LOG)
+AMP_SAME_UNARY(erf, ERF)
+AMP_SAME_UNARY(tanh, TANH)
+AMP_SAME_UNARY(sigmoid, SIGMOID)
+AMP_SAME_UNARY(gelu, GELU)
+AMP_SAME_UNARY(gelu_tanh, GELU_TANH)
+AMP_SAME_UNARY(leaky_relu, LEAKY_RELU)
+AMP_SAME_UNARY(abs, ABS)
+AMP_SAME_UNARY(reciprocal, RECIPROCAL)
+AMP_SAME_UNARY(softplus, SOFTPLUS)
+AMP_SAME_UNARY(elu, ELU)
+AMP_SAME_UNARY(celu, CELU)
+AMP_SAME_UNARY(selu, SELU)
+AMP_SAME_UNARY(hard_sigmoid, HARD_SIGMOID)
+AMP_SAME_UNARY(hard_swish, HARD_SWISH)
+AMP_SAME_UNARY(softsign, SOFTSIGN)
+AMP_SAME_UNARY(sin, SIN)
+AMP_SAME_UNARY(cos, COS)
+AMP_SAME_UNARY(floor, FLOOR)
+AMP_SAME_UNARY(ceil, CEIL)
+AMP_SAME_UNARY(round, ROUND)
+AMP_SAME_UNARY(sign, SIGN)
+AMP_SAME_UNARY(clip, CLAMP)
+AMP_SAME_UNARY(thresholded_relu, THRESHOLDED_RELU)
+AMP_SAME_UNARY(tan, TAN)
+AMP_SAME_UNARY(asin, ASIN)
+AMP_SAME_UNARY(acos, ACOS)
+AMP_SAME_UNARY(atan, ATAN)
+AMP_SAME_UNARY(sinh, SINH)
+AMP_SAME_UNARY(cosh, COSH)
+AMP_SAME_UNARY(asinh, ASINH)
+AMP_SAME_UNARY(acosh, ACOSH)
+AMP_SAME_UNARY(atanh, ATANH)
+#undef AMP_SAME_UNARY
+static_assert(getMaxEnumValForUnaryKind() == AMPRT_UNARY_LAST);
+// GridSample: AMPRT's mode 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
+// 1 border, 2 reflection (amprt_grid_sample).
+static_assert((int)GridSampleMode::nearest == 1 && (int)GridSampleMode::bicubic == 2 &&
+              (int)GridSamplePadding::border == 1 && (int)GridSamplePadding::reflection == 2);
+
 namespace mlir::amp::lowering {
 
 /// Explicit pads of a window op from auto_pad (static shapes).
-void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+void windowPads(AutoPad autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
                 ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides, ArrayRef<int64_t> dil,
                 std::optional<ArrayRef<int64_t>> pads, SmallVectorImpl<int64_t> &pb,
                 SmallVectorImpl<int64_t> &pe) {
   size_t n = in.size();
   for (size_t i = 0; i < n; ++i) {
     int64_t eff = (kernel[i] - 1) * dil[i] + 1;
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    if (autoPad == AutoPad::SAME_UPPER || autoPad == AutoPad::SAME_LOWER) {
       int64_t total = std::max<int64_t>(0, (out[i] - 1) * strides[i] + eff - in[i]);
       int64_t small = total / 2, large = total - small;
-      pb.push_back(autoPad == "SAME_UPPER" ? small : large);
-      pe.push_back(autoPad == "SAME_UPPER" ? large : small);
-    } else if (autoPad == "NOTSET" && pads) {
+      pb.push_back(autoPad == AutoPad::SAME_UPPER ? small : large);
+      pe.push_back(autoPad == AutoPad::SAME_UPPER ? large : small);
+    } else if (autoPad == AutoPad::NOTSET && pads) {
       pb.push_back((*pads)[i]);
       pe.push_back((*pads)[i + n]);
     } else {
@@ -39,13 +89,10 @@ void windowPads(StringRef autoPad, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
 /// The runtime's loss fields: reduction, has_ignore, ignore_index,
 /// has_weights (the forward losses and their gradients).
 template <typename LossFields> static LossFields lossAttrs(Operation *op, bool hasWeights) {
-  auto redAttr = op->getAttrOfType<StringAttr>("reduction");
-  StringRef red = redAttr ? redAttr.getValue() : "mean";
+  auto redAttr = op->getAttrOfType<ReductionAttr>("reduction");
   auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
   LossFields a;
-  a.reduction = red == "none"  ? AMPRT_REDUCTION_NONE
-                : red == "sum" ? AMPRT_REDUCTION_SUM
-                               : AMPRT_REDUCTION_MEAN;
+  a.reduction = (int64_t)(redAttr ? redAttr.getValue() : Reduction::mean); // amprt_reduction
   a.has_ignore = ignore ? 1 : 0;
   a.ignore_index = ignore ? ignore.getInt() : 0;
   a.has_weights = hasWeights ? 1 : 0;
@@ -213,7 +260,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return unary(AMPRT_UNARY_LEAKY_RELU, o.getAlpha().convertToDouble());
       })
       .Case([&](GeluOp o) {
-        return unary(o.getApproximate() == "tanh" ? AMPRT_UNARY_GELU_TANH : AMPRT_UNARY_GELU, 0);
+        return unary(o.getApproximate() == GeluApproximation::tanh ? AMPRT_UNARY_GELU_TANH
+                                                                   : AMPRT_UNARY_GELU,
+                     0);
       })
       .Case([&](CastOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
@@ -283,15 +332,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emitAs(op, a, d);
       })
       .Case<GridSampleOp, GridSampleGradOp>([&](Operation *) -> LogicalResult {
-        auto mode = op->getAttrOfType<StringAttr>("mode"),
-             pad = op->getAttrOfType<StringAttr>("padding_mode");
+        // The enums are numbered like the runtime's (AMPEnums.td).
+        auto mode = op->getAttrOfType<GridSampleModeAttr>("mode");
+        auto pad = op->getAttrOfType<GridSamplePaddingAttr>("padding_mode");
         auto align = op->getAttrOfType<BoolAttr>("align_corners");
-        StringRef m = mode ? mode.getValue() : "bilinear", p = pad ? pad.getValue() : "zeros";
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         rt::grid_sample_grad a; // grid_sample's fields, then which results are wanted
-        a.mode = m == "nearest" ? 1 : m == "bicubic" ? 2 : 0;
-        a.padding = p == "border" ? 1 : p == "reflection" ? 2 : 0;
+        a.mode = (int64_t)(mode ? mode.getValue() : GridSampleMode::bilinear);
+        a.padding = (int64_t)(pad ? pad.getValue() : GridSamplePadding::zeros);
         a.align_corners = align && align.getValue() ? 1 : 0;
         if (isa<GridSampleOp>(op)) {
           rt::grid_sample f;
@@ -560,7 +609,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.beta2 = o.getBeta2().convertToDouble();
         a.eps = o.getEps().convertToDouble();
         a.wd = o.getWeightDecay().convertToDouble();
-        a.decoupled = o.getMode() == "hf" ? 2 : o.getDecoupled() ? 1 : 0;
+        a.decoupled = o.getMode() == AdamMode::hf ? 2 : o.getDecoupled() ? 1 : 0;
         return emitAs(op, a, d);
       })
       .Case([&](UnscaleAndCheckOp o) -> LogicalResult {
@@ -587,7 +636,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.growth_interval = (int64_t)o.getGrowthInterval();
         a.hysteresis = (int64_t)o.getHysteresis();
         a.min_scale = o.getMinScale().convertToDouble();
-        a.error_at_min = o.getOnMinScale() == "error" ? 1 : 0;
+        a.error_at_min = o.getOnMinScale() == OnMinScale::error ? 1 : 0;
         return emitAs(op, a, d);
       })
       .Case([&](MicroStepOp o) -> LogicalResult {
@@ -693,7 +742,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         auto sAttr = op->getAttrOfType<DenseI64ArrayAttr>("strides");
         auto dAttr = op->getAttrOfType<DenseI64ArrayAttr>("dilations");
         auto pAttr = op->getAttrOfType<DenseI64ArrayAttr>("pads");
-        auto apAttr = op->getAttrOfType<StringAttr>("auto_pad");
+        auto apAttr = op->getAttrOfType<AutoPadAttr>("auto_pad");
         SmallVector<int64_t> kernel(kAttr.asArrayRef()), strides, dil, pb, pe;
         for (int64_t i = 0; i < n; ++i) {
           strides.push_back(sAttr ? sAttr[i] : 1);
@@ -702,7 +751,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         std::optional<ArrayRef<int64_t>> pads;
         if (pAttr)
           pads = pAttr.asArrayRef();
-        windowPads(apAttr ? apAttr.getValue() : "NOTSET", x.getShape().drop_front(2),
+        windowPads(apAttr ? apAttr.getValue() : AutoPad::NOTSET, x.getShape().drop_front(2),
                    y.getShape().drop_front(2), kernel, strides, dil, pads, pb, pe);
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
@@ -743,50 +792,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emitAs(op, lossAttrs<rt::softmax_cross_entropy>(op, weights), d);
       })
       .Case([&](UnaryGradOp o) -> LogicalResult {
-        static const std::pair<StringRef, amprt_unary_op> kinds[] = {
-            {"relu", AMPRT_UNARY_RELU},
-            {"sqrt", AMPRT_UNARY_SQRT},
-            {"exp", AMPRT_UNARY_EXP},
-            {"log", AMPRT_UNARY_LOG},
-            {"erf", AMPRT_UNARY_ERF},
-            {"tanh", AMPRT_UNARY_TANH},
-            {"sigmoid", AMPRT_UNARY_SIGMOID},
-            {"gelu", AMPRT_UNARY_GELU},
-            {"gelu_tanh", AMPRT_UNARY_GELU_TANH},
-            {"leaky_relu", AMPRT_UNARY_LEAKY_RELU},
-            {"abs", AMPRT_UNARY_ABS},
-            {"reciprocal", AMPRT_UNARY_RECIPROCAL},
-            {"softplus", AMPRT_UNARY_SOFTPLUS},
-            {"elu", AMPRT_UNARY_ELU},
-            {"celu", AMPRT_UNARY_CELU},
-            {"selu", AMPRT_UNARY_SELU},
-            {"hard_sigmoid", AMPRT_UNARY_HARD_SIGMOID},
-            {"hard_swish", AMPRT_UNARY_HARD_SWISH},
-            {"softsign", AMPRT_UNARY_SOFTSIGN},
-            {"sin", AMPRT_UNARY_SIN},
-            {"cos", AMPRT_UNARY_COS},
-            {"floor", AMPRT_UNARY_FLOOR},
-            {"ceil", AMPRT_UNARY_CEIL},
-            {"round", AMPRT_UNARY_ROUND},
-            {"sign", AMPRT_UNARY_SIGN},
-            {"clip", AMPRT_UNARY_CLAMP},
-            {"thresholded_relu", AMPRT_UNARY_THRESHOLDED_RELU},
-            {"tan", AMPRT_UNARY_TAN},
-            {"asin", AMPRT_UNARY_ASIN},
-            {"acos", AMPRT_UNARY_ACOS},
-            {"atan", AMPRT_UNARY_ATAN},
-            {"sinh", AMPRT_UNARY_SINH},
-            {"cosh", AMPRT_UNARY_COSH},
-            {"asinh", AMPRT_UNARY_ASINH},
-            {"acosh", AMPRT_UNARY_ACOSH},
-            {"atanh", AMPRT_UNARY_ATANH}};
-        const auto *k = llvm::find_if(kinds, [&](auto &p) { return p.first == o.getKind(); });
-        if (k == std::end(kinds))
-          return o.emitOpError("unknown kind '") << o.getKind() << "'";
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();
         rt::unary_grad a;
-        a.op = k->second;
+        a.op = (int64_t)o.getKind(); // UnaryKind is numbered like amprt_unary_op
         a.alpha = o.getAlpha().convertToDouble();
         a.beta = o.getBeta().convertToDouble();
         return emitAs(op, a, d);

@@ -15,7 +15,7 @@ namespace {
 
 /// dX of an elementwise op from (dY, X): ReluGrad, GeluGrad, FastGeluGrad.
 /// ReluGrad reads the Relu's output, whose sign pattern is its input's.
-LogicalResult handleUnaryGrad(NodeCtx &n, llvm::StringRef kind) {
+LogicalResult handleUnaryGrad(NodeCtx &n, UnaryKind kind) {
   if (failed(n.allowAttrs({})))
     return failure();
   if (n.hasInput(2))
@@ -25,7 +25,7 @@ LogicalResult handleUnaryGrad(NodeCtx &n, llvm::StringRef kind) {
     return failure();
   if (dy->getType() != x->getType())
     return n.fail("dY and X must have the same type");
-  n.setOutput(0, UnaryGradOp::create(n.im.b, n.loc, *x, *dy, n.im.b.getStringAttr(kind),
+  n.setOutput(0, UnaryGradOp::create(n.im.b, n.loc, *x, *dy, UnaryKindAttr::get(n.im.ctx, kind),
                                      n.im.b.getF32FloatAttr(0.0f), n.im.b.getF32FloatAttr(0.0f)));
   return success();
 }
@@ -81,7 +81,8 @@ LogicalResult handleSCELossGrad(NodeCtx &n) {
   auto dy = n.input(0), lp = n.input(1), lab = n.input(2);
   if (failed(red) || failed(dy) || failed(lp) || failed(lab))
     return failure();
-  if (*red != "mean" && *red != "sum" && *red != "none")
+  std::optional<Reduction> reduction = symbolizeReduction(*red);
+  if (!reduction)
     return n.fail("unknown reduction '" + *red + "'");
   IntegerAttr ii;
   if (n.attr("ignore_index")) {
@@ -96,8 +97,8 @@ LogicalResult handleSCELossGrad(NodeCtx &n) {
   auto lpt = dyn_cast<RankedTensorType>(lp->getType());
   if (!lpt || lpt.getRank() < 2 || !isa<IntegerType>(getElementTypeOrSelf(lab->getType())))
     return n.fail("needs log_prob [N, C, ...] and integer labels");
-  n.setOutput(
-      0, SoftmaxCrossEntropyLossGradOp::create(n.im.b, n.loc, lpt, *lp, *lab, w, *dy, *red, ii));
+  n.setOutput(0, SoftmaxCrossEntropyLossGradOp::create(n.im.b, n.loc, lpt, *lp, *lab, w, *dy,
+                                                       *reduction, ii));
   return success();
 }
 
@@ -389,9 +390,10 @@ void registerMicrosoftOps(OpRegistry &r) {
   // onnxruntime-training's gradient ops (MaxPoolGrad is in the default
   // domain there).
   r.on("MaxPoolGrad", 1, handleMaxPoolGradMS);
-  r.on("com.microsoft.ReluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "relu"); });
-  r.on("com.microsoft.GeluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "gelu"); });
-  r.on("com.microsoft.FastGeluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, "gelu_tanh"); });
+  r.on("com.microsoft.ReluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, UnaryKind::relu); });
+  r.on("com.microsoft.GeluGrad", 1, [](NodeCtx &n) { return handleUnaryGrad(n, UnaryKind::gelu); });
+  r.on("com.microsoft.FastGeluGrad", 1,
+       [](NodeCtx &n) { return handleUnaryGrad(n, UnaryKind::gelu_tanh); });
   r.on("com.microsoft.TanhGrad", 1, [](NodeCtx &n) { return handleOutputGrad(n, true); });
   r.on("com.microsoft.SigmoidGrad", 1, [](NodeCtx &n) { return handleOutputGrad(n, false); });
   r.on("com.microsoft.SoftmaxGrad_13", 1,

@@ -225,6 +225,23 @@ Attribute str(NodeCtx &n, llvm::StringRef v);
 Attribute ints(NodeCtx &n, ArrayRef<int64_t> v);
 std::string typeString(Type t);
 
+/// `value` (an ONNX string attribute, `what` in messages) as the dialect's
+/// enum attribute AttrT, or an error listing the values it takes.
+template <typename AttrT>
+FailureOr<Attribute> enumAttr(NodeCtx &n, llvm::StringRef what, llvm::StringRef value) {
+  using E = decltype(std::declval<AttrT>().getValue());
+  if (std::optional<E> e = mlir::amp::symbolizeEnum<E>(value))
+    return Attribute(AttrT::get(n.im.ctx, *e));
+  std::string all;
+  for (unsigned i = 0;; ++i) {
+    llvm::StringRef s = mlir::amp::stringifyEnum(static_cast<E>(i));
+    if (s.empty())
+      break;
+    all += (i ? ", " : "") + s.str();
+  }
+  return n.fail(what + " '" + value + "' is not one of " + all);
+}
+
 /// Maps every input to a value; fails if any is missing.
 FailureOr<SmallVector<Value>> tensorInputs(NodeCtx &n, std::initializer_list<int> idx);
 /// One-result op on the given inputs; binds output 0.

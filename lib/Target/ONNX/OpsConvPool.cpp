@@ -14,7 +14,10 @@ LogicalResult windowAttrs(NodeCtx &n, SmallVector<NamedAttribute> &attrs, bool w
   auto ks = n.getInts("kernel_shape");
   if (failed(autoPad) || failed(dil) || failed(pads) || failed(strides) || failed(ks))
     return failure();
-  attrs.push_back(named(n, "auto_pad", str(n, *autoPad)));
+  auto ap = enumAttr<AutoPadAttr>(n, "auto_pad", *autoPad);
+  if (failed(ap))
+    return failure();
+  attrs.push_back(named(n, "auto_pad", *ap));
   if (*dil)
     attrs.push_back(named(n, "dilations", ints(n, **dil)));
   if (*pads)

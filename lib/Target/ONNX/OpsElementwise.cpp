@@ -437,7 +437,10 @@ void registerElementwiseOps(OpRegistry &r) {
     auto ap = n.getString("approximate", std::string("none"));
     if (failed(ap))
       return failure();
-    return simple(n, GeluOp::getOperationName(), {0}, {named(n, "approximate", str(n, *ap))});
+    auto attr = enumAttr<GeluApproximationAttr>(n, "approximate", *ap);
+    if (failed(attr))
+      return failure();
+    return simple(n, GeluOp::getOperationName(), {0}, {named(n, "approximate", *attr)});
   });
   r.on("Where", 9, [](NodeCtx &n) {
     if (failed(n.allowAttrs({})))

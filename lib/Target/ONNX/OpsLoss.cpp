@@ -13,7 +13,10 @@ LogicalResult handleLoss(NodeCtx &n, llvm::StringRef opName, int results) {
   auto red = n.getString("reduction", std::string("mean"));
   if (failed(red))
     return failure();
-  SmallVector<NamedAttribute> attrs{named(n, "reduction", str(n, *red))};
+  auto redAttr = enumAttr<ReductionAttr>(n, "reduction", *red);
+  if (failed(redAttr))
+    return failure();
+  SmallVector<NamedAttribute> attrs{named(n, "reduction", *redAttr)};
   if (n.attr("ignore_index")) {
     auto ii = n.getInt("ignore_index", 0);
     if (failed(ii))

@@ -267,15 +267,18 @@ LogicalResult handleGridSample(NodeCtx &n) {
   if (failed(align) || failed(mode) || failed(pad) || failed(x) || failed(grid))
     return failure();
   std::string m = *mode == "linear" ? "bilinear" : *mode == "cubic" ? "bicubic" : *mode;
-  if (m != "bilinear" && m != "nearest" && m != "bicubic")
+  auto modeAttr = symbolizeGridSampleMode(m);
+  if (!modeAttr)
     return n.fail("unsupported op ai.onnx.GridSample with mode '" + *mode + "'");
-  if (*pad != "zeros" && *pad != "border" && *pad != "reflection")
+  auto padAttr = symbolizeGridSamplePadding(*pad);
+  if (!padAttr)
     return n.fail("unsupported op ai.onnx.GridSample with padding_mode '" + *pad + "'");
   if (cast<RankedTensorType>(x->getType()).getRank() != 4)
     return n.fail(
         "unsupported op ai.onnx.GridSample on a rank other than 4 (2-D sampling is supported)");
   return emitAll(n, GridSampleOp::getOperationName(), {*x, *grid},
-                 {named(n, "mode", str(n, m)), named(n, "padding_mode", str(n, *pad)),
+                 {named(n, "mode", GridSampleModeAttr::get(n.im.ctx, *modeAttr)),
+                  named(n, "padding_mode", GridSamplePaddingAttr::get(n.im.ctx, *padAttr)),
                   named(n, "align_corners", boolean(n, *align != 0))},
                  1);
 }

@@ -123,8 +123,9 @@ struct RecomposeGelu : OpRewritePattern<MulOp> {
       std::optional<GeluChain> c = matchGelu(erf);
       if (!c || c->last != last.getOperation())
         continue;
-      auto g = GeluOp::create(rewriter, last.getLoc(), c->x.getType(), c->x,
-                              rewriter.getStringAttr("none"));
+      auto g = GeluOp::create(
+          rewriter, last.getLoc(), c->x.getType(), c->x,
+          GeluApproximationAttr::get(rewriter.getContext(), GeluApproximation::none));
       rewriter.replaceOp(last, g.getResult());
       for (Operation *op : c->dead)
         if (op->use_empty())

@@ -143,8 +143,7 @@ func.func @case13(%x: tensor<1x3x8x8xf32>, %w: tensor<6x3x3x3xf32>) {
 // -----
 
 func.func @case14(%x: tensor<1x3x8x8xf32>, %w: tensor<6x3x3x3xf32>) {
-  // expected-error @+2 {{auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER, got "SAME"}}
-  // expected-error @+1 {{failed to infer returned types}}
+  // expected-error @+1 {{attribute 'auto_pad' failed to satisfy constraint: ONNX auto_pad}}
   %r = amp.conv %x, %w {auto_pad = "SAME"} : (tensor<1x3x8x8xf32>, tensor<6x3x3x3xf32>) -> tensor<1x6x8x8xf32>
   return
 }
@@ -255,7 +254,7 @@ func.func @case24(%x: tensor<1x3x8x8xf32>) {
 func.func @case25(%x: tensor<1x3x8x8xf32>) {
   // expected-error @+2 {{pads must not be given with auto_pad SAME_UPPER}}
   // expected-error @+1 {{failed to infer returned types}}
-  %r = amp.average_pool %x {kernel_shape = array<i64: 2, 2>, auto_pad = "SAME_UPPER", pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8xf32>
+  %r = amp.average_pool %x {kernel_shape = array<i64: 2, 2>, auto_pad = #amp.auto_pad<SAME_UPPER>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8xf32>
   return
 }
 
@@ -463,9 +462,9 @@ func.func @case45(%s: tensor<8x10xf32>, %y: tensor<8x1xi64>) {
 // -----
 
 func.func @case46(%s: tensor<8x10xf32>, %y: tensor<8xi64>) {
-  // expected-error @+2 {{reduction must be "mean", "sum" or "none", got "avg"}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %r:2 = amp.softmax_cross_entropy_loss %s, %y {reduction = "avg"} : (tensor<8x10xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x10xf32>)
+  // expected-error @+2 {{expected ::mlir::amp::Reduction to be one of: none, sum, mean}}
+  // expected-error @+1 {{failed to parse AMP_ReductionAttr parameter 'value'}}
+  %r:2 = amp.softmax_cross_entropy_loss %s, %y {reduction = #amp.reduction<avg>} : (tensor<8x10xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x10xf32>)
   return
 }
 
@@ -529,7 +528,7 @@ func.func @log_softmax_axis(%x: tensor<3x4xf32>) {
 // -----
 
 func.func @gelu_mode(%x: tensor<3x4xf32>) {
-  // expected-error @+1 {{'amp.gelu' op approximate must be "none" or "tanh", got "fast"}}
+  // expected-error @+1 {{'amp.gelu' op attribute 'approximate' failed to satisfy constraint: GELU approximation}}
   %r = amp.gelu %x {approximate = "fast"} : tensor<3x4xf32>
   return
 }

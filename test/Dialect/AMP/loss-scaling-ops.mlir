@@ -56,7 +56,8 @@ func.func @growth(%s: tensor<f32>, %t: tensor<i64>, %f: tensor<i1>) -> tensor<f3
 // -----
 
 func.func @policy(%s: tensor<f32>, %t: tensor<i64>, %f: tensor<i1>) -> tensor<f32> {
-  // expected-error @+1 {{on_min_scale must be "error" or "warn"}}
-  %ns, %nt, %nh = amp.update_scale %s tracker %t hysteresis %t found_inf %f {on_min_scale = "maybe"}
+  // expected-error @+2 {{expected ::mlir::amp::OnMinScale to be one of: error, warn}}
+  // expected-error @+1 {{failed to parse AMP_OnMinScaleAttr parameter 'value'}}
+  %ns, %nt, %nh = amp.update_scale %s tracker %t hysteresis %t found_inf %f {on_min_scale = #amp.on_min_scale<maybe>}
   return %ns : tensor<f32>
 }

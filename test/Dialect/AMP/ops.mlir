@@ -29,8 +29,8 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x1xi1
   %9 = amp.relu %8 : tensor<2x3xf32>
   // CHECK: amp.leaky_relu {{.*}} {alpha = 2.000000e-01 : f32} : tensor<2x3xf32>
   %10 = amp.leaky_relu %9 {alpha = 2.000000e-01 : f32} : tensor<2x3xf32>
-  // CHECK: amp.gelu {{.*}} {approximate = "tanh"} : tensor<2x3xf32>
-  %11 = amp.gelu %10 {approximate = "tanh"} : tensor<2x3xf32>
+  // CHECK: amp.gelu {{.*}} {approximate = #amp.approximate<tanh>} : tensor<2x3xf32>
+  %11 = amp.gelu %10 {approximate = #amp.approximate<tanh>} : tensor<2x3xf32>
   // CHECK: amp.where {{.*}} : (tensor<2x1xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %12 = amp.where %c, %11, %a : (tensor<2x1xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: amp.identity
@@ -80,7 +80,7 @@ func.func @cnn(%x: tensor<2x3x32x32xf32>, %w: tensor<16x3x3x3xf32>, %bias: tenso
   // CHECK: amp.max_pool {{.*}} {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x16x32x32xf32>) -> (tensor<2x16x16x16xf32>, tensor<2x16x16x16xi64>)
   %2:2 = amp.max_pool %1#0 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x16x32x32xf32>) -> (tensor<2x16x16x16xf32>, tensor<2x16x16x16xi64>)
   // CHECK: amp.average_pool {{.*}} -> tensor<2x16x8x8xf32>
-  %3 = amp.average_pool %2#0 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, auto_pad = "SAME_UPPER", count_include_pad = true} : (tensor<2x16x16x16xf32>) -> tensor<2x16x8x8xf32>
+  %3 = amp.average_pool %2#0 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, auto_pad = #amp.auto_pad<SAME_UPPER>, count_include_pad = true} : (tensor<2x16x16x16xf32>) -> tensor<2x16x8x8xf32>
   // CHECK: amp.global_average_pool {{.*}} -> tensor<2x16x1x1xf32>
   %4 = amp.global_average_pool %3 : (tensor<2x16x8x8xf32>) -> tensor<2x16x1x1xf32>
   // CHECK: amp.flatten {{.*}} -> tensor<2x1024xf32>
@@ -122,11 +122,11 @@ func.func @transformer_pieces(%x: tensor<?x16x64xf32>, %g: tensor<64xf32>, %b: t
 func.func @losses(%s: tensor<8x10xf32>, %y: tensor<8xi64>, %w: tensor<10xf32>,
                   %s3: tensor<8x10x5xf32>, %y3: tensor<8x5xi32>) -> tensor<f32> {
   // CHECK: amp.softmax_cross_entropy_loss {{.*}} : (tensor<8x10xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x10xf32>)
-  // CHECK: amp.softmax_cross_entropy_loss {{.*}} {ignore_index = 3 : i64, reduction = "none"} : (tensor<8x10x5xf32>, tensor<8x5xi32>, tensor<10xf32>) -> (tensor<8x5xf32>, tensor<8x10x5xf32>)
+  // CHECK: amp.softmax_cross_entropy_loss {{.*}} {ignore_index = 3 : i64, reduction = #amp.reduction<none>} : (tensor<8x10x5xf32>, tensor<8x5xi32>, tensor<10xf32>) -> (tensor<8x5xf32>, tensor<8x10x5xf32>)
   %0:2 = amp.softmax_cross_entropy_loss %s, %y : (tensor<8x10xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x10xf32>)
-  %1:2 = amp.softmax_cross_entropy_loss %s3, %y3, %w {reduction = "none", ignore_index = 3 : i64} : (tensor<8x10x5xf32>, tensor<8x5xi32>, tensor<10xf32>) -> (tensor<8x5xf32>, tensor<8x10x5xf32>)
-  // CHECK: amp.nll_loss {{.*}} {reduction = "sum"} : (tensor<8x10xf32>, tensor<8xi64>, tensor<10xf32>) -> tensor<f32>
-  %2 = amp.nll_loss %0#1, %y, %w {reduction = "sum"} : (tensor<8x10xf32>, tensor<8xi64>, tensor<10xf32>) -> tensor<f32>
+  %1:2 = amp.softmax_cross_entropy_loss %s3, %y3, %w {reduction = #amp.reduction<none>, ignore_index = 3 : i64} : (tensor<8x10x5xf32>, tensor<8x5xi32>, tensor<10xf32>) -> (tensor<8x5xf32>, tensor<8x10x5xf32>)
+  // CHECK: amp.nll_loss {{.*}} {reduction = #amp.reduction<sum>} : (tensor<8x10xf32>, tensor<8xi64>, tensor<10xf32>) -> tensor<f32>
+  %2 = amp.nll_loss %0#1, %y, %w {reduction = #amp.reduction<sum>} : (tensor<8x10xf32>, tensor<8xi64>, tensor<10xf32>) -> tensor<f32>
   return %2 : tensor<f32>
 }
 

@@ -345,6 +345,24 @@ def bad_attribute():
     return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=13)
 
 
+def bad_auto_pad():
+    w = NH.from_array(np.ones((2, 3, 3, 3), np.float32), "w")
+    n = [H.make_node("Conv", ["x", "w"], ["y"], name="conv_same", auto_pad="SAME")]
+    return model(n, [vi("x", TP.FLOAT, [1, 3, 8, 8])], [vi("y", TP.FLOAT, [1, 2, 8, 8])], [w],
+                 opset=17)
+
+
+def bad_reduction():
+    n = [H.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["y"], name="sce_avg", reduction="avg")]
+    return model(n, [vi("s", TP.FLOAT, [4, 5]), vi("l", TP.INT64, [4])], [vi("y", TP.FLOAT, [])],
+                 opset=17)
+
+
+def bad_gelu_approximation():
+    n = [H.make_node("Gelu", ["x"], ["y"], name="gelu_fast", approximate="fast")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=20)
+
+
 def unknown_attribute():
     n = [H.make_node("Relu", ["x"], ["y"], name="relu_extra", frobnicate=3)]
     return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=13)

@@ -18,13 +18,20 @@
 using namespace mlir;
 using namespace mlir::amp;
 
+#include "amp/Dialect/AMP/IR/AMPEnums.cpp.inc"
 #include "amp/Dialect/AMP/IR/AMPInterfaces.cpp.inc"
 #include "amp/Dialect/AMP/IR/AMPOpsDialect.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "amp/Dialect/AMP/IR/AMPAttrs.cpp.inc"
 
 void AMPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "amp/Dialect/AMP/IR/AMPOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "amp/Dialect/AMP/IR/AMPAttrs.cpp.inc"
       >();
 }
 

@@ -109,7 +109,7 @@ static LogicalResult minMaxGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
   Value nd = make(b, loc, SubOp::getOperationName(), {rhs, lhs});
   if (!d || !nd)
     return failure();
-  auto relu = b.getStringAttr("relu");
+  auto relu = UnaryKindAttr::get(b.getContext(), UnaryKind::relu);
   auto zero = b.getF32FloatAttr(0.0f);
   Value g1 = UnaryGradOp::create(b, loc, d, rg[0], relu, zero, zero);
   Value g2 = UnaryGradOp::create(b, loc, nd, rg[0], relu, zero, zero);
@@ -134,48 +134,48 @@ LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVecto
 
 #define AMP_UNARY_GRAD(OP, KIND)                                                                   \
   LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) { \
-    return unaryGrad(b, *this, rg, og, KIND);                                                      \
+    return unaryGrad(b, *this, rg, og, UnaryKind::KIND);                                           \
   }
-AMP_UNARY_GRAD(SqrtOp, "sqrt")
-AMP_UNARY_GRAD(ExpOp, "exp")
-AMP_UNARY_GRAD(LogOp, "log")
-AMP_UNARY_GRAD(ErfOp, "erf")
-AMP_UNARY_GRAD(TanhOp, "tanh")
-AMP_UNARY_GRAD(SigmoidOp, "sigmoid")
-AMP_UNARY_GRAD(AbsOp, "abs")
-AMP_UNARY_GRAD(ReciprocalOp, "reciprocal")
-AMP_UNARY_GRAD(SoftplusOp, "softplus")
-AMP_UNARY_GRAD(HardSwishOp, "hard_swish")
-AMP_UNARY_GRAD(SoftsignOp, "softsign")
-AMP_UNARY_GRAD(SinOp, "sin")
-AMP_UNARY_GRAD(CosOp, "cos")
-AMP_UNARY_GRAD(TanOp, "tan")
-AMP_UNARY_GRAD(AsinOp, "asin")
-AMP_UNARY_GRAD(AcosOp, "acos")
-AMP_UNARY_GRAD(AtanOp, "atan")
-AMP_UNARY_GRAD(SinhOp, "sinh")
-AMP_UNARY_GRAD(CoshOp, "cosh")
-AMP_UNARY_GRAD(AsinhOp, "asinh")
-AMP_UNARY_GRAD(AcoshOp, "acosh")
-AMP_UNARY_GRAD(AtanhOp, "atanh")
-AMP_UNARY_GRAD(FloorOp, "floor")
-AMP_UNARY_GRAD(CeilOp, "ceil")
-AMP_UNARY_GRAD(RoundOp, "round")
-AMP_UNARY_GRAD(SignOp, "sign")
+AMP_UNARY_GRAD(SqrtOp, sqrt)
+AMP_UNARY_GRAD(ExpOp, exp)
+AMP_UNARY_GRAD(LogOp, log)
+AMP_UNARY_GRAD(ErfOp, erf)
+AMP_UNARY_GRAD(TanhOp, tanh)
+AMP_UNARY_GRAD(SigmoidOp, sigmoid)
+AMP_UNARY_GRAD(AbsOp, abs)
+AMP_UNARY_GRAD(ReciprocalOp, reciprocal)
+AMP_UNARY_GRAD(SoftplusOp, softplus)
+AMP_UNARY_GRAD(HardSwishOp, hard_swish)
+AMP_UNARY_GRAD(SoftsignOp, softsign)
+AMP_UNARY_GRAD(SinOp, sin)
+AMP_UNARY_GRAD(CosOp, cos)
+AMP_UNARY_GRAD(TanOp, tan)
+AMP_UNARY_GRAD(AsinOp, asin)
+AMP_UNARY_GRAD(AcosOp, acos)
+AMP_UNARY_GRAD(AtanOp, atan)
+AMP_UNARY_GRAD(SinhOp, sinh)
+AMP_UNARY_GRAD(CoshOp, cosh)
+AMP_UNARY_GRAD(AsinhOp, asinh)
+AMP_UNARY_GRAD(AcoshOp, acosh)
+AMP_UNARY_GRAD(AtanhOp, atanh)
+AMP_UNARY_GRAD(FloorOp, floor)
+AMP_UNARY_GRAD(CeilOp, ceil)
+AMP_UNARY_GRAD(RoundOp, round)
+AMP_UNARY_GRAD(SignOp, sign)
 #undef AMP_UNARY_GRAD
 
 // Unary ops with parameters: alpha (and beta) passed on to amp.unary_grad.
 #define AMP_UNARY_GRAD_PARAMS(OP, KIND, ALPHA, BETA)                                               \
   LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) { \
-    return unaryGrad(b, *this, rg, og, KIND, ALPHA, BETA);                                         \
+    return unaryGrad(b, *this, rg, og, UnaryKind::KIND, ALPHA, BETA);                              \
   }
-AMP_UNARY_GRAD_PARAMS(EluOp, "elu", getAlpha().convertToFloat(), 0.0f)
-AMP_UNARY_GRAD_PARAMS(CeluOp, "celu", getAlpha().convertToFloat(), 0.0f)
-AMP_UNARY_GRAD_PARAMS(SeluOp, "selu", getAlpha().convertToFloat(), getGamma().convertToFloat())
-AMP_UNARY_GRAD_PARAMS(HardSigmoidOp, "hard_sigmoid", getAlpha().convertToFloat(),
+AMP_UNARY_GRAD_PARAMS(EluOp, elu, getAlpha().convertToFloat(), 0.0f)
+AMP_UNARY_GRAD_PARAMS(CeluOp, celu, getAlpha().convertToFloat(), 0.0f)
+AMP_UNARY_GRAD_PARAMS(SeluOp, selu, getAlpha().convertToFloat(), getGamma().convertToFloat())
+AMP_UNARY_GRAD_PARAMS(HardSigmoidOp, hard_sigmoid, getAlpha().convertToFloat(),
                       getBeta().convertToFloat())
-AMP_UNARY_GRAD_PARAMS(ThresholdedReluOp, "thresholded_relu", getAlpha().convertToFloat(), 0.0f)
-AMP_UNARY_GRAD_PARAMS(ClipOp, "clip", getMin().convertToFloat(), getMax().convertToFloat())
+AMP_UNARY_GRAD_PARAMS(ThresholdedReluOp, thresholded_relu, getAlpha().convertToFloat(), 0.0f)
+AMP_UNARY_GRAD_PARAMS(ClipOp, clip, getMin().convertToFloat(), getMax().convertToFloat())
 #undef AMP_UNARY_GRAD_PARAMS
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
@@ -183,16 +183,18 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVect
     og.assign(1, Value());
     return success();
   }
-  return unaryGrad(b, *this, rg, og, "relu");
+  return unaryGrad(b, *this, rg, og, UnaryKind::relu);
 }
 
 LogicalResult LeakyReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, "leaky_relu", getAlpha().convertToFloat());
+  return unaryGrad(b, *this, rg, og, UnaryKind::leaky_relu, getAlpha().convertToFloat());
 }
 
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, getApproximate() == "tanh" ? "gelu_tanh" : "gelu");
+  return unaryGrad(b, *this, rg, og,
+                   getApproximate() == GeluApproximation::tanh ? UnaryKind::gelu_tanh
+                                                               : UnaryKind::gelu);
 }
 
 LogicalResult IdentityOp::buildGradients(OpBuilder &, ArrayRef<Value> rg,
@@ -362,7 +364,7 @@ LogicalResult ConvTransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (!rg[0])
     return success();
   Location loc = getLoc();
-  StringAttr notSet = b.getStringAttr("NOTSET");
+  auto notSet = AutoPadAttr::get(b.getContext(), AutoPad::NOTSET);
   og[0] = ConvOp::create(b, loc, rg[0], getW(), Value(), notSet, getDilationsAttr(), getGroupAttr(),
                          getKernelShapeAttr(), getPadsAttr(), getStridesAttr(), getAccumulateAttr())
               .getOutput();

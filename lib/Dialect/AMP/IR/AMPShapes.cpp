@@ -254,13 +254,6 @@ LogicalResult CeluOp::verify() {
   return success();
 }
 
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
-  return success();
-}
-
 //===----------------------------------------------------------------------===//
 // Matrix products and convolution
 //===----------------------------------------------------------------------===//

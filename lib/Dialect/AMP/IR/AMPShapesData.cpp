@@ -319,11 +319,6 @@ LogicalResult GridSampleOp::inferReturnTypes(MLIRContext *, std::optional<Locati
   if (failed(verifyCompatibleShape(ArrayRef<int64_t>{x->getDimSize(0)},
                                    ArrayRef<int64_t>{g->getDimSize(0)})))
     return r.fail("x and grid differ in batch");
-  StringRef mode = adaptor.getMode(), pad = adaptor.getPaddingMode();
-  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
-    return r.fail("mode '", mode.str(), "' is not bilinear, nearest or bicubic");
-  if (pad != "zeros" && pad != "border" && pad != "reflection")
-    return r.fail("padding_mode '", pad.str(), "' is not zeros, border or reflection");
   types.push_back(RankedTensorType::get(
       {x->getDimSize(0), x->getDimSize(1), g->getDimSize(1), g->getDimSize(2)},
       x->getElementType()));

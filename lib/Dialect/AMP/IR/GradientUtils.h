@@ -72,13 +72,14 @@ inline Value transposeLast2(OpBuilder &b, Location loc, Value v) {
 }
 
 inline LogicalResult unaryGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
-                               SmallVectorImpl<Value> &og, StringRef kind, float alpha = 0.0f,
+                               SmallVectorImpl<Value> &og, UnaryKind kind, float alpha = 0.0f,
                                float beta = 0.0f) {
   og.assign(op->getNumOperands(), Value());
   if (!rg[0])
     return success();
-  og[0] = UnaryGradOp::create(b, op->getLoc(), op->getOperand(0), rg[0], b.getStringAttr(kind),
-                              b.getF32FloatAttr(alpha), b.getF32FloatAttr(beta));
+  og[0] = UnaryGradOp::create(b, op->getLoc(), op->getOperand(0), rg[0],
+                              UnaryKindAttr::get(b.getContext(), kind), b.getF32FloatAttr(alpha),
+                              b.getF32FloatAttr(beta));
   return success();
 }
 

@@ -132,7 +132,7 @@ inline FailureOr<SmallVector<int64_t>> broadcast(const Rules &r, ArrayRef<int64_
 
 /// The sizes of the spatial output dims of a convolution or pooling window.
 struct WindowAttrs {
-  StringRef autoPad;
+  AutoPad autoPad;
   ArrayRef<int64_t> kernel;
   std::optional<ArrayRef<int64_t>> strides, dilations, pads;
   bool ceilMode = false;
@@ -161,13 +161,9 @@ inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r, ArrayRef<int
   for (int64_t k : w.kernel)
     if (k < 1)
       return r.fail("kernel_shape entries must be >= 1, got ", k);
-  StringRef ap = w.autoPad;
-  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
-    return r.fail("auto_pad must be NOTSET, VALID, SAME_UPPER or "
-                  "SAME_LOWER, got \"",
-                  ap, "\"");
-  if (ap != "NOTSET" && w.pads && llvm::any_of(*w.pads, [](int64_t p) { return p != 0; }))
-    return r.fail("pads must not be given with auto_pad ", ap);
+  AutoPad ap = w.autoPad;
+  if (ap != AutoPad::NOTSET && w.pads && llvm::any_of(*w.pads, [](int64_t p) { return p != 0; }))
+    return r.fail("pads must not be given with auto_pad ", stringifyAutoPad(ap));
 
   SmallVector<int64_t> out;
   for (size_t i = 0; i < n; ++i) {
@@ -179,12 +175,12 @@ inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r, ArrayRef<int
       out.push_back(kDyn);
       continue;
     }
-    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    if (ap == AutoPad::SAME_UPPER || ap == AutoPad::SAME_LOWER) {
       out.push_back(llvm::divideCeil(in, s));
       continue;
     }
     int64_t padded = in;
-    if (ap == "NOTSET" && w.pads)
+    if (ap == AutoPad::NOTSET && w.pads)
       padded += (*w.pads)[i] + (*w.pads)[i + n];
     if (padded < k)
       return r.fail("spatial dim ", i, " (", in, ", ", padded,
@@ -193,7 +189,7 @@ inline FailureOr<SmallVector<int64_t>> windowOutput(const Rules &r, ArrayRef<int
     int64_t o = (w.ceilMode ? llvm::divideCeil(span, s) : span / s) + 1;
     // Ceil mode: a window that would start inside the end padding is
     // dropped (ONNX >= 1.16 and PyTorch agree on this).
-    if (w.ceilMode && ap == "NOTSET" && (o - 1) * s >= in + (w.pads ? (*w.pads)[i] : 0))
+    if (w.ceilMode && ap == AutoPad::NOTSET && (o - 1) * s >= in + (w.pads ? (*w.pads)[i] : 0))
       --o;
     out.push_back(o);
   }
@@ -211,19 +207,11 @@ inline LogicalResult checkAccumulate(const Rules &r, std::optional<Type> acc, Ty
   return success();
 }
 
-inline LogicalResult checkReduction(const Rules &r, StringRef reduction) {
-  if (reduction == "mean" || reduction == "sum" || reduction == "none")
-    return success();
-  return r.fail("reduction must be \"mean\", \"sum\" or \"none\", got \"", reduction, "\"");
-}
-
 /// Shared rule of the two classification losses: scores [N, C, D...],
 /// labels [N, D...], weights [C].
 inline FailureOr<Type> lossType(const Rules &r, RankedTensorType scores, RankedTensorType labels,
-                                Value weights, StringRef reduction, StringRef scoresName,
+                                Value weights, Reduction reduction, StringRef scoresName,
                                 StringRef labelsName) {
-  if (failed(checkReduction(r, reduction)))
-    return failure();
   if (scores.getRank() < 2)
     return r.fail("'", scoresName, "' must be [N, C, ...], got rank ", scores.getRank());
   if (labels.getRank() != scores.getRank() - 1)
@@ -244,7 +232,7 @@ inline FailureOr<Type> lossType(const Rules &r, RankedTensorType scores, RankedT
     if (failed(r.sameElementType(w, scores, "weights", scoresName)))
       return failure();
   }
-  if (reduction == "none")
+  if (reduction == Reduction::none)
     return Type(RankedTensorType::get(labels.getShape(), scores.getElementType()));
   return Type(RankedTensorType::get({}, scores.getElementType()));
 }

@@ -27,6 +27,7 @@ def AMP_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 #endif // AMP_DIALECT_AMP_IR_AMPDIALECT_TD

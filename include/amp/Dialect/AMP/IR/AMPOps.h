@@ -34,6 +34,11 @@ Operation *createWithInferredTypes(OpBuilder &b, Location loc, StringRef name, V
 
 } // namespace mlir::amp
 
+#include "amp/Dialect/AMP/IR/AMPEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "amp/Dialect/AMP/IR/AMPAttrs.h.inc"
+
 #include "amp/Dialect/AMP/IR/AMPInterfaces.h.inc"
 
 #define GET_OP_CLASSES

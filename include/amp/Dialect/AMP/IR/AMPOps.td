@@ -12,6 +12,7 @@
 #define AMP_DIALECT_AMP_IR_AMPOPS_TD
 
 include "amp/Dialect/AMP/IR/AMPDialect.td"
+include "amp/Dialect/AMP/IR/AMPEnums.td"
 include "amp/Dialect/AMP/IR/AMPInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -134,7 +135,7 @@ def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_Gra
   }];
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$w,
                    Optional<AMP_FloatTensor>:$bias,
-                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<AMP_AutoPadAttr, "::mlir::amp::AutoPad::NOTSET">:$auto_pad,
                    OptionalAttr<DenseI64ArrayAttr>:$dilations,
                    DefaultValuedAttr<I64Attr, "1">:$group,
                    OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
@@ -216,7 +217,7 @@ def AMP_MaxPoolOp : AMP_InferredOp<"max_pool", [Pure, DeclareOpInterfaceMethods<
     lowering may skip computing it when it has no users.
   }];
   let arguments = (ins AMP_NumTensor:$x,
-                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<AMP_AutoPadAttr, "::mlir::amp::AutoPad::NOTSET">:$auto_pad,
                    DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
                    OptionalAttr<DenseI64ArrayAttr>:$dilations,
                    DenseI64ArrayAttr:$kernel_shape,
@@ -229,7 +230,7 @@ def AMP_MaxPoolOp : AMP_InferredOp<"max_pool", [Pure, DeclareOpInterfaceMethods<
 def AMP_AveragePoolOp : AMP_InferredOp<"average_pool", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
   let summary = "Average pooling, NCHW layout (ONNX AveragePool)";
   let arguments = (ins AMP_FloatTensor:$x,
-                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<AMP_AutoPadAttr, "::mlir::amp::AutoPad::NOTSET">:$auto_pad,
                    DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
                    DefaultValuedAttr<BoolAttr, "false">:$count_include_pad,
                    OptionalAttr<DenseI64ArrayAttr>:$dilations,
@@ -575,10 +576,9 @@ def AMP_SignOp : AMP_UnaryOp<"sign", AMP_FloatTensor, [DeclareOpInterfaceMethods
 }
 
 def AMP_GeluOp : AMP_UnaryOp<"gelu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
-  let summary = "x * Phi(x); `approximate` is \"none\" (erf) or \"tanh\"";
+  let summary = "x * Phi(x); `approximate` is none (erf) or tanh";
   let arguments = (ins AMP_FloatTensor:$input,
-                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
-  let hasVerifier = 1;
+                   DefaultValuedAttr<AMP_GeluApproximationAttr, "::mlir::amp::GeluApproximation::none">:$approximate);
 }
 
 def AMP_SoftmaxOp : AMP_UnaryOp<"softmax", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
@@ -636,8 +636,8 @@ def AMP_GridSampleOp : AMP_InferredOp<"grid_sample", [Pure, DeclareOpInterfaceMe
     nearest).
   }];
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$grid,
-                   DefaultValuedStrAttr<StrAttr, "bilinear">:$mode,
-                   DefaultValuedStrAttr<StrAttr, "zeros">:$padding_mode,
+                   DefaultValuedAttr<AMP_GridSampleModeAttr, "::mlir::amp::GridSampleMode::bilinear">:$mode,
+                   DefaultValuedAttr<AMP_GridSamplePaddingAttr, "::mlir::amp::GridSamplePadding::zeros">:$padding_mode,
                    DefaultValuedAttr<BoolAttr, "false">:$align_corners);
   let results = (outs AMP_FloatTensor:$output);
 }
@@ -645,8 +645,8 @@ def AMP_GridSampleOp : AMP_InferredOp<"grid_sample", [Pure, DeclareOpInterfaceMe
 def AMP_GridSampleGradOp : AMP_InferredOp<"grid_sample_grad", [Pure]> {
   let summary = "Gradients of amp.grid_sample for x and the grid";
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$grid, AMP_FloatTensor:$dy,
-                   DefaultValuedStrAttr<StrAttr, "bilinear">:$mode,
-                   DefaultValuedStrAttr<StrAttr, "zeros">:$padding_mode,
+                   DefaultValuedAttr<AMP_GridSampleModeAttr, "::mlir::amp::GridSampleMode::bilinear">:$mode,
+                   DefaultValuedAttr<AMP_GridSamplePaddingAttr, "::mlir::amp::GridSamplePadding::zeros">:$padding_mode,
                    DefaultValuedAttr<BoolAttr, "false">:$align_corners);
   let results = (outs AMP_FloatTensor:$dx, AMP_FloatTensor:$dgrid);
 }
@@ -702,13 +702,14 @@ def AMP_SoftmaxCrossEntropyLossOp
   let summary = "Cross entropy of softmax(scores) against class labels";
   let description = [{
     ONNX SoftmaxCrossEntropyLoss. scores [N, C, D1..Dk], labels [N, D1..Dk],
-    optional class weights [C]. `reduction` is "mean" (weighted mean over
-    the labels not equal to `ignore_index`), "sum" or "none". The second
+    optional class weights [C]. `reduction` is mean (weighted mean over
+    the labels not equal to `ignore_index`; `#amp.reduction<mean>`), sum or
+    none. The second
     result is log_softmax(scores) along C.
   }];
   let arguments = (ins AMP_FloatTensor:$scores, AMP_IndexTensor:$labels,
                    Optional<AMP_FloatTensor>:$weights,
-                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   DefaultValuedAttr<AMP_ReductionAttr, "::mlir::amp::Reduction::mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AMP_FloatTensor:$loss, AMP_FloatTensor:$log_prob);
 }
@@ -717,7 +718,7 @@ def AMP_NLLLossOp : AMP_InferredOp<"nll_loss", [Pure, DeclareOpInterfaceMethods<
   let summary = "Negative log likelihood (ONNX NegativeLogLikelihoodLoss)";
   let arguments = (ins AMP_FloatTensor:$input, AMP_IndexTensor:$target,
                    Optional<AMP_FloatTensor>:$weight,
-                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   DefaultValuedAttr<AMP_ReductionAttr, "::mlir::amp::Reduction::mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AMP_FloatTensor:$loss);
 }
@@ -737,7 +738,7 @@ def AMP_UnaryGradOp : AMP_Op<"unary_grad", [Pure, AllTypesMatch<["x", "dy", "dx"
     tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh.
     x is the forward input.
   }];
-  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy, StrAttr:$kind,
+  let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy, AMP_UnaryKindAttr:$kind,
                    DefaultValuedAttr<F32Attr, "0.0f">:$alpha,
                    DefaultValuedAttr<F32Attr, "0.0f">:$beta);
   let results = (outs AMP_FloatTensor:$dx);
@@ -758,12 +759,12 @@ def AMP_SoftmaxCrossEntropyLossGradOp
   let summary = "d loss / d scores of softmax_cross_entropy_loss";
   let description = [{
     (softmax(scores) - onehot(labels)) * weight(label) * dloss, divided by
-    the summed weights for reduction "mean"; ignored labels give 0. dloss is
-    a scalar for "mean" / "sum" and [N, D...] for "none".
+    the summed weights for reduction mean; ignored labels give 0. dloss is
+    a scalar for mean / sum and [N, D...] for none.
   }];
   let arguments = (ins AMP_FloatTensor:$log_prob, AMP_IndexTensor:$labels,
                    Optional<AMP_FloatTensor>:$weights, AMP_FloatTensor:$dloss,
-                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   DefaultValuedAttr<AMP_ReductionAttr, "::mlir::amp::Reduction::mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AMP_FloatTensor:$dscores);
   let assemblyFormat = "$log_prob `,` $labels `,` $dloss (`weights` $weights^)? attr-dict `:` functional-type(operands, results)";
@@ -776,7 +777,7 @@ def AMP_ConvGradOp : AMP_InferredOp<"conv_grad", [Pure]> {
     uses are not computed by the runtime.
   }];
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$w, AMP_FloatTensor:$dy,
-                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<AMP_AutoPadAttr, "::mlir::amp::AutoPad::NOTSET">:$auto_pad,
                    OptionalAttr<DenseI64ArrayAttr>:$dilations,
                    DefaultValuedAttr<I64Attr, "1">:$group,
                    OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
@@ -811,7 +812,7 @@ def AMP_MaxPoolGradOp : AMP_InferredOp<"max_pool_grad", [Pure]> {
 def AMP_AveragePoolGradOp : AMP_InferredOp<"average_pool_grad", [Pure]> {
   let summary = "Gradient of amp.average_pool (its attributes; x gives the shape)";
   let arguments = (ins AMP_FloatTensor:$x, AMP_FloatTensor:$dy,
-                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<AMP_AutoPadAttr, "::mlir::amp::AutoPad::NOTSET">:$auto_pad,
                    DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
                    DefaultValuedAttr<BoolAttr, "false">:$count_include_pad,
                    OptionalAttr<DenseI64ArrayAttr>:$dilations,
@@ -840,7 +841,7 @@ def AMP_NLLLossGradOp : AMP_Op<"nll_loss_grad", [Pure, AllTypesMatch<["input", "
   }];
   let arguments = (ins AMP_FloatTensor:$input, AMP_IndexTensor:$target,
                    Optional<AMP_FloatTensor>:$weight, AMP_FloatTensor:$dloss,
-                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   DefaultValuedAttr<AMP_ReductionAttr, "::mlir::amp::Reduction::mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AMP_FloatTensor:$dinput);
   let assemblyFormat = "$input `,` $target `,` $dloss (`weight` $weight^)? attr-dict `:` functional-type(operands, results)";
@@ -901,7 +902,7 @@ def AMP_AdamUpdateOp : AMP_Op<"adam_update", [Pure,
                    DefaultValuedAttr<F32Attr, "1.0e-8f">:$eps,
                    DefaultValuedAttr<F32Attr, "0.0f">:$weight_decay,
                    DefaultValuedAttr<BoolAttr, "false">:$decoupled,
-                   DefaultValuedStrAttr<StrAttr, "torch">:$mode);
+                   DefaultValuedAttr<AMP_AdamModeAttr, "::mlir::amp::AdamMode::torch">:$mode);
   let results = (outs AMP_F32Tensor:$new_param, AMP_F32Tensor:$new_exp_avg,
                  AMP_F32Tensor:$new_exp_avg_sq);
   let assemblyFormat = [{
@@ -967,7 +968,8 @@ def AMP_UpdateScaleOp : AMP_Op<"update_scale", [Pure]> {
     min_scale) and growth_tracker = 0. Otherwise growth_tracker + 1, and when
     it reaches growth_interval the scale grows by growth_factor if the result
     is finite and the tracker restarts. An overflow at min_scale is an error
-    at run time (on_min_scale = "error") or a warning ("warn").
+    at run time (`on_min_scale = #amp.on_min_scale<error>`, the default) or
+    a warning (`#amp.on_min_scale<warn>`).
   }];
   let arguments = (ins AMP_ScaleTensor:$scale, AMP_StepTensor:$growth_tracker,
                    AMP_StepTensor:$hysteresis_left, AMP_FlagTensor:$found_inf,
@@ -976,7 +978,7 @@ def AMP_UpdateScaleOp : AMP_Op<"update_scale", [Pure]> {
                    DefaultValuedAttr<I64Attr, "2000">:$growth_interval,
                    DefaultValuedAttr<I64Attr, "1">:$hysteresis,
                    DefaultValuedAttr<F32Attr, "0.0f">:$min_scale,
-                   DefaultValuedAttr<StrAttr, "\"error\"">:$on_min_scale);
+                   DefaultValuedAttr<AMP_OnMinScaleAttr, "::mlir::amp::OnMinScale::error">:$on_min_scale);
   let results = (outs AMP_ScaleTensor:$new_scale, AMP_StepTensor:$new_growth_tracker,
                  AMP_StepTensor:$new_hysteresis_left);
   let assemblyFormat = [{
