@@ -114,7 +114,7 @@ LogicalResult handleConvGrad(NodeCtx &n) {
   auto in = tensorInputs(n, {1, 2, 0});
   if (failed(in))
     return failure();
-  return emitAll(n, ConvGradOp::getOperationName(), *in, attrs, 3);
+  return emitAll<ConvGradOp>(n, *in, attrs, 3);
 }
 
 /// MaxPoolGrad (dY, Indices): the shape of dX is the pooled input's, found
@@ -132,7 +132,7 @@ LogicalResult handleMaxPoolGradMS(NodeCtx &n) {
                   "' must be the Indices output of a MaxPool of this graph");
   if (dy->getType() != pool.getOutput().getType())
     return n.fail("dY must have the type of the MaxPool's output");
-  return emitAll(n, MaxPoolGradOp::getOperationName(), {pool.getX(), *dy, *idx}, {}, 1);
+  return emitAll<MaxPoolGradOp>(n, {pool.getX(), *dy, *idx}, {}, 1);
 }
 
 /// BatchNormInternal (X, scale, B, mean, var) -> Y, running mean / var,
@@ -163,10 +163,11 @@ LogicalResult handleBatchNormInternal(NodeCtx &n) {
   auto in = tensorInputs(n, {0, 1, 2, 3, 4});
   if (failed(in))
     return failure();
-  return emitAll(n, BatchNormOp::getOperationName(), *in,
-                 {named(n, "epsilon", f32(n, *eps)), named(n, "momentum", f32(n, *mom)),
-                  named(n, "training_mode", boolean(n, *tm != 0))},
-                 3);
+  return emitAll<BatchNormOp>(n, *in,
+                              {named(n, "epsilon", f32(n, *eps)),
+                               named(n, "momentum", f32(n, *mom)),
+                               named(n, "training_mode", boolean(n, *tm != 0))},
+                              3);
 }
 
 /// BatchNormalizationGrad (dY, X, scale, saved mean, saved inv std).
@@ -192,8 +193,7 @@ LogicalResult handleBatchNormGradMS(NodeCtx &n) {
     }
   if (!found)
     return n.fail("its saved statistics must come from a BatchNormInternal of the same X");
-  return emitAll(n, BatchNormGradOp::getOperationName(), *in, {named(n, "epsilon", f32(n, *eps))},
-                 3);
+  return emitAll<BatchNormGradOp>(n, *in, {named(n, "epsilon", f32(n, *eps))}, 3);
 }
 
 /// LayerNormalizationGrad (dY, X, scale, mean, inv_std_dev).
@@ -210,7 +210,7 @@ LogicalResult handleLayerNormGradMS(NodeCtx &n) {
                   " is not supported (the statistics are f32: stash_type 1)");
   int64_t rank = cast<RankedTensorType>((*in)[0].getType()).getRank();
   int64_t a = *axis < 0 ? *axis + rank : *axis;
-  return emitAll(n, LayerNormGradOp::getOperationName(), *in, {named(n, "axis", i64(n, a))}, 3);
+  return emitAll<LayerNormGradOp>(n, *in, {named(n, "axis", i64(n, a))}, 3);
 }
 
 /// DropoutGrad (dY, mask [, ratio [, training_mode]]): dY * mask / (1 - ratio).
@@ -263,8 +263,7 @@ LogicalResult handleFusedMatMul(NodeCtx &n) {
     for (int64_t i = 0; i < t.getRank(); ++i)
       perm.push_back(i);
     std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
-    auto op =
-        n.im.create(n, TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))}, 1);
+    auto op = n.im.tryCreate<TransposeOp>(n, {v}, {named(n, "perm", ints(n, perm))}, 1);
     if (failed(op))
       return failure();
     return (*op)->getResult(0);
@@ -282,7 +281,7 @@ LogicalResult handleFusedMatMul(NodeCtx &n) {
       return failure();
     y = *t;
   }
-  auto mm = n.im.create(n, MatMulOp::getOperationName(), {x, y}, {}, 1);
+  auto mm = n.im.tryCreate<MatMulOp>(n, {x, y}, {}, 1);
   if (failed(mm))
     return failure();
   Value r = (*mm)->getResult(0);
@@ -307,8 +306,8 @@ LogicalResult handleGatherGradMS(NodeCtx &n) {
     return failure();
   int64_t rank = (int64_t)shape->size();
   int64_t a = *axis < 0 ? *axis + rank : *axis;
-  return emitAll(n, GatherGradOp::getOperationName(), {*idx, *dy},
-                 {named(n, "shape", ints(n, *shape)), named(n, "axis", i64(n, a))}, 1);
+  return emitAll<GatherGradOp>(
+      n, {*idx, *dy}, {named(n, "shape", ints(n, *shape)), named(n, "axis", i64(n, a))}, 1);
 }
 
 /// InPlaceAccumulatorV2 (buffer, value [, overwrite_flag]) -> updated flag
@@ -334,7 +333,7 @@ LogicalResult handleInPlaceAccumulatorV2(NodeCtx &n) {
     auto ft = dyn_cast<RankedTensorType>(flag->getType());
     if (!ft || !ft.getElementType().isInteger(1) || ft.getNumElements() != 1)
       return n.fail("overwrite_flag must be one bool");
-    auto w = n.im.create(n, WhereOp::getOperationName(), {*flag, *val, sum}, {}, 1);
+    auto w = n.im.tryCreate<WhereOp>(n, {*flag, *val, sum}, {}, 1);
     if (failed(w))
       return failure();
     out = (*w)->getResult(0);

@@ -99,8 +99,7 @@ LogicalResult handleMomentum(NodeCtx &n) {
   size_t k = in->group[0].size();
   // beta' = T > 0 ? beta : 1; g = norm * X + G; V' = alpha V + beta' g;
   // X' = X - R * V' (standard) or X - R * (g + alpha V') (nesterov)
-  Value betaAdj =
-      e.op(WhereOp::getOperationName(), {in->tNonZero, e.cst(elt, *beta), e.cst(elt, 1.0)});
+  Value betaAdj = e.op<WhereOp>({in->tNonZero, e.cst(elt, *beta), e.cst(elt, 1.0)});
   for (size_t i = 0; i < k; ++i) {
     Value x = in->group[0][i], g0 = in->group[1][i], v = in->group[2][i];
     Value g = e.add(e.mul(e.cst(elt, *norm), x), g0);
@@ -130,10 +129,10 @@ LogicalResult handleAdam(NodeCtx &n) {
   size_t k = in->group[0].size();
   Value one = e.cst(elt, 1.0);
   // R' = T > 0 ? R sqrt(1 - beta^T) / (1 - alpha^T) : R
-  Value bt = e.op(PowOp::getOperationName(), {e.cst(elt, *beta), in->tf});
-  Value at = e.op(PowOp::getOperationName(), {e.cst(elt, *alpha), in->tf});
+  Value bt = e.op<PowOp>({e.cst(elt, *beta), in->tf});
+  Value at = e.op<PowOp>({e.cst(elt, *alpha), in->tf});
   Value corrected = e.div(e.mul(in->r, e.sqrt(e.sub(one, bt))), e.sub(one, at));
-  Value rAdj = e.op(WhereOp::getOperationName(), {in->tNonZero, corrected, in->r});
+  Value rAdj = e.op<WhereOp>({in->tNonZero, corrected, in->r});
   for (size_t i = 0; i < k; ++i) {
     Value x = in->group[0][i], g0 = in->group[1][i], v = in->group[2][i], h = in->group[3][i];
     // g = norm X + G; V' = alpha V + (1 - alpha) g; H' = beta H + (1 - beta) g^2;

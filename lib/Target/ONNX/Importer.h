@@ -197,6 +197,16 @@ struct Importer {
   /// Creates `opName` with inferred result types; errors name the node.
   FailureOr<Operation *> create(NodeCtx &n, llvm::StringRef opName, ValueRange operands,
                                 ArrayRef<NamedAttribute> attrs, unsigned numResults);
+  /// The typed form: an OpTy with inferred result types, or failure (the
+  /// rule's error, naming the node, already emitted).
+  template <typename OpTy>
+  FailureOr<OpTy> tryCreate(NodeCtx &n, ValueRange operands, ArrayRef<NamedAttribute> attrs = {},
+                            unsigned numResults = 1) {
+    FailureOr<Operation *> op = create(n, OpTy::getOperationName(), operands, attrs, numResults);
+    if (failed(op))
+      return failure();
+    return cast<OpTy>(*op);
+  }
 
   MLIRContext *ctx;
   std::string path, dir, fileName;
@@ -259,19 +269,42 @@ LogicalResult unary(NodeCtx &n, llvm::StringRef opName);
 Handler binaryOp(llvm::StringRef opName);
 Handler unaryOp(llvm::StringRef opName);
 
+// The same, typed: the op class names the op (simple<ReluOp>(n, {0})).
+template <typename OpTy>
+LogicalResult simple(NodeCtx &n, std::initializer_list<int> idx,
+                     SmallVector<NamedAttribute> attrs = {}) {
+  return simple(n, OpTy::getOperationName(), idx, std::move(attrs));
+}
+template <typename OpTy>
+LogicalResult emitAll(NodeCtx &n, ValueRange operands, ArrayRef<NamedAttribute> attrs,
+                      unsigned results) {
+  return emitAll(n, OpTy::getOperationName(), operands, attrs, results);
+}
+template <typename OpTy> LogicalResult binary(NodeCtx &n) {
+  return binary(n, OpTy::getOperationName());
+}
+template <typename OpTy> LogicalResult unary(NodeCtx &n) {
+  return unary(n, OpTy::getOperationName());
+}
+template <typename OpTy> Handler binaryOp() { return binaryOp(OpTy::getOperationName()); }
+template <typename OpTy> Handler unaryOp() { return unaryOp(OpTy::getOperationName()); }
+
 /// Element-wise ops built one after the other; the first failure sticks
 /// (`ok`), later calls return null values.
 struct Elementwise {
   NodeCtx &n;
   bool ok = true;
   Value op(llvm::StringRef name, ValueRange ins, ArrayRef<NamedAttribute> attrs = {});
+  template <typename OpTy> Value op(ValueRange ins, ArrayRef<NamedAttribute> attrs = {}) {
+    return op(OpTy::getOperationName(), ins, attrs);
+  }
   /// A rank-0 constant of element type `elt`.
   Value cst(Type elt, double v);
-  Value add(Value a, Value b) { return op(AddOp::getOperationName(), {a, b}); }
-  Value sub(Value a, Value b) { return op(SubOp::getOperationName(), {a, b}); }
-  Value mul(Value a, Value b) { return op(MulOp::getOperationName(), {a, b}); }
-  Value div(Value a, Value b) { return op(DivOp::getOperationName(), {a, b}); }
-  Value sqrt(Value a) { return op(SqrtOp::getOperationName(), {a}); }
+  Value add(Value a, Value b) { return op<AddOp>({a, b}); }
+  Value sub(Value a, Value b) { return op<SubOp>({a, b}); }
+  Value mul(Value a, Value b) { return op<MulOp>({a, b}); }
+  Value div(Value a, Value b) { return op<DivOp>({a, b}); }
+  Value sqrt(Value a) { return op<SqrtOp>({a}); }
 };
 
 /// Marks the amp ops a handler creates from here on with `amp.class`, the

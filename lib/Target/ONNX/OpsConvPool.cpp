@@ -55,7 +55,7 @@ LogicalResult handleConv(NodeCtx &n) {
       return failure();
     operands.push_back(*bias);
   }
-  auto op = n.im.create(n, ConvOp::getOperationName(), operands, attrs, 1);
+  auto op = n.im.tryCreate<ConvOp>(n, operands, attrs, 1);
   if (failed(op))
     return failure();
   n.setOutput(0, (*op)->getResult(0));
@@ -156,7 +156,7 @@ LogicalResult handleConvTranspose(NodeCtx &n) {
       named(n, "dilations", ints(n, dil)), named(n, "group", i64(n, *group)),
       named(n, "output_padding", ints(n, outPad)), named(n, "pads", ints(n, pads)),
       named(n, "strides", ints(n, strides))};
-  auto op = n.im.create(n, ConvTransposeOp::getOperationName(), operands, attrs, 1);
+  auto op = n.im.tryCreate<ConvTransposeOp>(n, operands, attrs, 1);
   if (failed(op))
     return failure();
   n.setOutput(0, (*op)->getResult(0));
@@ -177,7 +177,7 @@ LogicalResult handleMaxPool(NodeCtx &n) {
   auto x = n.input(0);
   if (failed(x))
     return failure();
-  auto op = n.im.create(n, MaxPoolOp::getOperationName(), {*x}, attrs, 2);
+  auto op = n.im.tryCreate<MaxPoolOp>(n, {*x}, attrs, 2);
   if (failed(op))
     return failure();
   n.setOutput(0, (*op)->getResult(0));
@@ -196,7 +196,7 @@ LogicalResult handleAveragePool(NodeCtx &n) {
   if (!n.attr("kernel_shape"))
     return n.fail("attribute 'kernel_shape' is required");
   attrs.push_back(named(n, "count_include_pad", boolean(n, *cip != 0)));
-  return simple(n, AveragePoolOp::getOperationName(), {0}, attrs);
+  return simple<AveragePoolOp>(n, {0}, attrs);
 }
 
 /// LRN: x * (bias + alpha * mean of x^2 over the channel window)^-beta, the
@@ -222,16 +222,14 @@ LogicalResult handleLRN(NodeCtx &n) {
   Type elt = xt.getElementType();
   ClassMark mark(n);
   Elementwise e{n};
-  Value sq = e.op(ReshapeOp::getOperationName(), {e.mul(*x, *x)},
-                  {named(n, "shape", ints(n, {N, 1, C, rest}))});
+  Value sq = e.op<ReshapeOp>({e.mul(*x, *x)}, {named(n, "shape", ints(n, {N, 1, C, rest}))});
   int64_t before = (*size - 1) / 2, after = *size - 1 - before;
-  Value avg = e.op(AveragePoolOp::getOperationName(), {sq},
-                   {named(n, "kernel_shape", ints(n, {*size, 1})),
-                    named(n, "pads", ints(n, {before, 0, after, 0})),
-                    named(n, "count_include_pad", boolean(n, true))});
-  avg = e.op(ReshapeOp::getOperationName(), {avg}, {named(n, "shape", ints(n, xt.getShape()))});
-  Value den = e.op(PowOp::getOperationName(),
-                   {e.add(e.mul(avg, e.cst(elt, *alpha)), e.cst(elt, *bias)), e.cst(elt, -*beta)});
+  Value avg = e.op<AveragePoolOp>({sq}, {named(n, "kernel_shape", ints(n, {*size, 1})),
+                                         named(n, "pads", ints(n, {before, 0, after, 0})),
+                                         named(n, "count_include_pad", boolean(n, true))});
+  avg = e.op<ReshapeOp>({avg}, {named(n, "shape", ints(n, xt.getShape()))});
+  Value den =
+      e.op<PowOp>({e.add(e.mul(avg, e.cst(elt, *alpha)), e.cst(elt, *bias)), e.cst(elt, -*beta)});
   Value y = e.mul(*x, den);
   if (!e.ok)
     return failure();
@@ -284,13 +282,11 @@ LogicalResult handleMaxUnpool(NodeCtx &n) {
   for (int64_t d : out)
     total *= d;
   Elementwise e{n};
-  Value fi = e.op(ReshapeOp::getOperationName(), {*idx},
-                  {named(n, "shape", ints(n, {xt.getNumElements()}))});
-  Value fx = e.op(ReshapeOp::getOperationName(), {*x},
-                  {named(n, "shape", ints(n, {xt.getNumElements()}))});
-  Value y = e.op(GatherElementsGradOp::getOperationName(), {fi, fx},
-                 {named(n, "shape", ints(n, {total})), named(n, "axis", i64(n, 0))});
-  y = e.op(ReshapeOp::getOperationName(), {y}, {named(n, "shape", ints(n, out))});
+  Value fi = e.op<ReshapeOp>({*idx}, {named(n, "shape", ints(n, {xt.getNumElements()}))});
+  Value fx = e.op<ReshapeOp>({*x}, {named(n, "shape", ints(n, {xt.getNumElements()}))});
+  Value y = e.op<GatherElementsGradOp>(
+      {fi, fx}, {named(n, "shape", ints(n, {total})), named(n, "axis", i64(n, 0))});
+  y = e.op<ReshapeOp>({y}, {named(n, "shape", ints(n, out))});
   SmallVector<int64_t> cur(out);
   for (int64_t i = 2; i < xt.getRank() && e.ok; ++i) {
     if (want[i] == cur[i])
@@ -301,7 +297,7 @@ LogicalResult handleMaxUnpool(NodeCtx &n) {
     Value z = arith::ConstantOp::create(
         n.im.b, n.loc, zt,
         DenseElementsAttr::get(zt, n.im.b.getFloatAttr(xt.getElementType(), 0.0)));
-    y = e.op(ConcatOp::getOperationName(), {y, z}, {named(n, "axis", i64(n, i))});
+    y = e.op<ConcatOp>({y, z}, {named(n, "axis", i64(n, i))});
     cur[i] = want[i];
   }
   if (!e.ok)
@@ -325,8 +321,8 @@ void registerConvPoolOps(OpRegistry &r) {
     SmallVector<int64_t> axes;
     for (int64_t a = 2; a < rank; ++a)
       axes.push_back(a);
-    return simple(n, ReduceMaxOp::getOperationName(), {0},
-                  {named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))});
+    return simple<ReduceMaxOp>(
+        n, {0}, {named(n, "axes", ints(n, axes)), named(n, "keepdims", boolean(n, true))});
   });
   r.on("LRN", 1, handleLRN);
   r.on("MaxUnpool", 9, handleMaxUnpool, {2});
@@ -337,7 +333,7 @@ void registerConvPoolOps(OpRegistry &r) {
   r.on("GlobalAveragePool", 1, [](NodeCtx &n) {
     if (failed(n.allowAttrs({})))
       return failure();
-    return simple(n, GlobalAveragePoolOp::getOperationName(), {0});
+    return simple<GlobalAveragePoolOp>(n, {0});
   });
 }
 } // namespace onnx_import

@@ -45,8 +45,7 @@ LogicalResult legacyBinary(NodeCtx &n, llvm::StringRef opName) {
       SmallVector<int64_t> shape(axis, 1);
       llvm::append_range(shape, bt.getShape());
       shape.resize(ra, 1);
-      auto r = n.im.create(n, ReshapeOp::getOperationName(), {rhs},
-                           {named(n, "shape", ints(n, shape))}, 1);
+      auto r = n.im.tryCreate<ReshapeOp>(n, {rhs}, {named(n, "shape", ints(n, shape))}, 1);
       if (failed(r))
         return failure();
       rhs = (*r)->getResult(0);
@@ -132,8 +131,8 @@ LogicalResult handleClip(NodeCtx &n) {
   if (failed(cl) || failed(ch))
     return failure();
   if (isa<FloatType>(elt) && *cl && *ch && !std::isnan(**cl) && !std::isnan(**ch))
-    return simple(n, ClipOp::getOperationName(), {0},
-                  {named(n, "min", f32(n, (float)**cl)), named(n, "max", f32(n, (float)**ch))});
+    return simple<ClipOp>(
+        n, {0}, {named(n, "min", f32(n, (float)**cl)), named(n, "max", f32(n, (float)**ch))});
   Value lo, hi;
   if (n.opset < 11) {
     Elementwise e{n};
@@ -210,13 +209,12 @@ LogicalResult handlePRelu(NodeCtx &n) {
     // Before opset 7 a slope of C values is per channel (dim 1).
     SmallVector<int64_t> shape(xt.getRank() - 1, 1);
     shape[0] = st.getDimSize(0);
-    s = e.op(ReshapeOp::getOperationName(), {s}, {named(n, "shape", ints(n, shape))});
+    s = e.op<ReshapeOp>({s}, {named(n, "shape", ints(n, shape))});
   }
   Value neg = e.mul(s, *x);
   if (neg && neg.getType() != x->getType())
     return n.fail("the slope does not broadcast to the input's shape (unidirectionally)");
-  Value r = e.op(WhereOp::getOperationName(),
-                 {e.op(GreaterOp::getOperationName(), {*x, e.cst(elt, 0.0)}), *x, neg});
+  Value r = e.op<WhereOp>({e.op<GreaterOp>({*x, e.cst(elt, 0.0)}), *x, neg});
   if (!e.ok)
     return failure();
   n.setOutput(0, r);
@@ -241,18 +239,17 @@ LogicalResult handleIsNaNOrInf(NodeCtx &n, bool inf) {
   if (!inf) {
     auto t = RankedTensorType::get({}, n.im.b.getI1Type());
     Value one = arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, true));
-    r = e.op(XorOp::getOperationName(), {e.op(EqualOp::getOperationName(), {*x, *x}), one});
+    r = e.op<XorOp>({e.op<EqualOp>({*x, *x}), one});
   } else {
     double big = std::numeric_limits<double>::infinity();
-    Value p = *pos ? e.op(EqualOp::getOperationName(), {*x, e.cst(elt, big)}) : Value();
-    Value m = *neg ? e.op(EqualOp::getOperationName(), {*x, e.cst(elt, -big)}) : Value();
+    Value p = *pos ? e.op<EqualOp>({*x, e.cst(elt, big)}) : Value();
+    Value m = *neg ? e.op<EqualOp>({*x, e.cst(elt, -big)}) : Value();
     if (p && m)
-      r = e.op(OrOp::getOperationName(), {p, m});
+      r = e.op<OrOp>({p, m});
     else if (p || m)
       r = p ? p : m;
     else // neither side: all false
-      r = e.op(XorOp::getOperationName(), {e.op(EqualOp::getOperationName(), {*x, *x}),
-                                           e.op(EqualOp::getOperationName(), {*x, *x})});
+      r = e.op<XorOp>({e.op<EqualOp>({*x, *x}), e.op<EqualOp>({*x, *x})});
   }
   if (!e.ok || !r)
     return failure();
@@ -304,12 +301,10 @@ LogicalResult handleShrink(NodeCtx &n) {
   auto xt = cast<RankedTensorType>(x->getType());
   Value zeros = arith::ConstantOp::create(
       n.im.b, n.loc, xt, DenseElementsAttr::get(xt, n.im.b.getFloatAttr(elt, 0.0)));
-  Value hi = e.op(WhereOp::getOperationName(),
-                  {e.op(GreaterOp::getOperationName(), {*x, e.cst(elt, *lambd)}),
-                   e.sub(*x, e.cst(elt, *bias)), zeros});
-  Value y = e.op(WhereOp::getOperationName(),
-                 {e.op(LessOp::getOperationName(), {*x, e.cst(elt, -*lambd)}),
-                  e.add(*x, e.cst(elt, *bias)), hi});
+  Value hi = e.op<WhereOp>(
+      {e.op<GreaterOp>({*x, e.cst(elt, *lambd)}), e.sub(*x, e.cst(elt, *bias)), zeros});
+  Value y =
+      e.op<WhereOp>({e.op<LessOp>({*x, e.cst(elt, -*lambd)}), e.add(*x, e.cst(elt, *bias)), hi});
   if (!e.ok)
     return failure();
   n.setOutput(0, y);
@@ -325,7 +320,7 @@ LogicalResult handleNot(NodeCtx &n) {
     return failure();
   auto t = RankedTensorType::get({}, n.im.b.getI1Type());
   Value one = arith::ConstantOp::create(n.im.b, n.loc, t, DenseElementsAttr::get(t, true));
-  return emitAll(n, XorOp::getOperationName(), {*x, one}, {}, 1);
+  return emitAll<XorOp>(n, {*x, one}, {}, 1);
 }
 
 /// Neg: -x, as x * -1 (exact).
@@ -362,33 +357,33 @@ void registerElementwiseOps(OpRegistry &r) {
   r.on("Mul", 1, legacyBinaryOp(MulOp::getOperationName()));
   r.on("Div", 1, legacyBinaryOp(DivOp::getOperationName()));
   r.on("Pow", 1, legacyBinaryOp(PowOp::getOperationName()));
-  r.on("Sqrt", 1, unaryOp(SqrtOp::getOperationName()));
-  r.on("Exp", 1, unaryOp(ExpOp::getOperationName()));
-  r.on("Log", 1, unaryOp(LogOp::getOperationName()));
-  r.on("Erf", 9, unaryOp(ErfOp::getOperationName()));
-  r.on("Tanh", 1, unaryOp(TanhOp::getOperationName()));
-  r.on("Sigmoid", 1, unaryOp(SigmoidOp::getOperationName()));
-  r.on("Abs", 1, unaryOp(AbsOp::getOperationName()));
-  r.on("Reciprocal", 1, unaryOp(ReciprocalOp::getOperationName()));
-  r.on("Softplus", 1, unaryOp(SoftplusOp::getOperationName()));
-  r.on("Relu", 1, unaryOp(ReluOp::getOperationName()));
-  r.on("HardSwish", 14, unaryOp(HardSwishOp::getOperationName()));
-  r.on("Softsign", 1, unaryOp(SoftsignOp::getOperationName()));
-  r.on("Sin", 7, unaryOp(SinOp::getOperationName()));
-  r.on("Cos", 7, unaryOp(CosOp::getOperationName()));
-  r.on("Tan", 7, unaryOp(TanOp::getOperationName()));
-  r.on("Asin", 7, unaryOp(AsinOp::getOperationName()));
-  r.on("Acos", 7, unaryOp(AcosOp::getOperationName()));
-  r.on("Atan", 7, unaryOp(AtanOp::getOperationName()));
-  r.on("Sinh", 9, unaryOp(SinhOp::getOperationName()));
-  r.on("Cosh", 9, unaryOp(CoshOp::getOperationName()));
-  r.on("Asinh", 9, unaryOp(AsinhOp::getOperationName()));
-  r.on("Acosh", 9, unaryOp(AcoshOp::getOperationName()));
-  r.on("Atanh", 9, unaryOp(AtanhOp::getOperationName()));
-  r.on("Floor", 1, unaryOp(FloorOp::getOperationName()));
-  r.on("Ceil", 1, unaryOp(CeilOp::getOperationName()));
-  r.on("Round", 11, unaryOp(RoundOp::getOperationName()));
-  r.on("Sign", 9, unaryOp(SignOp::getOperationName()));
+  r.on("Sqrt", 1, unaryOp<SqrtOp>());
+  r.on("Exp", 1, unaryOp<ExpOp>());
+  r.on("Log", 1, unaryOp<LogOp>());
+  r.on("Erf", 9, unaryOp<ErfOp>());
+  r.on("Tanh", 1, unaryOp<TanhOp>());
+  r.on("Sigmoid", 1, unaryOp<SigmoidOp>());
+  r.on("Abs", 1, unaryOp<AbsOp>());
+  r.on("Reciprocal", 1, unaryOp<ReciprocalOp>());
+  r.on("Softplus", 1, unaryOp<SoftplusOp>());
+  r.on("Relu", 1, unaryOp<ReluOp>());
+  r.on("HardSwish", 14, unaryOp<HardSwishOp>());
+  r.on("Softsign", 1, unaryOp<SoftsignOp>());
+  r.on("Sin", 7, unaryOp<SinOp>());
+  r.on("Cos", 7, unaryOp<CosOp>());
+  r.on("Tan", 7, unaryOp<TanOp>());
+  r.on("Asin", 7, unaryOp<AsinOp>());
+  r.on("Acos", 7, unaryOp<AcosOp>());
+  r.on("Atan", 7, unaryOp<AtanOp>());
+  r.on("Sinh", 9, unaryOp<SinhOp>());
+  r.on("Cosh", 9, unaryOp<CoshOp>());
+  r.on("Asinh", 9, unaryOp<AsinhOp>());
+  r.on("Acosh", 9, unaryOp<AcoshOp>());
+  r.on("Atanh", 9, unaryOp<AtanhOp>());
+  r.on("Floor", 1, unaryOp<FloorOp>());
+  r.on("Ceil", 1, unaryOp<CeilOp>());
+  r.on("Round", 11, unaryOp<RoundOp>());
+  r.on("Sign", 9, unaryOp<SignOp>());
   r.on("Elu", 1,
        [](NodeCtx &n) { return unaryWithAttrs(n, EluOp::getOperationName(), {{"alpha", 1.0f}}); });
   r.on("Celu", 12, [](NodeCtx &n) {
@@ -408,28 +403,28 @@ void registerElementwiseOps(OpRegistry &r) {
   r.on("ThresholdedRelu", 10, [](NodeCtx &n) {
     return unaryWithAttrs(n, ThresholdedReluOp::getOperationName(), {{"alpha", 1.0f}});
   });
-  r.on("Equal", 7, binaryOp(EqualOp::getOperationName()));
-  r.on("Less", 7, binaryOp(LessOp::getOperationName()));
-  r.on("LessOrEqual", 12, binaryOp(LessEqualOp::getOperationName()));
-  r.on("Greater", 7, binaryOp(GreaterOp::getOperationName()));
-  r.on("GreaterOrEqual", 12, binaryOp(GreaterEqualOp::getOperationName()));
-  r.on("And", 7, binaryOp(AndOp::getOperationName()));
-  r.on("Or", 7, binaryOp(OrOp::getOperationName()));
-  r.on("Xor", 7, binaryOp(XorOp::getOperationName()));
+  r.on("Equal", 7, binaryOp<EqualOp>());
+  r.on("Less", 7, binaryOp<LessOp>());
+  r.on("LessOrEqual", 12, binaryOp<LessEqualOp>());
+  r.on("Greater", 7, binaryOp<GreaterOp>());
+  r.on("GreaterOrEqual", 12, binaryOp<GreaterEqualOp>());
+  r.on("And", 7, binaryOp<AndOp>());
+  r.on("Or", 7, binaryOp<OrOp>());
+  r.on("Xor", 7, binaryOp<XorOp>());
   r.on("Not", 1, handleNot);
   r.on("PRelu", 1, handlePRelu);
   r.on("IsNaN", 9, [](NodeCtx &n) { return handleIsNaNOrInf(n, false); });
   r.on("IsInf", 10, [](NodeCtx &n) { return handleIsNaNOrInf(n, true); });
   r.on("Mean", 6, handleMean);
   r.on("Shrink", 9, handleShrink);
-  r.on("Identity", 1, unaryOp(IdentityOp::getOperationName()));
+  r.on("Identity", 1, unaryOp<IdentityOp>());
   r.on("LeakyRelu", 1, [](NodeCtx &n) {
     if (failed(n.allowAttrs({"alpha", "consumed_inputs"})))
       return failure();
     auto alpha = n.getFloat("alpha", 0.01f);
     if (failed(alpha))
       return failure();
-    return simple(n, LeakyReluOp::getOperationName(), {0}, {named(n, "alpha", f32(n, *alpha))});
+    return simple<LeakyReluOp>(n, {0}, {named(n, "alpha", f32(n, *alpha))});
   });
   r.on("Gelu", 20, [](NodeCtx &n) {
     if (failed(n.allowAttrs({"approximate"})))
@@ -440,12 +435,12 @@ void registerElementwiseOps(OpRegistry &r) {
     auto attr = enumAttr<GeluApproximationAttr>(n, "approximate", *ap);
     if (failed(attr))
       return failure();
-    return simple(n, GeluOp::getOperationName(), {0}, {named(n, "approximate", *attr)});
+    return simple<GeluOp>(n, {0}, {named(n, "approximate", *attr)});
   });
   r.on("Where", 9, [](NodeCtx &n) {
     if (failed(n.allowAttrs({})))
       return failure();
-    return simple(n, WhereOp::getOperationName(), {0, 1, 2});
+    return simple<WhereOp>(n, {0, 1, 2});
   });
   // (Folded at import on integer constants: shape arithmetic.)
   r.on("Mod", 10, [](NodeCtx &n) -> LogicalResult {

@@ -42,20 +42,19 @@ static Value scatterAlong(NodeCtx &n, Elementwise &e, Value data, Value indices,
       positions.push_back(float(i + 1));
     Value pos = arith::ConstantOp::create(b, n.loc, pt,
                                           DenseElementsAttr::get(pt, ArrayRef<float>(positions)));
-    Value at = e.op(GatherElementsGradOp::getOperationName(), {indices, pos}, attrs);
-    Value hit = e.op(GreaterOp::getOperationName(), {at, e.cst(b.getF32Type(), 0.0)});
-    Value from = e.op(WhereOp::getOperationName(),
-                      {hit, e.sub(at, e.cst(b.getF32Type(), 1.0)), e.cst(b.getF32Type(), 0.0)});
+    Value at = e.op<GatherElementsGradOp>({indices, pos}, attrs);
+    Value hit = e.op<GreaterOp>({at, e.cst(b.getF32Type(), 0.0)});
+    Value from =
+        e.op<WhereOp>({hit, e.sub(at, e.cst(b.getF32Type(), 1.0)), e.cst(b.getF32Type(), 0.0)});
     if (!e.ok)
       return Value();
     from = CastOp::create(b, n.loc, RankedTensorType::get(dt.getShape(), b.getI64Type()), from)
                .getResult();
-    Value flat =
-        e.op(ReshapeOp::getOperationName(), {updates}, {named(n, "shape", ints(n, {count}))});
-    Value vals = e.op(GatherOp::getOperationName(), {flat, from}, {named(n, "axis", i64(n, 0))});
-    return e.op(WhereOp::getOperationName(), {hit, vals, data});
+    Value flat = e.op<ReshapeOp>({updates}, {named(n, "shape", ints(n, {count}))});
+    Value vals = e.op<GatherOp>({flat, from}, {named(n, "axis", i64(n, 0))});
+    return e.op<WhereOp>({hit, vals, data});
   }
-  Value scattered = e.op(GatherElementsGradOp::getOperationName(), {indices, updates}, attrs);
+  Value scattered = e.op<GatherElementsGradOp>({indices, updates}, attrs);
   if (reduction == "add")
     return e.add(data, scattered);
   auto ut = cast<RankedTensorType>(updates.getType());
@@ -63,9 +62,9 @@ static Value scatterAlong(NodeCtx &n, Elementwise &e, Value data, Value indices,
   Value ones = arith::ConstantOp::create(
       n.im.b, n.loc, onesT,
       DenseElementsAttr::get(onesT, n.im.b.getFloatAttr(ut.getElementType(), 1.0)));
-  Value hits = e.op(GatherElementsGradOp::getOperationName(), {indices, ones}, attrs);
-  Value hit = e.op(GreaterOp::getOperationName(), {hits, e.cst(ut.getElementType(), 0.0)});
-  return e.op(WhereOp::getOperationName(), {hit, scattered, data});
+  Value hits = e.op<GatherElementsGradOp>({indices, ones}, attrs);
+  Value hit = e.op<GreaterOp>({hits, e.cst(ut.getElementType(), 0.0)});
+  return e.op<WhereOp>({hit, scattered, data});
 }
 
 /// ScatterElements (and the deprecated Scatter): reduction none or add.
@@ -115,10 +114,10 @@ static Value linearIndex(NodeCtx &n, Elementwise &e, Value indices, ArrayRef<int
   Value lin;
   int64_t stride = 1;
   for (int64_t j = k - 1; j >= 0; --j) {
-    Value comp = e.op(SliceOp::getOperationName(), {idx},
-                      {named(n, "starts", ints(n, {j})), named(n, "ends", ints(n, {j + 1})),
-                       named(n, "axes", ints(n, {r - 1}))});
-    comp = e.op(ReshapeOp::getOperationName(), {comp}, {named(n, "shape", ints(n, outer))});
+    Value comp =
+        e.op<SliceOp>({idx}, {named(n, "starts", ints(n, {j})), named(n, "ends", ints(n, {j + 1})),
+                              named(n, "axes", ints(n, {r - 1}))});
+    comp = e.op<ReshapeOp>({comp}, {named(n, "shape", ints(n, outer))});
     // stride * comp, comp counted from the end when negative, by a gather
     // from [0, stride, 2 stride, ...]: its range check names a component
     // out of range (which would otherwise land in another row).
@@ -128,7 +127,7 @@ static Value linearIndex(NodeCtx &n, Elementwise &e, Value indices, ArrayRef<int
       steps.push_back(v * stride);
     Value table = arith::ConstantOp::create(b, n.loc, tt,
                                             DenseElementsAttr::get(tt, ArrayRef<int64_t>(steps)));
-    Value term = e.op(GatherOp::getOperationName(), {table, comp}, {named(n, "axis", i64(n, 0))});
+    Value term = e.op<GatherOp>({table, comp}, {named(n, "axis", i64(n, 0))});
     lin = lin ? e.add(lin, term) : term;
     stride *= dataShape[j];
   }
@@ -176,8 +175,8 @@ LogicalResult handleGatherND(NodeCtx &n) {
   }
   SmallVector<int64_t> flat{rows};
   llvm::append_range(flat, dt.getShape().drop_front(nb + k));
-  Value d2 = e.op(ReshapeOp::getOperationName(), {*data}, {named(n, "shape", ints(n, flat))});
-  Value y = e.op(GatherOp::getOperationName(), {d2, lin}, {named(n, "axis", i64(n, 0))});
+  Value d2 = e.op<ReshapeOp>({*data}, {named(n, "shape", ints(n, flat))});
+  Value y = e.op<GatherOp>({d2, lin}, {named(n, "axis", i64(n, 0))});
   if (!e.ok)
     return failure();
   n.setOutput(0, y);
@@ -217,16 +216,14 @@ LogicalResult handleScatterND(NodeCtx &n) {
     count *= it.getDimSize(j);
   Elementwise e{n};
   Value lin = linearIndex(n, e, *idx, dt.getShape());
-  lin = e.op(ReshapeOp::getOperationName(), {lin}, {named(n, "shape", ints(n, {count, 1}))});
-  lin = e.op(ExpandOp::getOperationName(), {lin}, {named(n, "shape", ints(n, {count, rest}))});
-  Value d2 =
-      e.op(ReshapeOp::getOperationName(), {*data}, {named(n, "shape", ints(n, {rows, rest}))});
-  Value u2 =
-      e.op(ReshapeOp::getOperationName(), {*upd}, {named(n, "shape", ints(n, {count, rest}))});
+  lin = e.op<ReshapeOp>({lin}, {named(n, "shape", ints(n, {count, 1}))});
+  lin = e.op<ExpandOp>({lin}, {named(n, "shape", ints(n, {count, rest}))});
+  Value d2 = e.op<ReshapeOp>({*data}, {named(n, "shape", ints(n, {rows, rest}))});
+  Value u2 = e.op<ReshapeOp>({*upd}, {named(n, "shape", ints(n, {count, rest}))});
   if (!e.ok)
     return failure();
   Value y = scatterAlong(n, e, d2, lin, u2, 0, *red);
-  y = e.op(ReshapeOp::getOperationName(), {y}, {named(n, "shape", ints(n, dt.getShape()))});
+  y = e.op<ReshapeOp>({y}, {named(n, "shape", ints(n, dt.getShape()))});
   if (!e.ok)
     return failure();
   n.setOutput(0, y);
@@ -257,8 +254,7 @@ LogicalResult handleCompress(NodeCtx &n) {
     len = xt.getDimSize(axis);
   } else {
     len = xt.getNumElements();
-    auto r =
-        n.im.create(n, ReshapeOp::getOperationName(), {in}, {named(n, "shape", ints(n, {len}))}, 1);
+    auto r = n.im.tryCreate<ReshapeOp>(n, {in}, {named(n, "shape", ints(n, {len}))}, 1);
     if (failed(r))
       return failure();
     in = (*r)->getResult(0);
@@ -274,7 +270,7 @@ LogicalResult handleCompress(NodeCtx &n) {
   auto it = RankedTensorType::get({(int64_t)keep.size()}, n.im.b.getI64Type());
   Value idx = arith::ConstantOp::create(n.im.b, n.loc, it,
                                         DenseElementsAttr::get(it, ArrayRef<int64_t>(keep)));
-  return emitAll(n, GatherOp::getOperationName(), {in, idx}, {named(n, "axis", i64(n, axis))}, 1);
+  return emitAll<GatherOp>(n, {in, idx}, {named(n, "axis", i64(n, axis))}, 1);
 }
 
 /// ReverseSequence with constant lengths: the batch and time axes moved to
@@ -309,12 +305,12 @@ LogicalResult handleReverseSequence(NodeCtx &n) {
   SmallVector<int64_t> flat{xt.getDimSize(0) * xt.getDimSize(1)};
   llvm::append_range(flat, xt.getShape().drop_front(2));
   Elementwise e{n};
-  Value r = e.op(ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, flat))});
+  Value r = e.op<ReshapeOp>({*x}, {named(n, "shape", ints(n, flat))});
   auto it = RankedTensorType::get({(int64_t)rows.size()}, n.im.b.getI64Type());
   Value idx = arith::ConstantOp::create(n.im.b, n.loc, it,
                                         DenseElementsAttr::get(it, ArrayRef<int64_t>(rows)));
-  Value g = e.op(GatherOp::getOperationName(), {r, idx}, {named(n, "axis", i64(n, 0))});
-  Value y = e.op(ReshapeOp::getOperationName(), {g}, {named(n, "shape", ints(n, xt.getShape()))});
+  Value g = e.op<GatherOp>({r, idx}, {named(n, "axis", i64(n, 0))});
+  Value y = e.op<ReshapeOp>({g}, {named(n, "shape", ints(n, xt.getShape()))});
   if (!e.ok)
     return failure();
   n.setOutput(0, y);
@@ -362,15 +358,13 @@ LogicalResult handleOneHot(NodeCtx &n) {
     i = CastOp::create(b, n.loc, RankedTensorType::get(it.getShape(), b.getI64Type()), i)
             .getResult();
   Elementwise e{n};
-  Value wrapped = e.op(WhereOp::getOperationName(),
-                       {e.op(LessOp::getOperationName(), {i, i64c(0)}), e.add(i, i64c(d)), i});
+  Value wrapped = e.op<WhereOp>({e.op<LessOp>({i, i64c(0)}), e.add(i, i64c(d)), i});
   if (!e.ok)
     return failure();
-  auto un = n.im.create(n, UnsqueezeOp::getOperationName(), {wrapped},
-                        {named(n, "axes", ints(n, {ax}))}, 1);
+  auto un = n.im.tryCreate<UnsqueezeOp>(n, {wrapped}, {named(n, "axes", ints(n, {ax}))}, 1);
   if (failed(un))
     return failure();
-  Value hot = e.op(EqualOp::getOperationName(), {(*un)->getResult(0), iotaAlong(n, d, ax, rank)});
+  Value hot = e.op<EqualOp>({(*un)->getResult(0), iotaAlong(n, d, ax, rank)});
   // off / on in the values' element type.
   auto elt = n.im.elementType((*values)->dtype, "values");
   if (failed(elt))
@@ -381,7 +375,7 @@ LogicalResult handleOneHot(NodeCtx &n) {
                                        : Attribute(IntegerAttr::get(*elt, (*values)->toInt64()[k]));
     return arith::ConstantOp::create(b, n.loc, st, DenseElementsAttr::get(st, a)).getResult();
   };
-  Value r = e.op(WhereOp::getOperationName(), {hot, scalar(1), scalar(0)});
+  Value r = e.op<WhereOp>({hot, scalar(1), scalar(0)});
   if (!e.ok)
     return failure();
   n.setOutput(0, r);
@@ -398,8 +392,7 @@ void registerIndexingOps(OpRegistry &r) {
     auto axis = n.getInt("axis", 0);
     if (failed(axis))
       return failure();
-    return simple(n, GatherElementsOp::getOperationName(), {0, 1},
-                  {named(n, "axis", i64(n, *axis))});
+    return simple<GatherElementsOp>(n, {0, 1}, {named(n, "axis", i64(n, *axis))});
   });
   r.on("Compress", 9, handleCompress, {1});
   r.on("ReverseSequence", 10, handleReverseSequence, {1});
@@ -413,7 +406,7 @@ void registerIndexingOps(OpRegistry &r) {
     auto axis = n.getInt("axis", 0);
     if (failed(axis))
       return failure();
-    return simple(n, GatherOp::getOperationName(), {0, 1}, {named(n, "axis", i64(n, *axis))});
+    return simple<GatherOp>(n, {0, 1}, {named(n, "axis", i64(n, *axis))});
   });
 }
 } // namespace onnx_import

@@ -22,11 +22,11 @@ LogicalResult handleGemm(NodeCtx &n) {
     operands.push_back(c);
   else if (n.hasInput(2))
     return failure();
-  auto op = n.im.create(n, GemmOp::getOperationName(), operands,
-                        {named(n, "alpha", f32(n, *alpha)), named(n, "beta", f32(n, *beta)),
-                         named(n, "trans_a", boolean(n, *ta != 0)),
-                         named(n, "trans_b", boolean(n, *tb != 0))},
-                        1);
+  auto op = n.im.tryCreate<GemmOp>(
+      n, operands,
+      {named(n, "alpha", f32(n, *alpha)), named(n, "beta", f32(n, *beta)),
+       named(n, "trans_a", boolean(n, *ta != 0)), named(n, "trans_b", boolean(n, *tb != 0))},
+      1);
   if (failed(op))
     return failure();
   n.setOutput(0, (*op)->getResult(0));
@@ -331,7 +331,7 @@ LogicalResult handleEinsum(NodeCtx &n) {
 } // namespace
 
 void registerMatMulOps(OpRegistry &r) {
-  r.on("MatMul", 1, binaryOp(MatMulOp::getOperationName()));
+  r.on("MatMul", 1, binaryOp<MatMulOp>());
   r.on("Einsum", 12, handleEinsum);
   r.on("Gemm", 1, handleGemm);
 }

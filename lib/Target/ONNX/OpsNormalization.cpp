@@ -45,10 +45,11 @@ LogicalResult handleBatchNorm(NodeCtx &n) {
   auto in = tensorInputs(n, {0, 1, 2, 3, 4});
   if (failed(in))
     return failure();
-  auto op = n.im.create(n, BatchNormOp::getOperationName(), *in,
-                        {named(n, "epsilon", f32(n, *eps)), named(n, "momentum", f32(n, *mom)),
-                         named(n, "training_mode", boolean(n, training))},
-                        3);
+  auto op = n.im.tryCreate<BatchNormOp>(n, *in,
+                                        {named(n, "epsilon", f32(n, *eps)),
+                                         named(n, "momentum", f32(n, *mom)),
+                                         named(n, "training_mode", boolean(n, training))},
+                                        3);
   if (failed(op))
     return failure();
   for (int i = 0; i < 3; ++i)
@@ -73,15 +74,14 @@ LogicalResult handleSoftmax(NodeCtx &n, llvm::StringRef opName) {
   if (!xt.hasStaticShape())
     return n.fail("opset < 13 Softmax with axis != rank - 1 needs a static "
                   "input shape");
-  auto flat =
-      n.im.create(n, FlattenOp::getOperationName(), {*x}, {named(n, "axis", i64(n, *axis))}, 1);
+  auto flat = n.im.tryCreate<FlattenOp>(n, {*x}, {named(n, "axis", i64(n, *axis))}, 1);
   if (failed(flat))
     return failure();
   auto sm = n.im.create(n, opName, {(*flat)->getResult(0)}, {named(n, "axis", i64(n, -1))}, 1);
   if (failed(sm))
     return failure();
-  auto back = n.im.create(n, ReshapeOp::getOperationName(), {(*sm)->getResult(0)},
-                          {named(n, "shape", ints(n, xt.getShape()))}, 1);
+  auto back = n.im.tryCreate<ReshapeOp>(n, {(*sm)->getResult(0)},
+                                        {named(n, "shape", ints(n, xt.getShape()))}, 1);
   if (failed(back))
     return failure();
   n.setOutput(0, (*back)->getResult(0));
@@ -104,10 +104,11 @@ LogicalResult handleLayerNorm(NodeCtx &n) {
       return failure();
     operands.push_back(*bias);
   }
-  auto op = n.im.create(n, LayerNormOp::getOperationName(), operands,
-                        {named(n, "axis", i64(n, *axis)), named(n, "epsilon", f32(n, *eps)),
-                         named(n, "stash_type", i64(n, *stash))},
-                        3);
+  auto op = n.im.tryCreate<LayerNormOp>(n, operands,
+                                        {named(n, "axis", i64(n, *axis)),
+                                         named(n, "epsilon", f32(n, *eps)),
+                                         named(n, "stash_type", i64(n, *stash))},
+                                        3);
   if (failed(op))
     return failure();
   for (int i = 0; i < 3; ++i)
@@ -137,24 +138,23 @@ LogicalResult handleInstanceNorm(NodeCtx &n) {
   auto ot = RankedTensorType::get(xt.getShape().drop_front(2), xt.getElementType());
   Value ones = arith::ConstantOp::create(
       n.im.b, n.loc, ot, DenseElementsAttr::get(ot, n.im.b.getFloatAttr(xt.getElementType(), 1.0)));
-  auto ln = n.im.create(n, LayerNormOp::getOperationName(), {*x, ones},
-                        {named(n, "axis", i64(n, 2)), named(n, "epsilon", f32(n, *eps))}, 3);
+  auto ln = n.im.tryCreate<LayerNormOp>(
+      n, {*x, ones}, {named(n, "axis", i64(n, 2)), named(n, "epsilon", f32(n, *eps))}, 3);
   if (failed(ln))
     return failure();
   SmallVector<int64_t> cs(xt.getRank() - 1, 1);
   cs[0] = c;
   SmallVector<Value> sb;
   for (Value v : {*s, *b}) {
-    auto r =
-        n.im.create(n, ReshapeOp::getOperationName(), {v}, {named(n, "shape", ints(n, cs))}, 1);
+    auto r = n.im.tryCreate<ReshapeOp>(n, {v}, {named(n, "shape", ints(n, cs))}, 1);
     if (failed(r))
       return failure();
     sb.push_back((*r)->getResult(0));
   }
-  auto mul = n.im.create(n, MulOp::getOperationName(), {(*ln)->getResult(0), sb[0]}, {}, 1);
+  auto mul = n.im.tryCreate<MulOp>(n, {(*ln)->getResult(0), sb[0]}, {}, 1);
   if (failed(mul))
     return failure();
-  return emitAll(n, AddOp::getOperationName(), {(*mul)->getResult(0), sb[1]}, {}, 1);
+  return emitAll<AddOp>(n, {(*mul)->getResult(0), sb[1]}, {}, 1);
 }
 
 /// MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes`
@@ -175,9 +175,8 @@ LogicalResult handleMVN(NodeCtx &n) {
   Elementwise e{n};
   SmallVector<NamedAttribute> attrs{named(n, "axes", ints(n, axes)),
                                     named(n, "keepdims", boolean(n, true))};
-  Value d = e.sub(*x, e.op(ReduceMeanOp::getOperationName(), {*x}, attrs));
-  Value sd = e.op(SqrtOp::getOperationName(),
-                  {e.op(ReduceMeanOp::getOperationName(), {e.mul(d, d)}, attrs)});
+  Value d = e.sub(*x, e.op<ReduceMeanOp>({*x}, attrs));
+  Value sd = e.op<SqrtOp>({e.op<ReduceMeanOp>({e.mul(d, d)}, attrs)});
   Value y = e.div(d, e.add(sd, e.cst(elt, 1e-9)));
   if (!e.ok)
     return failure();
@@ -201,11 +200,11 @@ LogicalResult handleHardmax(NodeCtx &n) {
     return n.fail("axis " + llvm::Twine(*axis) + " is out of range or dynamic");
   if (!isa<FloatType>(xt.getElementType()))
     return n.fail("only float tensors are supported");
-  auto am = n.im.create(n, ArgMaxOp::getOperationName(), {*x}, {named(n, "axis", i64(n, ax))}, 1);
+  auto am = n.im.tryCreate<ArgMaxOp>(n, {*x}, {named(n, "axis", i64(n, ax))}, 1);
   if (failed(am))
     return failure();
-  auto eq = n.im.create(n, EqualOp::getOperationName(),
-                        {(*am)->getResult(0), iotaAlong(n, xt.getDimSize(ax), ax, rank)}, {}, 1);
+  auto eq = n.im.tryCreate<EqualOp>(
+      n, {(*am)->getResult(0), iotaAlong(n, xt.getDimSize(ax), ax, rank)}, {}, 1);
   if (failed(eq))
     return failure();
   auto c = CastOp::create(n.im.b, n.loc, xt, (*eq)->getResult(0));

@@ -139,7 +139,7 @@ LogicalResult handleBernoulli(NodeCtx &n) {
   SmallVector<NamedAttribute> attrs;
   if (*seed)
     attrs.push_back(named(n, "seed", *seed));
-  auto op = n.im.create(n, BernoulliOp::getOperationName(), {*x}, attrs, 1);
+  auto op = n.im.tryCreate<BernoulliOp>(n, {*x}, attrs, 1);
   if (failed(op))
     return failure();
   Value v = (*op)->getResult(0);
@@ -177,7 +177,7 @@ LogicalResult handleDropout(NodeCtx &n) {
   auto x = n.input(0);
   if (failed(x))
     return failure();
-  auto op = n.im.create(n, DropoutOp::getOperationName(), {*x}, attrs, 2);
+  auto op = n.im.tryCreate<DropoutOp>(n, {*x}, attrs, 2);
   if (failed(op))
     return failure();
   n.setOutput(0, (*op)->getResult(0));

@@ -156,51 +156,49 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
   Elementwise e{n};
   auto &bld = n.im.b;
   auto sliceOf = [&](Value v, int64_t axis, int64_t start, int64_t end) {
-    return e.op(SliceOp::getOperationName(), {v},
-                {named(n, "starts", ints(n, {start})), named(n, "ends", ints(n, {end})),
-                 named(n, "axes", ints(n, {axis}))});
+    return e.op<SliceOp>({v},
+                         {named(n, "starts", ints(n, {start})), named(n, "ends", ints(n, {end})),
+                          named(n, "axes", ints(n, {axis}))});
   };
   auto reshape = [&](Value v, ArrayRef<int64_t> shape) {
-    return e.op(ReshapeOp::getOperationName(), {v}, {named(n, "shape", ints(n, shape))});
+    return e.op<ReshapeOp>({v}, {named(n, "shape", ints(n, shape))});
   };
   auto transpose = [&](Value v, ArrayRef<int64_t> perm) {
-    return e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))});
+    return e.op<TransposeOp>({v}, {named(n, "perm", ints(n, perm))});
   };
   auto gemmT = [&](Value a, Value b, Value c) { // a @ b^T + c
     SmallVector<Value> ins{a, b};
     if (c)
       ins.push_back(c);
-    return e.op(GemmOp::getOperationName(), ins, {named(n, "trans_b", boolean(n, true))});
+    return e.op<GemmOp>(ins, {named(n, "trans_b", boolean(n, true))});
   };
   auto apply = [&](const Act &a, Value v) -> Value {
     if (clip)
-      v = e.op(ClipOp::getOperationName(), {v},
-               {named(n, "min", f32(n, -*clip)), named(n, "max", f32(n, *clip))});
+      v = e.op<ClipOp>({v}, {named(n, "min", f32(n, -*clip)), named(n, "max", f32(n, *clip))});
     const std::string &k = a.name;
     if (k == "sigmoid")
-      return e.op(SigmoidOp::getOperationName(), {v});
+      return e.op<SigmoidOp>({v});
     if (k == "tanh")
-      return e.op(TanhOp::getOperationName(), {v});
+      return e.op<TanhOp>({v});
     if (k == "relu")
-      return e.op(ReluOp::getOperationName(), {v});
+      return e.op<ReluOp>({v});
     if (k == "softsign")
-      return e.op(SoftsignOp::getOperationName(), {v});
+      return e.op<SoftsignOp>({v});
     if (k == "softplus")
-      return e.op(SoftplusOp::getOperationName(), {v});
+      return e.op<SoftplusOp>({v});
     if (k == "leakyrelu")
-      return e.op(LeakyReluOp::getOperationName(), {v}, {named(n, "alpha", f32(n, a.alpha))});
+      return e.op<LeakyReluOp>({v}, {named(n, "alpha", f32(n, a.alpha))});
     if (k == "thresholdedrelu")
-      return e.op(ThresholdedReluOp::getOperationName(), {v}, {named(n, "alpha", f32(n, a.alpha))});
+      return e.op<ThresholdedReluOp>({v}, {named(n, "alpha", f32(n, a.alpha))});
     if (k == "elu")
-      return e.op(EluOp::getOperationName(), {v}, {named(n, "alpha", f32(n, a.alpha))});
+      return e.op<EluOp>({v}, {named(n, "alpha", f32(n, a.alpha))});
     if (k == "hardsigmoid")
-      return e.op(HardSigmoidOp::getOperationName(), {v},
-                  {named(n, "alpha", f32(n, a.alpha)), named(n, "beta", f32(n, a.beta))});
+      return e.op<HardSigmoidOp>(
+          {v}, {named(n, "alpha", f32(n, a.alpha)), named(n, "beta", f32(n, a.beta))});
     if (k == "affine")
       return e.add(e.mul(v, e.cst(elt, a.alpha)), e.cst(elt, a.beta));
     // scaledtanh
-    return e.mul(e.op(TanhOp::getOperationName(), {e.mul(v, e.cst(elt, a.beta))}),
-                 e.cst(elt, a.alpha));
+    return e.mul(e.op<TanhOp>({e.mul(v, e.cst(elt, a.beta))}), e.cst(elt, a.alpha));
   };
 
   Value xs = *layout ? transpose(*x, {1, 0, 2}) : *x; // [T, B, I]
@@ -248,10 +246,9 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
     if (bias) {
       if (kind == 1 && *lbr) {
         rbh = sliceOf(rb, 0, 2 * Hd, 3 * Hd);
-        xb = e.op(ConcatOp::getOperationName(),
-                  {e.add(sliceOf(wb, 0, 0, 2 * Hd), sliceOf(rb, 0, 0, 2 * Hd)),
-                   sliceOf(wb, 0, 2 * Hd, 3 * Hd)},
-                  {named(n, "axis", i64(n, 0))});
+        xb = e.op<ConcatOp>({e.add(sliceOf(wb, 0, 0, 2 * Hd), sliceOf(rb, 0, 0, 2 * Hd)),
+                             sliceOf(wb, 0, 2 * Hd, 3 * Hd)},
+                            {named(n, "axis", i64(n, 0))});
       } else {
         xb = e.add(wb, rb);
       }
@@ -314,11 +311,11 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
       if (lens) {
         auto it64 = RankedTensorType::get({}, bld.getI64Type());
         Value tc = arith::ConstantOp::create(bld, n.loc, it64, DenseElementsAttr::get(it64, t));
-        Value m = e.op(LessOp::getOperationName(), {tc, lens}); // [B, 1]
-        steps[t] = e.op(WhereOp::getOperationName(), {m, Hn, zeros});
-        Hn = e.op(WhereOp::getOperationName(), {m, Hn, H});
+        Value m = e.op<LessOp>({tc, lens}); // [B, 1]
+        steps[t] = e.op<WhereOp>({m, Hn, zeros});
+        Hn = e.op<WhereOp>({m, Hn, H});
         if (Cn)
-          Cn = e.op(WhereOp::getOperationName(), {m, Cn, C});
+          Cn = e.op<WhereOp>({m, Cn, C});
       } else {
         steps[t] = Hn;
       }
@@ -331,8 +328,7 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
       SmallVector<Value> parts;
       for (Value v : steps)
         parts.push_back(reshape(v, {1, 1, B, Hd}));
-      ys[d] = T == 1 ? parts[0]
-                     : e.op(ConcatOp::getOperationName(), parts, {named(n, "axis", i64(n, 0))});
+      ys[d] = T == 1 ? parts[0] : e.op<ConcatOp>(parts, {named(n, "axis", i64(n, 0))});
     }
     if (lens && (h0 || c0)) {
       // An empty sequence's final state is 0, not the initial one (as
@@ -340,18 +336,17 @@ LogicalResult handleRecurrent(NodeCtx &n, int kind) {
       auto it64 = RankedTensorType::get({}, bld.getI64Type());
       Value z =
           arith::ConstantOp::create(bld, n.loc, it64, DenseElementsAttr::get(it64, (int64_t)0));
-      Value some = e.op(LessOp::getOperationName(), {z, lens});
-      H = e.op(WhereOp::getOperationName(), {some, H, zeros});
+      Value some = e.op<LessOp>({z, lens});
+      H = e.op<WhereOp>({some, H, zeros});
       if (kind == 2)
-        C = e.op(WhereOp::getOperationName(), {some, C, zeros});
+        C = e.op<WhereOp>({some, C, zeros});
     }
     yh[d] = reshape(H, {1, B, Hd});
     if (kind == 2)
       yc[d] = reshape(C, {1, B, Hd});
   }
   auto join = [&](ArrayRef<Value> v, int64_t axis) {
-    return v.size() == 1 ? v[0]
-                         : e.op(ConcatOp::getOperationName(), v, {named(n, "axis", i64(n, axis))});
+    return v.size() == 1 ? v[0] : e.op<ConcatOp>(v, {named(n, "axis", i64(n, axis))});
   };
   if (n.hasOutput(0)) {
     Value y = join(ys, 1); // [T, D, B, Hd]

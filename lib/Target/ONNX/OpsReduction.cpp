@@ -81,13 +81,13 @@ LogicalResult handleComposedReduce(NodeCtx &n, llvm::StringRef kind) {
     Value neg = e.cst(elt, -1.0);
     r = e.mul(reduce(ReduceMaxOp::getOperationName(), e.mul(*x, neg), kd), neg);
   } else if (kind == "l1") {
-    r = reduce(ReduceSumOp::getOperationName(), e.op(AbsOp::getOperationName(), {*x}), kd);
+    r = reduce(ReduceSumOp::getOperationName(), e.op<AbsOp>({*x}), kd);
   } else if (kind == "l2" || kind == "sum_square") {
     r = reduce(ReduceSumOp::getOperationName(), e.mul(*x, *x), kd);
     if (kind == "l2")
       r = e.sqrt(r);
   } else if (kind == "log_sum") {
-    r = e.op(LogOp::getOperationName(), {reduce(ReduceSumOp::getOperationName(), *x, kd)});
+    r = e.op<LogOp>({reduce(ReduceSumOp::getOperationName(), *x, kd)});
   } else { // log_sum_exp
     // An infinite maximum counts as 0 (torch.logsumexp): a row that is -inf
     // throughout gives -inf, not -inf - -inf = NaN; one with +inf gives +inf.
@@ -96,15 +96,13 @@ LogicalResult handleComposedReduce(NodeCtx &n, llvm::StringRef kind) {
       Value m = reduce(ReduceMaxOp::getOperationName(), *x, keepdims);
       if (!e.ok || !m)
         return Value();
-      Value isInf = e.op(EqualOp::getOperationName(),
-                         {e.op(AbsOp::getOperationName(), {m}), e.cst(elt, big)});
-      return e.op(WhereOp::getOperationName(), {isInf, e.cst(elt, 0.0), m});
+      Value isInf = e.op<EqualOp>({e.op<AbsOp>({m}), e.cst(elt, big)});
+      return e.op<WhereOp>({isInf, e.cst(elt, 0.0), m});
     };
     Value m = finiteMax(true);
-    Value s = reduce(ReduceSumOp::getOperationName(),
-                     e.op(ExpOp::getOperationName(), {e.sub(*x, m)}), kd);
+    Value s = reduce(ReduceSumOp::getOperationName(), e.op<ExpOp>({e.sub(*x, m)}), kd);
     Value mo = kd ? m : finiteMax(false);
-    r = e.add(e.op(LogOp::getOperationName(), {s}), mo);
+    r = e.add(e.op<LogOp>({s}), mo);
   }
   if (!e.ok || !r)
     return failure();
@@ -145,10 +143,10 @@ LogicalResult handleTopK(NodeCtx &n) {
   if (!isa<FloatType>(xt.getElementType()))
     return n.fail("only float tensors are supported");
   // sorted = 0 leaves the order free: sorted is one of them.
-  auto op = n.im.create(n, TopKOp::getOperationName(), {*x},
-                        {named(n, "k", i64(n, k)), named(n, "axis", i64(n, *axis)),
-                         named(n, "largest", boolean(n, *largest != 0))},
-                        2);
+  auto op = n.im.tryCreate<TopKOp>(n, {*x},
+                                   {named(n, "k", i64(n, k)), named(n, "axis", i64(n, *axis)),
+                                    named(n, "largest", boolean(n, *largest != 0))},
+                                   2);
   if (failed(op))
     return failure();
   n.setOutput(0, (*op)->getResult(0));
@@ -169,10 +167,10 @@ void registerReductionOps(OpRegistry &r) {
            return failure();
          if (axis->size() != 1)
            return n.fail("'axis' must be a single value");
-         return simple(n, CumSumOp::getOperationName(), {0},
-                       {named(n, "axis", i64(n, (*axis)[0])),
-                        named(n, "exclusive", boolean(n, *ex != 0)),
-                        named(n, "reverse", boolean(n, *rev != 0))});
+         return simple<CumSumOp>(n, {0},
+                                 {named(n, "axis", i64(n, (*axis)[0])),
+                                  named(n, "exclusive", boolean(n, *ex != 0)),
+                                  named(n, "reverse", boolean(n, *rev != 0))});
        },
        {1});
   for (const char *name : {"ArgMax", "ArgMin"})

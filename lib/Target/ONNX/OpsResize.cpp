@@ -225,8 +225,7 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
         continue;
       Value iv = arith::ConstantOp::create(b, n.loc, it,
                                            DenseElementsAttr::get(it, ArrayRef<int64_t>(idx[k])));
-      auto g =
-          n.im.create(n, GatherOp::getOperationName(), {r, iv}, {named(n, "axis", i64(n, ax))}, 1);
+      auto g = n.im.tryCreate<GatherOp>(n, {r, iv}, {named(n, "axis", i64(n, ax))}, 1);
       if (failed(g))
         return failure();
       Value term = (*g)->getResult(0);
@@ -235,13 +234,13 @@ LogicalResult handleResize(NodeCtx &n, bool upsample) {
         for (double v : w[k])
           wa.push_back(b.getFloatAttr(elt, v));
         Value wv = arith::ConstantOp::create(b, n.loc, wt, DenseElementsAttr::get(wt, wa));
-        auto m = n.im.create(n, MulOp::getOperationName(), {term, wv}, {}, 1);
+        auto m = n.im.tryCreate<MulOp>(n, {term, wv}, {}, 1);
         if (failed(m))
           return failure();
         term = (*m)->getResult(0);
       }
       if (acc) {
-        auto a = n.im.create(n, AddOp::getOperationName(), {acc, term}, {}, 1);
+        auto a = n.im.tryCreate<AddOp>(n, {acc, term}, {}, 1);
         if (failed(a))
           return failure();
         term = (*a)->getResult(0);
@@ -276,11 +275,12 @@ LogicalResult handleGridSample(NodeCtx &n) {
   if (cast<RankedTensorType>(x->getType()).getRank() != 4)
     return n.fail(
         "unsupported op ai.onnx.GridSample on a rank other than 4 (2-D sampling is supported)");
-  return emitAll(n, GridSampleOp::getOperationName(), {*x, *grid},
-                 {named(n, "mode", GridSampleModeAttr::get(n.im.ctx, *modeAttr)),
-                  named(n, "padding_mode", GridSamplePaddingAttr::get(n.im.ctx, *padAttr)),
-                  named(n, "align_corners", boolean(n, *align != 0))},
-                 1);
+  return emitAll<GridSampleOp>(
+      n, {*x, *grid},
+      {named(n, "mode", GridSampleModeAttr::get(n.im.ctx, *modeAttr)),
+       named(n, "padding_mode", GridSamplePaddingAttr::get(n.im.ctx, *padAttr)),
+       named(n, "align_corners", boolean(n, *align != 0))},
+      1);
 }
 
 } // namespace

@@ -27,8 +27,8 @@ LogicalResult handleReshape(NodeCtx &n) {
       return failure();
     shape = *s;
   }
-  return simple(n, ReshapeOp::getOperationName(), {0},
-                {named(n, "shape", ints(n, shape)), named(n, "allowzero", boolean(n, *az != 0))});
+  return simple<ReshapeOp>(
+      n, {0}, {named(n, "shape", ints(n, shape)), named(n, "allowzero", boolean(n, *az != 0))});
 }
 
 LogicalResult handleSlice(NodeCtx &n) {
@@ -70,7 +70,7 @@ LogicalResult handleSlice(NodeCtx &n) {
     attrs.push_back(named(n, "axes", ints(n, *axes)));
   if (steps)
     attrs.push_back(named(n, "steps", ints(n, *steps)));
-  return simple(n, SliceOp::getOperationName(), {0}, attrs);
+  return simple<SliceOp>(n, {0}, attrs);
 }
 
 LogicalResult handleSqueeze(NodeCtx &n, bool unsqueeze) {
@@ -207,11 +207,11 @@ LogicalResult handleSplit(NodeCtx &n) {
   for (int64_t i = 0; i < outs; ++i) {
     int64_t size = (*sizes)[i];
     if (n.hasOutput(i)) {
-      auto op =
-          n.im.create(n, SliceOp::getOperationName(), {*x},
-                      {named(n, "starts", ints(n, {start})),
-                       named(n, "ends", ints(n, {start + size})), named(n, "axes", ints(n, {ax}))},
-                      1);
+      auto op = n.im.tryCreate<SliceOp>(n, {*x},
+                                        {named(n, "starts", ints(n, {start})),
+                                         named(n, "ends", ints(n, {start + size})),
+                                         named(n, "axes", ints(n, {ax}))},
+                                        1);
       if (failed(op))
         return failure();
       n.setOutput(i, (*op)->getResult(0));
@@ -260,7 +260,7 @@ LogicalResult handleTrilu(NodeCtx &n) {
   auto zt = RankedTensorType::get({}, xt.getElementType());
   Value zero = arith::ConstantOp::create(
       b, n.loc, zt, DenseElementsAttr::get(zt, b.getZeroAttr(xt.getElementType())));
-  return emitAll(n, WhereOp::getOperationName(), {m, *x, zero}, {}, 1);
+  return emitAll<WhereOp>(n, {m, *x, zero}, {}, 1);
 }
 
 /// Tile with constant repeats: x reshaped to [1, d0, 1, d1, ...], expanded
@@ -294,16 +294,14 @@ LogicalResult handleTile(NodeCtx &n) {
     n.setOutput(0, *x);
     return success();
   }
-  auto a =
-      n.im.create(n, ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, inter))}, 1);
+  auto a = n.im.tryCreate<ReshapeOp>(n, {*x}, {named(n, "shape", ints(n, inter))}, 1);
   if (failed(a))
     return failure();
-  auto e = n.im.create(n, ExpandOp::getOperationName(), {(*a)->getResult(0)},
-                       {named(n, "shape", ints(n, expanded))}, 1);
+  auto e =
+      n.im.tryCreate<ExpandOp>(n, {(*a)->getResult(0)}, {named(n, "shape", ints(n, expanded))}, 1);
   if (failed(e))
     return failure();
-  return emitAll(n, ReshapeOp::getOperationName(), {(*e)->getResult(0)},
-                 {named(n, "shape", ints(n, out))}, 1);
+  return emitAll<ReshapeOp>(n, {(*e)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
 }
 
 /// Pad with constant pads, axis by axis: a negative pad slices, a positive
@@ -501,15 +499,14 @@ LogicalResult handleDepthSpace(NodeCtx &n, bool toSpace) {
     perm = {0, 3, 5, 1, 2, 4};
     out = {N, C * b * b, H / b, W / b};
   }
-  auto r = n.im.create(n, ReshapeOp::getOperationName(), {*x}, {named(n, "shape", ints(n, s6))}, 1);
+  auto r = n.im.tryCreate<ReshapeOp>(n, {*x}, {named(n, "shape", ints(n, s6))}, 1);
   if (failed(r))
     return failure();
-  auto t = n.im.create(n, TransposeOp::getOperationName(), {(*r)->getResult(0)},
-                       {named(n, "perm", ints(n, perm))}, 1);
+  auto t =
+      n.im.tryCreate<TransposeOp>(n, {(*r)->getResult(0)}, {named(n, "perm", ints(n, perm))}, 1);
   if (failed(t))
     return failure();
-  return emitAll(n, ReshapeOp::getOperationName(), {(*t)->getResult(0)},
-                 {named(n, "shape", ints(n, out))}, 1);
+  return emitAll<ReshapeOp>(n, {(*t)->getResult(0)}, {named(n, "shape", ints(n, out))}, 1);
 }
 
 /// EyeLike: a constant (ones on diagonal k) of the input's static 2-D shape.
@@ -554,7 +551,7 @@ void registerShapeOps(OpRegistry &r) {
     auto axis = n.getInt("axis", 1);
     if (failed(axis))
       return failure();
-    return simple(n, FlattenOp::getOperationName(), {0}, {named(n, "axis", i64(n, *axis))});
+    return simple<FlattenOp>(n, {0}, {named(n, "axis", i64(n, *axis))});
   });
   r.on("Reshape", 1, handleReshape, {1});
   r.on("Transpose", 1, [](NodeCtx &n) {
@@ -566,7 +563,7 @@ void registerShapeOps(OpRegistry &r) {
     SmallVector<NamedAttribute> attrs;
     if (*perm)
       attrs.push_back(named(n, "perm", ints(n, **perm)));
-    return simple(n, TransposeOp::getOperationName(), {0}, attrs);
+    return simple<TransposeOp>(n, {0}, attrs);
   });
   r.on("Concat", 1, [](NodeCtx &n) {
     if (failed(n.allowAttrs({"axis"})))
@@ -581,8 +578,7 @@ void registerShapeOps(OpRegistry &r) {
         return failure();
       in.push_back(*v);
     }
-    auto op =
-        n.im.create(n, ConcatOp::getOperationName(), in, {named(n, "axis", i64(n, *axis))}, 1);
+    auto op = n.im.tryCreate<ConcatOp>(n, in, {named(n, "axis", i64(n, *axis))}, 1);
     if (failed(op))
       return failure();
     n.setOutput(0, (*op)->getResult(0));
@@ -598,7 +594,7 @@ void registerShapeOps(OpRegistry &r) {
          auto shape = n.constInts(1, "shape");
          if (failed(shape))
            return failure();
-         return simple(n, ExpandOp::getOperationName(), {0}, {named(n, "shape", ints(n, *shape))});
+         return simple<ExpandOp>(n, {0}, {named(n, "shape", ints(n, *shape))});
        },
        {1});
   r.on("Shape", 1, handleShape);

@@ -121,7 +121,7 @@ static std::pair<Value, Value> dftLast(NodeCtx &n, Elementwise &e, Value xr, Val
     }
   Value C = arith::ConstantOp::create(n.im.b, n.loc, tt, DenseElementsAttr::get(tt, cs));
   Value S = arith::ConstantOp::create(n.im.b, n.loc, tt, DenseElementsAttr::get(tt, sn));
-  auto mm = [&](Value a, Value m) { return e.op(MatMulOp::getOperationName(), {a, m}); };
+  auto mm = [&](Value a, Value m) { return e.op<MatMulOp>({a, m}); };
   // forward: e^{-i th}: yr = xr C + xi S, yi = xi C - xr S; inverse: e^{+i th}.
   Value yr = mm(xr, C), yi = e.mul(mm(xr, S), e.cst(elt, inverse ? 1.0 : -1.0));
   if (xi) {
@@ -138,10 +138,10 @@ static std::pair<Value, Value> complexParts(NodeCtx &n, Elementwise &e, Value x)
   int64_t r = xt.getRank();
   SmallVector<int64_t> shape(xt.getShape().drop_back());
   auto part = [&](int64_t i) {
-    Value s = e.op(SliceOp::getOperationName(), {x},
-                   {named(n, "starts", ints(n, {i})), named(n, "ends", ints(n, {i + 1})),
-                    named(n, "axes", ints(n, {r - 1}))});
-    return e.op(ReshapeOp::getOperationName(), {s}, {named(n, "shape", ints(n, shape))});
+    Value s =
+        e.op<SliceOp>({x}, {named(n, "starts", ints(n, {i})), named(n, "ends", ints(n, {i + 1})),
+                            named(n, "axes", ints(n, {r - 1}))});
+    return e.op<ReshapeOp>({s}, {named(n, "shape", ints(n, shape))});
   };
   return {part(0), xt.getDimSize(r - 1) == 2 ? part(1) : Value()};
 }
@@ -150,10 +150,9 @@ static std::pair<Value, Value> complexParts(NodeCtx &n, Elementwise &e, Value x)
 static Value complexJoin(NodeCtx &n, Elementwise &e, Value re, Value im) {
   SmallVector<int64_t> shape(cast<RankedTensorType>(re.getType()).getShape());
   shape.push_back(1);
-  return e.op(ConcatOp::getOperationName(),
-              {e.op(ReshapeOp::getOperationName(), {re}, {named(n, "shape", ints(n, shape))}),
-               e.op(ReshapeOp::getOperationName(), {im}, {named(n, "shape", ints(n, shape))})},
-              {named(n, "axis", i64(n, (int64_t)shape.size() - 1))});
+  return e.op<ConcatOp>({e.op<ReshapeOp>({re}, {named(n, "shape", ints(n, shape))}),
+                         e.op<ReshapeOp>({im}, {named(n, "shape", ints(n, shape))})},
+                        {named(n, "axis", i64(n, (int64_t)shape.size() - 1))});
 }
 
 /// DFT (opset 17 / 20) by matrix products with constant tables, marked
@@ -218,32 +217,29 @@ LogicalResult handleDFT(NodeCtx &n) {
   for (int64_t d = 0; d < sr; ++d)
     inv[perm[d]] = d;
   auto moveLast = [&](Value v) {
-    return v ? e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, perm))}) : v;
+    return v ? e.op<TransposeOp>({v}, {named(n, "perm", ints(n, perm))}) : v;
   };
   auto fit = [&](Value v) -> Value { // to length L: truncated or zero-padded
     if (!v || L == N)
       return v;
     auto vt = cast<RankedTensorType>(v.getType());
     if (L < N)
-      return e.op(SliceOp::getOperationName(), {v},
-                  {named(n, "starts", ints(n, {0})), named(n, "ends", ints(n, {L})),
-                   named(n, "axes", ints(n, {sr - 1}))});
+      return e.op<SliceOp>({v}, {named(n, "starts", ints(n, {0})), named(n, "ends", ints(n, {L})),
+                                 named(n, "axes", ints(n, {sr - 1}))});
     SmallVector<int64_t> zs(vt.getShape());
     zs.back() = L - N;
     auto zt = RankedTensorType::get(zs, vt.getElementType());
     Value z = arith::ConstantOp::create(
         n.im.b, n.loc, zt,
         DenseElementsAttr::get(zt, n.im.b.getFloatAttr(vt.getElementType(), 0.0)));
-    return e.op(ConcatOp::getOperationName(), {v, z}, {named(n, "axis", i64(n, sr - 1))});
+    return e.op<ConcatOp>({v, z}, {named(n, "axis", i64(n, sr - 1))});
   };
   xr = fit(moveLast(xr));
   xi = fit(moveLast(xi));
   if (!e.ok)
     return failure();
   auto [yr, yi] = dftLast(n, e, xr, xi, L, K, *inverse != 0);
-  auto back = [&](Value v) {
-    return e.op(TransposeOp::getOperationName(), {v}, {named(n, "perm", ints(n, inv))});
-  };
+  auto back = [&](Value v) { return e.op<TransposeOp>({v}, {named(n, "perm", ints(n, inv))}); };
   Value y = complexJoin(n, e, back(yr), back(yi));
   if (!e.ok)
     return failure();
@@ -306,8 +302,7 @@ LogicalResult handleSTFT(NodeCtx &n) {
   auto framed = [&](Value v) -> Value {
     if (!v)
       return v;
-    Value g = e.op(GatherOp::getOperationName(), {v, index},
-                   {named(n, "axis", i64(n, 1))}); // [B, frames, FL]
+    Value g = e.op<GatherOp>({v, index}, {named(n, "axis", i64(n, 1))}); // [B, frames, FL]
     return window ? e.mul(g, window) : g;
   };
   xr = framed(xr);
