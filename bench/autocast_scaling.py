@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import results  # bench/results.py: the table into docs/results.md
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAYER_OPS = 7  # ops per layer below
 
@@ -94,6 +96,7 @@ def main():
     ap.add_argument("--opt", default=os.path.join(HERE, "..", "build", "bin", "amp-opt"))
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=3)
+    results.add_args(ap)
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,6 +118,14 @@ def main():
         print(f"{ops:8d} {amp:15.4f} {per * 1e6:7.2f} {per / base:11.2f} {tvm_s} {ratio}")
     worst = max(r[1] / r[0] for r in rows) / min(r[1] / r[0] for r in rows)
     print(f"time per op varies by {worst:.2f}x across sizes (linear: within 2x)")
+    results.record(
+        args, "amp-autocast time against graph size (TVM's ToMixedPrecision on the same graph)",
+        ["ops", "amp-autocast s", "us/op", "per op vs smallest", "TVM ToMixedPrecision s",
+         "TVM / amp"],
+        [(ops, f"{amp:.4f}", f"{amp / ops * 1e6:.2f}", f"{amp / ops / base:.2f}",
+          f"{t:.3f}" if t is not None else "(tvm not installed)",
+          f"{t / amp:.1f}x" if t is not None else "-") for ops, amp, t in rows],
+        [f"Time per op varies by {worst:.2f}x across sizes (linear: within 2x)."])
 
 
 if __name__ == "__main__":

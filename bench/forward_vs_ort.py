@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+import results  # bench/results.py: the table into docs/results.md
+
 import numpy as np
 import onnx
 
@@ -58,6 +60,7 @@ def main():
     ap.add_argument("--tool", default=os.path.join(HERE, "..", "build", "bin", "amp-run"))
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
+    results.add_args(ap)
     args = ap.parse_args()
     try:
         import onnxruntime
@@ -96,6 +99,13 @@ def main():
     for name, o, a, b, lo, hi in rows:
         print(f"{name:18} {o * 1e3:12.3f} {a * 1e3:12.3f} {o / a:8.2f} {f'{lo:.2f}-{hi:.2f}':>11} "
               f"{b * 1e3:12.3f} {a / b:10.2f}")
+    results.record(
+        args, f"Forward (inference) against onnxruntime {ortv} (median of {args.rounds} rounds "
+        f"of {args.runs} runs)",
+        ["model", "ORT fp32 ms", "AMP-MLIR fp32 ms", "ORT / ours", "(min-max)",
+         "AMP-MLIR bf16 ms", "fp32 / bf16"],
+        [(name, f"{o * 1e3:.3f}", f"{a * 1e3:.3f}", f"{o / a:.2f}x", f"{lo:.2f}-{hi:.2f}",
+          f"{b * 1e3:.3f}", f"{a / b:.2f}") for name, o, a, b, lo, hi in rows])
 
 
 if __name__ == "__main__":

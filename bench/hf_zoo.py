@@ -40,6 +40,8 @@ import platform
 import statistics
 import sys
 import time
+
+import results as bench_results  # bench/results.py: the table into docs/results.md
 import warnings
 
 import numpy as np
@@ -388,7 +390,11 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--out", help="write the Markdown table here too")
     ap.add_argument("--json", help="write every number here (JSON)")
+    bench_results.add_args(ap)
+    ap.set_defaults(results=None)  # --quick (ctest) never writes docs/; the full zoo does
     args = ap.parse_args()
+    if args.results is None:
+        args.results = "none" if args.quick else bench_results.DEFAULT
     zoo = build_zoo()
     names = QUICK if args.quick else (args.models.split(",") if args.models else list(zoo))
     unknown = [n for n in names if n not in zoo]
@@ -416,6 +422,13 @@ def main():
     text = table(results, precisions)
     print()
     print(text)
+    lines = [l for l in text.splitlines() if l.startswith("|")]
+    if len(lines) >= 2:  # the table as header, separator and rows
+        cells = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines]
+        bench_results.record(
+            args, "Hugging Face and timm models trained against PyTorch (random weights, "
+            "dropout off)", cells[0], cells[2:],
+            [l for l in text.splitlines() if l and not l.startswith("|")])
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

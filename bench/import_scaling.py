@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+import results  # bench/results.py: the table into docs/results.md
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -70,6 +72,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tool", default=os.path.join(here, "..", "build", "bin", "amp-translate"))
     ap.add_argument("--sizes", default="1,10,100", help="model sizes in MB")
+    results.add_args(ap)
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,6 +88,12 @@ def main():
     for size, secs, peak, _ in rows:
         print(f"{size / 1e6:9.1f} {secs:9.3f} {size / 1e6 / secs:7.0f} {peak / 1e6:12.1f} "
               f"{(peak - base) / size:17.2f}")
+    results.record(
+        args, "Import time and peak memory against model size (amp-translate --import-onnx)",
+        ["model MB", "import s", "MB/s", "peak RSS MB", "(peak - base) / size"],
+        [(f"{size / 1e6:.1f}", f"{secs:.3f}", f"{size / 1e6 / secs:.0f}", f"{peak / 1e6:.1f}",
+          f"{(peak - base) / size:.2f}") for size, secs, peak, _ in rows],
+        [f"Baseline peak RSS (the smallest model): {base / 1e6:.1f} MB."])
 
 
 if __name__ == "__main__":

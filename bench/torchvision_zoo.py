@@ -31,6 +31,8 @@ import os
 import statistics
 import sys
 import time
+
+import results  # bench/results.py: the table into docs/results.md
 import warnings
 
 import torch
@@ -114,6 +116,7 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=64)
+    results.add_args(ap)
     a = ap.parse_args()
     try:
         zoo = models(a.size)
@@ -139,17 +142,19 @@ def main():
         print(f"{name}: update error vs float64 ours {ours_err:.1e} / PyTorch fp32 {torch_err:.1e}; step ms "
               f"fp32 ours {times[0] * 1e3:.1f} PyTorch {times[1] * 1e3:.1f}, bf16 ours {times[2] * 1e3:.1f} "
               f"PyTorch {times[3] * 1e3:.1f} ({time.time() - t0:.0f} s)", flush=True)
-    print(f"\nbatch {a.batch} x 3 x {a.size} x {a.size}, 10 classes, SGD; {torch.get_num_threads()} threads")
-    print("| model | update error vs float64: ours | PyTorch fp32 | fp32 ms/step: ours | PyTorch | "
-          "PyTorch / ours | bf16 ms/step: ours | PyTorch autocast | PyTorch / ours |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    table = []
     for name, r in rows:
         if r is None:
-            print(f"| {name} | FAILED | | | | | | | |")
+            table.append((name, "FAILED", "", "", "", "", "", "", ""))
             continue
         oe, te, o32, t32, o16, t16 = r
-        print(f"| {name} | {oe:.1e} | {te:.1e} | {o32 * 1e3:.1f} | {t32 * 1e3:.1f} | {t32 / o32:.2f}x | "
-              f"{o16 * 1e3:.1f} | {t16 * 1e3:.1f} | {t16 / o16:.2f}x |")
+        table.append((name, f"{oe:.1e}", f"{te:.1e}", f"{o32 * 1e3:.1f}", f"{t32 * 1e3:.1f}",
+                      f"{t32 / o32:.2f}x", f"{o16 * 1e3:.1f}", f"{t16 * 1e3:.1f}", f"{t16 / o16:.2f}x"))
+    results.record(
+        a, f"torchvision models trained against PyTorch (batch {a.batch} x 3 x {a.size} x {a.size}, "
+        f"10 classes, SGD, {torch.get_num_threads()} threads)",
+        ["model", "update error vs float64: ours", "PyTorch fp32", "fp32 ms/step: ours", "PyTorch",
+         "PyTorch / ours", "bf16 ms/step: ours", "PyTorch autocast", "PyTorch / ours"], table)
     return 1 if any(r is None for _, r in rows) else 0
 
 

@@ -35,6 +35,7 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from amp_mlir import examples  # noqa: E402
+import results  # noqa: E402
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -143,6 +144,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--models", default="mlp,cnn,transformer_block")
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    results.add_args(ap)
     a = ap.parse_args()
     torch.set_num_threads(os.cpu_count())
     compile_ = os.path.join(a.build, "bin", "amp-compile")
@@ -167,10 +169,12 @@ def main():
                 print(f"{name:18} {p}: ours {ours * 1e3:8.3f} ms  PyTorch {theirs * 1e3:8.3f} ms"
                       f"  ratio {theirs / ours:5.2f}x  (final loss differs by {gap:.1e})",
                       flush=True)
-    print("\n| model | precision | AMP-MLIR ms/step | PyTorch eager ms/step | PyTorch / ours |")
-    print("|---|---|---|---|---|")
-    for name, p, ours, theirs, _ in rows:
-        print(f"| {name} | {p} | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | {theirs / ours:.2f}x |")
+    results.record(
+        a, f"Training step against PyTorch eager (torch {torch.__version__}, median step)",
+        ["model", "precision", "AMP-MLIR ms/step", "PyTorch eager ms/step", "PyTorch / ours",
+         "final loss gap"],
+        [(name, p, f"{ours * 1e3:.3f}", f"{theirs * 1e3:.3f}", f"{theirs / ours:.2f}x",
+          f"{gap:.1e}") for name, p, ours, theirs, gap in rows])
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import results  # bench/results.py: the table into docs/results.md
 import warnings
 
 import torch
@@ -72,6 +74,7 @@ def main():
     ap.add_argument("--busy", type=int, default=os.cpu_count())
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--env", action="append", default=[])
+    results.add_args(ap)
     args = ap.parse_args()
     env = dict(e.split("=", 1) for e in args.env)
     zoo = hf_zoo.build_zoo()
@@ -104,14 +107,14 @@ def main():
             rows.append((name, q_ours, l_ours, q_theirs, l_theirs))
             if l_ours > 3 * q_ours:
                 bad.append(f"{name}: ours loaded {l_ours:.1f} ms, {l_ours / q_ours:.1f}x quiet")
-    print(f"{args.precision}, {args.busy} busy processes on {os.cpu_count()} cores, median of "
-          f"{args.steps} steps" + (f", our program's environment {env}" if env else ""))
-    print("| model | ours quiet ms | ours loaded ms | ratio | PyTorch quiet ms | PyTorch loaded "
-          "ms | ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for name, qo, lo, qt, lt in rows:
-        print(f"| {name} | {qo:.1f} | {lo:.1f} | {lo / qo:.2f} | {qt:.1f} | {lt:.1f} | "
-              f"{lt / qt:.2f} |")
+    results.record(
+        args, f"Step time under load ({args.precision}, {args.busy} busy processes on "
+        f"{os.cpu_count()} cores, median of {args.steps} steps"
+        + (f", our program's environment {env}" if env else "") + ")",
+        ["model", "ours quiet ms", "ours loaded ms", "ratio", "PyTorch quiet ms",
+         "PyTorch loaded ms", "ratio"],
+        [(name, f"{qo:.1f}", f"{lo:.1f}", f"{lo / qo:.2f}", f"{qt:.1f}", f"{lt:.1f}",
+          f"{lt / qt:.2f}") for name, qo, lo, qt, lt in rows])
     for b in bad:
         print("FAIL", b)
     sys.exit(1 if bad else 0)
