@@ -49,10 +49,14 @@ def machine():
 
 
 def commit():
+    """HEAD's short hash, "-dirty" when sources differ from it (results.md aside)."""
     try:
-        out = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
+        head = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        changed = subprocess.run(["git", "-C", os.path.join(HERE, ".."), "status", "--porcelain",
+                                  "--untracked-files=no", "--", ".", ":!docs/results.md"],
+                                 capture_output=True, text=True, timeout=10).stdout.strip()
+        return (head + ("-dirty" if changed else "")) if head else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
