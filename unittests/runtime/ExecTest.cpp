@@ -244,15 +244,7 @@ struct Filler {
 #define AMPRT_OPCODE(NAME, VALUE, name, fields, ntensors, tensors, notes)                          \
   [[maybe_unused]] void fill(Filler &f, attrs::name &a) { fields }
 #include "amprt/amprt_ops.def"
-#undef AMPRT_OPCODE
-#undef I64
-#undef I64_IN
-#undef F64
-#undef OPT_I64
-#undef OPT_F64
-#undef LIST
-#undef CONV_WINDOW
-#undef POOL_WINDOW
+#include "amprt/amprt_ops_undef.h"
 
 /// A decoded descriptor with these attribute words and `n` (empty) tensors.
 amprt::desc::Decoded decoded(int64_t opcode, const std::vector<int64_t> &words, int64_t n) {

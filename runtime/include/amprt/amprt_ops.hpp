@@ -69,15 +69,7 @@ constexpr int kMaxSpatial = 3;
   };                                                                                               \
   inline int64_t tensorCount([[maybe_unused]] const name &a) { return (ntensors); }
 #include "amprt/amprt_ops.def"
-#undef AMPRT_OPCODE
-#undef I64
-#undef I64_IN
-#undef F64
-#undef OPT_I64
-#undef OPT_F64
-#undef LIST
-#undef CONV_WINDOW
-#undef POOL_WINDOW
+#include "amprt/amprt_ops_undef.h"
 
 // The encoders: the fields' words in order; an absent optional field ends
 // the descriptor (the ones after it are absent too).
@@ -125,15 +117,7 @@ constexpr int kMaxSpatial = 3;
     fields return true;                                                                            \
   }
 #include "amprt/amprt_ops.def"
-#undef AMPRT_OPCODE
-#undef I64
-#undef I64_IN
-#undef F64
-#undef OPT_I64
-#undef OPT_F64
-#undef LIST
-#undef CONV_WINDOW
-#undef POOL_WINDOW
+#include "amprt/amprt_ops_undef.h"
 #undef AMPRT_VARIADIC
 
 } // namespace amprt::attrs

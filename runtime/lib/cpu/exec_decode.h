@@ -170,15 +170,7 @@ inline amprt_status outOfRange(const char *op, const char *field, long long v, l
     return AMPRT_OK;                                                                               \
   }
 #include "amprt/amprt_ops.def"
-#undef AMPRT_OPCODE
-#undef I64
-#undef I64_IN
-#undef F64
-#undef OPT_I64
-#undef OPT_F64
-#undef LIST
-#undef CONV_WINDOW
-#undef POOL_WINDOW
+#include "amprt/amprt_ops_undef.h"
 
 /// AMPRT_PROFILE's key for a call: the opcode's name and its first four
 /// tensors' [shape] (with /strides when not dense).
