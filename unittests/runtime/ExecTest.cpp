@@ -276,14 +276,16 @@ template <typename A> void roundTrip(Filler &f) {
     // exact counts, too many), another opcode: each refused.
     std::vector<int64_t> longer = words;
     longer.push_back(1);
-    if (f.allOptional)
+    if (f.allOptional) {
       EXPECT_EQ(amprt::desc::read(decoded(A::opcode, longer, exact), b),
                 AMPRT_ERR_INVALID_ARGUMENT);
+    }
     EXPECT_EQ(amprt::desc::read(decoded(A::opcode, words, exact - 1), b),
               AMPRT_ERR_INVALID_ARGUMENT);
-    if (n >= 0)
+    if (n >= 0) {
       EXPECT_EQ(amprt::desc::read(decoded(A::opcode, words, exact + 1), b),
                 AMPRT_ERR_INVALID_ARGUMENT);
+    }
     EXPECT_EQ(amprt::desc::read(decoded(A::opcode == 1 ? 2 : 1, words, exact), b),
               AMPRT_ERR_INVALID_ARGUMENT);
   }
