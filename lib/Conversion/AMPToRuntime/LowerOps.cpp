@@ -550,38 +550,35 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emitAs(op, rt::matmul{}, d);
       })
       .Case([&](ConvOp o) -> LogicalResult {
-        rt::conv a;
-        if (failed(convAttrs(o, o.getType(), a)) || failed(all(op->getOperands())))
-          return failure();
-        a.has_bias = o.getBias() ? 1 : 0;
         ConvCall cc = convCalls.lookup(op);
-        Value out = convWrites(o);
-        if (out != o.getOutput() && failed(slotPtr(out)))
-          return failure(); // the last fused op's result, in its own slot
         auto bn = dyn_cast_or_null<BatchNormOp>(cc.bn);
-        if (bn && failed(all({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()})))
-          return failure();
-        if (failed(tensor(d, out, op)))
-          return failure();
-        int64_t flags = (cc.relu ? AMPRT_CONV_RELU : 0) |
-                        (blocked.contains(o.getX()) ? AMPRT_CONV_SRC_BLOCKED : 0) |
-                        (blocked.contains(out) ? AMPRT_CONV_DST_BLOCKED : 0);
+        // conv or conv_bn (a folded inference batch norm): the same fields,
+        // conv_bn's epsilon, then the flags (always there for conv_bn).
+        auto emitConv = [&](auto &a) -> LogicalResult {
+          if (failed(convAttrs(o, o.getType(), a)) || failed(all(op->getOperands())))
+            return failure();
+          a.has_bias = o.getBias() ? 1 : 0;
+          Value out = convWrites(o);
+          if (out != o.getOutput() && failed(slotPtr(out)))
+            return failure(); // the last fused op's result, in its own slot
+          if (bn && failed(all({bn.getScale(), bn.getBias(), bn.getMean(), bn.getVar()})))
+            return failure();
+          if (failed(tensor(d, out, op)))
+            return failure();
+          int64_t flags = (cc.relu ? AMPRT_CONV_RELU : 0) |
+                          (blocked.contains(o.getX()) ? AMPRT_CONV_SRC_BLOCKED : 0) |
+                          (blocked.contains(out) ? AMPRT_CONV_DST_BLOCKED : 0);
+          if (flags || bn)
+            a.flags = flags;
+          return emitAs(op, a, d);
+        };
         if (bn) {
-          rt::conv_bn f;
-          f.spatial = a.spatial;
-          f.group = a.group;
-          f.has_bias = a.has_bias;
-          llvm::copy(a.stride, f.stride);
-          llvm::copy(a.dilation, f.dilation);
-          llvm::copy(a.pad_begin, f.pad_begin);
-          llvm::copy(a.pad_end, f.pad_end);
-          f.epsilon = bn.getEpsilon().convertToDouble();
-          f.flags = flags;
-          return emitAs(op, f, d);
+          rt::conv_bn a;
+          a.epsilon = bn.getEpsilon().convertToDouble();
+          return emitConv(a);
         }
-        if (flags)
-          a.flags = flags;
-        return emitAs(op, a, d);
+        rt::conv a;
+        return emitConv(a);
       })
       .Case([&](NLLLossGradOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))

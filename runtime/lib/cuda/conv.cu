@@ -373,19 +373,20 @@ amprt_status conv(Dev &d, const Decoded &dd, bool withBn) {
   bool hasBias = false;
   int32_t flags = 0;
   double eps = 0;
-  if (withBn) {
-    attrs::conv_bn a;
+  auto fields = [&](auto &a) { // conv's and conv_bn's shared fields
     AMPRT_CHECK(read(dd, a));
     p = convParams(a);
     hasBias = a.has_bias != 0;
     flags = (int32_t)a.flags.value_or(0);
+    return AMPRT_OK;
+  };
+  if (withBn) {
+    attrs::conv_bn a;
+    AMPRT_CHECK(fields(a));
     eps = a.epsilon;
   } else {
     attrs::conv a;
-    AMPRT_CHECK(read(dd, a));
-    p = convParams(a);
-    hasBias = a.has_bias != 0;
-    flags = (int32_t)a.flags.value_or(0);
+    AMPRT_CHECK(fields(a));
   }
   const auto &t = dd.t;
   if (flags & ~(AMPRT_CONV_RELU | AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED))
