@@ -71,8 +71,16 @@ def table(header, rows):
 def record(args, title, header, rows, notes=()):
     """Prints the table and writes it as this command's section of --results."""
     name = os.path.basename(sys.argv[0])
-    command = " ".join([".venv/bin/python", f"bench/{name}"] +
-                       [a for a in sys.argv[1:] if not a.startswith("--results")])
+    argv, shown = sys.argv[1:], []
+    skip = False
+    for a in argv:  # the command line without --results (and its value)
+        if skip:
+            skip = False
+        elif a == "--results":
+            skip = True
+        elif not a.startswith("--results="):
+            shown.append(a)
+    command = " ".join([".venv/bin/python", f"bench/{name}"] + shown)
     body = ([f"### {title}", "",
              f"`{command}`: {datetime.date.today().isoformat()}, commit {commit()}, "
              f"{machine()}.", ""] + table(header, rows))
