@@ -161,3 +161,18 @@ def ort_checkpoint(copies):
 
 save("ort-shared-tensor.ckpt", ort_checkpoint(64))
 save("ort-one-tensor.ckpt", ort_checkpoint(1))
+
+# Slice with a negative step of an empty axis: folded (int64 constants) it
+# read one element of an empty vector (UBSan: reference binding to null);
+# as an op, its type took one element from an axis of none.
+empty = NH.from_array(np.zeros([0], dtype=np.int64), "e")
+save("slice-empty-negative-step.onnx", model(
+    [H.make_node("Slice", ["e", "st", "en", "ax", "sp"], ["s"]),
+     H.make_node("Concat", ["s", "two"], ["shape"], axis=0),
+     H.make_node("Reshape", ["x", "shape"], ["y"])],
+    [vi("x", F, [2])], [vi("y", F, None)],
+    [empty, i64("st", [-1]), i64("en", [-10]), i64("ax", [0]), i64("sp", [-1]), i64("two", [2])]))
+save("slice-empty-float-negative-step.onnx", model(
+    [H.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+    [vi("x", F, [0, 3])], [vi("y", F, None)],
+    [i64("st", [-1]), i64("en", [-10]), i64("ax", [0]), i64("sp", [-1])]))

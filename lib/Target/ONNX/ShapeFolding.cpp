@@ -369,7 +369,11 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       int64_t dim = in[0]->shape[ax], step = steps[k];
       int64_t lo = starts[k] < 0 ? starts[k] + dim : starts[k];
       int64_t hi = ends[k] < 0 ? ends[k] + dim : ends[k];
-      if (step > 0) {
+      if (dim == 0) {
+        // An empty axis gives an empty slice, whatever the bounds (the
+        // clamps below would make a negative step take one element).
+        cnt[ax] = 0;
+      } else if (step > 0) {
         lo = clampTo(lo, 0, dim);
         hi = clampTo(hi, 0, dim);
         cnt[ax] = hi > lo ? (hi - lo + step - 1) / step : 0;
@@ -395,6 +399,8 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
       int64_t off = 0;
       for (int64_t d = 0; d < rank; ++d)
         off += (b[d] + idx[d] * st[d]) * strides[d];
+      if (off < 0 || off >= (int64_t)v.size())
+        return failure(); // cannot happen after the clamps; never read outside
       out.push_back(v[off]);
       for (int64_t d = rank - 1; d >= 0; --d) {
         if (++idx[d] < cnt[d])

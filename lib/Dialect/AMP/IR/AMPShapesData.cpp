@@ -211,6 +211,10 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
       out[ax] = kDyn;
       continue;
     }
+    if (dim == 0) { // nothing to take, whatever the bounds (and no [0, -1] clamp)
+      out[ax] = 0;
+      continue;
+    }
     // ONNX clamping, done on clamped values so that INT64_MAX bounds do not
     // overflow.
     auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
