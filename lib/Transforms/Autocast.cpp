@@ -26,7 +26,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "amp/Transforms/Autocast.h"
+#include "amp/Transforms/AutocastOpInterface.h"
 #include "amp/Transforms/Passes.h"
+
+#include "AutocastRules.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -71,11 +74,33 @@ std::string mlir::amp::nodeNameOf(Operation *op) {
   return s;
 }
 
-static std::string typeName(Type t) {
+std::string mlir::amp::autocast_detail::typeName(Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
   t.print(os);
   return s;
+}
+
+using mlir::amp::autocast_detail::typeName;
+
+std::optional<autocast_detail::RuleChoice>
+mlir::amp::autocast_detail::lookupNodeRule(const AutocastOptions &opts,
+                                           const llvm::StringSet<> &blocked, llvm::StringRef name) {
+  if (blocked.contains(name))
+    return RuleChoice{PolicyRule{PrecisionClass::FP32, "f32", "block list"},
+                      "node '" + name.str() + "' is on the block list"};
+  if (auto it = opts.policy.nodes.find(name); it != opts.policy.nodes.end())
+    return RuleChoice{it->second, "node override in " + it->second.source};
+  return std::nullopt;
+}
+
+autocast_detail::RuleChoice mlir::amp::autocast_detail::lookupOpRule(const AutocastOptions &opts,
+                                                                     llvm::StringRef opName) {
+  if (auto it = opts.policy.ops.find(opName); it != opts.policy.ops.end())
+    return RuleChoice{it->second, it->second.source + " lists " + opName.str() + " as " +
+                                      stringifyPrecisionClass(it->second.cls).str()};
+  return RuleChoice{PolicyRule{PrecisionClass::FP32, "f32", "fallback"},
+                    opName.str() + " is not in the policy: fp32, the safe default"};
 }
 
 static FloatType floatElement(Value v) {
@@ -233,12 +258,9 @@ Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
   llvm::StringRef opName = op->getName().getStringRef();
   std::optional<PolicyRule> rule;
   std::string why;
-  if (blocked.contains(name)) {
-    rule = PolicyRule{PrecisionClass::FP32, "f32", "block list"};
-    why = "node '" + name + "' is on the block list";
-  } else if (auto it = opts.policy.nodes.find(name); it != opts.policy.nodes.end()) {
-    rule = it->second;
-    why = "node override in " + it->second.source;
+  if (auto node = autocast_detail::lookupNodeRule(opts, blocked, name)) {
+    rule = node->rule;
+    why = node->why;
   } else if (auto hint = op->getAttrOfType<StringAttr>("amp.class");
              hint && parsePrecisionClass(hint.getValue())) {
     // The importer's mark on the ops it composes one ONNX node of whose
@@ -257,14 +279,9 @@ Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
     }
   }
   if (!rule) {
-    if (auto it = opts.policy.ops.find(opName); it != opts.policy.ops.end()) {
-      rule = it->second;
-      why = it->second.source + " lists " + opName.str() + " as " +
-            stringifyPrecisionClass(it->second.cls).str();
-    } else {
-      rule = PolicyRule{PrecisionClass::FP32, "f32", "fallback"};
-      why = opName.str() + " is not in the policy: fp32, the safe default";
-    }
+    autocast_detail::RuleChoice c = autocast_detail::lookupOpRule(opts, opName);
+    rule = c.rule;
+    why = c.why;
   }
 
   Decision d{rule->cls, Type(), why, "", Value()};
@@ -480,7 +497,39 @@ static unsigned countCasts(Operation *root) {
   return n;
 }
 
-LogicalResult mlir::amp::runAutocast(func::FuncOp func, const AutocastOptions &opts,
+bool mlir::amp::autocast_detail::isCastOp(Operation *op) {
+  if (isa<CastOp>(op) || op->getName().getStringRef() == "tosa.cast")
+    return true;
+  // linalg.generic { arith.truncf / extf (one or two), linalg.yield }, one
+  // input, one init: the casts IREE and this pass write on tensors.
+  if (op->getName().getStringRef() != "linalg.generic" || op->getNumRegions() != 1 ||
+      op->getNumResults() != 1 || op->getRegion(0).empty())
+    return false;
+  Block &body = op->getRegion(0).front();
+  if (body.getNumArguments() != 2 || body.getOperations().size() < 2 ||
+      body.getOperations().size() > 3)
+    return false;
+  for (Operation &o : body.without_terminator())
+    if (!isa<arith::TruncFOp, arith::ExtFOp>(o))
+      return false;
+  return true;
+}
+
+/// Whether `op` is an upstream op autocast would classify (an interface,
+/// float tensors): a function with one of these and amp ops is refused.
+static bool isModelledUpstreamOp(Operation *op) {
+  if (isa<AMPDialect>(op->getDialect()) || !isa<AutocastOpInterface>(op) ||
+      op->hasTrait<OpTrait::ConstantLike>())
+    return false;
+  auto isFloatTensor = [](Type t) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    return r && isa<FloatType>(r.getElementType());
+  };
+  return llvm::any_of(op->getOperandTypes(), isFloatTensor) ||
+         llvm::any_of(op->getResultTypes(), isFloatTensor);
+}
+
+LogicalResult mlir::amp::runAutocast(FunctionOpInterface func, const AutocastOptions &opts,
                                      AutocastReport &report) {
   MLIRContext *ctx = func.getContext();
   Type low;
@@ -493,11 +542,26 @@ LogicalResult mlir::amp::runAutocast(func::FuncOp func, const AutocastOptions &o
   if (func.isExternal())
     return success();
   report.target = opts.target;
+  Operation *ampOp = nullptr, *upstreamOp = nullptr;
+  func->walk([&](Operation *op) {
+    if (!ampOp && isa<AMPDialect>(op->getDialect()))
+      ampOp = op;
+    else if (!upstreamOp && isModelledUpstreamOp(op))
+      upstreamOp = op;
+  });
+  if (ampOp && upstreamOp)
+    return func.emitError("amp-autocast: function mixes amp ops ('")
+           << ampOp->getName() << "') with upstream ops on float tensors ('"
+           << upstreamOp->getName()
+           << "'); autocast the amp program before lowering it, or the lowered one";
+  auto ampFunc = dyn_cast<func::FuncOp>(func.getOperation());
+  if (!ampOp || !ampFunc)
+    return autocast_detail::runUpstreamAutocast(func, opts, report, low);
   report.castsBefore += countCasts(func);
-  Autocaster a(func, opts, report, low);
+  Autocaster a(ampFunc, opts, report, low);
   if (failed(a.run()))
     return failure();
-  foldAndMergeCasts(func);
+  foldAndMergeCasts(ampFunc);
   report.castsAfter += countCasts(func);
   return success();
 }
@@ -561,11 +625,11 @@ static std::string dotEscape(llvm::StringRef s) {
   return out;
 }
 
-FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(func::FuncOp func,
+FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(FunctionOpInterface func,
                                                                    llvm::StringRef path) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "digraph \"" << dotEscape(func.getSymName()) << "\" {\n"
+  os << "digraph \"" << dotEscape(func.getName()) << "\" {\n"
      << "  rankdir=TB; node [style=filled, fontname=\"Helvetica\", "
         "fontsize=10];\n"
      << "  subgraph cluster_legend { label=\"element type\"; fontsize=10;\n"
@@ -574,7 +638,7 @@ FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(func::FuncOp 
         "l32 [label=\"f32\", fillcolor=\"#8ecae6\"]; "
         "lint [label=\"int / bool\", fillcolor=\"#e9ecef\"]; }\n";
   DenseMap<Value, std::string> ids;
-  unsigned next = 0;
+  unsigned nextId = 0;
   for (BlockArgument arg : func.getArguments()) {
     std::string id = "a" + std::to_string(arg.getArgNumber());
     ids[arg] = id;
@@ -589,16 +653,20 @@ FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(func::FuncOp 
        << dotEscape(typeName(arg.getType())) << "\", fillcolor=\"" << colourOf(arg.getType())
        << "\"];\n";
   }
-  func.walk([&](Operation *op) {
+  func->walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (op == func.getOperation())
-      return;
-    std::string id = "n" + std::to_string(next++);
+      return WalkResult::advance();
+    // The body of a linalg op is the op's own business: not drawn.
+    WalkResult next = isa<AutocastOpInterface>(op) ? WalkResult::skip() : WalkResult::advance();
+    bool isCast = autocast_detail::isCastOp(op);
+    if (op->getName().getStringRef() == "tensor.empty")
+      return next; // an init, not a computation
+    std::string id = "n" + std::to_string(nextId++);
     for (Value r : op->getResults())
       ids[r] = id;
     Type shown = op->getNumResults() ? op->getResult(0).getType() : Type();
-    bool isCast = isa<CastOp>(op);
     std::string label = op->getName().getStringRef().str();
-    if (!isa<func::ReturnOp, arith::ConstantOp>(op) && !isCast)
+    if (!op->hasTrait<OpTrait::IsTerminator>() && !op->hasTrait<OpTrait::ConstantLike>() && !isCast)
       label = nodeNameOf(op) + "\n" + label;
     os << "  " << id << " [label=\"" << dotEscape(label);
     if (shown)
@@ -610,6 +678,7 @@ FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(func::FuncOp 
       if (it != ids.end())
         os << "  " << it->second << " -> " << id << ";\n";
     }
+    return next;
   });
   os << "}\n";
   if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
@@ -656,9 +725,9 @@ struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
       opts.policy = std::move(*p);
     }
     AutocastReport rep;
-    std::vector<func::FuncOp> funcs(module.getOps<func::FuncOp>().begin(),
-                                    module.getOps<func::FuncOp>().end());
-    for (func::FuncOp f : funcs)
+    std::vector<FunctionOpInterface> funcs(module.getOps<FunctionOpInterface>().begin(),
+                                           module.getOps<FunctionOpInterface>().end());
+    for (FunctionOpInterface f : funcs)
       if (failed(runAutocast(f, opts, rep)))
         return signalPassFailure();
     // Every op is in the report under its node name.

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "amp/Transforms/Autocast.h"
+#include "amp/Transforms/AutocastOpInterface.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
@@ -137,7 +138,9 @@ FailureOr<Policy> Policy::parse(llvm::StringRef text, llvm::StringRef source, co
       return LogicalResult(emitError() << source << ": \"ops\" must be an object");
     for (const auto &kv : *ops) {
       llvm::StringRef name = kv.first;
-      if (ctx && !RegisteredOperationName::lookup(name, ctx)) {
+      if (ctx && !RegisteredOperationName::lookup(name, ctx) &&
+          !(isAutocastPolicyRefinement(name) &&
+            RegisteredOperationName::lookup(name.rsplit('.').first, ctx))) {
         llvm::StringRef hint = onnxHint(name);
         unknown.push_back("'" + name.str() + "'" +
                           (hint.empty() ? std::string() : " (did you mean '" + hint.str() + "'?)"));

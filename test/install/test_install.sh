@@ -56,6 +56,20 @@ echo "$out" | grep -q "amp.cast" || fail "no casts after amp-autocast"
 echo "$out" | grep -q "runtime: cpu context ok" || fail "no runtime context"
 echo "ok    the consumer imported the model, ran amp-autocast{target=bf16} ($(echo "$out" | grep -c "amp.cast") casts, bf16 gemms) and made a runtime context"
 
+# The linalg autocast, as a compiler holding linalg on tensors runs it.
+cat > "$tmp/mm.mlir" <<'MLIR'
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %acc: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %y = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%acc : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+MLIR
+out=$("$tmp/consumer/consumer" "$tmp/mm.mlir" "amp-autocast{target=bf16}") ||
+  fail "the consumer failed on linalg: $out"
+echo "$out" | grep -q "linalg.matmul ins(.*tensor<4x8xbf16>, tensor<8x16xbf16>) outs(.*tensor<4x16xf32>)" ||
+  fail "no bf16 linalg.matmul with f32 outs after amp-autocast:
+$out"
+echo "ok    the consumer ran amp-autocast{target=bf16} on linalg on tensors (AMPAutocastModels): bf16 inputs, f32 accumulator"
+
 "$tmp/prefix/bin/amp-compile" "$tmp/mlp.onnx" -o "$tmp/train" --optimizer sgd --loss-fn cross_entropy \
   --precision fp16 >"$tmp/compile.log" 2>&1 || { cat "$tmp/compile.log"; fail "the installed amp-compile"; }
 "$tmp/train" --data "$tmp/data.npz" --steps 2 --metrics "$tmp/m.jsonl" >"$tmp/train.log" 2>&1 ||
@@ -72,4 +86,4 @@ mv "$tmp/runner.a" "$tmp/prefix/lib/libamprt_runner.a"
 echo "ok    the installed amp-compile wrote a training program with <prefix>/lib's runtime (an empty libamprt_runner.a there makes it fail): $(tail -1 "$tmp/train.log")"
 "$tmp/prefix/bin/amp-opt" --version >/dev/null 2>&1 || fail "the installed amp-opt does not start"
 echo "ok    the installed amp-opt starts (libMLIR through its RPATH)"
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"

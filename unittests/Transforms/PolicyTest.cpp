@@ -2,6 +2,13 @@
 
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Transforms/Autocast.h"
+#include "amp/Transforms/AutocastOpInterface.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tosa/IR/TosaOps.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
@@ -13,12 +20,33 @@ using namespace mlir::amp;
 
 TEST(DefaultPolicy, NamesOnlyRegisteredOpsAndCoversEveryComputeOp) {
   MLIRContext ctx;
-  ctx.loadDialect<AMPDialect>();
+  ctx.loadDialect<AMPDialect, arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
+                  tensor::TensorDialect, tosa::TosaDialect>();
   Policy p = Policy::getDefault();
   ASSERT_FALSE(p.ops.empty());
-  for (const auto &kv : p.ops)
-    EXPECT_TRUE(RegisteredOperationName::lookup(kv.first(), &ctx).has_value())
+  for (const auto &kv : p.ops) {
+    llvm::StringRef name = kv.first();
+    if (isAutocastPolicyRefinement(name))
+      name = name.rsplit('.').first; // linalg.generic.contraction
+    EXPECT_TRUE(RegisteredOperationName::lookup(name, &ctx).has_value())
         << kv.first().str() << " is not an op";
+  }
+  // Every upstream product and convolution is lowered by default.
+  for (RegisteredOperationName name : ctx.getRegisteredOperations()) {
+    llvm::StringRef n = name.getStringRef();
+    bool product = (n.starts_with("linalg.") && !n.ends_with("_q") &&
+                    (n.contains("matmul") || n.contains("conv") || n.contains("matvec") ||
+                     n.contains("vecmat") || n == "linalg.dot" || n == "linalg.contract" ||
+                     n.contains("mmt4d")) &&
+                    !n.starts_with("linalg.quantized")) ||
+                   n == "tosa.matmul" || n == "tosa.conv2d" || n == "tosa.conv3d" ||
+                   n == "tosa.depthwise_conv2d" || n == "tosa.transpose_conv2d";
+    if (!product)
+      continue;
+    auto it = p.ops.find(n);
+    EXPECT_TRUE(it != p.ops.end() && it->second.cls == PrecisionClass::Lower)
+        << n.str() << " is a product but not lowered by policies/default.json";
+  }
   // Every amp op but the cast has a rule: nothing falls back silently.
   for (RegisteredOperationName name : ctx.getRegisteredOperations()) {
     llvm::StringRef n = name.getStringRef();

@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
 
@@ -78,7 +79,15 @@ struct AutocastReport {
 /// Rewrites `func` by the options' policy; appends every decision to
 /// `report`. Fails (with an error at the function) when the options are
 /// invalid (target, a block-listed or policy node that no op has).
-LogicalResult runAutocast(func::FuncOp func, const AutocastOptions &options,
+///
+/// A function of amp ops is autocast as a whole (every op in the precision
+/// of its class). Any other function (func.func, IREE's util.func, ...)
+/// holding upstream ops (linalg on tensors, tensor, arith, math, TOSA) is
+/// read through AutocastOpInterface: `lower` ops read the target type and
+/// keep f32 accumulators; the other ops keep the types they have, and the
+/// report says why. A function mixing amp ops with modelled upstream ops on
+/// float tensors is refused.
+LogicalResult runAutocast(FunctionOpInterface func, const AutocastOptions &options,
                           AutocastReport &report);
 
 /// The name an op is reported under: its ONNX node name (the NameLoc the
@@ -88,7 +97,8 @@ std::string nodeNameOf(Operation *op);
 /// Writes a Graphviz picture of `func` coloured by element type; when `dot`
 /// is on PATH also renders <path without .dot>.svg and .png. Returns the
 /// files written.
-FailureOr<std::vector<std::string>> writePrecisionGraph(func::FuncOp func, llvm::StringRef path);
+FailureOr<std::vector<std::string>> writePrecisionGraph(FunctionOpInterface func,
+                                                        llvm::StringRef path);
 
 } // namespace mlir::amp
 
