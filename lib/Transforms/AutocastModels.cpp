@@ -122,6 +122,10 @@ struct LinalgModel : public AutocastOpInterface::ExternalModel<LinalgModel<OpTy>
   std::string getAutocastPolicyName(Operation *op) const {
     if (auto g = dyn_cast<linalg::GenericOp>(op)) {
       auto l = cast<linalg::LinalgOp>(op);
+      // Products and convolutions reduce: an all-parallel generic is
+      // element-wise without asking the (costlier) interfaces.
+      if (g.getNumReductionLoops() == 0)
+        return "linalg.generic.elementwise";
       if (linalg::isaContractionOpInterface(l))
         return "linalg.generic.contraction";
       if (linalg::isaConvolutionOpInterface(l, /*allowEmptyConvolvedDims=*/false))
@@ -173,8 +177,10 @@ struct LinalgModel : public AutocastOpInterface::ExternalModel<LinalgModel<OpTy>
   bool isAutocastDataMovement(Operation *op) const {
     if constexpr (llvm::is_one_of<OpTy, linalg::TransposeOp, linalg::BroadcastOp,
                                   linalg::CopyOp>::value)
-      return cast<linalg::LinalgOp>(op).getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>() !=
-             nullptr;
+      return cast<linalg::LinalgOp>(op)
+                 .getDpsInitOperand(0)
+                 ->get()
+                 .getDefiningOp<tensor::EmptyOp>() != nullptr;
     if constexpr (std::is_same_v<OpTy, linalg::GenericOp>)
       return isGenericMove(cast<linalg::GenericOp>(op));
     return false;
@@ -259,7 +265,8 @@ FailureOr<Value> lowZeroPoint(Operation *op, OpBuilder &b, Value zp, Type low) {
   auto t = withElement(zp.getType(), low);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(op);
-  return tosa::ConstOp::create(b, op->getLoc(), t, DenseElementsAttr::get(t, b.getFloatAttr(low, 0.0)))
+  return tosa::ConstOp::create(b, op->getLoc(), t,
+                               DenseElementsAttr::get(t, b.getFloatAttr(low, 0.0)))
       .getResult();
 }
 

@@ -57,10 +57,10 @@ FloatType floatElementOf(Type t) {
 
 class UpstreamAutocaster {
 public:
-  UpstreamAutocaster(FunctionOpInterface func, const AutocastOptions &opts,
-                     AutocastReport &report, Type low)
-      : func(func), opts(opts), report(report), low(low),
-        f32(Float32Type::get(func.getContext())), b(func.getContext()) {
+  UpstreamAutocaster(FunctionOpInterface func, const AutocastOptions &opts, AutocastReport &report,
+                     Type low)
+      : func(func), opts(opts), report(report), low(low), f32(Float32Type::get(func.getContext())),
+        b(func.getContext()) {
     for (const auto &n : opts.blockList)
       blocked.insert(n);
   }
@@ -69,6 +69,13 @@ public:
 
 private:
   Value castTo(AutocastOpInterface style, Value v, Type elt);
+  /// typeName, remembered: printing a type is the costliest step per op.
+  const std::string &nameOf(Type t) {
+    std::string &s = typeNames[t];
+    if (s.empty())
+      s = typeName(t);
+    return s;
+  }
   bool isWeight(Value v);
   LogicalResult visit(Operation *op, AutocastOpInterface iface);
 
@@ -80,9 +87,10 @@ private:
   llvm::StringSet<> blocked;
   /// (value, element type, dialect of the cast): one cast each.
   DenseMap<std::tuple<Value, Type, Dialect *>, Value> castCache;
-  DenseSet<Operation *> made;          // casts and moves this pass built
-  SmallVector<Operation *> movedAway;  // moves whose only use is now a copy
+  DenseSet<Operation *> made;         // casts and moves this pass built
+  SmallVector<Operation *> movedAway; // moves whose only use is now a copy
   DenseSet<Value> weightsCast;
+  DenseMap<Type, std::string> typeNames;
   /// Constants lowered ops read before (TOSA's f32 zero points): erased at
   /// the end if nothing reads them any more.
   llvm::SetVector<Operation *> replacedConstants;
@@ -127,10 +135,10 @@ Value UpstreamAutocaster::castTo(AutocastOpInterface style, Value v, Type elt) {
     } else {
       b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
     }
-    Operation *before = b.getInsertionBlock()->empty() || b.getInsertionPoint() ==
-                                                              b.getInsertionBlock()->begin()
-                            ? nullptr
-                            : &*std::prev(b.getInsertionPoint());
+    Operation *before =
+        b.getInsertionBlock()->empty() || b.getInsertionPoint() == b.getInsertionBlock()->begin()
+            ? nullptr
+            : &*std::prev(b.getInsertionPoint());
     result = style.buildAutocastCast(b, loc, v, elt);
     // Everything the model built for the cast (tensor.dim, tensor.empty,
     // the generic) is the pass's, not the user's.
@@ -167,7 +175,7 @@ LogicalResult UpstreamAutocaster::visit(Operation *op, AutocastOpInterface iface
   AutocastDecision rec{node, op->getName().getStringRef().str(), "", "", "", ""};
   if (!iface) {
     rec.cls = "none";
-    rec.computeType = typeName(kept);
+    rec.computeType = nameOf(kept);
     rec.reason = rec.op + " has no autocast model (AutocastOpInterface): left as it is";
     report.ops.push_back(std::move(rec));
     return success();
@@ -183,15 +191,16 @@ LogicalResult UpstreamAutocaster::visit(Operation *op, AutocastOpInterface iface
   rec.reason = choice.why;
 
   if (choice.rule.cls != PrecisionClass::Lower) {
-    rec.computeType = typeName(kept);
-    rec.reason += "; reads " + typeName(kept) + ": unchanged (an upstream op changes its types "
+    rec.computeType = nameOf(kept);
+    rec.reason += "; reads " + nameOf(kept) +
+                  ": unchanged (an upstream op changes its types "
                   "only when lowered)";
     report.ops.push_back(std::move(rec));
     return success();
   }
   if (!iface.canAutocastLower())
     return op->emitError("amp-autocast: ")
-           << choice.why << ", but " << policyName << " cannot be rebuilt to read " << typeName(low)
+           << choice.why << ", but " << policyName << " cannot be rebuilt to read " << nameOf(low)
            << " (only products, convolutions and linalg structured ops can)";
   if (choice.rule.accumulate != "f32")
     return op->emitError("amp-autocast: ")
@@ -201,8 +210,8 @@ LogicalResult UpstreamAutocaster::visit(Operation *op, AutocastOpInterface iface
   for (unsigned i : inputs) {
     FloatType t = floatElementOf(op->getOperand(i).getType());
     if (t && t != f32 && t != low) {
-      rec.computeType = typeName(kept);
-      rec.reason += "; operand #" + std::to_string(i) + " is " + typeName(t) +
+      rec.computeType = nameOf(kept);
+      rec.reason += "; operand #" + std::to_string(i) + " is " + nameOf(t) +
                     ": kept (only f32 inputs are narrowed)";
       report.ops.push_back(std::move(rec));
       return success();
@@ -230,10 +239,10 @@ LogicalResult UpstreamAutocaster::visit(Operation *op, AutocastOpInterface iface
       for (OpOperand *u : uses)
         u->set(back);
     }
-    rec.reason += "; the result is rounded to " + typeName(low) + " (the op's only " +
-                  typeName(low) + " form) and cast back to " + typeName(kept);
+    rec.reason += "; the result is rounded to " + nameOf(low) + " (the op's only " + nameOf(low) +
+                  " form) and cast back to " + nameOf(kept);
   }
-  rec.computeType = typeName(low);
+  rec.computeType = nameOf(low);
   rec.accumulate = "f32";
   report.ops.push_back(std::move(rec));
   return success();
@@ -283,8 +292,8 @@ LogicalResult UpstreamAutocaster::run() {
 } // namespace
 
 LogicalResult mlir::amp::autocast_detail::runUpstreamAutocast(FunctionOpInterface func,
-                                                     const AutocastOptions &opts,
-                                                     AutocastReport &report, Type low) {
+                                                              const AutocastOptions &opts,
+                                                              AutocastReport &report, Type low) {
   if (!opts.keepIOTypes)
     return func.emitError("amp-autocast: keep-io-types=false is for amp programs; on "
                           "upstream ops the function's types are kept");
