@@ -59,6 +59,13 @@ def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
     (backward ops) take the precision of that forward node unless the policy
     names them.
 
+    Functions of upstream ops (linalg on tensors, tensor, arith, math, TOSA:
+    torch-mlir's and IREE's input) are read through AutocastOpInterface
+    (registerAutocastExternalModels): `lower` ops (products, convolutions)
+    read the target type through linalg.generic / tosa.cast casts and keep
+    f32 accumulators, every other op keeps its types; the report and the
+    picture are the same (docs/embedding.md).
+
     The policy is data: policies/default.json is compiled in; `policy=<file>`
     amends it (or replaces it with "extends": "none"). `report=<file>` writes
     one JSON entry per op (node, op, class, compute_type, accumulate, reason)
