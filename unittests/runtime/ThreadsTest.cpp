@@ -4,13 +4,21 @@
 // their gradients, casts, softmax rows, layer-norm rows, pooling) give
 // bit-identical results with one thread and with several: each element is
 // computed by the same code whatever the split. Sizes are chosen to reach the
-// threaded path and to leave vector tails.
+// threaded path and to leave vector tails. And amprt_threads_adapt goes to
+// one thread when the process is preempted all the time.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
 
 #include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
 
 using namespace amprt_test;
 
@@ -157,4 +165,55 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
         AMPRT_OK_OR_FAIL(amprt_global_average_pool_blocked(nullptr, px.p(), b, y.p()));
       },
       Buf(AMPRT_F32, {7, 2 * b, 1, 1}));
+}
+
+namespace {
+
+/// In a fresh process (the governor is made once per process): with more
+/// spinning threads than cores, this thread is preempted all the time;
+/// amprt_threads_adapt, called as after each step, must go to one thread
+/// within 3 s (unless `fixed` names an environment that turns it off, when
+/// it must keep both threads). Exits 0 when it behaved.
+[[noreturn]] void adaptUnderContention(const char *fixedVar) {
+  unsetenv("OMP_NUM_THREADS");
+  unsetenv("AMPRT_ADAPT_THREADS");
+  setenv("AMPRT_BUSY_PREEMPTIONS", "20", 1);
+  if (fixedVar)
+    setenv(fixedVar, fixedVar == std::string("OMP_NUM_THREADS") ? "2" : "0", 1);
+  omp_set_num_threads(2); // on any machine: two to drop from
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  unsigned n = 2 * std::max(1u, std::thread::hardware_concurrency()) + 2;
+  for (unsigned i = 0; i < n; ++i)
+    spinners.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  auto t0 = std::chrono::steady_clock::now();
+  int threads = 2;
+  volatile double sink = 0;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) {
+    for (int i = 0; i < 200000; ++i) // a "step" of work, runnable all along
+      sink = sink + i * 1e-9;
+    threads = amprt_threads_adapt();
+    if (!fixedVar && threads == 1)
+      break;
+  }
+  stop = true;
+  for (auto &t : spinners)
+    t.join();
+  std::exit(fixedVar ? (threads == 2 ? 0 : 1) : (threads == 1 ? 0 : 1));
+}
+
+} // namespace
+
+TEST(Threads, OneThreadWhileTheMachineIsBusy) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(adaptUnderContention(nullptr), testing::ExitedWithCode(0), "");
+}
+
+TEST(Threads, AFixedThreadCountIsKept) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(adaptUnderContention("OMP_NUM_THREADS"), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(adaptUnderContention("AMPRT_ADAPT_THREADS"), testing::ExitedWithCode(0), "");
 }

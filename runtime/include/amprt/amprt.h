@@ -169,6 +169,18 @@ amprt_status amprt_device_synchronize(amprt_context *ctx);
 /* How many times the host has waited for the context's device so far
  * (synchronisations, reads back, synchronous copies); 0 for "cpu". */
 int64_t amprt_device_sync_count(amprt_context *ctx);
+/* CPU threads on a shared machine. Call once per training step (after it):
+ * when other processes keep the cores busy (the process is preempted more
+ * than AMPRT_BUSY_PREEMPTIONS times a second, 120 by default: in two
+ * windows of at least 0.1 s in a row, or twice that in one), the CPU
+ * kernels drop to one thread, since a kernel split over threads waits at
+ * its end for a thread the scheduler took away; after a whole second with
+ * under a third of that rate, they go back to all threads. Returns the
+ * thread count the next step uses. Off when the user fixed the count
+ * (OMP_NUM_THREADS) or with AMPRT_ADAPT_THREADS=0; AMPRT_ADAPT_THREADS=debug
+ * prints each window's rate and decision to stderr. */
+int32_t amprt_threads_adapt(void);
+
 /* CUDA graphs: the ops amprt_exec receives between begin and end are
  * captured (not run) into a graph that amprt_graph_launch replays with the
  * same buffers, one launch for a whole training step. Everything an op sets

@@ -151,10 +151,13 @@ struct GemmKey {
   bool bias = false;    // an f32 [n] row added by the primitive (batch 1 only)
   bool relu = false;    // max(., 0) as a post-op (see reluCannotMeetNaN)
   bool bf16Out = false; // the f32 result rounded to bf16 by the primitive
+  // oneDNN splits a primitive for the thread count it was made with:
+  // amprt_threads_adapt changes that count.
+  int threads = maxThreads();
   bool operator<(const GemmKey &o) const {
-    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu, bf16Out) <
-           std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt, o.batch, o.bias,
-                    o.relu, o.bf16Out);
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu, bf16Out,
+                    threads) < std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt,
+                                        o.batch, o.bias, o.relu, o.bf16Out, o.threads);
   }
 };
 
@@ -609,6 +612,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
       key.push_back(bias ? 1 : 0);
       key.push_back(flags);
       key.push_back(outBf16);
+      key.push_back(maxThreads()); // oneDNN splits a primitive for its thread count
       // oneDNN picks its layouts (format_tag::any: blocked nChw16c and the
       // like, several times faster than plain NCHW); our plain tensors are
       // reordered in and out around the primitive. Primitives, reorders and
@@ -834,6 +838,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     dt dwOut = dwDirect && dw->dtype == AMPRT_BF16 ? dt::bf16 : dt::f32;
     key.push_back((int64_t)dxOut);
     key.push_back((int64_t)dwOut);
+    key.push_back(maxThreads()); // oneDNN splits a primitive for its thread count
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;

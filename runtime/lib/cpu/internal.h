@@ -312,6 +312,15 @@ void contiguousStrides(int32_t rank, const int64_t *shape, int64_t *strides);
 #define AMPRT_CLONES
 #endif
 
+/// The threads the next kernel may use (amprt_threads_adapt changes it).
+inline int maxThreads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 /// Runs f(begin, end) over [0, n) in pieces on the OpenMP threads (the
 /// pool oneDNN uses too) when there is at least `grain` work per thread;
 /// piece boundaries are multiples of `align`, so that each element is

@@ -800,8 +800,10 @@ int main(int argc, char **argv) {
               : amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK)
       die("step " + std::to_string(step + 1) + ": " + amprt_last_error());
     (step == start ? syncsFirstStep : syncsInSteps) += amprt_device_sync_count(ctx) - syncsBefore;
-    if (onHost)
+    if (onHost) {
       times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      amprt_threads_adapt(); // one thread while the machine is busy
+    }
     // The new state becomes the next step's arguments (buffers swap: no copy).
     for (auto [ai, ri] : carry)
       std::swap(ap[ai], rp[ri]);
