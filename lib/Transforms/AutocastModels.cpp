@@ -207,24 +207,8 @@ struct LinalgModel : public AutocastOpInterface::ExternalModel<LinalgModel<OpTy>
   }
 };
 
-/// linalg.softmax: classified (fp32 by default), never rebuilt.
-struct SoftmaxModel : public AutocastOpInterface::ExternalModel<SoftmaxModel, linalg::SoftmaxOp> {
-  std::string getAutocastPolicyName(Operation *op) const {
-    return op->getName().getStringRef().str();
-  }
-  bool canAutocastLower(Operation *) const { return false; }
-  SmallVector<unsigned> getAutocastInputs(Operation *) const { return {}; }
-  FailureOr<bool> autocastLower(Operation *op, OpBuilder &, Type,
-                                function_ref<Value(Value, Type)>) const {
-    return op->emitOpError("amp-autocast cannot rebuild this op in a narrower type");
-  }
-  Value buildAutocastCast(Operation *, OpBuilder &b, Location loc, Value v, Type elt) const {
-    return linalgCast(b, loc, v, elt);
-  }
-};
-
 //===----------------------------------------------------------------------===//
-// tensor, arith, math: classified; reshapes move data
+// linalg.softmax, tensor, arith, math: classified; reshapes move data
 //===----------------------------------------------------------------------===//
 
 template <typename OpTy>
@@ -337,7 +321,7 @@ void mlir::amp::registerAutocastExternalModels(DialectRegistry &registry) {
 #define GET_OP_LIST
 #include "mlir/Dialect/Linalg/IR/LinalgStructuredOps.cpp.inc"
            >(ctx);
-    linalg::SoftmaxOp::attachInterface<SoftmaxModel>(*ctx);
+    linalg::SoftmaxOp::attachInterface<ClassifiedModel<linalg::SoftmaxOp>>(*ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {
     attach<ClassifiedModel,
