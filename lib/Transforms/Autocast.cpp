@@ -554,8 +554,10 @@ LogicalResult mlir::amp::runAutocast(FunctionOpInterface func, const AutocastOpt
            << ampOp->getName() << "') with upstream ops on float tensors ('"
            << upstreamOp->getName()
            << "'); autocast the amp program before lowering it, or the lowered one";
+  // A func.func with neither (a helper, an empty body) stays an amp
+  // function: keep-io-types=false still retypes its float arguments.
   auto ampFunc = dyn_cast<func::FuncOp>(func.getOperation());
-  if (!ampOp || !ampFunc)
+  if (upstreamOp || !ampFunc)
     return autocast_detail::runUpstreamAutocast(func, opts, report, low);
   report.castsBefore += countCasts(func);
   Autocaster a(ampFunc, opts, report, low);

@@ -87,7 +87,6 @@ private:
   llvm::StringSet<> blocked;
   /// (value, element type, dialect of the cast): one cast each.
   DenseMap<std::tuple<Value, Type, Dialect *>, Value> castCache;
-  DenseSet<Operation *> made;         // casts and moves this pass built
   SmallVector<Operation *> movedAway; // moves whose only use is now a copy
   DenseSet<Value> weightsCast;
   DenseMap<Type, std::string> typeNames;
@@ -113,14 +112,12 @@ Value UpstreamAutocaster::castTo(AutocastOpInterface style, Value v, Type elt) {
   // A move with no other use: cast its source and move that instead.
   Operation *def = v.getDefiningOp();
   auto move = dyn_cast_or_null<AutocastOpInterface>(def);
-  if (move && !made.contains(def) && v.hasOneUse() && def->getNumResults() == 1 &&
-      move.isAutocastDataMovement()) {
+  if (move && v.hasOneUse() && def->getNumResults() == 1 && move.isAutocastDataMovement()) {
     Value src = def->getOperand(move.getAutocastMovedOperand());
     if (floatElementOf(src.getType()) == floatElementOf(v.getType())) {
       Value lowSrc = castTo(style, src, elt);
       FailureOr<Value> copy = move.rebuildAutocastDataMovement(b, lowSrc);
       if (succeeded(copy)) {
-        made.insert(copy->getDefiningOp());
         movedAway.push_back(def);
         result = *copy;
       }
@@ -135,18 +132,7 @@ Value UpstreamAutocaster::castTo(AutocastOpInterface style, Value v, Type elt) {
     } else {
       b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
     }
-    Operation *before =
-        b.getInsertionBlock()->empty() || b.getInsertionPoint() == b.getInsertionBlock()->begin()
-            ? nullptr
-            : &*std::prev(b.getInsertionPoint());
     result = style.buildAutocastCast(b, loc, v, elt);
-    // Everything the model built for the cast (tensor.dim, tensor.empty,
-    // the generic) is the pass's, not the user's.
-    Block *blk = result.getDefiningOp()->getBlock();
-    for (auto it = before ? std::next(before->getIterator()) : blk->begin();
-         &*it != result.getDefiningOp(); ++it)
-      made.insert(&*it);
-    made.insert(result.getDefiningOp());
     ++inserted;
     if (elt == low && isWeight(v))
       weightsCast.insert(v);
@@ -261,8 +247,7 @@ LogicalResult UpstreamAutocaster::run() {
     return isa<AutocastOpInterface>(op) ? WalkResult::skip() : WalkResult::advance();
   });
   for (Operation *op : ops) {
-    if (made.contains(op) || op->hasTrait<OpTrait::ConstantLike>() ||
-        op->hasTrait<OpTrait::IsTerminator>())
+    if (op->hasTrait<OpTrait::ConstantLike>() || op->hasTrait<OpTrait::IsTerminator>())
       continue;
     if (failed(visit(op, dyn_cast<AutocastOpInterface>(op))))
       return failure();
