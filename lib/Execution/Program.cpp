@@ -173,6 +173,14 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
   return fn->getAttrOfType<IntegerAttr>("amp.arena_bytes").getInt();
 }
 
+LogicalResult mlir::amp::lowerToLinalg(ModuleOp module, const PrecisionOptions &p) {
+  PassManager pm(module.getContext());
+  std::string error;
+  if (failed(buildLowerToLinalgPipeline(pm, p, error)))
+    return module.emitError(error);
+  return pm.run(module);
+}
+
 LogicalResult mlir::amp::buildTrainingStep(ModuleOp module, const TrainingOptions &o) {
   PassManager pm(module.getContext());
   buildTrainStepPipeline(pm, o);

@@ -55,8 +55,10 @@ void mlir::amp::buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions 
   pm.addPass(createAMPLossScaling(ls));
 }
 
-LogicalResult mlir::amp::buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
-                                                      std::string &error) {
+/// amp-autocast for fp16 / bf16; an error for an unknown precision or a
+/// policy / block list with fp32.
+static LogicalResult addAutocast(OpPassManager &pm, const PrecisionOptions &p,
+                                 std::string &error) {
   if (p.precision == "fp16" || p.precision == "bf16") {
     AMPAutocastOptions o;
     o.target = p.precision == "fp16" ? "f16" : "bf16";
@@ -71,9 +73,25 @@ LogicalResult mlir::amp::buildLowerForRuntimePipeline(OpPassManager &pm, const P
             " needs --precision fp16 or bf16 (fp32 runs no autocast)";
     return failure();
   }
+  return success();
+}
+
+LogicalResult mlir::amp::buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                                      std::string &error) {
+  if (failed(addAutocast(pm, p, error)))
+    return failure();
   pm.addPass(createAMPFoldTransposes());
   pm.addPass(createAMPPlanMemory());
   pm.addPass(createAMPLowerToRuntime());
+  return success();
+}
+
+LogicalResult mlir::amp::buildLowerToLinalgPipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                                    std::string &error) {
+  if (failed(addAutocast(pm, p, error)))
+    return failure();
+  pm.addPass(createAMPFoldTransposes());
+  pm.addPass(createAMPLowerToLinalg());
   return success();
 }
 
@@ -124,5 +142,13 @@ void mlir::amp::registerAMPPipelines() {
       [](OpPassManager &pm, const TrainingPipelineOptions &o, std::string &error) {
         buildTrainStepPipeline(pm, o.training());
         return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);
+      });
+  registerPipeline<TrainingPipelineOptions>(
+      "amp-training-to-linalg",
+      "amp-train-step, amp-autocast (precision fp16 / bf16) and amp-lower-to-linalg: a forward "
+      "graph to a training step in linalg on tensors (what amp-compile --emit=linalg writes)",
+      [](OpPassManager &pm, const TrainingPipelineOptions &o, std::string &error) {
+        buildTrainStepPipeline(pm, o.training());
+        return buildLowerToLinalgPipeline(pm, o.precisionOptions(), error);
       });
 }

@@ -91,6 +91,12 @@ static cl::opt<std::string> deviceName("device",
                                        cl::desc("Where the program runs: cpu, or cuda (links "
                                                 "the CUDA runtime; default cpu)"),
                                        cl::init("cpu"), cl::cat(category));
+static cl::opt<std::string> emitKind(
+    "emit",
+    cl::desc("What to write: program (a native executable, the default) or linalg (the step "
+             "as MLIR text in linalg on tensors, with @<func>_init giving the initial state, "
+             "for IREE or another MLIR compiler)"),
+    cl::init("program"), cl::cat(category));
 static cl::opt<std::string> funcName("func", cl::desc("Function to compile (default: main)"),
                                      cl::init("main"), cl::cat(category));
 
@@ -260,6 +266,10 @@ int main(int argc, char **argv) {
   llvm::InitializeNativeTargetAsmPrinter();
   if (deviceName != "cpu" && deviceName != "cuda")
     die("--device must be cpu or cuda, got '" + deviceName + "'");
+  if (emitKind != "program" && emitKind != "linalg")
+    die("--emit must be program or linalg, got '" + emitKind + "'");
+  if (emitKind == "linalg" && deviceName.getNumOccurrences())
+    die("--device applies to --emit program (the linalg step's compiler picks the device)");
   if (runtimeDir.empty()) {
     // ../lib beside the executable (build/bin -> build/lib, <prefix>/bin ->
     // <prefix>/lib), else the build tree this amp-compile came from.
@@ -465,6 +475,29 @@ int main(int argc, char **argv) {
       training += " (" + fmtG(t.initScale) + ")";
     if (t.accumulate > 1)
       training += ", " + std::to_string(t.accumulate) + " micro-batches per update";
+  }
+  if (emitKind == "linalg") {
+    if (failed(amp::lowerToLinalg(*module, {precision, policyFile,
+                                            {blockList.begin(), blockList.end()}})))
+      return 1;
+    std::string tmp = outputFile + ".tmp";
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(tmp, ec);
+      if (ec)
+        die("cannot write '" + tmp + "': " + ec.message());
+      module->print(os);
+      os.close();
+      if (os.has_error()) {
+        llvm::sys::fs::remove(tmp);
+        die("cannot write '" + tmp + "'");
+      }
+    }
+    if (std::error_code ec = llvm::sys::fs::rename(tmp, outputFile))
+      die("cannot write '" + outputFile + "': " + ec.message());
+    llvm::outs() << "wrote " << outputFile << " (linalg on tensors, " << precision
+                 << (training.empty() ? "" : "; " + training) << ")\n";
+    return 0;
   }
   auto sig = amp::signatureOf(f);
   if (failed(sig))

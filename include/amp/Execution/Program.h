@@ -63,6 +63,10 @@ std::optional<std::string> exceedsHostMemory(const TensorSlot &s, uint64_t alrea
 /// The training-step pipeline (amp-train-step) on the module.
 LogicalResult buildTrainingStep(ModuleOp module, const TrainingOptions &o);
 
+/// Runs autocast (fp16 / bf16) and amp-lower-to-linalg on `module`: every
+/// function becomes linalg on tensors, its initial state `@<name>_init`.
+LogicalResult lowerToLinalg(ModuleOp module, const PrecisionOptions &p);
+
 /// The lowering pipeline (amp-lower-for-runtime: amp-autocast for "fp16" /
 /// "bf16", amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime). Returns the arena size of
 /// `name`. A policy or block list with fp32 is refused (it would be ignored).

@@ -68,6 +68,12 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions &o);
 LogicalResult buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
                                            std::string &error);
 
+/// Adds autocast (fp16 / bf16) and amp-lower-to-linalg to `pm`: the step
+/// as linalg on tensors for another compiler; fails as
+/// buildLowerForRuntimePipeline on contradicting options.
+LogicalResult buildLowerToLinalgPipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                         std::string &error);
+
 /// The pipelines' textual options: the names of the passes' own options
 /// (Passes.td), added to a pass-options base by these mixins so that the
 /// combined pipeline has both sets and each is written once.
@@ -183,7 +189,8 @@ struct LowerForRuntimePipelineOptions
 struct TrainingPipelineOptions
     : WithPrecisionOptions<WithTrainStepOptions<PassPipelineOptions<TrainingPipelineOptions>>> {};
 
-/// Registers amp-train-step, amp-lower-for-runtime and amp-training-pipeline.
+/// Registers amp-train-step, amp-lower-for-runtime, amp-training-pipeline
+/// and amp-training-to-linalg.
 void registerAMPPipelines();
 
 } // namespace mlir::amp
