@@ -184,12 +184,13 @@ SmallVector<Value> Emit::map(ArrayRef<int64_t> shape, ArrayRef<Type> elts, Value
 
 Value Emit::map1(RankedTensorType result, ValueRange ins,
                  llvm::function_ref<Value(Emit &, ValueRange)> fn, bool widen) {
-  return map(result.getShape(), {result.getElementType()}, ins,
-             [&](OpBuilder &nb, Location nl, ValueRange a) -> SmallVector<Value> {
-               Emit e{nb, nl};
-               return {fn(e, a)};
-             },
-             widen)[0];
+  return map(
+      result.getShape(), {result.getElementType()}, ins,
+      [&](OpBuilder &nb, Location nl, ValueRange a) -> SmallVector<Value> {
+        Emit e{nb, nl};
+        return {fn(e, a)};
+      },
+      widen)[0];
 }
 
 Value Emit::reduce(Value x, ArrayRef<int64_t> axes, bool keep, Type acc, bool isMax) {
@@ -214,13 +215,12 @@ Value Emit::reduce(Value x, ArrayRef<int64_t> axes, bool keep, Type acc, bool is
   Value out = full(outT, isa<FloatType>(acc) ? cst(init, acc) : cstI(0, acc));
   SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(r),
                                  AffineMap::get(r, 0, outExprs, b.getContext())};
-  Value res = generic({outT}, {x}, {out}, maps, iters,
-                      [&](OpBuilder &nb, Location nl, ValueRange a) {
-                        Emit e{nb, nl};
-                        Value v = e.convert(a[0], acc);
-                        Value s = isMax ? arith::MaximumFOp::create(nb, nl, a[1], v).getResult()
-                                        : e.add(a[1], v);
-                        linalg::YieldOp::create(nb, nl, s);
-                      })[0];
+  Value res =
+      generic({outT}, {x}, {out}, maps, iters, [&](OpBuilder &nb, Location nl, ValueRange a) {
+        Emit e{nb, nl};
+        Value v = e.convert(a[0], acc);
+        Value s = isMax ? arith::MaximumFOp::create(nb, nl, a[1], v).getResult() : e.add(a[1], v);
+        linalg::YieldOp::create(nb, nl, s);
+      })[0];
   return keep ? reshape(res, keptShape) : res;
 }

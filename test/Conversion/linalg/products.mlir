@@ -61,3 +61,12 @@ func.func @conv_grad(%x: tensor<2x3x8x8xf16>, %w: tensor<4x3x3x3xf16>, %dy: tens
   %dx, %dw, %db = amp.conv_grad %x, %w, %dy {accumulate = f32, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf16>, tensor<4x3x3x3xf16>, tensor<2x4x4x4xf16>) -> (tensor<2x3x8x8xf16>, tensor<4x3x3x3xf16>, tensor<4xf16>)
   return %dx, %dw, %db : tensor<2x3x8x8xf16>, tensor<4x3x3x3xf16>, tensor<4xf16>
 }
+
+// One group in 2-D: linalg's named NCHW convolution with f32 outs.
+// CHECK-LABEL: func.func @conv_named
+func.func @conv_named(%x: tensor<2x3x8x8xbf16>, %w: tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xbf16> {
+  // CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%{{.+}}, %{{.+}} : tensor<2x3x8x8xbf16>, tensor<4x3x3x3xbf16>) outs(%{{.+}} : tensor<2x4x6x6xf32>)
+  // CHECK: arith.truncf %{{.+}} : f32 to bf16
+  %y = amp.conv %x, %w {accumulate = f32, kernel_shape = array<i64: 3, 3>} : (tensor<2x3x8x8xbf16>, tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xbf16>
+  return %y : tensor<2x4x6x6xbf16>
+}
