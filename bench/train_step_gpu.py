@@ -247,6 +247,11 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     env = dict(os.environ)
     env.pop("AMPRT_CUDA_EMULATE", None)
+    # Our programs' libraries (scripts/gpu-check resolves them: the bundle's,
+    # the toolkit's, the wheels' CUDA 13 layout); this process, and PyTorch
+    # in it, keep their own environment.
+    if os.environ.get("AMP_GPU_LD_LIBRARY_PATH"):
+        env["LD_LIBRARY_PATH"] = os.environ["AMP_GPU_LD_LIBRARY_PATH"]
     if a.emulate:
         env["AMPRT_CUDA_EMULATE"] = "1"
     bad = check(a.bundle, env, a.out) if a.check else 0

@@ -156,8 +156,9 @@ const char *amprt_cpu_features_string(void);
 
 /* Memory of the context's device (host memory for "cpu"), and copies; kind
  * 0: host -> device, 1: device -> host (waits for the device's work queued
- * before it), 2: device -> device. Copies are ordered with the context's
- * kernels. */
+ * before it), 2: device -> device (overlapping ranges allowed), 3: either
+ * side, told apart by the pointers (cudaMemcpyDefault; waits as kind 1).
+ * Copies are ordered with the context's kernels. */
 amprt_status amprt_device_alloc(amprt_context *ctx, size_t bytes, void **out);
 void amprt_device_free(amprt_context *ctx, void *ptr);
 amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src, size_t bytes,

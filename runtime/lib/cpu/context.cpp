@@ -118,7 +118,7 @@ extern "C" void amprt_device_free(amprt_context *ctx, void *ptr) {
 
 extern "C" amprt_status amprt_device_copy(amprt_context *ctx, void *dst, const void *src,
                                           size_t bytes, int32_t kind) {
-  if (!ctx || (bytes && (!dst || !src)) || kind < 0 || kind > 2)
+  if (!ctx || (bytes && (!dst || !src)) || kind < 0 || kind > 3)
     return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_device_copy: bad argument");
   if (ctx->ops)
     return ctx->ops->copy(ctx, dst, src, bytes, kind);

@@ -510,8 +510,10 @@ std::vector<char> snapshot(amprt_context *ctx, const amprt_tensor &t) {
   if (ctx && ctx->ops) {
     auto [lo, hi] = elementSpan(t);
     host.resize((size_t)(hi - lo + 1) * es);
+    // Kind 3 (either side): an operand may be the program's host constant
+    // (only the device executor swaps in its device copy).
     if (ctx->ops->copy(ctx, host.data(), static_cast<const char *>(t.data) + lo * (int64_t)es,
-                       host.size(), 1) != AMPRT_OK)
+                       host.size(), 3) != AMPRT_OK)
       return {};
     view.data = host.data() - lo * (int64_t)es;
   }

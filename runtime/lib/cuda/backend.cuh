@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,16 @@ struct Dev {
   // Scratch buffers by slot, grown on demand.
   std::vector<std::pair<void *, size_t>> scratch =
       std::vector<std::pair<void *, size_t>>(13); // 12: cuDNN's workspace
+  // A CUDA graph keeps the pointers it captured: while any graph lives, a
+  // scratch buffer outgrown is retired (freed when the last graph goes),
+  // not freed. Emulated, the scratch buffers freed are remembered and a
+  // graph launch that would read one fails, as the device would misbehave.
+  int64_t graphsAlive = 0;
+  // Emulated: every block the context allocated (base -> bytes), so that a
+  // copy naming host memory as its device side fails as on a device.
+  std::map<const char *, size_t> emulatedMemory;
+  std::vector<void *> retired;
+  std::set<const void *> freedScratch; // emulated only
   // cuBLASLt plans by problem.
   struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;

@@ -276,14 +276,17 @@ void timeUnscale(int64_t mib) {
 int main(int argc, char **argv) {
   unsigned seed = std::random_device{}();
   int64_t mib = 64;
+  bool probe = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--seed" && i + 1 < argc)
+    if (a == "--probe")
+      probe = true; // whether a device is usable (exit 0) or not (exit 2), nothing else
+    else if (a == "--seed" && i + 1 < argc)
       seed = (unsigned)std::strtoul(argv[++i], nullptr, 10);
     else if (a == "--mib" && i + 1 < argc)
       mib = std::strtoll(argv[++i], nullptr, 10);
     else {
-      std::fprintf(stderr, "usage: %s [--seed N] [--mib M]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--probe] [--seed N] [--mib M]\n", argv[0]);
       return 1;
     }
   }
@@ -294,6 +297,10 @@ int main(int argc, char **argv) {
   }
   char name[256];
   must(amprt_cuda_device_name(0, name, sizeof name), "device name");
+  if (probe) {
+    std::printf("device 0: %s\n", name);
+    return 0;
+  }
   std::printf("device 0: %s; seed %u\n", name, seed);
   std::mt19937 rng(seed);
   checkCasts(rng);

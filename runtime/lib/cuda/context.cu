@@ -228,6 +228,8 @@ void close(amprt_context *ctx) {
     rawFree(*d, c.first);
   for (auto &s : d->scratch)
     rawFree(*d, s.first);
+  for (void *r : d->retired)
+    rawFree(*d, r);
   for (auto &[p, n] : d->allocations)
     rawFree(*d, const_cast<char *>(p));
   rawFree(*d, d->err);
@@ -288,7 +290,8 @@ int32_t exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
 
 struct Graph {
   cudaGraphExec_t exec = nullptr;
-  std::vector<Dev::Call> calls; // emulated
+  std::vector<Dev::Call> calls;        // emulated
+  std::vector<const void *> scratchIn; // the scratch buffers at capture (emulated: checked)
 };
 
 amprt_status graphBegin(amprt_context *ctx) {
@@ -312,6 +315,9 @@ amprt_status graphEnd(amprt_context *ctx, void **out) {
   auto *g = new (std::nothrow) Graph();
   if (!g)
     return fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_graph_end");
+  for (auto &sc : d.scratch)
+    if (sc.first)
+      g->scratchIn.push_back(sc.first);
   if (d.emulate) {
     g->calls.swap(d.recorded);
   } else {
@@ -327,6 +333,7 @@ amprt_status graphEnd(amprt_context *ctx, void **out) {
     }
   }
   *out = g;
+  ++d.graphsAlive;
   return AMPRT_OK;
 }
 
@@ -334,6 +341,11 @@ amprt_status graphLaunch(amprt_context *ctx, void *p) {
   Dev &d = devOf(ctx);
   auto *g = static_cast<Graph *>(p);
   if (d.emulate) {
+    for (const void *sc : g->scratchIn)
+      if (d.freedScratch.count(sc))
+        return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                    "amprt_graph_launch (emulated): the graph captured a scratch buffer that "
+                    "was freed after the capture (a device would read freed memory)");
     for (Dev::Call &c : g->calls)
       AMPRT_CHECK((amprt_status)execOne(ctx, d, c.desc, c.bufs.empty() ? nullptr : c.bufs.data()));
     return AMPRT_OK;
@@ -344,11 +356,22 @@ amprt_status graphLaunch(amprt_context *ctx, void *p) {
 
 void graphDestroy(amprt_context *ctx, void *p) {
   auto *g = static_cast<Graph *>(p);
-  if (g && g->exec) {
-    cudaStreamSynchronize(devOf(ctx).stream);
+  if (!g)
+    return;
+  Dev &d = devOf(ctx);
+  if (g->exec) {
+    cudaStreamSynchronize(d.stream);
     cudaGraphExecDestroy(g->exec);
   }
   delete g;
+  if (--d.graphsAlive == 0) { // nothing captured the retired buffers any more
+    for (void *r : d.retired) {
+      if (d.emulate)
+        d.freedScratch.insert(r);
+      rawFree(d, r);
+    }
+    d.retired.clear();
+  }
 }
 
 amprt_status alloc(amprt_context *ctx, size_t bytes, void **out) {

@@ -104,6 +104,7 @@ amprt_status rawAlloc(Dev &d, size_t bytes, void **out) {
     *out = std::aligned_alloc(256, rounded);
     if (!*out)
       return fail(AMPRT_ERR_OUT_OF_MEMORY, "cuda (emulated): cannot allocate %zu bytes", bytes);
+    d.emulatedMemory[static_cast<const char *>(*out)] = rounded;
     return AMPRT_OK;
   }
   cudaError_t e = cudaMalloc(out, rounded);
@@ -116,24 +117,70 @@ amprt_status rawAlloc(Dev &d, size_t bytes, void **out) {
 void rawFree(Dev &d, void *p) {
   if (!p)
     return;
-  if (d.emulate)
+  if (d.emulate) {
+    d.emulatedMemory.erase(static_cast<const char *>(p));
     std::free(p);
-  else
+  } else {
     cudaFree(p);
+  }
+}
+
+/// Whether [p, p + bytes) lies inside one of this (emulated) context's
+/// allocations.
+static bool inDeviceMemory(const Dev &d, const void *p, size_t bytes) {
+  const char *c = static_cast<const char *>(p);
+  auto al = d.emulatedMemory.upper_bound(c);
+  if (al == d.emulatedMemory.begin())
+    return false;
+  --al;
+  return c >= al->first && c + bytes <= al->first + al->second;
 }
 
 amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t kind) {
   if (!bytes)
     return AMPRT_OK;
+  const char *s = static_cast<const char *>(src), *t = static_cast<const char *>(dst);
+  bool overlap = t != s && t < s + bytes && s < t + bytes;
   if (d.emulate) {
+    // What CUDA refuses, refused here too (the host's memmove would hide
+    // it): a copy kind whose device side is not device memory, and
+    // device-to-device copies of overlapping ranges (cudaMemcpy's are
+    // undefined there). Kind 3 (cudaMemcpyDefault) takes either side.
+    const char *kinds[] = {"host-to-device", "device-to-host", "device-to-device"};
+    bool dstDev = inDeviceMemory(d, dst, bytes), srcDev = inDeviceMemory(d, src, bytes);
+    if ((kind == 0 && !dstDev) || (kind == 1 && !srcDev) || (kind == 2 && (!dstDev || !srcDev)))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "cudaMemcpyAsync (emulated): a %s copy of %zu bytes whose %s is not this "
+                  "context's device memory (CUDA: invalid argument)",
+                  kinds[kind], bytes, kind == 1 || (kind == 2 && !srcDev) ? "source" : "destination");
+    if (kind == 2 && overlap)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "cudaMemcpyAsync (emulated): a device-to-device copy of %zu bytes between "
+                  "overlapping ranges (undefined in CUDA)",
+                  bytes);
     std::memmove(dst, src, bytes);
+    return AMPRT_OK;
+  }
+  if (kind == 2 && overlap) {
+    // Through a scratch buffer: two copies that do not overlap.
+    void *tmp;
+    AMPRT_CHECK(scratch(d, 7, bytes, &tmp));
+    CUDA_CHECK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, d.stream),
+               "cudaMemcpyAsync");
+    CUDA_CHECK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, d.stream),
+               "cudaMemcpyAsync");
     return AMPRT_OK;
   }
   cudaMemcpyKind k = kind == 0   ? cudaMemcpyHostToDevice
                      : kind == 1 ? cudaMemcpyDeviceToHost
-                                 : cudaMemcpyDeviceToDevice;
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, d.stream), "cudaMemcpyAsync");
-  if (kind == 1) { // the caller reads the bytes next
+                     : kind == 2 ? cudaMemcpyDeviceToDevice
+                                 : cudaMemcpyDefault;
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, k, d.stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError(); // not left pending for the next, innocent call
+    return cudaFail(e, "cudaMemcpyAsync");
+  }
+  if (kind == 1 || kind == 3) { // the caller may read the bytes next
     ++d.hostSyncs;
     CUDA_CHECK(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
   }
@@ -154,7 +201,13 @@ amprt_status scratch(Dev &d, int slot, size_t bytes, void **out) {
       ++d.hostSyncs;
       if (!d.emulate)
         CUDA_CHECK(cudaStreamSynchronize(d.stream), "scratch");
-      rawFree(d, s.first);
+      if (d.graphsAlive > 0) {
+        d.retired.push_back(s.first); // a captured graph may still use it
+      } else {
+        if (d.emulate)
+          d.freedScratch.insert(s.first);
+        rawFree(d, s.first);
+      }
       s = {nullptr, 0};
     }
     AMPRT_CHECK(rawAlloc(d, bytes, &s.first));
