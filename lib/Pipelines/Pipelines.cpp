@@ -57,8 +57,7 @@ void mlir::amp::buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions 
 
 /// amp-autocast for fp16 / bf16; an error for an unknown precision or a
 /// policy / block list with fp32.
-static LogicalResult addAutocast(OpPassManager &pm, const PrecisionOptions &p,
-                                 std::string &error) {
+static LogicalResult addAutocast(OpPassManager &pm, const PrecisionOptions &p, std::string &error) {
   if (p.precision == "fp16" || p.precision == "bf16") {
     AMPAutocastOptions o;
     o.target = p.precision == "fp16" ? "f16" : "bf16";

@@ -477,8 +477,8 @@ int main(int argc, char **argv) {
       training += ", " + std::to_string(t.accumulate) + " micro-batches per update";
   }
   if (emitKind == "linalg") {
-    if (failed(amp::lowerToLinalg(*module, {precision, policyFile,
-                                            {blockList.begin(), blockList.end()}})))
+    if (failed(amp::lowerToLinalg(*module,
+                                  {precision, policyFile, {blockList.begin(), blockList.end()}})))
       return 1;
     std::string tmp = outputFile + ".tmp";
     {

@@ -83,11 +83,13 @@ TEST(CudaEmulated, CopiesRefuseWhatCudaRefuses) {
   void *mem = nullptr;
   ASSERT_EQ(amprt_device_alloc(dev.ctx, 256, &mem), AMPRT_OK) << amprt_last_error();
   // Host memory named as the device side of a copy: CUDA's invalid argument.
-  EXPECT_EQ(amprt_device_copy(dev.ctx, back.data(), host.data(), 64, 1), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_device_copy(dev.ctx, back.data(), host.data(), 64, 1),
+            AMPRT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(amprt_last_error()).find("not this context's device memory"),
             std::string::npos)
       << amprt_last_error();
-  EXPECT_EQ(amprt_device_copy(dev.ctx, host.data(), back.data(), 64, 0), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_device_copy(dev.ctx, host.data(), back.data(), 64, 0),
+            AMPRT_ERR_INVALID_ARGUMENT);
   // Kind 3 (cudaMemcpyDefault) takes either side.
   EXPECT_EQ(amprt_device_copy(dev.ctx, back.data(), host.data(), 64, 3), AMPRT_OK);
   EXPECT_EQ(amprt_device_copy(dev.ctx, mem, host.data(), 256, 3), AMPRT_OK);

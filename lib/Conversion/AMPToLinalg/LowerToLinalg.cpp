@@ -815,10 +815,9 @@ static Value namedConv2d(Emit &e, Value x, Value w, ArrayRef<int64_t> accShape,
                          ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations) {
   auto accT = RankedTensorType::get(accShape, e.f32());
   auto at = RankedTensorType::get({2}, e.b.getI64Type());
-  return linalg::Conv2DNchwFchwOp::create(e.b, e.loc, TypeRange{accT}, ValueRange{x, w},
-                                          ValueRange{e.full(accT, e.cstF(0))},
-                                          DenseIntElementsAttr::get(at, strides),
-                                          DenseIntElementsAttr::get(at, dilations))
+  return linalg::Conv2DNchwFchwOp::create(
+             e.b, e.loc, TypeRange{accT}, ValueRange{x, w}, ValueRange{e.full(accT, e.cstF(0))},
+             DenseIntElementsAttr::get(at, strides), DenseIntElementsAttr::get(at, dilations))
       .getResult(0);
 }
 
@@ -1062,6 +1061,11 @@ LogicalResult OpLowering::convGrad(ConvGradOp o, SmallVector<Value> &out) {
   return success();
 }
 
+/// linalg.index `dim` as an i64.
+static Value loopIndex(OpBuilder &b, Location l, int64_t dim) {
+  return arith::IndexCastOp::create(b, l, b.getI64Type(), linalg::IndexOp::create(b, l, dim));
+}
+
 // Max pooling: the maxima (exact in the element type), and the flat index
 // of each window's first maximum (ONNX's row-major Indices) as a min over
 // the window's positions holding the maximum.
@@ -1109,33 +1113,30 @@ LogicalResult OpLowering::maxPool(MaxPoolOp o, SmallVector<Value> &out) {
   auto it = cast<RankedTensorType>(o.getIndices().getType());
   Value init = e.full(it, e.cstI(std::numeric_limits<int64_t>::max(), b.getI64Type()));
   SmallVector<int64_t> dims(xt.getShape());
-  Value idx = e.generic(
-      {it}, {xp, vals, win}, {init}, {xm, om, km, om}, iters,
-      [&](OpBuilder &nb, Location nl, ValueRange a) {
-        Emit q{nb, nl};
-        Type i64 = nb.getI64Type();
-        auto index = [&](int64_t dim) {
-          return arith::IndexCastOp::create(nb, nl, i64, linalg::IndexOp::create(nb, nl, dim))
-              .getResult();
-        };
-        // flat = ((n * C + c) * D1 + h1) * D2 + h2 ..., h = o * s + k * d - pad.
-        Value flat = q.add(q.mul(index(0), q.cstI(dims[1], i64)), index(1));
-        Value inside = arith::ConstantIntOp::create(nb, nl, 1, 1);
-        for (int64_t i = 0; i < S; ++i) {
-          Value h = q.add(q.mul(index(2 + i), q.cstI(w.strides[i], i64)),
-                          q.mul(index(2 + S + i), q.cstI(w.dilations[i], i64)));
-          h = q.sub(h, q.cstI(w.padLo[i], i64));
-          Value ok =
-              arith::AndIOp::create(nb, nl, q.cmpi(arith::CmpIPredicate::sge, h, q.cstI(0, i64)),
-                                    q.cmpi(arith::CmpIPredicate::slt, h, q.cstI(dims[2 + i], i64)));
-          inside = arith::AndIOp::create(nb, nl, inside, ok);
-          flat = q.add(q.mul(flat, q.cstI(dims[2 + i], i64)), h);
-        }
-        // The maximum (or a NaN, which the maximum then is).
-        Value hit = arith::AndIOp::create(nb, nl, inside, q.cmp(P::UEQ, a[0], a[1]));
-        Value m = arith::MinSIOp::create(nb, nl, a[3], flat);
-        linalg::YieldOp::create(nb, nl, q.sel(hit, m, a[3]));
-      })[0];
+  Value idx = e.generic({it}, {xp, vals, win}, {init}, {xm, om, km, om}, iters,
+                        [&](OpBuilder &nb, Location nl, ValueRange a) {
+                          Emit q{nb, nl};
+                          Type i64 = nb.getI64Type();
+                          auto index = [&](int64_t dim) { return loopIndex(nb, nl, dim); };
+                          // flat = ((n * C + c) * D1 + h1) * D2 + h2 ..., h = o * s + k * d - pad.
+                          Value flat = q.add(q.mul(index(0), q.cstI(dims[1], i64)), index(1));
+                          Value inside = arith::ConstantIntOp::create(nb, nl, 1, 1);
+                          for (int64_t i = 0; i < S; ++i) {
+                            Value h = q.add(q.mul(index(2 + i), q.cstI(w.strides[i], i64)),
+                                            q.mul(index(2 + S + i), q.cstI(w.dilations[i], i64)));
+                            h = q.sub(h, q.cstI(w.padLo[i], i64));
+                            Value ok = arith::AndIOp::create(
+                                nb, nl, q.cmpi(arith::CmpIPredicate::sge, h, q.cstI(0, i64)),
+                                q.cmpi(arith::CmpIPredicate::slt, h, q.cstI(dims[2 + i], i64)));
+                            inside = arith::AndIOp::create(nb, nl, inside, ok);
+                            flat = q.add(q.mul(flat, q.cstI(dims[2 + i], i64)), h);
+                          }
+                          // The maximum (or a NaN, which the maximum then is).
+                          Value hit =
+                              arith::AndIOp::create(nb, nl, inside, q.cmp(P::UEQ, a[0], a[1]));
+                          Value m = arith::MinSIOp::create(nb, nl, a[3], flat);
+                          linalg::YieldOp::create(nb, nl, q.sel(hit, m, a[3]));
+                        })[0];
   out.push_back(idx);
   return success();
 }
@@ -1174,10 +1175,7 @@ LogicalResult OpLowering::maxPoolGrad(MaxPoolGradOp o, SmallVector<Value> &out) 
         SmallVector<Iter>(r, Iter::parallel), [&](OpBuilder &nb, Location nl, ValueRange a) {
           Emit q{nb, nl};
           Type i64 = nb.getI64Type();
-          auto index = [&](int64_t dim) {
-            return arith::IndexCastOp::create(nb, nl, i64, linalg::IndexOp::create(nb, nl, dim))
-                .getResult();
-          };
+          auto index = [&](int64_t dim) { return loopIndex(nb, nl, dim); };
           Value flat = q.add(q.mul(index(0), q.cstI(dims[1], i64)), index(1));
           for (int64_t i = 0; i < S; ++i)
             flat = q.add(q.mul(flat, q.cstI(dims[2 + i], i64)), index(2 + i));
@@ -1210,10 +1208,7 @@ LogicalResult OpLowering::maxPoolGrad(MaxPoolGradOp o, SmallVector<Value> &out) 
       [&](OpBuilder &nb, Location nl, ValueRange a) {
         Emit q{nb, nl};
         Type i64 = nb.getI64Type();
-        auto index = [&](int64_t dim) {
-          return arith::IndexCastOp::create(nb, nl, i64, linalg::IndexOp::create(nb, nl, dim))
-              .getResult();
-        };
+        auto index = [&](int64_t dim) { return loopIndex(nb, nl, dim); };
         Value ok = arith::ConstantIntOp::create(nb, nl, 1, 1);
         Value flat = q.add(q.mul(index(0), q.cstI(dims[1], i64)), index(1));
         SmallVector<Value> at = {linalg::IndexOp::create(nb, nl, 0),
