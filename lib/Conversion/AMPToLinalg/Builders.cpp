@@ -67,6 +67,8 @@ Value Emit::convert(Value v, Type to) {
     }
     if (ff.getWidth() < tf.getWidth())
       return arith::ExtFOp::create(b, loc, to, v);
+    if (from.isF64() && tf.getWidth() < 32) // as the runtime stores it: (float) first
+      return arith::TruncFOp::create(b, loc, to, arith::TruncFOp::create(b, loc, f32(), v));
     if (ff.getWidth() > tf.getWidth())
       return arith::TruncFOp::create(b, loc, to, v);
     // f16 <-> bf16: through f32 (the widening is exact: one rounding).
