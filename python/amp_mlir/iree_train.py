@@ -241,6 +241,14 @@ def main(argv=None) -> int:
     except (ValueError, OSError, RuntimeError) as e:
         print(f"iree_train: error: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # noqa: BLE001 - iree-compile's CompilerToolError: its diagnostics
+        if type(e).__name__ != "CompilerToolError":
+            raise
+        text = str(e)
+        diags = [l for l in text.splitlines() if "error:" in l][:10]
+        print(f"iree_train: error: iree-compile failed on {args.step}:\n" +
+              ("\n".join(diags) if diags else text[:2000]), file=sys.stderr)
+        return 1
     return 0
 
 
