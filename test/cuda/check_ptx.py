@@ -10,7 +10,10 @@ flags and checks, kernel by kernel:
     operand (an f32 group's two halves), two st.global.v4, no local memory;
   - the reduction (ReduceF): two ld.global.v4 (its dense-run path);
   - the multi-tensor unscale_and_check (UnscaleF): ld.global.v4 and
-    st.global.v4.
+    st.global.v4;
+  - the kernels that record a device error (a bad label or index, a
+    division by zero) claim the record with an atomic compare-and-swap
+    (atom.global.cas): many threads may find an error at once.
 usage: check_ptx.py NVCC SOURCE_DIR BINARY_DIR
 """
 import os
@@ -77,6 +80,13 @@ for tag, want_ld, want_st in (("7ReduceF", 2, 0), ("8UnscaleF", 1, 1)):
     check(bool(found) and ld >= want_ld and st >= want_st,
           f"{tag[1:]}: {ld} 16-byte loads, {st} 16-byte stores (want >= {want_ld}, >= {want_st})"
           + ("" if found else " (kernel not found)"))
+
+# The error record is claimed with atom.cas by the kernels that can record
+# one (labels, indices, integer division, ...), never by plain stores.
+cas_kernels = [k for k, b in kernels.items() if re.search(r"atom(?:\.global)?\.cas\.b32", b)]
+check(len(cas_kernels) >= 3,
+      f"{len(cas_kernels)} kernels claim the device error record with atom.cas (want >= 3: labels, "
+      f"indices, integer division)")
 
 print(f"{passes} passed, {len(failures)} failed")
 sys.exit(1 if failures or not passes else 0)

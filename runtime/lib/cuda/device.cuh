@@ -201,12 +201,23 @@ enum DeviceErrorKind {
   ERR_PROBABILITY = 7 // a: the value's f32 bits, b: position
 };
 
+/// Records the first error (a warning gives way to an error): many threads
+/// may find one at once, so the record is claimed by a compare-and-swap on
+/// `kind` and only its winner writes a, b, c (read after the kernels end).
 HD inline void recordError(DeviceError *e, int32_t kind, int64_t a, int64_t b, int64_t c) {
-  if (e->kind == ERR_NONE || (e->kind == ERR_MIN_SCALE_WARN && kind != ERR_MIN_SCALE_WARN)) {
+  auto cas = [e](int32_t expect, int32_t want) {
+#ifdef __CUDA_ARCH__
+    return atomicCAS(reinterpret_cast<int *>(&e->kind), expect, want) == expect;
+#else
+    return __atomic_compare_exchange_n(&e->kind, &expect, want, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+#endif
+  };
+  bool won = cas(ERR_NONE, kind) || (kind != ERR_MIN_SCALE_WARN && cas(ERR_MIN_SCALE_WARN, kind));
+  if (won) {
     e->a = a;
     e->b = b;
     e->c = c;
-    e->kind = kind;
   }
 }
 
