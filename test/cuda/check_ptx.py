@@ -13,7 +13,11 @@ flags and checks, kernel by kernel:
     st.global.v4;
   - the kernels that record a device error (a bad label or index, a
     division by zero) claim the record with an atomic compare-and-swap
-    (atom.global.cas): many threads may find an error at once.
+    (atom.global.cas): many threads may find an error at once;
+  - in the sources: the context's code makes no call on the legacy default
+    stream (cudaMemcpy, cudaMemset, cudaDeviceSynchronize: not ordered with
+    the context's non-blocking stream); kernels.cu, the checker's API, runs
+    on the legacy stream throughout and is left out.
 usage: check_ptx.py NVCC SOURCE_DIR BINARY_DIR
 """
 import os
@@ -87,6 +91,17 @@ cas_kernels = [k for k, b in kernels.items() if re.search(r"atom(?:\.global)?\.c
 check(len(cas_kernels) >= 3,
       f"{len(cas_kernels)} kernels claim the device error record with atom.cas (want >= 3: labels, "
       f"indices, integer division)")
+
+legacy = []
+for name in sources:
+    if name == "kernels.cu":
+        continue
+    for i, line in enumerate(open(os.path.join(src, "runtime/lib/cuda", name)), 1):
+        code = line.split("//")[0]
+        if re.search(r"\b(cudaMemcpy|cudaMemset|cudaDeviceSynchronize)\(", code):
+            legacy.append(f"{name}:{i}")
+check(not legacy, "no legacy-stream call in the context's code"
+      + (f" (found: {', '.join(legacy)})" if legacy else ""))
 
 print(f"{passes} passed, {len(failures)} failed")
 sys.exit(1 if failures or not passes else 0)

@@ -37,16 +37,20 @@ bool probeReluEpilogue(Dev &d) {
       stF(host, t, i, in[i]);
     size_t es = amprt_dtype_size((amprt_dtype)t);
     // A at 0, B at 256, Y at 512 (each 256-byte aligned).
-    ok = ok && cudaMemcpy(b, host, es, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(b + 256, host + es, 4 * es, cudaMemcpyHostToDevice) == cudaSuccess &&
+    // Every call on the context's (non-blocking) stream: the legacy
+    // stream's cudaMemcpy is not ordered with it (a pageable H2D copy may
+    // return before its data lands).
+    ok = ok && cudaMemcpyAsync(b, host, es, cudaMemcpyHostToDevice, d.stream) == cudaSuccess &&
+         cudaMemcpyAsync(b + 256, host + es, 4 * es, cudaMemcpyHostToDevice, d.stream) ==
+             cudaSuccess &&
          ltMatmul(d, false, false, 1, 4, 1, b, b + 256, t, b + 512, t, 1.0f, nullptr, 1, 0, 0, 0,
                   true) == AMPRT_OK &&
-         cudaStreamSynchronize(d.stream) == cudaSuccess &&
-         cudaMemcpy(out, b + 512, 4 * es, cudaMemcpyDeviceToHost) == cudaSuccess;
+         cudaMemcpyAsync(out, b + 512, 4 * es, cudaMemcpyDeviceToHost, d.stream) == cudaSuccess &&
+         cudaStreamSynchronize(d.stream) == cudaSuccess;
     ok = ok && std::isnan(ldF(out, t, 0)) && ldF(out, t, 1) == 0.0f && ldF(out, t, 2) == 3.0f &&
          ldF(out, t, 3) == 0.0f;
   }
-  cudaDeviceSynchronize();
+  cudaStreamSynchronize(d.stream);
   cudaGetLastError(); // a failed probe leaves no error behind
   rawFree(d, buf);
   return ok;

@@ -136,45 +136,62 @@ static bool inDeviceMemory(const Dev &d, const void *p, size_t bytes) {
   return c >= al->first && c + bytes <= al->first + al->second;
 }
 
+/// cudaMemcpyAsync device to device, as CUDA defines it: the ranges must not
+/// overlap (undefined there; emulated, refused, so that a caller relying on
+/// the host's memmove is caught).
+static amprt_status copyD2D(Dev &d, void *dst, const void *src, size_t bytes, const char *what) {
+  const char *s = static_cast<const char *>(src), *t = static_cast<const char *>(dst);
+  if (d.emulate) {
+    if (t != s && t < s + bytes && s < t + bytes)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "%s (emulated): a device-to-device cudaMemcpyAsync of %zu bytes between "
+                  "overlapping ranges (undefined in CUDA)",
+                  what, bytes);
+    std::memcpy(dst, src, bytes);
+    return AMPRT_OK;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d.stream), what);
+  return AMPRT_OK;
+}
+
+/// A device-to-device copy with memmove's meaning: overlapping ranges go
+/// through a scratch buffer (two copies that do not overlap).
+static amprt_status moveD2D(Dev &d, void *dst, const void *src, size_t bytes, const char *what) {
+  const char *s = static_cast<const char *>(src), *t = static_cast<const char *>(dst);
+  if (!bytes || s == t)
+    return AMPRT_OK;
+  if (t < s + bytes && s < t + bytes) {
+    void *tmp;
+    AMPRT_CHECK(scratch(d, 7, bytes, &tmp));
+    AMPRT_CHECK(copyD2D(d, tmp, src, bytes, what));
+    return copyD2D(d, dst, tmp, bytes, what);
+  }
+  return copyD2D(d, dst, src, bytes, what);
+}
+
 amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t kind) {
   if (!bytes)
     return AMPRT_OK;
-  const char *s = static_cast<const char *>(src), *t = static_cast<const char *>(dst);
-  bool overlap = t != s && t < s + bytes && s < t + bytes;
   if (d.emulate) {
     // What CUDA refuses, refused here too (the host's memmove would hide
-    // it): a copy kind whose device side is not device memory, and
-    // device-to-device copies of overlapping ranges (cudaMemcpy's are
-    // undefined there). Kind 3 (cudaMemcpyDefault) takes either side.
+    // it): a copy kind whose device side is not device memory. Kind 3
+    // (cudaMemcpyDefault) takes either side.
     const char *kinds[] = {"host-to-device", "device-to-host", "device-to-device"};
     bool dstDev = inDeviceMemory(d, dst, bytes), srcDev = inDeviceMemory(d, src, bytes);
     if ((kind == 0 && !dstDev) || (kind == 1 && !srcDev) || (kind == 2 && (!dstDev || !srcDev)))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "cudaMemcpyAsync (emulated): a %s copy of %zu bytes whose %s is not this "
                   "context's device memory (CUDA: invalid argument)",
-                  kinds[kind], bytes,
-                  kind == 1 || (kind == 2 && !srcDev) ? "source" : "destination");
-    if (kind == 2 && overlap)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "cudaMemcpyAsync (emulated): a device-to-device copy of %zu bytes between "
-                  "overlapping ranges (undefined in CUDA)",
-                  bytes);
+                  kinds[kind], bytes, kind == 1 || (kind == 2 && !srcDev) ? "source" : "destination");
+    if (kind == 2)
+      return moveD2D(d, dst, src, bytes, "amprt_device_copy");
     std::memmove(dst, src, bytes);
     return AMPRT_OK;
   }
-  if (kind == 2 && overlap) {
-    // Through a scratch buffer: two copies that do not overlap.
-    void *tmp;
-    AMPRT_CHECK(scratch(d, 7, bytes, &tmp));
-    CUDA_CHECK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, d.stream),
-               "cudaMemcpyAsync");
-    CUDA_CHECK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, d.stream),
-               "cudaMemcpyAsync");
-    return AMPRT_OK;
-  }
+  if (kind == 2)
+    return moveD2D(d, dst, src, bytes, "amprt_device_copy");
   cudaMemcpyKind k = kind == 0   ? cudaMemcpyHostToDevice
                      : kind == 1 ? cudaMemcpyDeviceToHost
-                     : kind == 2 ? cudaMemcpyDeviceToDevice
                                  : cudaMemcpyDefault;
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, k, d.stream);
   if (e != cudaSuccess) {
@@ -308,16 +325,8 @@ amprt_status copyTensor(Dev &d, const amprt_tensor &x, const amprt_tensor &y, co
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): %s: x and y differ", what);
   size_t es = amprt_dtype_size((amprt_dtype)x.dtype);
   if (amprt_tensor_is_contiguous(&x) && amprt_tensor_is_contiguous(&y)) {
-    if (x.data == y.data)
-      return AMPRT_OK;
-    if (d.emulate) {
-      std::memmove(y.data, x.data, (size_t)numel(x) * es);
-      return AMPRT_OK;
-    }
-    CUDA_CHECK(
-        cudaMemcpyAsync(y.data, x.data, (size_t)numel(x) * es, cudaMemcpyDeviceToDevice, d.stream),
-        what);
-    return AMPRT_OK;
+    // x and y may overlap (views of one buffer): memmove's meaning.
+    return moveD2D(d, y.data, x.data, (size_t)numel(x) * es, what);
   }
   return each(&d, numel(y), CopyF{flat(viewOf(x)), flat(viewOf(y)), (int64_t)es}, what);
 }
