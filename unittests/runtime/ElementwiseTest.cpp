@@ -611,7 +611,12 @@ TEST(Context, DevicesAndArena) {
   AMPRT_OK_OR_FAIL(amprt_device_copy(ctx, dev, src, 12, 0));
   AMPRT_OK_OR_FAIL(amprt_device_copy(ctx, back, dev, 12, 1));
   EXPECT_STREQ(back, "hello world");
-  EXPECT_EQ(amprt_device_copy(ctx, back, dev, 12, 3), AMPRT_ERR_INVALID_ARGUMENT);
+  // Kind 3 (either side, cudaMemcpyDefault) is a copy too; 4 is no kind.
+  std::memset(back, 0, sizeof back);
+  AMPRT_OK_OR_FAIL(amprt_device_copy(ctx, back, dev, 12, 3));
+  EXPECT_STREQ(back, "hello world");
+  EXPECT_EQ(amprt_device_copy(ctx, back, dev, 12, 4), AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(amprt_device_copy(ctx, back, dev, 12, -1), AMPRT_ERR_INVALID_ARGUMENT);
   AMPRT_OK_OR_FAIL(amprt_device_synchronize(ctx));
   EXPECT_EQ(amprt_device_sync_count(ctx), 0);
   EXPECT_EQ(amprt_graph_begin(ctx), AMPRT_ERR_UNSUPPORTED);
