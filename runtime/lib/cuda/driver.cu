@@ -182,7 +182,8 @@ amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t k
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "cudaMemcpyAsync (emulated): a %s copy of %zu bytes whose %s is not this "
                   "context's device memory (CUDA: invalid argument)",
-                  kinds[kind], bytes, kind == 1 || (kind == 2 && !srcDev) ? "source" : "destination");
+                  kinds[kind], bytes,
+                  kind == 1 || (kind == 2 && !srcDev) ? "source" : "destination");
     if (kind == 2)
       return moveD2D(d, dst, src, bytes, "amprt_device_copy");
     std::memmove(dst, src, bytes);
