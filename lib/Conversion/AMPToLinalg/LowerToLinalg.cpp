@@ -1413,8 +1413,6 @@ LogicalResult OpLowering::layerNormGrad(LayerNormGradOp o, SmallVector<Value> &o
   Value m2 =
       e.reduce(e.map1(dt, {dxhat, xhat}, [](Emit &q, ValueRange a) { return q.mul(a[0], a[1]); }),
                colsAxes, true, e.f64());
-  Value c = e.cst((double)cols, e.f64());
-  (void)c;
   if (!o.getDx().use_empty())
     out.push_back(e.map1(
         resultType(0), {o.getInvStdDev(), dxhat, xhat, m1, m2},
@@ -1456,7 +1454,6 @@ LogicalResult OpLowering::batchNorm(BatchNormOp o, SmallVector<Value> &out) {
     chShape.push_back(1);
     m *= xt.getDimSize(i);
   }
-  auto ct = RankedTensorType::get(chShape, e.f64());
   Value mu, var;
   if (o.getTrainingMode()) {
     Value s = e.reduce(x, axes, false, e.f64());
@@ -1485,7 +1482,6 @@ LogicalResult OpLowering::batchNorm(BatchNormOp o, SmallVector<Value> &out) {
     return q.div(q.cst(1.0, q.f64()), q.sqrt(q.add(a[0], q.cst(eps, q.f64()))));
   });
   auto ch = [&](Value v) { return e.reshape(v, chShape); };
-  (void)ct;
   out.push_back(e.map1(
       resultType(0), {x, ch(mu), ch(inv), ch(o.getScale()), ch(o.getBias())},
       [](Emit &q, ValueRange a) {
@@ -1819,7 +1815,6 @@ LogicalResult OpLowering::adam(AdamUpdateOp o, SmallVector<Value> &out) {
   bool decoupled = o.getDecoupled(), hf = o.getMode() == AdamMode::hf;
   auto pt = rtt(o.getParam());
   // The step's scalars from the step counter (0-d tensors).
-  auto s0 = RankedTensorType::get({}, e.f32());
   auto scal = e.map({}, {e.f32(), e.f32(), e.f32()}, {o.getStep()},
                     [&](OpBuilder &nb, Location nl, ValueRange a) -> SmallVector<Value> {
                       Emit q{nb, nl};
@@ -1837,7 +1832,6 @@ LogicalResult OpLowering::adam(AdamUpdateOp o, SmallVector<Value> &out) {
                       Value bc2Sqrt = q.convert(q.sqrt(bc2), q.f32());
                       return {stepSize, bc2Sqrt, q.cstF(0)};
                     });
-  (void)s0;
   float w1 = 1.0f - (float)b1, w2 = 1.0f - (float)b2;
   float decay = (float)(1.0 - lr * wd);
   auto r = e.map(pt.getShape(), {e.f32(), e.f32(), e.f32()},
