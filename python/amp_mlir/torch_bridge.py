@@ -191,7 +191,13 @@ def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision
             if not any(s in text for s in _FIT_HANDLES):
                 warnings.warn(f"torch.onnx.export ({exporter}): {text}", stacklevel=2)
         _restore_initializers(onnx_path, before)
+        trained_bns = _batch_norms_in_training(module, onnx_path)
         plan = _training_plan(module, onnx_path)
+        if trained_bns:
+            plan["changes"].insert(0, (
+                f"the exporter wrote {trained_bns} batch norm(s) of the training module in "
+                f"inference mode (normalising by the running statistics); fit trains them as "
+                f"the module's forward does: batch statistics, running statistics updated"))
         for line in plan["changes"]:
             warnings.warn(line, stacklevel=2)
         prog = os.path.join(tmp, "train")
@@ -245,6 +251,40 @@ def _restore_initializers(path: str, state: dict) -> None:
         onnx.save(model, path)
 
 
+def _batch_norms_in_training(module, path: str) -> int:
+    """torch.export (torch 2.15) writes a training module's batch norms as
+    ONNX BatchNormalization in inference mode: the graph would normalise by
+    the running statistics, which is not the module's training. The nodes
+    whose running statistics are those of a batch norm module in training
+    mode (tracking statistics) get training_mode = 1 back. Returns how many
+    changed."""
+    import onnx
+    import torch
+
+    stats = set()
+    for name, m in module.named_modules(remove_duplicate=False):
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training and \
+                m.track_running_stats:
+            stats.add((name + "." if name else "") + "running_mean")
+    model = onnx.load(path)
+    changed = 0
+    for node in model.graph.node:
+        if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx") or \
+                len(node.input) < 5 or node.input[3] not in stats:
+            continue
+        mode = next((a for a in node.attribute if a.name == "training_mode"), None)
+        if mode is not None and mode.i != 0:
+            continue
+        if mode is None:
+            node.attribute.append(onnx.helper.make_attribute("training_mode", 1))
+        else:
+            mode.i = 1
+        changed += 1
+    if changed:
+        onnx.save(model, path)
+    return changed
+
+
 def _training_plan(module, path: str) -> dict:
     """What the program trains, from the exported graph: exactly the module's
     parameters with requires_grad=True. Frozen parameters, buffers other than
@@ -261,8 +301,21 @@ def _training_plan(module, path: str) -> dict:
                                  onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)}
     bn_stats = {n.input[i] for n in g.node if n.op_type == "BatchNormalization"
                 for i in (3, 4) if len(n.input) > i}
-    params = dict(module.named_parameters())
-    buffers = dict(module.named_buffers())
+    # Every name of a tied tensor (BERT's decoder.weight is its
+    # word_embeddings.weight): torch.export writes the tensor under whichever
+    # name it meets first, the TorchScript exporter under the first.
+    params = dict(module.named_parameters(remove_duplicate=False))
+    buffers = dict(module.named_buffers(remove_duplicate=False))
+    aliases = {}
+    for n, t in list(params.items()) + list(buffers.items()):
+        aliases.setdefault(id(t), []).append(n)
+    for names in aliases.values():
+        present = [n for n in names if n in floats]
+        if len(present) > 1:
+            raise RuntimeError(
+                f"the exported graph holds one tied tensor as {len(present)} initializers "
+                f"({', '.join(present)}): training them apart would untie them; export with the "
+                f"other exporter or untie the weights")
     trained = {n for n, p in params.items() if p.requires_grad}
     frozen = sorted(n for n in floats if n not in trained and n not in bn_stats)
     changes = []
@@ -272,7 +325,8 @@ def _training_plan(module, path: str) -> dict:
                        f"module's parameters or buffers (constants, folded or renamed weights); "
                        f"they stay frozen: " + ", ".join(foreign[:12]) +
                        (" ..." if len(foreign) > 12 else ""))
-    missing = sorted(n for n in trained if n not in floats)
+    missing = sorted(ns[0] for ns in aliases.values()
+                     if ns[0] in trained and not any(n in floats for n in ns))
     if missing and floats & set(params):
         changes.append(f"{len(missing)} trainable parameter(s) are not in the exported graph under "
                        f"their names (unused by the loss, tied to another, folded into another "
@@ -285,9 +339,10 @@ def _training_plan(module, path: str) -> dict:
     pads = []
     for name, m in module.named_modules():
         idx = getattr(m, "padding_idx", None)
-        w = name + ".weight" if name else "weight"
-        if isinstance(m, __import__("torch").nn.Embedding) and idx is not None and w in trained \
-                and w in floats:
+        if not isinstance(m, __import__("torch").nn.Embedding) or idx is None:
+            continue
+        w = next((n for n in aliases[id(m.weight)] if n in floats), None)
+        if w is not None and w in trained:
             rows = m.weight.shape[0]
             pads.append(f"{w}:{idx % rows if idx < 0 else idx}")
     return {"frozen": frozen, "padding_rows": pads, "changes": changes}
@@ -299,8 +354,8 @@ def _load_back(module, trained: dict, steps: int, frozen: set = frozenset()) -> 
     the steps' batches (num_batches_tracked), as PyTorch's forward does."""
     import torch
 
-    own = dict(module.named_parameters())
-    own.update(dict(module.named_buffers()))
+    own = dict(module.named_parameters(remove_duplicate=False))
+    own.update(dict(module.named_buffers(remove_duplicate=False)))
     copied = set()
     with torch.no_grad():
         for name, t in own.items():

@@ -1010,6 +1010,69 @@ for with_max in (False, True):
     run_case("reduce-max-gather-slice" if with_max else "gather-slice", m, params, inputs,
              gathered, precisions=("fp32",) if with_max else ("fp32", "fp16", "bf16"))
 
+# 4a13. ONNX sequences as torch.export writes torch.split / chunk
+#       (SplitToSequence with a scalar size, the last part smaller; with
+#       sizes; with neither and keepdims = 0), SequenceAt (negative
+#       positions), SequenceConstruct / Insert / Erase / Length,
+#       ConcatFromSequence (stacked with new_axis); and an Expand of a
+#       weight's folded Shape (torch.export's expand of a dimension list)
+#       giving a Reshape's shape.
+N, D, C = 6, 7, 4
+params = {"w": randn(D, 3 * D, scale=0.8), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),                      # N 3D
+           helper.make_node("SplitToSequence", ["h", "seven"], ["s3"], axis=1),  # 7 7 7
+           helper.make_node("SequenceAt", ["s3", "i0"], ["a"]),
+           helper.make_node("SequenceAt", ["s3", "im1"], ["b"]),
+           helper.make_node("SplitToSequence", ["h", "five"], ["s5"], axis=-1),  # 5 5 5 5 1
+           helper.make_node("SequenceAt", ["s5", "im1"], ["last"]),              # N 1
+           helper.make_node("SequenceAt", ["s5", "i1"], ["c5"]),                 # N 5
+           helper.make_node("ReduceSum", ["c5", "ax1"], ["c5s"], keepdims=1),
+           helper.make_node("SplitToSequence", ["h", "sizes"], ["ss"], axis=1),  # 4 10 7
+           helper.make_node("SequenceAt", ["ss", "im1"], ["c"]),                 # N 7
+           helper.make_node("SequenceAt", ["ss", "im3"], ["f4"]),                # N 4
+           helper.make_node("ReduceSum", ["f4", "ax1"], ["f4s"], keepdims=1),
+           helper.make_node("Mul", ["a", "b"], ["ab"]),
+           helper.make_node("Mul", ["ab", "last"], ["abl"]),
+           helper.make_node("SplitToSequence", ["c"], ["cols"], axis=1, keepdims=0),  # 7 x [N]
+           helper.make_node("SequenceErase", ["cols", "i0"], ["cols6"]),
+           helper.make_node("SequenceAt", ["cols", "i0"], ["col0"]),
+           helper.make_node("Neg", ["col0"], ["ncol0"]),
+           helper.make_node("SequenceInsert", ["cols6", "ncol0"], ["cols7"]),  # at the back
+           helper.make_node("ConcatFromSequence", ["cols7"], ["cstack"], axis=1, new_axis=1),
+           helper.make_node("SequenceConstruct", ["abl", "cstack", "ab"], ["trio"]),
+           helper.make_node("SequenceLength", ["trio"], ["n3s"]),
+           helper.make_node("Unsqueeze", ["n3s", "ax0"], ["n3"]),
+           helper.make_node("ConcatFromSequence", ["trio"], ["cat"], axis=0),  # 3N D
+           helper.make_node("Shape", ["w"], ["wshape"], start=0, end=1),        # [D]
+           helper.make_node("Expand", ["wshape", "one1"], ["dlist"]),            # [D]
+           helper.make_node("Concat", ["n3", "nn", "dlist"], ["shp"], axis=0),   # [3, N, D]
+           helper.make_node("Reshape", ["cat", "shp"], ["r3"]),
+           helper.make_node("ReduceSum", ["r3", "ax0"], ["sum3"], keepdims=0),
+           helper.make_node("Add", ["sum3", "c5s"], ["z0"]),
+           helper.make_node("Mul", ["z0", "f4s"], ["z1"]),
+           helper.make_node("MatMul", ["z1", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=18)
+consts = {"seven": np.array(D), "five": np.array(5), "sizes": [4, 10, 7], "i0": np.array(0),
+          "im1": np.array(-1), "i1": np.array(1), "im3": np.array(-3), "one1": [1],
+          "nn": [N], "ax0": [0], "ax1": [1]}
+for n, arr in consts.items():
+    m.graph.initializer.append(numpy_helper.from_array(np.array(arr, np.int64), n))
+
+
+def sequences(p, i):
+    h = i["x"] @ p["w"]
+    ab = h[:, 0:D] * h[:, 2 * D:]
+    c = h[:, 14:]
+    cstack = torch.cat([c[:, 1:], -c[:, :1]], 1)
+    cat = torch.stack([ab * h[:, 3 * D - 1:], cstack, ab])
+    z = (cat.sum(0) + h[:, 5:10].sum(1, keepdim=True)) * h[:, 0:4].sum(1, keepdim=True)
+    return F.cross_entropy(z @ p["k"], i["y"])
+
+
+run_case("sequences", m, params, inputs, sequences, constants=tuple(consts))
+
 # 4b'. ReduceProd (torch.prod): rows with no zero, one zero (its gradient is
 #      the product of the others) and two zeros (no gradient), over one axis
 #      and, keepdims off, over two.

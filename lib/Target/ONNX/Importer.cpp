@@ -133,8 +133,8 @@ FailureOr<RankedTensorType> Importer::valueInfoType(const onnx::ValueInfoProto &
                                                     SmallVectorImpl<std::string> *dimNames) {
   if (!vi.has_type() || !vi.type().has_tensor_type()) {
     errorAt(what + " '" + vi.name() +
-            "' is not a tensor (sequences, maps and optionals are not "
-            "supported) or has no type");
+            "' is not a tensor (sequences, maps and optionals are not supported as graph inputs or "
+            "outputs) or has no type");
     return failure();
   }
   const auto &tt = vi.type().tensor_type();
@@ -551,7 +551,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     }
     for (int k = 0; succeeded(ok) && k < node.output_size(); ++k)
       if (!node.output(k).empty() && !values.count(node.output(k)) &&
-          !consts.count(node.output(k)) && !n.skipped.count(k))
+          !consts.count(node.output(k)) && !sequences.count(node.output(k)) && !n.skipped.count(k))
         ok = n.fail("output " + llvm::Twine(k) + " ('" + node.output(k) +
                     "') is not one this op produces at opset " + llvm::Twine(n.opset) +
                     " (the node has " + llvm::Twine(node.output_size()) + " outputs)");

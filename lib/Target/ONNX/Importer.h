@@ -216,6 +216,8 @@ struct Importer {
   llvm::StringMap<int64_t> opsets;
   llvm::StringMap<Value> values;
   llvm::StringMap<HostTensor> consts;
+  /// ONNX sequences, which live only at import time: their tensors in order.
+  llvm::StringMap<SmallVector<Value>> sequences;
   llvm::StringMap<onnx::TensorProto *> initializers;
   llvm::StringSet<> poisoned;
   std::vector<std::pair<Location, std::string>> errors;

@@ -497,6 +497,25 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     n.setConstOutput(0, makeInt64({(int64_t)out.size()}, out));
     return success();
   }
+  if (op == "Expand" && in.size() == 2 && in[1] && in[1]->shape.size() == 1) {
+    // numpy's two-way broadcast of the data and the shape (torch.export's
+    // expand of a Shape into a repeated dimension list).
+    HostTensor target;
+    target.shape = vals(in[1]);
+    for (int64_t d : target.shape)
+      if (d < 0)
+        return n.fail("Expand's shape holds " + llvm::Twine(d) + " (sizes are >= 0)");
+    std::vector<int64_t> shape;
+    std::vector<std::vector<int64_t>> index;
+    if (!broadcastConsts({in[0], &target}, shape, index))
+      return failure();
+    auto v = vals(in[0]);
+    std::vector<int64_t> r(index[0].size());
+    for (size_t e = 0; e < r.size(); ++e)
+      r[e] = v[index[0][e]];
+    n.setConstOutput(0, makeInteger(in[0]->dtype, shape, r));
+    return success();
+  }
   if (op == "Gather") {
     if (in.size() < 2 || !in[1] || in[0]->shape.size() != 1)
       return failure();

@@ -759,6 +759,35 @@ def expand_minus_one():
                  [vi("y", TP.FLOAT, None), vi("w", TP.FLOAT, None)], opset=17)
 
 
+def _ints(name, v):
+    return H.make_node("Constant", [], [name], value=NH.from_array(np.array(v, np.int64), name))
+
+
+def sequences():
+    """torch.export's torch.split: SplitToSequence (a scalar size: parts of
+    3, 3 and 2) read by SequenceAt, and a weight's folded Shape expanded into
+    a Reshape's shape."""
+    n = [_ints("three", 3), _ints("last", -1), _ints("one", [1]), _ints("four", [4]),
+         H.make_node("SplitToSequence", ["x", "three"], ["parts"], name="split", axis=1),
+         H.make_node("SequenceAt", ["parts", "last"], ["y"], name="at"),
+         H.make_node("Shape", ["x"], ["xs"], start=0, end=1),
+         H.make_node("Expand", ["xs", "one"], ["xs1"], name="expand_shape"),
+         H.make_node("Concat", ["xs1", "four"], ["shp"], axis=0),
+         H.make_node("Reshape", ["z", "shp"], ["w"], name="reshape")]
+    return model(n, [vi("x", TP.FLOAT, [2, 8]), vi("z", TP.FLOAT, [8])],
+                 [vi("y", TP.FLOAT, None), vi("w", TP.FLOAT, None)], opset=18)
+
+
+def sequence_bad_position():
+    """SequenceAt at 3 of a sequence of 3 tensors; and SequenceAt of a tensor."""
+    n = [_ints("three", 3), _ints("p", 3), _ints("z0", 0),
+         H.make_node("SplitToSequence", ["x", "three"], ["parts"], name="split", axis=1),
+         H.make_node("SequenceAt", ["parts", "p"], ["y"], name="at"),
+         H.make_node("SequenceAt", ["x", "z0"], ["y2"], name="at_tensor")]
+    return model(n, [vi("x", TP.FLOAT, [2, 9])],
+                 [vi("y", TP.FLOAT, None), vi("y2", TP.FLOAT, None)], opset=18)
+
+
 def random_ops():
     """RandomNormal / RandomUniform and their Like forms, Bernoulli (f32 and
     with an INT64 dtype), as the exporters write them."""
