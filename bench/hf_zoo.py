@@ -39,6 +39,7 @@ import copy
 import json
 import math
 import os
+import re
 import platform
 import statistics
 import sys
@@ -430,7 +431,7 @@ def table(results, precisions):
             r = res["runs"].get(p, {})
             st = r.get("status", "-")
             if st in ("error", "torch-fails", "export-fails", "expected-failure"):
-                reason = r.get("reason") or r.get("error", "")
+                reason = re.sub(r"\x1b\[[0-9;]*m", "", r.get("reason") or r.get("error", ""))
                 lines.append(f"| {res['model']} | {res['exporter']} | {p} | {st}: "
                              f"{reason[:160].replace('|', '/')} | | | | | |")
                 continue
@@ -439,8 +440,9 @@ def table(results, precisions):
                 f"{fmt(r.get('torch_own_diff'))} | {fmt(r.get('update_error'))} / "
                 f"{fmt(r.get('torch_update_error'))} | {fmt(r.get('ms_step'), '.1f')} / "
                 f"{fmt(r.get('torch_ms_step'), '.1f')} | {fmt(r.get('compile_s'), '.1f')} |")
-    notes = [f"- {res['model']} {p}: loss-scale sequence {r['scales']} (GradScaler's "
-             f"{r['torch_scales']}); {r['scale_note']}."
+    notes = [f"- {res['model']} ({res['exporter']}) {p}: loss-scale sequence "
+             f"{res['runs'][p]['scales']} (GradScaler's {res['runs'][p]['torch_scales']}); "
+             f"{res['runs'][p]['scale_note']}."
              for res in results for p in precisions
              if "scale_note" in res["runs"].get(p, {})]
     if notes:
@@ -500,6 +502,9 @@ def main():
         summary = ", ".join(f"{p} {r.get('status')}" + (f" {r['loss_diff']:.1e}" if 'loss_diff' in r else "")
                             for p, r in res["runs"].items())
         print(f"{name} ({res['exporter']}): {summary} ({time.time() - t0:.0f} s)", flush=True)
+    if args.json:  # first: the numbers survive a failure below
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
     text = table(results, precisions)
     print()
     print(text)
@@ -513,9 +518,6 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
     for b in bad:
         print("FAIL", b)
     n_ok = sum(1 for r in results for x in r["runs"].values()

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libdnnl-dev libgtest-dev graphviz zlib1g-dev
   python3 python3-venv
   clang-22 libclang-rt-22-dev libomp-22-dev clang-format-22
+  libopenmpi-dev openmpi-bin
 )
 
 SUDO=""

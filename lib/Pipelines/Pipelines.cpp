@@ -52,6 +52,7 @@ void mlir::amp::buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions 
   ls.maxNorm = o.maxNorm;
   ls.checkInf = o.checkInf;
   ls.accumulate = o.accumulate;
+  ls.dataParallel = o.dataParallel;
   pm.addPass(createAMPLossScaling(ls));
 }
 

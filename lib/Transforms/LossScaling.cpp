@@ -53,6 +53,9 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       return err() << "max-norm must be >= 0 (0: no clipping), got " << maxNorm;
     if (accumulate < 1 || accumulate > (1 << 24))
       return err() << "accumulate must lie in [1, 2^24], got " << (int64_t)accumulate;
+    if (dataParallel && accumulate > 1)
+      return err() << "data-parallel with accumulate > 1 is not supported yet (each micro-step "
+                      "would reduce the running sum again)";
     return success();
   }
 
@@ -78,6 +81,13 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     for (Operation &op : block)
       if (isa<UnscaleAndCheckOp, UpdateScaleOp>(op))
         return op.emitOpError("amp-loss-scaling: the step is already loss-scaled");
+    if (dataParallel)
+      for (Operation &op : block)
+        if (auto bn = dyn_cast<BatchNormOp>(op); bn && bn.getTrainingMode())
+          return bn.emitOpError(
+              "amp-loss-scaling: data-parallel with batch norm in training mode is not supported "
+              "yet (each rank would keep its own running statistics, as DDP without "
+              "SyncBatchNorm does)");
 
     arith::ConstantOp seed;
     for (Operation &op : block)
@@ -191,6 +201,22 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
         summed.push_back(g);
         u->set(g);
       }
+    }
+    if (dataParallel) {
+      // One all-reduce of every gradient (f32), averaged over the ranks,
+      // before anything reads them: each rank then unscales, checks and
+      // updates the same values.
+      SmallVector<Value> grads;
+      for (OpOperand *u : gradUses) {
+        Value g = u->get();
+        auto gt = cast<RankedTensorType>(g.getType());
+        if (!gt.getElementType().isF32())
+          g = CastOp::create(b, loc, RankedTensorType::get(gt.getShape(), b.getF32Type()), g);
+        grads.push_back(g);
+      }
+      auto ar = AllReduceOp::create(b, loc, ValueRange(grads).getTypes(), grads, b.getUnitAttr());
+      for (auto [u, g] : llvm::zip(gradUses, ar.getOutputs()))
+        u->set(g);
     }
     if (mode != "none" || checkInf) {
       SmallVector<Value> grads;

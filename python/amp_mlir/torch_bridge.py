@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import tempfile
 import warnings
@@ -179,7 +180,8 @@ def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision
                                       optimize=False, do_constant_folding=False,
                                       **kw)
         except Exception as e:  # the exporter's own message
-            raise RuntimeError(f"torch.onnx.export ({exporter}) failed: {e}") from e
+            text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # the exporter's terminal colours
+            raise RuntimeError(f"torch.onnx.export ({exporter}) failed: {text}") from e
         finally:
             module.train(was_training)
             with torch.no_grad():

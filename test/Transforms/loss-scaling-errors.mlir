@@ -11,8 +11,10 @@
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="max-norm=-1" 2>&1 | FileCheck %s --check-prefix=NORM
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="accumulate=0" 2>&1 | FileCheck %s --check-prefix=ACC
 // RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling -amp-loss-scaling 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="data-parallel=true accumulate=2" 2>&1 | FileCheck %s --check-prefix=DPACC
 
 // NOSTEP: error: amp-loss-scaling: no training step (no function with an amp.found_inf flag): run amp-autodiff and amp-optimizer first
+// DPACC: error: amp-loss-scaling: data-parallel with accumulate > 1 is not supported yet
 // MODE: error: amp-loss-scaling: unknown mode 'fancy' (dynamic, static or none)
 // INIT: error: amp-loss-scaling: init-scale must be a positive finite f32
 // GROWTH: error: amp-loss-scaling: growth-factor must be > 1, got 1

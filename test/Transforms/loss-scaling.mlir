@@ -5,6 +5,8 @@
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="mode=none check-inf=false" | FileCheck %s --check-prefix=NOCHECK
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="max-norm=1.5" | FileCheck %s --check-prefix=CLIP
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="accumulate=4" | FileCheck %s --check-prefix=ACC
+// RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="data-parallel=true" | FileCheck %s --check-prefix=DP
+// RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling="data-parallel=true" -amp-autocast=target=f16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.5" -amp-loss-scaling -amp-autocast=target=f16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
 // RUN: amp-opt %s -amp-autodiff -amp-optimizer="optimizer=adam lr=0.5" -amp-loss-scaling="accumulate=3 max-norm=1" -amp-autocast=target=bf16 -amp-plan-memory -amp-lower-to-runtime -o /dev/null
 
@@ -27,6 +29,11 @@
 // DYN: %[[NS:.+]], %[[NT:.+]], %[[NH:.+]] = amp.update_scale %arg5 tracker %arg6 hysteresis %arg7 found_inf %[[F]]
 // DYN-NOT: growth
 // DYN: return %{{.+}}, %{{.+}}, %{{.+}}, %[[S]], %[[NS]], %[[NT]], %[[NH]], %arg5, %[[F]]
+
+// Data parallel: one all-reduce (mean) of every gradient, before the
+// unscale and check read them.
+// DP: %[[R:.+]]:2 = amp.all_reduce %{{.+}}, %{{.+}} {mean} : tensor<3x4xf32>, tensor<3xf32> -> tensor<3x4xf32>, tensor<3xf32>
+// DP: amp.unscale_and_check %[[R]]#0, %[[R]]#1 scale %arg5
 
 // Every option reaches the op; Adam's moments are skipped by the same flag.
 // OPTS: amp.init = dense<1.024000e+03> : tensor<f32>, amp.opt_state = "loss_scale"

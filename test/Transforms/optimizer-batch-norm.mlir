@@ -1,4 +1,6 @@
 // RUN: amp-opt %s -split-input-file -verify-diagnostics -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" | FileCheck %s
+// RUN: not amp-opt %s -split-input-file -amp-autodiff -amp-optimizer="optimizer=sgd lr=0.1" -amp-loss-scaling="data-parallel=true" 2>&1 | FileCheck %s --check-prefix=DP
+// DP: error: 'amp.batch_norm' op amp-loss-scaling: data-parallel with batch norm in training mode is not supported yet
 
 // Batch norm in training mode: its running statistics (parameters without a
 // gradient) become state the step returns, each naming what it replaces;

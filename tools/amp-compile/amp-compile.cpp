@@ -186,6 +186,12 @@ static cl::opt<int64_t>
     accumulate("accumulate",
                cl::desc("Gradient accumulation: micro-batches (program calls) per update (1)"),
                cl::init(1), cl::cat(trainCat));
+static cl::opt<bool>
+    dataParallel("data-parallel",
+                 cl::desc("Data parallel under mpirun: each rank takes its share of every batch, "
+                          "the gradients are averaged across the ranks before the inf / NaN "
+                          "check (links the MPI back-end)"),
+                 cl::cat(trainCat));
 static cl::opt<bool> noInfCheck("no-inf-check",
                                 cl::desc("--loss-scaling none: do not check gradients for "
                                          "inf / NaN (steps are never skipped)"),
@@ -388,10 +394,11 @@ int main(int argc, char **argv) {
       if (f.getResultAttr(i, "amp.updates"))
         training = "the model's own training step '" + funcName + "', " + precision;
     for (cl::Option *o : std::initializer_list<cl::Option *>{
-             &lr,          &momentum,   &dampening,      &nesterov,     &weightDecay,   &beta1,
-             &beta2,       &adamEps,    &lossName,       &lossFn,       &lossOf,        &labelName,
-             &lossScaling, &initScale,  &growthInterval, &growthFactor, &backoffFactor, &hysteresis,
-             &minScale,    &onMinScale, &maxNorm,        &noInfCheck,   &accumulate})
+             &lr,           &momentum,      &dampening,   &nesterov,    &weightDecay,
+             &beta1,        &beta2,         &adamEps,     &lossName,    &lossFn,
+             &lossOf,       &labelName,     &lossScaling, &initScale,   &growthInterval,
+             &growthFactor, &backoffFactor, &hysteresis,  &minScale,    &onMinScale,
+             &maxNorm,      &noInfCheck,    &accumulate,  &dataParallel})
       if (o->getNumOccurrences())
         die("--" + o->ArgStr + " is a training option: give --optimizer sgd|adam|adamw too");
     if (frozen.getNumOccurrences() || paddingRows.getNumOccurrences())
@@ -449,6 +456,18 @@ int main(int argc, char **argv) {
     t.maxNorm = maxNorm;
     t.checkInf = !noInfCheck;
     t.accumulate = accumulate;
+    t.dataParallel = dataParallel;
+    if (dataParallel) {
+#ifndef AMP_MPI_LINK
+      die("--data-parallel: this amp-compile was built without MPI (libopenmpi-dev)");
+#endif
+      if (deviceName == "cuda")
+        die("--data-parallel with --device cuda needs the NCCL back-end, which is not built yet: "
+            "data parallel runs on the CPU");
+      if (emitKind == "linalg")
+        die("--data-parallel: the linalg form has no collectives (--emit linalg runs one "
+            "process)");
+    }
     if (noInfCheck && t.lossScaling != "none")
       die("--no-inf-check applies to --loss-scaling none only");
     if (lossFn.empty() && !ort) {
@@ -475,6 +494,8 @@ int main(int argc, char **argv) {
       training += " (" + fmtG(t.initScale) + ")";
     if (t.accumulate > 1)
       training += ", " + std::to_string(t.accumulate) + " micro-batches per update";
+    if (t.dataParallel)
+      training += ", data parallel";
   }
   if (emitKind == "linalg") {
     if (failed(amp::lowerToLinalg(*module,
@@ -571,6 +592,8 @@ int main(int argc, char **argv) {
                                       {"amp.device", deviceName.c_str()}};
   if (!training.empty())
     meta.push_back({"amp.training", training.c_str()});
+  if (dataParallel)
+    meta.push_back({"amp.data_parallel", "1"});
   if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta.data(),
                             (int32_t)meta.size()) != AMPRT_OK)
     die(amprt_last_error());
@@ -603,7 +626,24 @@ int main(int argc, char **argv) {
       args.push_back(a);
   }
 #endif
+  std::string mpiLib = runtimeDir + "/libamprt_mpi.a";
+  std::vector<std::string> mpiFlags;
+#ifdef AMP_MPI_LINK
+  if (dataParallel) {
+    if (!llvm::sys::fs::exists(mpiLib))
+      die("runtime library '" + mpiLib + "' not found (--runtime-dir)");
+    // The communicator is reached through a weak symbol: -u pulls it in.
+    args.push_back("-Wl,-u,amprt_mpi_comm_init");
+    args.push_back(mpiLib);
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(AMP_MPI_LINK).split(parts, ' ', -1, false);
+    for (llvm::StringRef p : parts)
+      mpiFlags.push_back(p.str());
+  }
+#endif
   args.push_back(rt);
+  for (const std::string &f : mpiFlags)
+    args.push_back(f);
   for (const char *a : {"-ldnnl", "-lz", "-fopenmp", "-lmvec", "-lm", "-lpthread"})
     args.push_back(a);
 #ifdef AMP_CUDA_LIB_DIR

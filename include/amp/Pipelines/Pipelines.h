@@ -49,6 +49,7 @@ struct TrainingOptions {
   int64_t growthInterval = 2000, hysteresis = 1, accumulate = 1;
   std::string onMinScale = "error";
   bool checkInf = true;
+  bool dataParallel = false; // gradients averaged across MPI ranks
 };
 
 /// How amp-autocast runs before the lowering: the precision, a policy file
@@ -130,6 +131,9 @@ template <class Base> struct WithTrainStepOptions : Base {
   Opts::Option<bool> checkInf{*this, "check-inf", llvm::cl::init(true)};
   Opts::Option<int64_t> accumulate{*this, "accumulate", llvm::cl::desc("Micro-steps per update"),
                                    llvm::cl::init(1)};
+  Opts::Option<bool> dataParallel{*this, "data-parallel",
+                                  llvm::cl::desc("Gradients averaged across MPI ranks"),
+                                  llvm::cl::init(false)};
 
   TrainingOptions training() const {
     TrainingOptions r;
@@ -161,6 +165,7 @@ template <class Base> struct WithTrainStepOptions : Base {
     r.maxNorm = this->maxNorm;
     r.checkInf = this->checkInf;
     r.accumulate = this->accumulate;
+    r.dataParallel = this->dataParallel;
     return r;
   }
 };

@@ -200,7 +200,10 @@ def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
            "mode=none: still check the gradients and skip steps with inf / NaN">,
     Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
            "Gradient accumulation: micro-batches per update (the loss of each is "
-           "divided by it, as in PyTorch's recipe)">
+           "divided by it, as in PyTorch's recipe)">,
+    Option<"dataParallel", "data-parallel", "bool", /*default=*/"false",
+           "Data parallel: the gradients averaged across the ranks (amp.all_reduce) "
+           "before unscale_and_check, so every rank takes the same skip decision">
   ];
 }
 

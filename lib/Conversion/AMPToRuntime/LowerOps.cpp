@@ -616,6 +616,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.n = (int64_t)o.getGrads().size();
         return emitAs(op, a, d);
       })
+      .Case([&](AllReduceOp o) -> LogicalResult {
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
+        rt::all_reduce a;
+        a.n = (int64_t)o.getInputs().size();
+        a.mean = o.getMean() ? 1 : 0;
+        return emitAs(op, a, d);
+      })
       .Case([&](ClipGradNormOp o) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

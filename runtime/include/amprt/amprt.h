@@ -62,7 +62,8 @@ typedef enum amprt_status {
   AMPRT_ERR_NO_DEVICE = 5,
   AMPRT_ERR_NUMERIC = 6,
   AMPRT_ERR_FORMAT = 7,
-  AMPRT_ERR_DEVICE = 8 /* the device (CUDA) reported an error */
+  AMPRT_ERR_DEVICE = 8, /* the device (CUDA) reported an error */
+  AMPRT_ERR_COMM = 9    /* a collective of a data-parallel job failed or timed out */
 } amprt_status;
 
 /* The message of the last error on this thread ("" if none). */
@@ -140,6 +141,36 @@ void amprt_context_seed(amprt_context *ctx, uint64_t seed);
 /* The generator state, for checkpoints (on a device: waits for it). */
 uint64_t amprt_context_rng_state(const amprt_context *ctx);
 void amprt_context_set_rng_state(amprt_context *ctx, uint64_t state);
+
+/* Data parallel: the communicator of a job of `size` ranks (this process
+ * is `rank`), filled in by a back-end (libamprt_mpi: amprt_mpi_comm_init).
+ * Every function is collective: every rank calls it, in the same order.
+ * sum_f32 / sum_f64 leave the sum of every rank's `data` on every rank,
+ * bit-identical (reduced to rank 0 in one order, then broadcast); max_i64
+ * the element-wise maximum; broadcast rank `root`'s bytes. They fail (an
+ * error status and message) when a rank does not join within the back-end's
+ * timeout instead of waiting forever. abort ends every rank of the job. */
+typedef struct amprt_comm {
+  int32_t rank, size;
+  void *impl;
+  amprt_status (*sum_f32)(struct amprt_comm *c, float *data, int64_t count);
+  amprt_status (*sum_f64)(struct amprt_comm *c, double *data, int64_t count);
+  amprt_status (*max_i64)(struct amprt_comm *c, int64_t *data, int64_t count);
+  amprt_status (*broadcast)(struct amprt_comm *c, void *data, int64_t bytes, int32_t root);
+  void (*abort)(struct amprt_comm *c, int32_t code);
+  void (*finalize)(struct amprt_comm *c);
+} amprt_comm;
+
+/* The communicator amp.all_reduce uses (null: one rank, the inputs are the
+ * results). The context does not own it. */
+void amprt_context_set_comm(amprt_context *ctx, amprt_comm *comm);
+amprt_comm *amprt_context_comm(const amprt_context *ctx);
+
+/* outs[i] = sum over the ranks of ins[i] (mean: / size), in f32 (outs are
+ * f32; ins any float type); the inputs where the context has no
+ * communicator. One collective for all n tensors. */
+amprt_status amprt_all_reduce(amprt_context *ctx, const amprt_tensor *ins, amprt_tensor *outs,
+                              int32_t n, int32_t mean);
 
 /* CPU features found at run time (bit set of AMPRT_CPU_*). */
 enum {

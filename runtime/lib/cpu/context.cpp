@@ -137,6 +137,51 @@ extern "C" const char *amprt_context_device(const amprt_context *ctx) {
   return ctx ? ctx->device.c_str() : "";
 }
 
+extern "C" void amprt_context_set_comm(amprt_context *ctx, amprt_comm *comm) { ctx->comm = comm; }
+
+extern "C" amprt_comm *amprt_context_comm(const amprt_context *ctx) { return ctx->comm; }
+
+extern "C" amprt_status amprt_all_reduce(amprt_context *ctx, const amprt_tensor *ins,
+                                         amprt_tensor *outs, int32_t n, int32_t mean) {
+  if (!ctx || (n > 0 && (!ins || !outs)) || n < 0)
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_all_reduce: null argument");
+  int64_t total = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    if (!amprt::isFloat(ins[k].dtype) || outs[k].dtype != AMPRT_F32)
+      return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
+                         "amprt_all_reduce: tensor %d: a float input and an f32 output needed", k);
+    if (amprt_tensor_numel(&ins[k]) != amprt_tensor_numel(&outs[k]))
+      return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
+                         "amprt_all_reduce: tensor %d: input and output differ in size", k);
+    total += amprt_tensor_numel(&ins[k]);
+  }
+  // One buffer for every tensor: one collective per step.
+  std::vector<float> buf((size_t)total);
+  int64_t at = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    int64_t c = amprt_tensor_numel(&ins[k]);
+    amprt_convert(ins[k].data, ins[k].dtype, buf.data() + at, AMPRT_F32, c);
+    at += c;
+  }
+  amprt_comm *comm = ctx->comm;
+  if (comm && comm->size > 1) {
+    if (comm->sum_f32(comm, buf.data(), total) != AMPRT_OK)
+      return AMPRT_ERR_COMM; // the back-end's message stands
+    if (mean) {
+      const float inv = 1.0f / (float)comm->size;
+      for (float &v : buf)
+        v *= inv;
+    }
+  }
+  at = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    int64_t c = amprt_tensor_numel(&outs[k]);
+    std::memcpy(outs[k].data, buf.data() + at, (size_t)c * sizeof(float));
+    at += c;
+  }
+  return AMPRT_OK;
+}
+
 extern "C" void amprt_context_seed(amprt_context *ctx, uint64_t seed) {
   // SplitMix64 of the seed: any seed, 0 included, gives a good state.
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL;

@@ -300,6 +300,11 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     *static_cast<uint8_t *>(flag.data) = found != 0.0f;
     return AMPRT_OK;
   }
+  case AMPRT_OP_ALL_REDUCE: {
+    attrs::all_reduce a;
+    AMPRT_CHECK(read(d, a));
+    return amprt_all_reduce(ctx, t.data(), t.data() + a.n, (int32_t)a.n, (int32_t)a.mean);
+  }
   case AMPRT_OP_CLIP_GRAD_NORM: {
     size_t n = 0;
     double maxNorm = 0;

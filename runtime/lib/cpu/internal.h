@@ -45,6 +45,7 @@ struct amprt_context {
   const amprt_device_ops *ops = nullptr; // null: the host
   void *impl = nullptr;                  // the backend's state
   bool capturing = false;                // between amprt_graph_begin and _end
+  amprt_comm *comm = nullptr;            // data parallel (not owned)
 };
 
 namespace amprt {

@@ -44,6 +44,8 @@ extern "C" const char *amprt_status_name(amprt_status s) {
     return "AMPRT_ERR_FORMAT";
   case AMPRT_ERR_DEVICE:
     return "AMPRT_ERR_DEVICE";
+  case AMPRT_ERR_COMM:
+    return "AMPRT_ERR_COMM";
   }
   return "AMPRT_ERR_UNKNOWN";
 }

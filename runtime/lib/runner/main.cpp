@@ -65,12 +65,95 @@
 #include <unistd.h>
 
 extern "C" int32_t amp_entry(amprt_context *ctx, void *arena, void **args, void **results);
+// libamprt_mpi (amp-compile --data-parallel links it): the job's communicator.
+extern "C" amprt_status amprt_mpi_comm_init(int *argc, char ***argv, amprt_comm **out)
+    __attribute__((weak));
 
 namespace {
 
+amprt_comm *g_comm = nullptr; // data parallel: this job (null: one process)
+bool g_agreeing = false;      // the set-up: a failing rank stops every rank, with its message
+
+void agree(const std::string &err, uint64_t hash);
+
 [[noreturn]] void die(const std::string &msg) {
+  if (g_comm && g_comm->size > 1) {
+    if (g_agreeing) {
+      agree(msg, 0); // (says msg on every rank and exits)
+      std::exit(1);
+    }
+    // During training: the job ends (mpirun stops every rank).
+    std::fprintf(stderr, "error: rank %d of %d: %s\n", g_comm->rank, g_comm->size, msg.c_str());
+    std::fflush(stderr);
+    g_comm->abort(g_comm, 1);
+  }
   std::fprintf(stderr, "%s\n", ("error: " + msg).c_str());
   std::exit(1);
+}
+
+bool rank0() { return !g_comm || g_comm->rank == 0; }
+
+/// The end of the set-up of a data-parallel job, on every rank: whether a
+/// rank failed (its message, said by every rank) and whether they all run
+/// the same program on the same data (`hash`). Returns only when all is well.
+void agreeOk(uint64_t hash) {
+  if (g_comm && g_comm->size > 1)
+    agree("", hash);
+  g_agreeing = false;
+}
+
+[[noreturn]] void agreeFailed(const std::string &msg) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  g_comm->finalize(g_comm);
+  std::exit(1);
+}
+
+void agree(const std::string &err, uint64_t hash) {
+  g_agreeing = false; // errors from here on end the job
+  amprt_comm *c = g_comm;
+  auto commDie = [&]() {
+    std::fprintf(stderr, "error: %s\n", amprt_last_error());
+    std::fflush(stderr);
+    c->abort(c, 1);
+  };
+  // The lowest failing rank speaks; the signatures' max and min must meet.
+  int64_t h = (int64_t)(hash >> 1);
+  int64_t v[3] = {err.empty() ? 0 : c->size - c->rank, h, -h};
+  if (c->max_i64(c, v, 3) != AMPRT_OK)
+    commDie();
+  if (v[0] > 0) {
+    int32_t who = (int32_t)(c->size - v[0]);
+    std::string m = c->rank == who ? err : std::string();
+    int64_t len = (int64_t)m.size();
+    if (c->broadcast(c, &len, sizeof len, who) != AMPRT_OK)
+      commDie();
+    m.resize((size_t)len);
+    if (len && c->broadcast(c, m.data(), len, who) != AMPRT_OK)
+      commDie();
+    agreeFailed(c->rank == who
+                    ? "rank " + std::to_string(who) + " of " + std::to_string(c->size) + ": " + m
+                    : "rank " + std::to_string(who) + " of " + std::to_string(c->size) +
+                          " stopped the job: " + m);
+  }
+  if (v[1] != -v[2])
+    agreeFailed("rank " + std::to_string(c->rank) + " of " + std::to_string(c->size) +
+                ": the ranks do not run the same program with the same options on the same data "
+                "(their signatures differ): start every rank with the same program, weights, "
+                "data and flags");
+  if (!err.empty()) // (a failing rank always has v[0] > 0)
+    agreeFailed(err);
+}
+
+/// FNV-1a, for the job's signature.
+uint64_t mixHash(uint64_t h, const std::string &s) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 0x100000001b3ULL;
+  }
+  h ^= 0xff;
+  return h * 0x100000001b3ULL;
 }
 
 struct Slot {
@@ -246,6 +329,11 @@ int main(int argc, char **argv) {
     (void)!write(2, msg, sizeof msg - 1);
     _exit(1);
   });
+  if (amprt_mpi_comm_init) {
+    if (amprt_mpi_comm_init(&argc, &argv, &g_comm) != AMPRT_OK)
+      die(amprt_last_error());
+    g_agreeing = true;
+  }
   Options o;
   o.weights = std::string(argv[0]) + ".weights";
   for (int i = 1; i < argc; ++i) {
@@ -315,6 +403,9 @@ int main(int argc, char **argv) {
   }
   if (o.nanCheck != "warn" && o.nanCheck != "error" && o.nanCheck != "off")
     die("--nan-check must be warn, error or off");
+  // Data parallel: {rank} in --data names each rank's own file.
+  if (size_t at = o.data.find("{rank}"); at != std::string::npos)
+    o.data.replace(at, 6, std::to_string(g_comm ? g_comm->rank : 0));
 
   amprt_checkpoint *ck = nullptr;
   if (amprt_checkpoint_open(o.weights.c_str(), &ck) != AMPRT_OK)
@@ -323,6 +414,10 @@ int main(int argc, char **argv) {
   const char *arenaMeta = amprt_checkpoint_metadata(ck, "amp.arena_bytes");
   const char *trainingMeta = amprt_checkpoint_metadata(ck, "amp.training");
   const char *deviceMeta = amprt_checkpoint_metadata(ck, "amp.device");
+  const bool dataParallel = amprt_checkpoint_metadata(ck, "amp.data_parallel") != nullptr;
+  if (dataParallel && !g_comm)
+    die("this program was compiled with --data-parallel but not linked with the MPI back-end "
+        "(libamprt_mpi)");
   if (o.device.empty())
     o.device = deviceMeta ? deviceMeta : "cpu";
   if (!sigMeta || !arenaMeta)
@@ -400,6 +495,12 @@ int main(int argc, char **argv) {
   amprt_arena *arena = nullptr;
   if (amprt_context_create(o.device.c_str(), &ctx) != AMPRT_OK)
     die(std::string(amprt_last_error()) + " (--device " + o.device + ")");
+  amprt_context_set_comm(ctx, g_comm);
+  const int64_t ranks = g_comm ? g_comm->size : 1, rank = g_comm ? g_comm->rank : 0;
+  if (dataParallel && ranks > 1 && !amprt_context_on_host(ctx))
+    die("data parallel runs on the CPU (--device cpu): the NCCL back-end is not built yet");
+  uint64_t jobHash = mixHash(mixHash(mixHash(0xcbf29ce484222325ULL, sigString), trainingString),
+                             std::to_string(ranks));
   if (o.seed >= 0) // dropout's masks (a checkpoint's state wins on --resume)
     amprt_context_seed(ctx, (uint64_t)o.seed);
   char *arenaEnd = nullptr;
@@ -442,7 +543,14 @@ int main(int argc, char **argv) {
       amprt_device_free(ctx, p);
     amprt_arena_destroy(arena);
     amprt_context_destroy(ctx);
+    if (g_comm)
+      g_comm->finalize(g_comm);
   };
+  // --outputs: rank 0's, or each rank's where the name holds {rank}.
+  std::string outputsPath = o.outputs;
+  if (size_t at = outputsPath.find("{rank}"); at != std::string::npos)
+    outputsPath.replace(at, 6, std::to_string(rank));
+  const bool writesOutputs = !o.outputs.empty() && (rank0() || outputsPath != o.outputs);
 
   if (!loop) {
     amprt_npz *in = nullptr;
@@ -478,16 +586,17 @@ int main(int argc, char **argv) {
       warnUnusedArrays(in, args, o.inputs, [](const Slot &s) { return s.kind != "param"; });
       amprt_npz_close(in);
     }
+    agreeOk(jobHash);
     if (amp_entry(ctx, amprt_arena_base(arena), ap.data(), rp.data()) != AMPRT_OK ||
         amprt_device_synchronize(ctx) != AMPRT_OK)
       die(amprt_last_error());
-    if (!o.outputs.empty()) {
+    if (writesOutputs) {
       std::vector<void *> host;
       for (size_t r = 0; r < results.size(); ++r) {
         download(results[r], rp[r]);
         host.push_back(onHost ? rp[r] : results[r].data.data());
       }
-      writeOutputs(o.outputs, results, host);
+      writeOutputs(outputsPath, results, host);
     }
     finish();
     return 0;
@@ -565,10 +674,19 @@ int main(int argc, char **argv) {
       die("the program's input '" + s.name +
           "' has a batch of 0 rows: --data cannot feed it "
           "batches (give its inputs with --inputs)");
-    if (a->shape[0] < s.shape[0])
+    // Data parallel: a batch of the data set is ranks x the program's
+    // batch; rank r feeds its r-th share.
+    if (a->shape[0] < ranks * s.shape[0])
       die("input '" + s.name + "' in '" + o.data + "' has " + std::to_string(a->shape[0]) +
-          " rows, fewer than the program's batch of " + std::to_string(s.shape[0]));
-    int64_t nb = a->shape[0] / s.shape[0];
+          " rows, fewer than the program's batch of " + std::to_string(s.shape[0]) +
+          (ranks > 1 ? " times " + std::to_string(ranks) + " ranks" : std::string()));
+    int64_t nb = a->shape[0] / (ranks * s.shape[0]);
+    {
+      std::string dims = s.name + ":" + std::to_string(a->dtype);
+      for (int32_t d = 0; d < a->rank; ++d)
+        dims += "," + std::to_string(a->shape[d]);
+      jobHash = mixHash(jobHash, dims);
+    }
     if (batches >= 0 && nb != batches)
       die("input '" + s.name + "' in '" + o.data + "' holds " + std::to_string(nb) + " batches, '" +
           batchesFrom + "' holds " + std::to_string(batches));
@@ -616,7 +734,7 @@ int main(int argc, char **argv) {
   // Resume: the state and the counters from the checkpoint.
   std::string ckFile = o.checkpointDir.empty() ? "" : o.checkpointDir + "/checkpoint.safetensors";
   int64_t start = 0, skipped = 0;
-  if (!o.checkpointDir.empty()) {
+  if (!o.checkpointDir.empty() && rank0()) {
     struct stat st;
     if (stat(o.checkpointDir.c_str(), &st) != 0) {
       if (o.resume)
@@ -627,7 +745,7 @@ int main(int argc, char **argv) {
       die("--checkpoint-dir '" + o.checkpointDir + "' is not a folder");
     }
   }
-  if (o.resume) {
+  if (o.resume && rank0()) { // (data parallel: rank 0 reads, then broadcasts)
     amprt_checkpoint *rc = nullptr;
     if (amprt_checkpoint_open(ckFile.c_str(), &rc) != AMPRT_OK)
       die(std::string("--resume: ") + amprt_last_error());
@@ -659,6 +777,23 @@ int main(int argc, char **argv) {
       amprt_context_set_rng_state(ctx, (uint64_t)v);
     }
     amprt_checkpoint_close(rc);
+  }
+  jobHash = mixHash(jobHash, std::to_string(o.steps) + (o.resume ? " resume" : "") + " " +
+                                 std::to_string(o.seed) + " " + o.nanCheck);
+  agreeOk(jobHash);
+  if (g_comm && g_comm->size > 1 && o.resume) {
+    // Rank 0's state and counters, on every rank.
+    int64_t counters[3] = {start, skipped, (int64_t)amprt_context_rng_state(ctx)};
+    if (g_comm->broadcast(g_comm, counters, sizeof counters, 0) != AMPRT_OK)
+      die(amprt_last_error());
+    start = counters[0];
+    skipped = counters[1];
+    amprt_context_set_rng_state(ctx, (uint64_t)counters[2]);
+    for (auto [ai, ri] : carry)
+      if (g_comm->broadcast(g_comm, ap[ai], (int64_t)args[ai].data.size(), 0) != AMPRT_OK)
+        die(amprt_last_error());
+  }
+  if (o.resume && rank0()) {
     if (start >= o.steps)
       std::printf("resumed at step %lld: nothing to do for --steps %lld\n", (long long)start,
                   (long long)o.steps);
@@ -667,6 +802,8 @@ int main(int argc, char **argv) {
                   (long long)o.steps, (long long)skipped);
   }
   auto saveCheckpoint = [&](int64_t done) {
+    if (!rank0())
+      return;
     std::vector<amprt_named_tensor> ts;
     for (auto [ai, ri] : carry) {
       Slot &s = args[ai];
@@ -688,16 +825,28 @@ int main(int argc, char **argv) {
   };
 
   amprt_metrics *metrics = nullptr;
-  if (!o.metrics.empty()) {
+  // --metrics: rank 0's, or each rank's where the name holds {rank}.
+  bool metricsPerRank = false;
+  if (size_t at = o.metrics.find("{rank}"); at != std::string::npos) {
+    o.metrics.replace(at, 6, std::to_string(rank));
+    metricsPerRank = true;
+  }
+  if (!o.metrics.empty() && (rank0() || metricsPerRank)) {
     if (o.resume)
       truncateMetrics(o.metrics, start);
     if (amprt_metrics_open(o.metrics.c_str(), o.resume ? 1 : 0, &metrics) != AMPRT_OK)
       die(amprt_last_error());
   }
   int64_t printEvery = o.printEvery ? o.printEvery : std::max<int64_t>(1, o.steps / 10);
-  if (start < o.steps)
+  if (start < o.steps && rank0()) {
     std::printf("training: %s; %lld batch(es) of %s; steps %lld..%lld\n", trainingText,
                 (long long)batches, o.data.c_str(), (long long)start + 1, (long long)o.steps);
+    if (ranks > 1)
+      std::printf("data parallel: %lld ranks, each feeding its share of every batch of %lld "
+                  "rows\n",
+                  (long long)ranks,
+                  (long long)(feeds.empty() ? 0 : ranks * args[feeds.front().arg].shape[0]));
+  }
   const Slot *lossSlot = resultOf("loss"), *scaleSlot = resultOf("loss_scale"),
              *foundSlot = resultOf("found_inf");
   // The scalars the loop reports, copied after each step into a history
@@ -736,6 +885,12 @@ int main(int argc, char **argv) {
       const char *row = historyHost.data() + k * 24;
       m.step = lastStep - pending + 1 + k;
       m.loss = valueIn(lossSlot, row);
+      if (ranks > 1) { // the job's loss: the mean of the ranks' (the batch of all of them)
+        double sum = m.loss;
+        if (g_comm->sum_f64(g_comm, &sum, 1) != AMPRT_OK)
+          die(amprt_last_error());
+        m.loss = sum / (double)ranks;
+      }
       m.loss_scale = scaleSlot ? valueIn(scaleSlot, row + 8) : 1.0;
       m.found_inf = foundSlot && valueIn(foundSlot, row + 16) != 0.0;
       skipped += m.found_inf;
@@ -754,7 +909,7 @@ int main(int argc, char **argv) {
       }
       if (!std::isfinite(m.loss) && !m.found_inf)
         std::fprintf(stderr, "warning: step %lld: the loss is %g\n", (long long)m.step, m.loss);
-      if (m.step % printEvery == 0 || m.step == o.steps) {
+      if ((m.step % printEvery == 0 || m.step == o.steps) && rank0()) {
         char line[256];
         amprt_format_progress(line, sizeof line, &m, o.steps);
         std::printf("%s\n", line);
@@ -780,7 +935,8 @@ int main(int argc, char **argv) {
         continue;
       }
       amprt_array view = *f.array;
-      view.data = static_cast<const char *>(f.array->data) + b * s.shape[0] * f.rowBytes;
+      view.data =
+          static_cast<const char *>(f.array->data) + (b * ranks + rank) * s.shape[0] * f.rowBytes;
       view.shape[0] = s.shape[0];
       std::string what = "input '" + s.name + "' (batch " + std::to_string(b) + ")";
       if (amprt_feed(&view, s.dtype, (int32_t)s.shape.size(), s.shape.data(), ap[f.arg],
@@ -824,7 +980,7 @@ int main(int argc, char **argv) {
     amprt_metrics_close(metrics);
   if (!ckFile.empty() && start < o.steps)
     saveCheckpoint(o.steps);
-  if (start < o.steps)
+  if (start < o.steps && rank0())
     std::printf("done: %lld steps, %lld skipped (%lld applied)%s\n", (long long)o.steps,
                 (long long)skipped, (long long)(o.steps - skipped),
                 ckFile.empty() ? "" : (", checkpoint " + ckFile).c_str());
@@ -833,7 +989,7 @@ int main(int argc, char **argv) {
                 "the first, %lld in the first (first-use set-up); %lld in all\n",
                 o.device.c_str(), (long long)syncsInSteps, (long long)(o.steps - start - 1),
                 (long long)syncsFirstStep, (long long)amprt_device_sync_count(ctx));
-  if (!o.outputs.empty() && start < o.steps) {
+  if (writesOutputs && start < o.steps) {
     // The last step's results: the state results now sit in the argument
     // buffers (swapped above), so swap back for the write.
     for (auto [ai, ri] : carry)
@@ -843,7 +999,7 @@ int main(int argc, char **argv) {
       download(results[r], rp[r]);
       host.push_back(onHost ? rp[r] : results[r].data.data());
     }
-    writeOutputs(o.outputs, results, host);
+    writeOutputs(outputsPath, results, host);
   }
   amprt_npz_close(data);
   for (amprt_graph *g : graphs)

@@ -494,6 +494,12 @@ LogicalResult UnscaleAndCheckOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::verify() {
+  if (getInputs().getTypes() != getOutputs().getTypes())
+    return emitOpError("results must have the inputs' types");
+  return success();
+}
+
 void ClipGradNormOp::build(OpBuilder &b, OperationState &state, ValueRange grads, Value foundInf,
                            float maxNorm) {
   SmallVector<Type> types(grads.getTypes());

@@ -942,6 +942,26 @@ def AMP_UnscaleAndCheckOp : AMP_Op<"unscale_and_check", [Pure]> {
   let hasVerifier = 1;
 }
 
+def AMP_AllReduceOp : AMP_Op<"all_reduce"> {
+  let summary = "Data parallel: every rank's tensors summed (or averaged) across the ranks";
+  let description = [{
+    Result i = the sum over the job's ranks of every rank's inputs[i] (with
+    `mean`, divided by the number of ranks), computed in f32 and identical
+    on every rank (a reduction to rank 0 and a broadcast: no rank sums in
+    another order). amp-loss-scaling{data-parallel} puts one before
+    unscale_and_check, so found_inf, the loss scale and the skip decision
+    are the same on every rank. In a process that is not part of a job
+    (one rank) the results are the inputs. Not pure: it communicates, and
+    every rank must run it.
+  }];
+  let arguments = (ins Variadic<AMP_FloatTensor>:$inputs, UnitAttr:$mean);
+  let results = (outs Variadic<AMP_FloatTensor>:$outputs);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` type($inputs) `->` type($outputs)
+  }];
+  let hasVerifier = 1;
+}
+
 def AMP_ClipGradNormOp : AMP_Op<"clip_grad_norm", [Pure]> {
   let summary = "PyTorch clip_grad_norm_ over all (unscaled) gradients";
   let description = [{

@@ -1,0 +1,136 @@
+//===- comm_mpi.cpp - the data-parallel communicator on MPI ---------------===//
+//
+// libamprt_mpi: amprt_comm (amprt.h) on MPI (OpenMPI 4.1 here), for the
+// programs amp-compile --data-parallel writes. Sums are a reduction to rank
+// 0 then a broadcast: every rank gets the same bits (an all-reduce may add
+// in a different order on each rank). Every collective is non-blocking and
+// polled against a deadline (AMPRT_COMM_TIMEOUT seconds, 300 by default): a
+// rank that never joins (it failed, it hangs) makes the others fail with a
+// message instead of waiting forever.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../cpu/internal.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace {
+
+double timeoutSeconds() {
+  const char *v = std::getenv("AMPRT_COMM_TIMEOUT");
+  if (!v || !*v)
+    return 300.0;
+  char *end = nullptr;
+  double s = std::strtod(v, &end);
+  return (*end || !(s > 0)) ? 300.0 : s;
+}
+
+#define failComm(...) amprt::fail(AMPRT_ERR_COMM, __VA_ARGS__)
+
+/// Waits for `req`, polling, until the deadline.
+amprt_status waitFor(amprt_comm *c, MPI_Request &req, const char *what) {
+  auto start = std::chrono::steady_clock::now();
+  double limit = timeoutSeconds();
+  int done = 0, spins = 0;
+  while (true) {
+    if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return failComm("rank %d: MPI %s failed", c->rank, what);
+    if (done)
+      return AMPRT_OK;
+    if (++spins > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit)
+      return failComm("rank %d of %d: the %s waited %.0f s for the other ranks "
+                      "(AMPRT_COMM_TIMEOUT): a rank failed or stopped",
+                      c->rank, c->size, what, waited);
+  }
+}
+
+template <class T>
+amprt_status sumTo0ThenBroadcast(amprt_comm *c, T *data, int64_t count, MPI_Datatype type,
+                                 const char *what) {
+  // MPI counts are int: large buffers go in pieces.
+  const int64_t piece = 1 << 28;
+  for (int64_t at = 0; at < count; at += piece) {
+    int n = (int)std::min(piece, count - at);
+    MPI_Request r;
+    void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(data + at);
+    if (MPI_Ireduce(send, data + at, n, type, MPI_SUM, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+      return failComm("rank %d: MPI_Ireduce (%s) failed", c->rank, what);
+    if (amprt_status s = waitFor(c, r, what))
+      return s;
+    if (MPI_Ibcast(data + at, n, type, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+      return failComm("rank %d: MPI_Ibcast (%s) failed", c->rank, what);
+    if (amprt_status s = waitFor(c, r, what))
+      return s;
+  }
+  return AMPRT_OK;
+}
+
+amprt_status sumF32(amprt_comm *c, float *data, int64_t count) {
+  return sumTo0ThenBroadcast(c, data, count, MPI_FLOAT, "gradient all-reduce");
+}
+
+amprt_status sumF64(amprt_comm *c, double *data, int64_t count) {
+  return sumTo0ThenBroadcast(c, data, count, MPI_DOUBLE, "sum");
+}
+
+amprt_status maxI64(amprt_comm *c, int64_t *data, int64_t count) {
+  if (count > (1 << 30))
+    return failComm("rank %d: max of %lld values: too many", c->rank, (long long)count);
+  MPI_Request r;
+  if (MPI_Iallreduce(MPI_IN_PLACE, data, (int)count, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, &r) !=
+      MPI_SUCCESS)
+    return failComm("rank %d: MPI_Iallreduce (max) failed", c->rank);
+  return waitFor(c, r, "agreement");
+}
+
+amprt_status broadcast(amprt_comm *c, void *data, int64_t bytes, int32_t root) {
+  const int64_t piece = 1 << 30;
+  for (int64_t at = 0; at < bytes; at += piece) {
+    MPI_Request r;
+    int n = (int)std::min(piece, bytes - at);
+    if (MPI_Ibcast(static_cast<char *>(data) + at, n, MPI_BYTE, root, MPI_COMM_WORLD, &r) !=
+        MPI_SUCCESS)
+      return failComm("rank %d: MPI_Ibcast failed", c->rank);
+    if (amprt_status s = waitFor(c, r, "broadcast"))
+      return s;
+  }
+  return AMPRT_OK;
+}
+
+void abortJob(amprt_comm *, int32_t code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+void finalize(amprt_comm *) {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done)
+    MPI_Finalize();
+}
+
+amprt_comm g_comm;
+
+} // namespace
+
+/// Starts MPI (once) and fills in the communicator of MPI_COMM_WORLD.
+extern "C" amprt_status amprt_mpi_comm_init(int *argc, char ***argv, amprt_comm **out) {
+  int started = 0;
+  MPI_Initialized(&started);
+  if (!started && MPI_Init(argc, argv) != MPI_SUCCESS)
+    return failComm("MPI_Init failed");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  g_comm = amprt_comm{rank, size, nullptr, sumF32, sumF64, maxI64, broadcast, abortJob, finalize};
+  *out = &g_comm;
+  return AMPRT_OK;
+}

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Data-parallel training (amp-compile --data-parallel) under OpenMPI's
+mpirun, local ranks on one machine, against one process with the whole
+batch:
+
+  * N ranks (2 and 4) with batch B each train to the parameters one process
+    with batch N x B reaches (fp32 SGD with momentum: within 1e-5 of the
+    largest update, the ranks' summation order differs from one matrix
+    product's), every rank's parameters bit-identical, the job's losses (the
+    mean of the ranks') those of the single process;
+  * fp16 with an initial loss scale that overflows: the same steps skipped
+    and the scale halved once per overflow as in the single process, on
+    every rank (the parameters stay bit-identical);
+  * resume after kill -9 of the whole job continues bit-exactly (the
+    parameters equal those of a run never interrupted);
+  * a rank given bad data (its own file, --data d{rank}.npz) ends the job
+    with the message on every rank within seconds; ranks given different
+    data (a signature mismatch) are refused, not hung.
+
+Fresh random data and weights each run (AMP_TEST_SEED repeats one).
+
+    python test_data_parallel.py AMP_COMPILE
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+from amp_mlir import examples  # noqa: E402
+
+compile_tool = sys.argv[1]
+SEED = int(os.environ.get("AMP_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+rng = np.random.default_rng(SEED)
+MPIRUN = shutil.which("mpirun")
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    print(("ok    " if cond else "FAIL  ") + msg, flush=True)
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+
+
+def mpirun(n, argv, timeout=120, **kw):
+    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n)] + argv
+    env = dict(os.environ, OMPI_MCA_btl="self,vader", OMPI_MCA_plm="isolated",
+               OMP_NUM_THREADS="1", AMPRT_ADAPT_THREADS="0")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def params(path):
+    z = np.load(path)
+    return {k: z[k] for k in z.files
+            if k in ("new:fc1.weight", "new:fc1.bias", "new:fc2.weight", "new:fc2.bias")}
+
+
+def metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    if MPIRUN is None:
+        print("FAIL mpirun is missing: scripts/setup.sh installs openmpi-bin and libopenmpi-dev")
+        sys.exit(1)
+    print(f"seed {SEED}")
+    B = 8
+    with tempfile.TemporaryDirectory() as d:
+        for n in (2, 4):
+            for precision in ("fp32", "fp16"):
+                seed = int(rng.integers(1 << 30))
+                state = np.random.default_rng(seed)
+                dp = f"{d}/dp{n}{precision}"
+                # the same weights: both programs from one seed
+                m1 = examples.mlp(batch=B, seed=seed)
+                m2 = examples.mlp(batch=n * B, seed=seed)
+                onnx.save(m1, f"{d}/a.onnx")
+                onnx.save(m2, f"{d}/b.onnx")
+                common = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+                          "--precision", precision]
+                        # fp16 from a scale that overflows nowhere (256): the job's
+                # and the single process's steps agree to fp16 rounding.
+                # (Where a scale overflows is not the same: a rank's weight
+                # gradients sum B rows, the single process's N x B.)
+                scale = [] if precision == "fp32" else ["--init-scale", "256"]
+                subprocess.run([compile_tool, f"{d}/a.onnx", "-o", dp] + common + scale +
+                               ["--data-parallel"], check=True, capture_output=True)
+                one = f"{d}/one{n}{precision}"
+                subprocess.run([compile_tool, f"{d}/b.onnx", "-o", one] + common + scale,
+                               check=True, capture_output=True)
+                rows = 3 * n * B
+                x = state.standard_normal((rows, 64)).astype(np.float32)
+                y = state.integers(0, 10, rows).astype(np.int64)
+                np.savez(f"{d}/data.npz", input=x, labels=y)
+                steps = 6 if precision == "fp32" else 10
+                r = mpirun(n, [dp, "--data", f"{d}/data.npz", "--steps", str(steps), "--metrics",
+                               f"{d}/dp.jsonl", "--outputs", f"{d}/dp_{{rank}}.npz"])
+                if r.returncode != 0:
+                    check(False, f"{n} ranks {precision}: mpirun failed: {r.stderr[-2000:]}")
+                    continue
+                s = subprocess.run([one, "--data", f"{d}/data.npz", "--steps", str(steps),
+                                    "--metrics", f"{d}/one.jsonl", "--outputs", f"{d}/one.npz"],
+                                   capture_output=True, text=True)
+                check(s.returncode == 0, f"one process, batch {n * B}: {s.stderr[-500:]}")
+                ranks = [params(f"{d}/dp_{k}.npz") for k in range(n)]
+                same = all(np.array_equal(ranks[0][k], rk[k]) for rk in ranks[1:] for k in ranks[0])
+                check(same and len(ranks[0]) == 4,
+                      f"{n} ranks {precision}: the ranks' parameters are bit-identical "
+                      f"({sorted(ranks[0])})")
+                ref = params(f"{d}/one.npz")
+                init = {t.name: numpy_helper.to_array(t) for t in m2.graph.initializer}
+                worst = moved = 0.0
+                for k, v in ref.items():
+                    name = k[4:]
+                    worst = max(worst, float(np.abs(ranks[0][k] - v).max()))
+                    moved = max(moved, float(np.abs(v - init[name]).max()))
+                md, mo = metrics(f"{d}/dp.jsonl"), metrics(f"{d}/one.jsonl")
+                scales_dp = [(e["loss_scale"], e["found_inf"]) for e in md]
+                scales_one = [(e["loss_scale"], e["found_inf"]) for e in mo]
+                rel = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(md, mo))
+                # fp16: each rank's weight gradients are rounded to fp16
+                # over B rows, the single process's over N x B.
+                tol, ptol = (1e-5, 1e-5) if precision == "fp32" else (2e-3, 2e-2)
+                check(len(md) == steps and scales_dp == scales_one and rel <= tol and
+                      worst <= ptol * max(moved, 1e-12) and moved > 0,
+                      f"{n} ranks x batch {B} vs one process x batch {n * B}, {precision}: "
+                      f"parameters {worst / max(moved, 1e-30):.1e} of the largest update, losses "
+                      f"{rel:.1e} (tolerances {ptol:g}, {tol:g}); loss scale / skips {scales_dp}"
+)
+                if precision == "fp16":
+                    # From a scale that overflows: every rank's own metrics
+                    # (the same skips, the same scales), halved once per
+                    # overflow.
+                    subprocess.run([compile_tool, f"{d}/a.onnx", "-o", dp] + common +
+                                   ["--init-scale", str(2.0 ** 22), "--data-parallel"],
+                                   check=True, capture_output=True)
+                    r = mpirun(n, [dp, "--data", f"{d}/data.npz", "--steps", str(steps),
+                                   "--metrics", f"{d}/ov{{rank}}.jsonl", "--outputs",
+                                   f"{d}/ov_{{rank}}.npz"])
+                    if r.returncode != 0:
+                        check(False, f"{n} ranks fp16 overflowing: {r.stderr[-1000:]}")
+                        continue
+                    per = [[(e["loss_scale"], e["found_inf"], e["skipped_total"])
+                            for e in metrics(f"{d}/ov{k}.jsonl")] for k in range(n)]
+                    md = metrics(f"{d}/ov0.jsonl")
+                    skips = [e["found_inf"] for e in md]
+                    halved = all(b["loss_scale"] == a["loss_scale"] / 2
+                                 for a, b in zip(md, md[1:]) if a["found_inf"])
+                    ov = [params(f"{d}/ov_{k}.npz") for k in range(n)]
+                    check(all(p == per[0] for p in per[1:]) and skips[0] == 1 and
+                          0 < sum(skips) < steps and halved and
+                          all(np.array_equal(ov[0][k], o[k]) for o in ov[1:] for k in ov[0]),
+                          f"{n} ranks fp16 from scale 2^22: every rank skipped the same "
+                          f"{sum(skips)} step(s) and halved its scale once per overflow "
+                          f"({[e['loss_scale'] for e in md]}); parameters bit-identical")
+
+        # Resume after kill -9 of the whole job: bit-exact.
+        n, total = 2, 1500
+        m1 = examples.mlp(batch=B, seed=7)
+        onnx.save(m1, f"{d}/r.onnx")
+        prog = f"{d}/resume"
+        subprocess.run([compile_tool, f"{d}/r.onnx", "-o", prog, "--optimizer", "adam", "--lr",
+                        "0.01", "--precision", "fp16", "--data-parallel"], check=True,
+                       capture_output=True)
+        x = rng.standard_normal((4 * n * B, 64)).astype(np.float32)
+        y = rng.integers(0, 10, 4 * n * B).astype(np.int64)
+        np.savez(f"{d}/rd.npz", input=x, labels=y)
+        straight = mpirun(n, [prog, "--data", f"{d}/rd.npz", "--steps", str(total),
+                              "--outputs", f"{d}/straight.npz"])
+        check(straight.returncode == 0, f"resume: the straight run: {straight.stderr[-500:]}")
+        ck = f"{d}/ck"
+        env = dict(os.environ, OMPI_MCA_btl="self,vader", OMP_NUM_THREADS="1",
+                   AMPRT_ADAPT_THREADS="0")
+        job = subprocess.Popen([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n),
+                                prog, "--data", f"{d}/rd.npz", "--steps", "1000000",
+                                "--checkpoint-dir", ck, "--checkpoint-every", "3"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                               start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and not os.path.exists(f"{ck}/checkpoint.safetensors"):
+            time.sleep(0.05)
+        time.sleep(0.1)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        from safetensors import safe_open
+        with safe_open(f"{ck}/checkpoint.safetensors", "np") as f:
+            done = int(f.metadata()["amp.steps_done"])
+        if done >= total:
+            check(False, f"resume: the killed job had already done {done} steps (>= {total})")
+        else:
+            res = mpirun(n, [prog, "--data", f"{d}/rd.npz", "--steps", str(total),
+                             "--checkpoint-dir", ck, "--resume", "--outputs",
+                             f"{d}/resumed_{{rank}}.npz"])
+            ok = res.returncode == 0
+            if ok:
+                a, b = params(f"{d}/straight.npz"), params(f"{d}/resumed_1.npz")
+                ok = all(np.array_equal(a[k], b[k]) for k in a) and len(a) == 4
+            check(ok, f"resume after kill -9 at step {done} of {total} (2 ranks, fp16 Adam): "
+                      f"rank 1's parameters equal the uninterrupted run's bit for bit "
+                      f"{res.stderr[-500:] if res.returncode else ''}")
+
+        # A rank given bad data: a message on every rank, within seconds.
+        np.savez(f"{d}/bad0.npz", input=x, labels=y)
+        np.savez(f"{d}/bad1.npz", labels=y)  # rank 1's file lacks the input
+        t0 = time.time()
+        r = mpirun(n, [prog, "--data", f"{d}/bad{{rank}}.npz", "--steps", "5"], timeout=60)
+        took = time.time() - t0
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error: rank 1 of 2")]
+        check(r.returncode != 0 and len(lines) == n and "input 'input' is missing" in r.stderr
+              and took < 30,
+              f"bad data on rank 1: exit {r.returncode} in {took:.1f} s, every rank says it: "
+              f"{lines}")
+        np.savez(f"{d}/mis1.npz", input=x[:-n * B], labels=y[:-n * B])
+        shutil.copy(f"{d}/bad0.npz", f"{d}/mis0.npz")
+        r = mpirun(n, [prog, "--data", f"{d}/mis{{rank}}.npz", "--steps", "5"], timeout=60)
+        check(r.returncode != 0 and r.stderr.count("signatures differ") == n,
+              f"ranks given different data are refused by every rank: {r.stderr.strip()[:300]}")
+
+    print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
+    sys.exit(1 if failed or passed == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()
