@@ -593,14 +593,19 @@ LogicalResult handleSplitToSequence(NodeCtx &n) {
     if ((*t)->shape.empty()) {
       if (v[0] <= 0)
         return n.fail("a split size of " + llvm::Twine(v[0]) + " (it must be positive)");
-      for (int64_t at = 0; at < dim; at += v[0])
+      for (int64_t at = 0; at < dim && sizes.size() <= (1 << 16); at += sizes.back())
         sizes.push_back(std::min(v[0], dim - at));
     } else if ((*t)->shape.size() == 1) {
       int64_t total = 0;
       for (int64_t s : v) {
         if (s < 0)
           return n.fail("a part of negative size " + llvm::Twine(s));
-        total += s;
+        if (s > dim)
+          return n.fail("a part of " + llvm::Twine(s) + " is longer than the axis (" +
+                        llvm::Twine(dim) + ")");
+        total += s; // (each <= dim: no overflow before the check below)
+        if (total > dim)
+          return n.fail("the parts add up to more than the axis size " + llvm::Twine(dim));
       }
       if (total != dim)
         return n.fail("the parts add up to " + llvm::Twine(total) + ", not the axis size " +
@@ -610,9 +615,12 @@ LogicalResult handleSplitToSequence(NodeCtx &n) {
       return n.fail("'split' must be a scalar or 1-D");
     }
   } else {
-    sizes.assign(dim, 1);
+    sizes.assign(std::min<int64_t>(dim, (1 << 16) + 1), 1);
     squeeze = *keep == 0;
   }
+  if (sizes.size() > (1 << 16))
+    return n.fail("a sequence of more than 65536 tensors (import-time sequences are for "
+                  "torch.split's few parts)");
   SmallVector<Value> parts;
   int64_t start = 0;
   for (int64_t size : sizes) {

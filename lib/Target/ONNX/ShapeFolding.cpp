@@ -502,9 +502,13 @@ LogicalResult foldIntegerNode(NodeCtx &n) {
     // expand of a Shape into a repeated dimension list).
     HostTensor target;
     target.shape = vals(in[1]);
-    for (int64_t d : target.shape)
+    int64_t elements = 1;
+    for (int64_t d : target.shape) {
       if (d < 0)
         return n.fail("Expand's shape holds " + llvm::Twine(d) + " (sizes are >= 0)");
+      if (d > (1 << 16) || (elements *= std::max<int64_t>(d, 1)) > (1 << 16))
+        return failure(); // not shape arithmetic: the op's own rules judge it
+    }
     std::vector<int64_t> shape;
     std::vector<std::vector<int64_t>> index;
     if (!broadcastConsts({in[0], &target}, shape, index))

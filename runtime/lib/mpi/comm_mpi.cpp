@@ -46,8 +46,7 @@ amprt_status waitFor(amprt_comm *c, MPI_Request &req, const char *what) {
       return AMPRT_OK;
     if (++spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > limit)
       return failComm("rank %d of %d: the %s waited %.0f s for the other ranks "
                       "(AMPRT_COMM_TIMEOUT): a rank failed or stopped",
