@@ -30,6 +30,9 @@ FOLDERS = ["node", "simple", "pytorch-converted", "pytorch-operator"]
 CONST_RE = re.compile(r"input \d+ \('[^']+' = '([^']+)'\) must be a constant")
 OP_RE = re.compile(r"unsupported op ([A-Za-z_]\w*(?:\.\w+)+)")
 VERSION_RE = re.compile(r"unsupported op version: (\w+) is supported from opset (\d+)")
+# Dims only known at run time (a dim_param where the op needs a size): the
+# importer takes static shapes.
+SHAPE_RE = re.compile(r"must have a static size|only known at run time|needs a static shape")
 TYPE_RE = re.compile(r"has element type (\w+), which amp does not support|is not a tensor \(sequences")
 
 
@@ -85,6 +88,8 @@ def import_one(tool, test_dir, first=None):
             types = sorted(set(t for t in TYPE_RE.findall(p.stderr) if t)) or ["non-tensor"]
             return "type", types, bound
         wanted = set(CONST_RE.findall(p.stderr))
+        if not wanted and SHAPE_RE.search(p.stderr):
+            return "shape", ["dynamic"], bound
         inputs = graph_inputs(model)
         new = {n for n in wanted if n in inputs and n not in bound}
         if not new:
@@ -132,11 +137,13 @@ def main():
                 by_type.update(detail)
             elif status == "fail":
                 failures.append((name, detail))
-        unsupported = counts["op"] + counts["type"]
+        unsupported = counts["op"] + counts["type"] + counts["shape"]
         print(f"{folder}: imported {counts['imported']}, unsupported {unsupported} "
-              f"({counts['op']} by op, {counts['type']} by element type), failed {counts['fail']}")
+              f"({counts['op']} by op, {counts['type']} by element type, {counts['shape']} by "
+              f"dynamic shape), failed {counts['fail']}")
         total.update(counts)
-    print(f"all: imported {total['imported']}, unsupported {total['op'] + total['type']}, "
+    print(f"all: imported {total['imported']}, "
+          f"unsupported {total['op'] + total['type'] + total['shape']}, "
           f"failed {total['fail']}")
     print("unsupported ops (models needing them): " +
           ", ".join(f"{op} {n}" for op, n in by_op.most_common()))
@@ -146,7 +153,8 @@ def main():
             json.dump(report, f, indent=1, sort_keys=True)
     for name, detail in failures:
         print(f"FAIL {name}: {detail}")
-    print(f"{total['imported'] + total['op'] + total['type']} passed, {total['fail']} failed")
+    print(f"{total['imported'] + total['op'] + total['type'] + total['shape']} passed, "
+          f"{total['fail']} failed")
     return 1 if failures else 0
 
 
