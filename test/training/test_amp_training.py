@@ -532,6 +532,10 @@ onnx.save(bad3, f"{TMP}/train_info_type.onnx")
 # --- 9. Bad input: one clear message, non-zero exit --------------------------
 bad = [
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--lr", "0.1"], "--lr is a training option"),
+    ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--data-parallel"],
+     "--data-parallel is a training option"),
+    ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--data-parallel",
+      "--accumulate", "2"], "data-parallel with accumulate > 1 is not supported yet"),
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "sgd", "--loss-scaling",
       "sometimes"], "unknown mode 'sometimes'"),
     ([COMPILE, f"{TMP}/over.onnx", "-o", f"{TMP}/x", "--optimizer", "rmsprop"],
