@@ -155,8 +155,10 @@ extern "C" amprt_status amprt_all_reduce(amprt_context *ctx, const amprt_tensor 
                          "amprt_all_reduce: tensor %d: input and output differ in size", k);
     total += amprt_tensor_numel(&ins[k]);
   }
-  // One buffer for every tensor: one collective per step.
-  std::vector<float> buf((size_t)total);
+  // One buffer for every tensor: one collective per step (kept between
+  // steps: the same size every call).
+  static thread_local std::vector<float> buf;
+  buf.resize((size_t)total);
   int64_t at = 0;
   for (int32_t k = 0; k < n; ++k) {
     int64_t c = amprt_tensor_numel(&ins[k]);

@@ -93,6 +93,16 @@ void agree(const std::string &err, uint64_t hash);
 
 bool rank0() { return !g_comm || g_comm->rank == 0; }
 
+/// Data parallel: "{rank}" in a file name becomes this rank's number (each
+/// rank its own file). Returns whether the name had it.
+bool perRank(std::string &path) {
+  size_t at = path.find("{rank}");
+  if (at == std::string::npos)
+    return false;
+  path.replace(at, 6, std::to_string(g_comm ? g_comm->rank : 0));
+  return true;
+}
+
 /// The end of the set-up of a data-parallel job, on every rank: whether a
 /// rank failed (its message, said by every rank) and whether they all run
 /// the same program on the same data (`hash`). Returns only when all is well.
@@ -403,9 +413,10 @@ int main(int argc, char **argv) {
   }
   if (o.nanCheck != "warn" && o.nanCheck != "error" && o.nanCheck != "off")
     die("--nan-check must be warn, error or off");
-  // Data parallel: {rank} in --data names each rank's own file.
-  if (size_t at = o.data.find("{rank}"); at != std::string::npos)
-    o.data.replace(at, 6, std::to_string(g_comm ? g_comm->rank : 0));
+  // --data: the file of every rank; --outputs and --metrics: rank 0's; each
+  // rank its own where the name holds {rank}.
+  perRank(o.data);
+  const bool outputsPerRank = perRank(o.outputs), metricsPerRank = perRank(o.metrics);
 
   amprt_checkpoint *ck = nullptr;
   if (amprt_checkpoint_open(o.weights.c_str(), &ck) != AMPRT_OK)
@@ -546,11 +557,7 @@ int main(int argc, char **argv) {
     if (g_comm)
       g_comm->finalize(g_comm);
   };
-  // --outputs: rank 0's, or each rank's where the name holds {rank}.
-  std::string outputsPath = o.outputs;
-  if (size_t at = outputsPath.find("{rank}"); at != std::string::npos)
-    outputsPath.replace(at, 6, std::to_string(rank));
-  const bool writesOutputs = !o.outputs.empty() && (rank0() || outputsPath != o.outputs);
+  const bool writesOutputs = !o.outputs.empty() && (rank0() || outputsPerRank);
 
   if (!loop) {
     amprt_npz *in = nullptr;
@@ -596,7 +603,7 @@ int main(int argc, char **argv) {
         download(results[r], rp[r]);
         host.push_back(onHost ? rp[r] : results[r].data.data());
       }
-      writeOutputs(outputsPath, results, host);
+      writeOutputs(o.outputs, results, host);
     }
     finish();
     return 0;
@@ -825,12 +832,6 @@ int main(int argc, char **argv) {
   };
 
   amprt_metrics *metrics = nullptr;
-  // --metrics: rank 0's, or each rank's where the name holds {rank}.
-  bool metricsPerRank = false;
-  if (size_t at = o.metrics.find("{rank}"); at != std::string::npos) {
-    o.metrics.replace(at, 6, std::to_string(rank));
-    metricsPerRank = true;
-  }
   if (!o.metrics.empty() && (rank0() || metricsPerRank)) {
     if (o.resume)
       truncateMetrics(o.metrics, start);
@@ -999,7 +1000,7 @@ int main(int argc, char **argv) {
       download(results[r], rp[r]);
       host.push_back(onHost ? rp[r] : results[r].data.data());
     }
-    writeOutputs(outputsPath, results, host);
+    writeOutputs(o.outputs, results, host);
   }
   amprt_npz_close(data);
   for (amprt_graph *g : graphs)
