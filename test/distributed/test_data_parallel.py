@@ -8,6 +8,8 @@ batch:
     largest update, the ranks' summation order differs from one matrix
     product's), every rank's parameters bit-identical, the job's losses (the
     mean of the ranks') those of the single process;
+  * --grad-comm bf16 / fp16 (gradients travel in 2 bytes): within the
+    format's rounding of the f32 all-reduce, bit-identical on every rank;
   * fp16 with an initial loss scale that overflows: the same steps skipped
     and the scale halved once per overflow as in the single process, on
     every rank (the parameters stay bit-identical);
@@ -141,6 +143,31 @@ def main():
                       f"parameters {worst / max(moved, 1e-30):.1e} of the largest update, losses "
                       f"{rel:.1e} (tolerances {ptol:g}, {tol:g}); loss scale / skips {scales_dp}"
 )
+                if precision == "fp32":
+                    # --grad-comm bf16 / fp16: the gradients travel rounded
+                    # (pre-divided by the ranks), so the parameters move
+                    # from the f32 all-reduce's by more than the summation
+                    # order, within the rounding of the half format. One
+                    # step (later steps would add the model's own
+                    # sensitivity: a ReLU flipped by a rounding).
+                    s1 = subprocess.run([one, "--data", f"{d}/data.npz", "--steps", "1",
+                                         "--outputs", f"{d}/one1.npz"], capture_output=True)
+                    ref1 = params(f"{d}/one1.npz") if s1.returncode == 0 else {}
+                    moved1 = max(float(np.abs(v - init[k[4:]]).max()) for k, v in ref1.items())
+                    for comm, ctol in (("bf16", 2e-2), ("fp16", 3e-3)):
+                        r = mpirun(n, [dp, "--data", f"{d}/data.npz", "--steps", "1",
+                                       "--grad-comm", comm, "--outputs", f"{d}/gc_{{rank}}.npz"])
+                        if r.returncode != 0:
+                            check(False, f"{n} ranks --grad-comm {comm}: {r.stderr[-1000:]}")
+                            continue
+                        gc = [params(f"{d}/gc_{k}.npz") for k in range(n)]
+                        off = max(float(np.abs(gc[0][k] - v).max()) for k, v in ref1.items())
+                        moved = moved1
+                        check(all(np.array_equal(gc[0][k], g[k]) for g in gc[1:] for k in gc[0])
+                              and len(gc[0]) == 4 and 1e-4 * moved < off <= ctol * moved,
+                              f"{n} ranks --grad-comm {comm}: after a step, parameters "
+                              f"{off / moved:.1e} of the update from one f32 process (above the f32 order's 1e-4, "
+                              f"within {ctol:g}); bit-identical on every rank")
                 if precision == "fp16":
                     # From a scale that overflows: every rank's own metrics
                     # (the same skips, the same scales), halved once per
@@ -148,9 +175,12 @@ def main():
                     subprocess.run([compile_tool, f"{d}/a.onnx", "-o", dp] + common +
                                    ["--init-scale", str(2.0 ** 22), "--data-parallel"],
                                    check=True, capture_output=True)
+                    # (--grad-comm fp16 on 4 ranks: the overflow caught
+                    # after a 2-byte reduction too.)
+                    gcomm = ["--grad-comm", "fp16"] if n == 4 else []
                     r = mpirun(n, [dp, "--data", f"{d}/data.npz", "--steps", str(steps),
                                    "--metrics", f"{d}/ov{{rank}}.jsonl", "--outputs",
-                                   f"{d}/ov_{{rank}}.npz"])
+                                   f"{d}/ov_{{rank}}.npz"] + gcomm)
                     if r.returncode != 0:
                         check(False, f"{n} ranks fp16 overflowing: {r.stderr[-1000:]}")
                         continue
@@ -164,7 +194,7 @@ def main():
                     check(all(p == per[0] for p in per[1:]) and skips[0] == 1 and
                           0 < sum(skips) < steps and halved and
                           all(np.array_equal(ov[0][k], o[k]) for o in ov[1:] for k in ov[0]),
-                          f"{n} ranks fp16 from scale 2^22: every rank skipped the same "
+                          f"{n} ranks fp16 from scale 2^22 {' '.join(gcomm)}: every rank skipped the same "
                           f"{sum(skips)} step(s) and halved its scale once per overflow "
                           f"({[e['loss_scale'] for e in md]}); parameters bit-identical")
 

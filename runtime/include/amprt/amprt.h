@@ -159,6 +159,15 @@ typedef struct amprt_comm {
   amprt_status (*broadcast)(struct amprt_comm *c, void *data, int64_t bytes, int32_t root);
   void (*abort)(struct amprt_comm *c, int32_t code);
   void (*finalize)(struct amprt_comm *c);
+  /* 2-byte floats (dtype AMPRT_BF16 or AMPRT_F16), each addition rounded to
+   * the type once (--grad-comm bf16 / fp16); otherwise as sum_f32. */
+  amprt_status (*sum_half)(struct amprt_comm *c, uint16_t *data, int64_t count, int32_t dtype);
+  /* The sum of device memory (dtype AMPRT_F32, AMPRT_BF16 or AMPRT_F16) in
+   * place on every rank, enqueued on `stream` (a cudaStream_t) without
+   * waiting for it; null where the back-end has no device memory (MPI).
+   * The NCCL back-end's (libamprt_nccl) calls it even on one rank. */
+  amprt_status (*sum_device)(struct amprt_comm *c, void *data, int64_t count, int32_t dtype,
+                             void *stream);
 } amprt_comm;
 
 /* The communicator amp.all_reduce uses (null: one rank, the inputs are the
@@ -166,9 +175,17 @@ typedef struct amprt_comm {
 void amprt_context_set_comm(amprt_context *ctx, amprt_comm *comm);
 amprt_comm *amprt_context_comm(const amprt_context *ctx);
 
-/* outs[i] = sum over the ranks of ins[i] (mean: / size), in f32 (outs are
- * f32; ins any float type); the inputs where the context has no
- * communicator. One collective for all n tensors. */
+/* The type gradients travel in between the ranks: AMPRT_F32 (the default),
+ * AMPRT_BF16 or AMPRT_F16 (half the traffic; with a mean each rank's values
+ * are divided by the number of ranks before they are rounded, so that the
+ * sum overflows no sooner than the mean would; an overflow is an inf in
+ * the result, which unscale_and_check after it catches). */
+amprt_status amprt_context_set_comm_dtype(amprt_context *ctx, amprt_dtype dtype);
+
+/* outs[i] = sum over the ranks of ins[i] (mean: / size), outs f32 (ins any
+ * float type), travelling in the context's comm dtype; the inputs where the
+ * context has no communicator or one rank (but the NCCL back-end's, which
+ * runs on one rank too). One collective for all n tensors. */
 amprt_status amprt_all_reduce(amprt_context *ctx, const amprt_tensor *ins, amprt_tensor *outs,
                               int32_t n, int32_t mean);
 

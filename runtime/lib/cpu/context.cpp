@@ -141,10 +141,21 @@ extern "C" void amprt_context_set_comm(amprt_context *ctx, amprt_comm *comm) { c
 
 extern "C" amprt_comm *amprt_context_comm(const amprt_context *ctx) { return ctx->comm; }
 
+extern "C" amprt_status amprt_context_set_comm_dtype(amprt_context *ctx, amprt_dtype dtype) {
+  if (!ctx || (dtype != AMPRT_F32 && dtype != AMPRT_BF16 && dtype != AMPRT_F16))
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
+                       "amprt_context_set_comm_dtype: the gradients travel in f32, bf16 or f16");
+  ctx->commDtype = dtype;
+  return AMPRT_OK;
+}
+
 extern "C" amprt_status amprt_all_reduce(amprt_context *ctx, const amprt_tensor *ins,
                                          amprt_tensor *outs, int32_t n, int32_t mean) {
   if (!ctx || (n > 0 && (!ins || !outs)) || n < 0)
     return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_all_reduce: null argument");
+  if (ctx->ops)
+    return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,
+                       "amprt_all_reduce: a device context's all-reduce runs in its executor");
   int64_t total = 0;
   for (int32_t k = 0; k < n; ++k) {
     if (!amprt::isFloat(ins[k].dtype) || outs[k].dtype != AMPRT_F32)
@@ -155,25 +166,41 @@ extern "C" amprt_status amprt_all_reduce(amprt_context *ctx, const amprt_tensor 
                          "amprt_all_reduce: tensor %d: input and output differ in size", k);
     total += amprt_tensor_numel(&ins[k]);
   }
+  amprt_comm *comm = ctx->comm;
+  const bool collective = comm && comm->size > 1;
+  const bool half = collective && ctx->commDtype != AMPRT_F32;
+  if (half && !comm->sum_half)
+    return amprt::fail(AMPRT_ERR_UNSUPPORTED,
+                       "amprt_all_reduce: this communicator has no 2-byte sums (--grad-comm)");
   // One buffer for every tensor: one collective per step (kept between
   // steps: the same size every call).
   static thread_local std::vector<float> buf;
+  static thread_local std::vector<uint16_t> buf16;
   buf.resize((size_t)total);
+  const float inv = 1.0f / (float)(comm ? comm->size : 1);
   int64_t at = 0;
   for (int32_t k = 0; k < n; ++k) {
     int64_t c = amprt_tensor_numel(&ins[k]);
     amprt_convert(ins[k].data, ins[k].dtype, buf.data() + at, AMPRT_F32, c);
     at += c;
   }
-  amprt_comm *comm = ctx->comm;
-  if (comm && comm->size > 1) {
-    if (comm->sum_f32(comm, buf.data(), total) != AMPRT_OK)
-      return AMPRT_ERR_COMM; // the back-end's message stands
-    if (mean) {
-      const float inv = 1.0f / (float)comm->size;
+  if (half) {
+    // Divided first: the sum of the ranks' shares is the mean, and no
+    // larger than the largest share times the ranks.
+    if (mean)
       for (float &v : buf)
         v *= inv;
-    }
+    buf16.resize((size_t)total);
+    amprt_convert(buf.data(), AMPRT_F32, buf16.data(), (amprt_dtype)ctx->commDtype, total);
+    if (comm->sum_half(comm, buf16.data(), total, ctx->commDtype) != AMPRT_OK)
+      return AMPRT_ERR_COMM; // the back-end's message stands
+    amprt_convert(buf16.data(), (amprt_dtype)ctx->commDtype, buf.data(), AMPRT_F32, total);
+  } else if (collective) {
+    if (comm->sum_f32(comm, buf.data(), total) != AMPRT_OK)
+      return AMPRT_ERR_COMM;
+    if (mean)
+      for (float &v : buf)
+        v *= inv;
   }
   at = 0;
   for (int32_t k = 0; k < n; ++k) {

@@ -46,6 +46,7 @@ struct amprt_context {
   void *impl = nullptr;                  // the backend's state
   bool capturing = false;                // between amprt_graph_begin and _end
   amprt_comm *comm = nullptr;            // data parallel (not owned)
+  int32_t commDtype = AMPRT_F32;         // what the gradients travel in
 };
 
 namespace amprt {

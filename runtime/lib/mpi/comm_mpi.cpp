@@ -6,10 +6,12 @@
 // in a different order on each rank). Every collective is non-blocking and
 // polled against a deadline (AMPRT_COMM_TIMEOUT seconds, 300 by default): a
 // rank that never joins (it failed, it hangs) makes the others fail with a
-// message instead of waiting forever.
+// message instead of waiting forever. Gradients travel in f32, or in bf16 /
+// f16 (--grad-comm) summed by an MPI user reduction that rounds each sum.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../cpu/convert_bits.h"
 #include "../cpu/internal.h"
 
 #include <mpi.h>
@@ -83,6 +85,47 @@ amprt_status sumF64(amprt_comm *c, double *data, int64_t count) {
   return sumTo0ThenBroadcast(c, data, count, MPI_DOUBLE, "sum");
 }
 
+/// MPI's user reductions for 2-byte floats: each sum in f32 (exact for two
+/// bf16 / f16 values, or rounded once: f32's 24 bits are over twice theirs
+/// plus two), rounded to the type.
+template <uint16_t (*Round)(uint32_t), uint32_t (*Widen)(uint16_t)>
+void sumHalves(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x, y, z;
+    uint32_t ax = Widen(a[i]), bx = Widen(b[i]), zx;
+    std::memcpy(&x, &ax, 4);
+    std::memcpy(&y, &bx, 4);
+    z = x + y;
+    std::memcpy(&zx, &z, 4);
+    b[i] = Round(zx);
+  }
+}
+
+MPI_Op g_sumBf16 = MPI_OP_NULL, g_sumF16 = MPI_OP_NULL;
+
+amprt_status sumHalf(amprt_comm *c, uint16_t *data, int64_t count, int32_t dtype) {
+  if (dtype != AMPRT_BF16 && dtype != AMPRT_F16)
+    return failComm("rank %d: a 2-byte sum of dtype %d", c->rank, dtype);
+  MPI_Op op = dtype == AMPRT_BF16 ? g_sumBf16 : g_sumF16;
+  const int64_t piece = 1 << 28;
+  for (int64_t at = 0; at < count; at += piece) {
+    int n = (int)std::min(piece, count - at);
+    MPI_Request r;
+    void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(data + at);
+    if (MPI_Ireduce(send, data + at, n, MPI_UINT16_T, op, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+      return failComm("rank %d: MPI_Ireduce (2-byte gradients) failed", c->rank);
+    if (amprt_status s = waitFor(c, r, "gradient all-reduce"))
+      return s;
+    if (MPI_Ibcast(data + at, n, MPI_UINT16_T, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+      return failComm("rank %d: MPI_Ibcast (2-byte gradients) failed", c->rank);
+    if (amprt_status s = waitFor(c, r, "gradient all-reduce"))
+      return s;
+  }
+  return AMPRT_OK;
+}
+
 amprt_status maxI64(amprt_comm *c, int64_t *data, int64_t count) {
   if (count > (1 << 30))
     return failComm("rank %d: max of %lld values: too many", c->rank, (long long)count);
@@ -112,8 +155,12 @@ void abortJob(amprt_comm *, int32_t code) { MPI_Abort(MPI_COMM_WORLD, code); }
 void finalize(amprt_comm *) {
   int done = 0;
   MPI_Finalized(&done);
-  if (!done)
-    MPI_Finalize();
+  if (done)
+    return;
+  for (MPI_Op *op : {&g_sumBf16, &g_sumF16})
+    if (*op != MPI_OP_NULL)
+      MPI_Op_free(op);
+  MPI_Finalize();
 }
 
 amprt_comm g_comm;
@@ -129,7 +176,14 @@ extern "C" amprt_status amprt_mpi_comm_init(int *argc, char ***argv, amprt_comm 
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  g_comm = amprt_comm{rank, size, nullptr, sumF32, sumF64, maxI64, broadcast, abortJob, finalize};
+  if (g_sumBf16 == MPI_OP_NULL &&
+      (MPI_Op_create(sumHalves<amprt::bits::f32ToBf16, amprt::bits::bf16ToF32>, 1, &g_sumBf16) !=
+           MPI_SUCCESS ||
+       MPI_Op_create(sumHalves<amprt::bits::f32ToF16, amprt::bits::f16ToF32>, 1, &g_sumF16) !=
+           MPI_SUCCESS))
+    return failComm("MPI_Op_create failed");
+  g_comm = amprt_comm{rank,      size,     nullptr,  sumF32,  sumF64, maxI64,
+                      broadcast, abortJob, finalize, sumHalf, nullptr};
   *out = &g_comm;
   return AMPRT_OK;
 }

@@ -222,7 +222,8 @@ double scalarOf(const Slot *s) {
 }
 
 struct Options {
-  std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir, device;
+  std::string inputs, outputs, weights, nanCheck = "warn", data, metrics, checkpointDir, device,
+                                        gradComm;
   int64_t steps = -1, printEvery = 0, checkpointEvery = 0, syncEvery = 32, seed = -1;
   bool resume = false, cudaGraph = false;
 };
@@ -399,13 +400,16 @@ int main(int argc, char **argv) {
       o.syncEvery = count("--sync-every", 1);
     else if (is("--seed"))
       o.seed = count("--seed", 0);
+    else if (is("--grad-comm"))
+      o.gradComm = value("--grad-comm");
     else if (a == "-h" || a == "--help") {
       std::printf("usage: %s --inputs in.npz --outputs out.npz [--weights FILE] "
                   "[--nan-check warn|error|off] [--device cpu|cuda[:N]] [--seed N]\n"
                   "       %s --data data.npz --steps N [--metrics m.jsonl] "
                   "[--checkpoint-dir D] [--resume]\n"
                   "          [--print-every K] [--checkpoint-every K] [--outputs last.npz] "
-                  "[--sync-every K] [--cuda-graph] (a training step)\n",
+                  "[--sync-every K] [--cuda-graph] (a training step)\n"
+                  "          [--grad-comm f32|bf16|fp16] (--data-parallel, under mpirun)\n",
                   argv[0], argv[0]);
       return 0;
     } else
@@ -453,6 +457,10 @@ int main(int argc, char **argv) {
         "with --data and --steps");
   if (o.resume && o.checkpointDir.empty())
     die("--resume needs --checkpoint-dir (where the run's checkpoint is)");
+  if (!o.gradComm.empty() && o.gradComm != "f32" && o.gradComm != "bf16" && o.gradComm != "fp16")
+    die("--grad-comm must be f32, bf16 or fp16 (the type the gradients travel in)");
+  if (!o.gradComm.empty() && !dataParallel)
+    die("--grad-comm: this program was not compiled with --data-parallel");
 
   std::vector<Slot> args, results;
   const uint64_t hostMemory = amprt_host_available_bytes();
@@ -507,6 +515,8 @@ int main(int argc, char **argv) {
   if (amprt_context_create(o.device.c_str(), &ctx) != AMPRT_OK)
     die(std::string(amprt_last_error()) + " (--device " + o.device + ")");
   amprt_context_set_comm(ctx, g_comm);
+  if (o.gradComm == "bf16" || o.gradComm == "fp16")
+    amprt_context_set_comm_dtype(ctx, o.gradComm == "bf16" ? AMPRT_BF16 : AMPRT_F16);
   const int64_t ranks = g_comm ? g_comm->size : 1, rank = g_comm ? g_comm->rank : 0;
   if (dataParallel && ranks > 1 && !amprt_context_on_host(ctx))
     die("data parallel runs on the CPU (--device cpu): the NCCL back-end is not built yet");
@@ -786,7 +796,7 @@ int main(int argc, char **argv) {
     amprt_checkpoint_close(rc);
   }
   jobHash = mixHash(jobHash, std::to_string(o.steps) + (o.resume ? " resume" : "") + " " +
-                                 std::to_string(o.seed) + " " + o.nanCheck);
+                                 std::to_string(o.seed) + " " + o.nanCheck + " " + o.gradComm);
   agreeOk(jobHash);
   if (g_comm && g_comm->size > 1 && o.resume) {
     // Rank 0's state and counters, on every rank.
