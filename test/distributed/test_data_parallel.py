@@ -13,6 +13,9 @@ batch:
   * fp16 with an initial loss scale that overflows: the same steps skipped
     and the scale halved once per overflow as in the single process, on
     every rank (the parameters stay bit-identical);
+  * the CUDA executor's all-reduce on the emulated device (a program linked
+    with the NCCL back-end; the sums are MPI's there): 2 ranks against one
+    process, --grad-comm bf16 on that path too;
   * resume after kill -9 of the whole job continues bit-exactly (the
     parameters equal those of a run never interrupted);
   * a rank given bad data (its own file, --data d{rank}.npz) ends the job
@@ -57,10 +60,10 @@ def check(cond, msg):
         failed += 1
 
 
-def mpirun(n, argv, timeout=120, **kw):
+def mpirun(n, argv, timeout=120, extra_env=None, **kw):
     cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n)] + argv
     env = dict(os.environ, OMPI_MCA_btl="self,vader", OMPI_MCA_plm="isolated",
-               OMP_NUM_THREADS="1", AMPRT_ADAPT_THREADS="0")
+               OMP_NUM_THREADS="1", AMPRT_ADAPT_THREADS="0", **(extra_env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 
@@ -197,6 +200,60 @@ def main():
                           f"{n} ranks fp16 from scale 2^22 {' '.join(gcomm)}: every rank skipped the same "
                           f"{sum(skips)} step(s) and halved its scale once per overflow "
                           f"({[e['loss_scale'] for e in md]}); parameters bit-identical")
+
+        # The CUDA executor's all-reduce (pack, sum, unpack on the context's
+        # stream) on the emulated device (AMPRT_CUDA_EMULATE=1: host memory,
+        # the MPI back-end's sums; on a GPU the NCCL back-end's, which
+        # scripts/gpu-check runs): the programs link libamprt_nccl.
+        n = 2
+        seed = int(rng.integers(1 << 30))
+        onnx.save(examples.mlp(batch=B, seed=seed), f"{d}/ca.onnx")
+        onnx.save(examples.mlp(batch=n * B, seed=seed), f"{d}/cb.onnx")
+        common = ["--optimizer", "sgd", "--lr", "0.05", "--precision", "fp16", "--init-scale",
+                  "256", "--device", "cuda"]
+        c1 = subprocess.run([compile_tool, f"{d}/ca.onnx", "-o", f"{d}/cdp"] + common +
+                            ["--data-parallel"], capture_output=True, text=True)
+        c2 = subprocess.run([compile_tool, f"{d}/cb.onnx", "-o", f"{d}/cone"] + common,
+                            capture_output=True, text=True)
+        if c1.returncode != 0 or c2.returncode != 0:
+            check(False, f"--data-parallel --device cuda: {c1.stderr[-800:]} {c2.stderr[-300:]}")
+        else:
+            nm = subprocess.run(["nm", f"{d}/cdp"], capture_output=True, text=True).stdout
+            emu = {"AMPRT_CUDA_EMULATE": "1"}
+            rows = 3 * n * B
+            state = np.random.default_rng(seed)
+            np.savez(f"{d}/cdata.npz", input=state.standard_normal((rows, 64)).astype(np.float32),
+                     labels=state.integers(0, 10, rows).astype(np.int64))
+            runs = {}
+            for comm in ("f32", "bf16"):
+                r = mpirun(n, [f"{d}/cdp", "--data", f"{d}/cdata.npz", "--steps", "6",
+                               "--grad-comm", comm, "--outputs", f"{d}/c{comm}_{{rank}}.npz"],
+                           extra_env=emu)
+                runs[comm] = ([params(f"{d}/c{comm}_{k}.npz") for k in range(n)]
+                              if r.returncode == 0 else None)
+                if r.returncode != 0:
+                    check(False, f"emulated CUDA, 2 ranks, --grad-comm {comm}: {r.stderr[-1500:]}")
+            s1 = subprocess.run([f"{d}/cone", "--data", f"{d}/cdata.npz", "--steps", "6",
+                                 "--outputs", f"{d}/cone.npz"], capture_output=True, text=True,
+                                env=dict(os.environ, **emu))
+            if runs["f32"] and runs["bf16"] and s1.returncode == 0:
+                ref = params(f"{d}/cone.npz")
+                init = {t.name: numpy_helper.to_array(t)
+                        for t in onnx.load(f"{d}/cb.onnx").graph.initializer}
+                moved = max(float(np.abs(v - init[k[4:]]).max()) for k, v in ref.items())
+                rk = runs["f32"]
+                worst = max(float(np.abs(rk[0][k] - v).max()) for k, v in ref.items())
+                bf = max(float(np.abs(runs["bf16"][0][k] - rk[0][k]).max()) for k in ref)
+                same = all(np.array_equal(r[0][k], r[j][k]) for r in runs.values()
+                           for j in range(1, n) for k in ref)
+                check("amprt_nccl_comm_init" in nm and same and len(ref) == 4 and
+                      worst <= 2e-2 * moved and moved > 0 and bf > 0,
+                      f"emulated CUDA, 2 ranks x batch {B} vs one process x {n * B} (fp16): "
+                      f"parameters {worst / moved:.1e} of the largest update (tolerance 2e-2), "
+                      f"--grad-comm bf16 moved them {bf / moved:.1e}; bit-identical on every "
+                      f"rank; NCCL back-end linked")
+            elif s1.returncode != 0:
+                check(False, f"emulated CUDA, one process: {s1.stderr[-800:]}")
 
         # Resume after kill -9 of the whole job: bit-exact.
         n, total = 2, 1500

@@ -461,9 +461,11 @@ int main(int argc, char **argv) {
 #ifndef AMP_MPI_LINK
       die("--data-parallel: this amp-compile was built without MPI (libopenmpi-dev)");
 #endif
+#ifndef AMP_HAVE_NCCL
       if (deviceName == "cuda")
-        die("--data-parallel with --device cuda needs the NCCL back-end, which is not built yet: "
-            "data parallel runs on the CPU");
+        die("--data-parallel with --device cuda: this amp-compile was built without the NCCL "
+            "back-end (nccl.h of the CUDA toolkit)");
+#endif
       if (emitKind == "linalg")
         die("--data-parallel: the linalg form has no collectives (--emit linalg runs one "
             "process)");
@@ -613,6 +615,17 @@ int main(int argc, char **argv) {
   std::string errFile = outputFile + ".link.log";
   temporaries.push_back(errFile);
   std::vector<llvm::StringRef> args = {*cxx, obj, runner};
+#ifdef AMP_HAVE_NCCL
+  // Data parallel on CUDA: NCCL's device all-reduce over MPI's communicator
+  // (reached through a weak symbol: -u pulls it in).
+  std::string ncclLib = runtimeDir + "/libamprt_nccl.a";
+  if (dataParallel && deviceName == "cuda") {
+    if (!llvm::sys::fs::exists(ncclLib))
+      die("runtime library '" + ncclLib + "' not found (--runtime-dir)");
+    args.push_back("-Wl,-u,amprt_nccl_comm_init");
+    args.push_back(ncclLib);
+  }
+#endif
   std::string cudaLib = runtimeDir + "/libamprt_cuda.a";
 #ifdef AMP_CUDA_LIB_DIR
   std::string cudaDir = AMP_CUDA_LIB_DIR, cudaL = "-L" + cudaDir,

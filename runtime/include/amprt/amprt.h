@@ -152,6 +152,7 @@ void amprt_context_set_rng_state(amprt_context *ctx, uint64_t state);
  * timeout instead of waiting forever. abort ends every rank of the job. */
 typedef struct amprt_comm {
   int32_t rank, size;
+  int32_t local_rank, local_size; /* among the ranks of this machine */
   void *impl;
   amprt_status (*sum_f32)(struct amprt_comm *c, float *data, int64_t count);
   amprt_status (*sum_f64)(struct amprt_comm *c, double *data, int64_t count);

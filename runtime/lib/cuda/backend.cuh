@@ -78,7 +78,7 @@ struct Dev {
   std::map<const void *, std::pair<void *, size_t>> constants;
   // Scratch buffers by slot, grown on demand.
   std::vector<std::pair<void *, size_t>> scratch =
-      std::vector<std::pair<void *, size_t>>(13); // 12: cuDNN's workspace
+      std::vector<std::pair<void *, size_t>>(14); // 12: cuDNN's workspace, 13: all_reduce's
   // A CUDA graph keeps the pointers it captured: while any graph lives, a
   // scratch buffer outgrown is retired (freed when the last graph goes),
   // not freed. Emulated, the scratch buffers freed are remembered and a
@@ -265,6 +265,7 @@ int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execConv(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execPool(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execBatchNorm(amprt_context *ctx, Dev &d, Decoded &dd);
+int32_t execAllReduce(amprt_context *ctx, Dev &d, Decoded &dd); // comm.cu
 /// One descriptor (exec.cu).
 int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs);
 

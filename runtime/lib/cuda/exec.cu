@@ -132,9 +132,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
   case AMPRT_OP_BATCH_NORM_GRAD:
     return execBatchNorm(ctx, d, dd);
   case AMPRT_OP_ALL_REDUCE:
-    return fail(AMPRT_ERR_UNSUPPORTED,
-                "amprt_exec (cuda): all_reduce: data parallel on a CUDA device needs the NCCL "
-                "back-end, which is not built yet (run the data-parallel program on the CPU)");
+    return execAllReduce(ctx, d, dd);
   }
   return fail(AMPRT_ERR_UNSUPPORTED, "amprt_exec (cuda): unknown opcode %lld",
               (long long)dd.opcode);

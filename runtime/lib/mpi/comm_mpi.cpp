@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace {
 
@@ -173,17 +174,41 @@ extern "C" amprt_status amprt_mpi_comm_init(int *argc, char ***argv, amprt_comm 
   MPI_Initialized(&started);
   if (!started && MPI_Init(argc, argv) != MPI_SUCCESS)
     return failComm("MPI_Init failed");
-  int rank = 0, size = 1;
+  int rank = 0, size = 1, localRank = 0, localSize = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm local;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) ==
+      MPI_SUCCESS) {
+    MPI_Comm_rank(local, &localRank);
+    MPI_Comm_size(local, &localSize);
+    MPI_Comm_free(&local);
+  }
+  // The launchers' variables (torchrun, DeepSpeed): where set, they must
+  // be MPI's (a job of processes each started alone is N jobs of one rank).
+  for (auto [name, mine] : {std::pair<const char *, int>{"WORLD_SIZE", size},
+                            {"RANK", rank},
+                            {"LOCAL_RANK", localRank}}) {
+    const char *v = std::getenv(name);
+    if (v && *v && std::strtol(v, nullptr, 10) != mine)
+      return failComm("%s=%s, but MPI started this process as rank %d of %d (%d on this "
+                      "machine): start data-parallel programs with mpirun -np N (a launcher "
+                      "that starts each process alone, as torchrun does, makes N jobs of one "
+                      "rank)",
+                      name, v, rank, size, localRank);
+  }
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(localRank).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(localSize).c_str(), 1);
   if (g_sumBf16 == MPI_OP_NULL &&
       (MPI_Op_create(sumHalves<amprt::bits::f32ToBf16, amprt::bits::bf16ToF32>, 1, &g_sumBf16) !=
            MPI_SUCCESS ||
        MPI_Op_create(sumHalves<amprt::bits::f32ToF16, amprt::bits::f16ToF32>, 1, &g_sumF16) !=
            MPI_SUCCESS))
     return failComm("MPI_Op_create failed");
-  g_comm = amprt_comm{rank,      size,     nullptr,  sumF32,  sumF64, maxI64,
-                      broadcast, abortJob, finalize, sumHalf, nullptr};
+  g_comm = amprt_comm{rank,   size,      localRank, localSize, nullptr, sumF32, sumF64,
+                      maxI64, broadcast, abortJob,  finalize,  sumHalf, nullptr};
   *out = &g_comm;
   return AMPRT_OK;
 }

@@ -68,6 +68,10 @@ extern "C" int32_t amp_entry(amprt_context *ctx, void *arena, void **args, void 
 // libamprt_mpi (amp-compile --data-parallel links it): the job's communicator.
 extern "C" amprt_status amprt_mpi_comm_init(int *argc, char ***argv, amprt_comm **out)
     __attribute__((weak));
+// libamprt_nccl (--data-parallel --device cuda): MPI's, with NCCL's device
+// all-reduce.
+extern "C" amprt_status amprt_nccl_comm_init(int *argc, char ***argv, amprt_comm **out)
+    __attribute__((weak));
 
 namespace {
 
@@ -340,8 +344,9 @@ int main(int argc, char **argv) {
     (void)!write(2, msg, sizeof msg - 1);
     _exit(1);
   });
-  if (amprt_mpi_comm_init) {
-    if (amprt_mpi_comm_init(&argc, &argv, &g_comm) != AMPRT_OK)
+  if (amprt_nccl_comm_init || amprt_mpi_comm_init) {
+    if ((amprt_nccl_comm_init ? amprt_nccl_comm_init : amprt_mpi_comm_init)(&argc, &argv,
+                                                                            &g_comm) != AMPRT_OK)
       die(amprt_last_error());
     g_agreeing = true;
   }
@@ -435,6 +440,10 @@ int main(int argc, char **argv) {
         "(libamprt_mpi)");
   if (o.device.empty())
     o.device = deviceMeta ? deviceMeta : "cpu";
+  // Data parallel on CUDA: rank r of a machine takes its GPU r (cuda:N
+  // given, every rank takes N).
+  if (dataParallel && g_comm && o.device == "cuda" && g_comm->local_size > 1)
+    o.device = "cuda:" + std::to_string(g_comm->local_rank);
   if (!sigMeta || !arenaMeta)
     die("'" + o.weights + "' has no program signature: not written by amp-compile");
   // Copies: the metadata lives as long as the open weights file.
@@ -518,8 +527,6 @@ int main(int argc, char **argv) {
   if (o.gradComm == "bf16" || o.gradComm == "fp16")
     amprt_context_set_comm_dtype(ctx, o.gradComm == "bf16" ? AMPRT_BF16 : AMPRT_F16);
   const int64_t ranks = g_comm ? g_comm->size : 1, rank = g_comm ? g_comm->rank : 0;
-  if (dataParallel && ranks > 1 && !amprt_context_on_host(ctx))
-    die("data parallel runs on the CPU (--device cpu): the NCCL back-end is not built yet");
   uint64_t jobHash = mixHash(mixHash(mixHash(0xcbf29ce484222325ULL, sigString), trainingString),
                              std::to_string(ranks));
   if (o.seed >= 0) // dropout's masks (a checkpoint's state wins on --resume)
@@ -714,16 +721,21 @@ int main(int argc, char **argv) {
       row *= a->shape[d];
     feeds.push_back({i, a, row});
     if (!onHost) {
-      // Every full batch, converted to the program's type, copied once.
+      // Every full batch (data parallel: this rank's share of each),
+      // converted to the program's type, copied once.
       Slot all{s.kind, s.name, s.dtype, s.shape, {}};
       all.shape[0] = nb * s.shape[0];
       all.data.resize((size_t)all.numel() * amprt_dtype_size(s.dtype));
-      amprt_array whole = *a;
-      whole.shape[0] = all.shape[0];
+      const size_t batchBytes = all.data.size() / (size_t)std::max<int64_t>(nb, 1);
       std::string what = "input '" + s.name + "' in '" + o.data + "'";
-      if (amprt_feed(&whole, s.dtype, (int32_t)all.shape.size(), all.shape.data(), all.data.data(),
-                     what.c_str()) != AMPRT_OK)
-        die(amprt_last_error());
+      for (int64_t b = 0; b < nb; ++b) {
+        amprt_array share = *a;
+        share.data = static_cast<const char *>(a->data) + (b * ranks + rank) * s.shape[0] * row;
+        share.shape[0] = s.shape[0];
+        if (amprt_feed(&share, s.dtype, (int32_t)s.shape.size(), s.shape.data(),
+                       all.data.data() + b * batchBytes, what.c_str()) != AMPRT_OK)
+          die(amprt_last_error());
+      }
       feeds.back().device = static_cast<char *>(deviceBuffer(all));
       upload(all, feeds.back().device);
       if (o.cudaGraph)
@@ -806,9 +818,14 @@ int main(int argc, char **argv) {
     start = counters[0];
     skipped = counters[1];
     amprt_context_set_rng_state(ctx, (uint64_t)counters[2]);
-    for (auto [ai, ri] : carry)
-      if (g_comm->broadcast(g_comm, ap[ai], (int64_t)args[ai].data.size(), 0) != AMPRT_OK)
+    for (auto [ai, ri] : carry) { // from the host copy (a device's buffer is uploaded)
+      Slot &s = args[ai];
+      void *host = onHost ? ap[ai] : s.data.data();
+      if (g_comm->broadcast(g_comm, host, (int64_t)s.data.size(), 0) != AMPRT_OK)
         die(amprt_last_error());
+      if (!rank0())
+        upload(s, ap[ai]);
+    }
   }
   if (o.resume && rank0()) {
     if (start >= o.steps)
@@ -995,7 +1012,7 @@ int main(int argc, char **argv) {
     std::printf("done: %lld steps, %lld skipped (%lld applied)%s\n", (long long)o.steps,
                 (long long)skipped, (long long)(o.steps - skipped),
                 ckFile.empty() ? "" : (", checkpoint " + ckFile).c_str());
-  if (start < o.steps && !onHost)
+  if (start < o.steps && !onHost && rank0())
     std::printf("device %s: host synchronisations inside steps: %lld in the %lld steps after "
                 "the first, %lld in the first (first-use set-up); %lld in all\n",
                 o.device.c_str(), (long long)syncsInSteps, (long long)(o.steps - start - 1),
