@@ -5,7 +5,8 @@ model, weights and per-rank batches, in one run.
 
 Weak scaling: every rank trains a batch of --batch rows, so N ranks train N
 x that; the efficiency is (step time on 1 rank) / (step time on N ranks)
-(1.0: the extra ranks cost nothing). Each rank gets cores / N threads (at
+(1.0: the extra ranks cost nothing); ours also with --grad-comm bf16 (the
+gradients sent in half the bytes). Each rank gets cores / N threads (at
 least one). On a machine with fewer cores than ranks this measures the
 overhead of communication and oversubscription, not a speed-up: say so when
 quoting it.
@@ -56,7 +57,7 @@ def mlp_onnx(path, batch):
     return {i.name: numpy_helper.to_array(i) for i in inits}
 
 
-def ours(d, ranks, batch, steps, precision, threads):
+def ours(d, ranks, batch, steps, precision, threads, grad_comm="f32"):
     prog = f"{d}/train_{precision}"
     if not os.path.exists(prog):
         subprocess.run([f"{BIN}/amp-compile", f"{d}/mlp.onnx", "-o", prog, "--optimizer", "sgd",
@@ -66,7 +67,8 @@ def ours(d, ranks, batch, steps, precision, threads):
                OMPI_MCA_btl="self,vader")
     r = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
                         "-np", str(ranks), prog, "--data", f"{d}/data.npz", "--steps", str(steps),
-                        "--metrics", f"{d}/m.jsonl"], capture_output=True, text=True, env=env)
+                        "--metrics", f"{d}/m.jsonl", "--grad-comm", grad_comm],
+                       capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"ours, {ranks} ranks: {r.stderr[-800:]}")
     with open(f"{d}/m.jsonl") as f:
@@ -161,19 +163,23 @@ def main():
             for r in ranks:
                 threads = max(1, cores // r)
                 a = ours(d, r, args.batch, args.steps, precision, threads)
+                h = ours(d, r, args.batch, args.steps, precision, threads, "bf16")
                 t = pytorch(d, r, args.batch, args.steps, precision, threads)
                 base.setdefault("ours", a)
                 base.setdefault("torch", t)
-                rows.append([precision, str(r), str(threads), f"{1e3 * a:.2f}", f"{1e3 * t:.2f}",
+                rows.append([precision, str(r), str(threads), f"{1e3 * a:.2f}", f"{1e3 * h:.2f}",
+                             f"{1e3 * t:.2f}",
                              f"{t / a:.2f}", f"{base['ours'] / a:.2f}",
                              f"{base['torch'] / t:.2f}"])
                 print(" | ".join(rows[-1]), flush=True)
-    header = ["precision", "ranks", "threads / rank", "ours ms/step", "PyTorch DDP ms/step",
+    header = ["precision", "ranks", "threads / rank", "ours ms/step",
+              "ours --grad-comm bf16 ms/step", "PyTorch DDP ms/step",
               "speed-up vs DDP", "our efficiency", "DDP efficiency"]
     notes = [f"Weak scaling: {args.batch} rows per rank and step, MLP {IN}-{HIDDEN}-{OUT}, SGD; "
              f"median of {args.steps - 5} steps; efficiency = 1-rank step time / N-rank step "
              f"time. {cores} cores: with more ranks than cores this measures the overhead of "
-             f"the collectives and of oversubscription, not a speed-up."]
+             f"the collectives and of oversubscription, not a speed-up. --grad-comm bf16: the "
+             f"gradients travel in bf16 (half the bytes; on one rank nothing travels)."]
     bench_results.record(args, "Data parallel: ours (MPI) against PyTorch DDP (gloo)", header,
                          rows, notes)
 

@@ -22,6 +22,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+
+#include <sched.h>
 #include <utility>
 
 namespace {
@@ -47,9 +49,18 @@ amprt_status waitFor(amprt_comm *c, MPI_Request &req, const char *what) {
       return failComm("rank %d: MPI %s failed", c->rank, what);
     if (done)
       return AMPRT_OK;
-    if (++spins > 1000)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // OpenMPI's non-blocking collectives move only inside MPI_Test (a large
+    // buffer is many segments, each a call): a sleep per call would cost
+    // its length per segment (2 ranks, 0.5 MB: 10 ms a step). So: spin,
+    // then yield the core (to a rank that shares it) for the first 20 ms,
+    // and only then sleep between the calls (a rank that is late, or gone).
+    if (++spins > 1000) {
+      if (waited < 0.02)
+        sched_yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     if (waited > limit)
       return failComm("rank %d of %d: the %s waited %.0f s for the other ranks "
                       "(AMPRT_COMM_TIMEOUT): a rank failed or stopped",
