@@ -19,7 +19,8 @@ batch:
   * resume after kill -9 of the whole job continues bit-exactly (the
     parameters equal those of a run never interrupted);
   * a rank given bad data (its own file, --data d{rank}.npz) ends the job
-    with the message on every rank within seconds; ranks given different
+    with the message on every rank within seconds; a rank failing in a
+    step ends the job within seconds with its message; ranks given different
     data (a signature mismatch) are refused, not hung.
 
 Fresh random data and weights each run (AMP_TEST_SEED repeats one).
@@ -311,6 +312,29 @@ def main():
               and took < 30,
               f"bad data on rank 1: exit {r.returncode} in {took:.1f} s, every rank says it: "
               f"{lines}")
+        # A rank failing during training (a label outside the classes in
+        # its share of batch 2: found by the step, not the set-up): the job
+        # ends within seconds, naming the rank and the cause.
+        yb = y.copy()
+        yb[2 * n * B + B + 3] = 10
+        np.savez(f"{d}/badlab.npz", input=x, labels=yb)
+        t0 = time.time()
+        r = mpirun(n, [prog, "--data", f"{d}/badlab.npz", "--steps", "5"], timeout=60)
+        took = time.time() - t0
+        check(r.returncode != 0 and took < 30 and
+              "error: rank 1 of 2: step 3: " in r.stderr and "label 10" in r.stderr,
+              f"rank 1 fails in step 3: the job ends in {took:.1f} s with "
+              f"{[ln for ln in r.stderr.splitlines() if ln.startswith('error')]}")
+        # A launcher's WORLD_SIZE that MPI does not share (the process was
+        # started alone, as torchrun starts each): refused, not trained as a
+        # job of one rank.
+        r = subprocess.run([prog, "--data", f"{d}/bad0.npz", "--steps", "2"], capture_output=True,
+                           text=True, timeout=60,
+                           env=dict(os.environ, WORLD_SIZE="2", RANK="1",
+                                    OMPI_MCA_ess_singleton_isolated="1"))
+        check(r.returncode != 0 and "WORLD_SIZE=2, but MPI started this process as rank 0 of 1"
+              in r.stderr and "mpirun -np N" in r.stderr,
+              f"WORLD_SIZE=2 without mpirun: refused ({r.stderr.strip()[:160]})")
         np.savez(f"{d}/mis1.npz", input=x[:-n * B], labels=y[:-n * B])
         shutil.copy(f"{d}/bad0.npz", f"{d}/mis0.npz")
         r = mpirun(n, [prog, "--data", f"{d}/mis{{rank}}.npz", "--steps", "5"], timeout=60)
