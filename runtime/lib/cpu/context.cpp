@@ -141,6 +141,15 @@ extern "C" void amprt_context_set_comm(amprt_context *ctx, amprt_comm *comm) { c
 
 extern "C" amprt_comm *amprt_context_comm(const amprt_context *ctx) { return ctx->comm; }
 
+double amprt::commTimeoutSeconds() {
+  const char *v = std::getenv("AMPRT_COMM_TIMEOUT");
+  if (!v || !*v)
+    return 300.0;
+  char *end = nullptr;
+  double s = std::strtod(v, &end);
+  return (*end || !(s > 0)) ? 300.0 : s;
+}
+
 extern "C" amprt_status amprt_context_set_comm_dtype(amprt_context *ctx, amprt_dtype dtype) {
   if (!ctx || (dtype != AMPRT_F32 && dtype != AMPRT_BF16 && dtype != AMPRT_F16))
     return amprt::fail(AMPRT_ERR_INVALID_ARGUMENT,

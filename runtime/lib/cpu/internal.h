@@ -51,6 +51,10 @@ struct amprt_context {
 
 namespace amprt {
 
+/// How long a collective waits for the other ranks: AMPRT_COMM_TIMEOUT
+/// seconds, 300 by default (the MPI and NCCL back-ends; context.cpp).
+double commTimeoutSeconds();
+
 /// Whether AMPRT_CHECK_NUMERICS asks for the NaN / inf origin check
 /// (exec.cpp).
 bool checkNumericsRequested();

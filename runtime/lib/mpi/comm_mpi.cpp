@@ -28,21 +28,12 @@
 
 namespace {
 
-double timeoutSeconds() {
-  const char *v = std::getenv("AMPRT_COMM_TIMEOUT");
-  if (!v || !*v)
-    return 300.0;
-  char *end = nullptr;
-  double s = std::strtod(v, &end);
-  return (*end || !(s > 0)) ? 300.0 : s;
-}
-
 #define failComm(...) amprt::fail(AMPRT_ERR_COMM, __VA_ARGS__)
 
 /// Waits for `req`, polling, until the deadline.
 amprt_status waitFor(amprt_comm *c, MPI_Request &req, const char *what) {
   auto start = std::chrono::steady_clock::now();
-  double limit = timeoutSeconds();
+  double limit = amprt::commTimeoutSeconds();
   int done = 0, spins = 0;
   while (true) {
     if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -70,14 +61,14 @@ amprt_status waitFor(amprt_comm *c, MPI_Request &req, const char *what) {
 
 template <class T>
 amprt_status sumTo0ThenBroadcast(amprt_comm *c, T *data, int64_t count, MPI_Datatype type,
-                                 const char *what) {
+                                 const char *what, MPI_Op op = MPI_SUM) {
   // MPI counts are int: large buffers go in pieces.
   const int64_t piece = 1 << 28;
   for (int64_t at = 0; at < count; at += piece) {
     int n = (int)std::min(piece, count - at);
     MPI_Request r;
     void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(data + at);
-    if (MPI_Ireduce(send, data + at, n, type, MPI_SUM, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+    if (MPI_Ireduce(send, data + at, n, type, op, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
       return failComm("rank %d: MPI_Ireduce (%s) failed", c->rank, what);
     if (amprt_status s = waitFor(c, r, what))
       return s;
@@ -120,22 +111,8 @@ MPI_Op g_sumBf16 = MPI_OP_NULL, g_sumF16 = MPI_OP_NULL;
 amprt_status sumHalf(amprt_comm *c, uint16_t *data, int64_t count, int32_t dtype) {
   if (dtype != AMPRT_BF16 && dtype != AMPRT_F16)
     return failComm("rank %d: a 2-byte sum of dtype %d", c->rank, dtype);
-  MPI_Op op = dtype == AMPRT_BF16 ? g_sumBf16 : g_sumF16;
-  const int64_t piece = 1 << 28;
-  for (int64_t at = 0; at < count; at += piece) {
-    int n = (int)std::min(piece, count - at);
-    MPI_Request r;
-    void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(data + at);
-    if (MPI_Ireduce(send, data + at, n, MPI_UINT16_T, op, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
-      return failComm("rank %d: MPI_Ireduce (2-byte gradients) failed", c->rank);
-    if (amprt_status s = waitFor(c, r, "gradient all-reduce"))
-      return s;
-    if (MPI_Ibcast(data + at, n, MPI_UINT16_T, 0, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
-      return failComm("rank %d: MPI_Ibcast (2-byte gradients) failed", c->rank);
-    if (amprt_status s = waitFor(c, r, "gradient all-reduce"))
-      return s;
-  }
-  return AMPRT_OK;
+  return sumTo0ThenBroadcast(c, data, count, MPI_UINT16_T, "gradient all-reduce",
+                             dtype == AMPRT_BF16 ? g_sumBf16 : g_sumF16);
 }
 
 amprt_status maxI64(amprt_comm *c, int64_t *data, int64_t count) {

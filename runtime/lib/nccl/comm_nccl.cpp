@@ -54,15 +54,6 @@ struct NcclApi {
 #undef AMP_NCCL_FN
 };
 
-double timeoutSeconds() {
-  const char *v = std::getenv("AMPRT_COMM_TIMEOUT");
-  if (!v || !*v)
-    return 300.0;
-  char *end = nullptr;
-  double s = std::strtod(v, &end);
-  return (*end || !(s > 0)) ? 300.0 : s;
-}
-
 struct Pending {
   cudaEvent_t done;
   std::chrono::steady_clock::time_point queued;
@@ -123,7 +114,7 @@ amprt_status loadNccl(NcclApi &api) {
 void watch() {
   State &s = g_state;
   cudaSetDevice(s.device);
-  const double limit = timeoutSeconds();
+  const double limit = amprt::commTimeoutSeconds();
   while (!s.stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::lock_guard<std::mutex> lock(s.m); // finalize destroys the communicator under it
