@@ -21,6 +21,12 @@ the same function; 10 classes; random images of --size pixels):
    against PyTorch's eager step (zero_grad, forward, backward, SGD step), in
    fp32 and bf16 (PyTorch under torch.autocast("cpu", bfloat16)), measured in
    the same run on the same machine.
+3. bf16 against fp32: our bf16 step's speed-up over our fp32 step, and
+   PyTorch's autocast bf16 step's over its fp32 step; and, from a profiled
+   bf16 run (AMPRT_PROFILE, the same steps), the share of the step spent in
+   oneDNN's bf16 kernels and in its AMX ones (the implementation each call
+   ran, e.g. brg:avx512_core_amx; jit:avx512_core_bf16 is AVX512-BF16).
+   The run says whether the CPU has AMX.
 
 Prints one line per model as it goes and a table last.
 """
@@ -95,6 +101,37 @@ def our_step(make, x, y, steps, precision):
     return statistics.median(r["step_time_s"] for r in rows[3:])
 
 
+def kernel_share(make, x, y, steps):
+    """(bf16 kernels' share, AMX kernels' share) of a profiled bf16 run."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "profile.txt")
+        saved = {k: os.environ.get(k) for k in ("AMPRT_PROFILE", "AMPRT_PROFILE_OUT")}
+        os.environ.update(AMPRT_PROFILE="1", AMPRT_PROFILE_OUT=out)
+        try:
+            our_step(make, x, y, steps, "bf16")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        low = amx = 0.0
+        section = False
+        with open(out) as f:
+            for line in f:
+                if line.startswith("amprt profile"):
+                    section = "by kernel implementation" in line
+                    continue
+                if section and line.strip():
+                    pct, impl = float(line.split("%")[0]), line.split("calls", 1)[1].strip()
+                    if "amx" in impl or "bf16" in impl:
+                        low += pct
+                    if "amx" in impl:
+                        amx += pct
+        return low, amx
+
+
 def torch_step(make, x, y, steps, precision):
     net = no_dropout(make())
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
@@ -108,6 +145,18 @@ def torch_step(make, x, y, steps, precision):
         opt.step()
         times.append(time.perf_counter() - t)
     return statistics.median(times[3:])
+
+
+def has_flag(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(flag in line.split() for line in f if line.startswith("flags"))
+    except OSError:
+        return False
+
+
+def has_amx():
+    return has_flag("amx_bf16")
 
 
 def main():
@@ -128,33 +177,43 @@ def main():
     torch.manual_seed(0)
     x = torch.randn(a.batch, 3, a.size, a.size)
     y = torch.randint(0, 10, (a.batch,))
+    print(f"AMX-BF16: {'yes' if has_amx() else 'no'}; AVX512-BF16: "
+          f"{'yes' if has_flag('avx512_bf16') else 'no'}", flush=True)
     rows = []
     for name in names:
         t0 = time.time()
         try:
             ours_err, torch_err = gradient_check(zoo[name], x, y)
             times = [f(zoo[name], x, y, a.steps, p) for p in ("fp32", "bf16") for f in (our_step, torch_step)]
+            share = kernel_share(zoo[name], x, y, a.steps)
         except Exception as e:  # one model's failure is a row, not the end of the run
             print(f"FAIL  {name}: {str(e).strip()[-400:]}", flush=True)
             rows.append((name, None))
             continue
-        rows.append((name, (ours_err, torch_err, *times)))
+        rows.append((name, (ours_err, torch_err, *times, *share)))
         print(f"{name}: update error vs float64 ours {ours_err:.1e} / PyTorch fp32 {torch_err:.1e}; step ms "
               f"fp32 ours {times[0] * 1e3:.1f} PyTorch {times[1] * 1e3:.1f}, bf16 ours {times[2] * 1e3:.1f} "
-              f"PyTorch {times[3] * 1e3:.1f} ({time.time() - t0:.0f} s)", flush=True)
+              f"PyTorch {times[3] * 1e3:.1f}; bf16 kernels {share[0]:.0f}% of the bf16 step "
+              f"(AMX {share[1]:.0f}%) ({time.time() - t0:.0f} s)", flush=True)
     table = []
     for name, r in rows:
         if r is None:
-            table.append((name, "FAILED", "", "", "", "", "", "", ""))
+            table.append((name, "FAILED", "", "", "", "", "", "", "", "", "", ""))
             continue
-        oe, te, o32, t32, o16, t16 = r
+        oe, te, o32, t32, o16, t16, low, amx = r
         table.append((name, f"{oe:.1e}", f"{te:.1e}", f"{o32 * 1e3:.1f}", f"{t32 * 1e3:.1f}",
-                      f"{t32 / o32:.2f}x", f"{o16 * 1e3:.1f}", f"{t16 * 1e3:.1f}", f"{t16 / o16:.2f}x"))
+                      f"{t32 / o32:.2f}x", f"{o16 * 1e3:.1f}", f"{t16 * 1e3:.1f}", f"{t16 / o16:.2f}x",
+                      f"{o32 / o16:.2f}x", f"{t32 / t16:.2f}x", f"{low:.0f}% ({amx:.0f}%)"))
     results.record(
         a, f"torchvision models trained against PyTorch (batch {a.batch} x 3 x {a.size} x {a.size}, "
         f"10 classes, SGD, {torch.get_num_threads()} threads)",
         ["model", "update error vs float64: ours", "PyTorch fp32", "fp32 ms/step: ours", "PyTorch",
-         "PyTorch / ours", "bf16 ms/step: ours", "PyTorch autocast", "PyTorch / ours"], table)
+         "PyTorch / ours", "bf16 ms/step: ours", "PyTorch autocast", "PyTorch / ours",
+         "bf16 speed-up over fp32: ours", "PyTorch", "bf16 kernels' share of our bf16 step (AMX)"],
+        table, [f"AMX: {'yes' if has_amx() else 'no'} on this CPU (the bf16 kernels are "
+                f"{'AMX' if has_amx() else 'AVX512-BF16' if has_flag('avx512_bf16') else 'f32 ones on widened copies'} ones); "
+                f"the share counts the implementations oneDNN reported for each call of a "
+                f"profiled bf16 run of the same steps (the first step's primitive creation included)."])
     return 1 if any(r is None for _, r in rows) else 0
 
 

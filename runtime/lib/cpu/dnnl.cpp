@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "exec_decode.h"
 #include "internal.h"
 
 #include <optional>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -164,6 +166,7 @@ struct GemmKey {
 struct GemmPrim {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c, bias;
+  std::string impl; // oneDNN's implementation (AMPRT_PROFILE shows it)
 };
 
 /// The product into `out`: f32, or bf16 with key.bf16Out (the f32
@@ -204,7 +207,8 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, void *out,
         pa.set_post_ops(po);
       }
       dnnl::matmul::primitive_desc pd(d, pa, cpuEngine());
-      it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd, biasd}).first;
+      it = cache.emplace(key, GemmPrim{dnnl::matmul(pd), ad, bd, cd, biasd, pd.impl_info_str()})
+               .first;
     }
     p = &it->second;
   }
@@ -233,6 +237,8 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, void *out,
   it->second.c.set_data_handle(out);
   if (key.bias)
     it->second.bias.set_data_handle(const_cast<float *>(bias));
+  if (desc::profilingRequested())
+    noteKernelImpl(p->impl.c_str());
   p->prim.execute(s, it->second.args);
   s.wait();
 }
@@ -621,6 +627,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
         dnnl::convolution_forward prim;
         dnnl::memory::desc src, wei, dst;
         std::optional<dnnl::reorder> toSrc, toWei, fromDst;
+        std::string impl;
       };
       static std::mutex mu;
       static std::map<std::vector<int64_t>, Conv> cache;
@@ -665,7 +672,8 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
                  pd.dst_desc(),
                  std::nullopt,
                  std::nullopt,
-                 std::nullopt};
+                 std::nullopt,
+                 pd.impl_info_str()};
           if (c.src != xd)
             c.toSrc =
                 dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), xd, cpuEngine(), c.src));
@@ -728,6 +736,8 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
         conv->toSrc->execute(s, m.xm, m.xi);
       if (conv->toWei)
         conv->toWei->execute(s, m.wm, m.wi);
+      if (desc::profilingRequested())
+        noteKernelImpl(conv->impl.c_str());
       conv->prim.execute(s, m.args);
       if (conv->fromDst)
         conv->fromDst->execute(s, m.yo, m.ym);
@@ -844,6 +854,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       std::optional<dnnl::reorder> toA, toB, fromOut;
       bool low = false;     // its inputs in bf16
       bool viaGemm = false; // oneDNN's im2col + gemm implementation
+      std::string impl;
     };
     struct Prims {
       std::optional<dnnl::convolution_backward_data> data;
@@ -894,7 +905,9 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
                        reorder(plain(cd.dst, in), pd.diff_dst_desc()),
                        reorder(plain(cd.wei, in), pd.weights_desc()),
                        reorder(pd.diff_src_desc(), plain(cd.src, dxOut)),
-                       low};
+                       low,
+                       false,
+                       pd.impl_info_str()};
           }
         }
         if (dw && !c.weights) {
@@ -913,7 +926,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
                        reorder(plain(cd.src, in), pd.src_desc()),
                        reorder(pd.diff_weights_desc(), plain(cd.wei, dwOut)),
                        low,
-                       std::strstr(pd.impl_info_str(), "gemm") != nullptr};
+                       std::strstr(pd.impl_info_str(), "gemm") != nullptr,
+                       pd.impl_info_str()};
           }
         }
       }
@@ -959,6 +973,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       dnnl::memory wi = in(prims.d.toB, plain(cd.wei, et), prims.d.b, input(low, w, ww), bufB);
       dnnl::memory gp = mem(plain(cd.src, dxOut), dxDirect ? dx->data : g.data());
       dnnl::memory go = prims.d.fromOut ? scratchMem(bufOut, prims.d.out) : gp;
+      if (desc::profilingRequested())
+        noteKernelImpl(prims.d.impl.c_str());
       prims.data->execute(
           s, {{DNNL_ARG_DIFF_DST, dyi}, {DNNL_ARG_WEIGHTS, wi}, {DNNL_ARG_DIFF_SRC, go}});
       if (prims.d.fromOut)
@@ -995,6 +1011,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       dnnl::memory xi = in(prims.w.toB, plain(cd.src, et), prims.w.b, input(low, x, xw), bufB);
       dnnl::memory gp = mem(plain(cd.wei, dwOut), dwDirect ? dw->data : gw.data());
       dnnl::memory go = prims.w.fromOut ? scratchMem(bufOut, prims.w.out) : gp;
+      if (desc::profilingRequested())
+        noteKernelImpl(prims.w.impl.c_str());
       prims.weights->execute(
           s, {{DNNL_ARG_DIFF_DST, dyi}, {DNNL_ARG_SRC, xi}, {DNNL_ARG_DIFF_WEIGHTS, go}});
       if (prims.w.fromOut)

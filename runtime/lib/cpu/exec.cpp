@@ -454,6 +454,24 @@ struct Profile : ProfileTable {
 };
 } // namespace
 
+namespace {
+thread_local std::string g_impls; // this op's kernel implementations
+} // namespace
+
+void amprt::noteKernelImpl(const char *impl) {
+  if (!impl || !*impl || g_impls.find(impl) != std::string::npos)
+    return;
+  if (!g_impls.empty())
+    g_impls += ", ";
+  g_impls += impl;
+}
+
+std::string amprt::takeKernelImpls() {
+  std::string s;
+  s.swap(g_impls);
+  return s;
+}
+
 bool amprt::checkNumericsRequested() {
   static const bool on = [] {
     const char *v = std::getenv("AMPRT_CHECK_NUMERICS");
@@ -631,10 +649,11 @@ int32_t execHere(amprt_context *ctx, const int64_t *desc, void **bufs) {
   if (!profilingRequested())
     return execOne(ctx, desc, bufs);
   static Profile prof;
+  (void)takeKernelImpls();
   auto t0 = std::chrono::steady_clock::now();
   int32_t r = execOne(ctx, desc, bufs);
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  prof.add(profileKey(desc), dt);
+  prof.add(profileKey(desc), dt, takeKernelImpls());
   return r;
 }
 } // namespace

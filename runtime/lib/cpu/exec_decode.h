@@ -198,19 +198,31 @@ inline std::string profileKey(const int64_t *desc) {
 }
 
 /// Seconds and calls per profileKey, printed (the 40 largest, then the
-/// totals per opcode) to stderr.
+/// totals per opcode, then per kernel implementation where the ops named
+/// theirs: oneDNN's, such as "brg:avx512_core_amx") to stderr, or appended
+/// to the file AMPRT_PROFILE_OUT names.
 struct ProfileTable {
   struct Entry {
     double seconds = 0;
     int64_t calls = 0;
   };
-  std::map<std::string, Entry> byOp;
-  void add(const std::string &key, double seconds) {
-    Entry &e = byOp[key];
+  std::map<std::string, Entry> byOp, byImpl;
+  void add(const std::string &key, double seconds, const std::string &impl = "") {
+    Entry &e = byOp[impl.empty() ? key : key + " [" + impl + "]"];
     e.seconds += seconds;
     ++e.calls;
+    Entry &i = byImpl[impl.empty() ? "(ours)" : impl];
+    i.seconds += seconds;
+    ++i.calls;
   }
   void print(const char *where) const {
+    const char *to = std::getenv("AMPRT_PROFILE_OUT");
+    FILE *out = to && *to ? std::fopen(to, "a") : nullptr;
+    printTo(out ? out : stderr, where);
+    if (out)
+      std::fclose(out);
+  }
+  void printTo(FILE *f, const char *where) const {
     std::vector<std::pair<double, std::string>> rows;
     double total = 0;
     for (auto &[k, e] : byOp) {
@@ -218,9 +230,9 @@ struct ProfileTable {
       total += e.seconds;
     }
     std::sort(rows.rbegin(), rows.rend());
-    std::fprintf(stderr, "amprt profile%s: %.3f ms in kernels\n", where, total * 1e3);
+    std::fprintf(f, "amprt profile%s: %.3f ms in kernels\n", where, total * 1e3);
     for (size_t i = 0; i < rows.size() && i < 40; ++i)
-      std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
+      std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
                    rows[i].first * 1e3, (long long)byOp.at(rows[i].second).calls,
                    rows[i].second.c_str());
     std::map<std::string, Entry> perOpcode; // the key's name, before its shapes
@@ -233,10 +245,20 @@ struct ProfileTable {
     for (auto &[k, e] : perOpcode)
       sums.push_back({e.seconds, k});
     std::sort(sums.rbegin(), sums.rend());
-    std::fprintf(stderr, "amprt profile%s by opcode:\n", where);
+    std::fprintf(f, "amprt profile%s by opcode:\n", where);
     for (auto &[sec, k] : sums)
-      std::fprintf(stderr, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * sec / total, sec * 1e3,
+      std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * sec / total, sec * 1e3,
                    (long long)perOpcode.at(k).calls, k.c_str());
+    if (byImpl.size() > 1 || !byImpl.count("(ours)")) {
+      std::vector<std::pair<double, std::string>> impls;
+      for (auto &[k, e] : byImpl)
+        impls.push_back({e.seconds, k});
+      std::sort(impls.rbegin(), impls.rend());
+      std::fprintf(f, "amprt profile%s by kernel implementation:\n", where);
+      for (auto &[sec, k] : impls)
+        std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * sec / total, sec * 1e3,
+                     (long long)byImpl.at(k).calls, k.c_str());
+    }
   }
 };
 

@@ -51,6 +51,12 @@ struct amprt_context {
 
 namespace amprt {
 
+/// AMPRT_PROFILE: the kernel implementations an op ran (oneDNN's
+/// impl_info_str, e.g. "brg:avx512_core_amx"), noted by the kernels while
+/// profiling and taken by the profile after the op (exec.cpp).
+void noteKernelImpl(const char *impl);
+std::string takeKernelImpls();
+
 /// How long a collective waits for the other ranks: AMPRT_COMM_TIMEOUT
 /// seconds, 300 by default (the MPI and NCCL back-ends; context.cpp).
 double commTimeoutSeconds();
