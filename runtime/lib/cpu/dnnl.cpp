@@ -750,6 +750,65 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
 }
 
 namespace {
+/// Whether the weight gradient runs as im2col + one product instead of
+/// oneDNN's backward-weights kernel: 2-D, one group, an output of at most 16
+/// positions (late layers on small images: oneDNN's direct kernel, f32 or
+/// bf16, takes several times the product's time there; resnet18's
+/// 512x512x3x3 weight gradient on 8 x 2 x 2 outputs: 5.3 ms against 0.6).
+bool weightGradByIm2col(const amprt_tensor *dy, const amprt_conv_params *p) {
+  return p->spatial == 2 && p->group == 1 && dy->rank == 4 && dy->shape[2] * dy->shape[3] <= 16;
+}
+
+/// dw[oc, (c, kh, kw)] = sum over (n, oh, ow) of dy[n, oc, oh, ow] *
+/// x[n, c, oh*s - pad + kh*d, ow*s - pad + kw*d]: dy gathered into [OC,
+/// P] and x into the columns [P, K] (P = N x OH x OW, K = C x KH x KW, a
+/// tap outside x is 0), one product (oneDNN's matmul, f32 accumulation) of
+/// elements of `es` bytes (bf16 or f32) into `out` (f32, or bf16 with
+/// bf16Out: rounded once by the primitive).
+void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_tensor *xs,
+                      const amprt_tensor *ws, const amprt_tensor *dys, const amprt_conv_params *p,
+                      void *out, bool bf16Out) {
+  const int64_t n = xs->shape[0], c = xs->shape[1], h = xs->shape[2], w = xs->shape[3];
+  const int64_t oc = dys->shape[1], oh = dys->shape[2], ow = dys->shape[3];
+  const int64_t kh = ws->shape[2], kw = ws->shape[3];
+  const int64_t P = n * oh * ow, K = c * kh * kw, ohw = oh * ow;
+  thread_local std::vector<char> colBuf, dyBuf;
+  colBuf.resize((size_t)(P * K * es));
+  dyBuf.resize((size_t)(oc * P * es));
+  char *col = colBuf.data(), *dyt = dyBuf.data();
+  const char *xb = static_cast<const char *>(x), *db = static_cast<const char *>(dy);
+  parallelFor(P, 1, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t b = r / ohw, i = (r % ohw) / ow, j = r % ow;
+      char *row = col + r * K * es;
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t a = 0; a < kh; ++a) {
+          int64_t yi = i * p->strides[0] - p->pads_begin[0] + a * p->dilations[0];
+          for (int64_t q = 0; q < kw; ++q) {
+            int64_t xj = j * p->strides[1] - p->pads_begin[1] + q * p->dilations[1];
+            char *dst = row + ((ci * kh + a) * kw + q) * es;
+            if (yi < 0 || yi >= h || xj < 0 || xj >= w)
+              std::memset(dst, 0, (size_t)es);
+            else
+              std::memcpy(dst, xb + (((b * c + ci) * h + yi) * w + xj) * es, (size_t)es);
+          }
+        }
+    }
+  });
+  parallelFor(oc, 1, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t b = 0; b < n; ++b)
+        std::memcpy(dyt + (o * P + b * ohw) * es, db + ((b * oc + o) * ohw) * es,
+                    (size_t)(ohw * es));
+  });
+  const int adt = (int)(es == 2 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
+  GemmKey key{oc, K, P, P, 1, K, 1, adt, adt};
+  key.bf16Out = bf16Out;
+  if (desc::profilingRequested())
+    noteKernelImpl("im2col+matmul");
+  gemmAcc(key, dyt, col, out);
+}
+
 /// The weight gradient of a 2-D depthwise convolution (group = C = M):
 /// dw[c, p, q] = sum over n, i, j of dy[n, c, i, j] * x[n, c, i*s - pad +
 /// p*d, j*s - pad + q*d]. oneDNN 2.6 runs it as im2col + gemm (milliseconds
@@ -849,6 +908,11 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     key.push_back((int64_t)dxOut);
     key.push_back((int64_t)dwOut);
     key.push_back(maxThreads()); // oneDNN splits a primitive for its thread count
+    // The weight gradient as im2col + a product where oneDNN's kernel is
+    // slow (then no backward-weights primitive is made).
+    const bool dwIm2col = dw && weightGradByIm2col(dy, p);
+    amprt_tensor *dwPrim = dwIm2col ? nullptr : dw;
+    key.push_back(dwIm2col);
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;
@@ -883,7 +947,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       for (bool low : {true, false}) {
         if (low && !lowp)
           continue;
-        if (!((dx && !c.data) || (dw && !c.weights)))
+        if (!((dx && !c.data) || (dwPrim && !c.weights)))
           break;
         dt in = low ? dt::bf16 : dt::f32;
         dnnl::memory::desc xa(cd.src, in, tag::any), wa(cd.wei, in, tag::any),
@@ -910,7 +974,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
                        pd.impl_info_str()};
           }
         }
-        if (dw && !c.weights) {
+        if (dwPrim && !c.weights) {
           // Without the bias: db is summed here, in double (oneDNN's f32 sum
           // over N x H x W loses digits when the terms cancel).
           dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa,
@@ -985,7 +1049,20 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     }
     bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group &&
                      w->shape[0] == p->group && w->shape[1] == 1;
-    if (dw && depthwise && prims.w.viaGemm) {
+    if (dwIm2col) {
+      // lowp: the bf16 operands as they are; else f32 (widened: exact).
+      const bool low = lowp;
+      void *xp = low ? x->data : f32Of(x, xw);
+      void *dyp = low ? dy->data : f32Of(dy, dyw);
+      if (!low)
+        dyf = static_cast<float *>(dyp);
+      const bool bf16Out = low && dw->dtype == AMPRT_BF16;
+      std::vector<float> gw(dw->dtype == AMPRT_F32 || bf16Out ? 0 : amprt_tensor_numel(w));
+      im2colWeightGrad(xp, dyp, low ? 2 : 4, x, w, dy, p, gw.empty() ? dw->data : gw.data(),
+                       bf16Out);
+      if (!gw.empty())
+        convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
+    } else if (dw && depthwise && prims.w.viaGemm) {
       std::vector<float> gw(amprt_tensor_numel(w));
       float *xf = f32Of(x, xw);
       if (!dyf)
