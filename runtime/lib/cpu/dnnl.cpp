@@ -751,12 +751,15 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
 
 namespace {
 /// Whether the weight gradient runs as im2col + one product instead of
-/// oneDNN's backward-weights kernel: 2-D, one group, an output of at most 16
-/// positions (late layers on small images: oneDNN's direct kernel, f32 or
-/// bf16, takes several times the product's time there; resnet18's
-/// 512x512x3x3 weight gradient on 8 x 2 x 2 outputs: 5.3 ms against 0.6).
+/// oneDNN's backward-weights kernel: 2-D, one group, an output of at most 4
+/// positions per image (late layers on small images: oneDNN's direct
+/// kernel, f32 or bf16, takes several times the product's time there;
+/// resnet18's 512x512x3x3 weight gradient on 8 x 2 x 2 outputs on an AMD
+/// EPYC with AVX512-BF16, 2 threads: 5.3 ms a call in bf16 and f32, 2.3 ms
+/// with dx by this path; at 4 x 4 the two were level). A fixed rule from
+/// that measurement, not yet a timed choice per shape.
 bool weightGradByIm2col(const amprt_tensor *dy, const amprt_conv_params *p) {
-  return p->spatial == 2 && p->group == 1 && dy->rank == 4 && dy->shape[2] * dy->shape[3] <= 16;
+  return p->spatial == 2 && p->group == 1 && dy->rank == 4 && dy->shape[2] * dy->shape[3] <= 4;
 }
 
 /// dw[oc, (c, kh, kw)] = sum over (n, oh, ow) of dy[n, oc, oh, ow] *
