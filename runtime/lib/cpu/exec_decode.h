@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -223,42 +224,35 @@ struct ProfileTable {
       std::fclose(out);
   }
   void printTo(FILE *f, const char *where) const {
-    std::vector<std::pair<double, std::string>> rows;
     double total = 0;
-    for (auto &[k, e] : byOp) {
-      rows.push_back({e.seconds, k});
+    for (auto &[k, e] : byOp)
       total += e.seconds;
-    }
-    std::sort(rows.rbegin(), rows.rend());
     std::fprintf(f, "amprt profile%s: %.3f ms in kernels\n", where, total * 1e3);
-    for (size_t i = 0; i < rows.size() && i < 40; ++i)
-      std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
-                   rows[i].first * 1e3, (long long)byOp.at(rows[i].second).calls,
-                   rows[i].second.c_str());
+    printSorted(f, byOp, total, 40);
     std::map<std::string, Entry> perOpcode; // the key's name, before its shapes
     for (auto &[k, e] : byOp) {
       Entry &t = perOpcode[k.substr(0, k.find(' '))];
       t.seconds += e.seconds;
       t.calls += e.calls;
     }
-    std::vector<std::pair<double, std::string>> sums;
-    for (auto &[k, e] : perOpcode)
-      sums.push_back({e.seconds, k});
-    std::sort(sums.rbegin(), sums.rend());
     std::fprintf(f, "amprt profile%s by opcode:\n", where);
-    for (auto &[sec, k] : sums)
-      std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * sec / total, sec * 1e3,
-                   (long long)perOpcode.at(k).calls, k.c_str());
+    printSorted(f, perOpcode, total);
     if (byImpl.size() > 1 || !byImpl.count("(ours)")) {
-      std::vector<std::pair<double, std::string>> impls;
-      for (auto &[k, e] : byImpl)
-        impls.push_back({e.seconds, k});
-      std::sort(impls.rbegin(), impls.rend());
       std::fprintf(f, "amprt profile%s by kernel implementation:\n", where);
-      for (auto &[sec, k] : impls)
-        std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * sec / total, sec * 1e3,
-                     (long long)byImpl.at(k).calls, k.c_str());
+      printSorted(f, byImpl, total);
     }
+  }
+  /// One line per entry, the largest first (at most `limit`).
+  static void printSorted(FILE *f, const std::map<std::string, Entry> &m, double total,
+                          size_t limit = SIZE_MAX) {
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto &[k, e] : m)
+      rows.push_back({e.seconds, k});
+    std::sort(rows.rbegin(), rows.rend());
+    for (size_t i = 0; i < rows.size() && i < limit; ++i)
+      std::fprintf(f, "  %6.2f%%  %9.3f ms  %7lld calls  %s\n", 100 * rows[i].first / total,
+                   rows[i].first * 1e3, (long long)m.at(rows[i].second).calls,
+                   rows[i].second.c_str());
   }
 };
 
