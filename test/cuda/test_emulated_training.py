@@ -1,6 +1,7 @@
 """The CUDA backend's executor, run on the host (AMPRT_CUDA_EMULATE=1: the
-same kernels in host loops over host memory; matrix products by the CPU
-runtime), against the CPU runtime: training programs written by
+same kernels in host loops over host memory; matrix products through the
+backend's cuBLASLt code, run by a host implementation of cuBLASLt that checks
+its arguments), against the CPU runtime: training programs written by
 `amp-compile --device cuda` run twice, with `--device cpu` and on the
 (emulated) CUDA device, and must agree.
 
@@ -43,6 +44,7 @@ weights per run:
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -82,7 +84,7 @@ def check(ok, what):
 def run(cmd, emulate, expect_ok=True, extra_env=None):
     env = dict(os.environ)
     for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK", "AMPRT_CUDA_VEC",
-              "AMPRT_CUDA_RELU_EPILOGUE"):
+              "AMPRT_CUDA_RELU_EPILOGUE", "AMPRT_CUDA_GEMM", "AMPRT_CUDA_EMULATE_LT"):
         env.pop(k, None)
     env.update(extra_env or {})
     if emulate:
@@ -156,7 +158,22 @@ def compare_updates(model_path, out_cpu, out_emu, tol, what):
           f"update (tolerance {tol:g}{', ' + at if at else ''})")
 
 
-def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag=""):
+PRODUCTS_RE = re.compile(r"matrix products: (\d+) on cuBLASLt \(its host implementation\), (\d+) on the "
+                         r"fallback kernel")
+
+
+def check_products_on_lt(stderr, what):
+    """The emulated run's profile: every matrix product (the models' and the
+    convolutions' im2col products) went through the backend's cuBLASLt code,
+    run by the host implementation of cuBLASLt (none on the fallback)."""
+    m = PRODUCTS_RE.search(stderr)
+    lt, fb = (int(m.group(1)), int(m.group(2))) if m else (0, -1)
+    check(m is not None and lt > 0 and fb == 0,
+          f"{what}: {lt} matrix products through cuBLASLt's code path (the host implementation "
+          f"checking its arguments), {fb} on the fallback kernel")
+
+
+def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag="", profile=False):
     path, data, _ = model_and_data(name, tmp, rng)
     prog = os.path.join(tmp, f"{name}.{precision}{tag}")
     run([compile_, path, "-o", prog, "--precision", precision, "--optimizer", "sgd", "--lr", "0.01",
@@ -164,8 +181,10 @@ def train_pair(compile_, name, precision, tmp, rng, steps, extra=(), tag=""):
     mc, me = prog + ".cpu.jsonl", prog + ".emu.jsonl"
     run([prog, "--data", data, "--steps", str(steps), "--metrics", mc, "--device", "cpu",
          "--outputs", prog + ".cpu.npz"], False)
-    run([prog, "--data", data, "--steps", str(steps), "--metrics", me, "--outputs",
-         prog + ".emu.npz"], True)
+    pe = run([prog, "--data", data, "--steps", str(steps), "--metrics", me, "--outputs",
+              prog + ".emu.npz"], True, extra_env={"AMPRT_PROFILE": "1"} if profile else None)
+    if profile:
+        check_products_on_lt(pe.stderr, f"{name} {precision}")
     return metrics(mc), metrics(me), prog, path
 
 
@@ -198,7 +217,8 @@ def main():
         for name, steps in (("mlp", 12), ("transformer_block", 12), ("cnn", 4)):
             for precision in ("fp32", "fp16", "bf16"):
                 extra = ("--momentum", "0.9") if name == "mlp" else ()
-                c, e, prog, path = train_pair(a.compile, name, precision, tmp, rng, steps, extra)
+                c, e, prog, path = train_pair(a.compile, name, precision, tmp, rng, steps, extra,
+                                              profile=True)
                 compare(c, e, TOL[precision], f"{name} {precision}")
                 compare_updates(path, prog + ".cpu.npz", prog + ".emu.npz", UPDATE_TOL[precision],
                                 f"{name} {precision}")
@@ -254,7 +274,9 @@ def main():
                 # windows' budget at one byte: chunks, the weight gradient
                 # summed over them).
                 for env, how in (({"AMPRT_CUDA_CONV": "direct"}, "direct kernels"),
-                                 ({"AMPRT_CUDA_CONV_CHUNK": "1"}, "one batch item per product")):
+                                 ({"AMPRT_CUDA_CONV_CHUNK": "1"}, "one batch item per product"),
+                                 ({"AMPRT_CUDA_GEMM": "fallback"},
+                                  "every product on the fallback kernel")):
                     mv = prog + ".var.jsonl"
                     run([prog, "--data", cdata, "--steps", "6", "--metrics", mv, "--outputs",
                          prog + ".var.npz"], True, extra_env=env)
@@ -262,7 +284,8 @@ def main():
                     compare_updates(cpath, prog + ".cpu.npz", prog + ".var.npz",
                                     SMOOTH_UPDATE_TOL[precision], f"{what}, {how}")
                 for env in ({"AMPRT_CUDA_CONV": "winograd"}, {"AMPRT_CUDA_CONV_CHUNK": "-5"},
-                            {"AMPRT_CUDA_RELU_EPILOGUE": "yes"}):
+                            {"AMPRT_CUDA_RELU_EPILOGUE": "yes"}, {"AMPRT_CUDA_GEMM": "cublas"},
+                            {"AMPRT_CUDA_EMULATE_LT": "fast"}):
                     p = run([prog, "--data", cdata, "--steps", "1"], True, expect_ok=False, extra_env=env)
                     (k, v), = env.items()
                     check(p.returncode != 0 and f"{k}={v}" in p.stderr,

@@ -48,7 +48,15 @@ struct Dev {
   bool vec = true; // AMPRT_CUDA_VEC=0: no 16-byte groups in the element-wise kernels, reductions
   int device = 0;
   cudaStream_t stream = nullptr;
+  // cuBLASLt: the library's functions on a device, the host
+  // implementation's (lt_host.h) on an emulated context.
+  const LtApi *lta = &ltApi;
   cublasLtHandle_t lt = nullptr;
+  // Matrix products run on cuBLASLt and on the fallback kernel (where
+  // cuBLASLt has no algorithm), printed with the profile.
+  int64_t ltCalls = 0, fallbackCalls = 0;
+  bool warnedFallback = false;
+  bool gemmFallback = false; // AMPRT_CUDA_GEMM=fallback: every product on the fallback kernel
   void *ltWork = nullptr;
   size_t ltWorkBytes = 0;
   DeviceError *err = nullptr;
@@ -94,6 +102,7 @@ struct Dev {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
+    bool fallback = false; // no algorithm: the backend's own kernel
   };
   std::map<std::vector<int64_t>, LtPlan> plans;
   // cuDNN convolution plans by problem (ok = false: cuDNN refused this one,
@@ -113,6 +122,8 @@ void rawFree(Dev &d, void *p);
 amprt_status rawCopy(Dev &d, void *dst, const void *src, size_t bytes, int32_t kind);
 /// Scratch slot `slot`, grown to at least `bytes`.
 amprt_status scratch(Dev &d, int slot, size_t bytes, void **out);
+/// Whether [p, p + bytes) lies in one of an emulated context's allocations.
+bool inDeviceMemory(const Dev &d, const void *p, size_t bytes);
 
 //--- Views ---------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
+#include "lt_host.h"
 
 using namespace amprt;
 using namespace amprt::desc;
@@ -36,22 +37,23 @@ bool probeReluEpilogue(Dev &d) {
     for (int i = 0; i < 5; ++i)
       stF(host, t, i, in[i]);
     size_t es = amprt_dtype_size((amprt_dtype)t);
-    // A at 0, B at 256, Y at 512 (each 256-byte aligned).
-    // Every call on the context's (non-blocking) stream: the legacy
-    // stream's cudaMemcpy is not ordered with it (a pageable H2D copy may
-    // return before its data lands).
-    ok = ok && cudaMemcpyAsync(b, host, es, cudaMemcpyHostToDevice, d.stream) == cudaSuccess &&
-         cudaMemcpyAsync(b + 256, host + es, 4 * es, cudaMemcpyHostToDevice, d.stream) ==
-             cudaSuccess &&
+    // A at 0, B at 256, Y at 512 (each 256-byte aligned). Every copy on
+    // the context's (non-blocking) stream: the legacy stream's cudaMemcpy
+    // is not ordered with it (a pageable H2D copy may return before its
+    // data lands).
+    ok = ok && rawCopy(d, b, host, es, 0) == AMPRT_OK &&
+         rawCopy(d, b + 256, host + es, 4 * es, 0) == AMPRT_OK &&
          ltMatmul(d, false, false, 1, 4, 1, b, b + 256, t, b + 512, t, 1.0f, nullptr, 1, 0, 0, 0,
                   true) == AMPRT_OK &&
-         cudaMemcpyAsync(out, b + 512, 4 * es, cudaMemcpyDeviceToHost, d.stream) == cudaSuccess &&
-         cudaStreamSynchronize(d.stream) == cudaSuccess;
+         rawCopy(d, out, b + 512, 4 * es, 1) == AMPRT_OK &&
+         (d.emulate || cudaStreamSynchronize(d.stream) == cudaSuccess);
     ok = ok && std::isnan(ldF(out, t, 0)) && ldF(out, t, 1) == 0.0f && ldF(out, t, 2) == 3.0f &&
          ldF(out, t, 3) == 0.0f;
   }
-  cudaStreamSynchronize(d.stream);
-  cudaGetLastError(); // a failed probe leaves no error behind
+  if (!d.emulate) {
+    cudaStreamSynchronize(d.stream);
+    cudaGetLastError(); // a failed probe leaves no error behind
+  }
   rawFree(d, buf);
   return ok;
 }
@@ -108,6 +110,10 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   if (!envSwitch("AMPRT_CUDA_RELU_EPILOGUE", "1", "0",
                  "1 (ReLU in cuBLASLt's epilogue where it keeps NaN, the default) or 0",
                  d->reluEpilogue) ||
+      !envSwitch("AMPRT_CUDA_GEMM", "fallback", "cublaslt",
+                 "cublaslt (matrix products on cuBLASLt, the default) or fallback (on the "
+                 "backend's own kernel, which runs where cuBLASLt has no algorithm)",
+                 d->gemmFallback) ||
       !envSwitch(
           "AMPRT_CUDA_VEC", "1", "0",
           "1 (16-byte groups in the element-wise kernels and the reductions, the default) or 0",
@@ -150,9 +156,37 @@ amprt_status open(amprt_context *ctx, int32_t device) {
       s = loadCublasLt();
     if (s == AMPRT_OK && ltApi.cublasLtCreate(&d->lt) != CUBLAS_STATUS_SUCCESS)
       s = fail(AMPRT_ERR_DEVICE, "amprt_context_create: cuBLASLt did not start");
+    if (s != AMPRT_OK)
+      return cleanup(s);
+  } else {
+    // cuBLASLt on the host (lt_host.h): the backend's cuBLASLt code runs,
+    // its arguments checked against cuBLASLt's rules.
+    HostLtOptions lo;
+    if (const char *v = std::getenv("AMPRT_CUDA_EMULATE_LT"); v && *v) {
+      std::string opts = v;
+      for (size_t at = 0; at <= opts.size();) {
+        size_t end = std::min(opts.find(',', at), opts.size());
+        std::string o = opts.substr(at, end - at);
+        if (o == "no-algorithm")
+          lo.noAlgorithm = true;
+        else if (o == "relu-drops-nan")
+          lo.reluDropsNaN = true;
+        else
+          return cleanup(fail(AMPRT_ERR_INVALID_ARGUMENT,
+                              "amprt_context_create: AMPRT_CUDA_EMULATE_LT=%s: '%s' is not "
+                              "'no-algorithm' or 'relu-drops-nan'",
+                              v, o.c_str()));
+        at = end + 1;
+      }
+    }
+    d->lta = &hostLtApi();
+    d->lta->cublasLtCreate(&d->lt);
+    Dev *dp = d;
+    hostLtAttach(d->lt, [dp](const void *p, size_t n) { return inDeviceMemory(*dp, p, n); }, lo);
+  }
+  {
     d->ltWorkBytes = (size_t)32 << 20;
-    if (s == AMPRT_OK)
-      s = rawAlloc(*d, d->ltWorkBytes, &d->ltWork);
+    amprt_status s = rawAlloc(*d, d->ltWorkBytes, &d->ltWork);
     if (s != AMPRT_OK)
       return cleanup(s);
     d->ltReluKeepsNaN = probeReluEpilogue(*d);
@@ -206,22 +240,25 @@ void close(amprt_context *ctx) {
     std::fprintf(stderr,
                  "amprt (cuda): convolutions (forward, data and weight gradients apart): %lld on "
                  "cuDNN, %lld on "
-                 "%s; ReLU after a matrix product: %s\n",
+                 "%s; matrix products: %lld on cuBLASLt%s, %lld on the fallback kernel (no "
+                 "algorithm); ReLU after a matrix product: %s\n",
                  (long long)d->convOnDnn, (long long)d->convOnOurs,
-                 d->directConv ? "the direct kernels" : "im2col + cuBLASLt",
-                 d->emulate ? "the CPU runtime's (emulated)"
-                 : d->ltReluKeepsNaN && d->reluEpilogue
-                     ? "cuBLASLt's epilogue (it keeps NaN on this device)"
+                 d->directConv ? "the direct kernels" : "im2col + cuBLASLt", (long long)d->ltCalls,
+                 d->emulate ? " (its host implementation)" : "", (long long)d->fallbackCalls,
+                 d->ltReluKeepsNaN && d->reluEpilogue
+                     ? (d->emulate ? "cuBLASLt's epilogue (the host implementation keeps NaN)"
+                                   : "cuBLASLt's epilogue (it keeps NaN on this device)")
                  : d->reluEpilogue ? "a second pass (cuBLASLt's epilogue does not keep NaN here)"
                                    : "a second pass (AMPRT_CUDA_RELU_EPILOGUE=0)");
     d->profileTable.print(d->emulate ? " (cuda, emulated on the host)" : " (cuda)");
   }
-  for (auto &[k, p] : d->plans) {
-    ltApi.cublasLtMatmulDescDestroy(p.op);
-    ltApi.cublasLtMatrixLayoutDestroy(p.a);
-    ltApi.cublasLtMatrixLayoutDestroy(p.b);
-    ltApi.cublasLtMatrixLayoutDestroy(p.c);
-  }
+  for (auto &[k, p] : d->plans)
+    if (!p.fallback) {
+      d->lta->cublasLtMatmulDescDestroy(p.op);
+      d->lta->cublasLtMatrixLayoutDestroy(p.a);
+      d->lta->cublasLtMatrixLayoutDestroy(p.b);
+      d->lta->cublasLtMatrixLayoutDestroy(p.c);
+    }
 #ifdef AMPRT_HAVE_CUDNN
   for (auto &[k, p] : d->dnnPlans)
     dnnFree(p);
@@ -240,7 +277,7 @@ void close(amprt_context *ctx) {
   rawFree(*d, d->rngState);
   rawFree(*d, d->ltWork);
   if (d->lt)
-    ltApi.cublasLtDestroy(d->lt);
+    d->lta->cublasLtDestroy(d->lt);
   if (d->stream)
     cudaStreamDestroy(d->stream);
   delete d;

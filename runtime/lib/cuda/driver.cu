@@ -127,7 +127,7 @@ void rawFree(Dev &d, void *p) {
 
 /// Whether [p, p + bytes) lies inside one of this (emulated) context's
 /// allocations.
-static bool inDeviceMemory(const Dev &d, const void *p, size_t bytes) {
+bool inDeviceMemory(const Dev &d, const void *p, size_t bytes) {
   const char *c = static_cast<const char *>(p);
   auto al = d.emulatedMemory.upper_bound(c);
   if (al == d.emulatedMemory.begin())

@@ -3,6 +3,7 @@
 
 #include "backend.cuh"
 #include "elementwise.cuh"
+#include "lt_host.h"
 
 using namespace amprt;
 using namespace amprt::desc;
@@ -31,12 +32,43 @@ cudaDataType_t cudaType(int32_t t) {
   return t == AMPRT_F16 ? CUDA_R_16F : t == AMPRT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
+/// A cuBLASLt status as an error; emulated, with the host implementation's
+/// reason (lt_host.h).
+amprt_status ltFail(const Dev &d, cublasStatus_t st, const char *what) {
+  return fail(AMPRT_ERR_DEVICE, "%s: cuBLASLt status %d%s%s", what, (int)st, d.emulate ? ": " : "",
+              d.emulate ? hostLtLastError() : "");
+}
+
 #define LT_CHECK(call, what)                                                                       \
   do {                                                                                             \
     cublasStatus_t st_ = (call);                                                                   \
     if (st_ != CUBLAS_STATUS_SUCCESS)                                                              \
-      return fail(AMPRT_ERR_DEVICE, "%s: cuBLASLt status %d", what, (int)st_);                     \
+      return ltFail(d, st_, what);                                                                 \
   } while (0)
+
+/// Y_q[m, n] = alpha op(A_q) op(B_q) (+ the bias row, ReLU with NaN kept),
+/// row-major, X_q = X + q * sX (elements): one thread per output, an f32
+/// sum in k order, rounded once. Where cuBLASLt has no algorithm.
+struct GemmFallbackF {
+  const char *A, *B, *bias;
+  char *Y;
+  int32_t abType, yType, ta, tb, relu;
+  int64_t m, n, k, sA, sB, sY;
+  float alpha;
+  HD void operator()(int64_t idx) const {
+    int64_t mn = m * n, q = idx / mn, r = idx % mn, i = r / n, j = r % n;
+    float acc = 0.0f;
+    for (int64_t p = 0; p < k; ++p)
+      acc += ldF(A, abType, q * sA + (ta ? p * m + i : i * k + p)) *
+             ldF(B, abType, q * sB + (tb ? j * k + p : p * n + j));
+    float v = alpha * acc;
+    if (bias)
+      v += ldF(bias, yType, j);
+    if (relu && !(v > 0.0f || v != v))
+      v = 0.0f;
+    stF(Y, yType, q * sY + i * n + j, v);
+  }
+};
 
 /// Row-major Y[m, n] (= alpha op(A) op(B) [+ bias row]) for `batch`
 /// matrices at strides sA, sB, sY (elements): computed as the column-major
@@ -60,6 +92,16 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     return batch > 1 ? std::min(a, alignOf(reinterpret_cast<const void *>((uintptr_t)strideBytes)))
                      : a;
   };
+  auto fallback = [&] {
+    ++d.fallbackCalls;
+    return each(&d, batch * m * n,
+                GemmFallbackF{static_cast<const char *>(A), static_cast<const char *>(B),
+                              static_cast<const char *>(bias), static_cast<char *>(Y), abType,
+                              yType, ta, tb, relu, m, n, k, sA, sB, sY, alpha},
+                "matmul (fallback kernel)");
+  };
+  if (d.gemmFallback)
+    return fallback();
   uint32_t alA = alignIn(B, sB * (int64_t)eAB), alB = alignIn(A, sA * (int64_t)eAB),
            alC = alignIn(Y, sY * (int64_t)eY), alBias = bias ? alignOf(bias) : 256;
   std::vector<int64_t> key{ta, tb, m,   n,   k,   abType, yType, bias != nullptr, batch, sA,
@@ -68,108 +110,113 @@ amprt_status ltMatmul(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   if (it == d.plans.end()) {
     Dev::LtPlan p;
     const char *w = "cuBLASLt matmul setup";
-    LT_CHECK(ltApi.cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), w);
+    LT_CHECK(d.lta->cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), w);
     cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(
-        ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA),
+        d.lta->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA),
         w);
     LT_CHECK(
-        ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB),
+        d.lta->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB),
         w);
     if (bias || relu) {
       cublasLtEpilogue_t epi = !relu  ? CUBLASLT_EPILOGUE_BIAS
                                : bias ? CUBLASLT_EPILOGUE_RELU_BIAS
                                       : CUBLASLT_EPILOGUE_RELU;
-      LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                                    sizeof epi),
+      LT_CHECK(d.lta->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                     sizeof epi),
                w);
     }
+    // The heuristic reads the bias pointer's value for the alignment the
+    // algorithm may expect of it (cublasLt.h): set before it runs (the key
+    // holds that alignment, so later calls give one as aligned).
+    if (bias)
+      LT_CHECK(d.lta->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                     sizeof bias),
+               w);
     // Lt's A is our B, its B our A.
-    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k,
-                                              tb ? k : n),
+    LT_CHECK(d.lta->cublasLtMatrixLayoutCreate(&p.a, cudaType(abType), tb ? k : n, tb ? n : k,
+                                               tb ? k : n),
              w);
-    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m,
-                                              ta ? m : k),
+    LT_CHECK(d.lta->cublasLtMatrixLayoutCreate(&p.b, cudaType(abType), ta ? m : k, ta ? k : m,
+                                               ta ? m : k),
              w);
-    LT_CHECK(ltApi.cublasLtMatrixLayoutCreate(&p.c, cudaType(yType), n, m, n), w);
+    LT_CHECK(d.lta->cublasLtMatrixLayoutCreate(&p.c, cudaType(yType), n, m, n), w);
     if (batch > 1) {
       int32_t bc = (int32_t)batch;
       for (auto [lay, stride] :
            {std::make_pair(p.a, sB), std::make_pair(p.b, sA), std::make_pair(p.c, sY)}) {
-        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                        &bc, sizeof bc),
+        LT_CHECK(d.lta->cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                         &bc, sizeof bc),
                  w);
-        LT_CHECK(ltApi.cublasLtMatrixLayoutSetAttribute(
+        LT_CHECK(d.lta->cublasLtMatrixLayoutSetAttribute(
                      lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
                  w);
       }
     }
     cublasLtMatmulPreference_t pref;
-    LT_CHECK(ltApi.cublasLtMatmulPreferenceCreate(&pref), w);
-    LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref,
-                                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                        &d.ltWorkBytes, sizeof d.ltWorkBytes),
+    LT_CHECK(d.lta->cublasLtMatmulPreferenceCreate(&pref), w);
+    LT_CHECK(d.lta->cublasLtMatmulPreferenceSetAttribute(pref,
+                                                         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &d.ltWorkBytes, sizeof d.ltWorkBytes),
              w);
     for (auto [attr, al] : {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alC),
                             std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alC)})
-      LT_CHECK(ltApi.cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al), w);
+      LT_CHECK(d.lta->cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al), w);
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
     cublasStatus_t st =
-        ltApi.cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
-    ltApi.cublasLtMatmulPreferenceDestroy(pref);
+        d.lta->cublasLtMatmulAlgoGetHeuristic(d.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &h, &found);
+    d.lta->cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      ltApi.cublasLtMatmulDescDestroy(p.op);
+      d.lta->cublasLtMatmulDescDestroy(p.op);
       for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c})
-        ltApi.cublasLtMatrixLayoutDestroy(l);
-      return fail(AMPRT_ERR_UNSUPPORTED,
-                  "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s -> %s)",
-                  (long long)m, (long long)k, (long long)k, (long long)n,
-                  amprt_dtype_name((amprt_dtype)abType), amprt_dtype_name((amprt_dtype)yType));
+        d.lta->cublasLtMatrixLayoutDestroy(l);
+      // No algorithm with the ReLU epilogue: the caller retries without it
+      // (cuBLASLt and a second pass beat the fallback kernel).
+      if (relu)
+        return fail(AMPRT_ERR_UNSUPPORTED,
+                    "cuBLASLt has no algorithm with the ReLU epilogue for this problem");
+      if (!d.warnedFallback) {
+        d.warnedFallback = true;
+        std::fprintf(stderr,
+                     "amprt (cuda): cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s "
+                     "-> %s, batch %lld, status %d%s%s); such products run on the backend's own "
+                     "(slower) kernel\n",
+                     (long long)m, (long long)k, (long long)k, (long long)n,
+                     amprt_dtype_name((amprt_dtype)abType), amprt_dtype_name((amprt_dtype)yType),
+                     (long long)batch, (int)st, d.emulate ? ": " : "",
+                     d.emulate ? hostLtLastError() : "");
+      }
+      p = Dev::LtPlan{};
+      p.fallback = true;
+    } else {
+      p.algo = h.algo;
     }
-    p.algo = h.algo;
     it = d.plans.emplace(key, p).first;
   }
   Dev::LtPlan &p = it->second;
+  if (p.fallback)
+    return fallback();
+  ++d.ltCalls;
   if (bias)
-    LT_CHECK(ltApi.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                  sizeof bias),
+    LT_CHECK(d.lta->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof bias),
              "cuBLASLt bias");
   float beta = 0.0f;
-  LT_CHECK(ltApi.cublasLtMatmul(d.lt, p.op, &alpha, B, p.a, A, p.b, &beta, Y, p.c, Y, p.c, &p.algo,
-                                d.ltWork, d.ltWorkBytes, d.stream),
+  LT_CHECK(d.lta->cublasLtMatmul(d.lt, p.op, &alpha, B, p.a, A, p.b, &beta, Y, p.c, Y, p.c, &p.algo,
+                                 d.ltWork, d.ltWorkBytes, d.stream),
            "cublasLtMatmul");
   return AMPRT_OK;
 }
 
 /// `batch` row-major products Y_q[m, n] = op(A_q) op(B_q), X_q = X + q * sX
-/// (elements): one strided cuBLASLt call, or emulated the CPU runtime's
-/// product per item.
+/// (elements): one strided cuBLASLt call.
 amprt_status bmm(Dev &d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
                  const void *B, int32_t abType, void *Y, int32_t yType, int64_t batch, int64_t sA,
                  int64_t sB, int64_t sY) {
-  if (!d.emulate)
-    return ltMatmul(d, ta, tb, m, n, k, A, B, abType, Y, yType, 1.0f, nullptr, batch, sA, sB, sY);
-#ifdef AMPRT_CUDA_CORE_ONLY
-  return unsupported("an emulated matrix product (this build has no CPU kernels)");
-#else
-  size_t ea = amprt_dtype_size((amprt_dtype)abType), ey = amprt_dtype_size((amprt_dtype)yType);
-  int64_t shA[2] = {ta ? k : m, ta ? m : k}, shB[2] = {tb ? n : k, tb ? k : n}, shY[2] = {m, n};
-  for (int64_t q = 0; q < batch; ++q) {
-    amprt_tensor a =
-        amprt_tensor_make(const_cast<char *>(static_cast<const char *>(A)) + q * sA * ea,
-                          (amprt_dtype)abType, 2, shA);
-    amprt_tensor b =
-        amprt_tensor_make(const_cast<char *>(static_cast<const char *>(B)) + q * sB * ea,
-                          (amprt_dtype)abType, 2, shB);
-    amprt_tensor y =
-        amprt_tensor_make(static_cast<char *>(Y) + q * sY * ey, (amprt_dtype)yType, 2, shY);
-    AMPRT_CHECK(amprt_gemm_ex(nullptr, &a, &b, nullptr, 1.0f, 0.0f, ta, tb, 0, &y));
-  }
-  return AMPRT_OK;
-#endif
+  return ltMatmul(d, ta, tb, m, n, k, A, B, abType, Y, yType, 1.0f, nullptr, batch, sA, sB, sY);
 }
 
 /// Whether cuBLASLt writes this output type from these operands directly.
@@ -183,14 +230,6 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd, const attrs::ge
   int32_t flags = (int32_t)a.flags.value_or(0);
   const amprt_tensor &A = t[0], &B = t[1], &Y = t.back();
   const amprt_tensor *C = hasC ? &t[2] : nullptr;
-  if (d.emulate) {
-#ifdef AMPRT_CUDA_CORE_ONLY
-    return unsupported("an emulated gemm (this build has no CPU kernels)");
-#else
-    return amprt_gemm_ex(nullptr, &A, &B, C, alpha, beta, ta, tb, flags,
-                         const_cast<amprt_tensor *>(&Y));
-#endif
-  }
   if (flags & ~AMPRT_GEMM_RELU)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): gemm flags %d", flags);
   for (const amprt_tensor *x : {&A, &B, &Y})
@@ -249,13 +288,6 @@ amprt_status gemm(amprt_context *ctx, Dev &d, const Decoded &dd, const attrs::ge
 
 amprt_status matmul(Dev &d, const Decoded &dd) {
   const amprt_tensor &A = dd.t[0], &B = dd.t[1], &Y = dd.t[2];
-  if (d.emulate) {
-#ifdef AMPRT_CUDA_CORE_ONLY
-    return unsupported("an emulated matmul (this build has no CPU kernels)");
-#else
-    return amprt_matmul(nullptr, &A, &B, const_cast<amprt_tensor *>(&Y));
-#endif
-  }
   // A and B dense, or transposed views of dense matrix stacks (read in
   // place: cuBLASLt's transposes).
   int la = matrixLayout(&A), lb = matrixLayout(&B);

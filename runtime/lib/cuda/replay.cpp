@@ -1,6 +1,7 @@
 //===- replay.cpp - amprt-exec-replay: recorded CPU calls on another device --===//
 //
 //   amprt-exec-replay [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...
+//   amprt-exec-replay --record-products FOLDER
 //
 // Replays the amprt_exec calls a CPU run recorded (AMPRT_EXEC_RECORD=folder,
 // runtime/lib/cpu/record.cpp): each call's tensors are set to their bytes
@@ -20,6 +21,8 @@
 //     infinity must stand where the CPU's does.
 // --exact: every element bit for bit (a CPU replay of a CPU recording).
 // --ops conv,conv_grad: only the calls of these ops (names as in the table).
+// --record-products FOLDER: records a gemm / matmul per shape class the CUDA
+// backend treats apart, run on the CPU (replay_products.cpp), and exits.
 // Prints one line per failure (the first 20), a table per opcode, and exits
 // 0 when every call matched, 1 when one did not, 2 when the device is
 // missing (the message says why).
@@ -206,7 +209,17 @@ struct Failure {
 
 } // namespace
 
+int64_t recordProducts(const std::string &folder); // replay_products.cpp
+
 int main(int argc, char **argv) {
+  if (argc == 3 && std::string(argv[1]) == "--record-products") {
+    int64_t n = recordProducts(argv[2]);
+    if (n < 0)
+      return 1;
+    std::printf("recorded %lld matrix products (one per shape class) in %s\n", (long long)n,
+                argv[2]);
+    return 0;
+  }
   std::string device = "cuda";
   bool exact = false, quiet = false;
   std::vector<std::string> files;
@@ -233,8 +246,9 @@ int main(int argc, char **argv) {
         }
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...\n",
-                  argv[0]);
+      std::printf("usage: %s [--device cuda|cpu] [--exact] [--quiet] [--ops a,b] FOLDER|FILE...\n"
+                  "       %s --record-products FOLDER\n",
+                  argv[0], argv[0]);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "amprt-exec-replay: unknown argument '%s' (see --help)\n", a.c_str());
