@@ -84,7 +84,8 @@ def check(ok, what):
 def run(cmd, emulate, expect_ok=True, extra_env=None):
     env = dict(os.environ)
     for k in ("AMPRT_CUDA_EMULATE", "AMPRT_CUDA_CONV", "AMPRT_CUDA_CONV_CHUNK", "AMPRT_CUDA_VEC",
-              "AMPRT_CUDA_RELU_EPILOGUE", "AMPRT_CUDA_GEMM", "AMPRT_CUDA_EMULATE_LT"):
+              "AMPRT_CUDA_RELU_EPILOGUE", "AMPRT_CUDA_GEMM", "AMPRT_CUDA_EMULATE_LT",
+              "AMPRT_CUDA_EMULATE_DNN"):
         env.pop(k, None)
     env.update(extra_env or {})
     if emulate:
@@ -274,7 +275,10 @@ def main():
                 # windows' budget at one byte: chunks, the weight gradient
                 # summed over them).
                 for env, how in (({"AMPRT_CUDA_CONV": "direct"}, "direct kernels"),
-                                 ({"AMPRT_CUDA_CONV_CHUNK": "1"}, "one batch item per product"),
+                                 ({"AMPRT_CUDA_CONV": "gemm"}, "im2col + cuBLASLt"),
+                                 ({"AMPRT_CUDA_CONV": "gemm", "AMPRT_CUDA_CONV_CHUNK": "1"},
+                                  "im2col, one batch item per product"),
+                                 ({"AMPRT_CUDA_CONV": "cudnn"}, "cuDNN required"),
                                  ({"AMPRT_CUDA_GEMM": "fallback"},
                                   "every product on the fallback kernel")):
                     mv = prog + ".var.jsonl"

@@ -105,12 +105,12 @@ def main():
               f"{len(ops)} kinds of op (dropout, conv_grad, adam_update among them)")
 
         # --ops: the convolutions alone, on each of the emulated executor's
-        # convolution paths (cuDNN is not emulated: auto runs im2col there).
+        # convolution paths (auto and cudnn: cuDNN's host implementation).
         def opcode(f):  # the descriptor's second entry (see the altered record below)
             with open(os.path.join(calls, f), "rb") as fh:
                 return int.from_bytes(fh.read(32)[24:32], "little")
         nconv = sum(1 for f in files if opcode(f) in (15, 23))  # AMPRT_OP_CONV, AMPRT_OP_CONV_GRAD
-        for conv in ("auto", "gemm", "direct"):
+        for conv in ("auto", "cudnn", "gemm", "direct"):
             p = run([a.replay, "--ops", "conv,conv_grad", calls], {"AMPRT_CUDA_EMULATE": "1", "AMPRT_CUDA_CONV": conv},
                     expect_ok=False)
             last = (p.stdout.strip().splitlines() or [""])[-1]
@@ -124,12 +124,26 @@ def main():
         p = run([a.replay, "--ops", "topk", calls], {"AMPRT_CUDA_EMULATE": "1"}, expect_ok=False)
         check(p.returncode == 1 and "none of the" in p.stderr,
               f"--ops matching no call: exit {p.returncode}, '{p.stderr.strip()}'")
-        for conv, want in (("cudnn", "an emulated context (AMPRT_CUDA_EMULATE) has no cuDNN"),
-                           ("im2col", "AMPRT_CUDA_CONV=im2col: expected 'auto'")):
-            p = run([a.replay, "--ops", "conv", calls], {"AMPRT_CUDA_EMULATE": "1", "AMPRT_CUDA_CONV": conv},
+        p = run([a.replay, "--ops", "conv", calls], {"AMPRT_CUDA_EMULATE": "1", "AMPRT_CUDA_CONV": "im2col"},
+                expect_ok=False)
+        check(p.returncode == 2 and "AMPRT_CUDA_CONV=im2col: expected 'auto'" in p.stderr,
+              f"AMPRT_CUDA_CONV=im2col refused: exit {p.returncode}, '{p.stderr.strip()}'")
+        # cuDNN refusing every candidate (its host implementation told to):
+        # with cudnn required an error naming the refusal (it was skipped
+        # silently), with auto the convolutions on im2col + cuBLASLt.
+        for conv, ok in (("cudnn", False), ("auto", True)):
+            p = run([a.replay, "--ops", "conv,conv_grad", calls],
+                    {"AMPRT_CUDA_EMULATE": "1", "AMPRT_CUDA_CONV": conv, "AMPRT_CUDA_EMULATE_DNN": "no-algorithm"},
                     expect_ok=False)
-            check(p.returncode == 2 and want in p.stderr,
-                  f"AMPRT_CUDA_CONV={conv} refused: exit {p.returncode}, '{p.stderr.strip()}'")
+            out = p.stdout + p.stderr
+            last = (p.stdout.strip().splitlines() or [""])[-1]
+            if ok:
+                check(p.returncode == 0 and f"{nconv} recorded calls replayed on cuda, 0 failed" in last,
+                      f"cuDNN without an algorithm, AMPRT_CUDA_CONV=auto: im2col + cuBLASLt, '{last}'")
+            else:
+                check(p.returncode == 1 and "AMPRT_CUDA_CONV=cudnn: cuDNN refused" in out and "candidates" in out,
+                      f"cuDNN without an algorithm, AMPRT_CUDA_CONV=cudnn: an error (exit {p.returncode}): "
+                      f"'{next((l for l in out.splitlines() if 'cuDNN refused' in l), '')[:200]}'")
 
         # An altered CPU result must fail: the last output byte of the
         # largest record's after-image, flipped in its top bits.

@@ -13,7 +13,10 @@
 //   - cuBLASLt's rules, by its host implementation (lt_host.h): misaligned
 //     and mis-strided calls refused; the bias pointer given to the
 //     heuristic; no algorithm (the fallback kernel); an epilogue whose ReLU
-//     drops NaN (the probe keeps ReLU a second pass).
+//     drops NaN (the probe keeps ReLU a second pass);
+//   - cuDNN's (dnn_host.h): f32 convolutions taken though cuDNN 9 reports
+//     their kernels as CUDNN_DEFAULT_MATH; a misaligned view that cuDNN
+//     fails drops the plan of its alignment only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +35,7 @@ namespace {
 const int kEnv = [] {
   setenv("AMPRT_CUDA_EMULATE", "1", 1);
   setenv("AMPRT_CHECK_NUMERICS", "1", 1);
+  setenv("AMPRT_PROFILE", "1", 1); // the convolution counts, printed when a context closes
   return 0;
 }();
 
@@ -475,4 +479,94 @@ TEST(CudaEmulated, ABadEmulatedCublasLtOptionIsAnError) {
   EXPECT_NE(amprt_context_create("cuda", &ctx), AMPRT_OK);
   EXPECT_NE(std::string(amprt_last_error()).find("AMPRT_CUDA_EMULATE_LT=fast"), std::string::npos)
       << amprt_last_error();
+}
+
+namespace {
+
+/// conv2d (no bias, stride 1, no padding) of x [n, c, h, w] (at element
+/// offset xOff of its buffer) with w [m, c, kh, kw], on one emulated
+/// context, `times` calls with the offsets given; the profile's count of
+/// calls on cuDNN and on the other path in `dnn`, `ours`.
+void emulatedConvs(const Buf &x, const Buf &w, const std::vector<int64_t> &xOffs, Buf &y,
+                   int64_t &dnn, int64_t &ours, std::string &err) {
+  int64_t n = y.shape[0], c = w.shape[1], h = y.shape[2] + w.shape[2] - 1,
+          wd = y.shape[3] + w.shape[3] - 1;
+  testing::internal::CaptureStderr();
+  {
+    Device dev;
+    void *xm, *wm, *ym;
+    amprt_tensor xd = dev.upload(x, &xm), wt = dev.upload(w, &wm), yd = dev.upload(y, &ym);
+    int64_t shape[4] = {n, c, h, wd};
+    amprt_tensor xv = amprt_tensor_make(xm, x.dtype, 4, shape);
+    (void)xd;
+    for (int64_t off : xOffs) {
+      std::vector<int64_t> d = {AMPRT_EXEC_VERSION, AMPRT_OP_CONV, 3, 11};
+      pushTensor(d, xv, off);
+      pushTensor(d, wt);
+      pushTensor(d, yd);
+      for (int64_t v : {2, 1, 0, 1, 1, 0, 0, 1, 1, 0, 0})
+        d.push_back(v);
+      void *bufs[3] = {xm, wm, ym};
+      EXPECT_EQ(amprt_exec(dev.ctx, d.data(), bufs), AMPRT_OK) << amprt_last_error();
+      // Each result against the double reference.
+      Buf out = y;
+      ASSERT_EQ(amprt_device_copy(dev.ctx, out.bytes.data(), ym, out.bytes.size(), 1), AMPRT_OK);
+      int64_t m = w.shape[0], kh = w.shape[2], kw = w.shape[3], oh = y.shape[2], ow = y.shape[3];
+      double tol = x.dtype == AMPRT_F32 ? 1e-5 : 4e-3;
+      for (int64_t in = 0; in < n; ++in)
+        for (int64_t im = 0; im < m; ++im)
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j) {
+              double r = 0;
+              for (int64_t ic = 0; ic < c; ++ic)
+                for (int64_t a = 0; a < kh; ++a)
+                  for (int64_t b = 0; b < kw; ++b)
+                    r += x.get(off + ((in * c + ic) * h + i + a) * wd + j + b) *
+                         w.get(((im * c + ic) * kh + a) * kw + b);
+              int64_t e = ((in * m + im) * oh + i) * ow + j;
+              EXPECT_NEAR(out.get(e), r, tol * (1 + std::fabs(r))) << "offset " << off << ", " << e;
+            }
+    }
+    for (void *p : {xm, wm, ym})
+      amprt_device_free(dev.ctx, p);
+  }
+  err = testing::internal::GetCapturedStderr();
+  dnn = ours = -1;
+  size_t at = err.find(" on cuDNN, ");
+  if (at != std::string::npos) {
+    size_t b = err.rfind(' ', at - 1);
+    dnn = std::atoll(err.c_str() + b + 1);
+    ours = std::atoll(err.c_str() + at + 11);
+  }
+}
+
+} // namespace
+
+TEST(CudaEmulated, F32ConvolutionsRunOnCudnnThoughItReportsDefaultMath) {
+  // cuDNN 9 reports f32 kernels as CUDNN_DEFAULT_MATH with CUDNN_FMA_MATH
+  // asked for; taking only candidates that said FMA refused every f32
+  // convolution (all of them ran as im2col + cuBLASLt).
+  Buf x = randn(AMPRT_F32, {2 * 3 * 8 * 8}), w = randn(AMPRT_F32, {4, 3, 3, 3}),
+      y(AMPRT_F32, {2, 4, 6, 6});
+  int64_t dnn, ours;
+  std::string err;
+  emulatedConvs(x, w, {0}, y, dnn, ours, err);
+  EXPECT_EQ(dnn, 1) << err;
+  EXPECT_EQ(ours, 0) << err;
+}
+
+TEST(CudaEmulated, AMisalignedViewDropsOnlyItsOwnCudnnPlan) {
+  // The same f16 convolution on an aligned input, on a view 2 bytes off
+  // (cuDNN's preferred algorithm needs 16-byte aligned tensors: that call
+  // fails and runs as im2col + cuBLASLt), then aligned again: the plan of
+  // the aligned calls must stand (the alignment is part of its key; it was
+  // dropped for every later call of the problem).
+  Buf x = randn(AMPRT_F16, {2 * 3 * 8 * 8 + 8}), w = randn(AMPRT_F16, {4, 3, 3, 3}),
+      y(AMPRT_F16, {2, 4, 6, 6});
+  int64_t dnn, ours;
+  std::string err;
+  emulatedConvs(x, w, {0, 1, 0}, y, dnn, ours, err);
+  EXPECT_EQ(dnn, 2) << err;
+  EXPECT_EQ(ours, 1) << err;
+  EXPECT_NE(err.find("MISALIGNED"), std::string::npos) << err;
 }

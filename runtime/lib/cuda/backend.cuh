@@ -38,6 +38,11 @@ struct Dev {
   // where cuDNN loads; cudnn: required), else im2col + cuBLASLt.
   enum DnnMode { kDnnOff, kDnnAuto, kDnnRequired } dnnMode = kDnnAuto;
   void *dnn = nullptr; // the cuDNN handle, made at the first convolution
+#ifdef AMPRT_HAVE_CUDNN
+  // cuDNN: the library's functions on a device, the host implementation's
+  // (dnn_host.h) on an emulated context.
+  const DnnApi *dnna = &dnnApi;
+#endif
   bool dnnTried = false;
   bool ltReluKeepsNaN = false; // cuBLASLt's ReLU epilogue keeps NaN (probed at creation)
   bool reluEpilogue = true;    // AMPRT_CUDA_RELU_EPILOGUE=0: ReLU always a second pass
@@ -112,6 +117,7 @@ struct Dev {
     void *x = nullptr, *y = nullptr, *w = nullptr, *conv = nullptr; // descriptors
     int algo = 0;
     size_t work = 0;
+    std::string why; // refused by cuDNN itself: why (an error with AMPRT_CUDA_CONV=cudnn)
   };
   std::map<std::vector<int64_t>, DnnPlan> dnnPlans;
 };
@@ -257,7 +263,7 @@ const std::vector<uint64_t> &rngJumpTable();
 #ifdef AMPRT_HAVE_CUDNN
 // cuDNN's convolutions (conv_cudnn.cu): done = false where cuDNN does not
 // take the problem (it then runs as im2col + cuBLASLt).
-void dnnFree(Dev::DnnPlan &p);
+void dnnFree(const Dev &d, Dev::DnnPlan &p);
 amprt_status dnnConv(Dev &d, const Geom &g, int32_t spatial, const void *x, int32_t xt,
                      const void *w, int32_t wt, const void *bias, int32_t bt, void *y, int32_t yt,
                      bool relu, bool &done);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
+#include "dnn_host.h"
 #include "lt_host.h"
 
 using namespace amprt;
@@ -91,13 +92,6 @@ amprt_status open(amprt_context *ctx, int32_t device) {
                                               "build has no cuDNN (cudnn.h was not found)");
 #endif
       d->dnnMode = Dev::kDnnRequired;
-      if (d->emulate) {
-        delete d;
-        return fail(
-            AMPRT_ERR_INVALID_ARGUMENT,
-            "amprt_context_create: AMPRT_CUDA_CONV=cudnn: an emulated context (AMPRT_CUDA_EMULATE) "
-            "has no cuDNN");
-      }
     } else if (c != "auto") {
       delete d;
       return fail(
@@ -261,9 +255,9 @@ void close(amprt_context *ctx) {
     }
 #ifdef AMPRT_HAVE_CUDNN
   for (auto &[k, p] : d->dnnPlans)
-    dnnFree(p);
+    dnnFree(*d, p);
   if (d->dnn)
-    dnnApi.cudnnDestroy(static_cast<cudnnHandle_t>(d->dnn));
+    d->dnna->cudnnDestroy(static_cast<cudnnHandle_t>(d->dnn));
 #endif
   for (auto &[k, c] : d->constants)
     rawFree(*d, c.first);
