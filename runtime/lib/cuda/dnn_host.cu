@@ -7,6 +7,7 @@
 #include "dnn_host.h"
 
 #include "device.cuh"
+#include "host_library.h"
 
 #ifdef AMPRT_HAVE_CUDNN
 
@@ -20,17 +21,8 @@ namespace amprt::cuda {
 
 namespace {
 
-thread_local std::string lastError;
-
-cudnnStatus_t refuse(cudnnStatus_t st, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  lastError = buf;
-  return st;
-}
+using host::as;
+using host::refuse;
 
 constexpr cudnnStatus_t kBad = CUDNN_STATUS_BAD_PARAM;
 constexpr cudnnStatus_t kUnsupported = CUDNN_STATUS_NOT_SUPPORTED;
@@ -38,10 +30,8 @@ constexpr uint64_t kHandleMagic = 0x616d702d646e680aull, kTensorMagic = 0x616d70
                    kFilterMagic = 0x616d702d646e660aull, kConvMagic = 0x616d702d646e630aull;
 constexpr size_t kAlgo1Work = 1024;
 
-struct Handle {
-  uint64_t magic = kHandleMagic;
-  std::function<bool(const void *, size_t)> inDevice;
-  HostDnnOptions options;
+struct Handle : host::Handle<HostDnnOptions> {
+  Handle() : host::Handle<HostDnnOptions>(kHandleMagic) {}
 };
 
 struct Tensor {
@@ -64,11 +54,6 @@ struct Conv {
   int32_t nd = 0, mode = 0, compute = 0, groups = 1, math = CUDNN_DEFAULT_MATH;
   int pad[6] = {}, stride[6] = {}, dil[6] = {};
 };
-
-template <class T, class O> T *as(O o, uint64_t magic) {
-  T *t = reinterpret_cast<T *>(const_cast<void *>(static_cast<const void *>(o)));
-  return t && t->magic == magic ? t : nullptr;
-}
 
 int32_t amprtType(int32_t t) {
   return t == CUDNN_DATA_FLOAT      ? AMPRT_F32
@@ -160,31 +145,70 @@ cudnnStatus_t problemOf(const Tensor *x, const Filter *w, const Conv *cv, const 
   return CUDNN_STATUS_SUCCESS;
 }
 
-/// f(x index, w index, y index) for every product term of the convolution.
-template <class F> void forTerms(const Problem &p, F f) {
+/// The convolution in double over float copies of the operands, per batch
+/// item, output position and group: the window's inputs gathered into a
+/// column (zeros outside), then contiguous dot products (forward), axpys
+/// into the column's gradient (data) or into the filter's gradient rows
+/// (filter).
+enum Kind { kFwd, kBwdData, kBwdFilter };
+
+void compute(const Problem &p, Kind kind, const std::vector<float> &x, const std::vector<float> &w,
+             const std::vector<float> &y, std::vector<double> &acc) {
   int64_t cg = p.c / p.g, mg = p.m / p.g, inPlane = p.in[0] * p.in[1] * p.in[2],
-          outPlane = p.out[0] * p.out[1] * p.out[2], kPlane = p.k[0] * p.k[1] * p.k[2];
-  for (int64_t n = 0; n < p.n; ++n)
-    for (int64_t m = 0; m < p.m; ++m)
-      for (int64_t o = 0; o < outPlane; ++o) {
-        int64_t oi[3] = {o / (p.out[1] * p.out[2]), (o / p.out[2]) % p.out[1], o % p.out[2]};
-        int64_t grp = m / mg;
-        for (int64_t kp = 0; kp < kPlane; ++kp) {
-          int64_t ki[3] = {kp / (p.k[1] * p.k[2]), (kp / p.k[2]) % p.k[1], kp % p.k[2]};
-          int64_t in = 0;
-          bool inside = true;
-          for (int dd = 0; dd < 3 && inside; ++dd) {
-            int64_t i = oi[dd] * p.s[dd] - p.p[dd] + ki[dd] * p.d[dd];
-            inside = i >= 0 && i < p.in[dd];
-            in = in * p.in[dd] + i;
-          }
-          if (!inside)
-            continue;
-          for (int64_t cc = 0; cc < cg; ++cc)
-            f(((n * p.c) + grp * cg + cc) * inPlane + in, (m * cg + cc) * kPlane + kp,
-              (n * p.m + m) * outPlane + o);
-        }
+          outPlane = p.out[0] * p.out[1] * p.out[2], kPlane = p.k[0] * p.k[1] * p.k[2],
+          len = cg * kPlane;
+  std::vector<int64_t> at((size_t)kPlane); // input position of each window position (-1 outside)
+  std::vector<double> col((size_t)len), colGrad((size_t)len);
+  for (int64_t o = 0; o < outPlane; ++o) {
+    int64_t oi[3] = {o / (p.out[1] * p.out[2]), (o / p.out[2]) % p.out[1], o % p.out[2]};
+    for (int64_t kp = 0; kp < kPlane; ++kp) {
+      int64_t ki[3] = {kp / (p.k[1] * p.k[2]), (kp / p.k[2]) % p.k[1], kp % p.k[2]};
+      int64_t in = 0;
+      bool inside = true;
+      for (int dd = 0; dd < 3 && inside; ++dd) {
+        int64_t i = oi[dd] * p.s[dd] - p.p[dd] + ki[dd] * p.d[dd];
+        inside = i >= 0 && i < p.in[dd];
+        in = in * p.in[dd] + i;
       }
+      at[(size_t)kp] = inside ? in : -1;
+    }
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t grp = 0; grp < p.g; ++grp) {
+        const float *xg = x.data() + (n * p.c + grp * cg) * inPlane;
+        if (kind != kBwdData)
+          for (int64_t cc = 0; cc < cg; ++cc)
+            for (int64_t kp = 0; kp < kPlane; ++kp)
+              col[(size_t)(cc * kPlane + kp)] =
+                  at[(size_t)kp] < 0 ? 0.0 : xg[cc * inPlane + at[(size_t)kp]];
+        else
+          std::fill(colGrad.begin(), colGrad.end(), 0.0);
+        for (int64_t m = grp * mg; m < (grp + 1) * mg; ++m) {
+          const float *wm = w.data() + m * len;
+          int64_t yi = (n * p.m + m) * outPlane + o;
+          if (kind == kFwd) {
+            double s = 0;
+            for (int64_t r = 0; r < len; ++r)
+              s += col[(size_t)r] * wm[r];
+            acc[(size_t)yi] = s;
+          } else if (kind == kBwdData) {
+            double dy = y[(size_t)yi];
+            for (int64_t r = 0; r < len; ++r)
+              colGrad[(size_t)r] += dy * wm[r];
+          } else {
+            double dy = y[(size_t)yi];
+            double *dw = acc.data() + m * len;
+            for (int64_t r = 0; r < len; ++r)
+              dw[r] += dy * col[(size_t)r];
+          }
+        }
+        if (kind == kBwdData)
+          for (int64_t cc = 0; cc < cg; ++cc)
+            for (int64_t kp = 0; kp < kPlane; ++kp)
+              if (at[(size_t)kp] >= 0)
+                acc[(size_t)((n * p.c + grp * cg + cc) * inPlane + at[(size_t)kp])] +=
+                    colGrad[(size_t)(cc * kPlane + kp)];
+      }
+  }
 }
 
 //--- Descriptors --------------------------------------------------------------
@@ -196,12 +220,7 @@ cudnnStatus_t create(cudnnHandle_t *h) {
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t destroy(cudnnHandle_t h) {
-  Handle *x = as<Handle>(h, kHandleMagic);
-  if (!x)
-    return refuse(kBad, "cudnnDestroy: not a handle");
-  x->magic = 0;
-  delete x;
-  return CUDNN_STATUS_SUCCESS;
+  return host::destroyOf<Handle>(h, kHandleMagic, CUDNN_STATUS_SUCCESS, kBad, "cudnnDestroy");
 }
 cudnnStatus_t setStream(cudnnHandle_t h, cudaStream_t) {
   return as<Handle>(h, kHandleMagic) ? CUDNN_STATUS_SUCCESS
@@ -233,12 +252,7 @@ template <class T, class H> cudnnStatus_t createOf(H *out, const char *what) {
   return CUDNN_STATUS_SUCCESS;
 }
 template <class T, class H> cudnnStatus_t destroyOf(H h, uint64_t magic, const char *what) {
-  T *t = as<T>(h, magic);
-  if (!t)
-    return refuse(kBad, "%s: not its descriptor", what);
-  t->magic = 0;
-  delete t;
-  return CUDNN_STATUS_SUCCESS;
+  return host::destroyOf<T>(h, magic, CUDNN_STATUS_SUCCESS, kBad, what);
 }
 
 cudnnStatus_t createTensor(cudnnTensorDescriptor_t *d) {
@@ -369,7 +383,7 @@ cudnnStatus_t candidates(const Handle *h, const Tensor *x, const Filter *w, cons
     return refuse(kBad, "%s: %d results requested", what, requested);
   Problem p;
   if (cudnnStatus_t st = problemOf(x, w, c, y, p)) {
-    lastError = std::string(what) + ": " + lastError;
+    host::lastError() = std::string(what) + ": " + host::lastError();
     return st;
   }
   int n = std::min(requested, 2);
@@ -416,8 +430,6 @@ cudnnStatus_t bwdFilterAlgos(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
       "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
 }
 
-enum Kind { kFwd, kBwdData, kBwdFilter };
-
 /// One convolution call: the checks, then out = alpha * conv + beta * out.
 cudnnStatus_t run(Kind kind, cudnnHandle_t hh, const void *alpha, const Tensor *x, const Filter *w,
                   const Conv *c, const Tensor *y, int algo, void *work, size_t workBytes,
@@ -427,7 +439,7 @@ cudnnStatus_t run(Kind kind, cudnnHandle_t hh, const void *alpha, const Tensor *
     return refuse(kBad, "%s: not a handle", what);
   Problem p;
   if (cudnnStatus_t st = problemOf(x, w, c, y, p)) {
-    lastError = std::string(what) + ": " + lastError;
+    host::lastError() = std::string(what) + ": " + host::lastError();
     return st;
   }
   if (!alpha || !beta || !a || !b || !out)
@@ -470,18 +482,15 @@ cudnnStatus_t run(Kind kind, cudnnHandle_t hh, const void *alpha, const Tensor *
   int64_t outElems = kind == kFwd ? p.yElems() : kind == kBwdData ? p.xElems() : p.wElems();
   std::vector<double> acc((size_t)outElems, 0.0);
   int32_t t = p.type;
-  if (kind == kFwd)
-    forTerms(p, [&](int64_t xi, int64_t wi, int64_t yi) {
-      acc[(size_t)yi] += (double)ldF(xp, t, xi) * ldF(wp, t, wi);
-    });
-  else if (kind == kBwdData)
-    forTerms(p, [&](int64_t xi, int64_t wi, int64_t yi) {
-      acc[(size_t)xi] += (double)ldF(wp, t, wi) * ldF(yp, t, yi);
-    });
-  else
-    forTerms(p, [&](int64_t xi, int64_t wi, int64_t yi) {
-      acc[(size_t)wi] += (double)ldF(xp, t, xi) * ldF(yp, t, yi);
-    });
+  auto widen = [&](const void *ptr, int64_t n, bool read) {
+    std::vector<float> v((size_t)n, 0.0f);
+    if (read)
+      for (int64_t i = 0; i < n; ++i)
+        v[(size_t)i] = ldF(ptr, t, i);
+    return v;
+  };
+  compute(p, kind, widen(xp, p.xElems(), kind != kBwdData),
+          widen(wp, p.wElems(), kind != kBwdFilter), widen(yp, p.yElems(), kind != kFwd), acc);
   for (int64_t i = 0; i < outElems; ++i) {
     double v = al * acc[(size_t)i];
     if (be != 0.0f)
@@ -562,7 +571,7 @@ void hostDnnAttach(cudnnHandle_t h, std::function<bool(const void *, size_t)> in
   }
 }
 
-const char *hostDnnLastError() { return lastError.c_str(); }
+const char *hostDnnLastError() { return host::lastError().c_str(); }
 
 } // namespace amprt::cuda
 

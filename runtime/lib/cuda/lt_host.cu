@@ -30,6 +30,7 @@
 #include "lt_host.h"
 
 #include "device.cuh"
+#include "host_library.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -42,17 +43,8 @@ namespace amprt::cuda {
 
 namespace {
 
-thread_local std::string lastError;
-
-cublasStatus_t refuse(cublasStatus_t st, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  lastError = buf;
-  return st;
-}
+using host::as;
+using host::refuse;
 
 constexpr cublasStatus_t kInvalid = CUBLAS_STATUS_INVALID_VALUE;
 constexpr cublasStatus_t kUnsupported = CUBLAS_STATUS_NOT_SUPPORTED;
@@ -60,10 +52,8 @@ constexpr uint64_t kHandleMagic = 0x616d702d6c74680aull, kLayoutMagic = 0x616d70
                    kDescMagic = 0x616d702d6c74640aull, kPrefMagic = 0x616d702d6c74700aull,
                    kAlgoMagic = 0x616d702d6c74610aull;
 
-struct Handle {
-  uint64_t magic = kHandleMagic;
-  std::function<bool(const void *, size_t)> inDevice;
-  HostLtOptions options;
+struct Handle : host::Handle<HostLtOptions> {
+  Handle() : host::Handle<HostLtOptions>(kHandleMagic) {}
   int64_t matmuls = 0;
 };
 
@@ -92,11 +82,6 @@ struct Pref {
   uint64_t maxWorkspace = 0;
   uint32_t align[4] = {256, 256, 256, 256}; // A, B, C, D
 };
-
-template <class T, class O> T *as(O *o, uint64_t magic) {
-  T *t = reinterpret_cast<T *>(o);
-  return t && t->magic == magic ? t : nullptr;
-}
 
 /// The amprt type of a cuBLASLt type, -1 for the ones not implemented.
 int32_t amprtType(int32_t t) {
@@ -271,12 +256,8 @@ cublasStatus_t ltCreate(cublasLtHandle_t *h) {
 }
 
 cublasStatus_t ltDestroy(cublasLtHandle_t h) {
-  Handle *x = as<Handle>(h, kHandleMagic);
-  if (!x)
-    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy: not a handle");
-  x->magic = 0;
-  delete x;
-  return CUBLAS_STATUS_SUCCESS;
+  return host::destroyOf<Handle>(h, kHandleMagic, CUBLAS_STATUS_SUCCESS,
+                                 CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy");
 }
 
 cublasStatus_t descCreate(cublasLtMatmulDesc_t *out, cublasComputeType_t compute,
@@ -291,12 +272,8 @@ cublasStatus_t descCreate(cublasLtMatmulDesc_t *out, cublasComputeType_t compute
 }
 
 cublasStatus_t descDestroy(cublasLtMatmulDesc_t o) {
-  Desc *d = as<Desc>(o, kDescMagic);
-  if (!d)
-    return refuse(kInvalid, "cublasLtMatmulDescDestroy: not a descriptor");
-  d->magic = 0;
-  delete d;
-  return CUBLAS_STATUS_SUCCESS;
+  return host::destroyOf<Desc>(o, kDescMagic, CUBLAS_STATUS_SUCCESS, kInvalid,
+                               "cublasLtMatmulDescDestroy");
 }
 
 cublasStatus_t descSet(cublasLtMatmulDesc_t o, cublasLtMatmulDescAttributes_t attr, const void *buf,
@@ -344,12 +321,8 @@ cublasStatus_t layoutCreate(cublasLtMatrixLayout_t *out, cudaDataType type, uint
 }
 
 cublasStatus_t layoutDestroy(cublasLtMatrixLayout_t o) {
-  Layout *l = as<Layout>(o, kLayoutMagic);
-  if (!l)
-    return refuse(kInvalid, "cublasLtMatrixLayoutDestroy: not a layout");
-  l->magic = 0;
-  delete l;
-  return CUBLAS_STATUS_SUCCESS;
+  return host::destroyOf<Layout>(o, kLayoutMagic, CUBLAS_STATUS_SUCCESS, kInvalid,
+                                 "cublasLtMatrixLayoutDestroy");
 }
 
 cublasStatus_t layoutSet(cublasLtMatrixLayout_t o, cublasLtMatrixLayoutAttribute_t attr,
@@ -391,12 +364,8 @@ cublasStatus_t prefCreate(cublasLtMatmulPreference_t *out) {
 }
 
 cublasStatus_t prefDestroy(cublasLtMatmulPreference_t o) {
-  Pref *p = as<Pref>(o, kPrefMagic);
-  if (!p)
-    return refuse(kInvalid, "cublasLtMatmulPreferenceDestroy: not a preference");
-  p->magic = 0;
-  delete p;
-  return CUBLAS_STATUS_SUCCESS;
+  return host::destroyOf<Pref>(o, kPrefMagic, CUBLAS_STATUS_SUCCESS, kInvalid,
+                               "cublasLtMatmulPreferenceDestroy");
 }
 
 cublasStatus_t prefSet(cublasLtMatmulPreference_t o, cublasLtMatmulPreferenceAttributes_t attr,
@@ -447,13 +416,13 @@ cublasStatus_t heuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMa
   uint32_t need[4];
   for (int i = 0; i < 4; ++i) {
     if (pp->align[i] < typeSize(lays[i]->type)) {
-      lastError = "no algorithm: an alignment promised below the element size";
+      host::lastError() = "no algorithm: an alignment promised below the element size";
       return CUBLAS_STATUS_SUCCESS; // none found
     }
     need[i] = needed(pp->align[i], lays[i]);
   }
   if (hh->options.noAlgorithm) {
-    lastError = "no algorithm (AMPRT_CUDA_EMULATE_LT=no-algorithm)";
+    host::lastError() = "no algorithm (AMPRT_CUDA_EMULATE_LT=no-algorithm)";
     return CUBLAS_STATUS_SUCCESS;
   }
   cublasLtMatmulHeuristicResult_t &r = results[0];
@@ -635,6 +604,6 @@ int64_t hostLtMatmuls(cublasLtHandle_t h) {
   return x ? x->matmuls : 0;
 }
 
-const char *hostLtLastError() { return lastError.c_str(); }
+const char *hostLtLastError() { return host::lastError().c_str(); }
 
 } // namespace amprt::cuda
