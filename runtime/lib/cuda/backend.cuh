@@ -44,8 +44,9 @@ struct Dev {
   const DnnApi *dnna = &dnnApi;
 #endif
   bool dnnTried = false;
-  bool ltReluKeepsNaN = false; // cuBLASLt's ReLU epilogue keeps NaN (probed at creation)
-  bool reluEpilogue = true;    // AMPRT_CUDA_RELU_EPILOGUE=0: ReLU always a second pass
+  bool emulateDnnNoAlgorithm = false; // AMPRT_CUDA_EMULATE_DNN=no-algorithm (emulated only)
+  bool ltReluKeepsNaN = false;        // cuBLASLt's ReLU epilogue keeps NaN (probed at creation)
+  bool reluEpilogue = true;           // AMPRT_CUDA_RELU_EPILOGUE=0: ReLU always a second pass
   // Convolution calls (forward, data and weight gradients counted apart) on
   // cuDNN and on the other paths, printed with the profile.
   int64_t convOnDnn = 0, convOnOurs = 0;

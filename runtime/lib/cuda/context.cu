@@ -155,24 +155,35 @@ amprt_status open(amprt_context *ctx, int32_t device) {
   } else {
     // cuBLASLt on the host (lt_host.h): the backend's cuBLASLt code runs,
     // its arguments checked against cuBLASLt's rules.
-    HostLtOptions lo;
-    if (const char *v = std::getenv("AMPRT_CUDA_EMULATE_LT"); v && *v) {
-      std::string opts = v;
-      for (size_t at = 0; at <= opts.size();) {
+    // What the real libraries may do, modelled on request: comma-separated
+    // words of `allowed`, each setting its flag.
+    auto emulationOptions = [&](const char *var,
+                                std::initializer_list<std::pair<const char *, bool *>> allowed) {
+      const char *v = std::getenv(var);
+      std::string opts = v ? v : "", names;
+      for (auto [name, flag] : allowed)
+        names += std::string(names.empty() ? "'" : " or '") + name + "'";
+      for (size_t at = 0; !opts.empty() && at <= opts.size();) {
         size_t end = std::min(opts.find(',', at), opts.size());
         std::string o = opts.substr(at, end - at);
-        if (o == "no-algorithm")
-          lo.noAlgorithm = true;
-        else if (o == "relu-drops-nan")
-          lo.reluDropsNaN = true;
-        else
-          return cleanup(fail(AMPRT_ERR_INVALID_ARGUMENT,
-                              "amprt_context_create: AMPRT_CUDA_EMULATE_LT=%s: '%s' is not "
-                              "'no-algorithm' or 'relu-drops-nan'",
-                              v, o.c_str()));
+        bool known = false;
+        for (auto [name, flag] : allowed)
+          if (o == name)
+            known = *flag = true;
+        if (!known) {
+          fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_context_create: %s=%s: '%s' is not %s", var, v,
+               o.c_str(), names.c_str());
+          return false;
+        }
         at = end + 1;
       }
-    }
+      return true;
+    };
+    HostLtOptions lo;
+    if (!emulationOptions("AMPRT_CUDA_EMULATE_LT", {{"no-algorithm", &lo.noAlgorithm},
+                                                    {"relu-drops-nan", &lo.reluDropsNaN}}) ||
+        !emulationOptions("AMPRT_CUDA_EMULATE_DNN", {{"no-algorithm", &d->emulateDnnNoAlgorithm}}))
+      return cleanup(AMPRT_ERR_INVALID_ARGUMENT);
     d->lta = &hostLtApi();
     d->lta->cublasLtCreate(&d->lt);
     Dev *dp = d;

@@ -82,12 +82,7 @@ amprt_status dnnReady(Dev &d, bool &ready) {
       // cuDNN on the host (dnn_host.h): the backend's cuDNN code runs, its
       // arguments checked.
       HostDnnOptions o;
-      if (const char *v = std::getenv("AMPRT_CUDA_EMULATE_DNN"); v && *v) {
-        if (std::strcmp(v, "no-algorithm") != 0)
-          return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                      "AMPRT_CUDA_EMULATE_DNN=%s: expected 'no-algorithm' (or unset)", v);
-        o.noAlgorithm = true;
-      }
+      o.noAlgorithm = d.emulateDnnNoAlgorithm;
       d.dnna = &hostDnnApi();
       cudnnHandle_t h = nullptr;
       d.dnna->cudnnCreate(&h);
