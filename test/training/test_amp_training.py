@@ -324,6 +324,48 @@ check(all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("new:")),
 check(any(o["found_inf"] for o in straight[10:]) or straight[10]["loss_scale"] != 65536,
       "resume: the resumed half does not exercise the restored scale")
 
+# --- 5b. Per-shape kernel choices (AMPRT_TUNE) and a bit-exact resume ------
+# bf16 products run on oneDNN's bf16 kernels or its f32 ones on widened
+# copies, whichever the first call timed faster. Runs that must agree bit
+# for bit share AMPRT_TUNE_FILE; a checkpoint carries the choices, so the
+# resumed half takes the kernels of the run that wrote it without timing
+# (AMPRT_TUNE=debug would print each timed choice).
+bprog = compile_(demo, "resume_bf16", "--precision", "bf16", "--optimizer", "sgd", "--lr", "0.05")
+tunef = f"{TMP}/kernels.tune"
+with_file = dict(fixed, AMPRT_TUNE_FILE=tunef, AMPRT_TUNE="debug")
+bstraight, r = train(bprog, demo_data, 20, "--outputs", f"{TMP}/bstraight.npz", name="bstraight",
+                     env=with_file)
+lines = open(tunef).read().splitlines() if os.path.exists(tunef) else []
+check(r.returncode == 0 and lines and all(l.count("\t") >= 1 for l in lines)
+      and r.stderr.count("amprt tune:") == len(lines),
+      f"tune: the straight bf16 run wrote {len(lines)} choices to AMPRT_TUNE_FILE and printed "
+      f"{r.stderr.count('amprt tune:')}: {r.stderr[-400:]}")
+ckb = f"{TMP}/ckb"
+_, r1 = train(bprog, demo_data, 10, "--checkpoint-dir", ckb, name="bresumed", env=with_file)
+_, r2 = train(bprog, demo_data, 20, "--checkpoint-dir", ckb, "--resume", "--outputs",
+              f"{TMP}/bresumed.npz", name="bresumed", env=dict(fixed, AMPRT_TUNE="debug"))
+with open(f"{ckb}/checkpoint.safetensors", "rb") as f:
+    header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+kept = header.get("__metadata__", {}).get("amprt.kernel_choices", "")
+check(r1.returncode == 0 and r2.returncode == 0 and "amprt tune:" not in r1.stderr + r2.stderr
+      and sorted(kept.splitlines()) == sorted(set(lines)),
+      f"tune: the resumed halves took the file's and then the checkpoint's choices without "
+      f"timing ({len(kept.splitlines())} kept in the checkpoint): {r1.stderr[-300:]} "
+      f"{r2.stderr[-300:]}")
+a, b = np.load(f"{TMP}/bstraight.npz"), np.load(f"{TMP}/bresumed.npz")
+check(all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("new:"))
+      and all(np.isfinite(a[k]).all() for k in a.files if k.startswith("new:")),
+      "tune: bf16 10 + 10 resumed steps differ from 20 straight ones")
+print(f"tune: {len(lines)} kernel choices ({', '.join(sorted(set(l.split(chr(9))[-1] for l in lines)))}"
+      f"), kept by the checkpoint; bf16 10 + 10 resumed steps == 20 straight, bit for bit",
+      flush=True)
+with open(f"{TMP}/bad.tune", "w") as f:
+    f.write("no tab on this line\n")
+_, r = train(bprog, demo_data, 2, name="badtune", env={"AMPRT_TUNE_FILE": f"{TMP}/bad.tune"})
+check(r.returncode != 0 and f"AMPRT_TUNE_FILE '{TMP}/bad.tune' line 1" in r.stderr,
+      f"tune: a malformed AMPRT_TUNE_FILE is an error naming it: rc {r.returncode}: "
+      f"{r.stderr[-300:]}")
+
 # --- 6. Gradient accumulation: k micro-batches per update -------------------
 def torch_accum(init, x, y, k, steps, lr, batch=256):
     """PyTorch's recipe: loss / k, scaler.scale(...).backward() every

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "internal.h"
 
 using namespace amprt_test;
 
@@ -74,6 +75,12 @@ TEST(Matmul, BatchedBroadcastAndVectors) {
 }
 
 namespace {
+/// Forces the per-shape kernel choice for a scope (amprt::forceKernelForTesting).
+struct KernelForced {
+  explicit KernelForced(const char *name) { amprt::forceKernelForTesting(name); }
+  ~KernelForced() { amprt::forceKernelForTesting(""); }
+};
+
 struct ConvCase {
   int64_t n, c, h, w, m, kh, kw, stride, pad, dil, group;
 };
@@ -218,42 +225,47 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
                             {4, 16, 4, 4, 24, 3, 3, 2, 1, 1, 1},
                             {2, 16, 7, 7, 16, 3, 3, 2, 0, 2, 1},
                             {3, 8, 3, 5, 8, 3, 3, 1, 0, 1, 1}};
-  for (const ConvCase &cc : cases)
-    for (auto [in, out] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_BF16, AMPRT_F32},
-                           std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16}}) {
-      int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
-      int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
-      Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});
-      Buf w = randn(in, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
-      Buf dy = randn(in, {cc.n, cc.m, oh, ow});
-      amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
-      Buf dx(out, x.shape), dw(out, w.shape), db(out, {cc.m});
-      AMPRT_OK_OR_FAIL(
-          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
-      std::vector<double> rdx, rdw, rdb(cc.m, 0.0);
-      refConvBackward(x, w, dy, cc, oh, ow, rdx, rdw);
-      for (int64_t n = 0; n < cc.n; ++n)
-        for (int64_t m = 0; m < cc.m; ++m)
-          for (int64_t i = 0; i < oh * ow; ++i)
-            rdb[m] += dy.get((n * cc.m + m) * oh * ow + i);
-      // Terms of magnitude ~1: f32 error ~ sqrt(terms) * 2^-24 each.
-      int64_t dxTerms = cc.m / cc.group * cc.kh * cc.kw, dwTerms = cc.n * oh * ow;
-      EXPECT_TRUE(near(dx, rdx, 0.5, 0.0, 8 * accTol(dxTerms)))
-          << "dx " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
-          << " group " << cc.group;
-      EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(dwTerms)))
-          << "dw " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
-          << " group " << cc.group;
-      EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms))) << "db " << amprt_dtype_name(out);
-      // dx alone (ConvTranspose's call) and dw alone agree with the pair.
-      Buf dx2(out, x.shape), dw2(out, w.shape);
-      AMPRT_OK_OR_FAIL(
-          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
-      AMPRT_OK_OR_FAIL(
-          amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, nullptr, dw2.p(), nullptr));
-      EXPECT_EQ(dx2.bytes, dx.bytes);
-      EXPECT_EQ(dw2.bytes, dw.bytes);
-    }
+  // Each kernel the per-shape choice (AMPRT_TUNE) may take, forced, and
+  // the timed choice itself ("").
+  for (const char *force : {"", "bf16", "f32", "im2col-bf16", "im2col-f32"})
+    for (const ConvCase &cc : cases)
+      for (auto [in, out] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_BF16, AMPRT_F32},
+                             std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16}}) {
+        SCOPED_TRACE(std::string("kernel forced: ") + (*force ? force : "(timed)"));
+        KernelForced forced(force);
+        int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
+        int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
+        Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});
+        Buf w = randn(in, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
+        Buf dy = randn(in, {cc.n, cc.m, oh, ow});
+        amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
+        Buf dx(out, x.shape), dw(out, w.shape), db(out, {cc.m});
+        AMPRT_OK_OR_FAIL(
+            amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
+        std::vector<double> rdx, rdw, rdb(cc.m, 0.0);
+        refConvBackward(x, w, dy, cc, oh, ow, rdx, rdw);
+        for (int64_t n = 0; n < cc.n; ++n)
+          for (int64_t m = 0; m < cc.m; ++m)
+            for (int64_t i = 0; i < oh * ow; ++i)
+              rdb[m] += dy.get((n * cc.m + m) * oh * ow + i);
+        // Terms of magnitude ~1: f32 error ~ sqrt(terms) * 2^-24 each.
+        int64_t dxTerms = cc.m / cc.group * cc.kh * cc.kw, dwTerms = cc.n * oh * ow;
+        EXPECT_TRUE(near(dx, rdx, 0.5, 0.0, 8 * accTol(dxTerms)))
+            << "dx " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
+            << " group " << cc.group;
+        EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(dwTerms)))
+            << "dw " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
+            << " group " << cc.group;
+        EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms))) << "db " << amprt_dtype_name(out);
+        // dx alone (ConvTranspose's call) and dw alone agree with the pair.
+        Buf dx2(out, x.shape), dw2(out, w.shape);
+        AMPRT_OK_OR_FAIL(
+            amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
+        AMPRT_OK_OR_FAIL(
+            amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, nullptr, dw2.p(), nullptr));
+        EXPECT_EQ(dx2.bytes, dx.bytes);
+        EXPECT_EQ(dw2.bytes, dw.bytes);
+      }
 }
 
 TEST(Pool, MaxAndAverageWithGradients) {
@@ -589,4 +601,71 @@ TEST(Gemm, ReluInTheCallMatchesGemmThenRelu) {
   Buf a = randn(AMPRT_F32, {2, 3}), b = randn(AMPRT_F32, {3, 2}), y(AMPRT_F32, {2, 2});
   EXPECT_EQ(amprt_gemm_ex(nullptr, a.p(), b.p(), nullptr, 1.0f, 1.0f, 0, 0, 2, y.p()),
             AMPRT_ERR_INVALID_ARGUMENT);
+}
+
+// The per-shape kernel choice (AMPRT_TUNE) for bf16 operands: the bf16
+// kernels and the f32 ones on widened copies, each forced, and the timed
+// choice, all within f32 accumulation error of the double reference (plus
+// half an ulp for a bf16 result): products, batched products and
+// convolutions (with and without the ReLU in the call).
+TEST(Tune, EveryBf16CandidateMatchesTheReference) {
+  for (const char *force : {"", "bf16", "f32"}) {
+    SCOPED_TRACE(std::string("kernel forced: ") + (*force ? force : "(timed)"));
+    KernelForced forced(force);
+    for (amprt_dtype out : {AMPRT_BF16, AMPRT_F32}) {
+      const int64_t m = 33, n = 40, k = 257;
+      Buf a = randn(AMPRT_BF16, {m, k}), b = randn(AMPRT_BF16, {n, k}), c = randn(AMPRT_F32, {n});
+      Buf y(out, {m, n});
+      AMPRT_OK_OR_FAIL(
+          amprt_gemm_ex(nullptr, a.p(), b.p(), c.p(), 1.0f, 1.0f, 0, 1, AMPRT_GEMM_RELU, y.p()));
+      std::vector<double> ref(m * n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = c.get(j);
+          for (int64_t p = 0; p < k; ++p)
+            s += a.get(i * k + p) * b.get(j * k + p);
+          ref[i * n + j] = std::max(s, 0.0);
+        }
+      EXPECT_TRUE(near(y, ref, out == AMPRT_F32 ? 8.5 : 0.52, accTol(k), 1e-4))
+          << "gemm -> " << amprt_dtype_name(out);
+      // Batched: [3, m, k] x [3, k, n].
+      Buf ba = randn(AMPRT_BF16, {3, 9, 65}), bb = randn(AMPRT_BF16, {3, 65, 12});
+      Buf by(out, {3, 9, 12});
+      AMPRT_OK_OR_FAIL(amprt_matmul(nullptr, ba.p(), bb.p(), by.p()));
+      std::vector<double> bref;
+      for (int64_t t = 0; t < 3; ++t)
+        for (int64_t i = 0; i < 9; ++i)
+          for (int64_t j = 0; j < 12; ++j) {
+            double s = 0;
+            for (int64_t p = 0; p < 65; ++p)
+              s += ba.get((t * 9 + i) * 65 + p) * bb.get((t * 65 + p) * 12 + j);
+            bref.push_back(s);
+          }
+      EXPECT_TRUE(near(by, bref, out == AMPRT_F32 ? 8.5 : 0.52, accTol(65), 1e-4))
+          << "matmul -> " << amprt_dtype_name(out);
+    }
+    const ConvCase cases[] = {{2, 16, 9, 7, 32, 3, 3, 1, 1, 1, 1},
+                              {2, 3, 12, 12, 16, 3, 3, 2, 1, 1, 1},
+                              {1, 32, 6, 6, 32, 3, 3, 1, 1, 1, 32}};
+    for (const ConvCase &cc : cases)
+      for (int flags : {0, (int)AMPRT_CONV_RELU})
+        for (amprt_dtype out : {AMPRT_BF16, AMPRT_F32}) {
+          int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
+          int64_t ow = (cc.w + 2 * cc.pad - ((cc.kw - 1) * cc.dil + 1)) / cc.stride + 1;
+          Buf x = randn(AMPRT_BF16, {cc.n, cc.c, cc.h, cc.w});
+          Buf w = randn(AMPRT_BF16, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
+          Buf b = randn(AMPRT_BF16, {cc.m});
+          Buf y(out, {cc.n, cc.m, oh, ow});
+          amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
+          AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, x.p(), w.p(), b.p(), &p, flags, y.p()));
+          std::vector<double> ref = refConv(x, w, &b, cc, oh, ow);
+          if (flags & AMPRT_CONV_RELU)
+            for (double &r : ref)
+              r = std::max(r, 0.0);
+          int64_t kk = cc.c / cc.group * cc.kh * cc.kw;
+          EXPECT_TRUE(near(y, ref, out == AMPRT_F32 ? 8.5 : 0.52, accTol(kk), 1e-4))
+              << "conv c " << cc.c << " group " << cc.group << " flags " << flags << " -> "
+              << amprt_dtype_name(out);
+        }
+  }
 }

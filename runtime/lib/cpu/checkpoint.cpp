@@ -280,6 +280,9 @@ struct Entry {
 
 } // namespace
 
+/// The metadata key of the kernel choices (tune.cpp).
+constexpr const char *kKernelChoicesKey = "amprt.kernel_choices";
+
 struct amprt_checkpoint {
   ~amprt_checkpoint() {
     if (file)
@@ -327,7 +330,13 @@ extern "C" amprt_status amprt_checkpoint_save(const char *path, const amprt_name
               std::to_string(offset + bytes) + "]}";
     offset += bytes;
   }
-  if (nmeta) {
+  // The per-shape kernel choices made so far (AMPRT_TUNE): a run resumed
+  // from this file takes the same kernels, and continues bit for bit.
+  std::string choices = kernelChoicesText();
+  for (int32_t i = 0; i < nmeta; ++i)
+    if (meta[i].key && !std::strcmp(meta[i].key, kKernelChoicesKey))
+      choices.clear(); // the caller's own
+  if (nmeta || !choices.empty()) {
     header += n ? ",\"__metadata__\":{" : "\"__metadata__\":{";
     for (int32_t i = 0; i < nmeta; ++i) {
       if (!meta[i].key || !meta[i].value)
@@ -337,6 +346,12 @@ extern "C" amprt_status amprt_checkpoint_save(const char *path, const amprt_name
       jsonString(header, meta[i].key);
       header += ":";
       jsonString(header, meta[i].value);
+    }
+    if (!choices.empty()) {
+      header += nmeta ? "," : "";
+      jsonString(header, kKernelChoicesKey);
+      header += ":";
+      jsonString(header, choices.c_str());
     }
     header += "}";
   }
@@ -504,6 +519,11 @@ extern "C" amprt_status amprt_checkpoint_open(const char *path, amprt_checkpoint
     if (ranges[i].first < ranges[i - 1].second) {
       return bad("two tensors overlap");
     }
+  // A run resumed from the file takes the kernels the run that wrote it
+  // chose (AMPRT_TUNE), where it has not chosen its own.
+  auto choices = ck->meta.find(kKernelChoicesKey);
+  if (choices != ck->meta.end())
+    adoptKernelChoices(choices->second);
   *out = ck;
   return AMPRT_OK;
 }

@@ -86,6 +86,27 @@ bool bf16Kernels() {
   return supported;
 }
 
+/// The CPU's instruction set as oneDNN uses it, for the tuning keys (a
+/// choice made on one CPU is not taken on another).
+const char *isaTag() {
+  switch ((int)dnnl_get_effective_cpu_isa()) {
+  case dnnl_cpu_isa_avx512_core_amx:
+    return "amx";
+  case dnnl_cpu_isa_avx512_core_bf16:
+    return "avx512_bf16";
+  case dnnl_cpu_isa_avx512_core_vnni:
+    return "avx512_vnni";
+  case dnnl_cpu_isa_avx512_core:
+    return "avx512";
+  case dnnl_cpu_isa_avx2_vnni:
+    return "avx2_vnni";
+  case dnnl_cpu_isa_avx2:
+    return "avx2";
+  default:
+    return "cpu";
+  }
+}
+
 bool bf16Operands(const amprt_tensor *a, const amprt_tensor *b) {
   return bf16Kernels() && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16;
 }
@@ -252,6 +273,49 @@ amprt_status checkFloatContig(const amprt_tensor *t, const char *what) {
   return AMPRT_OK;
 }
 
+/// Whether a product of bf16 a and b (key: their bf16 layout, f32 out) runs
+/// on oneDNN's bf16 kernels (true) or its f32 ones on widened copies (the
+/// same products, exact in f32, summed in f32 either way): timed per shape
+/// (chooseKernel); the fixed rule is the bf16 kernels. `na` / `nb`: the
+/// elements a and b hold.
+amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const amprt_tensor *a,
+                        const amprt_tensor *b, const float *bias, bool *low) {
+  *low = bf16Operands(a, b);
+  if (!*low || !tuningOn(ctx))
+    return AMPRT_OK;
+  char k[256];
+  std::snprintf(k, sizeof k,
+                "matmul bf16 [%lld x %lld x %lld] a(%lld,%lld) b(%lld,%lld) batch %lld%s%s "
+                "threads %d %s",
+                (long long)key.m, (long long)key.k, (long long)key.n, (long long)key.lda0,
+                (long long)key.lda1, (long long)key.ldb0, (long long)key.ldb1, (long long)key.batch,
+                key.bias ? " bias" : "", key.relu ? " relu" : "", key.threads, isaTag());
+  thread_local std::vector<float> out;
+  out.resize((size_t)(key.batch * key.m * key.n));
+  int choice = 0;
+  AMPRT_CHECK(chooseKernel(
+      ctx, k, {"bf16", "f32"}, 0,
+      [&](int i) -> amprt_status {
+        try {
+          GemmKey kk = key;
+          kk.bf16Out = false;
+          if (i == 0) {
+            gemmAcc(kk, a->data, b->data, out.data(), bias);
+          } else {
+            Operand oa = operandOf(a, true), ob = operandOf(b, true);
+            kk.adt = kk.bdt = (int)dnnl::memory::data_type::f32;
+            gemmAcc(kk, oa.ptr, ob.ptr, out.data(), bias);
+          }
+        } catch (const dnnl::error &e) {
+          return fail(AMPRT_ERR_UNSUPPORTED, "oneDNN: %s", e.what());
+        }
+        return AMPRT_OK;
+      },
+      &choice));
+  *low = choice == 0;
+  return AMPRT_OK;
+}
+
 #define AMPRT_DNNL_TRY(kernel, ...)                                                                \
   try {                                                                                            \
     __VA_ARGS__                                                                                    \
@@ -321,12 +385,30 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
     }
   }
   bool useC = c && beta != 0.0f && !(fusedBias && kk != 0);
+  // bf16 a and b: on the bf16 kernels or widened to f32, whichever is
+  // faster for this shape.
+  bool low = false;
+  if (m && n && kk) {
+    using dt = dnnl::memory::data_type;
+    GemmKey key{m,
+                n,
+                kk,
+                trans_a ? 1 : a->shape[1],
+                trans_a ? a->shape[1] : 1,
+                trans_b ? 1 : b->shape[1],
+                trans_b ? b->shape[1] : 1,
+                (int)dt::bf16,
+                (int)dt::bf16};
+    key.bias = fusedBias;
+    key.relu = relu;
+    AMPRT_CHECK(lowProduct(ctx, key, a, b, biasF32, &low));
+  }
   // The product (with the common epilogue, an f32 bias row with alpha =
   // beta = 1, and the ReLU inside the primitive: no second pass) into out,
   // f32 or (bf16Out) bf16.
   auto product = [&](void *out, bool bf16Out) -> amprt_status {
     AMPRT_DNNL_TRY(k, {
-      Operand oa = operandOf(a), ob = operandOf(b);
+      Operand oa = operandOf(a, !low), ob = operandOf(b, !low);
       GemmKey key{m,
                   n,
                   kk,
@@ -345,7 +427,7 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   };
   // bf16 operands on bf16 kernels and nothing after the primitive: it
   // writes a bf16 y, rounded once (no f32 scratch and second pass).
-  if (y->dtype == AMPRT_BF16 && bf16Operands(a, b) && alpha == 1.0f && !useC && m && n && kk)
+  if (y->dtype == AMPRT_BF16 && low && alpha == 1.0f && !useC)
     return product(y->data, true);
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
@@ -388,8 +470,8 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a, const amprt_tensor *b,
-                                     amprt_tensor *y) {
+extern "C" amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
+                                     const amprt_tensor *b, amprt_tensor *y) {
   const char *k = "amprt_matmul";
   AMPRT_CHECK(check(a, "amprt_matmul: a"));
   AMPRT_CHECK(check(b, "amprt_matmul: b"));
@@ -425,13 +507,22 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a, con
   bShared = bShared && !ta;
   // Strides of a [m, k] and b [k, n] within a matrix.
   int64_t a0 = ta ? 1 : kk, a1 = ta ? m : 1, b0 = tb ? 1 : n, b1 = tb ? kk : 1;
-  // bf16 operands on bf16 kernels: the primitive writes a bf16 y itself.
-  bool direct = y->dtype == AMPRT_F32 || (y->dtype == AMPRT_BF16 && bf16Operands(a, b));
-  if (batches > 1 && kk > 0 && m && n && (bShared || sameBatch)) {
+  // bf16 operands on bf16 kernels (or widened to f32, whichever is faster
+  // for the shape): the primitive writes a bf16 y itself.
+  bool low = bf16Operands(a, b);
+  const bool oneProduct = batches > 1 && kk > 0 && m && n && (bShared || sameBatch);
+  if (oneProduct || (batches == 1 && kk > 0 && m && n)) {
+    using dt = dnnl::memory::data_type;
+    GemmKey key{bShared ? batches * m : m, n, kk, a0, a1, b0, b1, (int)dt::bf16, (int)dt::bf16,
+                bShared ? 1 : batches};
+    AMPRT_CHECK(lowProduct(ctx, key, a, b, nullptr, &low));
+  }
+  bool direct = y->dtype == AMPRT_F32 || (y->dtype == AMPRT_BF16 && low);
+  if (oneProduct) {
     if (!direct && scratch.size() < (size_t)(batches * m * n))
       scratch.resize(batches * m * n);
     AMPRT_DNNL_TRY(k, {
-      Operand oa = operandOf(a), ob = operandOf(b);
+      Operand oa = operandOf(a, !low), ob = operandOf(b, !low);
       void *acc = direct ? y->data : scratch.data();
       GemmKey key{bShared ? batches * m : m, n, kk, a0, a1, b0, b1, (int)oa.dt, (int)ob.dt,
                   bShared ? 1 : batches};
@@ -444,7 +535,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *, const amprt_tensor *a, con
   }
   scratch.resize(m * n);
   AMPRT_DNNL_TRY(k, {
-    Operand oa = operandOf(a), ob = operandOf(b);
+    Operand oa = operandOf(a, !low), ob = operandOf(b, !low);
     size_t ae = oa.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
     size_t be = ob.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
     GemmKey key{m, n, kk, a0, a1, b0, b1, (int)oa.dt, (int)ob.dt};
@@ -547,11 +638,34 @@ extern "C" amprt_status amprt_conv(amprt_context *ctx, const amprt_tensor *x, co
   return amprt_conv_ex(ctx, x, w, bias, p, 0, y);
 }
 
-namespace {} // namespace
+namespace {
 
-extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
-                                      const amprt_tensor *w, const amprt_tensor *bias,
-                                      const amprt_conv_params *p, int32_t flags, amprt_tensor *y) {
+/// The shapes and parameters of a convolution for a tuning key.
+std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group, const char *types) {
+  std::string s = std::string(pass) + " " + types;
+  auto dims = [&](const char *name, const dnnl::memory::dims &d) {
+    s += std::string(" ") + name + "[";
+    for (size_t i = 0; i < d.size(); ++i)
+      s += (i ? "," : "") + std::to_string(d[i]);
+    s += "]";
+  };
+  dims("x", cd.src);
+  dims("w", cd.wei);
+  dims("y", cd.dst);
+  dims("stride", cd.strides);
+  dims("dilation", cd.dil);
+  dims("pad", cd.padL);
+  dims("", cd.padR);
+  s += " group " + std::to_string(group) + " threads " + std::to_string(maxThreads()) + " " +
+       isaTag();
+  return s;
+}
+
+/// amprt_conv_ex with bf16 x and w widened to f32 (`widenChoice` 1), on the
+/// bf16 kernels (0), or as the per-shape choice decides (-1).
+amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
+                         const amprt_tensor *bias, const amprt_conv_params *p, int32_t flags,
+                         amprt_tensor *y, int widenChoice) {
   const char *k = "amprt_conv";
   AMPRT_CHECK(checkFloatContig(x, "amprt_conv: x"));
   AMPRT_CHECK(checkFloatContig(w, "amprt_conv: w"));
@@ -585,7 +699,7 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
     // partial sum; otherwise the convolution, then our ReLU in place.
     int64_t k = amprt_tensor_numel(w) / std::max<int64_t>(1, w->shape[0]);
     if (!reluCannotMeetNaN(x, w, k, bf.data(), (int64_t)bf.size())) {
-      AMPRT_CHECK(amprt_conv_ex(ctx, x, w, bias, p, flags & ~AMPRT_CONV_RELU, y));
+      AMPRT_CHECK(convForward(ctx, x, w, bias, p, flags & ~AMPRT_CONV_RELU, y, widenChoice));
       return amprt_unary(ctx, AMPRT_UNARY_RELU, 0.0f, y, y);
     }
   }
@@ -593,8 +707,25 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
   // bf16 with few input channels per group (an image's first layer):
   // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
   // values widen to f32 exactly (the same products, f32 accumulation
-  // either way), so the f32 kernel runs.
+  // either way), so the f32 kernel runs: the fixed rule. The per-shape
+  // choice times both (a CPU without bf16 instructions runs oneDNN's bf16
+  // kernels emulated, slower than f32 on every shape).
   bool widen = x->dtype == AMPRT_BF16 && x->shape[1] / std::max<int64_t>(p->group, 1) < 8;
+  if (widenChoice >= 0) {
+    widen = widenChoice == 1;
+  } else if (x->dtype == AMPRT_BF16 && bf16Kernels() && count && tuningOn(ctx)) {
+    std::string key = convTuneKey(flags & AMPRT_CONV_RELU ? "conv+relu" : "conv", cd, p->group,
+                                  y->dtype == AMPRT_BF16  ? "bf16->bf16"
+                                  : y->dtype == AMPRT_F32 ? "bf16->f32"
+                                                          : "bf16->f16");
+    key += bias ? " bias" : "";
+    key += flags & (AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED) ? " blocked" : "";
+    int choice = 0;
+    AMPRT_CHECK(chooseKernel(
+        ctx, key, {"bf16", "f32"}, widen ? 1 : 0,
+        [&](int i) { return convForward(ctx, x, w, bias, p, flags, y, i); }, &choice));
+    widen = choice == 1;
+  }
   // A bf16 y: the reorder out of oneDNN's layout rounds the f32 result to
   // bf16 itself (to nearest even, once), no f32 copy of y and second pass.
   bool outBf16 = y->dtype == AMPRT_BF16 && bf16Kernels();
@@ -749,6 +880,14 @@ extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
   return AMPRT_OK;
 }
 
+} // namespace
+
+extern "C" amprt_status amprt_conv_ex(amprt_context *ctx, const amprt_tensor *x,
+                                      const amprt_tensor *w, const amprt_tensor *bias,
+                                      const amprt_conv_params *p, int32_t flags, amprt_tensor *y) {
+  return convForward(ctx, x, w, bias, p, flags, y, -1);
+}
+
 namespace {
 /// Whether the weight gradient runs as im2col + one product instead of
 /// oneDNN's backward-weights kernel: 2-D, one group, an output of at most 4
@@ -849,10 +988,20 @@ void depthwiseWeightGrad(const float *x, const float *dy, float *gw, int64_t n, 
 }
 } // namespace
 
-extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor *x,
-                                            const amprt_tensor *w, const amprt_tensor *dy,
-                                            const amprt_conv_params *p, amprt_tensor *dx,
-                                            amprt_tensor *dw, amprt_tensor *db) {
+namespace {
+
+/// The kernels of a convolution's backward: the data side on oneDNN's bf16
+/// kernels or f32 ones (bf16 widened), the weights side also as im2col +
+/// matmul in either (see weightGradByIm2col).
+enum WeightsKernel { WeightsBf16, WeightsF32, WeightsIm2colBf16, WeightsIm2colF32 };
+struct BackwardKernels {
+  bool dataBf16 = false;
+  WeightsKernel weights = WeightsF32;
+};
+
+amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *dy,
+                          const amprt_conv_params *p, amprt_tensor *dx, amprt_tensor *dw,
+                          amprt_tensor *db, const BackwardKernels &kern) {
   const char *k = "amprt_conv_backward";
   AMPRT_CHECK(checkFloatContig(x, "amprt_conv_backward: x"));
   AMPRT_CHECK(checkFloatContig(w, "amprt_conv_backward: w"));
@@ -877,8 +1026,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     // the forward), nor where oneDNN would take its reference kernel. Else
     // the inputs in f32 (f32 used in place, f16 / bf16 widened: exact).
     // Gradients are rounded once into the outputs (see dxDirect below).
-    bool lowp = dy->dtype == AMPRT_BF16 && w->dtype == AMPRT_BF16 && x->dtype == AMPRT_BF16 &&
-                bf16Operands(w, dy) && x->shape[1] / std::max<int64_t>(p->group, 1) >= 8;
+    const bool lowD = kern.dataBf16,
+               lowW = kern.weights == WeightsBf16 || kern.weights == WeightsIm2colBf16;
     thread_local std::vector<float> xw, ww, dyw;
     auto f32Of = [](const amprt_tensor *t, std::vector<float> &buf) -> float * {
       if (t->dtype == AMPRT_F32)
@@ -898,7 +1047,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       key.push_back(-1);
       key.insert(key.end(), v->begin(), v->end());
     }
-    key.push_back(lowp);
+    key.push_back(lowD);
+    key.push_back(lowW);
     // Gradients in f32 or bf16 are written by the reorder out of oneDNN's
     // layout (rounded to nearest even there, once); others (f16) through
     // f32 and our conversion.
@@ -913,7 +1063,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     key.push_back(maxThreads()); // oneDNN splits a primitive for its thread count
     // The weight gradient as im2col + a product where oneDNN's kernel is
     // slow (then no backward-weights primitive is made).
-    const bool dwIm2col = dw && weightGradByIm2col(dy, p);
+    const bool dwIm2col =
+        dw && (kern.weights == WeightsIm2colBf16 || kern.weights == WeightsIm2colF32);
     amprt_tensor *dwPrim = dwIm2col ? nullptr : dw;
     key.push_back(dwIm2col);
     struct Side {
@@ -948,10 +1099,10 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
       // Each side in bf16 when asked and oneDNN has a real kernel for it,
       // else in f32.
       for (bool low : {true, false}) {
-        if (low && !lowp)
+        const bool wantData = dx && !c.data && (lowD || !low),
+                   wantWeights = dwPrim && !c.weights && (lowW || !low);
+        if (!wantData && !wantWeights)
           continue;
-        if (!((dx && !c.data) || (dwPrim && !c.weights)))
-          break;
         dt in = low ? dt::bf16 : dt::f32;
         dnnl::memory::desc xa(cd.src, in, tag::any), wa(cd.wei, in, tag::any),
             ya(cd.dst, in, tag::any), xo(cd.src, dt::f32, tag::any), wo(cd.wei, dt::f32, tag::any);
@@ -959,7 +1110,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
                                            dnnl::algorithm::convolution_direct, xa, wa, bd, ya,
                                            cd.strides, cd.dil, cd.padL, cd.padR);
         dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
-        if (dx && !c.data) {
+        if (wantData) {
           dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
                                                   low ? xo : xa, wa, ya, cd.strides, cd.dil,
                                                   cd.padL, cd.padR);
@@ -977,7 +1128,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
                        pd.impl_info_str()};
           }
         }
-        if (dwPrim && !c.weights) {
+        if (wantWeights) {
           // Without the bias: db is summed here, in double (oneDNN's f32 sum
           // over N x H x W loses digits when the terms cancel).
           dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa,
@@ -1053,8 +1204,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group &&
                      w->shape[0] == p->group && w->shape[1] == 1;
     if (dwIm2col) {
-      // lowp: the bf16 operands as they are; else f32 (widened: exact).
-      const bool low = lowp;
+      // The bf16 operands as they are, or f32 (widened: exact).
+      const bool low = lowW;
       void *xp = low ? x->data : f32Of(x, xw);
       void *dyp = low ? dy->data : f32Of(dy, dyw);
       if (!low)
@@ -1119,4 +1270,95 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *, const amprt_tensor 
     }
   })
   return AMPRT_OK;
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tensor *x,
+                                            const amprt_tensor *w, const amprt_tensor *dy,
+                                            const amprt_conv_params *p, amprt_tensor *dx,
+                                            amprt_tensor *dw, amprt_tensor *db) {
+  const char *k = "amprt_conv_backward";
+  AMPRT_CHECK(checkFloatContig(x, "amprt_conv_backward: x"));
+  AMPRT_CHECK(checkFloatContig(w, "amprt_conv_backward: w"));
+  AMPRT_CHECK(checkFloatContig(dy, "amprt_conv_backward: dy"));
+  ConvDims cd;
+  AMPRT_CHECK(convDims(x, w, dy, p, k, cd));
+  // The fixed rules. bf16 operands run on oneDNN's bf16 kernels (as
+  // PyTorch's autocast backward does): products of bf16 values are exact in
+  // f32 and summed in f32, as in the f32 kernels on widened copies, at
+  // twice their speed where the CPU has bf16 instructions. Not for few
+  // input channels per group (an image's first layer, depthwise
+  // convolutions: oneDNN's bf16 kernels are slower there, as in the
+  // forward), nor where oneDNN would take its reference kernel (then f32).
+  // The weight gradient as im2col + a product on small outputs.
+  const bool allBf16 =
+      dy->dtype == AMPRT_BF16 && w->dtype == AMPRT_BF16 && x->dtype == AMPRT_BF16 && bf16Kernels();
+  const bool lowp = allBf16 && x->shape[1] / std::max<int64_t>(p->group, 1) >= 8;
+  BackwardKernels kern;
+  kern.dataBf16 = lowp;
+  kern.weights = weightGradByIm2col(dy, p) ? (lowp ? WeightsIm2colBf16 : WeightsIm2colF32)
+                                           : (lowp ? WeightsBf16 : WeightsF32);
+  if (!tuningOn(ctx) || !amprt_tensor_numel(dy) || !amprt_tensor_numel(x) || !amprt_tensor_numel(w))
+    return convBackward(x, w, dy, p, dx, dw, db, kern);
+  // The per-shape choice: each side timed alone on the real operands.
+  const char *types = allBf16 ? "bf16" : x->dtype == AMPRT_F32 ? "f32" : "mixed";
+  if (dx && allBf16) {
+    int choice = 0;
+    std::vector<const char *> names{"bf16", "f32"};
+    AMPRT_CHECK(chooseKernel(
+        ctx,
+        convTuneKey("conv backward-data", cd, p->group, types) + " dx " +
+            amprt_dtype_name(dx->dtype),
+        names, lowp ? 0 : 1,
+        [&](int i) {
+          BackwardKernels f = kern;
+          f.dataBf16 = i == 0;
+          return convBackward(x, w, dy, p, dx, nullptr, nullptr, f);
+        },
+        &choice));
+    kern.dataBf16 = choice == 0;
+  }
+  // im2col + matmul: 2-D, one group, its columns at most 64 MiB.
+  const bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group;
+  const int64_t cols = dy->rank == 4 ? dy->shape[0] * dy->shape[2] * dy->shape[3] *
+                                           (amprt_tensor_numel(w) / w->shape[0])
+                                     : 0;
+  const bool im2colOk = p->spatial == 2 && p->group == 1 && cols * (allBf16 ? 2 : 4) <= (64 << 20);
+  if (dw && !depthwise && (allBf16 || im2colOk) &&
+      (allBf16 || (x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32))) {
+    std::vector<WeightsKernel> cands;
+    std::vector<const char *> names;
+    auto add = [&](WeightsKernel wk, const char *name) {
+      cands.push_back(wk);
+      names.push_back(name);
+    };
+    if (allBf16)
+      add(WeightsBf16, "bf16");
+    add(WeightsF32, "f32");
+    if (im2colOk && allBf16)
+      add(WeightsIm2colBf16, "im2col-bf16");
+    if (im2colOk)
+      add(WeightsIm2colF32, "im2col-f32");
+    int preferred = 0;
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (cands[i] == kern.weights)
+        preferred = (int)i;
+    if (cands[preferred] == kern.weights && cands.size() > 1) {
+      int choice = preferred;
+      AMPRT_CHECK(chooseKernel(
+          ctx,
+          convTuneKey("conv backward-weights", cd, p->group, types) + " dw " +
+              amprt_dtype_name(dw->dtype),
+          names, preferred,
+          [&](int i) {
+            BackwardKernels f = kern;
+            f.weights = cands[i];
+            return convBackward(x, w, dy, p, nullptr, dw, nullptr, f);
+          },
+          &choice));
+      kern.weights = cands[choice];
+    }
+  }
+  return convBackward(x, w, dy, p, dx, dw, db, kern);
 }

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -56,6 +58,32 @@ namespace amprt {
 /// profiling and taken by the profile after the op (exec.cpp).
 void noteKernelImpl(const char *impl);
 std::string takeKernelImpls();
+
+/// The per-shape kernel choice (tune.cpp). Where several kernels compute
+/// the same result up to the order of the f32 sums (oneDNN's bf16 kernels
+/// or its f32 ones on exactly widened bf16 values; a backward-weights
+/// kernel or im2col + matmul), the first call of a `key` (the op, its
+/// shapes, types and thread count) runs each candidate `run(i)` on the real
+/// operands, once to make its primitives and twice timed, and keeps the
+/// fastest: `preferred` (the fixed rule's) unless another is 5% faster.
+/// AMPRT_TUNE=off keeps the fixed rules, =debug prints each choice (as
+/// AMPRT_PROFILE does); AMPRT_TUNE_FILE=path reads earlier choices and
+/// appends new ones (runs that must agree bit for bit share it). A data-
+/// parallel context keeps the fixed rules unless AMPRT_TUNE is set. `run`
+/// must write the whole result from the inputs (it is called several times).
+bool tuningOn(const amprt_context *ctx);
+amprt_status chooseKernel(const amprt_context *ctx, const std::string &key,
+                          const std::vector<const char *> &names, int preferred,
+                          const std::function<amprt_status(int)> &run, int *choice);
+/// The choices made or loaded, as AMPRT_TUNE_FILE lines (a checkpoint keeps
+/// them: a resumed run continues with the kernels it had).
+std::string kernelChoicesText();
+/// Takes choices from a checkpoint where this process has made none.
+void adoptKernelChoices(const std::string &text);
+/// For the kernel tests: every later choice that offers a candidate named
+/// `name` takes it (no timing, nothing cached); others keep the fixed rule.
+/// An empty name ends it.
+void forceKernelForTesting(const std::string &name);
 
 /// How long a collective waits for the other ranks: AMPRT_COMM_TIMEOUT
 /// seconds, 300 by default (the MPI and NCCL back-ends; context.cpp).
