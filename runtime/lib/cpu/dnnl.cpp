@@ -387,9 +387,8 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   bool useC = c && beta != 0.0f && !(fusedBias && kk != 0);
   // bf16 a and b: on the bf16 kernels or widened to f32, whichever is
   // faster for this shape.
-  bool low = false;
-  if (m && n && kk) {
-    using dt = dnnl::memory::data_type;
+  // The product's key for operand types adt / bdt.
+  auto keyOf = [&](dnnl::memory::data_type adt, dnnl::memory::data_type bdt) {
     GemmKey key{m,
                 n,
                 kk,
@@ -397,29 +396,23 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
                 trans_a ? a->shape[1] : 1,
                 trans_b ? 1 : b->shape[1],
                 trans_b ? b->shape[1] : 1,
-                (int)dt::bf16,
-                (int)dt::bf16};
+                (int)adt,
+                (int)bdt};
     key.bias = fusedBias;
     key.relu = relu;
-    AMPRT_CHECK(lowProduct(ctx, key, a, b, biasF32, &low));
-  }
+    return key;
+  };
+  bool low = false;
+  if (m && n && kk)
+    AMPRT_CHECK(lowProduct(ctx, keyOf(dnnl::memory::data_type::bf16, dnnl::memory::data_type::bf16),
+                           a, b, biasF32, &low));
   // The product (with the common epilogue, an f32 bias row with alpha =
   // beta = 1, and the ReLU inside the primitive: no second pass) into out,
   // f32 or (bf16Out) bf16.
   auto product = [&](void *out, bool bf16Out) -> amprt_status {
     AMPRT_DNNL_TRY(k, {
       Operand oa = operandOf(a, !low), ob = operandOf(b, !low);
-      GemmKey key{m,
-                  n,
-                  kk,
-                  trans_a ? 1 : a->shape[1],
-                  trans_a ? a->shape[1] : 1,
-                  trans_b ? 1 : b->shape[1],
-                  trans_b ? b->shape[1] : 1,
-                  (int)oa.dt,
-                  (int)ob.dt};
-      key.bias = fusedBias;
-      key.relu = relu;
+      GemmKey key = keyOf(oa.dt, ob.dt);
       key.bf16Out = bf16Out;
       gemmAcc(key, oa.ptr, ob.ptr, out, biasF32);
     })
