@@ -992,22 +992,11 @@ struct BackwardKernels {
   WeightsKernel weights = WeightsF32;
 };
 
+/// amprt_conv_backward on operands it has checked (cd: their dimensions).
 amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *dy,
-                          const amprt_conv_params *p, amprt_tensor *dx, amprt_tensor *dw,
-                          amprt_tensor *db, const BackwardKernels &kern) {
+                          const amprt_conv_params *p, const ConvDims &cd, amprt_tensor *dx,
+                          amprt_tensor *dw, amprt_tensor *db, const BackwardKernels &kern) {
   const char *k = "amprt_conv_backward";
-  AMPRT_CHECK(checkFloatContig(x, "amprt_conv_backward: x"));
-  AMPRT_CHECK(checkFloatContig(w, "amprt_conv_backward: w"));
-  AMPRT_CHECK(checkFloatContig(dy, "amprt_conv_backward: dy"));
-  ConvDims cd;
-  AMPRT_CHECK(convDims(x, w, dy, p, k, cd));
-  for (amprt_tensor *t : {dx, dw, db})
-    if (t)
-      AMPRT_CHECK(checkFloatContig(t, "amprt_conv_backward: gradient"));
-  if ((dx && amprt_tensor_numel(dx) != amprt_tensor_numel(x)) ||
-      (dw && amprt_tensor_numel(dw) != amprt_tensor_numel(w)) ||
-      (db && amprt_tensor_numel(db) != cd.bias[0]))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: gradient shapes do not match", k);
   AMPRT_DNNL_TRY(k, {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -1277,6 +1266,13 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
   AMPRT_CHECK(checkFloatContig(dy, "amprt_conv_backward: dy"));
   ConvDims cd;
   AMPRT_CHECK(convDims(x, w, dy, p, k, cd));
+  for (amprt_tensor *t : {dx, dw, db})
+    if (t)
+      AMPRT_CHECK(checkFloatContig(t, "amprt_conv_backward: gradient"));
+  if ((dx && amprt_tensor_numel(dx) != amprt_tensor_numel(x)) ||
+      (dw && amprt_tensor_numel(dw) != amprt_tensor_numel(w)) ||
+      (db && amprt_tensor_numel(db) != cd.bias[0]))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: gradient shapes do not match", k);
   // The fixed rules. bf16 operands run on oneDNN's bf16 kernels (as
   // PyTorch's autocast backward does): products of bf16 values are exact in
   // f32 and summed in f32, as in the f32 kernels on widened copies, at
@@ -1293,7 +1289,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
   kern.weights = weightGradByIm2col(dy, p) ? (lowp ? WeightsIm2colBf16 : WeightsIm2colF32)
                                            : (lowp ? WeightsBf16 : WeightsF32);
   if (!tuningOn(ctx) || !amprt_tensor_numel(dy) || !amprt_tensor_numel(x) || !amprt_tensor_numel(w))
-    return convBackward(x, w, dy, p, dx, dw, db, kern);
+    return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
   // The per-shape choice: each side timed alone on the real operands.
   const char *types = allBf16 ? "bf16" : x->dtype == AMPRT_F32 ? "f32" : "mixed";
   if (dx && allBf16) {
@@ -1307,7 +1303,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
         [&](int i) {
           BackwardKernels f = kern;
           f.dataBf16 = i == 0;
-          return convBackward(x, w, dy, p, dx, nullptr, nullptr, f);
+          return convBackward(x, w, dy, p, cd, dx, nullptr, nullptr, f);
         },
         &choice));
     kern.dataBf16 = choice == 0;
@@ -1347,11 +1343,11 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
           [&](int i) {
             BackwardKernels f = kern;
             f.weights = cands[i];
-            return convBackward(x, w, dy, p, nullptr, dw, nullptr, f);
+            return convBackward(x, w, dy, p, cd, nullptr, dw, nullptr, f);
           },
           &choice));
       kern.weights = cands[choice];
     }
   }
-  return convBackward(x, w, dy, p, dx, dw, db, kern);
+  return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
 }
