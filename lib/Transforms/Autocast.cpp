@@ -6,7 +6,12 @@
 //   fp32     computes in f32;
 //   follow   computes in the target type only when every activation input
 //            is already in it, else in f32;
-//   promote  casts mixed inputs to the widest.
+//   promote  casts mixed inputs to the widest;
+//   storage  low-precision storage, f32 compute: when every activation input
+//            is in the target type, the op's activations (batch norm's x and
+//            y, its gradient's x, dy and dx) stay in it while its scale,
+//            bias and statistics stay f32 and it computes in f32 (PyTorch's
+//            mixed-type batch norm); else as fp32.
 //
 // Parameters (amp.param arguments) and constants are "weak": they never
 // force a type on a follow / promote op, and are cast to whatever the op
@@ -272,10 +277,12 @@ Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
     auto f = byNode.find(fwd.getValue());
     if (f != byNode.end()) {
       auto [cls, compute] = f->second;
-      return Decision{cls, compute,
-                      "backward of '" + fwd.getValue().str() + "', which is " +
-                          stringifyPrecisionClass(cls).str() + " in " + typeName(compute),
-                      cls == PrecisionClass::Lower ? "f32" : ""};
+      return Decision{
+          cls, compute,
+          "backward of '" + fwd.getValue().str() + "', which is " +
+              stringifyPrecisionClass(cls).str() + " in " + typeName(compute),
+          cls == PrecisionClass::Lower || (cls == PrecisionClass::Storage && compute == low) ? "f32"
+                                                                                             : ""};
     }
   }
   if (!rule) {
@@ -322,8 +329,23 @@ Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
     d.compute = widest(strong.empty() ? all : strong, f32);
     d.reason += "; widest activation input is " + typeName(d.compute);
     break;
+  case PrecisionClass::Storage:
+    if (!strong.empty() && llvm::all_of(strong, [&](Type t) { return t == low; })) {
+      d.compute = low;
+      d.accumulate = "f32";
+      d.reason += "; every activation input is " + typeName(low) + " (from " +
+                  describe(decidingInput) + "): activations stay " + typeName(low) +
+                  ", scale / bias / statistics and arithmetic f32";
+    } else {
+      d.compute = f32;
+      d.reason += strong.empty() ? "; only parameters / constants in: f32"
+                                 : "; input from " + describe(decidingInput) + " is " +
+                                       typeName(floatElement(decidingInput)) + ": f32";
+    }
+    break;
   }
-  if (rule->cls == PrecisionClass::Follow || rule->cls == PrecisionClass::Promote)
+  if (rule->cls == PrecisionClass::Follow || rule->cls == PrecisionClass::Promote ||
+      rule->cls == PrecisionClass::Storage)
     d.from = decidingInput;
   return d;
 }
@@ -390,6 +412,19 @@ LogicalResult Autocaster::run() {
     rec.cls = stringifyPrecisionClass(d.cls).str();
     rec.computeType = typeName(d.compute);
     rec.reason = d.reason;
+    // The storage class keeps its activation operands in the compute type
+    // and the rest (scale, bias, statistics) in f32.
+    ArrayRef<unsigned> stored;
+    if (d.cls == PrecisionClass::Storage) {
+      stored = storageOperands(op->getName().getStringRef());
+      if (stored.empty())
+        return op->emitOpError("autocast: ")
+               << d.reason.substr(0, d.reason.find(';'))
+               << ", but class 'storage' is only for ops whose activations and statistics can "
+                  "be typed apart (amp.batch_norm, amp.batch_norm_grad)";
+      if (d.compute == low)
+        rec.accumulate = "f32";
+    }
 
     // Operands to the compute type; weak-only ops keep weak results, unless
     // they read a graph input's integers (a Gather of an embedding table at
@@ -401,7 +436,8 @@ LogicalResult Autocaster::run() {
         continue;
       }
       allWeak &= isWeak(use.get());
-      use.set(castTo(use.get(), d.compute));
+      bool keepF32 = !stored.empty() && !llvm::is_contained(stored, use.getOperandNumber());
+      use.set(castTo(use.get(), keepF32 ? f32 : d.compute));
     }
     // Results from the shape rules, on the new operand types.
     if (auto iface = dyn_cast<InferTypeOpInterface>(op)) {

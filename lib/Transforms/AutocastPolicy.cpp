@@ -35,6 +35,8 @@ llvm::StringRef mlir::amp::stringifyPrecisionClass(PrecisionClass c) {
     return "follow";
   case PrecisionClass::Promote:
     return "promote";
+  case PrecisionClass::Storage:
+    return "storage";
   }
   return "unknown";
 }
@@ -48,7 +50,33 @@ std::optional<PrecisionClass> mlir::amp::parsePrecisionClass(llvm::StringRef s) 
     return PrecisionClass::Follow;
   if (s == "promote")
     return PrecisionClass::Promote;
+  if (s == "storage")
+    return PrecisionClass::Storage;
   return std::nullopt;
+}
+
+namespace {
+/// The ops of the storage class and their activation operands:
+/// batch_norm(x, scale, bias, mean, var) keeps x, batch_norm_grad(x, scale,
+/// dy) keeps x and dy in the target type.
+const unsigned kBatchNormActivations[] = {0}, kBatchNormGradActivations[] = {0, 2};
+const std::pair<const char *, llvm::ArrayRef<unsigned>> kStorageOps[] = {
+    {"amp.batch_norm", kBatchNormActivations}, {"amp.batch_norm_grad", kBatchNormGradActivations}};
+} // namespace
+
+llvm::ArrayRef<unsigned> mlir::amp::storageOperands(llvm::StringRef opName) {
+  for (auto [name, operands] : kStorageOps)
+    if (opName == name)
+      return operands;
+  return {};
+}
+
+/// The ops that can take the storage class, for messages.
+static std::string storageOps() {
+  std::string list;
+  for (auto [name, operands] : kStorageOps)
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
 }
 
 /// ONNX op types users may write by habit, with the op to write instead.
@@ -102,7 +130,7 @@ static LogicalResult parseRule(const llvm::json::Value &v, llvm::StringRef key,
   auto cls = parsePrecisionClass(clsName);
   if (!cls)
     return emitError() << source << ": '" << key << "': unknown class '" << clsName
-                       << "' (known: lower, fp32, follow, promote)";
+                       << "' (known: lower, fp32, follow, promote, storage)";
   rule.cls = *cls;
   rule.source = source.str();
   return success();
@@ -149,6 +177,13 @@ FailureOr<Policy> Policy::parse(llvm::StringRef text, llvm::StringRef source, co
       PolicyRule rule;
       if (failed(parseRule(kv.second, name, source, rule, emitError)))
         return failure();
+      if (rule.cls == PrecisionClass::Storage && storageOperands(name).empty())
+        return LogicalResult(emitError()
+                             << source << ": '" << name
+                             << "': class 'storage' (low-precision activations, f32 statistics "
+                                "and arithmetic) is for ops whose activations and statistics "
+                                "can be typed apart: "
+                             << storageOps());
       p.ops[name] = rule;
     }
   }

@@ -6,7 +6,7 @@
 
 // RUN: echo '{"ops": {"amp.matmul": "half"}}' > %t/class.json
 // RUN: not amp-opt %s -amp-autocast=policy=%t/class.json 2>&1 | FileCheck %s --check-prefix=CLASS
-// CLASS: error: policy file {{.*}}class.json: 'amp.matmul': unknown class 'half' (known: lower, fp32, follow, promote)
+// CLASS: error: policy file {{.*}}class.json: 'amp.matmul': unknown class 'half' (known: lower, fp32, follow, promote, storage)
 
 // RUN: echo '{"ops": {"amp.matmul": "lower",}' > %t/json.json
 // RUN: not amp-opt %s -amp-autocast=policy=%t/json.json 2>&1 | FileCheck %s --check-prefix=JSON
@@ -39,6 +39,15 @@
 
 // RUN: not amp-opt %s -amp-autocast=why=nobody 2>&1 | FileCheck %s --check-prefix=WHY
 // WHY: error: amp-autocast: why=nobody: no op has that name
+
+// The storage class is for ops whose activations and statistics can be
+// typed apart; asked of another op by name or by node, it is an error.
+// RUN: echo '{"ops": {"amp.relu": "storage"}}' > %t/storage.json
+// RUN: not amp-opt %s -amp-autocast=policy=%t/storage.json 2>&1 | FileCheck %s --check-prefix=STORAGE
+// STORAGE: error: policy file {{.*}}storage.json: 'amp.relu': class 'storage' (low-precision activations, f32 statistics and arithmetic) is for ops whose activations and statistics can be typed apart: amp.batch_norm, amp.batch_norm_grad
+// RUN: echo '{"nodes": {"relu": "storage"}}' > %t/storage-node.json
+// RUN: not amp-opt %s -amp-autocast=policy=%t/storage-node.json 2>&1 | FileCheck %s --check-prefix=STORAGE-NODE
+// STORAGE-NODE: error: loc("relu"): 'amp.relu' op autocast: node override in policy file {{.*}}storage-node.json, but class 'storage' is only for ops whose activations and statistics can be typed apart (amp.batch_norm, amp.batch_norm_grad)
 
 // A policy that replaces the default: unlisted ops fall back to fp32.
 // RUN: echo '{"extends": "none", "ops": {"amp.matmul": "lower"}}' > %t/replace.json

@@ -2,8 +2,11 @@
 
   * every MatMul / Gemm / Conv computes in the target type with f32
     accumulation;
-  * Softmax, LayerNormalization, BatchNormalization, the f32 reductions,
-    Exp / Log / Pow and the losses compute in f32;
+  * Softmax, LayerNormalization, the f32 reductions, Exp / Log / Pow and the
+    losses compute in f32;
+  * BatchNormalization (the storage class) reads and writes its activations
+    in the target type when its input is (after a convolution) and keeps
+    its scale, bias and statistics in f32;
   * each parameter is cast at most once, and every weight read by a matrix
     product or convolution exactly once.
 
@@ -26,12 +29,14 @@ translate, opt, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
 
 LOWER = {"amp.matmul", "amp.gemm", "amp.conv"}
-FP32 = {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.batch_norm", "amp.reduce_sum",
+STORAGE = {"amp.batch_norm"}
+FP32 = {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.reduce_sum",
         "amp.reduce_mean", "amp.exp", "amp.log", "amp.pow", "amp.softmax_cross_entropy_loss",
         "amp.nll_loss"}
 OP_LINE = re.compile(r"= (amp\.\w+) (.*) : (.*?)(?: loc\(.*\))?$")
 CAST = re.compile(r"= amp\.cast (%arg\d+) : tensor<(?:[0-9?]+x)*(\w+)> to tensor<(?:[0-9?]+x)*(\w+)>")
 ELT = re.compile(r"tensor<(?:[0-9?]+x)*(\w+)>")
+RANKED = re.compile(r"tensor<((?:[0-9?]+x)*)(\w+)>")
 
 failures = []
 checks = 0
@@ -71,7 +76,16 @@ for name, make in examples.MODELS.items():
                 check("accumulate = f32" in line, f"{name}/{target}: {op} without f32 accumulation")
             if op in FP32:
                 check(elts == {"f32"}, f"{name}/{target}: {op} computes in {elts}: {line.strip()}")
+            if op in STORAGE:
+                acts = {e for dims, e in RANKED.findall(types) if dims.count("x") >= 2}
+                stats = {e for dims, e in RANKED.findall(types) if dims.count("x") == 1}
+                check(acts == {target} and stats == {"f32"},
+                      f"{name}/{target}: {op} stores activations in {acts}, statistics in {stats}: "
+                      f"{line.strip()}")
+                seen.add("storage")
         check(seen & LOWER, f"{name}: no matrix product found (did the import change?)")
+        if name == "cnn":
+            check("storage" in seen, f"{name}/{target}: no batch norm found (did the import change?)")
         # Casts of parameters: at most one per parameter, exactly one for weights
         # that feed a low matrix product.
         casts = {}
@@ -95,6 +109,9 @@ for name, make in examples.MODELS.items():
                       f"{name}/{target}: report says {d}")
             if d["op"] in FP32:
                 check(d["compute_type"] == "f32", f"{name}/{target}: report says {d}")
+            if d["op"] in STORAGE:
+                check(d["class"] == "storage" and d["compute_type"] == target
+                      and d.get("accumulate") == "f32", f"{name}/{target}: report says {d}")
         check(rep["summary"]["casts_inserted"] > 0, f"{name}/{target}: no casts reported")
         print(f"{name}/{target}: {rep['summary']['ops_by_compute_type']}, "
               f"{rep['summary']['casts_inserted']} casts, "

@@ -62,12 +62,19 @@ TEST(DefaultPolicy, FollowsTheReferenceLists) {
     EXPECT_EQ(p.ops.lookup(lower).cls, PrecisionClass::Lower) << lower;
     EXPECT_EQ(p.ops.lookup(lower).accumulate, "f32") << lower;
   }
-  for (const char *fp32 : {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.batch_norm",
-                           "amp.reduce_sum", "amp.reduce_mean", "amp.exp", "amp.log", "amp.pow",
-                           "amp.softmax_cross_entropy_loss", "amp.nll_loss"})
+  for (const char *fp32 :
+       {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.reduce_sum", "amp.reduce_mean",
+        "amp.exp", "amp.log", "amp.pow", "amp.softmax_cross_entropy_loss", "amp.nll_loss"})
     EXPECT_EQ(p.ops.lookup(fp32).cls, PrecisionClass::FP32) << fp32;
   for (const char *follow : {"amp.relu", "amp.add", "amp.reshape", "amp.dropout"})
     EXPECT_EQ(p.ops.lookup(follow).cls, PrecisionClass::Follow) << follow;
+  // Batch norm: low-precision activations, f32 statistics (PyTorch's
+  // mixed-type batch norm under autocast).
+  for (const char *storage : {"amp.batch_norm", "amp.batch_norm_grad"}) {
+    EXPECT_EQ(p.ops.lookup(storage).cls, PrecisionClass::Storage) << storage;
+    EXPECT_FALSE(storageOperands(storage).empty()) << storage;
+  }
+  EXPECT_TRUE(storageOperands("amp.relu").empty());
 }
 
 TEST(PolicyParse, AmendsAndReplaces) {

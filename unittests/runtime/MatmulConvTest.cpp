@@ -323,18 +323,24 @@ TEST(Pool, MaxAndAverageWithGradients) {
   EXPECT_NEAR(lhs, rhs, 1e-5 * (1 + std::fabs(rhs)));
 }
 
-// The vector 2x2 / stride 2 max pool (four outputs at a time) and the plain
-// 2-D loop against a direct reference: values and row-major indices, with
-// ties (small integers) and NaNs, widths that leave a scalar tail, every
-// float type.
+// The vector max pool (four outputs at a time, stride 1 or 2, the outputs
+// whose windows lie inside the input) and the plain 2-D loop (the padded
+// borders, the tails) against a direct reference: values and row-major
+// indices, with ties (small integers) and NaNs, widths that leave a scalar
+// tail, padding (resnet's 3x3 stride 2 pad 1 stem), every float type.
 TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int> small(-3, 3), pct(0, 99);
+  struct Config {
+    int64_t k, s, pad;
+  };
   for (amprt_dtype t : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
-    for (int64_t k : {2, 3})
-      for (int64_t W : {8, 13, 22}) {
-        int64_t N = 2, C = 3, H = 10, s = k == 2 ? 2 : 1;
-        int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1;
+    for (Config cfg : {Config{2, 2, 0}, Config{3, 1, 0}, Config{3, 2, 1}, Config{3, 2, 0},
+                       Config{2, 1, 1}, Config{5, 2, 2}, Config{3, 1, 1}})
+      for (int64_t W : {8, 13, 22, 33}) {
+        int64_t k = cfg.k, s = cfg.s, pad = cfg.pad;
+        int64_t N = 2, C = 3, H = 10;
+        int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;
         std::vector<float> x(N * C * H * W);
         for (float &v : x)
           v = pct(rng) < 3 ? NAN : (float)small(rng);
@@ -355,6 +361,7 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
         p.kernel[0] = p.kernel[1] = k;
         p.strides[0] = p.strides[1] = s;
         p.dilations[0] = p.dilations[1] = 1;
+        p.pads_begin[0] = p.pads_begin[1] = p.pads_end[0] = p.pads_end[1] = pad;
         ASSERT_EQ(amprt_max_pool(nullptr, &tx, &p, &ty, &ti), AMPRT_OK);
         if (t != AMPRT_F32)
           amprt_convert(yh.data(), t, y.data(), AMPRT_F32, y.size());
@@ -365,7 +372,10 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
               float best = 0;
               for (int64_t kh = 0; kh < k; ++kh)
                 for (int64_t kw = 0; kw < k; ++kw) {
-                  int64_t i = nc * H * W + (oh * s + kh) * W + ow * s + kw;
+                  int64_t hi = oh * s - pad + kh, wi = ow * s - pad + kw;
+                  if (hi < 0 || hi >= H || wi < 0 || wi >= W)
+                    continue; // padding never wins
+                  int64_t i = nc * H * W + hi * W + wi;
                   if (arg >= 0 && std::isnan(best))
                     continue;
                   if (arg < 0 || std::isnan(x[i]) || x[i] > best) {
@@ -374,8 +384,8 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
                   }
                 }
               int64_t o = (nc * OH + oh) * OW + ow;
-              ASSERT_EQ(idx[o], arg)
-                  << amprt_dtype_name(t) << " k" << k << " W" << W << " at " << o;
+              ASSERT_EQ(idx[o], arg) << amprt_dtype_name(t) << " k" << k << " s" << s << " pad "
+                                     << pad << " W" << W << " at " << o;
               ASSERT_TRUE(std::isnan(best) ? std::isnan(y[o]) : y[o] == best) << o;
             }
       }

@@ -377,6 +377,107 @@ TEST(BatchNorm, TrainingStatisticsAndGradient) {
   }
 }
 
+// The storage class: f16 / bf16 activations (x, y, dy, dx) with f32 scale,
+// bias and statistics, against double references from the stored values;
+// short planes (2 x 2, the inline path) and long ones (7 x 9), one channel
+// count that splits across the threads.
+TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
+  for (amprt_dtype xt : {AMPRT_BF16, AMPRT_F16})
+    for (amprt_dtype yt : {xt, AMPRT_F32})
+      for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 37, 2, 2}, {2, 5, 7, 9}}) {
+        SCOPED_TRACE(std::string(amprt_dtype_name(xt)) + " -> " + amprt_dtype_name(yt) +
+                     ", inner " + std::to_string(shape[2] * shape[3]));
+        int64_t n = shape[0], c = shape[1], inner = shape[2] * shape[3], total = n * c * inner;
+        Buf x = randn(xt, shape, 1.5, 0.75), g = randn(AMPRT_F32, {c}), b = randn(AMPRT_F32, {c});
+        Buf rm = randn(AMPRT_F32, {c}), rv = uniform(AMPRT_F32, {c}, 0.5, 2.0);
+        Buf y(yt, shape), nm(AMPRT_F32, {c}), nv(AMPRT_F32, {c}), sm(AMPRT_F32, {c}),
+            si(AMPRT_F32, {c});
+        AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f,
+                                          1, y.p(), nm.p(), nv.p(), sm.p(), si.p()));
+        std::vector<double> ry(total), rnv(c), rmu(c), rinv(c);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          double mu = 0, var = 0;
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < inner; ++i)
+              mu += x.get((k * c + ch) * inner + i);
+          mu /= n * inner;
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < inner; ++i)
+              var += std::pow(x.get((k * c + ch) * inner + i) - mu, 2);
+          var /= n * inner;
+          rmu[ch] = mu;
+          rinv[ch] = 1 / std::sqrt(var + 1e-5);
+          rnv[ch] = 0.9f * rv.get(ch) + (1 - 0.9f) * var;
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < inner; ++i) {
+              int64_t o = (k * c + ch) * inner + i;
+              ry[o] = (x.get(o) - mu) * rinv[ch] * g.get(ch) + b.get(ch);
+            }
+        }
+        // One rounding from f32: half an ulp of y's type, and f32's.
+        EXPECT_TRUE(near(y, ry, yt == AMPRT_F32 ? 4 : 0.5, 0, 1e-6));
+        EXPECT_TRUE(near(sm, rmu, 2, 0, 1e-7));
+        EXPECT_TRUE(near(si, rinv, 2));
+        EXPECT_TRUE(near(nv, rnv, 2));
+        // The gradient: x, dy in the low type, dx in yt, dscale / dbias f32.
+        Buf dy = randn(xt, shape), dx(yt, shape), dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
+        AMPRT_OK_OR_FAIL(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(),
+                                               dx.p(), dg.p(), db.p()));
+        std::vector<double> rdx(total), rdg(c), rdb(c);
+        double m = (double)n * inner;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          double mu = sm.get(ch), is = si.get(ch), sdy = 0, sdyx = 0;
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < inner; ++i) {
+              int64_t o = (k * c + ch) * inner + i;
+              sdy += dy.get(o);
+              sdyx += dy.get(o) * (x.get(o) - mu) * is;
+            }
+          rdg[ch] = sdyx;
+          rdb[ch] = sdy;
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < inner; ++i) {
+              int64_t o = (k * c + ch) * inner + i;
+              double xh = (x.get(o) - mu) * is;
+              rdx[o] = g.get(ch) * is / m * (m * dy.get(o) - sdy - xh * sdyx);
+            }
+        }
+        // dx cancels (m dy - sdy - xhat sdyx): an absolute floor at f32's
+        // resolution of its terms, plus the one rounding to dx's type.
+        EXPECT_TRUE(near(dx, rdx, yt == AMPRT_F32 ? 8 : 0.5, 0, 1e-6));
+        EXPECT_TRUE(near(dg, rdg, 8, 0, 1e-5));
+        EXPECT_TRUE(near(db, rdb, 8, 0, 1e-5));
+        // The recomputing form gives the same gradients from x alone.
+        Buf dx2(yt, shape), dg2(AMPRT_F32, {c}), db2(AMPRT_F32, {c});
+        AMPRT_OK_OR_FAIL(amprt_batch_norm_grad_recompute(nullptr, x.p(), g.p(), dy.p(), 1e-5f,
+                                                         dx2.p(), dg2.p(), db2.p()));
+        EXPECT_TRUE(near(dx2, rdx, yt == AMPRT_F32 ? 64 : 1, 0, 1e-5));
+        EXPECT_TRUE(near(dg2, rdg, 64, 0, 1e-4));
+        EXPECT_TRUE(near(db2, rdb, 8, 0, 1e-5));
+      }
+}
+
+// A dx of another shape or an integer type is refused, not written.
+TEST(BatchNorm, GradientRefusesABadDx) {
+  Buf x = randn(AMPRT_BF16, {2, 3, 4}), g = randn(AMPRT_F32, {3}),
+      dy = randn(AMPRT_BF16, {2, 3, 4});
+  Buf sm = randn(AMPRT_F32, {3}), si = uniform(AMPRT_F32, {3}, 0.5, 2.0);
+  Buf small(AMPRT_BF16, {2, 3, 3}), ints(AMPRT_I32, {2, 3, 4}), dg(AMPRT_F32, {4});
+  EXPECT_NE(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), small.p(), nullptr,
+                                  nullptr),
+            AMPRT_OK);
+  EXPECT_NE(std::string(amprt_last_error()).find("dx must be contiguous"), std::string::npos)
+      << amprt_last_error();
+  EXPECT_NE(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), ints.p(), nullptr,
+                                  nullptr),
+            AMPRT_OK);
+  EXPECT_NE(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), nullptr, dg.p(),
+                                  nullptr),
+            AMPRT_OK);
+  EXPECT_NE(std::string(amprt_last_error()).find("dscale"), std::string::npos)
+      << amprt_last_error();
+}
+
 TEST(Losses, CrossEntropyAndNLLWithWeightsAndIgnore) {
   for (amprt_reduction red : {AMPRT_REDUCTION_NONE, AMPRT_REDUCTION_SUM, AMPRT_REDUCTION_MEAN})
     for (amprt_dtype dt : {AMPRT_F32, AMPRT_F16}) {

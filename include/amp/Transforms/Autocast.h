@@ -22,10 +22,23 @@
 
 namespace mlir::amp {
 
-enum class PrecisionClass { Lower, FP32, Follow, Promote };
+/// lower: computes in the target type, accumulating in f32. fp32: computes
+/// in f32. follow: the target type only when every activation input has it.
+/// promote: mixed inputs cast to the widest. storage: low-precision storage,
+/// f32 compute: when every activation input is in the target type, the
+/// activations (in and out) stay in it while the op's parameters and
+/// statistics stay f32 and its arithmetic is f32 (PyTorch's mixed-type batch
+/// norm); else as fp32. Only ops whose activations and statistics can be
+/// typed apart take it (storageOperands).
+enum class PrecisionClass { Lower, FP32, Follow, Promote, Storage };
 
 llvm::StringRef stringifyPrecisionClass(PrecisionClass c);
 std::optional<PrecisionClass> parsePrecisionClass(llvm::StringRef s);
+
+/// The operands an op of the storage class keeps in the target type (its
+/// activations; the others stay f32), by op name; empty when the op cannot
+/// take the storage class.
+llvm::ArrayRef<unsigned> storageOperands(llvm::StringRef opName);
 
 struct PolicyRule {
   PrecisionClass cls;

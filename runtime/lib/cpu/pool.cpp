@@ -79,6 +79,45 @@ void forWindows(const Window &w, Begin begin, Each each, End end) {
         }
 }
 
+/// Output columns [ow0, ow1) of row oh of 2-D f32 max pool plane nc
+/// (no dilation): each window's positions inside the input, in row-major
+/// order (padding never wins; a window with none gives -inf and index -1).
+void maxPoolRowScalar(const float *plane, int64_t H, int64_t W, const Window &w, int64_t nc,
+                      int64_t oh, int64_t ow0, int64_t ow1, float *yp, int64_t *ip) {
+  int64_t OH = w.out[0], OW = w.out[1];
+  int64_t h0 = oh * w.s[0] - w.pb[0];
+  int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
+  for (int64_t ow = ow0; ow < ow1; ++ow) {
+    int64_t w0 = ow * w.s[1] - w.pb[1];
+    int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(w.k[1], W - w0);
+    int64_t o = (nc * OH + oh) * OW + ow;
+    if (kh0 >= kh1 || kw0 >= kw1) { // only padding
+      yp[o] = -std::numeric_limits<float>::infinity();
+      if (ip)
+        ip[o] = -1;
+      continue;
+    }
+    int64_t arg = (h0 + kh0) * W + w0 + kw0;
+    float best = plane[arg];
+    bool nan = best != best;
+    // Selects instead of branches (the larger of random values is a coin
+    // flip for the branch predictor): the first NaN wins, else the first
+    // maximum.
+    for (int64_t kh = kh0; kh < kh1; ++kh)
+      for (int64_t kw = kw0; kw < kw1; ++kw) {
+        int64_t i = (h0 + kh) * W + w0 + kw;
+        float v = plane[i];
+        bool take = !nan && (v != v || v > best);
+        best = take ? v : best;
+        arg = take ? i : arg;
+        nan = nan || v != v;
+      }
+    yp[o] = best;
+    if (ip)
+      ip[o] = nc * H * W + arg;
+  }
+}
+
 } // namespace
 
 extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
@@ -105,10 +144,18 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
     float *yp = static_cast<float *>(y->data);
     int64_t *ip = indices ? static_cast<int64_t *>(indices->data) : nullptr;
     int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];
-    // Every window inside the input: the 2x2 stride-2 vector path applies.
-    bool inner = w.pb[0] == 0 && w.pb[1] == 0 && (OH - 1) * w.s[0] + w.k[0] <= H &&
-                 (OW - 1) * w.s[1] + w.k[1] <= W;
-    bool k2s2 = inner && w.k[0] == 2 && w.k[1] == 2 && w.s[0] == 2 && w.s[1] == 2;
+    // Stride 1 or 2: the outputs whose windows lie inside the input (no
+    // padding in them) run four at a time. Candidates in row-major order
+    // with the scalar rule (a NaN wins, else the first maximum); with stride
+    // 2 a candidate's four values are the even lanes of eight loaded floats,
+    // so a group needs one column to spare after its last window.
+    bool vec = (w.s[1] == 1 || w.s[1] == 2) && w.k[0] * W < ((int64_t)1 << 31);
+    int64_t S = w.s[1], K0 = w.k[0], K1 = w.k[1], PB = w.pb[1];
+    // The first output column whose window starts inside, and one past the
+    // last whose group of four can be loaded inside the row.
+    int64_t owLo = (PB + S - 1) / S, spare = S == 2 ? 1 : 0;
+    int64_t owHi = W - K1 - spare + PB < 0 ? 0 : (W - K1 - spare + PB) / S + 1;
+    owHi = std::min(owHi, OW);
     // Planes on the threads (each plane's outputs are its own).
     parallelFor(
         w.n * w.c, std::max<int64_t>(1, 16384 / std::max<int64_t>(H * W, 1)), 1,
@@ -118,71 +165,46 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
             for (int64_t oh = 0; oh < OH; ++oh) {
               int64_t ow = 0;
 #if defined(__x86_64__)
-              // 2x2 stride 2, four outputs at a time: the even and odd columns of
-              // the two rows are the four candidates, taken in row-major order with
-              // the same rule (a NaN wins, else the first maximum).
-              if (k2s2)
-                for (; ow + 4 <= OW; ow += 4) {
-                  const float *r0 = plane + 2 * oh * W + 2 * ow, *r1 = r0 + W;
-                  __m128 p0 = _mm_loadu_ps(r0), p1 = _mm_loadu_ps(r0 + 4);
-                  __m128 q0 = _mm_loadu_ps(r1), q1 = _mm_loadu_ps(r1 + 4);
-                  __m128 cand[4] = {_mm_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)),
-                                    _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1))};
-                  __m128 best = cand[0], nan = _mm_cmpunord_ps(best, best);
+              int64_t hTop = oh * w.s[0] - w.pb[0];
+              if (vec && hTop >= 0 && hTop + K0 <= H && owLo + 4 <= owHi) {
+                // The outputs before the first inside window: the scalar loop.
+                maxPoolRowScalar(plane, H, W, w, nc, oh, 0, owLo, yp, ip);
+                for (ow = owLo; ow + 4 <= owHi; ow += 4) {
+                  const float *base = plane + hTop * W + ow * S - PB;
+                  __m128 best = _mm_setzero_ps(), nan = _mm_setzero_ps();
                   __m128i code = _mm_setzero_si128();
-                  for (int k = 1; k < 4; ++k) {
-                    __m128 cn = _mm_cmpunord_ps(cand[k], cand[k]);
-                    __m128 take = _mm_andnot_ps(nan, _mm_or_ps(_mm_cmpgt_ps(cand[k], best), cn));
-                    best = _mm_or_ps(_mm_and_ps(take, cand[k]), _mm_andnot_ps(take, best));
-                    __m128i ti = _mm_castps_si128(take);
-                    code = _mm_or_si128(_mm_and_si128(ti, _mm_set1_epi32(k)),
-                                        _mm_andnot_si128(ti, code));
-                    nan = _mm_or_ps(nan, cn);
-                  }
+                  for (int64_t kh = 0; kh < K0; ++kh)
+                    for (int64_t kw = 0; kw < K1; ++kw) {
+                      const float *at = base + kh * W + kw;
+                      __m128 v = S == 1 ? _mm_loadu_ps(at)
+                                        : _mm_shuffle_ps(_mm_loadu_ps(at), _mm_loadu_ps(at + 4),
+                                                         _MM_SHUFFLE(2, 0, 2, 0));
+                      __m128i off = _mm_set1_epi32((int32_t)(kh * W + kw));
+                      if (kh == 0 && kw == 0) {
+                        best = v;
+                        nan = _mm_cmpunord_ps(v, v);
+                        code = off;
+                        continue;
+                      }
+                      __m128 cn = _mm_cmpunord_ps(v, v);
+                      __m128 take = _mm_andnot_ps(nan, _mm_or_ps(_mm_cmpgt_ps(v, best), cn));
+                      best = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, best));
+                      __m128i ti = _mm_castps_si128(take);
+                      code = _mm_or_si128(_mm_and_si128(ti, off), _mm_andnot_si128(ti, code));
+                      nan = _mm_or_ps(nan, cn);
+                    }
                   int64_t o = (nc * OH + oh) * OW + ow;
                   _mm_storeu_ps(yp + o, best);
                   if (ip) {
                     alignas(16) int32_t cs[4];
                     _mm_store_si128(reinterpret_cast<__m128i *>(cs), code);
                     for (int j = 0; j < 4; ++j)
-                      ip[o + j] =
-                          nc * H * W + (2 * oh + (cs[j] >> 1)) * W + 2 * (ow + j) + (cs[j] & 1);
+                      ip[o + j] = nc * H * W + hTop * W + (ow + j) * S - PB + cs[j];
                   }
                 }
-#endif
-              int64_t h0 = oh * w.s[0] - w.pb[0];
-              int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
-              for (; ow < OW; ++ow) {
-                int64_t w0 = ow * w.s[1] - w.pb[1];
-                int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(w.k[1], W - w0);
-                int64_t o = (nc * OH + oh) * OW + ow;
-                if (kh0 >= kh1 || kw0 >= kw1) { // only padding
-                  yp[o] = -std::numeric_limits<float>::infinity();
-                  if (ip)
-                    ip[o] = -1;
-                  continue;
-                }
-                int64_t arg = (h0 + kh0) * W + w0 + kw0;
-                float best = plane[arg];
-                bool nan = best != best;
-                // Selects instead of branches (the larger of random values is a
-                // coin flip for the branch predictor): the first NaN wins, else
-                // the first maximum.
-                for (int64_t kh = kh0; kh < kh1; ++kh)
-                  for (int64_t kw = kw0; kw < kw1; ++kw) {
-                    int64_t i = (h0 + kh) * W + w0 + kw;
-                    float v = plane[i];
-                    bool take = !nan && (v != v || v > best);
-                    best = take ? v : best;
-                    arg = take ? i : arg;
-                    nan = nan || v != v;
-                  }
-                yp[o] = best;
-                if (ip)
-                  ip[o] = nc * H * W + arg;
               }
+#endif
+              maxPoolRowScalar(plane, H, W, w, nc, oh, ow, OW, yp, ip);
             }
           }
         });

@@ -713,36 +713,38 @@ extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
                   "amprt_batch_norm: saved statistics must be f32 [%lld]", (long long)c);
   int64_t m = n * inner;
+  // f16 / bf16 x or y (the storage class: low-precision activations, f32
+  // statistics and arithmetic): a channel's planes are widened into the
+  // thread's buffer (exactly), normalised there and narrowed into y (one
+  // rounding from f32, as the f32 kernel's result would be), so every type
+  // runs the f32 kernel's arithmetic with vector conversions.
+  bool xHalf = isHalf(x->dtype), yHalf = isHalf(y->dtype);
+  size_t xb = amprt_dtype_size(x->dtype), yb = amprt_dtype_size(y->dtype);
   // Channels on the threads (each channel's statistics and outputs are its own).
   parallelFor(
       c, std::max<int64_t>(1, 32768 / std::max<int64_t>(m, 1)), 1, [&](int64_t c0, int64_t c1) {
+        std::vector<float> chan(xHalf || yHalf ? m : 0);
         for (int64_t ch = c0; ch < c1; ++ch) {
+          if (xHalf)
+            for (int64_t b = 0; b < n; ++b)
+              (void)amprt_convert(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
+                                  x->dtype, chan.data() + b * inner, AMPRT_F32, inner);
+          // Plane b of this channel as f32.
+          auto plane = [&](int64_t b) -> const float * {
+            return xHalf ? chan.data() + b * inner
+                         : static_cast<const float *>(x->data) + (b * c + ch) * inner;
+          };
           double mu, variance;
           double oldMean = loadF(mean->data, mean->dtype, ch);
           double oldVar = loadF(var->data, var->dtype, ch);
           if (training) {
             double sum = 0.0;
-            const float *xf = x->dtype == AMPRT_F32 ? static_cast<const float *>(x->data) : nullptr;
-            for (int64_t b = 0; b < n; ++b) {
-              if (xf) {
-                sum += sumF32(xf + (b * c + ch) * inner, inner);
-                continue;
-              }
-              for (int64_t i = 0; i < inner; ++i)
-                sum += loadF(x->data, x->dtype, (b * c + ch) * inner + i);
-            }
+            for (int64_t b = 0; b < n; ++b)
+              sum += sumF32(plane(b), inner);
             mu = sum / m;
             double sq = 0.0;
-            for (int64_t b = 0; b < n; ++b) {
-              if (xf) {
-                sq += sumSqDevF32(xf + (b * c + ch) * inner, inner, mu);
-                continue;
-              }
-              for (int64_t i = 0; i < inner; ++i) {
-                double d = loadF(x->data, x->dtype, (b * c + ch) * inner + i) - mu;
-                sq += d * d;
-              }
-            }
+            for (int64_t b = 0; b < n; ++b)
+              sq += sumSqDevF32(plane(b), inner, mu);
             variance = sq / m;
             if (running_mean)
               storeF(running_mean->data, running_mean->dtype, ch,
@@ -765,27 +767,30 @@ extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
             static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
           double g = loadF(scale->data, scale->dtype, ch);
           double bb = loadF(bias->data, bias->dtype, ch);
-          if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && inner < 32) { // short rows: inline
-            const float *xf = static_cast<const float *>(x->data);
-            float *yf = static_cast<float *>(y->data);
-            for (int64_t b = 0; b < n; ++b)
-              for (int64_t i = (b * c + ch) * inner, e = i + inner; i < e; ++i)
-                yf[i] = (float)((xf[i] - mu) * invStd * g + bb);
-            continue;
-          }
-          if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32) { // the same arithmetic, typed
-            for (int64_t b = 0; b < n; ++b)
-              normalizeRow(static_cast<const float *>(x->data) + (b * c + ch) * inner,
-                           static_cast<float *>(y->data) + (b * c + ch) * inner, inner, mu, invStd,
-                           g, bb);
-            continue;
-          }
-          for (int64_t b = 0; b < n; ++b)
-            for (int64_t i = 0; i < inner; ++i) {
-              int64_t o = (b * c + ch) * inner + i;
-              storeF(y->data, y->dtype, o,
-                     (float)((loadF(x->data, x->dtype, o) - mu) * invStd * g + bb));
+          if (yHalf) {
+            // In place over the widened planes (or into the buffer from an
+            // f32 x), then narrowed plane by plane.
+            for (int64_t b = 0; b < n; ++b) {
+              float *o = chan.data() + b * inner;
+              normalizeRow(plane(b), o, inner, mu, invStd, g, bb);
+              (void)amprt_convert(o, AMPRT_F32,
+                                  static_cast<char *>(y->data) + (b * c + ch) * inner * yb,
+                                  y->dtype, inner);
             }
+            continue;
+          }
+          float *yf = static_cast<float *>(y->data);
+          if (inner < 32) { // short rows: inline
+            for (int64_t b = 0; b < n; ++b) {
+              const float *xp = plane(b);
+              float *yp = yf + (b * c + ch) * inner;
+              for (int64_t i = 0; i < inner; ++i)
+                yp[i] = (float)((xp[i] - mu) * invStd * g + bb);
+            }
+            continue;
+          }
+          for (int64_t b = 0; b < n; ++b) // the same arithmetic, typed
+            normalizeRow(plane(b), yf + (b * c + ch) * inner, inner, mu, invStd, g, bb);
         }
       });
   return AMPRT_OK;
@@ -860,84 +865,92 @@ extern "C" amprt_status amprt_batch_norm_grad(amprt_context *, const amprt_tenso
   AMPRT_CHECK(checkChannel(scale, c, "amprt_batch_norm_grad: scale"));
   AMPRT_CHECK(checkChannel(save_mean, c, "amprt_batch_norm_grad: save_mean"));
   AMPRT_CHECK(checkChannel(save_inv_std, c, "amprt_batch_norm_grad: save_inv_std"));
+  if (dx) {
+    AMPRT_CHECK(checkFloat(dx, "amprt_batch_norm_grad: dx"));
+    if (!sameShape(x, dx) || !amprt_tensor_is_contiguous(dx))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                  "amprt_batch_norm_grad: dx must be contiguous, of x's shape %s",
+                  shapeString(x).c_str());
+  }
+  if (dscale)
+    AMPRT_CHECK(checkChannel(dscale, c, "amprt_batch_norm_grad: dscale"));
+  if (dbias)
+    AMPRT_CHECK(checkChannel(dbias, c, "amprt_batch_norm_grad: dbias"));
   double m = (double)n * inner;
-  bool typed = x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && (!dx || dx->dtype == AMPRT_F32);
+  // f16 / bf16 x, dy or dx: a channel's planes of x and dy widened into the
+  // thread's buffers (exactly), dx computed in f32 and narrowed plane by
+  // plane (one rounding), so every type runs the f32 kernel's arithmetic.
+  bool xHalf = isHalf(x->dtype), dyHalf = isHalf(dy->dtype), dxHalf = dx && isHalf(dx->dtype);
+  size_t xb = amprt_dtype_size(x->dtype), db = amprt_dtype_size(dy->dtype);
+  int64_t count = n * inner;
   // Channels on the threads (each channel's sums and dx are its own).
   parallelFor(
-      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
-      [&](int64_t c0, int64_t c1) {
+      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(count, 1)), 1, [&](int64_t c0, int64_t c1) {
+        std::vector<float> xs(xHalf ? count : 0), dys(dyHalf ? count : 0), out(dxHalf ? inner : 0);
         for (int64_t ch = c0; ch < c1; ++ch) {
+          for (int64_t b = 0; xHalf && b < n; ++b)
+            (void)amprt_convert(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
+                                x->dtype, xs.data() + b * inner, AMPRT_F32, inner);
+          for (int64_t b = 0; dyHalf && b < n; ++b)
+            (void)amprt_convert(static_cast<const char *>(dy->data) + (b * c + ch) * inner * db,
+                                dy->dtype, dys.data() + b * inner, AMPRT_F32, inner);
+          // Plane b of this channel's x and dy as f32.
+          auto xp = [&](int64_t b) -> const float * {
+            return xHalf ? xs.data() + b * inner
+                         : static_cast<const float *>(x->data) + (b * c + ch) * inner;
+          };
+          auto dp = [&](int64_t b) -> const float * {
+            return dyHalf ? dys.data() + b * inner
+                          : static_cast<const float *>(dy->data) + (b * c + ch) * inner;
+          };
           double mu = loadF(save_mean->data, save_mean->dtype, ch);
           double is = loadF(save_inv_std->data, save_inv_std->dtype, ch);
           double g = loadF(scale->data, scale->dtype, ch);
           double sdy = 0.0, sdyx = 0.0;
-          if (typed && inner < 32) {
+          if (inner < 32) {
             // Short rows (late layers' 2 x 2 maps): the sums inline, not a call
             // per row.
-            const float *xf = static_cast<const float *>(x->data),
-                        *df = static_cast<const float *>(dy->data);
-            for (int64_t b = 0; b < n; ++b)
+            for (int64_t b = 0; b < n; ++b) {
+              const float *xf = xp(b), *df = dp(b);
               for (int64_t i = 0; i < inner; ++i) {
-                int64_t o = (b * c + ch) * inner + i;
-                double d = df[o];
+                double d = df[i];
                 sdy += d;
-                sdyx += d * ((double)xf[o] - mu);
+                sdyx += d * ((double)xf[i] - mu);
               }
-            sdyx *= is;
-          } else if (typed) {
-            const float *xf = static_cast<const float *>(x->data),
-                        *df = static_cast<const float *>(dy->data);
+            }
+          } else {
             for (int64_t b = 0; b < n; ++b) {
               double r[2];
-              bnGradSums(xf + (b * c + ch) * inner, df + (b * c + ch) * inner, inner, mu, r);
+              bnGradSums(xp(b), dp(b), inner, mu, r);
               sdy += r[0];
               sdyx += r[1];
             }
-            sdyx *= is;
-          } else {
-            for (int64_t b = 0; b < n; ++b)
-              for (int64_t i = 0; i < inner; ++i) {
-                int64_t o = (b * c + ch) * inner + i;
-                double d = loadF(dy->data, dy->dtype, o);
-                sdy += d;
-                sdyx += d * (loadF(x->data, x->dtype, o) - mu) * is;
-              }
           }
+          sdyx *= is;
           if (dscale)
             storeF(dscale->data, dscale->dtype, ch, (float)sdyx);
           if (dbias)
             storeF(dbias->data, dbias->dtype, ch, (float)sdy);
           if (!dx)
             continue;
-          if (typed && inner < 32) {
-            const float *xf = static_cast<const float *>(x->data),
-                        *df = static_cast<const float *>(dy->data);
-            float *of = static_cast<float *>(dx->data);
-            double k = g * is / m;
-            for (int64_t b = 0; b < n; ++b)
+          double k = g * is / m;
+          for (int64_t b = 0; b < n; ++b) {
+            const float *xf = xp(b), *df = dp(b);
+            float *of = dxHalf ? out.data() : static_cast<float *>(dx->data) + (b * c + ch) * inner;
+            if (inner < 32) {
               for (int64_t i = 0; i < inner; ++i) {
-                int64_t o = (b * c + ch) * inner + i;
-                double xhat = ((double)xf[o] - mu) * is;
-                of[o] = (float)(k * (m * (double)df[o] - sdy - xhat * sdyx));
+                double xhat = ((double)xf[i] - mu) * is;
+                of[i] = (float)(k * (m * (double)df[i] - sdy - xhat * sdyx));
               }
-            continue;
-          }
-          if (typed) {
-            for (int64_t b = 0; b < n; ++b) {
-              int64_t o = (b * c + ch) * inner;
-              bnGradDx(static_cast<const float *>(x->data) + o,
-                       static_cast<const float *>(dy->data) + o, static_cast<float *>(dx->data) + o,
-                       inner, mu, is, g, m, sdy, sdyx);
+            } else {
+              bnGradDx(xf, df, of, inner, mu, is, g, m, sdy, sdyx);
             }
-            continue;
+            if (dxHalf)
+              (void)amprt_convert(of, AMPRT_F32,
+                                  static_cast<char *>(dx->data) +
+                                      (b * c + ch) * inner * amprt_dtype_size(dx->dtype),
+                                  dx->dtype, inner);
           }
-          for (int64_t b = 0; b < n; ++b)
-            for (int64_t i = 0; i < inner; ++i) {
-              int64_t o = (b * c + ch) * inner + i;
-              double xhat = (loadF(x->data, x->dtype, o) - mu) * is;
-              double d = loadF(dy->data, dy->dtype, o);
-              storeF(dx->data, dx->dtype, o, (float)(g * is / m * (m * d - sdy - xhat * sdyx)));
-            }
         }
       });
   return AMPRT_OK;
@@ -958,30 +971,30 @@ extern "C" amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx, cons
   // The batch statistics as amprt_batch_norm computes them (biased variance).
   std::vector<float> mean(c), invStd(c);
   double m = (double)n * inner;
-  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
-              [&](int64_t c0, int64_t c1) {
-                for (int64_t ch = c0; ch < c1; ++ch) {
-                  double s = 0.0, s2 = 0.0;
-                  for (int64_t b = 0; b < n; ++b) {
-                    if (x->dtype == AMPRT_F32) {
-                      double r[2];
-                      sumAndSquares(static_cast<const float *>(x->data) + (b * c + ch) * inner,
-                                    inner, r);
-                      s += r[0];
-                      s2 += r[1];
-                      continue;
-                    }
-                    for (int64_t i = 0; i < inner; ++i) {
-                      double v = loadF(x->data, x->dtype, (b * c + ch) * inner + i);
-                      s += v;
-                      s2 += v * v;
-                    }
-                  }
-                  double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
-                  mean[ch] = (float)mu;
-                  invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
-                }
-              });
+  bool xHalf = isHalf(x->dtype);
+  size_t xb = amprt_dtype_size(x->dtype);
+  parallelFor(
+      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
+      [&](int64_t c0, int64_t c1) {
+        std::vector<float> row(xHalf ? inner : 0); // a widened f16 / bf16 plane
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          double s = 0.0, s2 = 0.0;
+          for (int64_t b = 0; b < n; ++b) {
+            if (xHalf)
+              (void)amprt_convert(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
+                                  x->dtype, row.data(), AMPRT_F32, inner);
+            const float *p =
+                xHalf ? row.data() : static_cast<const float *>(x->data) + (b * c + ch) * inner;
+            double r[2];
+            sumAndSquares(p, inner, r);
+            s += r[0];
+            s2 += r[1];
+          }
+          double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
+          mean[ch] = (float)mu;
+          invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
+        }
+      });
   int64_t cs[1] = {c};
   amprt_tensor mt = amprt_tensor_make(mean.data(), AMPRT_F32, 1, cs);
   amprt_tensor it = amprt_tensor_make(invStd.data(), AMPRT_F32, 1, cs);
