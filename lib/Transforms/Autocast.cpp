@@ -275,6 +275,12 @@ Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
           hint.getValue().str();
   } else if (auto fwd = op->getAttrOfType<StringAttr>("amp.differentiates")) {
     auto f = byNode.find(fwd.getValue());
+    // The ops of a storage-class op's decomposed backward (a frozen batch
+    // norm's adds, products and sums) take their own rules: they have no
+    // statistics to keep apart.
+    if (f != byNode.end() && f->second.first == PrecisionClass::Storage &&
+        storageOperands(opName).empty())
+      f = byNode.end();
     if (f != byNode.end()) {
       auto [cls, compute] = f->second;
       return Decision{

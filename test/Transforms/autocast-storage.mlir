@@ -48,3 +48,21 @@ func.func @on_input(%g: tensor<4xf32> {amp.param = "g"}, %b: tensor<4xf32> {amp.
   %y, %rm, %rv = amp.batch_norm %x, %g, %b, %m, %v {training_mode = true} : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) loc("bn")
   return %y : tensor<2x4x3x3xf32>
 }
+
+// -----
+
+// A frozen batch norm's backward is a decomposition (products, sums) marked
+// as differentiating the norm: those ops take their own rules (the product
+// follows its bf16 inputs), not the storage class.
+// CHECK-LABEL: func @frozen_backward
+// CHECK: amp.batch_norm %{{.+}} : (tensor<2x4x5x5xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x5x5xbf16>, tensor<4xf32>, tensor<4xf32>)
+// CHECK: amp.mul %{{.+}}, %{{.+}} {amp.differentiates = "bn"} : (tensor<2x4x5x5xbf16>, tensor<2x4x5x5xbf16>) -> tensor<2x4x5x5xbf16>
+// CHECK: amp.reduce_sum {{.*}}amp.differentiates = "bn"{{.*}} : (tensor<2x4x5x5xf32>) -> tensor<4xf32>
+// WHY: remark: amp-autocast: node 'bn' (amp.batch_norm): storage -> bf16, accumulate f32
+func.func @frozen_backward(%w: tensor<4x3x3x3xf32> {amp.param = "w"}, %g: tensor<4xf32> {amp.param = "g"}, %b: tensor<4xf32> {amp.param = "b"}, %m: tensor<4xf32> {amp.param = "m"}, %v: tensor<4xf32> {amp.param = "v"}, %x: tensor<2x3x5x5xf32> {amp.input = "x"}) -> (tensor<2x4x5x5xf32>, tensor<4xf32>) {
+  %c = amp.conv %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x5x5xf32> loc("conv")
+  %y, %rm, %rv = amp.batch_norm %c, %g, %b, %m, %v : (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>) loc("bn")
+  %d = amp.mul %y, %c {amp.differentiates = "bn"} : (tensor<2x4x5x5xf32>, tensor<2x4x5x5xf32>) -> tensor<2x4x5x5xf32> loc("bn_grad_mul")
+  %s = amp.reduce_sum %d {axes = array<i64: 0, 2, 3>, keepdims = false, amp.differentiates = "bn"} : (tensor<2x4x5x5xf32>) -> tensor<4xf32> loc("bn_grad_sum")
+  return %d, %s : tensor<2x4x5x5xf32>, tensor<4xf32>
+}

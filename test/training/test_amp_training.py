@@ -336,10 +336,13 @@ with_file = dict(fixed, AMPRT_TUNE_FILE=tunef, AMPRT_TUNE="debug")
 bstraight, r = train(bprog, demo_data, 20, "--outputs", f"{TMP}/bstraight.npz", name="bstraight",
                      env=with_file)
 lines = open(tunef).read().splitlines() if os.path.exists(tunef) else []
-check(r.returncode == 0 and lines and all(l.count("\t") >= 1 for l in lines)
+# On a CPU where oneDNN has no bf16 kernels (AVX2 only) the bf16 products run
+# on its f32 kernels and there is nothing to choose: the run says so once.
+no_bf16 = "oneDNN has no bf16 kernels on this CPU" in r.stderr
+check(r.returncode == 0 and (bool(lines) != no_bf16) and all(l.count("\t") >= 1 for l in lines)
       and r.stderr.count("amprt tune:") == len(lines),
       f"tune: the straight bf16 run wrote {len(lines)} choices to AMPRT_TUNE_FILE and printed "
-      f"{r.stderr.count('amprt tune:')}: {r.stderr[-400:]}")
+      f"{r.stderr.count('amprt tune:')} (no bf16 kernels: {no_bf16}): {r.stderr[-400:]}")
 ckb = f"{TMP}/ckb"
 _, r1 = train(bprog, demo_data, 10, "--checkpoint-dir", ckb, name="bresumed", env=with_file)
 _, r2 = train(bprog, demo_data, 20, "--checkpoint-dir", ckb, "--resume", "--outputs",
@@ -357,6 +360,7 @@ check(all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("new:"))
       and all(np.isfinite(a[k]).all() for k in a.files if k.startswith("new:")),
       "tune: bf16 10 + 10 resumed steps differ from 20 straight ones")
 print(f"tune: {len(lines)} kernel choices ({', '.join(sorted(set(l.split(chr(9))[-1] for l in lines)))}"
+      f"{'; oneDNN has no bf16 kernels on this CPU, nothing to choose' if no_bf16 else ''}"
       f"), kept by the checkpoint; bf16 10 + 10 resumed steps == 20 straight, bit for bit",
       flush=True)
 with open(f"{TMP}/bad.tune", "w") as f:

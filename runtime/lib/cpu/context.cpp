@@ -37,6 +37,9 @@ extern "C" amprt_status amprt_context_create(const char *device, amprt_context *
                        "cuda[:N])",
                        dev.c_str());
   }
+  // A malformed AMPRT_TUNE_FILE is an error now, not at the first choice
+  // (which a CPU without bf16 kernels never makes).
+  AMPRT_CHECK(amprt::checkTuneFile());
   auto *ctx = new (std::nothrow) amprt_context();
   if (!ctx)
     return amprt::fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_context_create");

@@ -281,6 +281,8 @@ amprt_status checkFloatContig(const amprt_tensor *t, const char *what) {
 amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const amprt_tensor *a,
                         const amprt_tensor *b, const float *bias, bool *low) {
   *low = bf16Operands(a, b);
+  if (!*low && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16 && tuningOn(ctx))
+    noteNoBf16Kernels();
   if (!*low || !tuningOn(ctx))
     return AMPRT_OK;
   char k[256];

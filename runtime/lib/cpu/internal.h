@@ -75,6 +75,14 @@ bool tuningOn(const amprt_context *ctx);
 amprt_status chooseKernel(const amprt_context *ctx, const std::string &key,
                           const std::vector<const char *> &names, int preferred,
                           const std::function<amprt_status(int)> &run, int *choice);
+/// AMPRT_TUNE_FILE read and parsed now (where tuning is on): a malformed
+/// file is an error when the context is made, whether or not this CPU has
+/// anything to choose.
+amprt_status checkTuneFile();
+/// AMPRT_TUNE=debug: says once that oneDNN has no bf16 kernels on this CPU
+/// (AVX2 only), so bf16 products and convolutions run on its f32 kernels
+/// and there is nothing to choose.
+void noteNoBf16Kernels();
 /// The choices made or loaded, as AMPRT_TUNE_FILE lines (a checkpoint keeps
 /// them: a resumed run continues with the kernels it had).
 std::string kernelChoicesText();

@@ -111,6 +111,29 @@ bool amprt::tuningOn(const amprt_context *ctx) {
   return tuneModeOf() != Mode::Off;
 }
 
+amprt_status amprt::checkTuneFile() {
+  if (!tuningOn(nullptr))
+    return AMPRT_OK;
+  Tuner &t = tuner();
+  std::lock_guard<std::mutex> lock(t.mu);
+  loadLocked(t);
+  if (!t.loadError.empty())
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s", t.loadError.c_str());
+  return AMPRT_OK;
+}
+
+void amprt::noteNoBf16Kernels() {
+  static std::once_flag once;
+  if (tuneModeOf() != Mode::Debug)
+    return;
+  std::call_once(once, [] {
+    std::fprintf(stderr,
+                 "amprt: AMPRT_TUNE: oneDNN has no bf16 kernels on this CPU (%s): bf16 "
+                 "products and convolutions run on its f32 kernels, nothing to choose\n",
+                 amprt_cpu_features_string());
+  });
+}
+
 amprt_status amprt::chooseKernel(const amprt_context *ctx, const std::string &key,
                                  const std::vector<const char *> &names, int preferred,
                                  const std::function<amprt_status(int)> &run, int *choice) {
