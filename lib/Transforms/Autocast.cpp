@@ -427,7 +427,8 @@ LogicalResult Autocaster::run() {
         return op->emitOpError("autocast: ")
                << d.reason.substr(0, d.reason.find(';'))
                << ", but class 'storage' is only for ops whose activations and statistics can "
-                  "be typed apart (amp.batch_norm, amp.batch_norm_grad)";
+                  "be typed apart ("
+               << storageOpNames() << ")";
       if (d.compute == low)
         rec.accumulate = "f32";
     }

@@ -71,8 +71,7 @@ llvm::ArrayRef<unsigned> mlir::amp::storageOperands(llvm::StringRef opName) {
   return {};
 }
 
-/// The ops that can take the storage class, for messages.
-static std::string storageOps() {
+std::string mlir::amp::storageOpNames() {
   std::string list;
   for (auto [name, operands] : kStorageOps)
     list += (list.empty() ? "" : ", ") + std::string(name);
@@ -183,7 +182,7 @@ FailureOr<Policy> Policy::parse(llvm::StringRef text, llvm::StringRef source, co
                              << "': class 'storage' (low-precision activations, f32 statistics "
                                 "and arithmetic) is for ops whose activations and statistics "
                                 "can be typed apart: "
-                             << storageOps());
+                             << storageOpNames());
       p.ops[name] = rule;
     }
   }

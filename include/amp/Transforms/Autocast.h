@@ -39,6 +39,9 @@ std::optional<PrecisionClass> parsePrecisionClass(llvm::StringRef s);
 /// activations; the others stay f32), by op name; empty when the op cannot
 /// take the storage class.
 llvm::ArrayRef<unsigned> storageOperands(llvm::StringRef opName);
+/// The ops that can take the storage class, for messages
+/// ("amp.batch_norm, amp.batch_norm_grad").
+std::string storageOpNames();
 
 struct PolicyRule {
   PrecisionClass cls;
