@@ -3,8 +3,11 @@
 //   build/bin/amprt-bench
 //
 // GFLOP/s of amprt_gemm in f32, bf16 and f16 (f32 accumulation) at a few
-// sizes, and GB/s of amprt_unscale_and_check against memcpy of the same
-// bytes (read + write), in one run. Best of several repetitions.
+// sizes; nanoseconds per element of the transformer's element-wise ops
+// (GELU, its gradient, ReLU, add) in f32, bf16 and f16, with each low type's
+// time over f32's (<= 1: the low type is at least as fast per element); and
+// GB/s of amprt_unscale_and_check against memcpy of the same bytes (read +
+// write), in one run. Best of several repetitions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +68,49 @@ int main() {
     }
   }
   std::printf("\n");
+  // Element-wise ops on an MLP activation's size (128 tokens x 3072).
+  {
+    const int64_t n = 128 * 3072;
+    std::vector<float> x(n), d(n);
+    for (auto &v : x)
+      v = nd(rng);
+    for (auto &v : d)
+      v = nd(rng);
+    std::printf("%-10s %10s %10s %10s %12s %12s\n", "op (ns/el)", "f32", "bf16", "f16",
+                "bf16 / f32", "f16 / f32");
+    const char *names[] = {"gelu", "gelu grad", "relu", "add"};
+    for (int op = 0; op < 4; ++op) {
+      double ns[3];
+      int k = 0;
+      for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16}) {
+        size_t es = amprt_dtype_size(dt);
+        std::vector<unsigned char> xb(n * es), db(n * es), yb(n * es);
+        amprt_convert(x.data(), AMPRT_F32, xb.data(), dt, n);
+        amprt_convert(d.data(), AMPRT_F32, db.data(), dt, n);
+        int64_t shape[1] = {n};
+        amprt_tensor tx = amprt_tensor_make(xb.data(), dt, 1, shape);
+        amprt_tensor td = amprt_tensor_make(db.data(), dt, 1, shape);
+        amprt_tensor ty = amprt_tensor_make(yb.data(), dt, 1, shape);
+        amprt_status st = AMPRT_OK;
+        double t = seconds(
+            [&] {
+              st = op == 0   ? amprt_unary(nullptr, AMPRT_UNARY_GELU, 0, &tx, &ty)
+                   : op == 1 ? amprt_unary_grad(nullptr, AMPRT_UNARY_GELU, 0, &tx, &td, &ty)
+                   : op == 2 ? amprt_unary(nullptr, AMPRT_UNARY_RELU, 0, &tx, &ty)
+                             : amprt_binary(nullptr, AMPRT_BINARY_ADD, &tx, &td, &ty);
+            },
+            20);
+        if (st != AMPRT_OK) {
+          std::printf("%s %s: %s\n", names[op], amprt_dtype_name(dt), amprt_last_error());
+          return 1;
+        }
+        ns[k++] = t / n * 1e9;
+      }
+      std::printf("%-10s %10.3f %10.3f %10.3f %12.2f %12.2f\n", names[op], ns[0], ns[1], ns[2],
+                  ns[1] / ns[0], ns[2] / ns[0]);
+    }
+    std::printf("\n");
+  }
   const int64_t count = 16 << 20; // 64 MiB of f32 gradients
   std::vector<float> g(count), out(count), dst(count);
   for (int64_t i = 0; i < count; ++i)

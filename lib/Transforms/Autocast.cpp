@@ -184,6 +184,9 @@ private:
   };
 
   Decision decide(Operation *op, ArrayRef<Value> floats);
+  /// Products and sums in the target type whose results only f32 reads
+  /// write the f32 accumulator instead (the casts go).
+  void keepAccumulators();
   Value castTo(Value v, Type elt);
   bool isWeak(Value v) const { return weak.contains(v); }
   /// An input as the report names it: input 'x', argument #3, 'node'.
@@ -208,7 +211,21 @@ private:
   DenseMap<Value, Type> originalType; // values whose type the pass changed
   /// Forward decisions by node name, for backward ops.
   llvm::StringMap<std::pair<PrecisionClass, Type>> byNode;
+  /// Each op's entry in report.ops.
+  DenseMap<Operation *, size_t> recordOf;
 };
+
+/// The operand a lower-class product adds to its f32 accumulator before
+/// the one rounding (Gemm's C, a convolution's bias): kept f32.
+static std::optional<unsigned> epilogueOperand(Operation *op) {
+  if (auto g = dyn_cast<GemmOp>(op))
+    return g.getC() ? std::optional<unsigned>(2) : std::nullopt;
+  if (auto c = dyn_cast<ConvOp>(op))
+    return c.getBias() ? std::optional<unsigned>(2) : std::nullopt;
+  if (auto c = dyn_cast<ConvTransposeOp>(op))
+    return c.getBias() ? std::optional<unsigned>(2) : std::nullopt;
+  return std::nullopt;
+}
 
 Type Autocaster::widest(ArrayRef<Type> types, Type f32) {
   Type w;
@@ -437,6 +454,11 @@ LogicalResult Autocaster::run() {
     // they read a graph input's integers (a Gather of an embedding table at
     // the token ids: its rows are an activation, f32 as PyTorch has them).
     bool allWeak = true, indexedByInput = false;
+    // A lower product accumulating in f32 adds an f32 bias / C to the
+    // accumulator as it is (no rounding to the target type first).
+    std::optional<unsigned> epilogue;
+    if (d.cls == PrecisionClass::Lower && d.compute == low && d.accumulate == "f32")
+      epilogue = epilogueOperand(op);
     for (OpOperand &use : op->getOpOperands()) {
       if (!floatElement(use.get())) {
         indexedByInput |= dynamic.contains(use.get());
@@ -444,6 +466,11 @@ LogicalResult Autocaster::run() {
       }
       allWeak &= isWeak(use.get());
       bool keepF32 = !stored.empty() && !llvm::is_contained(stored, use.getOperandNumber());
+      if (epilogue == use.getOperandNumber() && floatElement(use.get()) == f32) {
+        keepF32 = true;
+        rec.reason += std::string("; ") + (isa<GemmOp>(op) ? "C" : "bias") +
+                      " stays f32 (added to the f32 accumulator before the one rounding)";
+      }
       use.set(castTo(use.get(), keepF32 ? f32 : d.compute));
     }
     // Results from the shape rules, on the new operand types.
@@ -491,7 +518,16 @@ LogicalResult Autocaster::run() {
       op->setAttr("accumulate", TypeAttr::get(acc));
       rec.accumulate = typeName(acc);
     }
-    byNode[name] = {d.cls, d.compute};
+    // One ONNX node can become several ops (MatMul + Add: reshape, gemm,
+    // reshape); its backward takes the decision of the op that made it a
+    // product or fp32, not of the data movement around it.
+    auto [it, fresh] = byNode.try_emplace(name, d.cls, d.compute);
+    bool moves = d.cls == PrecisionClass::Follow || d.cls == PrecisionClass::Promote;
+    bool kept =
+        it->second.first != PrecisionClass::Follow && it->second.first != PrecisionClass::Promote;
+    if (!fresh && !(moves && kept))
+      it->second = {d.cls, d.compute};
+    recordOf[op] = report.ops.size();
     report.ops.push_back(std::move(rec));
     return WalkResult::advance();
   });
@@ -529,7 +565,64 @@ LogicalResult Autocaster::run() {
   }
   func.setFunctionType(FunctionType::get(func.getContext(), func.getArgumentTypes(), resultTypes));
   report.paramsCast += castParams.size();
+  if (opts.f32Accumulators == "on" || (opts.f32Accumulators == "auto" && low.isBF16()))
+    keepAccumulators();
   return success();
+}
+
+void Autocaster::keepAccumulators() {
+  // The ops that sum in f32 whatever their operand type: the products (with
+  // accumulate = f32) and their gradients, and sums.
+  auto accumulates = [&](Operation *op) {
+    if (isa<ReduceSumOp>(op))
+      return true;
+    if (!isa<MatMulOp, GemmOp, ConvOp, ConvTransposeOp, ConvGradOp>(op))
+      return false;
+    auto acc = op->getAttrOfType<TypeAttr>("accumulate");
+    return acc && acc.getValue().isF32();
+  };
+  SmallVector<Operation *> ops;
+  func.walk([&](Operation *op) {
+    if (accumulates(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    if (!llvm::all_of(op->getOperands(), [&](Value v) {
+          FloatType t = floatElement(v);
+          return !t || t == low || t == f32;
+        }))
+      continue;
+    for (OpResult r : op->getResults()) {
+      if (floatElement(r) != low)
+        continue;
+      // The result, through reshapes with one user each, read only by
+      // casts to f32.
+      SmallVector<Value> chain{r};
+      while (chain.back().hasOneUse() && isa<ReshapeOp>(*chain.back().getUsers().begin()))
+        chain.push_back(chain.back().getUsers().begin()->getResult(0));
+      Value last = chain.back();
+      if (last.use_empty() || !llvm::all_of(last.getUsers(), [&](Operation *u) {
+            auto c = dyn_cast<CastOp>(u);
+            return c && floatElement(c.getOutput()) == f32;
+          }))
+        continue;
+      for (Value v : chain) {
+        auto t = cast<RankedTensorType>(v.getType());
+        v.setType(RankedTensorType::get(t.getShape(), f32));
+      }
+      for (Operation *u : llvm::make_early_inc_range(last.getUsers())) {
+        u->getResult(0).replaceAllUsesWith(last);
+        u->erase();
+      }
+      if (auto rec = recordOf.find(op); rec != recordOf.end()) {
+        AutocastDecision &d = report.ops[rec->second];
+        d.reason += "; result";
+        if (op->getNumResults() > 1)
+          d.reason += " #" + std::to_string(r.getResultNumber());
+        d.reason += " f32: only f32 reads it, so the f32 accumulator is written unrounded";
+      }
+    }
+  }
 }
 
 } // namespace
@@ -582,6 +675,10 @@ LogicalResult mlir::amp::runAutocast(FunctionOpInterface func, const AutocastOpt
     low = BFloat16Type::get(ctx);
   else
     return func.emitError("amp-autocast: target must be f16 or bf16, got '") << opts.target << "'";
+  if (opts.f32Accumulators != "auto" && opts.f32Accumulators != "on" &&
+      opts.f32Accumulators != "off")
+    return func.emitError("amp-autocast: f32-accumulators must be auto, on or off, got '")
+           << opts.f32Accumulators << "'";
   if (func.isExternal())
     return success();
   report.target = opts.target;
@@ -761,6 +858,7 @@ struct AMPAutocastPass : public amp::impl::AMPAutocastBase<AMPAutocastPass> {
     AutocastOptions opts;
     opts.target = target;
     opts.keepIOTypes = keepIOTypes;
+    opts.f32Accumulators = f32Accumulators;
     opts.blockList.assign(blockList.begin(), blockList.end());
     if (!policy.empty()) {
       auto p = Policy::load(policy, Policy::getDefault(), &getContext(),

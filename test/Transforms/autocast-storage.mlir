@@ -22,9 +22,10 @@
 // F16: amp.batch_norm {{.*}} : (tensor<2x4x5x5xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x5x5xf16>, tensor<4xf32>, tensor<4xf32>)
 // F16: amp.batch_norm_grad {{.*}} : (tensor<2x4x5x5xf16>, tensor<4xf32>, tensor<2x4x5x5xf16>) -> (tensor<2x4x5x5xf16>, tensor<4xf32>, tensor<4xf32>)
 // FP32-LABEL: func @after_conv
-// FP32: %[[C:.+]] = amp.conv {{.*}} -> tensor<2x4x5x5xbf16>
-// FP32: %[[CW:.+]] = amp.cast %[[C]] : tensor<2x4x5x5xbf16> to tensor<2x4x5x5xf32>
-// FP32: amp.batch_norm %[[CW]], {{.*}} : (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+// (the conv, read only by the f32 norm and its gradient, writes its f32
+// accumulator: no cast between them)
+// FP32: %[[C:.+]] = amp.conv {{.*}} : (tensor<2x3x5x5xbf16>, tensor<4x3x3x3xbf16>) -> tensor<2x4x5x5xf32>
+// FP32-NEXT: amp.batch_norm %[[C]], {{.*}} : (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
 // FP32: amp.batch_norm_grad {{.*}} : (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5xf32>) -> (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
 // WHY: remark: amp-autocast: node 'bn' (amp.batch_norm): storage -> bf16, accumulate f32: default policy lists amp.batch_norm as storage; every activation input is bf16 (from 'conv'): activations stay bf16, scale / bias / statistics and arithmetic f32
 func.func @after_conv(%w: tensor<4x3x3x3xf32> {amp.param = "w"}, %g: tensor<4xf32> {amp.param = "g"}, %b: tensor<4xf32> {amp.param = "b"}, %m: tensor<4xf32> {amp.param = "m"}, %v: tensor<4xf32> {amp.param = "v"}, %x: tensor<2x3x5x5xf32> {amp.input = "x"}, %dy: tensor<2x4x5x5xf32> {amp.input = "dy"}) -> (tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>) {

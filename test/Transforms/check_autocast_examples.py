@@ -1,7 +1,9 @@
 """Autocast on the example MLP, CNN and transformer block, for f16 and bf16:
 
-  * every MatMul / Gemm / Conv computes in the target type with f32
-    accumulation;
+  * every MatMul / Gemm / Conv multiplies in the target type with f32
+    accumulation; its bias (Gemm's C, a Conv's B) stays f32, added to the
+    accumulator; its result is in the target type, or f32 (the accumulator
+    unrounded) where only f32 reads it, and then never cast back down;
   * Softmax, LayerNormalization, the f32 reductions, Exp / Log / Pow and the
     losses compute in f32;
   * BatchNormalization (the storage class) reads and writes its activations
@@ -33,7 +35,8 @@ STORAGE = {"amp.batch_norm"}
 FP32 = {"amp.softmax", "amp.log_softmax", "amp.layer_norm", "amp.reduce_sum",
         "amp.reduce_mean", "amp.exp", "amp.log", "amp.pow", "amp.softmax_cross_entropy_loss",
         "amp.nll_loss"}
-OP_LINE = re.compile(r"= (amp\.\w+) (.*) : (.*?)(?: loc\(.*\))?$")
+OP_LINE = re.compile(r"(%[\w#:]+) = (amp\.\w+) (.*) : (.*?)(?: loc\(.*\))?$")
+SIGNATURE = re.compile(r"^\((.*)\) -> (.*)$")
 CAST = re.compile(r"= amp\.cast (%arg\d+) : tensor<(?:[0-9?]+x)*(\w+)> to tensor<(?:[0-9?]+x)*(\w+)>")
 ELT = re.compile(r"tensor<(?:[0-9?]+x)*(\w+)>")
 RANKED = re.compile(r"tensor<((?:[0-9?]+x)*)(\w+)>")
@@ -66,13 +69,22 @@ for name, make in examples.MODELS.items():
         seen = set()
         for line in ir.splitlines():
             m = OP_LINE.search(line.strip())
-            if not m or m.group(1) == "amp.cast":
+            if not m or m.group(2) == "amp.cast":
                 continue
-            op, types = m.group(1), m.group(3)
+            result, op, types = m.group(1), m.group(2), m.group(4)
             elts = set(ELT.findall(types)) - {"i1", "i32", "i64"}
             seen.add(op)
             if op in LOWER:
-                check(elts == {target}, f"{name}/{target}: {op} computes in {elts}: {line.strip()}")
+                sig = SIGNATURE.match(types)
+                ins, out = ELT.findall(sig.group(1)), ELT.findall(sig.group(2))
+                check(ins[:2] == [target, target] and ins[2:] in ([], ["f32"])
+                      and out in ([target], ["f32"]),
+                      f"{name}/{target}: {op} multiplies in {ins[:2]}, bias {ins[2:]}, "
+                      f"result {out}: {line.strip()}")
+                if out == ["f32"]:
+                    check(not re.search(r"amp\.cast " + re.escape(result) + r" :", ir),
+                          f"{name}/{target}: {op}'s f32 accumulator is cast back down: "
+                          f"{line.strip()}")
                 check("accumulate = f32" in line, f"{name}/{target}: {op} without f32 accumulation")
             if op in FP32:
                 check(elts == {"f32"}, f"{name}/{target}: {op} computes in {elts}: {line.strip()}")

@@ -197,13 +197,24 @@ check(rel <= 1e-3 and same and err <= 1e-2,
       f"{'identical' if same else 'DIFFERENT'} ({ts[0]:g} -> {ts[-1]:g}); parameters off by {err:.1e} "
       f"of the largest update (tolerance 1e-2)")
 
-# 2b. bf16 (no loss scaling), SGD, against autocast bf16.
-rows, rel, _, err, moved, _ = both_ways(
+# 2b. bf16 (no loss scaling), SGD, against autocast bf16, and both against
+# the same steps in f32: ours keeps the bias and the weight gradients f32
+# where PyTorch rounds them to bf16 (docs/autocast.md), so ours must be at
+# least about as close to f32 as PyTorch's, not equal to PyTorch's.
+rows, rel, _, err, moved, (net, ref, start) = both_ways(
     ScoreMLP, {"input": x, "labels": y}, 8, 32, dict(loss_fn="cross_entropy", precision="bf16", lr=0.05),
     lambda p: torch.optim.SGD(p, lr=0.05), autocast=torch.bfloat16)
-check(rel <= 2e-3 and err <= 1e-2 and all(r["loss_scale"] == 1 for r in rows),
+exact = copy.deepcopy(start)
+torch_train(exact, {"input": x, "labels": y}, 8, 32, lambda p: torch.optim.SGD(p, lr=0.05),
+            loss_fn=F.cross_entropy)
+ours_err, _ = param_error(net, exact, start)
+torch_err, _ = param_error(ref, exact, start)
+check(rel <= 2e-3 and err <= 1e-2 and ours_err <= 1.5 * torch_err + 2e-3
+      and all(r["loss_scale"] == 1 for r in rows),
       f"bf16 SGD: worst relative loss difference vs autocast bf16 {rel:.1e} (tolerance 2e-3), "
-      f"parameters off by {err:.1e} of the largest update (tolerance 1e-2), no loss scaling")
+      f"parameters off by {err:.1e} of the largest update (tolerance 1e-2); against f32 ours are "
+      f"off by {ours_err:.1e}, PyTorch's by {torch_err:.1e} (ours within 1.5x + 2e-3); no loss "
+      f"scaling")
 
 # 3. A CNN with batch norm, AdamW (fp32: Adam's normalised step turns the
 # rounding noise of near-zero gradients into full steps, so a low-precision

@@ -854,3 +854,38 @@ TEST(Binary, ComparisonsAndLogicalOpsGiveI1) {
   EXPECT_NE(amprt_binary(nullptr, AMPRT_BINARY_LT, f.p(), f.p(), yf.p()), AMPRT_OK);
   EXPECT_NE(amprt_binary(nullptr, AMPRT_BINARY_ADD, f.p(), f.p(), y1.p()), AMPRT_OK);
 }
+
+// Dense f16 / bf16 unary ops and gradients (GELU, its gradient, ...) run in
+// pieces widened to f32 on the threads: every op, over several pieces and a
+// tail, with y / dx in the low type or f32, is bit for bit the f32 path on
+// the widened values, rounded once (the f32 path is checked against double
+// in Unary.EveryOpEveryFloatType).
+TEST(Unary, HalfPiecesMatchF32ThenRound) {
+  const int64_t n = 3 * 2048 + 77;
+  for (amprt_dtype dt : {AMPRT_F16, AMPRT_BF16})
+    for (amprt_dtype yt : {dt, AMPRT_F32})
+      for (int op = 0; op <= (int)AMPRT_UNARY_LAST; ++op) {
+        auto u = (amprt_unary_op)op;
+        float alpha = u == AMPRT_UNARY_CLAMP ? -0.5f : 0.7f, beta = 1.3f;
+        Buf x = randn(dt, {n}, 2.0), dy = randn(dt, {n});
+        Buf x32(AMPRT_F32, {n}), dy32(AMPRT_F32, {n});
+        for (int64_t i = 0; i < n; ++i) {
+          x32.set(i, x.get(i));
+          dy32.set(i, dy.get(i));
+        }
+        Buf y(yt, {n}), y32(AMPRT_F32, {n}), want(yt, {n});
+        AMPRT_OK_OR_FAIL(amprt_unary_ex(nullptr, u, alpha, beta, x.p(), y.p()));
+        AMPRT_OK_OR_FAIL(amprt_unary_ex(nullptr, u, alpha, beta, x32.p(), y32.p()));
+        AMPRT_OK_OR_FAIL(
+            amprt_convert(y32.bytes.data(), AMPRT_F32, want.bytes.data(), yt, (size_t)n));
+        ASSERT_EQ(y.bytes, want.bytes)
+            << "op " << op << " " << amprt_dtype_name(dt) << " -> " << amprt_dtype_name(yt);
+        Buf dx(yt, {n}), dx32(AMPRT_F32, {n}), wantDx(yt, {n});
+        AMPRT_OK_OR_FAIL(amprt_unary_grad_ex(nullptr, u, alpha, beta, x.p(), dy.p(), dx.p()));
+        AMPRT_OK_OR_FAIL(amprt_unary_grad_ex(nullptr, u, alpha, beta, x32.p(), dy32.p(), dx32.p()));
+        AMPRT_OK_OR_FAIL(
+            amprt_convert(dx32.bytes.data(), AMPRT_F32, wantDx.bytes.data(), yt, (size_t)n));
+        ASSERT_EQ(dx.bytes, wantDx.bytes) << "gradient of op " << op << " " << amprt_dtype_name(dt)
+                                          << " -> " << amprt_dtype_name(yt);
+      }
+}

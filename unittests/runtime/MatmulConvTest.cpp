@@ -43,6 +43,48 @@ TEST(Gemm, TransposesAlphaBetaBiasEveryType) {
       }
 }
 
+// What autocast writes for a bf16 / f16 product: an f32 bias (Gemm's C)
+// added to the f32 accumulator before the one rounding, and an f32 result
+// (the accumulator unrounded) where only f32 reads it.
+TEST(Gemm, F32BiasAndF32ResultWithLowOperands) {
+  for (amprt_dtype dt : {AMPRT_F16, AMPRT_BF16})
+    for (amprt_dtype yt : {dt, AMPRT_F32})
+      for (auto [alpha, beta] : {std::pair{1.0f, 1.0f}, std::pair{0.5f, 2.0f}})
+        for (int32_t flags : {0, (int32_t)AMPRT_GEMM_RELU}) {
+          const int64_t m = 19, n = 37, k = 200;
+          Buf a = randn(dt, {m, k}), b = randn(dt, {n, k}), c = randn(AMPRT_F32, {n});
+          Buf y(yt, {m, n});
+          AMPRT_OK_OR_FAIL(
+              amprt_gemm_ex(nullptr, a.p(), b.p(), c.p(), alpha, beta, 0, 1, flags, y.p()));
+          std::vector<double> ref(m * n);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0;
+              for (int64_t p = 0; p < k; ++p)
+                s += a.get(i * k + p) * b.get(j * k + p);
+              double v = alpha * s + beta * c.get(j); // c not rounded to dt
+              ref[i * n + j] = flags ? std::max(v, 0.0) : v;
+            }
+          // One rounding to y's type (half an ulp) plus the f32 sum's error.
+          EXPECT_TRUE(near(y, ref, yt == AMPRT_F32 ? 8 : 0.5, 0.0, 4 * accTol(k)))
+              << amprt_dtype_name(dt) << " -> " << amprt_dtype_name(yt) << " alpha " << alpha
+              << " relu " << flags;
+        }
+  // The matmul's f32 result from bf16 operands.
+  Buf a = randn(AMPRT_BF16, {3, 16, 40}), b = randn(AMPRT_BF16, {40, 24}),
+      y(AMPRT_F32, {3, 16, 24});
+  AMPRT_OK_OR_FAIL(amprt_matmul(nullptr, a.p(), b.p(), y.p()));
+  std::vector<double> ref;
+  for (int64_t i = 0; i < 3 * 16; ++i)
+    for (int64_t j = 0; j < 24; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < 40; ++p)
+        s += a.get(i * 40 + p) * b.get(p * 24 + j);
+      ref.push_back(s);
+    }
+  EXPECT_TRUE(near(y, ref, 8, 0.0, 4 * accTol(40)));
+}
+
 TEST(Matmul, BatchedBroadcastAndVectors) {
   for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
     Buf a = randn(dt, {2, 1, 3, 8}), b = randn(dt, {4, 8, 5}), y(dt, {2, 4, 3, 5});
@@ -229,8 +271,14 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
   // the timed choice itself ("").
   for (const char *force : {"", "bf16", "f32", "im2col-bf16", "im2col-f32"})
     for (const ConvCase &cc : cases)
-      for (auto [in, out] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_BF16, AMPRT_F32},
-                             std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16}}) {
+      // (operands, dx, dw and db): autocast's weight gradients are f32 (the
+      // accumulator) next to a bf16 / f16 data gradient.
+      for (auto [in, out, wout] : {std::tuple{AMPRT_BF16, AMPRT_BF16, AMPRT_BF16},
+                                   std::tuple{AMPRT_BF16, AMPRT_F32, AMPRT_F32},
+                                   std::tuple{AMPRT_F32, AMPRT_F32, AMPRT_F32},
+                                   std::tuple{AMPRT_F16, AMPRT_F16, AMPRT_F16},
+                                   std::tuple{AMPRT_BF16, AMPRT_BF16, AMPRT_F32},
+                                   std::tuple{AMPRT_F16, AMPRT_F16, AMPRT_F32}}) {
         SCOPED_TRACE(std::string("kernel forced: ") + (*force ? force : "(timed)"));
         KernelForced forced(force);
         int64_t oh = (cc.h + 2 * cc.pad - ((cc.kh - 1) * cc.dil + 1)) / cc.stride + 1;
@@ -239,7 +287,7 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
         Buf w = randn(in, {cc.m, cc.c / cc.group, cc.kh, cc.kw});
         Buf dy = randn(in, {cc.n, cc.m, oh, ow});
         amprt_conv_params p = convParamsOf(cc.stride, cc.pad, cc.dil, cc.group);
-        Buf dx(out, x.shape), dw(out, w.shape), db(out, {cc.m});
+        Buf dx(out, x.shape), dw(wout, w.shape), db(wout, {cc.m});
         AMPRT_OK_OR_FAIL(
             amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
         std::vector<double> rdx, rdw, rdb(cc.m, 0.0);
@@ -254,11 +302,12 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
             << "dx " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
             << " group " << cc.group;
         EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(dwTerms)))
-            << "dw " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(out) << " c " << cc.c
+            << "dw " << amprt_dtype_name(in) << " -> " << amprt_dtype_name(wout) << " c " << cc.c
             << " group " << cc.group;
-        EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms))) << "db " << amprt_dtype_name(out);
+        EXPECT_TRUE(near(db, rdb, 0.5, 0.0, 8 * accTol(dwTerms)))
+            << "db " << amprt_dtype_name(wout);
         // dx alone (ConvTranspose's call) and dw alone agree with the pair.
-        Buf dx2(out, x.shape), dw2(out, w.shape);
+        Buf dx2(out, x.shape), dw2(wout, w.shape);
         AMPRT_OK_OR_FAIL(
             amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
         AMPRT_OK_OR_FAIL(

@@ -78,6 +78,11 @@ struct AutocastOptions {
   bool keepIOTypes = true;
   /// Node names forced to fp32.
   std::vector<std::string> blockList;
+  /// Products, their gradients and sums in the target type whose result
+  /// only f32 reads write their f32 accumulator (no rounding, no cast):
+  /// "auto" (bf16 targets only: f16 keeps PyTorch's overflowing f16 weight
+  /// gradients, which dynamic loss scaling skips), "on" or "off".
+  std::string f32Accumulators = "auto";
 };
 
 /// One decision, as the report shows it.

@@ -375,7 +375,8 @@ amprt_status amprt_random(amprt_context *ctx, int32_t kind, double a, double b,
 /*--- Reductions and normalisation -----------------------------------------*
  * Reductions accumulate in f32 (f16 / bf16 inputs) and round once. `axes`
  * lists the reduced dims of x (normalised, ascending); y has x's rank with
- * those dims of size 1 (keepdims form: callers reshape). */
+ * those dims of size 1 (keepdims form: callers reshape), and x's type, or
+ * f32 for an f16 / bf16 x (the f32 result, not rounded to x's type). */
 
 typedef enum amprt_reduce_op {
   AMPRT_REDUCE_SUM = 0,

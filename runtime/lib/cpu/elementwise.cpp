@@ -411,52 +411,98 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
   return withArith(op, swapped, [&](auto f) { zipRowF32(pa, pb, py, rows, cols, f); });
 }
 
-/// Same-shape dense operands with an f16 / bf16 among them (gradients
-/// summed, residual adds in low precision): pieces of 2048 elements
-/// widened to f32 in thread-local buffers, computed and rounded back, on
-/// the threads: the arithmetic of the f32 copies path (f32, one rounding
-/// when stored) in one pass over memory instead of four.
-bool binaryHalfDense(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
-                     amprt_tensor *y) {
-  if (!isFloat(a->dtype) || !isFloat(b->dtype) || !isFloat(y->dtype) ||
-      !(isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype)) || !sameDense(a, y) ||
-      !sameDense(b, y) || op > AMPRT_BINARY_DIV)
+/// Same-shape dense float operands with an f16 / bf16 among them: pieces
+/// of 2048 elements widened to f32 in thread-local buffers (an f32 operand
+/// is read in place), `f(in, out, m)` computes the f32 arithmetic of the
+/// f32 path over a piece, and the piece is rounded back once (an f32 y is
+/// written in place), on the threads: one pass over memory instead of the
+/// four of whole-tensor f32 copies. Pieces are whole multiples of the
+/// vector width, so every element sees the f32 path's vector / scalar
+/// split. `grain`: elements per thread worth starting one for. False when
+/// the operands do not qualify.
+template <size_t N, typename F>
+bool halfPieces(const amprt_tensor *const (&in)[N], amprt_tensor *y, int64_t grain, F f) {
+  bool half = isHalf(y->dtype);
+  for (const amprt_tensor *t : in) {
+    if (!isFloat(t->dtype) || !sameDense(t, y))
+      return false;
+    half |= isHalf(t->dtype);
+  }
+  if (!half || !isFloat(y->dtype))
     return false;
   constexpr int64_t kPiece = 2048;
   int64_t n = amprt_tensor_numel(y);
-  size_t ea = amprt_dtype_size(a->dtype), eb = amprt_dtype_size(b->dtype),
-         ey = amprt_dtype_size(y->dtype);
-  const char *pa = static_cast<const char *>(a->data), *pb = static_cast<const char *>(b->data);
-  char *py = static_cast<char *>(y->data);
-  parallelFor((n + kPiece - 1) / kPiece, std::max<int64_t>(1, 32768 / kPiece), 1,
+  parallelFor((n + kPiece - 1) / kPiece, std::max<int64_t>(1, grain / kPiece), 1,
               [&](int64_t p0, int64_t p1) {
-                float fa[kPiece], fb[kPiece], fy[kPiece];
+                float buf[N][kPiece], out[kPiece];
                 for (int64_t p = p0; p < p1; ++p) {
                   int64_t i = p * kPiece, m = std::min(kPiece, n - i);
-                  amprt_convert(pa + i * ea, a->dtype, fa, AMPRT_F32, (size_t)m);
-                  amprt_convert(pb + i * eb, b->dtype, fb, AMPRT_F32, (size_t)m);
-                  switch (op) {
-                  case AMPRT_BINARY_ADD:
-                    for (int64_t k = 0; k < m; ++k)
-                      fy[k] = fa[k] + fb[k];
-                    break;
-                  case AMPRT_BINARY_SUB:
-                    for (int64_t k = 0; k < m; ++k)
-                      fy[k] = fa[k] - fb[k];
-                    break;
-                  case AMPRT_BINARY_MUL:
-                    for (int64_t k = 0; k < m; ++k)
-                      fy[k] = fa[k] * fb[k];
-                    break;
-                  default:
-                    for (int64_t k = 0; k < m; ++k)
-                      fy[k] = fa[k] / fb[k];
-                    break;
+                  const float *ptr[N];
+                  for (size_t k = 0; k < N; ++k) {
+                    const char *src = static_cast<const char *>(in[k]->data) +
+                                      i * (int64_t)amprt_dtype_size(in[k]->dtype);
+                    if (in[k]->dtype == AMPRT_F32) {
+                      ptr[k] = reinterpret_cast<const float *>(src);
+                    } else {
+                      amprt_convert(src, in[k]->dtype, buf[k], AMPRT_F32, (size_t)m);
+                      ptr[k] = buf[k];
+                    }
                   }
-                  amprt_convert(fy, AMPRT_F32, py + i * ey, y->dtype, (size_t)m);
+                  char *dst =
+                      static_cast<char *>(y->data) + i * (int64_t)amprt_dtype_size(y->dtype);
+                  bool direct = y->dtype == AMPRT_F32;
+                  f(ptr, direct ? reinterpret_cast<float *>(dst) : out, m);
+                  if (!direct)
+                    amprt_convert(out, AMPRT_F32, dst, y->dtype, (size_t)m);
                 }
               });
   return true;
+}
+
+/// amprt_binary's add / sub / mul / div on dense same-shape operands with
+/// an f16 / bf16 among them (gradients summed, residual adds in low
+/// precision), in pieces (halfPieces).
+bool binaryHalfDense(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
+                     amprt_tensor *y) {
+  if (op > AMPRT_BINARY_DIV)
+    return false;
+  return halfPieces<2>({a, b}, y, 32768, [op](const float *const *in, float *fy, int64_t m) {
+    const float *fa = in[0], *fb = in[1];
+    switch (op) {
+    case AMPRT_BINARY_ADD:
+      for (int64_t k = 0; k < m; ++k)
+        fy[k] = fa[k] + fb[k];
+      break;
+    case AMPRT_BINARY_SUB:
+      for (int64_t k = 0; k < m; ++k)
+        fy[k] = fa[k] - fb[k];
+      break;
+    case AMPRT_BINARY_MUL:
+      for (int64_t k = 0; k < m; ++k)
+        fy[k] = fa[k] * fb[k];
+      break;
+    default:
+      for (int64_t k = 0; k < m; ++k)
+        fy[k] = fa[k] / fb[k];
+      break;
+    }
+  });
+}
+
+/// The memory-bound unary ops (no transcendental): threads only for large
+/// tensors.
+bool cheapUnary(amprt_unary_op op) {
+  return op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU || op == AMPRT_UNARY_CLAMP ||
+         op == AMPRT_UNARY_IDENTITY;
+}
+
+/// amprt_unary on n dense f32 elements: the vectorised kernels where there
+/// is one, applyUnary per element for the others.
+void unaryDenseF32(amprt_unary_op op, float alpha, float beta, const float *x, float *y,
+                   int64_t n) {
+  if (!unaryFastF32(op, alpha, beta, x, y, n))
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = applyUnary(op, x[i], alpha, beta);
 }
 
 } // namespace
@@ -533,38 +579,23 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op, float
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
     int64_t n = amprt_tensor_numel(y);
-    switch (op) {
-    case AMPRT_UNARY_IDENTITY: // a memmove: one piece
+    if (op == AMPRT_UNARY_IDENTITY) { // a memmove: one piece
       unaryFastF32(op, alpha, beta, xp, yp, n);
       return AMPRT_OK;
-    case AMPRT_UNARY_RELU:
-    case AMPRT_UNARY_LEAKY_RELU:
-    case AMPRT_UNARY_CLAMP:
-    case AMPRT_UNARY_EXP:
-    case AMPRT_UNARY_TANH:
-    case AMPRT_UNARY_SIGMOID:
-    case AMPRT_UNARY_GELU:
-    case AMPRT_UNARY_GELU_TANH:
-    case AMPRT_UNARY_ERF: {
-      // Threads for the transcendental ones from a few thousand elements,
-      // for the memory-bound ReLUs only for large tensors.
-      bool cheap =
-          op == AMPRT_UNARY_RELU || op == AMPRT_UNARY_LEAKY_RELU || op == AMPRT_UNARY_CLAMP;
-      parallelFor(n, cheap ? (int64_t)1 << 17 : 4096, 64, [&](int64_t b, int64_t e) {
-        unaryFastF32(op, alpha, beta, xp + b, yp + b, e - b);
-      });
-      return AMPRT_OK;
     }
-    default:
-      // The others: applyUnary over the dense elements (what the strided
-      // walk below computes, without its index arithmetic), on the threads.
-      parallelFor(n, 4096, 64, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          yp[i] = applyUnary(op, xp[i], alpha, beta);
-      });
-      return AMPRT_OK;
-    }
+    // Threads for the transcendental ones from a few thousand elements,
+    // for the memory-bound ReLUs only for large tensors.
+    parallelFor(n, cheapUnary(op) ? (int64_t)1 << 17 : 4096, 64, [&](int64_t b, int64_t e) {
+      unaryDenseF32(op, alpha, beta, xp + b, yp + b, e - b);
+    });
+    return AMPRT_OK;
   }
+  // f16 / bf16 dense: widened piece by piece, the f32 kernels, rounded once.
+  if (isFloat(x->dtype) && halfPieces<1>({x}, y, cheapUnary(op) ? (int64_t)1 << 17 : 4096,
+                                         [&](const float *const *in, float *out, int64_t m) {
+                                           unaryDenseF32(op, alpha, beta, in[0], out, m);
+                                         }))
+    return AMPRT_OK;
   if (isFloat(y->dtype)) {
     if (!isFloat(x->dtype))
       return fail(AMPRT_ERR_INVALID_ARGUMENT,
@@ -646,6 +677,13 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: unknown op %d", op);
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: x, dy and dx must be float");
+  bool costly = op != AMPRT_UNARY_RELU && op != AMPRT_UNARY_CLAMP && op != AMPRT_UNARY_LEAKY_RELU;
+  // f16 / bf16 dense: widened piece by piece, the f32 kernels, rounded once.
+  if (halfPieces<2>({x, dy}, dx, costly ? 4096 : (int64_t)1 << 16,
+                    [&](const float *const *in, float *out, int64_t m) {
+                      unaryGradF32(op, alpha, beta, in[0], in[1], out, m);
+                    }))
+    return AMPRT_OK;
   if (isHalf(x->dtype) || isHalf(dy->dtype) || isHalf(dx->dtype)) {
     amprt_tensor x32 = asF32(x, 0), dy32 = asF32(dy, 1), dx32 = scratchF32(dx, 2);
     AMPRT_CHECK(amprt_unary_grad_ex(nullptr, op, alpha, beta, &x32, &dy32, &dx32));
@@ -655,7 +693,6 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
       sameDense(x, dx) && sameDense(dy, dx)) {
     // Pieces on the threads (aligned: the same vector / scalar split of the
     // elements as one piece).
-    bool costly = op != AMPRT_UNARY_RELU && op != AMPRT_UNARY_CLAMP && op != AMPRT_UNARY_LEAKY_RELU;
     parallelFor(amprt_tensor_numel(dx), costly ? 4096 : (int64_t)1 << 16, 64,
                 [&](int64_t b, int64_t e) {
                   unaryGradF32(op, alpha, beta, static_cast<const float *>(x->data) + b,

@@ -55,9 +55,12 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
                                      const int32_t *axes, int32_t naxes, amprt_tensor *y) {
   AMPRT_CHECK(check(x, "amprt_reduce: x"));
   AMPRT_CHECK(check(y, "amprt_reduce: y"));
-  if (y->rank != x->rank || y->dtype != x->dtype)
+  // An f16 / bf16 x may write an f32 y: the f32 result, unrounded.
+  bool wideY = isHalf(x->dtype) && y->dtype == AMPRT_F32;
+  if (y->rank != x->rank || (y->dtype != x->dtype && !wideY))
     return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_reduce: y (%s %s) must have x's rank and type (%s %s)",
+                "amprt_reduce: y (%s %s) must have x's rank and type (%s %s), or be f32 for "
+                "f16 / bf16 x",
                 amprt_dtype_name(y->dtype), shapeString(y).c_str(), amprt_dtype_name(x->dtype),
                 shapeString(x).c_str());
   if ((unsigned)op > AMPRT_REDUCE_PROD)
@@ -79,9 +82,9 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
       count *= x->shape[d];
   }
   if (isHalf(x->dtype)) {
-    amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
+    amprt_tensor x32 = asF32(x, 0), y32 = wideY ? *y : scratchF32(y, 1);
     AMPRT_CHECK(amprt_reduce(nullptr, op, &x32, axes, naxes, &y32));
-    return storeFromF32(y32, y);
+    return wideY ? AMPRT_OK : storeFromF32(y32, y);
   }
   // Contiguous f32 sum / mean over one block of adjacent axes: [outer, red,
   // inner] rows added in the generic path's order (double accumulators, the

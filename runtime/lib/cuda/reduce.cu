@@ -690,7 +690,9 @@ int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd) {
     // A channel-blocked input (a mean over H, W) is plain NCHW on this
     // device (see conv).
     const amprt_tensor &x = t[0], &y = t[1];
-    if (x.rank != y.rank || x.dtype != y.dtype || (unsigned)a.op > AMPRT_REDUCE_PROD ||
+    // An f16 / bf16 x may write an f32 y (the f32 result, unrounded).
+    bool wideY = (x.dtype == AMPRT_F16 || x.dtype == AMPRT_BF16) && y.dtype == AMPRT_F32;
+    if (x.rank != y.rank || (x.dtype != y.dtype && !wideY) || (unsigned)a.op > AMPRT_REDUCE_PROD ||
         (a.op == AMPRT_REDUCE_PROD && !floatType(x.dtype)))
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): reduce's operands");
     ReduceF f{viewOf(x), viewOf(y), (int32_t)a.op, {}, 1, nullptr, 1, 0, false};

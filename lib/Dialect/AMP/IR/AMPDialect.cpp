@@ -97,7 +97,8 @@ bool mlir::amp::isExactConversion(Type from, Type to) {
   return false;
 }
 
-bool mlir::amp::areCompatibleResultTypes(TypeRange inferred, TypeRange declared) {
+bool mlir::amp::areCompatibleResultTypes(TypeRange inferred, TypeRange declared,
+                                         bool f32Accumulators) {
   if (inferred.size() != declared.size())
     return false;
   for (auto [i, d] : llvm::zip(inferred, declared)) {
@@ -105,8 +106,11 @@ bool mlir::amp::areCompatibleResultTypes(TypeRange inferred, TypeRange declared)
       continue;
     auto it = dyn_cast<RankedTensorType>(i);
     auto dt = dyn_cast<RankedTensorType>(d);
-    if (!it || !dt || it.getElementType() != dt.getElementType() ||
-        failed(verifyCompatibleShape(it, dt)))
+    if (!it || !dt)
+      return false;
+    Type ie = it.getElementType(), de = dt.getElementType();
+    bool accumulator = f32Accumulators && (ie.isF16() || ie.isBF16()) && de.isF32();
+    if ((ie != de && !accumulator) || failed(verifyCompatibleShape(it, dt)))
       return false;
   }
   return true;

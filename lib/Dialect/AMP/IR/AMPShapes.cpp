@@ -313,7 +313,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
                   "] (trans_a = ", ta, ", trans_b = ", tb, ")");
   if (Value cv = adaptor.getC()) {
     auto c = r.ranked(cv, "c");
-    if (failed(c) || failed(r.sameElementType(*a, *c, "a", "c")))
+    if (failed(c) || failed(r.epilogueType(*a, *c, "a", "c")))
       return failure();
     ArrayRef<int64_t> cs = c->getShape();
     int64_t want[2] = {m, n};
@@ -401,7 +401,7 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   }
   if (Value bv = adaptor.getBias()) {
     auto b = r.ranked(bv, "bias");
-    if (failed(b) || failed(r.sameElementType(*x, *b, "x", "bias")))
+    if (failed(b) || failed(r.epilogueType(*x, *b, "x", "bias")))
       return failure();
     if (b->getRank() != 1 || failed(verifyCompatibleShape(b->getShape(), {m})))
       return r.fail("bias must be [M] = [", m, "], got ", shapeString(b->getShape()));
@@ -446,7 +446,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
     return r.fail("needs static kernel dims, w is ", shapeString(w->getShape()));
   if (Value bv = adaptor.getBias()) {
     auto b = r.ranked(bv, "bias");
-    if (failed(b) || failed(r.sameElementType(*x, *b, "x", "bias")))
+    if (failed(b) || failed(r.epilogueType(*x, *b, "x", "bias")))
       return failure();
     if (b->getRank() != 1 || failed(verifyCompatibleShape(b->getShape(), {m})))
       return r.fail("bias must be [M] = [", m, "], got ", shapeString(b->getShape()));

@@ -95,6 +95,17 @@ public:
                 "' (", getElementTypeOrSelf(b), ") must be equal");
   }
 
+  /// A bias / addend added to a float product's f32 accumulator before its
+  /// one rounding: the operands' element type, or f32 (kept unrounded).
+  LogicalResult epilogueType(Type operand, Type addend, StringRef operandName,
+                             StringRef addendName) const {
+    Type oe = getElementTypeOrSelf(operand), ae = getElementTypeOrSelf(addend);
+    if (ae == oe || (isa<FloatType>(oe) && ae.isF32()))
+      return success();
+    return fail("'", addendName, "' (", ae, ") must have the element type of '", operandName, "' (",
+                oe, ") or be f32 (added to the f32 accumulator)");
+  }
+
   std::optional<Location> loc;
   StringRef opName;
 };

@@ -22,8 +22,13 @@ def AMP_Dialect : Dialect {
     Reshape's `shape` or ReduceSum's `axes` become attributes in the importer.
 
     Matrix products and convolutions on f16 / bf16 operands accumulate in f32
-    and round the result once (round to nearest even). `amp.cast` is the only
-    op that changes an element type.
+    and round the result once (round to nearest even); their bias (Gemm's C,
+    a Conv's B) may be f32, added to the accumulator unrounded, and a
+    product's, its gradient's or a sum's result may be declared f32 where
+    the operands are f16 / bf16: the f32 accumulator, not rounded (what
+    autocast writes where only f32 reads a result). Apart from these and
+    the storage-class normalisations (f16 / bf16 activations with f32
+    statistics), `amp.cast` is the only op that changes an element type.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let hasConstantMaterializer = 1;

@@ -15,7 +15,10 @@ namespace mlir::amp {
 
 /// Result types are compatible with the inferred ones when element types are
 /// equal and shapes agree wherever both are static.
-bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
+/// Declared result types match the inferred ones up to static / dynamic
+/// dims; with `f32Accumulators` a float result inferred f16 / bf16 may also
+/// be declared f32 (the op's f32 accumulator, unrounded).
+bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared, bool f32Accumulators = false);
 
 /// True when every value of type `from` is exactly representable in `to`
 /// (f16 -> f32, bf16 -> f32, i8 -> i32, i1 -> anything, ...). Element types or

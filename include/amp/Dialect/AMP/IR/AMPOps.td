@@ -43,14 +43,23 @@ class AMP_Op<string mnemonic, list<Trait> traits = []>
     : Op<AMP_Dialect, mnemonic, traits>;
 
 // An op whose result types come from the ONNX shape rules in C++.
-class AMP_InferredOp<string mnemonic, list<Trait> traits = []>
+// An op whose result types follow from its operands by the shape rules.
+// `accumulatorResults`: a float result inferred f16 / bf16 may be declared
+// f32 instead, holding the op's f32 accumulator unrounded (products, their
+// gradients, sums; autocast writes it where only f32 reads the result).
+class AMP_InferredOp<string mnemonic, list<Trait> traits = [], bit accumulatorResults = 0>
     : AMP_Op<mnemonic, traits # [InferTypeOpAdaptorWithIsCompatible]> {
-  let extraClassDefinition = [{
+  let extraClassDefinition = !if(accumulatorResults, [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange l,
+                                            ::mlir::TypeRange r) {
+      return ::mlir::amp::areCompatibleResultTypes(l, r, /*f32Accumulators=*/true);
+    }
+  }], [{
     bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange l,
                                             ::mlir::TypeRange r) {
       return ::mlir::amp::areCompatibleResultTypes(l, r);
     }
-  }];
+  }]);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
@@ -98,7 +107,7 @@ def AMP_CastOp : AMP_Op<"cast", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpI
 // Matrix products and convolution
 //===----------------------------------------------------------------------===//
 
-def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>], 1> {
   let summary = "Matrix product with numpy semantics (ONNX MatMul)";
   let description = [{
     Batched matrix product: 1-D operands are promoted and the promoted
@@ -109,7 +118,7 @@ def AMP_MatMulOp : AMP_InferredOp<"matmul", [Pure, DeclareOpInterfaceMethods<AMP
   let results = (outs AMP_NumTensor:$output);
 }
 
-def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>], 1> {
   let summary = "alpha * op(A) * op(B) + beta * C (ONNX Gemm)";
   let description = [{
     A and B are 2-D, `trans_a` / `trans_b` transpose them first; C (optional)
@@ -125,7 +134,7 @@ def AMP_GemmOp : AMP_InferredOp<"gemm", [Pure, DeclareOpInterfaceMethods<AMP_Gra
   let results = (outs AMP_NumTensor:$output);
 }
 
-def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>], 1> {
   let summary = "N-d convolution, NCHW layout (ONNX Conv)";
   let description = [{
     X is [N, C, D1..Dn], W is [M, C/group, k1..kn], the optional bias B is
@@ -145,7 +154,7 @@ def AMP_ConvOp : AMP_InferredOp<"conv", [Pure, DeclareOpInterfaceMethods<AMP_Gra
   let results = (outs AMP_FloatTensor:$output);
 }
 
-def AMP_ConvTransposeOp : AMP_InferredOp<"conv_transpose", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_ConvTransposeOp : AMP_InferredOp<"conv_transpose", [Pure, DeclareOpInterfaceMethods<AMP_GradientOpInterface>], 1> {
   let summary = "N-d transposed convolution, NCHW layout (ONNX ConvTranspose)";
   let description = [{
     X is [N, C, D1..Dn], W is [C, M/group, k1..kn], the optional bias B is
@@ -666,8 +675,8 @@ def AMP_TopKOp : AMP_InferredOp<"top_k", [Pure, DeclareOpInterfaceMethods<AMP_Gr
 def AMP_ArgMaxOp : AMP_ArgReduceOp<"arg_max", "Index of the largest value along an axis (ONNX ArgMax)">;
 def AMP_ArgMinOp : AMP_ArgReduceOp<"arg_min", "Index of the smallest value along an axis (ONNX ArgMin)">;
 
-class AMP_ReduceOp<string mnemonic, Type tensorType, list<Trait> traits = []>
-    : AMP_InferredOp<mnemonic, traits # [Pure]> {
+class AMP_ReduceOp<string mnemonic, Type tensorType, list<Trait> traits = [], bit accumulatorResults = 0>
+    : AMP_InferredOp<mnemonic, traits # [Pure], accumulatorResults> {
   let description = [{
     Reduces over `axes` (all dims when absent or empty, unless
     `noop_with_empty_axes`, which then returns the input); `keepdims` keeps
@@ -680,7 +689,7 @@ class AMP_ReduceOp<string mnemonic, Type tensorType, list<Trait> traits = []>
   let results = (outs tensorType:$output);
 }
 
-def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_ReduceSumOp : AMP_ReduceOp<"reduce_sum", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>], 1> {
   let summary = "Sum over axes";
 }
 def AMP_ReduceMeanOp : AMP_ReduceOp<"reduce_mean", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
@@ -770,7 +779,7 @@ def AMP_SoftmaxCrossEntropyLossGradOp
   let assemblyFormat = "$log_prob `,` $labels `,` $dloss (`weights` $weights^)? attr-dict `:` functional-type(operands, results)";
 }
 
-def AMP_ConvGradOp : AMP_InferredOp<"conv_grad", [Pure]> {
+def AMP_ConvGradOp : AMP_InferredOp<"conv_grad", [Pure], 1> {
   let summary = "Gradients of amp.conv: dx, dw and db from x, w and dy";
   let description = [{
     Carries the forward convolution's attributes. db is [M]; results nobody
