@@ -85,9 +85,32 @@ __attribute__((target("avx2,f16c"))) size_t f16ToF32Avx2(const uint16_t *x, floa
   return i;
 }
 
-// Plain loops the compiler vectorises for AVX2.
+// f32 -> bf16, round to nearest even, NaN to the scalar path's quiet NaN
+// (sign kept): 16 at a time, 32-bit lanes rounded, then packed (the values
+// are below 2^16, so unsigned saturation is exact) and put back in order
+// (packus works within 128-bit halves). The compiler's vectorisation of the
+// loop below was a third slower than f16's F16C path.
+__attribute__((target("avx2"))) inline __m256i roundBf16x8(__m256i v) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff),
+                absMask = _mm256_set1_epi32(0x7fffffff), expAll = _mm256_set1_epi32(0x7f800000),
+                sign = _mm256_set1_epi32(0x8000), quiet = _mm256_set1_epi32(0x7fc0);
+  __m256i hi = _mm256_srli_epi32(v, 16);
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(v, bias), _mm256_and_si256(hi, one)), 16);
+  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, absMask), expAll);
+  __m256i q = _mm256_or_si256(_mm256_and_si256(hi, sign), quiet);
+  return _mm256_blendv_epi8(r, q, nan);
+}
+
 __attribute__((target("avx2"))) void f32ToBf16Avx2(const uint32_t *x, uint16_t *y, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i a = roundBf16x8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + i)));
+    __m256i b = roundBf16x8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + i + 8)));
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(y + i), packed);
+  }
+  for (; i < n; ++i) {
     uint32_t v = x[i];
     uint32_t r = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
     uint32_t q = ((v >> 16) & 0x8000u) | 0x7fc0u;
@@ -96,7 +119,12 @@ __attribute__((target("avx2"))) void f32ToBf16Avx2(const uint32_t *x, uint16_t *
 }
 
 __attribute__((target("avx2"))) void bf16ToF32Avx2(const uint16_t *x, uint32_t *y, size_t n) {
-  for (size_t i = 0; i < n; ++i)
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(y + i), _mm256_slli_epi32(w, 16));
+  }
+  for (; i < n; ++i)
     y[i] = (uint32_t)x[i] << 16;
 }
 #endif
