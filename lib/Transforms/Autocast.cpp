@@ -167,7 +167,8 @@ class Autocaster {
 public:
   Autocaster(func::FuncOp func, const AutocastOptions &opts, AutocastReport &report, Type low)
       : func(func), opts(opts), report(report), low(low), f32(Float32Type::get(func.getContext())),
-        b(func.getContext()) {
+        b(func.getContext()), f32Accumulators(opts.f32Accumulators == "on" ||
+                                              (opts.f32Accumulators == "auto" && low.isBF16())) {
     for (const auto &n : opts.blockList)
       blocked.insert(n);
   }
@@ -213,6 +214,9 @@ private:
   llvm::StringMap<std::pair<PrecisionClass, Type>> byNode;
   /// Each op's entry in report.ops.
   DenseMap<Operation *, size_t> recordOf;
+  /// f32-accumulators in effect: products keep their bias f32 and write
+  /// their f32 accumulator where only f32 reads it.
+  bool f32Accumulators;
 };
 
 /// The operand a lower-class product adds to its f32 accumulator before
@@ -457,7 +461,8 @@ LogicalResult Autocaster::run() {
     // A lower product accumulating in f32 adds an f32 bias / C to the
     // accumulator as it is (no rounding to the target type first).
     std::optional<unsigned> epilogue;
-    if (d.cls == PrecisionClass::Lower && d.compute == low && d.accumulate == "f32")
+    if (f32Accumulators && d.cls == PrecisionClass::Lower && d.compute == low &&
+        d.accumulate == "f32")
       epilogue = epilogueOperand(op);
     for (OpOperand &use : op->getOpOperands()) {
       if (!floatElement(use.get())) {
@@ -565,7 +570,7 @@ LogicalResult Autocaster::run() {
   }
   func.setFunctionType(FunctionType::get(func.getContext(), func.getArgumentTypes(), resultTypes));
   report.paramsCast += castParams.size();
-  if (opts.f32Accumulators == "on" || (opts.f32Accumulators == "auto" && low.isBF16()))
+  if (f32Accumulators)
     keepAccumulators();
   return success();
 }

@@ -1,8 +1,9 @@
-// Products in the target type keep their bias f32 (added to the f32
-// accumulator before the one rounding); with f32-accumulators (auto: bf16)
-// a product, product gradient or sum whose result only f32 reads writes
-// its f32 accumulator: the weight and bias gradients of the f32 masters
-// come out f32 with no cast (PyTorch rounds them to bf16 and widens them).
+// With f32-accumulators (auto: bf16) products in the target type keep their
+// bias f32 (added to the f32 accumulator before the one rounding), and a
+// product, product gradient or sum whose result only f32 reads writes its
+// f32 accumulator: the weight and bias gradients of the f32 masters come
+// out f32 with no cast (PyTorch rounds them to bf16 and widens them). f16
+// keeps PyTorch's roundings unless f32-accumulators=on.
 // RUN: amp-opt %s -split-input-file -amp-autocast=target=bf16 | FileCheck %s
 // RUN: amp-opt %s -split-input-file -amp-autocast | FileCheck %s --check-prefix=F16
 // RUN: amp-opt %s -split-input-file "-amp-autocast=f32-accumulators=on" | FileCheck %s --check-prefix=F16ON
@@ -28,12 +29,14 @@
 // CHECK-NEXT: %[[DB:.+]] = amp.reshape %[[S]] {{.*}} : (tensor<1x8xf32>) -> tensor<8xf32>
 // CHECK: return %{{.+}}, %{{.+}}, %[[DW]], %[[DB]] : tensor<6x8xf32>, tensor<6x4xf32>, tensor<4x8xf32>, tensor<8xf32>
 // F16-LABEL: func @linear
-// F16: amp.gemm %{{.+}}, %{{.+}}, %{{.+}} {accumulate = f32} : (tensor<6x4xf16>, tensor<4x8xf16>, tensor<8xf32>) -> tensor<6x8xf16>
+// F16: amp.gemm %{{.+}}, %{{.+}}, %{{.+}} {accumulate = f32} : (tensor<6x4xf16>, tensor<4x8xf16>, tensor<8xf16>) -> tensor<6x8xf16>
 // F16: %[[DW:.+]] = amp.gemm {{.*}} trans_a = true} : (tensor<6x4xf16>, tensor<6x8xf16>) -> tensor<4x8xf16>
 // F16: amp.cast %[[DW]] : tensor<4x8xf16> to tensor<4x8xf32>
 // F16ON-LABEL: func @linear
+// F16ON: amp.gemm %{{.+}}, %{{.+}}, %{{.+}} {accumulate = f32} : (tensor<6x4xf16>, tensor<4x8xf16>, tensor<8xf32>) -> tensor<6x8xf16>
 // F16ON: amp.gemm {{.*}} trans_a = true} : (tensor<6x4xf16>, tensor<6x8xf16>) -> tensor<4x8xf32>
 // OFF-LABEL: func @linear
+// OFF: amp.gemm %{{.+}}, %{{.+}}, %{{.+}} {accumulate = f32} : (tensor<6x4xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<6x8xbf16>
 // OFF: %[[DW:.+]] = amp.gemm {{.*}} trans_a = true} : (tensor<6x4xbf16>, tensor<6x8xbf16>) -> tensor<4x8xbf16>
 // OFF: amp.cast %[[DW]] : tensor<4x8xbf16> to tensor<4x8xf32>
 // REPORT: "op": "amp.gemm",

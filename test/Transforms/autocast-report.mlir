@@ -12,7 +12,7 @@
 // REPORT-NEXT:     "compute_type": "f16",
 // REPORT-NEXT:     "node": "/fc1/Gemm",
 // REPORT-NEXT:     "op": "amp.gemm",
-// REPORT-NEXT:     "reason": "default policy lists amp.gemm as lower; C stays f32 (added to the f32 accumulator before the one rounding)"
+// REPORT-NEXT:     "reason": "default policy lists amp.gemm as lower"
 // REPORT:          "class": "follow",
 // REPORT-NEXT:     "compute_type": "f16",
 // REPORT-NEXT:     "node": "/relu/Relu",
@@ -27,15 +27,15 @@
 // REPORT-NEXT:     "compute_type": "f32",
 // REPORT-NEXT:     "node": "/loss/SoftmaxCrossEntropyLoss",
 // REPORT:        "summary": {
-// REPORT-NEXT:     "casts_after": 3,
+// REPORT-NEXT:     "casts_after": 4,
 // REPORT-NEXT:     "casts_before": 0,
-// REPORT-NEXT:     "casts_inserted": 3,
+// REPORT-NEXT:     "casts_inserted": 4,
 // REPORT-NEXT:     "ops": 4,
 // REPORT-NEXT:     "ops_by_compute_type": {
 // REPORT-NEXT:       "f16": 2,
 // REPORT-NEXT:       "f32": 1,
 // REPORT-NEXT:       "none": 1
-// REPORT:          "params_cast_to_target": 1
+// REPORT:          "params_cast_to_target": 2
 // REPORT:        "target": "f16"
 
 // DOT: digraph "main" {

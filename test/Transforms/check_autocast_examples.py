@@ -1,9 +1,10 @@
 """Autocast on the example MLP, CNN and transformer block, for f16 and bf16:
 
   * every MatMul / Gemm / Conv multiplies in the target type with f32
-    accumulation; its bias (Gemm's C, a Conv's B) stays f32, added to the
-    accumulator; its result is in the target type, or f32 (the accumulator
-    unrounded) where only f32 reads it, and then never cast back down;
+    accumulation; in bf16 its bias (Gemm's C, a Conv's B) stays f32, added
+    to the accumulator, and its result is in the target type, or f32 (the
+    accumulator unrounded) where only f32 reads it, and then never cast
+    back down; in f16 bias and result are f16 (PyTorch's roundings);
   * Softmax, LayerNormalization, the f32 reductions, Exp / Log / Pow and the
     losses compute in f32;
   * BatchNormalization (the storage class) reads and writes its activations
@@ -77,8 +78,9 @@ for name, make in examples.MODELS.items():
             if op in LOWER:
                 sig = SIGNATURE.match(types)
                 ins, out = ELT.findall(sig.group(1)), ELT.findall(sig.group(2))
-                check(ins[:2] == [target, target] and ins[2:] in ([], ["f32"])
-                      and out in ([target], ["f32"]),
+                wide = "f32" if target == "bf16" else target
+                check(ins[:2] == [target, target] and ins[2:] in ([], [wide])
+                      and out in ([target], [wide]),
                       f"{name}/{target}: {op} multiplies in {ins[:2]}, bias {ins[2:]}, "
                       f"result {out}: {line.strip()}")
                 if out == ["f32"]:

@@ -78,10 +78,11 @@ struct AutocastOptions {
   bool keepIOTypes = true;
   /// Node names forced to fp32.
   std::vector<std::string> blockList;
-  /// Products, their gradients and sums in the target type whose result
-  /// only f32 reads write their f32 accumulator (no rounding, no cast):
-  /// "auto" (bf16 targets only: f16 keeps PyTorch's overflowing f16 weight
-  /// gradients, which dynamic loss scaling skips), "on" or "off".
+  /// Products keep their bias f32, and products, their gradients and sums
+  /// in the target type whose result only f32 reads write their f32
+  /// accumulator (no rounding, no cast): "auto" (bf16 targets only: f16
+  /// keeps PyTorch's roundings, whose overflowing f16 weight gradients
+  /// dynamic loss scaling skips), "on" or "off".
   std::string f32Accumulators = "auto";
 };
 

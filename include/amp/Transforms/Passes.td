@@ -59,16 +59,16 @@ def AMPAutocast : Pass<"amp-autocast", "::mlir::ModuleOp"> {
     (backward ops) take the precision of that forward node unless the policy
     names them.
 
-    A `lower` product accumulating in f32 keeps its bias (Gemm's C, a Conv's
-    B) f32, added to the accumulator before the one rounding.
-    `f32-accumulators`: a product, product gradient or sum in the target
-    type whose result only f32 reads (through reshapes) writes its f32
+    `f32-accumulators`: a `lower` product accumulating in f32 keeps its bias
+    (Gemm's C, a Conv's B) f32, added to the accumulator before the one
+    rounding; and a product, product gradient or sum in the target type
+    whose result only f32 reads (through reshapes) writes its f32
     accumulator instead of rounding it and casting back: the weight and bias
     gradients of the f32 masters, logits into the loss, residual branches.
-    `auto` (the default) does so for bf16, whose range is f32's, and not for
-    f16, where PyTorch's f16 weight gradients overflow and skip the step
-    under dynamic loss scaling (kept, so fp16 follows GradScaler's steps);
-    `on` / `off` force it.
+    `auto` (the default) does both for bf16, whose range is f32's, and
+    neither for f16, which keeps PyTorch's roundings: its f16 weight
+    gradients overflow and skip the step under dynamic loss scaling, so
+    fp16 follows GradScaler's steps; `on` / `off` force it.
 
     Functions of upstream ops (linalg on tensors, tensor, arith, math, TOSA:
     torch-mlir's and IREE's input) are read through AutocastOpInterface
