@@ -59,17 +59,24 @@ void mlir::amp::buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions 
 /// amp-autocast for fp16 / bf16; an error for an unknown precision or a
 /// policy / block list with fp32.
 static LogicalResult addAutocast(OpPassManager &pm, const PrecisionOptions &p, std::string &error) {
+  if (p.f32Accumulators != "auto" && p.f32Accumulators != "on" && p.f32Accumulators != "off") {
+    error = "--f32-accumulators must be auto, on or off, got '" + p.f32Accumulators + "'";
+    return failure();
+  }
   if (p.precision == "fp16" || p.precision == "bf16") {
     AMPAutocastOptions o;
     o.target = p.precision == "fp16" ? "f16" : "bf16";
     o.policy = p.policy;
     o.blockList.assign(p.blockList.begin(), p.blockList.end());
+    o.f32Accumulators = p.f32Accumulators;
     pm.addPass(createAMPAutocast(o));
   } else if (p.precision != "fp32") {
     error = "precision must be fp32, fp16 or bf16, got '" + p.precision + "'";
     return failure();
-  } else if (!p.policy.empty() || !p.blockList.empty()) {
-    error = std::string(p.policy.empty() ? "--block-list" : "--policy") +
+  } else if (!p.policy.empty() || !p.blockList.empty() || p.f32Accumulators != "auto") {
+    error = std::string(!p.policy.empty()      ? "--policy"
+                        : !p.blockList.empty() ? "--block-list"
+                                               : "--f32-accumulators") +
             " needs --precision fp16 or bf16 (fp32 runs no autocast)";
     return failure();
   }

@@ -84,6 +84,11 @@ static cl::list<std::string> blockList("block-list",
                                        cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
                                        cl::value_desc("node,node,..."), cl::CommaSeparated,
                                        cl::cat(category));
+static cl::opt<std::string> f32Accumulators(
+    "f32-accumulators",
+    cl::desc("Products keep f32 biases and write f32 results only f32 reads (fp16 / bf16): "
+             "auto (bf16), on or off, as amp-opt -amp-autocast=f32-accumulators=..."),
+    cl::init("auto"), cl::cat(category));
 static cl::list<std::string> constInputs("const-input",
                                          cl::desc("Bind a graph input to a TensorProto (.pb)"),
                                          cl::value_desc("name=file.pb"), cl::cat(category));
@@ -500,8 +505,9 @@ int main(int argc, char **argv) {
       training += ", data parallel";
   }
   if (emitKind == "linalg") {
-    if (failed(amp::lowerToLinalg(*module,
-                                  {precision, policyFile, {blockList.begin(), blockList.end()}})))
+    if (failed(amp::lowerToLinalg(
+            *module,
+            {precision, policyFile, {blockList.begin(), blockList.end()}, f32Accumulators})))
       return 1;
     std::string tmp = outputFile + ".tmp";
     {
@@ -525,8 +531,9 @@ int main(int argc, char **argv) {
   auto sig = amp::signatureOf(f);
   if (failed(sig))
     return 1;
-  auto arena = amp::lowerForRuntime(*module, funcName,
-                                    {precision, policyFile, {blockList.begin(), blockList.end()}});
+  auto arena = amp::lowerForRuntime(
+      *module, funcName,
+      {precision, policyFile, {blockList.begin(), blockList.end()}, f32Accumulators});
   if (failed(arena))
     return 1;
   auto fn = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);

@@ -76,6 +76,11 @@ static cl::list<std::string> blockList("block-list",
                                        cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
                                        cl::value_desc("node,node,..."), cl::CommaSeparated,
                                        cl::cat(category));
+static cl::opt<std::string> f32Accumulators(
+    "f32-accumulators",
+    cl::desc("Products keep f32 biases and write f32 results only f32 reads (fp16 / bf16): "
+             "auto (bf16), on or off, as amp-opt -amp-autocast=f32-accumulators=..."),
+    cl::init("auto"), cl::cat(category));
 static opt<std::string> nanCheck("nan-check",
                                  cl::desc("NaN / inf in a float input: warn, error or off"),
                                  cl::init("warn"), cl::cat(category));
@@ -319,7 +324,8 @@ int main(int argc, char **argv) {
 
   // 4. Compile.
   auto arenaBytes = amp::lowerForRuntime(
-      *module, funcName, {precision, policyFile, {blockList.begin(), blockList.end()}});
+      *module, funcName,
+      {precision, policyFile, {blockList.begin(), blockList.end()}, f32Accumulators});
   if (failed(arenaBytes))
     return 1;
   // ExecutionEngineOptions::transformer is a function_ref: the function it

@@ -53,11 +53,13 @@ struct TrainingOptions {
 };
 
 /// How amp-autocast runs before the lowering: the precision, a policy file
-/// amending the default (policies/default.json), ONNX node names kept fp32.
+/// amending the default (policies/default.json), ONNX node names kept fp32,
+/// and amp-autocast's f32-accumulators (auto: bf16 only; on; off).
 struct PrecisionOptions {
   std::string precision = "fp32"; // fp32 | fp16 | bf16
   std::string policy;
   std::vector<std::string> blockList;
+  std::string f32Accumulators = "auto";
 };
 
 /// Adds the training-step passes to `pm` (a module pass manager).
@@ -177,12 +179,17 @@ template <class Base> struct WithPrecisionOptions : Base {
                                    llvm::cl::desc("A policy file amending policies/default.json")};
   Opts::ListOption<std::string> blockList{*this, "block-list",
                                           llvm::cl::desc("Ops (ONNX node names) kept in fp32")};
+  Opts::Option<std::string> f32Accumulators{
+      *this, "f32-accumulators",
+      llvm::cl::desc("amp-autocast's f32 biases and accumulator results: auto (bf16), on, off"),
+      llvm::cl::init("auto")};
 
   PrecisionOptions precisionOptions() const {
     PrecisionOptions r;
     r.precision = this->precision;
     r.policy = this->policy;
     r.blockList.assign(this->blockList.begin(), this->blockList.end());
+    r.f32Accumulators = this->f32Accumulators;
     return r;
   }
 };
