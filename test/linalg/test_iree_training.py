@@ -15,8 +15,11 @@ the run), and PyTorch trains the same functions (torch.autocast on the CPU
   parameters within 1e-3 (fp32, see below) / 1e-2 of the largest update;
 - IREE vs PyTorch: the scale and found_inf sequences identical, losses
   within the torch-bridge tolerances (1e-5 fp32, 1e-3 fp16, 2e-3 bf16) and
-  parameters within 1e-3 (fp32) / 1e-2 of the largest update (fp32 runs
-  also print each one's distance from PyTorch in float64);
+  parameters within 1e-3 (fp32) / 1e-2 (fp16) of the largest update; in
+  bf16, where ours keeps f32 biases and weight gradients that PyTorch
+  rounds, the parameters' distance from float64 PyTorch within 1.5x
+  PyTorch's own + 2e-3 (fp32 runs also print each one's distance from
+  float64);
 - an overflowing model (inputs x 100 at scale 65536) skips the same steps
   on IREE, our runtime and PyTorch, and the skipped steps change nothing.
 
@@ -223,8 +226,20 @@ for name, (make, ref, shape) in MODELS.items():
         tref, tstate = torch_train(ref, init, x, y, batch, STEPS, prec, 0.05, GROWTH)
         w_t = compare(f"{tag}: IREE vs PyTorch", ours, tref, LOSS_TOL_TORCH[prec])
         e_t, moved_t = param_err(ours_state, tstate, init, trained)
-        check(e_t <= ptol, f"{tag}: parameters differ from PyTorch's by {e_t:.2e} of the largest "
-                           f"update {moved_t:.2e} (tolerance {ptol})")
+        if prec == "bf16":
+            # Ours keeps biases and weight gradients f32 in bf16 (autocast's
+            # f32-accumulators) where PyTorch rounds them to bf16, so the two
+            # drift apart by about their own errors (seen: 2.5e-2 apart, each
+            # 4.4e-2 from float64, on the MLP): ours must be about as near
+            # float64 as PyTorch's, not equal to it.
+            _, s64 = torch_train(ref, init, x, y, batch, STEPS, "fp32", 0.05, GROWTH, f64=True)
+            e64, e64_t = (param_err(st, s64, init, trained)[0] for st in (ours_state, tstate))
+            check(e64 <= 1.5 * e64_t + 2e-3,
+                  f"{tag}: parameters differ from float64's by {e64:.2e} of the largest update, "
+                  f"PyTorch's by {e64_t:.2e} (tolerance 1.5x + 2e-3); from PyTorch's by {e_t:.2e}")
+        else:
+            check(e_t <= ptol, f"{tag}: parameters differ from PyTorch's by {e_t:.2e} of the "
+                               f"largest update {moved_t:.2e} (tolerance {ptol})")
         e_rt_t, _ = param_err(rt_state, tstate, init, trained)
         if prec == "fp32":  # both against float64 PyTorch: which sums are nearer the truth
             _, s64 = torch_train(ref, init, x, y, batch, STEPS, prec, 0.05, GROWTH, f64=True)
