@@ -712,7 +712,7 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: unknown op %d", op);
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: x, dy and dx must be float");
-  bool costly = op != AMPRT_UNARY_RELU && op != AMPRT_UNARY_CLAMP && op != AMPRT_UNARY_LEAKY_RELU;
+  bool costly = !cheapUnary(op);
   // f16 / bf16 dense: widened piece by piece, the f32 kernels, rounded once.
   if (halfPieces<2>({x, dy}, dx, costly ? 4096 : (int64_t)1 << 16,
                     [&](const float *const *in, float *out, int64_t m) {
