@@ -2,6 +2,10 @@
 
 #include "TestUtil.h"
 
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <limits>
 #include <map>
 
 using namespace amprt_test;
@@ -704,6 +708,76 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
           ASSERT_EQ(y.bytes, want.bytes) << amprt_dtype_name(dt) << " op " << op << " b rank "
                                          << c.b.size() << (bFirst ? " (b first)" : "");
         }
+}
+
+// Dense same-shape add / sub / mul / div with an f16 / bf16 among a, b and
+// y, every mix of the three float types (widened, computed and rounded in
+// AVX2 registers where the CPU has AVX2 + F16C, in pieces otherwise): the
+// f32 arithmetic of the widened operands, rounded once, bit for bit;
+// special values (NaN, inf, signed zeros, subnormals, f16 overflow) among
+// them, a size that runs on the threads and ends in a tail.
+TEST(Binary, HalfDenseEveryTypeMixMatchesF32ThenRound) {
+  const int64_t n = 70001;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double special[] = {std::nan(""), -std::nan(""), inf, -inf,   0.0,   -0.0,
+                            1e-40,        -3e-8,         7e4, -9e-41, 65504, 1.5e-5};
+  for (amprt_dtype ta : kFloats)
+    for (amprt_dtype tb : kFloats)
+      for (amprt_dtype ty : kFloats) {
+        if (ta == AMPRT_F32 && tb == AMPRT_F32 && ty == AMPRT_F32)
+          continue;
+        for (amprt_binary_op op :
+             {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV}) {
+          Buf a = randn(ta, {n}, 3.0), b = randn(tb, {n}, 3.0), y(ty, {n});
+          // Specials at different places in a and b (a NaN meeting a NaN
+          // would leave the sign to the hardware's choice of operand).
+          for (size_t k = 0; k < std::size(special); ++k) {
+            a.set(8 * (int64_t)k + 3 + 4096 * (int64_t)k, special[k]);
+            b.set(8 * (int64_t)k + 5 + 4096 * (int64_t)k, special[k]);
+            a.set(n - 1 - (int64_t)k, special[k]); // the tail
+          }
+          // Signalling NaNs with payloads, of either sign, by their bits.
+          for (Buf *t : {&a, &b}) {
+            int64_t at = t == &a ? 40001 : 50003;
+            for (int s = 0; s < 2; ++s) {
+              size_t es = amprt_dtype_size(t->dtype);
+              uint32_t bits = t->dtype == AMPRT_F32    ? 0x7f800021u | (uint32_t)s << 31
+                              : t->dtype == AMPRT_BF16 ? 0x7f81u | (uint32_t)s << 15
+                                                       : 0x7c05u | (uint32_t)s << 15;
+              std::memcpy(t->bytes.data() + (at + 8 * s) * es, &bits, es);
+            }
+          }
+          AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+          // The expected values by the scalar conversions (the definition;
+          // the vector ones are what is under test).
+          auto widen = [](const Buf &t, int64_t i) {
+            float v;
+            uint16_t h;
+            if (t.dtype == AMPRT_F32) {
+              std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+              return v;
+            }
+            std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+            return t.dtype == AMPRT_F16 ? amprt_f16_to_f32(h) : amprt_bf16_to_f32(h);
+          };
+          Buf want(ty, {n});
+          for (int64_t i = 0; i < n; ++i) {
+            float p = widen(a, i), q = widen(b, i);
+            float v = op == AMPRT_BINARY_ADD   ? p + q
+                      : op == AMPRT_BINARY_SUB ? p - q
+                      : op == AMPRT_BINARY_MUL ? p * q
+                                               : p / q;
+            if (ty == AMPRT_F32) {
+              std::memcpy(want.bytes.data() + 4 * i, &v, 4);
+            } else {
+              uint16_t h = ty == AMPRT_F16 ? amprt_f32_to_f16(v) : amprt_f32_to_bf16(v);
+              std::memcpy(want.bytes.data() + 2 * i, &h, 2);
+            }
+          }
+          ASSERT_EQ(y.bytes, want.bytes) << "op " << op << ": " << amprt_dtype_name(ta) << ", "
+                                         << amprt_dtype_name(tb) << " -> " << amprt_dtype_name(ty);
+        }
+      }
 }
 
 // Gather's gradient: dy's blocks added at their indices' rows of a zeroed

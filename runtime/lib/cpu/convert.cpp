@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "amprt/amprt.h"
+#include "convert_avx2.h"
 #include "convert_bits.h"
 #include "internal.h"
 
@@ -45,63 +46,30 @@ namespace {
 // F16C / AVX2). Each agrees with the scalar definition bit for bit, NaN
 // included (a NaN becomes the scalar path's canonical quiet NaN).
 #if defined(__x86_64__)
-bool haveAvx2F16c() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return ok;
-}
+using amprt::avx2::haveAvx2F16c;
+using amprt::avx2::roundBf16x8;
 
 __attribute__((target("avx2,f16c"))) size_t f32ToF16Avx2(const float *x, uint16_t *y, size_t n) {
   size_t i = 0;
-  const __m256i absMask = _mm256_set1_epi32(0x7fffffff), expAll = _mm256_set1_epi32(0x7f800000);
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_loadu_ps(x + i);
-    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256i bits = _mm256_castps_si256(v);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, absMask), expAll);
-    if (!_mm256_testz_si256(nan, nan)) {
-      __m256i canon =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x8000)),
-                          _mm256_set1_epi32(0x7e00));
-      __m128i c16 =
-          _mm_packus_epi32(_mm256_castsi256_si128(canon), _mm256_extracti128_si256(canon, 1));
-      __m128i m16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
-      h = _mm_blendv_epi8(h, c16, m16);
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), h);
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i),
+                     amprt::avx2::roundF16x8(_mm256_loadu_ps(x + i)));
   return i;
 }
 
 __attribute__((target("avx2,f16c"))) size_t f16ToF32Avx2(const uint16_t *x, float *y, size_t n) {
   size_t i = 0;
-  const __m256i absMask = _mm256_set1_epi32(0x7fffffff), expAll = _mm256_set1_epi32(0x7f800000);
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i)));
-    __m256i bits = _mm256_castps_si256(v);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, absMask), expAll);
-    bits = _mm256_or_si256(bits, _mm256_and_si256(nan, _mm256_set1_epi32(0x400000)));
-    _mm256_storeu_ps(y + i, _mm256_castsi256_ps(bits));
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(
+        y + i, amprt::avx2::widenF16x8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i))));
   return i;
 }
 
 // f32 -> bf16, round to nearest even, NaN to the scalar path's quiet NaN
-// (sign kept): 16 at a time, 32-bit lanes rounded, then packed (the values
-// are below 2^16, so unsigned saturation is exact) and put back in order
-// (packus works within 128-bit halves). The compiler's vectorisation of the
-// loop below was a third slower than f16's F16C path.
-__attribute__((target("avx2"))) inline __m256i roundBf16x8(__m256i v) {
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff),
-                absMask = _mm256_set1_epi32(0x7fffffff), expAll = _mm256_set1_epi32(0x7f800000),
-                sign = _mm256_set1_epi32(0x8000), quiet = _mm256_set1_epi32(0x7fc0);
-  __m256i hi = _mm256_srli_epi32(v, 16);
-  __m256i r =
-      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(v, bias), _mm256_and_si256(hi, one)), 16);
-  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, absMask), expAll);
-  __m256i q = _mm256_or_si256(_mm256_and_si256(hi, sign), quiet);
-  return _mm256_blendv_epi8(r, q, nan);
-}
-
+// (sign kept): 16 at a time, 32-bit lanes rounded (roundBf16x8), then packed
+// (the values are below 2^16, so unsigned saturation is exact) and put back
+// in order (packus works within 128-bit halves). The compiler's
+// vectorisation of the loop below was a third slower than f16's F16C path.
 __attribute__((target("avx2"))) void f32ToBf16Avx2(const uint32_t *x, uint16_t *y, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
