@@ -78,8 +78,8 @@ int main() {
       v = nd(rng);
     std::printf("%-10s %10s %10s %10s %12s %12s\n", "op (ns/el)", "f32", "bf16", "f16",
                 "bf16 / f32", "f16 / f32");
-    const char *names[] = {"gelu", "gelu grad", "relu", "add"};
-    for (int op = 0; op < 4; ++op) {
+    const char *names[] = {"gelu", "gelu grad", "relu", "add", "bias grad"};
+    for (int op = 0; op < 5; ++op) {
       double ns[3];
       int k = 0;
       for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16}) {
@@ -91,13 +91,21 @@ int main() {
         amprt_tensor tx = amprt_tensor_make(xb.data(), dt, 1, shape);
         amprt_tensor td = amprt_tensor_make(db.data(), dt, 1, shape);
         amprt_tensor ty = amprt_tensor_make(yb.data(), dt, 1, shape);
+        // The bias gradient: dy [128, 3072] summed over the rows into an
+        // f32 [1, 3072] (f32-accumulators).
+        int64_t rows[2] = {128, 3072}, cols[2] = {1, 3072};
+        std::vector<float> db32(3072);
+        amprt_tensor t2 = amprt_tensor_make(db.data(), dt, 2, rows);
+        amprt_tensor tb = amprt_tensor_make(db32.data(), AMPRT_F32, 2, cols);
+        const int32_t axis0[1] = {0};
         amprt_status st = AMPRT_OK;
         double t = seconds(
             [&] {
               st = op == 0   ? amprt_unary(nullptr, AMPRT_UNARY_GELU, 0, &tx, &ty)
                    : op == 1 ? amprt_unary_grad(nullptr, AMPRT_UNARY_GELU, 0, &tx, &td, &ty)
                    : op == 2 ? amprt_unary(nullptr, AMPRT_UNARY_RELU, 0, &tx, &ty)
-                             : amprt_binary(nullptr, AMPRT_BINARY_ADD, &tx, &td, &ty);
+                   : op == 3 ? amprt_binary(nullptr, AMPRT_BINARY_ADD, &tx, &td, &ty)
+                             : amprt_reduce(nullptr, AMPRT_REDUCE_SUM, &t2, axis0, 1, &tb);
             },
             20);
         if (st != AMPRT_OK) {

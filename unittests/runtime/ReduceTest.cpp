@@ -40,6 +40,60 @@ TEST(Reduce, SumMeanMaxOverAxes) {
       << amprt_last_error();
 }
 
+// Sums and means over one block of adjacent axes, the contiguous paths:
+// rows added into per-column double sums with the columns on the threads,
+// runs into one slot in four partial sums widened piece by piece, and f16 /
+// bf16 rows read in place (no f32 copy). Against double, rounded once; a
+// NaN or inf reaches its slot.
+TEST(Reduce, BlockSumsOnTheThreadsAndInPlaceHalfRows) {
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<int32_t> axes;
+  };
+  const Case cases[] = {{{3, 700, 130}, {1}},
+                        {{128, 3072}, {0}},
+                        {{2, 9000}, {1}},
+                        {{4, 6, 5}, {1, 2}},
+                        {{5, 1, 37}, {0, 1}}};
+  for (auto [dt, yt] : {std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16},
+                        std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_F16, AMPRT_F32},
+                        std::pair{AMPRT_BF16, AMPRT_F32}})
+    for (const Case &c : cases)
+      for (amprt_reduce_op op : {AMPRT_REDUCE_SUM, AMPRT_REDUCE_MEAN}) {
+        Buf x = randn(dt, c.shape);
+        int64_t n = x.numel();
+        x.set(n / 3, NAN);
+        x.set(n / 2 + 1, -INFINITY);
+        std::vector<int64_t> yshape = c.shape;
+        for (int32_t a : c.axes)
+          yshape[a] = 1;
+        Buf y(yt, yshape);
+        AMPRT_OK_OR_FAIL(
+            amprt_reduce(nullptr, op, x.p(), c.axes.data(), (int32_t)c.axes.size(), y.p()));
+        // The reference: every x element into its slot, in double.
+        std::vector<double> ref(y.numel(), 0.0);
+        int64_t count = n / y.numel();
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t rem = i, slot = 0, st = 1;
+          for (int32_t d = (int32_t)c.shape.size() - 1; d >= 0; --d) {
+            int64_t idx = rem % c.shape[d];
+            rem /= c.shape[d];
+            slot += (yshape[d] == 1 ? 0 : idx) * st;
+            st *= yshape[d];
+          }
+          ref[slot] += x.get(i);
+        }
+        if (op == AMPRT_REDUCE_MEAN)
+          for (double &r : ref)
+            r /= (double)count;
+        // Accumulated in double, rounded to f32 (then to a 16-bit y): half
+        // an f32 ulp plus, for a 16-bit y, half of its own.
+        EXPECT_TRUE(near(y, ref, yt == AMPRT_F32 ? 0.5 : 0.5 + 1e-3, 1e-12))
+            << "op " << op << " " << amprt_dtype_name(dt) << " -> " << amprt_dtype_name(yt)
+            << " shape " << c.shape.size() << "-d, " << c.axes.size() << " axes";
+      }
+}
+
 TEST(Reduce, MaxPropagatesNaN) {
   Buf x = randn(AMPRT_F32, {2, 3}), y(AMPRT_F32, {2, 1});
   x.set(4, NAN);

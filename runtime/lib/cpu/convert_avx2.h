@@ -72,7 +72,8 @@ __attribute__((target("avx2,f16c"))) inline __m256 load8(const void *p, int64_t 
   if constexpr (T == AMPRT_F32) {
     return _mm256_loadu_ps(static_cast<const float *>(p) + i);
   } else {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(p) + i));
+    __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(p) + i));
     if constexpr (T == AMPRT_F16)
       return widenF16x8(h);
     else

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "convert_avx2.h"
 #include "internal.h"
 
 #include <algorithm>
@@ -26,6 +27,41 @@ template <typename F> void forEachRow(const amprt_tensor *x, int32_t axis, F &&f
     s[0][d] = x->strides[d];
   }
   forEach<1>(x->rank, shape, s, [&](const int64_t *o) { f(o[0]); });
+}
+
+/// acc[i] += x[i] (as f32, then double) for n elements of type t at x:
+/// f16 / bf16 widened in registers where the CPU has AVX2 + F16C (the
+/// conversions' vector forms, bit for bit the scalar ones), so a 16-bit
+/// row costs no f32 copy.
+#if defined(__x86_64__)
+template <amprt_dtype T>
+__attribute__((target("avx2,f16c"))) int64_t addRow8(double *acc, const void *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = amprt::avx2::load8<T>(x, i);
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    _mm256_storeu_pd(acc + i, _mm256_add_pd(_mm256_loadu_pd(acc + i), lo));
+    _mm256_storeu_pd(acc + i + 4, _mm256_add_pd(_mm256_loadu_pd(acc + i + 4), hi));
+  }
+  return i;
+}
+#endif
+
+void addRow(double *acc, const void *x, amprt_dtype t, int64_t n) {
+  if (t == AMPRT_F32) {
+    const float *row = static_cast<const float *>(x);
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] += row[i];
+    return;
+  }
+  int64_t i = 0;
+#if defined(__x86_64__)
+  if (amprt::avx2::haveAvx2F16c())
+    i = t == AMPRT_BF16 ? addRow8<AMPRT_BF16>(acc, x, n) : addRow8<AMPRT_F16>(acc, x, n);
+#endif
+  for (; i < n; ++i)
+    acc[i] += loadF(x, t, i);
 }
 
 } // namespace
@@ -81,7 +117,22 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
     if (reduced[d])
       count *= x->shape[d];
   }
-  if (isHalf(x->dtype)) {
+  // f16 / bf16 x: a sum / mean over one block of adjacent axes reads the
+  // 16-bit rows itself (below); the rest on an f32 copy.
+  bool halfBlock = false;
+  if (isHalf(x->dtype) && (op == AMPRT_REDUCE_SUM || op == AMPRT_REDUCE_MEAN) &&
+      amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y)) {
+    int32_t lo = -1, hi = -1;
+    halfBlock = true;
+    for (int32_t d = 0; d < x->rank; ++d)
+      if (reduced[d] && x->shape[d] != 1) {
+        halfBlock &= lo < 0 || hi == d - 1;
+        lo = lo < 0 ? d : lo;
+        hi = d;
+      }
+    halfBlock &= lo >= 0;
+  }
+  if (isHalf(x->dtype) && !halfBlock) {
     amprt_tensor x32 = asF32(x, 0), y32 = wideY ? *y : scratchF32(y, 1);
     AMPRT_CHECK(amprt_reduce(nullptr, op, &x32, axes, naxes, &y32));
     return wideY ? AMPRT_OK : storeFromF32(y32, y);
@@ -90,7 +141,7 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
   // inner] rows added in the generic path's order (double accumulators, the
   // reduced index ascending), so the result is the same to the bit; a run
   // into a single slot (inner 1) uses four partial sums.
-  if (x->dtype == AMPRT_F32 && (op == AMPRT_REDUCE_SUM || op == AMPRT_REDUCE_MEAN) &&
+  if ((x->dtype == AMPRT_F32 || halfBlock) && (op == AMPRT_REDUCE_SUM || op == AMPRT_REDUCE_MEAN) &&
       amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y)) {
     int32_t lo = -1, hi = -1;
     bool block = true;
@@ -165,40 +216,66 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
       int64_t outer = 1, red = 1, inner = 1;
       for (int32_t d = 0; d < x->rank; ++d)
         (d < lo ? outer : d <= hi ? red : inner) *= x->shape[d];
-      thread_local std::vector<double> accRow;
-      if ((int64_t)accRow.size() < inner)
-        accRow.resize(inner);
-      const float *xp = static_cast<const float *>(x->data);
-      float *yp = static_cast<float *>(y->data);
+      const char *xp = static_cast<const char *>(x->data);
+      const int64_t xs = (int64_t)amprt_dtype_size(x->dtype);
       double div = op == AMPRT_REDUCE_MEAN ? (double)count : 1.0;
-      for (int64_t o = 0; o < outer; ++o) {
-        double *acc = accRow.data();
-        std::fill(acc, acc + inner, 0.0);
-        if (inner == 1) {
-          // A contiguous run into one slot: four partial sums (a chain of
-          // dependent double adds is latency-bound). Exact in double for
-          // runs of f32 values up to 2^29 elements apart from reassociation
-          // at the 2^-53 level, far below the final rounding to f32.
-          const float *row = xp + o * red;
+      // y's element: f32 from the double, rounded once more for a 16-bit y
+      // (as the f32 result stored).
+      auto put = [&](int64_t i, double v) {
+        float f = (float)(v / div);
+        if (y->dtype == AMPRT_F32)
+          static_cast<float *>(y->data)[i] = f;
+        else
+          storeF(y->data, y->dtype, i, f);
+      };
+      if (inner == 1) {
+        // A contiguous run into one slot: four partial sums (a chain of
+        // dependent double adds is latency-bound). Exact in double for
+        // runs of f32 values up to 2^29 elements apart from reassociation
+        // at the 2^-53 level, far below the final rounding to f32. 16-bit
+        // runs are widened in pieces (a multiple of 4: the same lanes).
+        thread_local std::vector<float> wide;
+        for (int64_t o = 0; o < outer; ++o) {
           double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-          int64_t r = 0;
-          for (; r + 4 <= red; r += 4) {
-            a0 += row[r];
-            a1 += row[r + 1];
-            a2 += row[r + 2];
-            a3 += row[r + 3];
+          for (int64_t p = 0; p < red; p += 4096) {
+            int64_t m = std::min<int64_t>(4096, red - p);
+            const float *row;
+            if (x->dtype == AMPRT_F32) {
+              row = reinterpret_cast<const float *>(xp) + o * red + p;
+            } else {
+              wide.resize(4096);
+              amprt_convert(xp + (o * red + p) * xs, x->dtype, wide.data(), AMPRT_F32, (size_t)m);
+              row = wide.data();
+            }
+            int64_t r = 0;
+            for (; r + 4 <= m; r += 4) {
+              a0 += row[r];
+              a1 += row[r + 1];
+              a2 += row[r + 2];
+              a3 += row[r + 3];
+            }
+            for (; r < m; ++r)
+              a0 += row[r];
           }
-          for (; r < red; ++r)
-            a0 += row[r];
-          acc[0] = (a0 + a1) + (a2 + a3);
-        } else
-          for (int64_t r = 0; r < red; ++r) {
-            const float *row = xp + (o * red + r) * inner;
-            for (int64_t i = 0; i < inner; ++i)
-              acc[i] += row[i];
-          }
-        for (int64_t i = 0; i < inner; ++i)
-          yp[o * inner + i] = (float)(op == AMPRT_REDUCE_MEAN ? acc[i] / div : acc[i]);
+          put(o, (a0 + a1) + (a2 + a3));
+        }
+        return AMPRT_OK;
+      }
+      // Rows of `inner` added into per-column double sums, the reduced
+      // index ascending; the columns split over the threads (each column's
+      // order of additions stays the same, so the result does not depend
+      // on the thread count).
+      std::vector<double> acc(inner);
+      for (int64_t o = 0; o < outer; ++o) {
+        parallelFor(inner, std::max<int64_t>(64, 32768 / std::max<int64_t>(red, 1)), 64,
+                    [&](int64_t c0, int64_t c1) {
+                      std::fill(acc.begin() + c0, acc.begin() + c1, 0.0);
+                      for (int64_t r = 0; r < red; ++r)
+                        addRow(acc.data() + c0, xp + ((o * red + r) * inner + c0) * xs, x->dtype,
+                               c1 - c0);
+                      for (int64_t i = c0; i < c1; ++i)
+                        put(o * inner + i, acc[i]);
+                    });
       }
       return AMPRT_OK;
     }
