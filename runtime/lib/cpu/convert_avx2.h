@@ -34,6 +34,8 @@ __attribute__((target("avx2"))) inline __m256i roundBf16x8(__m256i v) {
   __m256i r =
       _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(v, bias), _mm256_and_si256(hi, one)), 16);
   __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, absMask), expAll);
+  if (_mm256_testz_si256(nan, nan)) // no NaN: the common case, no blend
+    return r;
   __m256i q = _mm256_or_si256(_mm256_and_si256(hi, sign), quiet);
   return _mm256_blendv_epi8(r, q, nan);
 }
