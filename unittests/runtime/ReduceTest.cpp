@@ -605,6 +605,56 @@ TEST(Losses, CrossEntropyAndNLLWithWeightsAndIgnore) {
     }
 }
 
+// A language model's loss: rows of many classes (the contiguous fast paths:
+// blocks of rows on the threads, f16 / bf16 scores widened, exp in f32 with
+// the target's p - 1 by expm1), one row's logits spread so that its target
+// takes nearly all the probability (p - 1 cancels), an ignored row and a
+// NaN row. Against double.
+TEST(Losses, CrossEntropyOverAVocabularyAgainstDouble) {
+  const int64_t n = 37, c = 3001;
+  for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16})
+    for (amprt_dtype gt : {AMPRT_F32, AMPRT_BF16}) {
+      Buf s = randn(dt, {n, c}, 3.0), y = randint(AMPRT_I64, {n}, 0, c);
+      y.set(5, -100);                         // ignored
+      s.set(2 * c + (int64_t)y.get(2), 40.0); // p(target) = 1 - 1e-13 or so
+      s.set(9 * c + 17, NAN);
+      Buf loss(AMPRT_F32, {}), lp(AMPRT_F32, {n, c}), dloss = randn(AMPRT_F32, {}), ds(gt, {n, c});
+      AMPRT_OK_OR_FAIL(amprt_softmax_cross_entropy(
+          nullptr, s.p(), y.p(), nullptr, AMPRT_REDUCTION_MEAN, 1, -100, loss.p(), lp.p()));
+      AMPRT_OK_OR_FAIL(amprt_softmax_cross_entropy_grad(
+          nullptr, lp.p(), y.p(), nullptr, AMPRT_REDUCTION_MEAN, 1, -100, dloss.p(), ds.p()));
+      std::vector<double> logp(n * c), rg(n * c);
+      for (int64_t b = 0; b < n; ++b) {
+        double m = -INFINITY, z = 0;
+        for (int64_t k = 0; k < c; ++k)
+          m = std::max(m, s.get(b * c + k));
+        for (int64_t k = 0; k < c; ++k)
+          z += std::exp(s.get(b * c + k) - m);
+        for (int64_t k = 0; k < c; ++k)
+          logp[b * c + k] = b == 9 ? NAN : s.get(b * c + k) - m - std::log(z);
+      }
+      // The loss's mean over the 36 counted rows is NaN (row 9); the
+      // gradient: (softmax - onehot) * dloss / 36 per counted row, 0 for the
+      // ignored one, NaN in row 9.
+      EXPECT_TRUE(std::isnan(loss.get(0))) << loss.get(0);
+      double d = dloss.get(0) / (double)(n - 1);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t k = 0; k < c; ++k) {
+          int64_t cls = (int64_t)y.get(b);
+          double l = lp.get(b * c + k); // the kernel's input, as stored
+          rg[b * c + k] = cls < 0 ? 0.0 : d * (k == cls ? std::expm1(l) : std::exp(l));
+        }
+      EXPECT_TRUE(near(lp, logp, 4, 1e-7, 1e-6)) << amprt_dtype_name(dt);
+      // expf within 2 ulp, the rounding to f32 and to dscores' type.
+      EXPECT_TRUE(near(ds, rg, 4, 0.0, 1e-30))
+          << amprt_dtype_name(dt) << " -> " << amprt_dtype_name(gt);
+      // The target of the spread row: p - 1 ~ -1e-17 is small, not 0 or a
+      // cancellation's noise.
+      double t = ds.get(2 * c + (int64_t)y.get(2)), want = rg[2 * c + (int64_t)y.get(2)];
+      EXPECT_NEAR(t, want, std::fabs(want) * 1e-2) << amprt_dtype_name(dt);
+    }
+}
+
 TEST(Losses, BadLabelIsAnError) {
   Buf s = randn(AMPRT_F32, {2, 3}), y(AMPRT_I64, {2}), loss(AMPRT_F32, {});
   y.set(0, 1);

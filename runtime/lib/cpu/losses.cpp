@@ -195,6 +195,35 @@ extern "C" amprt_status amprt_softmax_cross_entropy_grad(
   std::vector<int64_t> cls;
   AMPRT_CHECK(
       lossScale(ls, labels, weights, reduction, has_ignore_index, ignore_index, dloss, k, g, cls));
+  if (log_prob->dtype == AMPRT_F32 && ls.inner == 1 && ls.c > 0) {
+    // Rows of classes (a language model's vocabulary: [tokens, 50k]), on
+    // the threads: p = exp(log_prob) by the vector expf (<= 2 ulp; f32
+    // log_prob is exact as its argument), the target's p - 1 by expm1 in
+    // double (no cancellation when p is near 1), times the sample's scale
+    // in double, rounded once (to f32, then to a 16-bit dscores).
+    const float *lp = static_cast<const float *>(log_prob->data);
+    char *out = static_cast<char *>(dscores->data);
+    const int64_t ob = (int64_t)amprt_dtype_size(dscores->dtype), c = ls.c;
+    parallelFor(ls.n, std::max<int64_t>(1, 16384 / c), 1, [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<float> e;
+      if ((int64_t)e.size() < c)
+        e.resize(c);
+      for (int64_t b = b0; b < b1; ++b) {
+        const float *row = lp + b * c;
+        expF32(row, e.data(), c);
+        double gb = g[b];
+        for (int64_t ch = 0; ch < c; ++ch)
+          e[ch] = (float)(gb * (double)e[ch]);
+        if (cls[b] >= 0 && cls[b] < c) // not an ignored sample (its scale is 0)
+          e[cls[b]] = (float)(gb * std::expm1((double)row[cls[b]]));
+        if (dscores->dtype == AMPRT_F32)
+          std::copy(e.data(), e.data() + c, reinterpret_cast<float *>(out) + b * c);
+        else
+          amprt_convert(e.data(), AMPRT_F32, out + b * c * ob, dscores->dtype, (size_t)c);
+      }
+    });
+    return AMPRT_OK;
+  }
   for (int64_t b = 0; b < ls.n; ++b)
     for (int64_t ch = 0; ch < ls.c; ++ch)
       for (int64_t i = 0; i < ls.inner; ++i) {

@@ -414,23 +414,27 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x, in
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_softmax: x %s, y %s, axis %d do not agree",
                 shapeString(x).c_str(), shapeString(y).c_str(), axis);
   int64_t len = x->shape[axis], xs = x->strides[axis], ys = y->strides[axis];
-  // Fast path: f32 rows along the contiguous last axis. d = x - max is
-  // exact in double; exp(d) = expf(hi) * (1 + lo) with hi = (float)d and lo
-  // = d - hi, so the argument's rounding does not cost accuracy (libmvec's
-  // expf: <= 2 ulp). The sum is in double; the log form is d - log(sum).
-  if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && axis == x->rank - 1 &&
-      amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y) && len > 0) {
+  // Fast path: rows along the contiguous last axis. d = x - max is exact
+  // in double; exp(d) = expf(hi) * (1 + lo) with hi = (float)d and lo = d -
+  // hi, so the argument's rounding does not cost accuracy (libmvec's expf:
+  // <= 2 ulp). The sum is in double; the log form is d - log(sum). f16 /
+  // bf16 rows are widened block by block (exactly) and an f16 / bf16 y is
+  // rounded from the f32 result once, as the f32 path's.
+  if (axis == x->rank - 1 && amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(y) &&
+      len > 0) {
     int64_t rows = amprt_tensor_numel(x) / len;
     // Rows in blocks of about 1024 elements: one exp call per block (the
     // blocks do not depend on the thread count, nor do the results).
     int64_t per = std::max<int64_t>(1, 1024 / len);
-    const float *xp = static_cast<const float *>(x->data);
-    float *yp = static_cast<float *>(y->data);
+    const char *xp = static_cast<const char *>(x->data);
+    char *yp = static_cast<char *>(y->data);
+    const int64_t xb = (int64_t)amprt_dtype_size(x->dtype),
+                  yb = (int64_t)amprt_dtype_size(y->dtype);
     int64_t blocks = (rows + per - 1) / per;
     // Blocks on the threads (each block's rows as in one thread: the same
     // exp calls, the same results).
     parallelFor(blocks, 1, 1, [&](int64_t b0, int64_t b1) {
-      thread_local std::vector<float> hiBuf, loBuf, eBuf;
+      thread_local std::vector<float> hiBuf, loBuf, eBuf, xBuf, yBuf;
       thread_local std::vector<char> bad;
       thread_local std::vector<int64_t> argmax;
       size_t need = (size_t)(per * len);
@@ -439,6 +443,10 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x, in
         loBuf.resize(need);
         eBuf.resize(need);
       }
+      if (x->dtype != AMPRT_F32 && xBuf.size() < need)
+        xBuf.resize(need);
+      if (y->dtype != AMPRT_F32 && yBuf.size() < need)
+        yBuf.resize(need);
       if ((int64_t)bad.size() < per) {
         bad.resize(per);
         argmax.resize(per);
@@ -446,9 +454,18 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x, in
       float *hi = hiBuf.data(), *lo = loBuf.data(), *e = eBuf.data();
       for (int64_t r0 = b0 * per; r0 < std::min(rows, b1 * per); r0 += per) {
         int64_t nr = std::min(per, rows - r0);
-        softmaxPrepRows(xp + r0 * len, nr, len, hi, lo, argmax.data(), bad.data());
+        const float *xr = reinterpret_cast<const float *>(xp + r0 * len * xb);
+        if (x->dtype != AMPRT_F32) {
+          amprt_convert(xp + r0 * len * xb, x->dtype, xBuf.data(), AMPRT_F32, (size_t)(nr * len));
+          xr = xBuf.data();
+        }
+        float *yr =
+            y->dtype == AMPRT_F32 ? reinterpret_cast<float *>(yp + r0 * len * yb) : yBuf.data();
+        softmaxPrepRows(xr, nr, len, hi, lo, argmax.data(), bad.data());
         expF32(hi, e, nr * len);
-        softmaxFinishRows(yp + r0 * len, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
+        softmaxFinishRows(yr, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
+        if (y->dtype != AMPRT_F32)
+          amprt_convert(yr, AMPRT_F32, yp + r0 * len * yb, y->dtype, (size_t)(nr * len));
       }
     });
     return AMPRT_OK;
