@@ -146,6 +146,31 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
     Buf dx(AMPRT_F32, {9, 16, 33, 31});
     AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dy.p(), ix.p(), dx.p()));
     EXPECT_TRUE(near(dx, ref, 0.5)) << "variant " << variant;
+    // f16 / bf16 dy and dx (the summing path, planes on the threads), and
+    // an f32 dx of a 16-bit dy.
+    for (auto [gt, xt] : {std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_F16, AMPRT_F16},
+                          std::pair{AMPRT_BF16, AMPRT_F32}}) {
+      Buf dyh(gt, {9, 16, 16, 15});
+      AMPRT_OK_OR_FAIL(
+          amprt_convert(dy.bytes.data(), AMPRT_F32, dyh.bytes.data(), gt, (size_t)dy.numel()));
+      std::vector<double> refh(ref.size(), 0.0);
+      for (int64_t o = 0; o < dyh.numel(); ++o)
+        refh[(int64_t)ix.get(o)] += dyh.get(o);
+      sameWithThreads(
+          "max_pool_grad 16-bit",
+          [&](Buf &d) { AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dyh.p(), ix.p(), d.p())); },
+          Buf(xt, {9, 16, 33, 31}));
+      Buf dxh(xt, {9, 16, 33, 31});
+      AMPRT_OK_OR_FAIL(amprt_max_pool_grad(nullptr, dyh.p(), ix.p(), dxh.p()));
+      EXPECT_TRUE(near(dxh, refh, 0.5 + 1e-3))
+          << "variant " << variant << " " << amprt_dtype_name(gt) << " -> " << amprt_dtype_name(xt);
+    }
+  }
+  {
+    Buf dyi(AMPRT_I32, {9, 16, 16, 15}), dxi(AMPRT_I32, {9, 16, 33, 31});
+    EXPECT_EQ(amprt_max_pool_grad(nullptr, dyi.p(), idx.p(), dxi.p()), AMPRT_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(amprt_last_error()).find("must be float"), std::string::npos)
+        << amprt_last_error();
   }
   int32_t b = amprt_channel_block();
   Buf px = randn(AMPRT_F32, {7, 2 * b, 12, 10});

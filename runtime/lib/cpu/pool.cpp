@@ -555,18 +555,58 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
     if (!irregular)
       return AMPRT_OK;
   }
-  std::vector<double> acc(nx, 0.0);
-  for (int64_t o = 0; o < ny; ++o) {
-    int64_t i = static_cast<const int64_t *>(indices->data)[o];
-    if (i < 0)
-      continue;
-    if (i >= nx)
+  if (!isFloat(dx->dtype) || !isFloat(dy->dtype))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_max_pool_grad: dy and dx must be float, got %s, %s",
+                amprt_dtype_name(dy->dtype), amprt_dtype_name(dx->dtype));
+  // Summed in double, the outputs in ascending order, rounded once:
+  // windows that overlap (resnet's 3 x 3 stride 2 stem) choose an input
+  // twice, and f16 / bf16 come here too. [N, C] planes on the threads when
+  // every index stays in its own plane (the order of each dx element's sum
+  // is the serial loop's, so the results are the same); otherwise serially.
+  for (int64_t o = 0; o < ny; ++o)
+    if (idx[o] >= nx)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_max_pool_grad: index %lld out of range",
-                  (long long)i);
-    acc[i] += loadF(dy->data, dy->dtype, o);
+                  (long long)idx[o]);
+  int64_t planes = dx->rank >= 3 && dy->rank == dx->rank && dx->shape[0] == dy->shape[0] &&
+                           dx->shape[1] == dy->shape[1]
+                       ? dx->shape[0] * dx->shape[1]
+                       : 1;
+  if (planes < 1 || nx % planes || ny % planes)
+    planes = 1;
+  int64_t px = nx / planes, py = ny / planes;
+  bool inPlane = true;
+  for (int64_t pl = 0; pl < planes && inPlane; ++pl)
+    for (int64_t o = pl * py; o < (pl + 1) * py; ++o)
+      inPlane &= idx[o] < 0 || (idx[o] >= pl * px && idx[o] < (pl + 1) * px);
+  if (!inPlane) {
+    planes = 1;
+    px = nx;
+    py = ny;
   }
-  for (int64_t i = 0; i < nx; ++i)
-    storeF(dx->data, dx->dtype, i, (float)acc[i]);
+  parallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(px, 1)), 1,
+              [&](int64_t p0, int64_t p1) {
+                thread_local std::vector<double> acc;
+                thread_local std::vector<float> g, out;
+                acc.resize((size_t)px);
+                g.resize((size_t)py);
+                out.resize((size_t)px);
+                const size_t ys = amprt_dtype_size(dy->dtype), xs = amprt_dtype_size(dx->dtype);
+                for (int64_t pl = p0; pl < p1; ++pl) {
+                  std::fill(acc.begin(), acc.end(), 0.0);
+                  amprt_convert(static_cast<const char *>(dy->data) + pl * py * ys, dy->dtype,
+                                g.data(), AMPRT_F32, (size_t)py);
+                  for (int64_t o = 0; o < py; ++o) {
+                    int64_t i = idx[pl * py + o];
+                    if (i >= 0)
+                      acc[(size_t)(i - pl * px)] += g[(size_t)o];
+                  }
+                  for (int64_t i = 0; i < px; ++i)
+                    out[(size_t)i] = (float)acc[(size_t)i];
+                  amprt_convert(out.data(), AMPRT_F32, static_cast<char *>(dx->data) + pl * px * xs,
+                                dx->dtype, (size_t)px);
+                }
+              });
   return AMPRT_OK;
 }
 
