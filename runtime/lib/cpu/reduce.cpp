@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "convert_avx2.h"
+#include "convert_bits.h"
 #include "internal.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <limits>
 #include <vector>
@@ -47,6 +49,35 @@ __attribute__((target("avx2,f16c"))) int64_t addRow8(double *acc, const void *x,
   return i;
 }
 #endif
+
+/// n elements of type t widened to f32 / f32 narrowed to type t, exactly
+/// as amprt_convert: short runs (a late layer's 2 x 2 planes) by the scalar
+/// definitions inline, since a call and its checks cost more than the work
+/// there; long ones by amprt_convert's vector paths.
+void widenRun(const void *src, amprt_dtype t, float *dst, int64_t n) {
+  if (n >= 8 || t == AMPRT_F32) {
+    (void)amprt_convert(src, t, dst, AMPRT_F32, (size_t)n);
+    return;
+  }
+  const uint16_t *h = static_cast<const uint16_t *>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b = t == AMPRT_BF16 ? bits::bf16ToF32(h[i]) : bits::f16ToF32(h[i]);
+    std::memcpy(dst + i, &b, 4);
+  }
+}
+
+void narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n) {
+  if (n >= 8 || t == AMPRT_F32) {
+    (void)amprt_convert(src, AMPRT_F32, dst, t, (size_t)n);
+    return;
+  }
+  uint16_t *h = static_cast<uint16_t *>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, src + i, 4);
+    h[i] = t == AMPRT_BF16 ? bits::f32ToBf16(b) : bits::f32ToF16(b);
+  }
+}
 
 void addRow(double *acc, const void *x, amprt_dtype t, int64_t n) {
   if (t == AMPRT_F32) {
@@ -818,78 +849,77 @@ extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
   bool xHalf = isHalf(x->dtype), yHalf = isHalf(y->dtype);
   size_t xb = amprt_dtype_size(x->dtype), yb = amprt_dtype_size(y->dtype);
   // Channels on the threads (each channel's statistics and outputs are its own).
-  parallelFor(
-      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(m, 1)), 1, [&](int64_t c0, int64_t c1) {
-        std::vector<float> chan(xHalf || yHalf ? m : 0);
-        for (int64_t ch = c0; ch < c1; ++ch) {
-          if (xHalf)
-            for (int64_t b = 0; b < n; ++b)
-              (void)amprt_convert(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
-                                  x->dtype, chan.data() + b * inner, AMPRT_F32, inner);
-          // Plane b of this channel as f32.
-          auto plane = [&](int64_t b) -> const float * {
-            return xHalf ? chan.data() + b * inner
-                         : static_cast<const float *>(x->data) + (b * c + ch) * inner;
-          };
-          double mu, variance;
-          double oldMean = loadF(mean->data, mean->dtype, ch);
-          double oldVar = loadF(var->data, var->dtype, ch);
-          if (training) {
-            double sum = 0.0;
-            for (int64_t b = 0; b < n; ++b)
-              sum += sumF32(plane(b), inner);
-            mu = sum / m;
-            double sq = 0.0;
-            for (int64_t b = 0; b < n; ++b)
-              sq += sumSqDevF32(plane(b), inner, mu);
-            variance = sq / m;
-            if (running_mean)
-              storeF(running_mean->data, running_mean->dtype, ch,
-                     (float)(momentum * oldMean + (1.0 - momentum) * mu));
-            if (running_var)
-              storeF(running_var->data, running_var->dtype, ch,
-                     (float)(momentum * oldVar + (1.0 - momentum) * variance));
-          } else {
-            mu = oldMean;
-            variance = oldVar;
-            if (running_mean)
-              storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
-            if (running_var)
-              storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
-          }
-          double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
-          if (save_mean)
-            static_cast<float *>(save_mean->data)[ch] = (float)mu;
-          if (save_inv_std)
-            static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
-          double g = loadF(scale->data, scale->dtype, ch);
-          double bb = loadF(bias->data, bias->dtype, ch);
-          if (yHalf) {
-            // In place over the widened planes (or into the buffer from an
-            // f32 x), then narrowed plane by plane.
-            for (int64_t b = 0; b < n; ++b) {
-              float *o = chan.data() + b * inner;
-              normalizeRow(plane(b), o, inner, mu, invStd, g, bb);
-              (void)amprt_convert(o, AMPRT_F32,
-                                  static_cast<char *>(y->data) + (b * c + ch) * inner * yb,
-                                  y->dtype, inner);
-            }
-            continue;
-          }
-          float *yf = static_cast<float *>(y->data);
-          if (inner < 32) { // short rows: inline
-            for (int64_t b = 0; b < n; ++b) {
-              const float *xp = plane(b);
-              float *yp = yf + (b * c + ch) * inner;
-              for (int64_t i = 0; i < inner; ++i)
-                yp[i] = (float)((xp[i] - mu) * invStd * g + bb);
-            }
-            continue;
-          }
-          for (int64_t b = 0; b < n; ++b) // the same arithmetic, typed
-            normalizeRow(plane(b), yf + (b * c + ch) * inner, inner, mu, invStd, g, bb);
-        }
-      });
+  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(m, 1)), 1,
+              [&](int64_t c0, int64_t c1) {
+                std::vector<float> chan(xHalf || yHalf ? m : 0);
+                for (int64_t ch = c0; ch < c1; ++ch) {
+                  if (xHalf)
+                    for (int64_t b = 0; b < n; ++b)
+                      widenRun(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
+                               x->dtype, chan.data() + b * inner, inner);
+                  // Plane b of this channel as f32.
+                  auto plane = [&](int64_t b) -> const float * {
+                    return xHalf ? chan.data() + b * inner
+                                 : static_cast<const float *>(x->data) + (b * c + ch) * inner;
+                  };
+                  double mu, variance;
+                  double oldMean = loadF(mean->data, mean->dtype, ch);
+                  double oldVar = loadF(var->data, var->dtype, ch);
+                  if (training) {
+                    double sum = 0.0;
+                    for (int64_t b = 0; b < n; ++b)
+                      sum += sumF32(plane(b), inner);
+                    mu = sum / m;
+                    double sq = 0.0;
+                    for (int64_t b = 0; b < n; ++b)
+                      sq += sumSqDevF32(plane(b), inner, mu);
+                    variance = sq / m;
+                    if (running_mean)
+                      storeF(running_mean->data, running_mean->dtype, ch,
+                             (float)(momentum * oldMean + (1.0 - momentum) * mu));
+                    if (running_var)
+                      storeF(running_var->data, running_var->dtype, ch,
+                             (float)(momentum * oldVar + (1.0 - momentum) * variance));
+                  } else {
+                    mu = oldMean;
+                    variance = oldVar;
+                    if (running_mean)
+                      storeF(running_mean->data, running_mean->dtype, ch, (float)oldMean);
+                    if (running_var)
+                      storeF(running_var->data, running_var->dtype, ch, (float)oldVar);
+                  }
+                  double invStd = 1.0 / std::sqrt(variance + (double)epsilon);
+                  if (save_mean)
+                    static_cast<float *>(save_mean->data)[ch] = (float)mu;
+                  if (save_inv_std)
+                    static_cast<float *>(save_inv_std->data)[ch] = (float)invStd;
+                  double g = loadF(scale->data, scale->dtype, ch);
+                  double bb = loadF(bias->data, bias->dtype, ch);
+                  if (yHalf) {
+                    // In place over the widened planes (or into the buffer from an
+                    // f32 x), then narrowed plane by plane.
+                    for (int64_t b = 0; b < n; ++b) {
+                      float *o = chan.data() + b * inner;
+                      normalizeRow(plane(b), o, inner, mu, invStd, g, bb);
+                      narrowRun(o, static_cast<char *>(y->data) + (b * c + ch) * inner * yb,
+                                y->dtype, inner);
+                    }
+                    continue;
+                  }
+                  float *yf = static_cast<float *>(y->data);
+                  if (inner < 32) { // short rows: inline
+                    for (int64_t b = 0; b < n; ++b) {
+                      const float *xp = plane(b);
+                      float *yp = yf + (b * c + ch) * inner;
+                      for (int64_t i = 0; i < inner; ++i)
+                        yp[i] = (float)((xp[i] - mu) * invStd * g + bb);
+                    }
+                    continue;
+                  }
+                  for (int64_t b = 0; b < n; ++b) // the same arithmetic, typed
+                    normalizeRow(plane(b), yf + (b * c + ch) * inner, inner, mu, invStd, g, bb);
+                }
+              });
   return AMPRT_OK;
 }
 
@@ -986,11 +1016,11 @@ extern "C" amprt_status amprt_batch_norm_grad(amprt_context *, const amprt_tenso
         std::vector<float> xs(xHalf ? count : 0), dys(dyHalf ? count : 0), out(dxHalf ? inner : 0);
         for (int64_t ch = c0; ch < c1; ++ch) {
           for (int64_t b = 0; xHalf && b < n; ++b)
-            (void)amprt_convert(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
-                                x->dtype, xs.data() + b * inner, AMPRT_F32, inner);
+            widenRun(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb, x->dtype,
+                     xs.data() + b * inner, inner);
           for (int64_t b = 0; dyHalf && b < n; ++b)
-            (void)amprt_convert(static_cast<const char *>(dy->data) + (b * c + ch) * inner * db,
-                                dy->dtype, dys.data() + b * inner, AMPRT_F32, inner);
+            widenRun(static_cast<const char *>(dy->data) + (b * c + ch) * inner * db, dy->dtype,
+                     dys.data() + b * inner, inner);
           // Plane b of this channel's x and dy as f32.
           auto xp = [&](int64_t b) -> const float * {
             return xHalf ? xs.data() + b * inner
@@ -1043,10 +1073,10 @@ extern "C" amprt_status amprt_batch_norm_grad(amprt_context *, const amprt_tenso
               bnGradDx(xf, df, of, inner, mu, is, g, m, sdy, sdyx);
             }
             if (dxHalf)
-              (void)amprt_convert(of, AMPRT_F32,
-                                  static_cast<char *>(dx->data) +
-                                      (b * c + ch) * inner * amprt_dtype_size(dx->dtype),
-                                  dx->dtype, inner);
+              narrowRun(of,
+                        static_cast<char *>(dx->data) +
+                            (b * c + ch) * inner * amprt_dtype_size(dx->dtype),
+                        dx->dtype, inner);
           }
         }
       });
@@ -1070,28 +1100,28 @@ extern "C" amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx, cons
   double m = (double)n * inner;
   bool xHalf = isHalf(x->dtype);
   size_t xb = amprt_dtype_size(x->dtype);
-  parallelFor(
-      c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
-      [&](int64_t c0, int64_t c1) {
-        std::vector<float> row(xHalf ? inner : 0); // a widened f16 / bf16 plane
-        for (int64_t ch = c0; ch < c1; ++ch) {
-          double s = 0.0, s2 = 0.0;
-          for (int64_t b = 0; b < n; ++b) {
-            if (xHalf)
-              (void)amprt_convert(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
-                                  x->dtype, row.data(), AMPRT_F32, inner);
-            const float *p =
-                xHalf ? row.data() : static_cast<const float *>(x->data) + (b * c + ch) * inner;
-            double r[2];
-            sumAndSquares(p, inner, r);
-            s += r[0];
-            s2 += r[1];
-          }
-          double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
-          mean[ch] = (float)mu;
-          invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
-        }
-      });
+  parallelFor(c, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), 1,
+              [&](int64_t c0, int64_t c1) {
+                std::vector<float> row(xHalf ? inner : 0); // a widened f16 / bf16 plane
+                for (int64_t ch = c0; ch < c1; ++ch) {
+                  double s = 0.0, s2 = 0.0;
+                  for (int64_t b = 0; b < n; ++b) {
+                    if (xHalf)
+                      widenRun(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb,
+                               x->dtype, row.data(), inner);
+                    const float *p =
+                        xHalf ? row.data()
+                              : static_cast<const float *>(x->data) + (b * c + ch) * inner;
+                    double r[2];
+                    sumAndSquares(p, inner, r);
+                    s += r[0];
+                    s2 += r[1];
+                  }
+                  double mu = s / m, var = std::max(0.0, s2 / m - mu * mu);
+                  mean[ch] = (float)mu;
+                  invStd[ch] = (float)(1.0 / std::sqrt(var + (double)epsilon));
+                }
+              });
   int64_t cs[1] = {c};
   amprt_tensor mt = amprt_tensor_make(mean.data(), AMPRT_F32, 1, cs);
   amprt_tensor it = amprt_tensor_make(invStd.data(), AMPRT_F32, 1, cs);
