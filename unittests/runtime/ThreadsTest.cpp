@@ -172,6 +172,74 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
     EXPECT_NE(std::string(amprt_last_error()).find("must be float"), std::string::npos)
         << amprt_last_error();
   }
+  // The window loops (average pool and its gradient, the general max pool:
+  // 3 x 3 stride 2 with padding, ceil mode's partial windows, dilation):
+  // planes on the threads, the same bytes as one thread, and the values of
+  // a direct double reference.
+  {
+    amprt_pool_params a{};
+    a.spatial = 2;
+    a.kernel[0] = a.kernel[1] = 3;
+    a.strides[0] = a.strides[1] = 2;
+    a.dilations[0] = a.dilations[1] = 1;
+    a.pads_begin[0] = a.pads_begin[1] = a.pads_end[0] = a.pads_end[1] = 1;
+    const int64_t H = 33, W = 31, OH = (H + 2 - 3) / 2 + 1, OW = (W + 2 - 3) / 2 + 1;
+    for (int include = 0; include < 2; ++include)
+      for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
+        a.count_include_pad = include;
+        Buf xin(dt, {9, 16, H, W});
+        AMPRT_OK_OR_FAIL(
+            amprt_convert(t4.bytes.data(), AMPRT_F32, xin.bytes.data(), dt, (size_t)t4.numel()));
+        Buf g = randn(dt, {9, 16, OH, OW});
+        sameWithThreads(
+            "average_pool",
+            [&](Buf &y) { AMPRT_OK_OR_FAIL(amprt_average_pool(nullptr, xin.p(), &a, y.p())); },
+            Buf(dt, {9, 16, OH, OW}));
+        sameWithThreads(
+            "average_pool_grad",
+            [&](Buf &d) { AMPRT_OK_OR_FAIL(amprt_average_pool_grad(nullptr, g.p(), &a, d.p())); },
+            Buf(dt, {9, 16, H, W}));
+        Buf y(dt, {9, 16, OH, OW}), d(dt, {9, 16, H, W});
+        AMPRT_OK_OR_FAIL(amprt_average_pool(nullptr, xin.p(), &a, y.p()));
+        AMPRT_OK_OR_FAIL(amprt_average_pool_grad(nullptr, g.p(), &a, d.p()));
+        std::vector<double> ry(y.numel()), rd(d.numel(), 0.0);
+        for (int64_t nc = 0; nc < 9 * 16; ++nc)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              double sum = 0;
+              int cnt = 0;
+              std::vector<int64_t> in;
+              for (int64_t kh = 0; kh < 3; ++kh)
+                for (int64_t kw = 0; kw < 3; ++kw) {
+                  int64_t h = oh * 2 - 1 + kh, w = ow * 2 - 1 + kw;
+                  bool inside = h >= 0 && h < H && w >= 0 && w < W;
+                  if (inside) {
+                    sum += xin.get((nc * H + h) * W + w);
+                    in.push_back((nc * H + h) * W + w);
+                  }
+                  cnt += inside || include;
+                }
+              int64_t o = (nc * OH + oh) * OW + ow;
+              ry[o] = sum / cnt;
+              for (int64_t i : in)
+                rd[i] += g.get(o) / cnt;
+            }
+        EXPECT_TRUE(near(y, ry, 0.5, 1e-12)) << "include_pad " << include;
+        EXPECT_TRUE(near(d, rd, 0.5, 1e-12)) << "include_pad " << include;
+      }
+    // The general max pool (dilation 2: not the vector path).
+    amprt_pool_params dm = a;
+    dm.dilations[0] = dm.dilations[1] = 2;
+    const int64_t DH = (H + 2 - 5) / 2 + 1, DW = (W + 2 - 5) / 2 + 1;
+    sameWithThreads(
+        "max_pool dilated",
+        [&](Buf &y) {
+          Buf ix(AMPRT_I64, {9, 16, DH, DW});
+          AMPRT_OK_OR_FAIL(amprt_max_pool(nullptr, t4.p(), &dm, y.p(), ix.p()));
+          y.bytes.insert(y.bytes.end(), ix.bytes.begin(), ix.bytes.end());
+        },
+        Buf(AMPRT_F32, {9, 16, DH, DW}));
+  }
   int32_t b = amprt_channel_block();
   Buf px = randn(AMPRT_F32, {7, 2 * b, 12, 10});
   amprt_pool_params p{};

@@ -48,12 +48,13 @@ amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y, const amprt_
 }
 
 /// Calls f(output index, input index or -1 for padding) for every window
-/// position of every output element; begin(o) / end(o) bracket each window.
+/// position of every output element of planes [nc0, nc1) ([N, C] flat);
+/// begin(o) / end(o) bracket each window.
 template <typename Begin, typename Each, typename End>
-void forWindows(const Window &w, Begin begin, Each each, End end) {
+void forWindows(const Window &w, int64_t nc0, int64_t nc1, Begin begin, Each each, End end) {
   int64_t plane = w.in[0] * w.in[1] * w.in[2];
   int64_t oplane = w.out[0] * w.out[1] * w.out[2];
-  for (int64_t nc = 0; nc < w.n * w.c; ++nc)
+  for (int64_t nc = nc0; nc < nc1; ++nc)
     for (int64_t o0 = 0; o0 < w.out[0]; ++o0)
       for (int64_t o1 = 0; o1 < w.out[1]; ++o1)
         for (int64_t o2 = 0; o2 < w.out[2]; ++o2) {
@@ -77,6 +78,15 @@ void forWindows(const Window &w, Begin begin, Each each, End end) {
               }
           end(oi);
         }
+}
+
+/// forWindows over the [N, C] planes on the threads, each piece of planes
+/// with its own state: f(nc0, nc1) runs forWindows on its planes. A plane's
+/// outputs read (and a gradient's write) only its own plane, so the results
+/// are those of one serial loop.
+template <typename F> void forPlanes(const Window &w, F f) {
+  int64_t work = w.out[0] * w.out[1] * w.out[2] * w.k[0] * w.k[1] * w.k[2];
+  parallelFor(w.n * w.c, std::max<int64_t>(1, 32768 / std::max<int64_t>(work, 1)), 1, f);
 }
 
 /// Output columns [ow0, ow1) of row oh of 2-D f32 max pool plane nc
@@ -210,45 +220,47 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
         });
     return AMPRT_OK;
   }
-  float best = 0;
-  int64_t arg = -1;
-  bool nan = false;
-  forWindows(
-      w,
-      [&](int64_t) {
-        best = -std::numeric_limits<float>::infinity();
-        arg = -1;
-        nan = false;
-      },
-      [&](int64_t, int64_t i) {
-        if (i < 0 || nan)
-          return;
-        float v = loadF(x->data, x->dtype, i);
-        if (std::isnan(v)) {
-          nan = true;
-          best = v;
-          arg = i;
-        } else if (arg < 0 || v > best) {
-          best = v;
-          arg = i;
-        }
-      },
-      [&](int64_t o) {
-        if (isFloat(y->dtype))
-          storeF(y->data, y->dtype, o, best);
-        else
-          storeI(y->data, y->dtype, o, arg >= 0 ? loadI(x->data, x->dtype, arg) : 0);
-        if (indices) {
-          int64_t at = arg;
-          if (at >= 0 && p->storage_order == 1) {
-            // Column-major within each (n, c) plane: reverse the spatial order.
-            int64_t plane = w.in[0] * w.in[1] * w.in[2], nc = at / plane, r = at % plane;
-            int64_t i2 = r % w.in[2], i1 = (r / w.in[2]) % w.in[1], i0 = r / (w.in[2] * w.in[1]);
-            at = nc * plane + (i2 * w.in[1] + i1) * w.in[0] + i0;
+  forPlanes(w, [&](int64_t nc0, int64_t nc1) {
+    float best = 0;
+    int64_t arg = -1;
+    bool nan = false;
+    forWindows(
+        w, nc0, nc1,
+        [&](int64_t) {
+          best = -std::numeric_limits<float>::infinity();
+          arg = -1;
+          nan = false;
+        },
+        [&](int64_t, int64_t i) {
+          if (i < 0 || nan)
+            return;
+          float v = loadF(x->data, x->dtype, i);
+          if (std::isnan(v)) {
+            nan = true;
+            best = v;
+            arg = i;
+          } else if (arg < 0 || v > best) {
+            best = v;
+            arg = i;
           }
-          static_cast<int64_t *>(indices->data)[o] = at;
-        }
-      });
+        },
+        [&](int64_t o) {
+          if (isFloat(y->dtype))
+            storeF(y->data, y->dtype, o, best);
+          else
+            storeI(y->data, y->dtype, o, arg >= 0 ? loadI(x->data, x->dtype, arg) : 0);
+          if (indices) {
+            int64_t at = arg;
+            if (at >= 0 && p->storage_order == 1) {
+              // Column-major within each (n, c) plane: reverse the spatial order.
+              int64_t plane = w.in[0] * w.in[1] * w.in[2], nc = at / plane, r = at % plane;
+              int64_t i2 = r % w.in[2], i1 = (r / w.in[2]) % w.in[1], i0 = r / (w.in[2] * w.in[1]);
+              at = nc * plane + (i2 * w.in[1] + i1) * w.in[0] + i0;
+            }
+            static_cast<int64_t *>(indices->data)[o] = at;
+          }
+        });
+  });
   return AMPRT_OK;
 }
 
@@ -482,21 +494,23 @@ extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *
                                            const amprt_pool_params *p, amprt_tensor *y) {
   Window w;
   AMPRT_CHECK(windowOf(x, y, p, "amprt_average_pool", w));
-  double sum = 0;
-  int64_t count = 0;
-  forWindows(
-      w,
-      [&](int64_t) {
-        sum = 0;
-        count = 0;
-      },
-      [&](int64_t, int64_t i) {
-        if (i >= 0)
-          sum += loadF(x->data, x->dtype, i);
-        if (i >= 0 || p->count_include_pad)
-          ++count;
-      },
-      [&](int64_t o) { storeF(y->data, y->dtype, o, count ? (float)(sum / count) : 0.0f); });
+  forPlanes(w, [&](int64_t nc0, int64_t nc1) {
+    double sum = 0;
+    int64_t count = 0;
+    forWindows(
+        w, nc0, nc1,
+        [&](int64_t) {
+          sum = 0;
+          count = 0;
+        },
+        [&](int64_t, int64_t i) {
+          if (i >= 0)
+            sum += loadF(x->data, x->dtype, i);
+          if (i >= 0 || p->count_include_pad)
+            ++count;
+        },
+        [&](int64_t o) { storeF(y->data, y->dtype, o, count ? (float)(sum / count) : 0.0f); });
+  });
   return AMPRT_OK;
 }
 
@@ -614,29 +628,38 @@ extern "C" amprt_status amprt_average_pool_grad(amprt_context *, const amprt_ten
                                                 const amprt_pool_params *p, amprt_tensor *dx) {
   Window w;
   AMPRT_CHECK(windowOf(dx, dy, p, "amprt_average_pool_grad", w));
-  std::vector<double> acc(amprt_tensor_numel(dx), 0.0);
-  std::vector<int64_t> members;
-  int64_t count = 0;
-  forWindows(
-      w,
-      [&](int64_t) {
-        members.clear();
-        count = 0;
-      },
-      [&](int64_t, int64_t i) {
-        if (i >= 0)
-          members.push_back(i);
-        if (i >= 0 || p->count_include_pad)
-          ++count;
-      },
-      [&](int64_t o) {
-        if (!count)
-          return;
-        double g = loadF(dy->data, dy->dtype, o) / count;
-        for (int64_t i : members)
-          acc[i] += g;
-      });
-  for (size_t i = 0; i < acc.size(); ++i)
-    storeF(dx->data, dx->dtype, (int64_t)i, (float)acc[i]);
+  // Each dx element sums its windows' shares in double, in the outputs'
+  // order, then rounds once; a plane's windows touch only its own plane.
+  const int64_t plane = w.in[0] * w.in[1] * w.in[2];
+  forPlanes(w, [&](int64_t nc0, int64_t nc1) {
+    std::vector<double> acc((size_t)plane);
+    std::vector<int64_t> members;
+    int64_t count = 0, base = 0;
+    for (int64_t nc = nc0; nc < nc1; ++nc) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      base = nc * plane;
+      forWindows(
+          w, nc, nc + 1,
+          [&](int64_t) {
+            members.clear();
+            count = 0;
+          },
+          [&](int64_t, int64_t i) {
+            if (i >= 0)
+              members.push_back(i - base);
+            if (i >= 0 || p->count_include_pad)
+              ++count;
+          },
+          [&](int64_t o) {
+            if (!count)
+              return;
+            double g = (double)loadF(dy->data, dy->dtype, o) / (double)count; // in double
+            for (int64_t i : members)
+              acc[(size_t)i] += g;
+          });
+      for (int64_t i = 0; i < plane; ++i)
+        storeF(dx->data, dx->dtype, base + i, (float)acc[(size_t)i]);
+    }
+  });
   return AMPRT_OK;
 }
