@@ -645,8 +645,10 @@ TEST(Losses, CrossEntropyOverAVocabularyAgainstDouble) {
           rg[b * c + k] = cls < 0 ? 0.0 : d * (k == cls ? std::expm1(l) : std::exp(l));
         }
       EXPECT_TRUE(near(lp, logp, 4, 1e-7, 1e-6)) << amprt_dtype_name(dt);
-      // expf within 2 ulp, the rounding to f32 and to dscores' type.
-      EXPECT_TRUE(near(ds, rg, 4, 0.0, 1e-30))
+      // libmvec's expf within about 2 ulp of its result (seen: 2.0 in the
+      // SSE variant, 4.1 ulp of the product at the top of a binade), then
+      // the rounding to f32 and to dscores' type.
+      EXPECT_TRUE(near(ds, rg, 4, 4e-7, 1e-30))
           << amprt_dtype_name(dt) << " -> " << amprt_dtype_name(gt);
       // The target of the spread row: p - 1 ~ -1e-17 is small, not 0 or a
       // cancellation's noise.

@@ -15,12 +15,26 @@
 #include "amprt/amprt.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <immintrin.h>
 
 namespace amprt::avx2 {
 
+/// AMPRT_NO_AVX2=1 turns the runtime's own AVX2 paths off, as on a CPU
+/// without AVX2 (the kernel tests' baseline rerun exercises the fallbacks).
+inline bool avx2Disabled() {
+  static const bool off = [] {
+    const char *v = std::getenv("AMPRT_NO_AVX2");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return off;
+}
+
+/// AVX2 and F16C, found at run time.
 inline bool haveAvx2F16c() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool ok =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && !avx2Disabled();
   return ok;
 }
 

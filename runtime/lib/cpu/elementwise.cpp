@@ -73,7 +73,7 @@ extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_erfcf(__m256);
 extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
 
 bool haveAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
+  static const bool yes = __builtin_cpu_supports("avx2") && !amprt::avx2::avx2Disabled();
   return yes;
 }
 
