@@ -78,8 +78,8 @@ int main() {
       v = nd(rng);
     std::printf("%-10s %10s %10s %10s %12s %12s\n", "op (ns/el)", "f32", "bf16", "f16",
                 "bf16 / f32", "f16 / f32");
-    const char *names[] = {"gelu", "gelu grad", "relu", "add", "bias grad"};
-    for (int op = 0; op < 5; ++op) {
+    const char *names[] = {"gelu", "gelu grad", "relu", "relu grad", "add", "bias grad"};
+    for (int op = 0; op < 6; ++op) {
       double ns[3];
       int k = 0;
       for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16}) {
@@ -104,7 +104,8 @@ int main() {
               st = op == 0   ? amprt_unary(nullptr, AMPRT_UNARY_GELU, 0, &tx, &ty)
                    : op == 1 ? amprt_unary_grad(nullptr, AMPRT_UNARY_GELU, 0, &tx, &td, &ty)
                    : op == 2 ? amprt_unary(nullptr, AMPRT_UNARY_RELU, 0, &tx, &ty)
-                   : op == 3 ? amprt_binary(nullptr, AMPRT_BINARY_ADD, &tx, &td, &ty)
+                   : op == 3 ? amprt_unary_grad(nullptr, AMPRT_UNARY_RELU, 0, &tx, &td, &ty)
+                   : op == 4 ? amprt_binary(nullptr, AMPRT_BINARY_ADD, &tx, &td, &ty)
                              : amprt_reduce(nullptr, AMPRT_REDUCE_SUM, &t2, axis0, 1, &tb);
             },
             20);

@@ -518,6 +518,26 @@ template <amprt_binary_op Op> struct ZipHalf {
     }
   }
 };
+
+/// ReLU's gradient dy * (x > 0 ? 1 : 0) over [i0, i1) of dense x, dy, dx of
+/// the types X, G, D, in AVX2 registers: the f32 path's arithmetic (an inf
+/// or NaN dy stays visible: inf * 0 is NaN), rounded once.
+struct ReluGradHalf {
+  using Fn = void (*)(const void *, const void *, void *, int64_t, int64_t);
+  template <amprt_dtype X, amprt_dtype G, amprt_dtype D>
+  __attribute__((target("avx2,f16c"))) static void run(const void *x, const void *g, void *dx,
+                                                       int64_t i0, int64_t i1) {
+    using namespace amprt::avx2;
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+      __m256 m = _mm256_and_ps(_mm256_cmp_ps(load8<X>(x, i), zero, _CMP_GT_OQ), one);
+      store8<D>(dx, i, _mm256_mul_ps(load8<G>(g, i), m));
+    }
+    for (; i < i1; ++i)
+      storeF(dx, D, i, loadF(g, G, i) * (loadF(x, X, i) > 0.0f ? 1.0f : 0.0f));
+  }
+};
 #endif
 
 /// amprt_binary's add / sub / mul / div on dense same-shape operands with
@@ -788,6 +808,14 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: unknown op %d", op);
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: x, dy and dx must be float");
+#if defined(__x86_64__)
+  if (op == AMPRT_UNARY_RELU && amprt::avx2::haveAvx2F16c() && halfDense({x, dy}, dx)) {
+    auto f = pickTypes<ReluGradHalf>(x->dtype, dy->dtype, dx->dtype);
+    parallelFor(amprt_tensor_numel(dx), (int64_t)1 << 16, 64,
+                [&](int64_t b, int64_t e) { f(x->data, dy->data, dx->data, b, e); });
+    return AMPRT_OK;
+  }
+#endif
   bool costly = !cheapUnary(op);
   // f16 / bf16 dense: widened piece by piece, the f32 kernels, rounded once.
   if (halfPieces<2>({x, dy}, dx, costly ? 4096 : (int64_t)1 << 16,
