@@ -176,13 +176,18 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
   // 3 x 3 stride 2 with padding, ceil mode's partial windows, dilation):
   // planes on the threads, the same bytes as one thread, and the values of
   // a direct double reference.
+  // resnet's stem window: 3 x 3, stride 2, padding 1.
+  auto stem = [] {
+    amprt_pool_params p{};
+    p.spatial = 2;
+    p.kernel[0] = p.kernel[1] = 3;
+    p.strides[0] = p.strides[1] = 2;
+    p.dilations[0] = p.dilations[1] = 1;
+    p.pads_begin[0] = p.pads_begin[1] = p.pads_end[0] = p.pads_end[1] = 1;
+    return p;
+  };
   {
-    amprt_pool_params a{};
-    a.spatial = 2;
-    a.kernel[0] = a.kernel[1] = 3;
-    a.strides[0] = a.strides[1] = 2;
-    a.dilations[0] = a.dilations[1] = 1;
-    a.pads_begin[0] = a.pads_begin[1] = a.pads_end[0] = a.pads_end[1] = 1;
+    amprt_pool_params a = stem();
     const int64_t H = 33, W = 31, OH = (H + 2 - 3) / 2 + 1, OW = (W + 2 - 3) / 2 + 1;
     for (int include = 0; include < 2; ++include)
       for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
@@ -242,12 +247,7 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
   }
   int32_t b = amprt_channel_block();
   Buf px = randn(AMPRT_F32, {7, 2 * b, 12, 10});
-  amprt_pool_params p{};
-  p.spatial = 2;
-  p.kernel[0] = p.kernel[1] = 3;
-  p.strides[0] = p.strides[1] = 2;
-  p.dilations[0] = p.dilations[1] = 1;
-  p.pads_begin[0] = p.pads_begin[1] = p.pads_end[0] = p.pads_end[1] = 1;
+  amprt_pool_params p = stem();
   sameWithThreads(
       "max_pool_blocked",
       [&](Buf &y) { AMPRT_OK_OR_FAIL(amprt_max_pool_blocked(nullptr, px.p(), &p, b, y.p())); },

@@ -526,6 +526,15 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
                 "contiguous");
   int64_t nx = amprt_tensor_numel(dx), ny = amprt_tensor_numel(dy);
   const int64_t *idx = static_cast<const int64_t *>(indices->data);
+  // The [N, C] planes of dx and dy (one plane when their shapes do not
+  // pair up).
+  int64_t planes = dx->rank >= 3 && dy->rank == dx->rank && dx->shape[0] == dy->shape[0] &&
+                           dx->shape[1] == dy->shape[1]
+                       ? dx->shape[0] * dx->shape[1]
+                       : 1;
+  if (planes < 1 || nx % planes || ny % planes)
+    planes = 1;
+  int64_t px = nx / planes, py = ny / planes;
   // f32 and no input position chosen twice (windows that do not overlap,
   // the common stride >= kernel case): each dx element is 0 + one dy, the
   // same as the summing path below, written in place.
@@ -538,13 +547,6 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
     // [N, C, ...] planes on the threads: a plane's outputs index its own
     // input plane (as max pool writes them); any index outside its plane,
     // or chosen twice, sends the whole call to the summing path below.
-    int64_t planes = dx->rank >= 3 && dy->rank == dx->rank && dx->shape[0] == dy->shape[0] &&
-                             dx->shape[1] == dy->shape[1]
-                         ? dx->shape[0] * dx->shape[1]
-                         : 1;
-    if (planes < 1 || nx % planes || ny % planes)
-      planes = 1;
-    int64_t px = nx / planes, py = ny / planes;
     bool irregular = false;
     parallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(px, 1)), 1,
                 [&](int64_t p0, int64_t p1) {
@@ -582,13 +584,6 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
     if (idx[o] >= nx)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_max_pool_grad: index %lld out of range",
                   (long long)idx[o]);
-  int64_t planes = dx->rank >= 3 && dy->rank == dx->rank && dx->shape[0] == dy->shape[0] &&
-                           dx->shape[1] == dy->shape[1]
-                       ? dx->shape[0] * dx->shape[1]
-                       : 1;
-  if (planes < 1 || nx % planes || ny % planes)
-    planes = 1;
-  int64_t px = nx / planes, py = ny / planes;
   bool inPlane = true;
   for (int64_t pl = 0; pl < planes && inPlane; ++pl)
     for (int64_t o = pl * py; o < (pl + 1) * py; ++o)
