@@ -42,27 +42,57 @@ dnnl::engine &cpuEngine() {
 /// f32 / bf16 contiguous data is used in place, f16 is widened, and so is
 /// bf16 where oneDNN has no bf16 kernels (a CPU without AVX-512: widening
 /// is exact, the products are then the f32 kernels' on the same values).
+/// The f32 copies' buffers, kept per thread for the next call: a large
+/// operand (a language model's [tokens, 50k] logits gradient) would
+/// otherwise cost an allocation, its page faults and a zero fill per call,
+/// more than the conversion itself.
+struct WidenBuf {
+  std::unique_ptr<float[]> p;
+  size_t cap = 0;
+};
+thread_local std::vector<WidenBuf> widenPool;
+
 struct Operand {
   const void *ptr = nullptr;
   dnnl::memory::data_type dt = dnnl::memory::data_type::f32;
-  std::vector<float> widened;
+  WidenBuf buf; // the f32 copy, back to the pool when the operand goes
+
+  Operand() = default;
+  Operand(Operand &&) = default;
+  Operand &operator=(Operand &&) = default;
+  ~Operand() {
+    if (buf.p)
+      widenPool.push_back(std::move(buf));
+  }
+  /// n floats of this operand's own (uninitialised).
+  float *widen(size_t n) {
+    if (!widenPool.empty()) { // the largest pooled buffer
+      auto it =
+          std::max_element(widenPool.begin(), widenPool.end(),
+                           [](const WidenBuf &a, const WidenBuf &b) { return a.cap < b.cap; });
+      buf = std::move(*it);
+      widenPool.erase(it);
+    }
+    if (buf.cap < n) {
+      buf.p.reset(new float[n]);
+      buf.cap = n;
+    }
+    return buf.p.get();
+  }
 };
 
 bool bf16Kernels();
 
 Operand operandOf(const amprt_tensor *t, bool widenBf16 = false) {
   Operand o;
-  if (t->dtype == AMPRT_BF16 && (widenBf16 || !bf16Kernels())) {
-    o.widened.resize(amprt_tensor_numel(t));
-    convertPar(t->data, AMPRT_BF16, o.widened.data(), AMPRT_F32, o.widened.size());
-    o.ptr = o.widened.data();
+  if ((t->dtype == AMPRT_BF16 && (widenBf16 || !bf16Kernels())) || t->dtype == AMPRT_F16) {
+    size_t n = (size_t)amprt_tensor_numel(t);
+    float *w = o.widen(n);
+    convertPar(t->data, t->dtype, w, AMPRT_F32, n);
+    o.ptr = w;
   } else if (t->dtype == AMPRT_BF16) {
     o.ptr = t->data;
     o.dt = dnnl::memory::data_type::bf16;
-  } else if (t->dtype == AMPRT_F16) {
-    o.widened.resize(amprt_tensor_numel(t));
-    convertPar(t->data, AMPRT_F16, o.widened.data(), AMPRT_F32, o.widened.size());
-    o.ptr = o.widened.data();
   } else {
     o.ptr = t->data;
   }
