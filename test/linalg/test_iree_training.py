@@ -26,8 +26,10 @@ the run), and PyTorch trains the same functions (torch.autocast on the CPU
     python test_iree_training.py AMP_COMPILE
 """
 
+import atexit
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,9 @@ COMPILE = sys.argv[1]
 SEED = int(os.environ.get("AMP_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
 rng = np.random.default_rng(SEED)
 TMP = tempfile.mkdtemp(prefix="amp-iree-train-")
+# Removed at exit however the run ends (KEEP=1 keeps it for a look).
+if not os.environ.get("KEEP"):
+    atexit.register(shutil.rmtree, TMP, True)
 STEPS = 10
 passed = failed = 0
 torch.set_num_threads(1)
