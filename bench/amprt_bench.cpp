@@ -4,8 +4,10 @@
 //
 // GFLOP/s of amprt_gemm in f32, bf16 and f16 (f32 accumulation) at a few
 // sizes; nanoseconds per element of the transformer's element-wise ops
-// (GELU, its gradient, ReLU, add) in f32, bf16 and f16, with each low type's
-// time over f32's (<= 1: the low type is at least as fast per element); and
+// (GELU, its gradient, ReLU, its gradient, add, a bias gradient) in f32, bf16
+// and f16, with each low type's time over f32's (<= 1: the low type is at
+// least as fast per element); a language model's loss (softmax cross entropy
+// over [1024, 50257] logits, forward and gradient, f32 and bf16 logits); and
 // GB/s of amprt_unscale_and_check against memcpy of the same bytes (read +
 // write), in one run. Best of several repetitions.
 //
@@ -117,6 +119,51 @@ int main() {
       }
       std::printf("%-10s %10.3f %10.3f %10.3f %12.2f %12.2f\n", names[op], ns[0], ns[1], ns[2],
                   ns[1] / ns[0], ns[2] / ns[0]);
+    }
+    std::printf("\n");
+  }
+  // A language model's loss: [tokens, vocabulary] logits, f32 log-probs
+  // kept for the gradient, the gradient in f32.
+  {
+    const int64_t n = 1024, c = 50257;
+    std::vector<float> s32(n * c), lp(n * c), ds(n * c);
+    std::vector<int64_t> labels(n);
+    for (auto &v : s32)
+      v = 3.0f * nd(rng);
+    for (int64_t i = 0; i < n; ++i)
+      labels[i] = (int64_t)(rng() % (uint64_t)c);
+    std::vector<uint16_t> s16(n * c);
+    amprt_convert(s32.data(), AMPRT_F32, s16.data(), AMPRT_BF16, (size_t)(n * c));
+    int64_t sh[2] = {n, c}, ls[1] = {n};
+    float loss = 0.0f, dl = 1.0f;
+    amprt_tensor tl = amprt_tensor_make(labels.data(), AMPRT_I64, 1, ls);
+    amprt_tensor tlp = amprt_tensor_make(lp.data(), AMPRT_F32, 2, sh);
+    amprt_tensor tds = amprt_tensor_make(ds.data(), AMPRT_F32, 2, sh);
+    amprt_tensor tloss = amprt_tensor_make(&loss, AMPRT_F32, 0, nullptr);
+    amprt_tensor tdl = amprt_tensor_make(&dl, AMPRT_F32, 0, nullptr);
+    for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
+      amprt_tensor ts =
+          amprt_tensor_make(dt == AMPRT_F32 ? (void *)s32.data() : (void *)s16.data(), dt, 2, sh);
+      amprt_status st = AMPRT_OK;
+      double fwd = seconds(
+          [&] {
+            st = amprt_softmax_cross_entropy(nullptr, &ts, &tl, nullptr, AMPRT_REDUCTION_MEAN, 0, 0,
+                                             &tloss, &tlp);
+          },
+          3);
+      double grad = seconds(
+          [&] {
+            st = st ? st
+                    : amprt_softmax_cross_entropy_grad(nullptr, &tlp, &tl, nullptr,
+                                                       AMPRT_REDUCTION_MEAN, 0, 0, &tdl, &tds);
+          },
+          3);
+      if (st != AMPRT_OK) {
+        std::printf("cross entropy %s: %s\n", amprt_dtype_name(dt), amprt_last_error());
+        return 1;
+      }
+      std::printf("cross entropy [%lld x %lld] %-5s logits: forward %7.1f ms, gradient %7.1f ms\n",
+                  (long long)n, (long long)c, amprt_dtype_name(dt), fwd * 1e3, grad * 1e3);
     }
     std::printf("\n");
   }
