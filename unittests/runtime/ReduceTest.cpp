@@ -174,6 +174,53 @@ TEST(Softmax, LastAxisF32PathWithinSixUlp) {
   }
 }
 
+// The row's maximum found wherever it is (the vector search: first lane,
+// middle, the scalar tail past the last eight), with ties (the first one is
+// the term set apart), a -0 maximum among -infs, a NaN in the tail: every
+// row length around the vector width, against double.
+TEST(Softmax, MaximumAnywhereInTheRow) {
+  for (int64_t len : {1, 7, 8, 9, 37, 4099})
+    for (int64_t pos : {(int64_t)0, len / 2, len - 1})
+      for (int log = 0; log < 2; ++log) {
+        const int64_t rows = 5;
+        Buf x = randn(AMPRT_F32, {rows, len}, 3.0);
+        x.set(0 * len + pos, 20.0); // the maximum at pos
+        x.set(1 * len + pos, 20.0); // and a tie after it
+        x.set(1 * len + std::min(len - 1, pos + 3), 20.0);
+        for (int64_t j = 0; j < len; ++j) // -inf but a -0 and a +0
+          x.set(2 * len + j, -INFINITY);
+        x.set(2 * len + pos, -0.0);
+        x.set(2 * len + len - 1, pos == len - 1 ? -0.0 : 0.0);
+        x.set(3 * len + len - 1, NAN); // NaN in the tail
+        Buf y(AMPRT_F32, {rows, len});
+        AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
+        for (int64_t r = 0; r < rows; ++r) {
+          double m = -INFINITY;
+          for (int64_t j = 0; j < len; ++j)
+            m = std::max(m, x.get(r * len + j));
+          double sum = 0;
+          for (int64_t j = 0; j < len; ++j)
+            sum += std::exp(x.get(r * len + j) - m);
+          for (int64_t j = 0; j < len; ++j) {
+            double g = y.get(r * len + j), v = x.get(r * len + j) - m;
+            if (r == 3) {
+              EXPECT_TRUE(std::isnan(g)) << "len " << len << " row 3 col " << j;
+              continue;
+            }
+            double ref = log ? v - std::log(sum) : std::exp(v) / sum;
+            double tol = 6 * ulp(AMPRT_F32, ref) + (log ? 6 * ulp(AMPRT_F32, std::log(sum)) : 0);
+            if (std::isinf(ref))
+              EXPECT_EQ(g, ref) << "len " << len << " row " << r << " col " << j;
+            else
+              EXPECT_LE(std::fabs(g - ref), tol)
+                  << "len " << len << " pos " << pos << " row " << r << " col " << j << " log "
+                  << log << ": got " << g << ", reference " << ref << " (seed " << testSeed()
+                  << ")";
+          }
+        }
+      }
+}
+
 // Attention masks: entries of -inf (nn.Transformer's causal mask) and of
 // f32's lowest value added to the scores (transformers' finfo.min fill: x -
 // max then lies below -FLT_MAX) give probability 0 / log-probability -inf,

@@ -373,7 +373,81 @@ namespace {
 /// One f32 row of the softmax fast path: the first maximum, whether the row
 /// is NaN (a NaN, +inf, or all -inf, as the general path gives it), and d =
 /// x - max (exact in double) split into hi = (float)d and lo = d - hi.
+#if defined(__x86_64__)
+/// softmaxPrep's two loops in AVX2 (the compiler keeps both scalar: a
+/// maximum with its index, and a branch per element), with the same
+/// results: the maximum ignoring NaNs (flagged apart) and its first index,
+/// then d = x - max in double split into f32 hi and lo, eight at a time.
+__attribute__((target("avx2"))) void softmaxPrepAvx2(const float *xr, int64_t len, float *h,
+                                                     float *l, int64_t &at, char &bad) {
+  __m256 vm = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 vnan = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    __m256 v = _mm256_loadu_ps(xr + i);
+    vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    vm = _mm256_max_ps(v, vm); // a NaN v gives vm (NaNs are flagged apart)
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vm);
+  float m = lanes[0];
+  for (int k = 1; k < 8; ++k)
+    m = lanes[k] > m ? lanes[k] : m;
+  bool nan = !_mm256_testz_ps(vnan, vnan);
+  for (; i < len; ++i) {
+    nan |= xr[i] != xr[i];
+    m = xr[i] > m ? xr[i] : m;
+  }
+  // The first index holding the maximum (the scalar loop's: a later equal
+  // value does not replace it); 0 when no element exceeds -inf.
+  at = 0;
+  if (m > -std::numeric_limits<float>::infinity()) {
+    __m256 target = _mm256_set1_ps(m);
+    int64_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+      int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(xr + j), target, _CMP_EQ_OQ));
+      if (hit) {
+        j += __builtin_ctz((unsigned)hit);
+        break;
+      }
+    }
+    while (j < len && !(xr[j] == m))
+      ++j;
+    at = j < len ? j : 0;
+    m = xr[at]; // that element's own value (a -0 found before a +0 stays -0)
+  }
+  bad = nan || std::isinf(m);
+  const __m256d md = _mm256_set1_pd((double)m);
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)),
+               inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  i = 0;
+  for (; i + 8 <= len; i += 8) {
+    __m256 v = _mm256_loadu_ps(xr + i);
+    __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), md);
+    __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), md);
+    __m256 hv = _mm256_set_m128(_mm256_cvtpd_ps(d1), _mm256_cvtpd_ps(d0));
+    __m256d r0 = _mm256_sub_pd(d0, _mm256_cvtps_pd(_mm256_castps256_ps128(hv)));
+    __m256d r1 = _mm256_sub_pd(d1, _mm256_cvtps_pd(_mm256_extractf128_ps(hv, 1)));
+    __m256 lv = _mm256_set_m128(_mm256_cvtpd_ps(r1), _mm256_cvtpd_ps(r0));
+    __m256 isInf = _mm256_cmp_ps(_mm256_and_ps(hv, absMask), inf, _CMP_EQ_OQ);
+    _mm256_storeu_ps(h + i, hv);
+    _mm256_storeu_ps(l + i, _mm256_andnot_ps(isInf, lv));
+  }
+  for (; i < len; ++i) {
+    double d = (double)xr[i] - (double)m;
+    h[i] = (float)d;
+    l[i] = std::isinf(h[i]) ? 0.0f : (float)(d - (double)h[i]);
+  }
+}
+#endif
+
 inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at, char &bad) {
+#if defined(__x86_64__)
+  if (amprt::avx2::haveAvx2F16c()) {
+    softmaxPrepAvx2(xr, len, h, l, at, bad);
+    return;
+  }
+#endif
   float m = -std::numeric_limits<float>::infinity();
   bool nan = false;
   at = 0;
