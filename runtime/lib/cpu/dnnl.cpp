@@ -38,20 +38,20 @@ dnnl::engine &cpuEngine() {
   return e;
 }
 
-/// A float buffer holding `t` (contiguous) as f32 or bf16 for oneDNN:
-/// f32 / bf16 contiguous data is used in place, f16 is widened, and so is
-/// bf16 where oneDNN has no bf16 kernels (a CPU without AVX-512: widening
-/// is exact, the products are then the f32 kernels' on the same values).
 /// The f32 copies' buffers, kept per thread for the next call: a large
 /// operand (a language model's [tokens, 50k] logits gradient) would
-/// otherwise cost an allocation, its page faults and a zero fill per call,
-/// more than the conversion itself.
+/// otherwise cost an allocation, its page faults and a zero fill per call
+/// on top of the conversion.
 struct WidenBuf {
   std::unique_ptr<float[]> p;
   size_t cap = 0;
 };
 thread_local std::vector<WidenBuf> widenPool;
 
+/// A float buffer holding `t` (contiguous) as f32 or bf16 for oneDNN:
+/// f32 / bf16 contiguous data is used in place, f16 is widened, and so is
+/// bf16 where oneDNN has no bf16 kernels (a CPU without AVX-512: widening
+/// is exact, the products are then the f32 kernels' on the same values).
 struct Operand {
   const void *ptr = nullptr;
   dnnl::memory::data_type dt = dnnl::memory::data_type::f32;

@@ -370,9 +370,6 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
 }
 
 namespace {
-/// One f32 row of the softmax fast path: the first maximum, whether the row
-/// is NaN (a NaN, +inf, or all -inf, as the general path gives it), and d =
-/// x - max (exact in double) split into hi = (float)d and lo = d - hi.
 #if defined(__x86_64__)
 /// softmaxPrep's two loops in AVX2 (the compiler keeps both scalar: a
 /// maximum with its index, and a branch per element), with the same
@@ -441,6 +438,9 @@ __attribute__((target("avx2"))) void softmaxPrepAvx2(const float *xr, int64_t le
 }
 #endif
 
+/// One f32 row of the softmax fast path: the first maximum, whether the row
+/// is NaN (a NaN, +inf, or all -inf, as the general path gives it), and d =
+/// x - max (exact in double) split into hi = (float)d and lo = d - hi.
 inline void softmaxPrep(const float *xr, int64_t len, float *h, float *l, int64_t &at, char &bad) {
 #if defined(__x86_64__)
   if (amprt::avx2::haveAvx2F16c()) {
