@@ -7,8 +7,10 @@
 // (GELU, its gradient, ReLU, its gradient, add, a bias gradient) in f32, bf16
 // and f16, with each low type's time over f32's (<= 1: the low type is at
 // least as fast per element); a language model's loss (softmax cross entropy
-// over [1024, 50257] logits, forward and gradient, f32 and bf16 logits); and
-// GB/s of amprt_unscale_and_check against memcpy of the same bytes (read +
+// over [1024, 50257] logits, forward and gradient, f32 and bf16 logits);
+// batch norm in training (forward, recomputing gradient) per element, f32
+// and bf16 activations, short and long planes; and GB/s of
+// amprt_unscale_and_check against memcpy of the same bytes (read +
 // write), in one run. Best of several repetitions.
 //
 //===----------------------------------------------------------------------===//
@@ -164,6 +166,76 @@ int main() {
       }
       std::printf("cross entropy [%lld x %lld] %-5s logits: forward %7.1f ms, gradient %7.1f ms\n",
                   (long long)n, (long long)c, amprt_dtype_name(dt), fwd * 1e3, grad * 1e3);
+    }
+    std::printf("\n");
+  }
+  // Batch norm in training (the forward with its statistics, the gradient
+  // recomputing them): a late layer's short planes and longer ones, f32 and
+  // bf16 activations (f32 statistics), nanoseconds per element.
+  {
+    std::printf("%-26s %10s %10s %10s %10s\n", "batch norm (ns/el)", "fwd f32", "fwd bf16",
+                "grad f32", "grad bf16");
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{8, 512, 2, 2},
+                                       {8, 128, 4, 4},
+                                       {8, 256, 8, 8},
+                                       {8, 128, 16, 16},
+                                       {32, 256, 56, 56}}) {
+      int64_t c = shape[1], n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      std::vector<float> x32(n), dy32(n), y(n), dx(n), g(c, 1.0f), b(c, 0.0f), rm(c, 0.0f),
+          rv(c, 1.0f), nm(c), nv(c), dg(c), db(c);
+      for (int64_t i = 0; i < n; ++i) {
+        x32[i] = 1.0f + nd(rng);
+        dy32[i] = nd(rng);
+      }
+      std::vector<uint16_t> x16(n), dy16(n), y16(n), dx16(n);
+      amprt_convert(x32.data(), AMPRT_F32, x16.data(), AMPRT_BF16, (size_t)n);
+      amprt_convert(dy32.data(), AMPRT_F32, dy16.data(), AMPRT_BF16, (size_t)n);
+      int64_t cs[1] = {c};
+      auto ct = [&](std::vector<float> &v) {
+        return amprt_tensor_make(v.data(), AMPRT_F32, 1, cs);
+      };
+      amprt_tensor tg = ct(g), tb = ct(b), trm = ct(rm), trv = ct(rv), tnm = ct(nm), tnv = ct(nv),
+                   tdg = ct(dg), tdb = ct(db);
+      double ns[2][2];
+      for (int k = 0; k < 2; ++k) {
+        amprt_dtype dt = k ? AMPRT_BF16 : AMPRT_F32;
+        auto t = [&](void *p) {
+          return amprt_tensor_make(p, dt, (int32_t)shape.size(), shape.data());
+        };
+        amprt_tensor tx = t(k ? (void *)x16.data() : x32.data()),
+                     ty = t(k ? (void *)y16.data() : y.data()),
+                     tdy = t(k ? (void *)dy16.data() : dy32.data()),
+                     tdx = t(k ? (void *)dx16.data() : dx.data());
+        amprt_status st = AMPRT_OK;
+        int reps = n > (1 << 22) ? 3 : 30;
+        double fwd = seconds(
+            [&] {
+              st = st ? st
+                      : amprt_batch_norm(nullptr, &tx, &tg, &tb, &trm, &trv, 1e-5f, 0.9f, 1, &ty,
+                                         &tnm, &tnv, nullptr, nullptr);
+            },
+            reps);
+        double grad = seconds(
+            [&] {
+              st = st ? st
+                      : amprt_batch_norm_grad_recompute(nullptr, &tx, &tg, &tdy, 1e-5f, &tdx, &tdg,
+                                                        &tdb);
+            },
+            reps);
+        if (st != AMPRT_OK) {
+          std::printf("batch norm %s: %s\n", amprt_dtype_name(dt), amprt_last_error());
+          return 1;
+        }
+        ns[k][0] = fwd * 1e9 / (double)n;
+        ns[k][1] = grad * 1e9 / (double)n;
+      }
+      char name[64];
+      std::snprintf(name, sizeof name, "[%lld x %lld x %lld x %lld]", (long long)shape[0],
+                    (long long)shape[1], (long long)shape[2], (long long)shape[3]);
+      std::printf("%-26s %10.3f %10.3f %10.3f %10.3f\n", name, ns[0][0], ns[1][0], ns[0][1],
+                  ns[1][1]);
     }
     std::printf("\n");
   }

@@ -570,6 +570,131 @@ TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
       }
 }
 
+namespace {
+/// Batch statistics of x [N, C, inner...] in double, two passes: the mean
+/// and 1 / sqrt(biased variance + eps) per channel.
+void bnReference(const Buf &x, double eps, std::vector<double> &mu, std::vector<double> &inv) {
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  mu.assign(c, 0.0);
+  inv.assign(c, 0.0);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0, q = 0;
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        s += x.get((k * c + ch) * inner + i);
+    mu[ch] = s / (n * inner);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        q += std::pow(x.get((k * c + ch) * inner + i) - mu[ch], 2);
+    inv[ch] = 1 / std::sqrt(q / (n * inner) + eps);
+  }
+}
+} // namespace
+
+// Short planes (fewer than 32 elements: the column path, chunks of
+// columns on the threads) and long ones (per-plane), every activation
+// type, values around 3 (the statistics' shift matters): the forward and
+// both gradients against double references, and the recomputing gradient
+// finds the forward's statistics to the bit (its dx, dscale and dbias are
+// the bytes of the gradient given the saved statistics).
+TEST(BatchNorm, ShortAndLongPlanesWithOneSetOfStatistics) {
+  for (amprt_dtype xt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{16, 300, 3, 3},
+                                       {3, 600, 6, 7},
+                                       {5, 7, 1, 1},
+                                       {2, 3, 33},
+                                       {4, 130, 2, 4}}) {
+      int64_t n = shape[0], c = shape[1], total = 1;
+      for (int64_t d : shape)
+        total *= d;
+      int64_t inner = total / (n * c);
+      SCOPED_TRACE(std::string(amprt_dtype_name(xt)) + ", inner " + std::to_string(inner) +
+                   ", channels " + std::to_string(c));
+      Buf x = randn(xt, shape, 0.5, 3.0), g = randn(AMPRT_F32, {c}), b = randn(AMPRT_F32, {c});
+      Buf rm = randn(AMPRT_F32, {c}), rv = uniform(AMPRT_F32, {c}, 0.5, 2.0);
+      Buf y(xt, shape), nm(AMPRT_F32, {c}), nv(AMPRT_F32, {c}), sm(AMPRT_F32, {c}),
+          si(AMPRT_F32, {c});
+      AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f,
+                                        1, y.p(), nm.p(), nv.p(), sm.p(), si.p()));
+      std::vector<double> rmu, rinv, ry(total);
+      bnReference(x, 1e-5, rmu, rinv);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t o = (k * c + ch) * inner + i;
+            ry[o] = (x.get(o) - rmu[ch]) * rinv[ch] * g.get(ch) + b.get(ch);
+          }
+      EXPECT_TRUE(near(y, ry, xt == AMPRT_F32 ? 4 : 0.5, 0, 1e-6));
+      EXPECT_TRUE(near(sm, rmu, 1));
+      EXPECT_TRUE(near(si, rinv, 1));
+      Buf dy = randn(xt, shape), dx(xt, shape), dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
+      AMPRT_OK_OR_FAIL(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), dx.p(),
+                                             dg.p(), db.p()));
+      std::vector<double> rdx(total), rdg(c), rdb(c);
+      double m = (double)n * inner;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mu = sm.get(ch), is = si.get(ch), sdy = 0, sdyx = 0;
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t o = (k * c + ch) * inner + i;
+            sdy += dy.get(o);
+            sdyx += dy.get(o) * (x.get(o) - mu) * is;
+          }
+        rdg[ch] = sdyx;
+        rdb[ch] = sdy;
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t o = (k * c + ch) * inner + i;
+            rdx[o] = g.get(ch) * is / m * (m * dy.get(o) - sdy - (x.get(o) - mu) * is * sdyx);
+          }
+      }
+      EXPECT_TRUE(near(dx, rdx, xt == AMPRT_F32 ? 8 : 0.5, 0, 1e-6));
+      EXPECT_TRUE(near(dg, rdg, 8, 0, 1e-5));
+      EXPECT_TRUE(near(db, rdb, 8, 0, 1e-5));
+      Buf dx2(xt, shape), dg2(AMPRT_F32, {c}), db2(AMPRT_F32, {c});
+      AMPRT_OK_OR_FAIL(amprt_batch_norm_grad_recompute(nullptr, x.p(), g.p(), dy.p(), 1e-5f,
+                                                       dx2.p(), dg2.p(), db2.p()));
+      EXPECT_EQ(dx2.bytes, dx.bytes);
+      EXPECT_EQ(dg2.bytes, dg.bytes);
+      EXPECT_EQ(db2.bytes, db.bytes);
+    }
+}
+
+// Values far from zero with a small spread (1000 +- 0.01: sums of squares
+// minus the squared mean would cancel to nothing) and a channel whose first
+// value is far from the rest: the statistics to an ulp of the two-pass
+// double reference, forward and recomputing gradient alike.
+TEST(BatchNorm, StatisticsOfValuesFarFromZero) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 3, 50}, {4, 3, 5}}) {
+    int64_t c = 3, inner = shape[2];
+    SCOPED_TRACE("inner " + std::to_string(inner));
+    Buf x = randn(AMPRT_F32, shape, 0.01, 1000.0);
+    x.set(2 * inner, 1010.0); // channel 2's first value: 1000 standard deviations off
+    Buf g = randn(AMPRT_F32, {c}), b = randn(AMPRT_F32, {c});
+    Buf rm(AMPRT_F32, {c}), rv = uniform(AMPRT_F32, {c}, 0.5, 2.0), y(AMPRT_F32, shape);
+    Buf sm(AMPRT_F32, {c}), si(AMPRT_F32, {c});
+    AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f, 1,
+                                      y.p(), nullptr, nullptr, sm.p(), si.p()));
+    std::vector<double> rmu, rinv;
+    bnReference(x, 1e-5, rmu, rinv);
+    EXPECT_TRUE(near(sm, rmu, 1));
+    EXPECT_TRUE(near(si, rinv, 1));
+    // The recomputing gradient's dbias and dscale from the same statistics:
+    // dscale = sum dy * (x - mean) * inv.
+    Buf dy = randn(AMPRT_F32, shape), dx(AMPRT_F32, shape), dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
+    AMPRT_OK_OR_FAIL(amprt_batch_norm_grad_recompute(nullptr, x.p(), g.p(), dy.p(), 1e-5f, dx.p(),
+                                                     dg.p(), db.p()));
+    std::vector<double> rdg(c, 0.0);
+    for (int64_t k = 0; k < shape[0]; ++k)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t o = (k * c + ch) * inner + i;
+          rdg[ch] += dy.get(o) * (x.get(o) - sm.get(ch)) * si.get(ch);
+        }
+    EXPECT_TRUE(near(dg, rdg, 4, 0, 1e-6));
+  }
+}
+
 // A dx of another shape or an integer type is refused, not written.
 TEST(BatchNorm, GradientRefusesABadDx) {
   Buf x = randn(AMPRT_BF16, {2, 3, 4}), g = randn(AMPRT_F32, {3}),

@@ -300,6 +300,40 @@ namespace {
 
 } // namespace
 
+// Batch norm: short planes (the column path, chunks of columns on the
+// threads) and long ones (channels on the threads), forward and the
+// recomputing gradient (dx, dscale), the same bytes for any thread count.
+TEST(Threads, BatchNormDoesNotDependOnTheThreadCount) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{16, 300, 3, 3}, {4, 600, 8, 8}})
+    for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
+      int64_t c = shape[1];
+      Buf x = randn(dt, shape, 0.5, 2.0), dy = randn(dt, shape), g = randn(AMPRT_F32, {c}),
+          b = randn(AMPRT_F32, {c}), rm = randn(AMPRT_F32, {c}),
+          rv = uniform(AMPRT_F32, {c}, 0.5, 2.0);
+      sameWithThreads(
+          "batch_norm",
+          [&](Buf &y) {
+            AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f,
+                                              0.9f, 1, y.p(), nullptr, nullptr, nullptr, nullptr));
+          },
+          Buf(dt, shape));
+      sameWithThreads(
+          "batch_norm_grad_recompute dx",
+          [&](Buf &dx) {
+            AMPRT_OK_OR_FAIL(amprt_batch_norm_grad_recompute(nullptr, x.p(), g.p(), dy.p(), 1e-5f,
+                                                             dx.p(), nullptr, nullptr));
+          },
+          Buf(dt, shape));
+      sameWithThreads(
+          "batch_norm_grad_recompute dscale",
+          [&](Buf &dg) {
+            AMPRT_OK_OR_FAIL(amprt_batch_norm_grad_recompute(nullptr, x.p(), g.p(), dy.p(), 1e-5f,
+                                                             nullptr, dg.p(), nullptr));
+          },
+          Buf(AMPRT_F32, {c}));
+    }
+}
+
 TEST(Threads, OneThreadWhileTheMachineIsBusy) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(adaptUnderContention(nullptr), testing::ExitedWithCode(0), "");
