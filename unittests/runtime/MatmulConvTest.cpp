@@ -372,6 +372,67 @@ TEST(Pool, MaxAndAverageWithGradients) {
   EXPECT_NEAR(lhs, rhs, 1e-5 * (1 + std::fabs(rhs)));
 }
 
+// Average pooling's gradient is its forward's adjoint: <dx, x> = <dy,
+// avgpool(x)>, for asymmetric pads with count_include_pad on and off (the
+// divisor counts the end padding a window covers), on the 2-D path and on
+// the general window loop (dilation 2), f32 and bf16 dy / dx.
+TEST(Pool, AverageGradientIsTheAdjointWithAsymmetricPads) {
+  for (int64_t dil : {1, 2})
+    for (int include = 0; include < 2; ++include) {
+      amprt_pool_params p{};
+      p.spatial = 2;
+      p.kernel[0] = 2;
+      p.kernel[1] = 3;
+      p.strides[0] = 2;
+      p.strides[1] = 2;
+      p.dilations[0] = p.dilations[1] = dil;
+      p.pads_begin[0] = 0;
+      p.pads_begin[1] = 1;
+      p.pads_end[0] = 1;
+      p.pads_end[1] = 2;
+      p.count_include_pad = include;
+      const int64_t H = 7, W = 8;
+      int64_t oh = (H + 1 - dil * 1 - 1) / 2 + 1, ow = (W + 3 - dil * 2 - 1) / 2 + 1;
+      Buf x = randn(AMPRT_F32, {2, 3, H, W}), y(AMPRT_F32, {2, 3, oh, ow});
+      AMPRT_OK_OR_FAIL(amprt_average_pool(nullptr, x.p(), &p, y.p()));
+      // The forward against the definition: the window's positions inside
+      // the input summed, over those inside [-pads_begin, size + pads_end)
+      // (include) or inside the input.
+      std::vector<double> ry;
+      for (int64_t nc = 0; nc < 6; ++nc)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double s = 0;
+            int cnt = 0;
+            for (int64_t a = 0; a < 2; ++a)
+              for (int64_t b = 0; b < 3; ++b) {
+                int64_t h = i * 2 + a * dil, w = j * 2 - 1 + b * dil;
+                bool inside = h >= 0 && h < H && w >= 0 && w < W;
+                if (inside)
+                  s += x.get((nc * H + h) * W + w);
+                cnt += inside || (include && h < H + 1 && w < W + 2);
+              }
+            ry.push_back(s / cnt);
+          }
+      EXPECT_TRUE(near(y, ry, 0.5, 1e-12)) << "dilation " << dil << " include " << include;
+      for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16}) {
+        Buf dy = randn(dt, {2, 3, oh, ow}), dx(dt, {2, 3, H, W});
+        AMPRT_OK_OR_FAIL(amprt_average_pool_grad(nullptr, dy.p(), &p, dx.p()));
+        double lhs = 0, rhs = 0, scale = 0;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          lhs += dx.get(i) * x.get(i);
+          scale += std::fabs(dx.get(i) * x.get(i));
+        }
+        for (int64_t o = 0; o < dy.numel(); ++o)
+          rhs += dy.get(o) * ry[o];
+        // dx rounded once to its type: half an ulp of each term.
+        double tol = (dt == AMPRT_F32 ? 1e-6 : 8e-3) * scale;
+        EXPECT_NEAR(lhs, rhs, tol)
+            << "dilation " << dil << " include " << include << " " << amprt_dtype_name(dt);
+      }
+    }
+}
+
 // The vector max pool (four outputs at a time, stride 1 or 2, the outputs
 // whose windows lie inside the input) and the plain 2-D loop (the padded
 // borders, the tails) against a direct reference: values and row-major

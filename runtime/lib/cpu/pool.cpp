@@ -17,7 +17,7 @@ using namespace amprt;
 namespace {
 
 struct Window {
-  int64_t n, c, in[3], out[3], k[3], s[3], d[3], pb[3];
+  int64_t n, c, in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
 };
 
 amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y, const amprt_pool_params *p,
@@ -41,6 +41,7 @@ amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y, const amprt_
     w.s[i] = on && p->strides[i] > 0 ? p->strides[i] : 1;
     w.d[i] = on && p->dilations[i] > 0 ? p->dilations[i] : 1;
     w.pb[i] = on ? p->pads_begin[i] : 0;
+    w.pe[i] = on ? p->pads_end[i] : 0;
     if (w.k[i] < 1)
       return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: kernel size %lld", k, (long long)w.k[i]);
   }
@@ -68,9 +69,10 @@ void forWindows(const Window &w, int64_t nc0, int64_t nc1, Begin begin, Each eac
                 int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
                 bool inside =
                     i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1] && i2 >= 0 && i2 < w.in[2];
-                // Positions past the padded input (ceil mode) do not count.
+                // Positions past the padded input (its end padding; ceil
+                // mode's last windows) do not count.
                 bool padded =
-                    i0 < w.in[0] + w.pb[0] && i1 < w.in[1] + w.pb[1] && i2 < w.in[2] + w.pb[2];
+                    i0 < w.in[0] + w.pe[0] && i1 < w.in[1] + w.pe[1] && i2 < w.in[2] + w.pe[2];
                 if (inside)
                   each(oi, nc * plane + (i0 * w.in[1] + i1) * w.in[2] + i2);
                 else if (padded)
@@ -490,10 +492,99 @@ extern "C" amprt_status amprt_global_average_pool_blocked(amprt_context *, const
   return AMPRT_OK;
 }
 
+namespace {
+
+/// Average pooling's 2-D windows without dilation, per output row and per
+/// output column: the window's input rows [r0, r1) (and columns) inside
+/// the input, and how many of its rows (columns) count towards the divisor
+/// with count_include_pad (those before the end of the padded input, as
+/// forWindows counts them).
+struct AvgWindows2D {
+  std::vector<int64_t> r0, r1, rc, c0, c1, cc;
+  explicit AvgWindows2D(const Window &w) {
+    auto axis = [&](int a, std::vector<int64_t> &lo, std::vector<int64_t> &hi,
+                    std::vector<int64_t> &cnt) {
+      lo.resize(w.out[a]);
+      hi.resize(w.out[a]);
+      cnt.resize(w.out[a]);
+      for (int64_t o = 0; o < w.out[a]; ++o) {
+        int64_t start = o * w.s[a] - w.pb[a];
+        lo[o] = std::max<int64_t>(start, 0);
+        hi[o] = std::max(lo[o], std::min(start + w.k[a], w.in[a]));
+        cnt[o] = std::max<int64_t>(0, std::min(start + w.k[a], w.in[a] + w.pe[a]) - start);
+      }
+    };
+    axis(0, r0, r1, rc);
+    axis(1, c0, c1, cc);
+  }
+  /// The divisor of output (oh, ow).
+  int64_t count(int64_t oh, int64_t ow, bool includePad) const {
+    return includePad ? rc[oh] * cc[ow] : (r1[oh] - r0[oh]) * (c1[ow] - c0[ow]);
+  }
+};
+
+/// The fast form of average pooling and its gradient: 2-D, no dilation
+/// (what networks use). The same sums in the same order as the window
+/// loops (rows, then columns; a gradient's shares in the outputs' order),
+/// so the same results, with pointers instead of a call per position.
+bool avgFast(const Window &w, const amprt_pool_params *p) {
+  return p->spatial == 2 && w.d[0] == 1 && w.d[1] == 1;
+}
+
+/// Plane nc of a tensor of type t as f32: itself, or widened into buf.
+const float *planeF32(const amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf) {
+  if (t->dtype == AMPRT_F32)
+    return static_cast<const float *>(t->data) + nc * n;
+  buf.resize(n);
+  (void)amprt_convert(static_cast<const char *>(t->data) + nc * n * amprt_dtype_size(t->dtype),
+                      t->dtype, buf.data(), AMPRT_F32, (size_t)n);
+  return buf.data();
+}
+
+/// Where plane nc of t (n elements) is computed in f32: t itself, or buf
+/// (then narrowed by storePlane).
+float *outPlane(amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf) {
+  if (t->dtype == AMPRT_F32)
+    return static_cast<float *>(t->data) + nc * n;
+  buf.resize(n);
+  return buf.data();
+}
+
+void storePlane(amprt_tensor *t, int64_t nc, int64_t n, const float *f) {
+  if (t->dtype != AMPRT_F32)
+    (void)amprt_convert(f, AMPRT_F32,
+                        static_cast<char *>(t->data) + nc * n * amprt_dtype_size(t->dtype),
+                        t->dtype, (size_t)n);
+}
+
+} // namespace
+
 extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *x,
                                            const amprt_pool_params *p, amprt_tensor *y) {
   Window w;
   AMPRT_CHECK(windowOf(x, y, p, "amprt_average_pool", w));
+  if (avgFast(w, p)) {
+    AvgWindows2D aw(w);
+    const int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1];
+    forPlanes(w, [&](int64_t nc0, int64_t nc1) {
+      std::vector<float> xb, yb;
+      for (int64_t nc = nc0; nc < nc1; ++nc) {
+        const float *xp = planeF32(x, nc, H * W, xb);
+        float *yp = outPlane(y, nc, OH * OW, yb);
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double sum = 0;
+            for (int64_t h = aw.r0[oh]; h < aw.r1[oh]; ++h)
+              for (int64_t c = aw.c0[ow]; c < aw.c1[ow]; ++c)
+                sum += xp[h * W + c];
+            int64_t count = aw.count(oh, ow, p->count_include_pad);
+            yp[oh * OW + ow] = count ? (float)(sum / count) : 0.0f;
+          }
+        storePlane(y, nc, OH * OW, yp);
+      }
+    });
+    return AMPRT_OK;
+  }
   forPlanes(w, [&](int64_t nc0, int64_t nc1) {
     double sum = 0;
     int64_t count = 0;
@@ -626,6 +717,33 @@ extern "C" amprt_status amprt_average_pool_grad(amprt_context *, const amprt_ten
   // Each dx element sums its windows' shares in double, in the outputs'
   // order, then rounds once; a plane's windows touch only its own plane.
   const int64_t plane = w.in[0] * w.in[1] * w.in[2];
+  if (avgFast(w, p)) {
+    AvgWindows2D aw(w);
+    const int64_t W = w.in[1], OH = w.out[0], OW = w.out[1];
+    forPlanes(w, [&](int64_t nc0, int64_t nc1) {
+      std::vector<double> acc((size_t)plane);
+      std::vector<float> gb, xb;
+      for (int64_t nc = nc0; nc < nc1; ++nc) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        const float *gp = planeF32(dy, nc, OH * OW, gb);
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            int64_t count = aw.count(oh, ow, p->count_include_pad);
+            if (!count)
+              continue;
+            double g = (double)gp[oh * OW + ow] / (double)count; // in double
+            for (int64_t h = aw.r0[oh]; h < aw.r1[oh]; ++h)
+              for (int64_t c = aw.c0[ow]; c < aw.c1[ow]; ++c)
+                acc[(size_t)(h * W + c)] += g;
+          }
+        float *xp = outPlane(dx, nc, plane, xb);
+        for (int64_t i = 0; i < plane; ++i)
+          xp[i] = (float)acc[(size_t)i];
+        storePlane(dx, nc, plane, xp);
+      }
+    });
+    return AMPRT_OK;
+  }
   forPlanes(w, [&](int64_t nc0, int64_t nc1) {
     std::vector<double> acc((size_t)plane);
     std::vector<int64_t> members;

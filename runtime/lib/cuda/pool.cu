@@ -49,15 +49,28 @@ struct MaxPoolF {
   }
 };
 
+/// The end padding of an average's windows, per spatial dim.
+struct PadEnd {
+  int64_t e[3];
+};
+
+inline PadEnd padEnd(const amprt_pool_params &p) {
+  PadEnd pe{{0, 0, 0}};
+  for (int i = 0; i < p.spatial && i < 3; ++i)
+    pe.e[i] = p.pads_end[i];
+  return pe;
+}
+
 /// The number of window positions an average counts, per dim: inside the
 /// input, or (count_include_pad) before its end plus the end padding.
-HD inline int64_t windowCount(const Geom &gm, const int64_t *o, int32_t includePad) {
+HD inline int64_t windowCount(const Geom &gm, const PadEnd &pe, const int64_t *o,
+                              int32_t includePad) {
   int64_t count = 1;
   for (int dd = 0; dd < 3; ++dd) {
     int64_t c = 0;
     for (int64_t k = 0; k < gm.k[dd]; ++k) {
       int64_t i = o[dd] * gm.s[dd] - gm.pb[dd] + k * gm.d[dd];
-      c += includePad ? i < gm.in[dd] + gm.pb[dd] : (i >= 0 && i < gm.in[dd]);
+      c += includePad ? i < gm.in[dd] + pe.e[dd] : (i >= 0 && i < gm.in[dd]);
     }
     count *= c;
   }
@@ -66,6 +79,7 @@ HD inline int64_t windowCount(const Geom &gm, const int64_t *o, int32_t includeP
 
 struct AvgPoolF {
   Geom gm;
+  PadEnd pe;
   const void *x;
   void *y;
   int32_t xt, yt, includePad;
@@ -74,13 +88,14 @@ struct AvgPoolF {
     outIndex(gm, op, oo);
     double sum = 0.0;
     forWindow(gm, oo, [&](int64_t, int64_t ip) { sum += ldF(x, xt, nc * gm.inPlane() + ip); });
-    int64_t count = windowCount(gm, oo, includePad);
+    int64_t count = windowCount(gm, pe, oo, includePad);
     stF(y, yt, o, count ? (float)(sum / (double)count) : 0.0f);
   }
 };
 
 struct AvgPoolGradF {
   Geom gm;
+  PadEnd pe;
   const void *dy;
   void *dx;
   int32_t dyt, dxt, includePad;
@@ -91,7 +106,7 @@ struct AvgPoolGradF {
     forWindowsOf(gm, ii, [&](int64_t, int64_t opos) {
       int64_t oo[3];
       outIndex(gm, opos, oo);
-      int64_t count = windowCount(gm, oo, includePad);
+      int64_t count = windowCount(gm, pe, oo, includePad);
       if (count)
         acc += (double)ldF(dy, dyt, nc * gm.outPlane() + opos) / (double)count;
     });
@@ -135,9 +150,10 @@ amprt_status pool(Dev &d, const Decoded &dd) {
   if (dd.opcode == AMPRT_OP_AVERAGE_POOL) {
     AMPRT_CHECK(geomOf(t[0], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
                        "average_pool", g));
-    return each(&d, numel(t[1]),
-                AvgPoolF{g, t[0].data, t[1].data, t[0].dtype, t[1].dtype, p.count_include_pad},
-                "average_pool");
+    return each(
+        &d, numel(t[1]),
+        AvgPoolF{g, padEnd(p), t[0].data, t[1].data, t[0].dtype, t[1].dtype, p.count_include_pad},
+        "average_pool");
   }
   int32_t storage = p.storage_order;
   bool wantIndices = pa.wantIndices;
@@ -184,9 +200,10 @@ amprt_status poolGrad(Dev &d, const Decoded &dd) {
   Geom g;
   AMPRT_CHECK(geomOf(t[2], t[1], p.spatial, p.kernel, p.strides, p.dilations, p.pads_begin, 1,
                      "average_pool_grad", g));
-  return each(&d, numel(t[2]),
-              AvgPoolGradF{g, t[1].data, t[2].data, t[1].dtype, t[2].dtype, p.count_include_pad},
-              "average_pool_grad");
+  return each(
+      &d, numel(t[2]),
+      AvgPoolGradF{g, padEnd(p), t[1].data, t[2].data, t[1].dtype, t[2].dtype, p.count_include_pad},
+      "average_pool_grad");
 }
 
 /// The pool opcodes of amprt_exec (exec.cu dispatches them here).
