@@ -48,7 +48,6 @@ void narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n) {
   }
 }
 
-
 // The batch statistics, shifted: with d = x - k, k a channel's first
 // value (close to its mean wherever its values are close to each other, so
 // nothing below cancels), a channel's sums of d and d^2 give its mean k +
@@ -120,8 +119,7 @@ void shiftedSums(const float *x, const float *dy, int64_t n, double k, double *o
 
 /// A channel's mean and biased variance from its shifted sums (the shift
 /// k, sums of d and d^2 over m values).
-inline void shiftedMoments(double k, double s, double q, double m, double &mean,
-                           double &variance) {
+inline void shiftedMoments(double k, double s, double q, double m, double &mean, double &variance) {
   double dm = s / m;
   mean = k + dm;
   variance = std::max(0.0, q / m - dm * dm);
@@ -205,8 +203,7 @@ AMPRT_CLONES void colGradDx(const float *x, const float *dy, float *dx, const do
 
 /// Columns [j0, j0 + len) of per-channel values (each repeated over its
 /// channel's inner columns), into out.
-inline void expand(const double *perChannel, int64_t inner, int64_t j0, int64_t len,
-                   double *out) {
+inline void expand(const double *perChannel, int64_t inner, int64_t j0, int64_t len, double *out) {
   int64_t ch = j0 / inner, end = j0 + len;
   for (int64_t j = j0; j < end; ++ch) {
     int64_t stop = std::min(end, (ch + 1) * inner);
@@ -449,8 +446,8 @@ amprt_status checkGrad(const char *k, const amprt_tensor *x, const amprt_tensor 
   AMPRT_CHECK(checkFloat(dy, (w + ": dy").c_str()));
   if (x->rank < 2 || !amprt_tensor_is_contiguous(x) || !sameShape(x, dy) ||
       !amprt_tensor_is_contiguous(dy))
-    return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: x and dy must be contiguous [N, C, ...], one shape",
-                k);
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: x and dy must be contiguous [N, C, ...], one shape", k);
   int64_t c = x->shape[1];
   AMPRT_CHECK(checkChannel(scale, c, (w + ": scale").c_str()));
   if (save_mean)
@@ -539,8 +536,9 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
       expand(sdyx.data(), inner, j0, len, sdyxC);
       rows([&](float *out, int64_t off) {
         float bx[kChunk], bd[kChunk];
-        colGradDx(rowF32(x->data, x->dtype, off, len, bx), rowF32(dy->data, dy->dtype, off, len, bd),
-                  out, muC, isC, kC, sdyC, sdyxC, m, len);
+        colGradDx(rowF32(x->data, x->dtype, off, len, bx),
+                  rowF32(dy->data, dy->dtype, off, len, bd), out, muC, isC, kC, sdyC, sdyxC, m,
+                  len);
       });
     });
     return AMPRT_OK;
@@ -628,8 +626,8 @@ extern "C" amprt_status amprt_batch_norm_grad(amprt_context *, const amprt_tenso
                                               const amprt_tensor *save_inv_std,
                                               const amprt_tensor *dy, amprt_tensor *dx,
                                               amprt_tensor *dscale, amprt_tensor *dbias) {
-  AMPRT_CHECK(checkGrad("amprt_batch_norm_grad", x, scale, save_mean, save_inv_std, dy, dx,
-                        dscale, dbias));
+  AMPRT_CHECK(
+      checkGrad("amprt_batch_norm_grad", x, scale, save_mean, save_inv_std, dy, dx, dscale, dbias));
   return batchNormGrad(x, scale, save_mean, save_inv_std, false, 0.0f, dy, dx, dscale, dbias);
 }
 
