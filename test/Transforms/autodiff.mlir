@@ -4,7 +4,8 @@
 // The MLP: the loss is seeded with 1, Gemm gives the weight gradient as a
 // transposed product and the bias gradient as a sum over the batch; the
 // input x (not a parameter) gets no gradient, and the results are appended
-// in parameter order, marked amp.grad.
+// in parameter order, marked amp.grad. ReLU's gradient reads its result (the
+// same mask as its input, which then need not stay alive).
 // CHECK-LABEL: func @mlp
 // CHECK-SAME: -> (tensor<f32> {amp.output = "loss"}, tensor<3x4xf32> {amp.grad = "w1"}, tensor<3xf32> {amp.grad = "b1"}, tensor<2x3xf32> {amp.grad = "w2"})
 // CHECK: %[[H:.+]] = amp.gemm %arg3, %arg0, %arg1 {trans_b = true}
@@ -15,7 +16,7 @@
 // CHECK: %[[DZ:.+]] = amp.softmax_cross_entropy_loss_grad %[[LP]], %arg4, %[[ONE]] {amp.differentiates = "loss_node"}
 // CHECK: %[[DR:.+]] = amp.gemm %[[DZ]], %arg2 {amp.differentiates = "fc2"} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
 // CHECK: %[[DW2:.+]] = amp.gemm %[[DZ]], %[[R]] {amp.differentiates = "fc2", trans_a = true} : (tensor<5x2xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
-// CHECK: %[[DH:.+]] = amp.unary_grad %[[H]], %[[DR]] {amp.differentiates = "relu", kind = #amp.unary<relu>}
+// CHECK: %[[DH:.+]] = amp.unary_grad %[[R]], %[[DR]] {amp.differentiates = "relu", kind = #amp.unary<relu>}
 // CHECK: %[[DW1:.+]] = amp.gemm %[[DH]], %arg3 {amp.differentiates = "fc1", trans_a = true} : (tensor<5x3xf32>, tensor<5x4xf32>) -> tensor<3x4xf32>
 // CHECK: %[[S:.+]] = amp.reduce_sum %[[DH]] {amp.differentiates = "fc1", axes = array<i64: 0>}
 // CHECK: %[[DB1:.+]] = amp.reshape %[[S]] {amp.differentiates = "fc1", shape = array<i64: 3>}

@@ -695,6 +695,62 @@ TEST(BatchNorm, StatisticsOfValuesFarFromZero) {
   }
 }
 
+// A batch norm and the ReLU after it in one call (AMPRT_BN_RELU), and its
+// gradient from the ReLU's dz and mask: the bytes of the separate calls
+// (amprt_batch_norm then amprt_unary RELU; amprt_unary_grad RELU then
+// amprt_batch_norm_grad_recompute), short and long planes, every type,
+// with NaN and infinite values in dz and an exact zero in x.
+TEST(BatchNorm, WithItsReluInOneCallAsTheSeparateCalls) {
+  for (amprt_dtype xt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{6, 40, 3, 3}, {3, 20, 7, 9}}) {
+      int64_t c = shape[1], total = shape[0] * c * shape[2] * shape[3];
+      SCOPED_TRACE(std::string(amprt_dtype_name(xt)) + ", inner " +
+                   std::to_string(shape[2] * shape[3]));
+      Buf x = randn(xt, shape, 1.0, 0.3), g = randn(AMPRT_F32, {c}), b = randn(AMPRT_F32, {c});
+      Buf rm = randn(AMPRT_F32, {c}), rv = uniform(AMPRT_F32, {c}, 0.5, 2.0);
+      x.set(5, 0.0);
+      Buf y(xt, shape), z(xt, shape), zf(xt, shape), m1(AMPRT_F32, {c}), v1(AMPRT_F32, {c}),
+          m2(AMPRT_F32, {c}), v2(AMPRT_F32, {c});
+      for (int training = 0; training < 2; ++training) {
+        AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f,
+                                          training, y.p(), m1.p(), v1.p(), nullptr, nullptr));
+        AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, y.p(), z.p()));
+        AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f,
+                                             0.9f, training, AMPRT_BN_RELU, zf.p(), m2.p(), v2.p(),
+                                             nullptr, nullptr));
+        EXPECT_EQ(zf.bytes, z.bytes) << "training " << training;
+        EXPECT_EQ(m2.bytes, m1.bytes);
+        EXPECT_EQ(v2.bytes, v1.bytes);
+      }
+      int64_t zeros = 0;
+      for (int64_t i = 0; i < total; ++i)
+        zeros += z.get(i) == 0.0;
+      EXPECT_GT(zeros, total / 5); // the mask matters
+      Buf dz = randn(xt, shape);
+      dz.set(7, NAN);
+      dz.set(11, INFINITY);
+      Buf dy(xt, shape), dx(xt, shape), dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
+      AMPRT_OK_OR_FAIL(amprt_unary_grad(nullptr, AMPRT_UNARY_RELU, 0.0f, z.p(), dz.p(), dy.p()));
+      AMPRT_OK_OR_FAIL(amprt_batch_norm_grad_recompute(nullptr, x.p(), g.p(), dy.p(), 1e-5f, dx.p(),
+                                                       dg.p(), db.p()));
+      for (Buf *mask : {&z, &y}) { // the ReLU's output or its input: the same mask
+        Buf dx2(xt, shape), dg2(AMPRT_F32, {c}), db2(AMPRT_F32, {c});
+        AMPRT_OK_OR_FAIL(amprt_batch_norm_relu_grad_recompute(
+            nullptr, x.p(), g.p(), mask->p(), dz.p(), 1e-5f, dx2.p(), dg2.p(), db2.p()));
+        EXPECT_EQ(dx2.bytes, dx.bytes);
+        EXPECT_EQ(dg2.bytes, dg.bytes);
+        EXPECT_EQ(db2.bytes, db.bytes);
+      }
+    }
+  Buf x = randn(AMPRT_F32, {2, 3, 4}), g = randn(AMPRT_F32, {3}), dz = randn(AMPRT_F32, {2, 3, 4});
+  Buf small(AMPRT_F32, {2, 3, 3}), dx(AMPRT_F32, {2, 3, 4});
+  EXPECT_NE(amprt_batch_norm_relu_grad_recompute(nullptr, x.p(), g.p(), small.p(), dz.p(), 1e-5f,
+                                                 dx.p(), nullptr, nullptr),
+            AMPRT_OK);
+  EXPECT_NE(std::string(amprt_last_error()).find("z must be contiguous"), std::string::npos)
+      << amprt_last_error();
+}
+
 // A dx of another shape or an integer type is refused, not written.
 TEST(BatchNorm, GradientRefusesABadDx) {
   Buf x = randn(AMPRT_BF16, {2, 3, 4}), g = randn(AMPRT_F32, {3}),

@@ -505,12 +505,22 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emitAs(op, a, d);
       })
       .Case([&](BatchNormOp o) -> LogicalResult {
-        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
-          return failure();
         rt::batch_norm a;
         a.eps = o.getEpsilon().convertToDouble();
         a.momentum = o.getMomentum().convertToDouble();
         a.training = o.getTrainingMode() ? 1 : 0;
+        if (Operation *relu = bnRelu.lookup(op)) {
+          // relu(batch norm) written into the ReLU's result, in its own
+          // arena slot; y is never stored.
+          Value z = relu->getResult(0);
+          if (failed(all(op->getOperands())) || failed(slotPtr(z)) || failed(tensor(d, z, op)) ||
+              failed(all(op->getResults().drop_front())))
+            return failure();
+          a.flags = AMPRT_BN_RELU;
+          return emitAs(op, a, d);
+        }
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
         return emitAs(op, a, d);
       })
       .Case([&](GemmOp o) -> LogicalResult {
@@ -657,13 +667,21 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return emitAs(op, rt::step_count{}, d);
       })
       .Case([&](BatchNormGradOp o) -> LogicalResult {
-        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
-          return failure();
         rt::batch_norm_grad a;
         a.eps = o.getEpsilon().convertToDouble();
         a.want_dx = op->getResult(0).use_empty() ? 0 : 1;
         a.want_dscale = op->getResult(1).use_empty() ? 0 : 1;
         a.want_dbias = op->getResult(2).use_empty() ? 0 : 1;
+        if (auto ug = dyn_cast_or_null<UnaryGradOp>(bnGradRelu.lookup(op))) {
+          // dy = the ReLU gradient's dy masked by its x, in the call.
+          if (failed(all(SmallVector<Value>{o.getX(), o.getScale(), ug.getDy()})) ||
+              failed(all(op->getResults())) || failed(tensor(d, ug.getX(), op)))
+            return failure();
+          a.flags = AMPRT_BN_RELU;
+          return emitAs(op, a, d);
+        }
+        if (failed(all(op->getOperands())) || failed(all(op->getResults())))
+          return failure();
         return emitAs(op, a, d);
       })
       .Case([&](LayerNormGradOp o) -> LogicalResult {

@@ -313,6 +313,8 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
 void Lowerer::analyseConvs(func::FuncOp f) {
   convCalls.clear();
   gemmRelu.clear();
+  bnRelu.clear();
+  bnGradRelu.clear();
   fusedAway.clear();
   blocked.clear();
   SmallVector<Operation *> seq;
@@ -349,7 +351,54 @@ void Lowerer::analyseConvs(func::FuncOp f) {
         return false;
     return true;
   };
+  // Whether two values' bytes overlap in the arena, and whether they are
+  // the same bytes.
+  auto overlap = [&](Value a, Value b2) {
+    auto ra = range(a), rb = range(b2);
+    return ra && rb && ra->first < rb->second && rb->first < ra->second;
+  };
+  auto same = [&](Value a, Value b2) {
+    auto ra = range(a), rb = range(b2);
+    return ra && rb && *ra == *rb;
+  };
   for (size_t i = 0; i < seq.size(); ++i) {
+    // A batch norm (not folded into a convolution) read only by a ReLU
+    // right after it: the call writes the ReLU's result, read nowhere in
+    // the call.
+    if (auto bn = dyn_cast<BatchNormOp>(seq[i])) {
+      Value y = bn.getOutput();
+      if (!fusedAway.contains(bn) && i + 1 < seq.size() && isa<ReluOp>(seq[i + 1]) &&
+          seq[i + 1]->getOperand(0) == y && y.hasOneUse() &&
+          seq[i + 1]->getResult(0).getType() == y.getType() &&
+          fits(seq[i + 1]->getResult(0), {bn.getX(), bn.getScale(), bn.getBias(), bn.getMean(),
+                                          bn.getVar(), bn.getRunningMean(), bn.getRunningVar()})) {
+        bnRelu[bn] = seq[i + 1];
+        fusedAway.insert(seq[i + 1]);
+      }
+      continue;
+    }
+    // A batch-norm gradient whose dy is the ReLU gradient right before it,
+    // read nowhere else: the call reads that op's x (the ReLU's input or
+    // output: the same mask) and dy, so its results must not overlap them
+    // (dx may be exactly one of them: each element is read before it is
+    // written).
+    if (auto bg = dyn_cast<BatchNormGradOp>(seq[i])) {
+      auto ug = i > 0 ? dyn_cast<UnaryGradOp>(seq[i - 1]) : UnaryGradOp();
+      if (ug && ug.getKind() == UnaryKind::relu && bg.getDy() == ug.getDx() &&
+          ug.getDx().hasOneUse() && ug.getX().getType() == bg.getX().getType() &&
+          ug.getDy().getType() == ug.getDx().getType()) {
+        bool ok = true;
+        for (Value read : {ug.getX(), ug.getDy()}) {
+          ok &= !overlap(bg.getDscale(), read) && !overlap(bg.getDbias(), read);
+          ok &= !overlap(bg.getDx(), read) || same(bg.getDx(), read);
+        }
+        if (ok) {
+          bnGradRelu[bg] = ug;
+          fusedAway.insert(ug);
+        }
+      }
+      continue;
+    }
     // A matrix product read only by a ReLU right after it.
     if (auto gemm = dyn_cast<GemmOp>(seq[i])) {
       Value out = gemm.getOutput();

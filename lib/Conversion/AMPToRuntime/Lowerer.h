@@ -69,6 +69,13 @@ private:
   /// Matrix products (amp.gemm) whose only reader is the next op, a ReLU:
   /// the ReLU runs in the product's call.
   llvm::DenseMap<Operation *, Operation *> gemmRelu;
+  /// Batch norms whose output only a ReLU reads, the next op: the ReLU runs
+  /// in the batch norm's call (AMPRT_BN_RELU), which writes its result.
+  llvm::DenseMap<Operation *, Operation *> bnRelu;
+  /// Batch-norm gradients whose dy is a ReLU's gradient (amp.unary_grad
+  /// relu, read only there, the op before): the ReLU's mask runs in the
+  /// gradient's call (AMPRT_BN_RELU), which reads that op's x and dy.
+  llvm::DenseMap<Operation *, Operation *> bnGradRelu;
   llvm::DenseSet<Operation *> fusedAway;
   /// f32 [N, C, H, W] values kept channel-blocked (amprt_channel_block()):
   /// a convolution's result whose readers, and their results' readers, are

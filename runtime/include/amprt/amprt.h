@@ -410,6 +410,16 @@ amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x, const a
                               amprt_tensor *y, amprt_tensor *running_mean,
                               amprt_tensor *running_var, amprt_tensor *save_mean,
                               amprt_tensor *save_inv_std);
+/* amprt_batch_norm with AMPRT_BN_* flags: AMPRT_BN_RELU writes relu(y)
+ * (max(y, 0), NaN kept, as AMPRT_UNARY_RELU): a batch norm and the ReLU that
+ * reads it in one pass, y never stored. */
+enum { AMPRT_BN_RELU = 1 };
+amprt_status amprt_batch_norm_ex(amprt_context *ctx, const amprt_tensor *x,
+                                 const amprt_tensor *scale, const amprt_tensor *bias,
+                                 const amprt_tensor *mean, const amprt_tensor *var, float epsilon,
+                                 float momentum, int training, int32_t flags, amprt_tensor *y,
+                                 amprt_tensor *running_mean, amprt_tensor *running_var,
+                                 amprt_tensor *save_mean, amprt_tensor *save_inv_std);
 
 /*--- Matrix products and convolution ----------------------------------------*
  * f32 / f16 / bf16 inputs (a and b of one type), f32 accumulation, output in
@@ -544,6 +554,15 @@ amprt_status amprt_batch_norm_grad_recompute(amprt_context *ctx, const amprt_ten
                                              const amprt_tensor *scale, const amprt_tensor *dy,
                                              float epsilon, amprt_tensor *dx, amprt_tensor *dscale,
                                              amprt_tensor *dbias);
+/* amprt_batch_norm_grad_recompute for a batch norm whose output a ReLU
+ * reads: dz is the gradient of the ReLU's output, z the ReLU's input or
+ * output (the same mask); the batch norm's dy = dz * (z > 0 ? 1 : 0), as
+ * amprt_unary_grad's ReLU computes it, is never stored. */
+amprt_status amprt_batch_norm_relu_grad_recompute(amprt_context *ctx, const amprt_tensor *x,
+                                                  const amprt_tensor *scale, const amprt_tensor *z,
+                                                  const amprt_tensor *dz, float epsilon,
+                                                  amprt_tensor *dx, amprt_tensor *dscale,
+                                                  amprt_tensor *dbias);
 amprt_status amprt_max_pool_grad(amprt_context *ctx, const amprt_tensor *dy,
                                  const amprt_tensor *indices, amprt_tensor *dx);
 amprt_status amprt_average_pool_grad(amprt_context *ctx, const amprt_tensor *dy,

@@ -154,6 +154,52 @@ inline const float *rowF32(const void *base, amprt_dtype t, int64_t off, int64_t
   return buf;
 }
 
+/// ReLU in place, as amprt_unary's: v where v > 0 or v is NaN, else +0
+/// (no branch: the signs are random).
+AMPRT_CLONES void reluRow(float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = y[i];
+    y[i] = (v > 0.0f) | (v != v) ? v : 0.0f;
+  }
+}
+
+/// dy * (z > 0 ? 1 : 0) into out (may be dy), as amprt_unary_grad's ReLU (an inf / NaN
+/// dy stays visible where z <= 0): the gradient a batch norm followed by a
+/// ReLU receives, from the ReLU's input or output z (the same mask).
+void maskInto(const float *dy, const float *z, float *out, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__)
+  // Branch-free, as amprt_unary_grad's (the compiler makes the ternary a
+  // branch, which random signs mispredict).
+  const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+  for (; i + 4 <= n; i += 4) {
+    __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(z + i), zero), one);
+    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_loadu_ps(dy + i), m));
+  }
+#endif
+  for (; i < n; ++i)
+    out[i] = dy[i] * (z[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+/// maskInto with an f16 / bf16 z read as its bits: z > 0 exactly where the
+/// bits, as a signed 16-bit integer, lie in (0, largest finite] (the sign
+/// clear, not zero, not NaN).
+AMPRT_CLONES void maskInto16(const float *dy, const uint16_t *z, int32_t finite, float *out,
+                             int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t v = (int16_t)z[i];
+    out[i] = dy[i] * (float)((v > 0) & (v <= finite));
+  }
+}
+
+/// dy * (z > 0) into out for z of any float type (z: n elements of type zt).
+void maskAny(const float *dy, const void *z, amprt_dtype zt, float *out, int64_t n) {
+  if (zt == AMPRT_F32)
+    maskInto(dy, static_cast<const float *>(z), out, n);
+  else
+    maskInto16(dy, static_cast<const uint16_t *>(z), zt == AMPRT_BF16 ? 0x7F80 : 0x7C00, out, n);
+}
+
 /// f(j0, j1) for the column chunks of [0, cols) on the threads (at least
 /// 16k elements of the n rows each).
 template <class F> void forColumnChunks(int64_t rows, int64_t cols, F f) {
@@ -286,13 +332,27 @@ AMPRT_CLONES void normalizeRow(const float *x, float *y, int64_t n, double mu, d
 }
 } // namespace
 
-extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
+extern "C" amprt_status amprt_batch_norm(amprt_context *ctx, const amprt_tensor *x,
                                          const amprt_tensor *scale, const amprt_tensor *bias,
                                          const amprt_tensor *mean, const amprt_tensor *var,
                                          float epsilon, float momentum, int training,
                                          amprt_tensor *y, amprt_tensor *running_mean,
                                          amprt_tensor *running_var, amprt_tensor *save_mean,
                                          amprt_tensor *save_inv_std) {
+  return amprt_batch_norm_ex(ctx, x, scale, bias, mean, var, epsilon, momentum, training, 0, y,
+                             running_mean, running_var, save_mean, save_inv_std);
+}
+
+extern "C" amprt_status amprt_batch_norm_ex(amprt_context *, const amprt_tensor *x,
+                                            const amprt_tensor *scale, const amprt_tensor *bias,
+                                            const amprt_tensor *mean, const amprt_tensor *var,
+                                            float epsilon, float momentum, int training,
+                                            int32_t flags, amprt_tensor *y,
+                                            amprt_tensor *running_mean, amprt_tensor *running_var,
+                                            amprt_tensor *save_mean, amprt_tensor *save_inv_std) {
+  if (flags & ~AMPRT_BN_RELU)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_batch_norm: unknown flags %d", (int)flags);
+  const bool relu = flags & AMPRT_BN_RELU;
   AMPRT_CHECK(checkFloat(x, "amprt_batch_norm: x"));
   AMPRT_CHECK(checkFloat(y, "amprt_batch_norm: y"));
   if (x->rank < 2 || !amprt_tensor_is_contiguous(x) || !sameShape(x, y) ||
@@ -367,6 +427,8 @@ extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
       rows([&](float *out, int64_t off) {
         float buf[kChunk];
         colNormalize(rowF32(x->data, x->dtype, off, len, buf), out, muC, isC, gC, bC, len);
+        if (relu)
+          reluRow(out, len);
       });
     });
     return AMPRT_OK;
@@ -412,14 +474,19 @@ extern "C" amprt_status amprt_batch_norm(amprt_context *, const amprt_tensor *x,
                     for (int64_t b = 0; b < n; ++b) {
                       float *o = chan.data() + b * inner;
                       normalizeRow(plane(b), o, inner, mu, invStd, g, bb);
+                      if (relu)
+                        reluRow(o, inner);
                       narrowRun(o, static_cast<char *>(y->data) + (b * c + ch) * inner * yb,
                                 y->dtype, inner);
                     }
                     continue;
                   }
                   float *yf = static_cast<float *>(y->data);
-                  for (int64_t b = 0; b < n; ++b) // the same arithmetic, typed
+                  for (int64_t b = 0; b < n; ++b) { // the same arithmetic, typed
                     normalizeRow(plane(b), yf + (b * c + ch) * inner, inner, mu, invStd, g, bb);
+                    if (relu)
+                      reluRow(yf + (b * c + ch) * inner, inner);
+                  }
                 }
               });
   return AMPRT_OK;
@@ -440,7 +507,7 @@ AMPRT_CLONES void bnGradDx(const float *x, const float *dy, float *dx, int64_t n
 amprt_status checkGrad(const char *k, const amprt_tensor *x, const amprt_tensor *scale,
                        const amprt_tensor *save_mean, const amprt_tensor *save_inv_std,
                        const amprt_tensor *dy, const amprt_tensor *dx, const amprt_tensor *dscale,
-                       const amprt_tensor *dbias) {
+                       const amprt_tensor *dbias, const amprt_tensor *mask = nullptr) {
   std::string w = k;
   AMPRT_CHECK(checkFloat(x, (w + ": x").c_str()));
   AMPRT_CHECK(checkFloat(dy, (w + ": dy").c_str()));
@@ -454,6 +521,12 @@ amprt_status checkGrad(const char *k, const amprt_tensor *x, const amprt_tensor 
     AMPRT_CHECK(checkChannel(save_mean, c, (w + ": save_mean").c_str()));
   if (save_inv_std)
     AMPRT_CHECK(checkChannel(save_inv_std, c, (w + ": save_inv_std").c_str()));
+  if (mask) {
+    AMPRT_CHECK(checkFloat(mask, (w + ": z").c_str()));
+    if (!sameShape(x, mask) || !amprt_tensor_is_contiguous(mask))
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: z must be contiguous, of x's shape %s", k,
+                  shapeString(x).c_str());
+  }
   if (dx) {
     AMPRT_CHECK(checkFloat(dx, (w + ": dx").c_str()));
     if (!sameShape(x, dx) || !amprt_tensor_is_contiguous(dx))
@@ -473,7 +546,8 @@ amprt_status checkGrad(const char *k, const amprt_tensor *x, const amprt_tensor 
 amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
                            const amprt_tensor *save_mean, const amprt_tensor *save_inv_std,
                            bool recompute, float epsilon, const amprt_tensor *dy, amprt_tensor *dx,
-                           amprt_tensor *dscale, amprt_tensor *dbias) {
+                           amprt_tensor *dscale, amprt_tensor *dbias,
+                           const amprt_tensor *mask = nullptr) {
   int64_t n = x->shape[0], c = x->shape[1], inner = 1;
   for (int32_t d = 2; d < x->rank; ++d)
     inner *= x->shape[d];
@@ -501,6 +575,15 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
         is[ch] = loadF(save_inv_std->data, save_inv_std->dtype, ch);
       }
     }
+    // A row segment of dy as f32 (with a mask: dy * (z > 0), in bd).
+    auto dyRow = [&](int64_t off, int64_t len, float *bd) -> const float * {
+      const float *r = rowF32(dy->data, dy->dtype, off, len, bd);
+      if (!mask)
+        return r;
+      maskAny(r, static_cast<const char *>(mask->data) + off * amprt_dtype_size(mask->dtype),
+              mask->dtype, bd, len);
+      return bd;
+    };
     thread_local std::vector<double> tlsd, tlsx;
     std::vector<double> &sd = tlsd, &sx = tlsx; // (the calling thread's, as above)
     sd.assign(cols, 0.0);
@@ -512,7 +595,7 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
       for (int64_t b = 0; b < n; ++b) {
         int64_t off = b * cols + j0;
         colAddGrad(sd.data() + j0, sx.data() + j0, rowF32(x->data, x->dtype, off, j1 - j0, bx),
-                   rowF32(dy->data, dy->dtype, off, j1 - j0, bd), muC, j1 - j0);
+                   dyRow(off, j1 - j0, bd), muC, j1 - j0);
       }
     });
     std::vector<double> k(c), sdy(c), sdyx(c);
@@ -536,9 +619,8 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
       expand(sdyx.data(), inner, j0, len, sdyxC);
       rows([&](float *out, int64_t off) {
         float bx[kChunk], bd[kChunk];
-        colGradDx(rowF32(x->data, x->dtype, off, len, bx),
-                  rowF32(dy->data, dy->dtype, off, len, bd), out, muC, isC, kC, sdyC, sdyxC, m,
-                  len);
+        colGradDx(rowF32(x->data, x->dtype, off, len, bx), dyRow(off, len, bd), out, muC, isC, kC,
+                  sdyC, sdyxC, m, len);
       });
     });
     return AMPRT_OK;
@@ -552,21 +634,33 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
   // Channels on the threads (each channel's sums and dx are its own).
   parallelFor(
       c, std::max<int64_t>(1, 32768 / std::max<int64_t>(count, 1)), 1, [&](int64_t c0, int64_t c1) {
-        std::vector<float> xs(xHalf ? count : 0), dys(dyHalf ? count : 0), out(dxHalf ? inner : 0);
+        bool dyCopy = dyHalf || mask; // dy in the buffer (widened, and / or masked)
+        std::vector<float> xs(xHalf ? count : 0), dys(dyCopy ? count : 0), zs(mask ? inner : 0),
+            out(dxHalf ? inner : 0);
         for (int64_t ch = c0; ch < c1; ++ch) {
           for (int64_t b = 0; xHalf && b < n; ++b)
             widenRun(static_cast<const char *>(x->data) + (b * c + ch) * inner * xb, x->dtype,
                      xs.data() + b * inner, inner);
-          for (int64_t b = 0; dyHalf && b < n; ++b)
-            widenRun(static_cast<const char *>(dy->data) + (b * c + ch) * inner * db, dy->dtype,
-                     dys.data() + b * inner, inner);
+          for (int64_t b = 0; dyCopy && b < n; ++b) {
+            int64_t off = (b * c + ch) * inner;
+            float *out = dys.data() + b * inner;
+            const float *dp0 = static_cast<const float *>(dy->data) + off;
+            if (dyHalf) {
+              widenRun(static_cast<const char *>(dy->data) + off * db, dy->dtype, out, inner);
+              dp0 = out;
+            }
+            if (mask)
+              maskAny(dp0,
+                      static_cast<const char *>(mask->data) + off * amprt_dtype_size(mask->dtype),
+                      mask->dtype, out, inner);
+          }
           // Plane b of this channel's x and dy as f32.
           auto xp = [&](int64_t b) -> const float * {
             return xHalf ? xs.data() + b * inner
                          : static_cast<const float *>(x->data) + (b * c + ch) * inner;
           };
           auto dp = [&](int64_t b) -> const float * {
-            return dyHalf ? dys.data() + b * inner
+            return dyCopy ? dys.data() + b * inner
                           : static_cast<const float *>(dy->data) + (b * c + ch) * inner;
           };
           double mu, is, sdy = 0.0, sdyx = 0.0;
@@ -629,6 +723,17 @@ extern "C" amprt_status amprt_batch_norm_grad(amprt_context *, const amprt_tenso
   AMPRT_CHECK(
       checkGrad("amprt_batch_norm_grad", x, scale, save_mean, save_inv_std, dy, dx, dscale, dbias));
   return batchNormGrad(x, scale, save_mean, save_inv_std, false, 0.0f, dy, dx, dscale, dbias);
+}
+
+extern "C" amprt_status amprt_batch_norm_relu_grad_recompute(amprt_context *, const amprt_tensor *x,
+                                                             const amprt_tensor *scale,
+                                                             const amprt_tensor *z,
+                                                             const amprt_tensor *dz, float epsilon,
+                                                             amprt_tensor *dx, amprt_tensor *dscale,
+                                                             amprt_tensor *dbias) {
+  AMPRT_CHECK(checkGrad("amprt_batch_norm_relu_grad_recompute", x, scale, nullptr, nullptr, dz, dx,
+                        dscale, dbias, z));
+  return batchNormGrad(x, scale, nullptr, nullptr, true, epsilon, dz, dx, dscale, dbias, z);
 }
 
 extern "C" amprt_status amprt_batch_norm_grad_recompute(amprt_context *, const amprt_tensor *x,

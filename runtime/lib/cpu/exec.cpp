@@ -179,8 +179,9 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_BATCH_NORM: {
     attrs::batch_norm a;
     AMPRT_CHECK(read(d, a));
-    return amprt_batch_norm(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (float)a.eps, (float)a.momentum,
-                            (int)a.training, &t[5], &t[6], &t[7], nullptr, nullptr);
+    return amprt_batch_norm_ex(ctx, &t[0], &t[1], &t[2], &t[3], &t[4], (float)a.eps,
+                               (float)a.momentum, (int)a.training, (int32_t)a.flags.value_or(0),
+                               &t[5], &t[6], &t[7], nullptr, nullptr);
   }
   case AMPRT_OP_GEMM: {
     attrs::gemm a;
@@ -374,6 +375,14 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_BATCH_NORM_GRAD: {
     attrs::batch_norm_grad a;
     AMPRT_CHECK(read(d, a));
+    int64_t flags = a.flags.value_or(0);
+    if (flags & ~(int64_t)AMPRT_BN_RELU)
+      return fail(AMPRT_ERR_INVALID_ARGUMENT, "batch_norm_grad: unknown flags %lld",
+                  (long long)flags);
+    if (flags & AMPRT_BN_RELU)
+      return amprt_batch_norm_relu_grad_recompute(
+          ctx, &t[0], &t[1], &t[6], &t[2], (float)a.eps, a.want_dx ? &t[3] : nullptr,
+          a.want_dscale ? &t[4] : nullptr, a.want_dbias ? &t[5] : nullptr);
     return amprt_batch_norm_grad_recompute(
         ctx, &t[0], &t[1], &t[2], (float)a.eps, a.want_dx ? &t[3] : nullptr,
         a.want_dscale ? &t[4] : nullptr, a.want_dbias ? &t[5] : nullptr);

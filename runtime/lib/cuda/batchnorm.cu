@@ -14,12 +14,30 @@ namespace amprt::cuda {
 
 constexpr int64_t kBnChunk = 1024;
 
+/// dy[o], or with z: dy[o] * (z[o] > 0 ? 1 : 0) in f32, as the ReLU's
+/// gradient (an inf / NaN dy stays visible).
+HD inline float maskedDy(const void *dy, int32_t dyt, const void *z, int32_t zt, int64_t o) {
+  float d = ldF(dy, dyt, o);
+  return z ? d * (ldF(z, zt, o) > 0.0f ? 1.0f : 0.0f) : d;
+}
+
+/// Each channel's first value (the recomputed statistics' shift).
+struct BnShiftF {
+  const void *x;
+  int32_t xt;
+  int64_t plane, total;
+  double *shift;
+  HD void operator()(int64_t ch) const { shift[ch] = total ? ldF(x, xt, ch * plane) : 0.0; }
+};
+
 /// Per (channel, part): two sums over the part's elements, by mode:
-/// 0: x (and 0); 1: (x - mu)^2 (and 0); 2: x and x^2; 3: dy and
-/// dy * (x - mu) * invStd.
+/// 0: x (and 0); 1: (x - mu)^2 (and 0); 2: d = x - mu and d^2 (mu the
+/// shift: the channel's first value, as the CPU's recomputed statistics);
+/// 3: dy and dy * (x - mu) * invStd, dy masked by z > 0 where z is given
+/// (a batch norm followed by a ReLU).
 struct BnPartsF {
-  const void *x, *dy;
-  int32_t xt, dyt, mode;
+  const void *x, *dy, *z;
+  int32_t xt, dyt, zt, mode;
   int64_t c, plane, total, parts;
   const double *mu, *invStd;
   double *out; // [c * parts][2]
@@ -36,10 +54,10 @@ struct BnPartsF {
       } else if (mode == 1) {
         s0 += (v - m) * (v - m);
       } else if (mode == 2) {
-        s0 += v;
-        s1 += v * v;
+        s0 += v - m;
+        s1 += (v - m) * (v - m);
       } else {
-        double d = ldF(dy, dyt, o);
+        double d = maskedDy(dy, dyt, z, zt, o);
         s0 += d;
         s1 += d * (v - m) * is;
       }
@@ -116,14 +134,17 @@ struct BnStatsF {
 struct BnApplyF {
   const void *x, *scale, *bias;
   void *y;
-  int32_t xt, st, bt, yt;
+  int32_t xt, st, bt, yt, relu;
   int64_t c, plane;
   const double *mu, *invStd;
   HD void operator()(int64_t o) const {
     int64_t ch = (o / plane) % c;
     double v = ((double)ldF(x, xt, o) - mu[ch]) * invStd[ch] * (double)ldF(scale, st, ch) +
                (double)ldF(bias, bt, ch);
-    stF(y, yt, o, (float)v);
+    float f = (float)v;
+    if (relu) // max(f, 0), NaN kept
+      f = f > 0.0f || f != f ? f : 0.0f;
+    stF(y, yt, o, f);
   }
 };
 
@@ -139,10 +160,10 @@ struct BnGradStatsF {
   HD void operator()(int64_t ch) const {
     double s[2];
     bnSums(part, parts, ch, s);
-    double m = s[0] / count, var = s[1] / count - m * m;
+    double dm = s[0] / count, var = s[1] / count - dm * dm; // mu[ch]: the shift
     if (var < 0.0)
       var = 0.0;
-    mu[ch] = (float)m;
+    mu[ch] = (float)(mu[ch] + dm);
     invStd[ch] = (float)(1.0 / sqrt(var + (double)eps));
   }
 };
@@ -168,15 +189,15 @@ struct BnGradSumsF {
 };
 
 struct BnGradDxF {
-  const void *x, *dy, *scale;
+  const void *x, *dy, *z, *scale;
   void *dx;
-  int32_t xt, dyt, st, dxt;
+  int32_t xt, dyt, zt, st, dxt;
   int64_t c, plane, n;
   const double *mu, *invStd, *sdy, *sdyx;
   HD void operator()(int64_t o) const {
     int64_t ch = (o / plane) % c;
     double m = (double)(n * plane), is = invStd[ch];
-    double xhat = ((double)ldF(x, xt, o) - mu[ch]) * is, d = ldF(dy, dyt, o);
+    double xhat = ((double)ldF(x, xt, o) - mu[ch]) * is, d = maskedDy(dy, dyt, z, zt, o);
     double g = ldF(scale, st, ch);
     stF(dx, dxt, o, (float)(g * is / m * (m * d - sdy[ch] - xhat * sdyx[ch])));
   }
@@ -192,6 +213,10 @@ amprt_status checkChannels(const amprt_tensor &t, int64_t c, const char *what) {
 amprt_status batchNorm(Dev &d, const Decoded &dd) {
   attrs::batch_norm a;
   AMPRT_CHECK(read(dd, a));
+  int64_t flags = a.flags.value_or(0);
+  if (flags & ~(int64_t)AMPRT_BN_RELU)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm: unknown flags %lld",
+                (long long)flags);
   const auto &t = dd.t;
   const amprt_tensor &x = t[0], &y = t[5];
   if (x.rank < 2 || !sameShape(x, y) || !amprt_tensor_is_contiguous(&x) ||
@@ -210,14 +235,14 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
   double *mu = static_cast<double *>(buf), *is = mu + c, *part = is + c;
   if (training) {
     AMPRT_CHECK(each(&d, c * parts,
-                     BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 0, c, plane, total, parts,
-                              nullptr, nullptr, part},
+                     BnPartsF{x.data, nullptr, nullptr, x.dtype, AMPRT_F32, AMPRT_F32, 0, c, plane,
+                              total, parts, nullptr, nullptr, part},
                      "batch_norm"));
     AMPRT_CHECK(each(&d, c, BnMeanF{part, parts, (double)total, mu}, "batch_norm"));
-    AMPRT_CHECK(each(
-        &d, c * parts,
-        BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 1, c, plane, total, parts, mu, nullptr, part},
-        "batch_norm"));
+    AMPRT_CHECK(each(&d, c * parts,
+                     BnPartsF{x.data, nullptr, nullptr, x.dtype, AMPRT_F32, AMPRT_F32, 1, c, plane,
+                              total, parts, mu, nullptr, part},
+                     "batch_norm"));
   }
   AMPRT_CHECK(each(&d, c,
                    BnStatsF{t[3].data, t[4].data, t[3].dtype, t[4].dtype, training ? 1 : 0, part,
@@ -226,18 +251,28 @@ amprt_status batchNorm(Dev &d, const Decoded &dd) {
                    "batch_norm"));
   return each(&d, numel(x),
               BnApplyF{x.data, t[1].data, t[2].data, y.data, x.dtype, t[1].dtype, t[2].dtype,
-                       y.dtype, c, plane, mu, is},
+                       y.dtype, (flags & AMPRT_BN_RELU) ? 1 : 0, c, plane, mu, is},
               "batch_norm");
 }
 
 amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
   attrs::batch_norm_grad a;
   AMPRT_CHECK(read(dd, a));
+  int64_t flags = a.flags.value_or(0);
+  if (flags & ~(int64_t)AMPRT_BN_RELU)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "amprt_exec (cuda): batch_norm_grad: unknown flags %lld", (long long)flags);
   const auto &t = dd.t;
   const amprt_tensor &x = t[0], &scale = t[1], &dy = t[2];
   if (x.rank < 2 || !sameShape(x, dy) || !amprt_tensor_is_contiguous(&x) ||
       !amprt_tensor_is_contiguous(&dy) || !floatType(x.dtype) || !floatType(dy.dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm_grad's x and dy");
+  // With AMPRT_BN_RELU: dy is the ReLU output's gradient, masked by z.
+  const amprt_tensor *z = (flags & AMPRT_BN_RELU) ? &t[6] : nullptr;
+  if (z && (!sameShape(x, *z) || !amprt_tensor_is_contiguous(z) || !floatType(z->dtype)))
+    return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): batch_norm_grad's z");
+  const void *zd = z ? z->data : nullptr;
+  int32_t zt = z ? z->dtype : AMPRT_F32;
   int64_t n = x.shape[0], c = x.shape[1], plane = n * c ? numel(x) / (n * c) : 0;
   AMPRT_CHECK(checkChannels(scale, c, "batch_norm_grad's scale"));
   int64_t total = n * plane, parts = std::max<int64_t>(1, (total + kBnChunk - 1) / kBnChunk);
@@ -245,16 +280,18 @@ amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
   AMPRT_CHECK(scratch(d, 5, (size_t)c * 32 + (size_t)(c * parts) * 16 + 32, &buf));
   double *mu = static_cast<double *>(buf), *is = mu + c, *sdy = is + c, *sdyx = sdy + c,
          *part = sdyx + c;
+  AMPRT_CHECK(
+      each(&d, c, BnShiftF{x.data, x.dtype, plane, total, mu}, "batch_norm_grad")); // the shift
   AMPRT_CHECK(each(&d, c * parts,
-                   BnPartsF{x.data, nullptr, x.dtype, AMPRT_F32, 2, c, plane, total, parts, nullptr,
-                            nullptr, part},
+                   BnPartsF{x.data, nullptr, nullptr, x.dtype, AMPRT_F32, AMPRT_F32, 2, c, plane,
+                            total, parts, mu, nullptr, part},
                    "batch_norm_grad"));
   AMPRT_CHECK(each(&d, c, BnGradStatsF{part, parts, (double)total, (float)a.eps, mu, is},
                    "batch_norm_grad"));
-  AMPRT_CHECK(
-      each(&d, c * parts,
-           BnPartsF{x.data, dy.data, x.dtype, dy.dtype, 3, c, plane, total, parts, mu, is, part},
-           "batch_norm_grad"));
+  AMPRT_CHECK(each(
+      &d, c * parts,
+      BnPartsF{x.data, dy.data, zd, x.dtype, dy.dtype, zt, 3, c, plane, total, parts, mu, is, part},
+      "batch_norm_grad"));
   AMPRT_CHECK(each(&d, c,
                    BnGradSumsF{part, parts, sdy, sdyx, a.want_dscale ? t[4].data : nullptr,
                                a.want_dbias ? t[5].data : nullptr, t[4].dtype, t[5].dtype},
@@ -262,8 +299,8 @@ amprt_status batchNormGrad(Dev &d, const Decoded &dd) {
   if (!a.want_dx)
     return AMPRT_OK;
   return each(&d, numel(x),
-              BnGradDxF{x.data, dy.data, scale.data, t[3].data, x.dtype, dy.dtype, scale.dtype,
-                        t[3].dtype, c, plane, n, mu, is, sdy, sdyx},
+              BnGradDxF{x.data, dy.data, zd, scale.data, t[3].data, x.dtype, dy.dtype, zt,
+                        scale.dtype, t[3].dtype, c, plane, n, mu, is, sdy, sdyx},
               "batch_norm_grad");
 }
 
