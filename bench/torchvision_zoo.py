@@ -211,7 +211,7 @@ def main():
          "PyTorch / ours", "bf16 ms/step: ours", "PyTorch autocast", "PyTorch / ours",
          "bf16 speed-up over fp32: ours", "PyTorch", "bf16 kernels' share of our bf16 step (AMX)"],
         table, [f"AMX: {'yes' if has_amx() else 'no'} on this CPU (the bf16 kernels are "
-                f"{'AMX' if has_amx() else 'AVX512-BF16' if has_flag('avx512_bf16') else 'f32 ones on widened copies'} ones); "
+                f"{'AMX ones' if has_amx() else 'AVX512-BF16 ones' if has_flag('avx512_bf16') else 'f32 ones on widened copies'}); "
                 f"the share counts the implementations oneDNN reported for each call of a "
                 f"profiled bf16 run of the same steps (the first step's primitive creation included)."])
     return 1 if any(r is None for _, r in rows) else 0

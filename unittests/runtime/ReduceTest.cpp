@@ -490,6 +490,54 @@ TEST(BatchNorm, TrainingStatisticsAndGradient) {
   }
 }
 
+namespace {
+/// Batch statistics of x [N, C, inner...] in double, two passes: the mean
+/// and 1 / sqrt(biased variance + eps) per channel.
+void bnReference(const Buf &x, double eps, std::vector<double> &mu, std::vector<double> &inv) {
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  mu.assign(c, 0.0);
+  inv.assign(c, 0.0);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0, q = 0;
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        s += x.get((k * c + ch) * inner + i);
+    mu[ch] = s / (n * inner);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        q += std::pow(x.get((k * c + ch) * inner + i) - mu[ch], 2);
+    inv[ch] = 1 / std::sqrt(q / (n * inner) + eps);
+  }
+}
+
+/// The gradient of batch norm in double from the saved statistics sm / si
+/// (as stored): dx, dscale, dbias.
+void bnGradReference(const Buf &x, const Buf &g, const Buf &sm, const Buf &si, const Buf &dy,
+                     std::vector<double> &rdx, std::vector<double> &rdg, std::vector<double> &rdb) {
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  double m = (double)n * inner;
+  rdx.assign(x.numel(), 0.0);
+  rdg.assign(c, 0.0);
+  rdb.assign(c, 0.0);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mu = sm.get(ch), is = si.get(ch), sdy = 0, sdyx = 0;
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t o = (k * c + ch) * inner + i;
+        sdy += dy.get(o);
+        sdyx += dy.get(o) * (x.get(o) - mu) * is;
+      }
+    rdg[ch] = sdyx;
+    rdb[ch] = sdy;
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t o = (k * c + ch) * inner + i;
+        rdx[o] = g.get(ch) * is / m * (m * dy.get(o) - sdy - (x.get(o) - mu) * is * sdyx);
+      }
+  }
+}
+} // namespace
+
 // The storage class: f16 / bf16 activations (x, y, dy, dx) with f32 scale,
 // bias and statistics, against double references from the stored values;
 // short planes (2 x 2, the inline path) and long ones (7 x 9), one channel
@@ -536,25 +584,8 @@ TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
         Buf dy = randn(xt, shape), dx(yt, shape), dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
         AMPRT_OK_OR_FAIL(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(),
                                                dx.p(), dg.p(), db.p()));
-        std::vector<double> rdx(total), rdg(c), rdb(c);
-        double m = (double)n * inner;
-        for (int64_t ch = 0; ch < c; ++ch) {
-          double mu = sm.get(ch), is = si.get(ch), sdy = 0, sdyx = 0;
-          for (int64_t k = 0; k < n; ++k)
-            for (int64_t i = 0; i < inner; ++i) {
-              int64_t o = (k * c + ch) * inner + i;
-              sdy += dy.get(o);
-              sdyx += dy.get(o) * (x.get(o) - mu) * is;
-            }
-          rdg[ch] = sdyx;
-          rdb[ch] = sdy;
-          for (int64_t k = 0; k < n; ++k)
-            for (int64_t i = 0; i < inner; ++i) {
-              int64_t o = (k * c + ch) * inner + i;
-              double xh = (x.get(o) - mu) * is;
-              rdx[o] = g.get(ch) * is / m * (m * dy.get(o) - sdy - xh * sdyx);
-            }
-        }
+        std::vector<double> rdx, rdg, rdb;
+        bnGradReference(x, g, sm, si, dy, rdx, rdg, rdb);
         // dx cancels (m dy - sdy - xhat sdyx): an absolute floor at f32's
         // resolution of its terms, plus the one rounding to dx's type.
         EXPECT_TRUE(near(dx, rdx, yt == AMPRT_F32 ? 8 : 0.5, 0, 1e-6));
@@ -569,27 +600,6 @@ TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
         EXPECT_TRUE(near(db2, rdb, 8, 0, 1e-5));
       }
 }
-
-namespace {
-/// Batch statistics of x [N, C, inner...] in double, two passes: the mean
-/// and 1 / sqrt(biased variance + eps) per channel.
-void bnReference(const Buf &x, double eps, std::vector<double> &mu, std::vector<double> &inv) {
-  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
-  mu.assign(c, 0.0);
-  inv.assign(c, 0.0);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double s = 0, q = 0;
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < inner; ++i)
-        s += x.get((k * c + ch) * inner + i);
-    mu[ch] = s / (n * inner);
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < inner; ++i)
-        q += std::pow(x.get((k * c + ch) * inner + i) - mu[ch], 2);
-    inv[ch] = 1 / std::sqrt(q / (n * inner) + eps);
-  }
-}
-} // namespace
 
 // Short planes (fewer than 32 elements: the column path, chunks of
 // columns on the threads) and long ones (per-plane), every activation
@@ -630,24 +640,8 @@ TEST(BatchNorm, ShortAndLongPlanesWithOneSetOfStatistics) {
       Buf dy = randn(xt, shape), dx(xt, shape), dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
       AMPRT_OK_OR_FAIL(amprt_batch_norm_grad(nullptr, x.p(), g.p(), sm.p(), si.p(), dy.p(), dx.p(),
                                              dg.p(), db.p()));
-      std::vector<double> rdx(total), rdg(c), rdb(c);
-      double m = (double)n * inner;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        double mu = sm.get(ch), is = si.get(ch), sdy = 0, sdyx = 0;
-        for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t o = (k * c + ch) * inner + i;
-            sdy += dy.get(o);
-            sdyx += dy.get(o) * (x.get(o) - mu) * is;
-          }
-        rdg[ch] = sdyx;
-        rdb[ch] = sdy;
-        for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t o = (k * c + ch) * inner + i;
-            rdx[o] = g.get(ch) * is / m * (m * dy.get(o) - sdy - (x.get(o) - mu) * is * sdyx);
-          }
-      }
+      std::vector<double> rdx, rdg, rdb;
+      bnGradReference(x, g, sm, si, dy, rdx, rdg, rdb);
       EXPECT_TRUE(near(dx, rdx, xt == AMPRT_F32 ? 8 : 0.5, 0, 1e-6));
       EXPECT_TRUE(near(dg, rdg, 8, 0, 1e-5));
       EXPECT_TRUE(near(db, rdb, 8, 0, 1e-5));
