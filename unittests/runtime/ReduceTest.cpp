@@ -745,6 +745,35 @@ TEST(BatchNorm, WithItsReluInOneCallAsTheSeparateCalls) {
       << amprt_last_error();
 }
 
+// Empty batches, channels or planes: every entry point returns without
+// reading or writing an element (an empty batch's statistics are 0 / 0).
+TEST(BatchNorm, EmptyTensors) {
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{0, 3, 2, 2}, {2, 0, 5}, {2, 3, 0, 5}, {0, 4, 40}})
+    for (amprt_dtype xt : {AMPRT_F32, AMPRT_BF16}) {
+      int64_t c = shape[1];
+      Buf g = randn(AMPRT_F32, {c}), b = randn(AMPRT_F32, {c}), rm = randn(AMPRT_F32, {c}),
+          rv = uniform(AMPRT_F32, {c}, 1, 2), nm(AMPRT_F32, {c}), nv(AMPRT_F32, {c}),
+          dg(AMPRT_F32, {c}), db(AMPRT_F32, {c});
+      // The activations without storage (an empty tensor's data may be null).
+      amprt_tensor x = amprt_tensor_make(nullptr, xt, (int32_t)shape.size(), shape.data());
+      amprt_tensor y = x, dy = x, dx = x;
+      for (int32_t flags : {0, (int32_t)AMPRT_BN_RELU})
+        EXPECT_EQ(amprt_batch_norm_ex(nullptr, &x, g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f, 1,
+                                      flags, &y, nm.p(), nv.p(), nullptr, nullptr),
+                  AMPRT_OK)
+            << amprt_last_error();
+      EXPECT_EQ(
+          amprt_batch_norm_grad_recompute(nullptr, &x, g.p(), &dy, 1e-5f, &dx, dg.p(), db.p()),
+          AMPRT_OK)
+          << amprt_last_error();
+      EXPECT_EQ(amprt_batch_norm_relu_grad_recompute(nullptr, &x, g.p(), &y, &dy, 1e-5f, &dx,
+                                                     dg.p(), db.p()),
+                AMPRT_OK)
+          << amprt_last_error();
+    }
+}
+
 // A dx of another shape or an integer type is refused, not written.
 TEST(BatchNorm, GradientRefusesABadDx) {
   Buf x = randn(AMPRT_BF16, {2, 3, 4}), g = randn(AMPRT_F32, {3}),

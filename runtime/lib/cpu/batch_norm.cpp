@@ -297,7 +297,7 @@ void columnShiftedSums(const amprt_tensor *x, int64_t n, int64_t c, int64_t inne
                        std::vector<double> &sumSq) {
   int64_t cols = c * inner;
   shift.assign(c, 0.0);
-  for (int64_t ch = 0; n > 0 && ch < c; ++ch)
+  for (int64_t ch = 0; n > 0 && inner > 0 && ch < c; ++ch) // (an empty x has no first value)
     shift[ch] = loadF(x->data, x->dtype, ch * inner);
   // (References: the lambda runs on other threads, whose own thread_local
   // objects are not these.)
