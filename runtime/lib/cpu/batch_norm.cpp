@@ -163,9 +163,10 @@ AMPRT_CLONES void reluRow(float *y, int64_t n) {
   }
 }
 
-/// dy * (z > 0 ? 1 : 0) into out (may be dy), as amprt_unary_grad's ReLU (an inf / NaN
-/// dy stays visible where z <= 0): the gradient a batch norm followed by a
-/// ReLU receives, from the ReLU's input or output z (the same mask).
+/// dy * (z > 0 ? 1 : 0) into out (which may be dy), as amprt_unary_grad's
+/// ReLU (an inf / NaN dy stays visible where z <= 0): the gradient a batch
+/// norm followed by a ReLU receives, from the ReLU's input or output z (the
+/// same mask).
 void maskInto(const float *dy, const float *z, float *out, int64_t n) {
   int64_t i = 0;
 #if defined(__x86_64__)
@@ -201,7 +202,7 @@ void maskAny(const float *dy, const void *z, amprt_dtype zt, float *out, int64_t
 }
 
 /// f(j0, j1) for the column chunks of [0, cols) on the threads (at least
-/// 16k elements of the n rows each).
+/// 8k elements of the n rows each).
 template <class F> void forColumnChunks(int64_t rows, int64_t cols, F f) {
   int64_t chunks = (cols + kChunk - 1) / kChunk;
   parallelFor(chunks, std::max<int64_t>(1, 8192 / std::max<int64_t>(rows * kChunk, 1)), 1,
@@ -212,7 +213,7 @@ template <class F> void forColumnChunks(int64_t rows, int64_t cols, F f) {
 }
 
 /// Column sums of d = x - k[column] and of d^2 (the short planes'
-/// recomputed statistics, shifted as bnShiftedSums).
+/// statistics, shifted as shiftedSums).
 AMPRT_CLONES void colAddShifted(double *s, double *q, const float *x, const double *k, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double d = (double)x[i] - k[i];
