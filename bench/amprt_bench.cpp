@@ -8,8 +8,8 @@
 // and f16, with each low type's time over f32's (<= 1: the low type is at
 // least as fast per element); a language model's loss (softmax cross entropy
 // over [1024, 50257] logits, forward and gradient, f32 and bf16 logits);
-// batch norm in training (forward, recomputing gradient) per element, f32
-// and bf16 activations, short and long planes; and GB/s of
+// batch norm in training (forward, recomputing gradient) and layer norm per
+// element, f32 and bf16 activations; and GB/s of
 // amprt_unscale_and_check against memcpy of the same bytes (read +
 // write), in one run. Best of several repetitions.
 //
@@ -234,6 +234,68 @@ int main() {
       char name[64];
       std::snprintf(name, sizeof name, "[%lld x %lld x %lld x %lld]", (long long)shape[0],
                     (long long)shape[1], (long long)shape[2], (long long)shape[3]);
+      std::printf("%-26s %10.3f %10.3f %10.3f %10.3f\n", name, ns[0][0], ns[1][0], ns[0][1],
+                  ns[1][1]);
+    }
+    std::printf("\n");
+  }
+  // Layer norm over the last axis (the transformer's), forward with its
+  // statistics and gradient, f32 and bf16 activations, ns per element.
+  {
+    std::printf("%-26s %10s %10s %10s %10s\n", "layer norm (ns/el)", "fwd f32", "fwd bf16",
+                "grad f32", "grad bf16");
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 64}, {1024, 768}}) {
+      int64_t rows = shape[0], cols = shape[1], n = rows * cols;
+      std::vector<float> x32(n), dy32(n), y(n), dx(n), g(cols), b(cols), m(rows), s(rows), dg(cols),
+          db(cols);
+      for (int64_t i = 0; i < n; ++i) {
+        x32[i] = nd(rng);
+        dy32[i] = nd(rng);
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        g[c] = 1.0f + 0.1f * nd(rng);
+        b[c] = 0.1f * nd(rng);
+      }
+      std::vector<uint16_t> x16(n), dy16(n), y16(n), dx16(n);
+      amprt_convert(x32.data(), AMPRT_F32, x16.data(), AMPRT_BF16, (size_t)n);
+      amprt_convert(dy32.data(), AMPRT_F32, dy16.data(), AMPRT_BF16, (size_t)n);
+      int64_t cs[1] = {cols}, rs[1] = {rows};
+      amprt_tensor tg = amprt_tensor_make(g.data(), AMPRT_F32, 1, cs),
+                   tb = amprt_tensor_make(b.data(), AMPRT_F32, 1, cs),
+                   tm = amprt_tensor_make(m.data(), AMPRT_F32, 1, rs),
+                   ts = amprt_tensor_make(s.data(), AMPRT_F32, 1, rs),
+                   tdg = amprt_tensor_make(dg.data(), AMPRT_F32, 1, cs),
+                   tdb = amprt_tensor_make(db.data(), AMPRT_F32, 1, cs);
+      double ns[2][2];
+      for (int k = 0; k < 2; ++k) {
+        amprt_dtype dt = k ? AMPRT_BF16 : AMPRT_F32;
+        auto t = [&](void *p) { return amprt_tensor_make(p, dt, 2, shape.data()); };
+        amprt_tensor tx = t(k ? (void *)x16.data() : x32.data()),
+                     ty = t(k ? (void *)y16.data() : y.data()),
+                     tdy = t(k ? (void *)dy16.data() : dy32.data()),
+                     tdx = t(k ? (void *)dx16.data() : dx.data());
+        amprt_status st = AMPRT_OK;
+        double fwd = seconds(
+            [&] {
+              st = st ? st : amprt_layer_norm(nullptr, &tx, &tg, &tb, 1, 1e-5f, &ty, &tm, &ts);
+            },
+            30);
+        double grad = seconds(
+            [&] {
+              st = st ? st
+                      : amprt_layer_norm_grad(nullptr, &tx, &tg, &tm, &ts, &tdy, 1, &tdx, &tdg,
+                                              &tdb);
+            },
+            30);
+        if (st != AMPRT_OK) {
+          std::printf("layer norm %s: %s\n", amprt_dtype_name(dt), amprt_last_error());
+          return 1;
+        }
+        ns[k][0] = fwd * 1e9 / (double)n;
+        ns[k][1] = grad * 1e9 / (double)n;
+      }
+      char name[64];
+      std::snprintf(name, sizeof name, "[%lld x %lld]", (long long)rows, (long long)cols);
       std::printf("%-26s %10.3f %10.3f %10.3f %10.3f\n", name, ns[0][0], ns[1][0], ns[0][1],
                   ns[1][1]);
     }

@@ -420,6 +420,50 @@ TEST(LayerNorm, ForwardAndGradient) {
   EXPECT_TRUE(near(db, rdb, 0, 2e-3, 2e-4));
 }
 
+// f16 / bf16 activations (rows on the threads, an odd row length): the f32
+// computation on the exactly widened values, rounded once, to the byte;
+// mean, inv_std_dev, dscale and dbias the f32 computation's bytes.
+TEST(LayerNorm, HalfRowsAreTheF32ComputationRoundedOnce) {
+  for (amprt_dtype xt : {AMPRT_BF16, AMPRT_F16})
+    for (amprt_dtype yt : {xt, AMPRT_F32})
+      for (std::vector<int64_t> shape : {std::vector<int64_t>{64, 768}, {5, 33}}) {
+        SCOPED_TRACE(std::string(amprt_dtype_name(xt)) + " -> " + amprt_dtype_name(yt) + ", " +
+                     std::to_string(shape[1]) + " columns");
+        int64_t rows = shape[0], cols = shape[1];
+        Buf x = randn(xt, shape, 1.5, 0.5), g = randn(AMPRT_F32, {cols}),
+            b = randn(AMPRT_F32, {cols}), dy = randn(xt, shape);
+        Buf x32(AMPRT_F32, shape), dy32(AMPRT_F32, shape);
+        AMPRT_OK_OR_FAIL(amprt_cast(nullptr, x.p(), x32.p()));
+        AMPRT_OK_OR_FAIL(amprt_cast(nullptr, dy.p(), dy32.p()));
+        Buf y(yt, shape), m(AMPRT_F32, {rows, 1}), s(AMPRT_F32, {rows, 1});
+        Buf y32(AMPRT_F32, shape), m32(AMPRT_F32, {rows, 1}), s32(AMPRT_F32, {rows, 1}),
+            yr(yt, shape);
+        AMPRT_OK_OR_FAIL(
+            amprt_layer_norm(nullptr, x.p(), g.p(), b.p(), 1, 1e-5f, y.p(), m.p(), s.p()));
+        AMPRT_OK_OR_FAIL(
+            amprt_layer_norm(nullptr, x32.p(), g.p(), b.p(), 1, 1e-5f, y32.p(), m32.p(), s32.p()));
+        AMPRT_OK_OR_FAIL(amprt_cast(nullptr, y32.p(), yr.p()));
+        EXPECT_EQ(y.bytes, yr.bytes);
+        EXPECT_EQ(m.bytes, m32.bytes);
+        EXPECT_EQ(s.bytes, s32.bytes);
+        Buf dx(yt, shape), dg(AMPRT_F32, {cols}), db(AMPRT_F32, {cols});
+        Buf dx32(AMPRT_F32, shape), dg32(AMPRT_F32, {cols}), db32(AMPRT_F32, {cols}),
+            dxr(yt, shape);
+        AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, x.p(), g.p(), m.p(), s.p(), dy.p(), 1,
+                                               dx.p(), dg.p(), db.p()));
+        AMPRT_OK_OR_FAIL(amprt_layer_norm_grad(nullptr, x32.p(), g.p(), m.p(), s.p(), dy32.p(), 1,
+                                               dx32.p(), dg32.p(), db32.p()));
+        AMPRT_OK_OR_FAIL(amprt_cast(nullptr, dx32.p(), dxr.p()));
+        EXPECT_EQ(dx.bytes, dxr.bytes);
+        EXPECT_EQ(dg.bytes, dg32.bytes);
+        EXPECT_EQ(db.bytes, db32.bytes);
+        // And near the double reference (the forward).
+        std::vector<double> ry, rm, rs;
+        refLayerNorm(x, g, b, rows, cols, 1e-5, ry, rm, rs);
+        EXPECT_TRUE(near(y, ry, yt == AMPRT_F32 ? 4 : 0.5, 1e-7, 1e-6));
+      }
+}
+
 TEST(BatchNorm, TrainingStatisticsAndGradient) {
   Buf x = randn(AMPRT_F32, {4, 3, 5}, 2.0, 0.5), g = randn(AMPRT_F32, {3}),
       b = randn(AMPRT_F32, {3});

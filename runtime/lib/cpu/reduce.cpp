@@ -676,6 +676,42 @@ AMPRT_CLONES void layerNormRow(const float *v, float *yr, int64_t cols, float ep
   for (int64_t c = 0; c < cols; ++c)
     yr[c] = (float)(((double)v[c] - mu) * rstd * sc[c] + bi[c]);
 }
+
+/// One row of layer norm's gradient with the scale laid along the row
+/// (offset c for column c, the common case): xhat, dxhat = dy * scale and
+/// the row's dscale / dbias terms in one vector loop, then m1 = mean of
+/// dxhat and m2 = mean of dxhat * xhat with four partial sums each.
+AMPRT_CLONES void layerNormGradRow(const float *x, const float *g, const double *sc, double mu,
+                                   double rstd, int64_t cols, double *xhat, double *dxhat,
+                                   double *gscale, double *gbias, double &m1, double &m2) {
+  for (int64_t c = 0; c < cols; ++c) {
+    double gv = g[c], xh = ((double)x[c] - mu) * rstd;
+    xhat[c] = xh;
+    dxhat[c] = gv * sc[c];
+    gscale[c] += gv * xh;
+    gbias[c] += gv;
+  }
+  double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 4 <= cols; c += 4)
+    for (int j = 0; j < 4; ++j) {
+      a[j] += dxhat[c + j];
+      b[j] += dxhat[c + j] * xhat[c + j];
+    }
+  for (; c < cols; ++c) {
+    a[c & 3] += dxhat[c];
+    b[c & 3] += dxhat[c] * xhat[c];
+  }
+  m1 = ((a[0] + a[1]) + (a[2] + a[3])) / cols;
+  m2 = ((b[0] + b[1]) + (b[2] + b[3])) / cols;
+}
+
+/// dx = rstd * (dxhat - m1 - xhat * m2) over a row, rounded once to f32.
+AMPRT_CLONES void layerNormDxRow(const double *xhat, const double *dxhat, double m1, double m2,
+                                 double rstd, float *out, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c)
+    out[c] = (float)(rstd * (dxhat[c] - m1 - xhat[c] * m2));
+}
 } // namespace
 
 extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
@@ -711,17 +747,29 @@ extern "C" amprt_status amprt_layer_norm(amprt_context *, const amprt_tensor *x,
   const float *xf = x->dtype == AMPRT_F32 && amprt_tensor_is_contiguous(x)
                         ? static_cast<const float *>(x->data)
                         : nullptr;
-  if (xf && y->dtype == AMPRT_F32) {
-    // f32 rows in place: independent, on the threads for larger tensors.
-    float *yf = static_cast<float *>(y->data);
+  if (amprt_tensor_is_contiguous(x)) {
+    // Rows independent, on the threads for larger tensors; an f16 / bf16
+    // row widened into the thread's buffer (exactly) and an f16 / bf16 y
+    // row computed there and rounded once: the f32 computation.
     float *mf = mean ? static_cast<float *>(mean->data) : nullptr;
     float *sf = inv_std_dev ? static_cast<float *>(inv_std_dev->data) : nullptr;
+    size_t xs = amprt_dtype_size(x->dtype), ys = amprt_dtype_size(y->dtype);
     parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), 1,
                 [&](int64_t r0, int64_t r1) {
+                  std::vector<float> in(xf ? 0 : cols), out(y->dtype == AMPRT_F32 ? 0 : cols);
                   for (int64_t r = r0; r < r1; ++r) {
+                    const float *v = xf ? xf + r * cols : in.data();
+                    if (!xf)
+                      (void)amprt_convert(static_cast<const char *>(x->data) + r * cols * xs,
+                                          x->dtype, in.data(), AMPRT_F32, (size_t)cols);
+                    float *yr = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + r * cols
+                                                      : out.data();
                     double mu, rstd;
-                    layerNormRow(xf + r * cols, yf + r * cols, cols, epsilon, sc.data(), bi.data(),
-                                 mu, rstd);
+                    layerNormRow(v, yr, cols, epsilon, sc.data(), bi.data(), mu, rstd);
+                    if (y->dtype != AMPRT_F32)
+                      (void)amprt_convert(yr, AMPRT_F32,
+                                          static_cast<char *>(y->data) + r * cols * ys, y->dtype,
+                                          (size_t)cols);
                     if (mf)
                       mf[r] = (float)mu;
                     if (sf)
@@ -789,14 +837,34 @@ extern "C" amprt_status amprt_layer_norm_grad(amprt_context *, const amprt_tenso
   int64_t per = std::max<int64_t>(16, (rows + 63) / 64);
   int64_t pieces = rows ? (rows + per - 1) / per : 0;
   std::vector<double> partScale(pieces * np, 0.0), partBias(pieces * np, 0.0);
+  bool alongRow = np == cols;
+  for (int64_t c = 0; alongRow && c < cols; ++c)
+    alongRow = so[c] == c;
   parallelFor(pieces, 1, 1, [&](int64_t p0, int64_t p1) {
     std::vector<double> xhat(cols), dxhat(cols);
+    std::vector<float> out(dx && dx->dtype != AMPRT_F32 ? cols : 0);
     for (int64_t piece = p0; piece < p1; ++piece) {
       double *gscale = partScale.data() + piece * np, *gbias = partBias.data() + piece * np;
       for (int64_t r = piece * per; r < std::min(rows, (piece + 1) * per); ++r) {
         double mu = static_cast<const float *>(mean->data)[r];
         double rstd = static_cast<const float *>(inv_std_dev->data)[r];
         double m1 = 0.0, m2 = 0.0;
+        if (alongRow) {
+          // The vector form (the scale along the row: so[c] == c).
+          layerNormGradRow(xf + r * cols, gf + r * cols, sc.data(), mu, rstd, cols, xhat.data(),
+                           dxhat.data(), gscale, gbias, m1, m2);
+          if (!dx)
+            continue;
+          float *o =
+              dx->dtype == AMPRT_F32 ? static_cast<float *>(dx->data) + r * cols : out.data();
+          layerNormDxRow(xhat.data(), dxhat.data(), m1, m2, rstd, o, cols);
+          if (dx->dtype != AMPRT_F32)
+            (void)amprt_convert(o, AMPRT_F32,
+                                static_cast<char *>(dx->data) +
+                                    r * cols * amprt_dtype_size(dx->dtype),
+                                dx->dtype, (size_t)cols);
+          continue;
+        }
         for (int64_t c = 0; c < cols; ++c) {
           double g = gf[r * cols + c];
           xhat[c] = (xf[r * cols + c] - mu) * rstd;
