@@ -56,7 +56,7 @@ def model(nodes, params, inputs, outputs, opset=18):
 
 
 def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf16"),
-             frozen=(), constants=(), with_outputs=False):
+             frozen=(), constants=(), with_outputs=False, half_tol_scale=1.0):
     def reference(outputs):
         # float64 autograd; torch_fn may read our outputs (a dropout mask).
         tp = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n not in frozen)
@@ -116,7 +116,8 @@ def run_case(name, m, params, inputs, torch_fn, precisions=("fp32", "fp16", "bf1
             # Measured over 60 fresh draws: up to 6e-3 (fp16) and 6e-2
             # (bf16, 8 significant bits) on gradients that sum signed terms
             # (a Pow exponent, a bias under batch norm).
-            tol = {"fp32": 1e-4, "fp16": 1.5e-2, "bf16": 8e-2}[p]
+            tol = {"fp32": 1e-4, "fp16": 1.5e-2 * half_tol_scale,
+                   "bf16": 8e-2 * half_tol_scale}[p]
             lv = float(out["loss"])
             check(abs(lv - loss) <= tol * max(1.0, abs(loss)), f"{name} {p}: loss {lv} vs {loss}")
             total = math.sqrt(sum(float(np.sum(g * g)) for g in ref.values()))
@@ -1071,7 +1072,12 @@ def sequences(p, i):
     return F.cross_entropy(z @ p["k"], i["y"])
 
 
-run_case("sequences", m, params, inputs, sequences, constants=tuple(consts))
+# (Products of three activations, sums of signed parts and their product:
+# a heavy rounding tail in fp16 / bf16. 120 gradients over 60 fresh draws:
+# median 6e-4 / 4.7e-3, largest 9.9e-3 / 6.5e-2, and seen in full runs
+# 1.8e-2 (fp16, AMP_TEST_SEED=2943360926) and 0.114 (bf16, seed 441490956)
+# against the default 1.5e-2 / 8e-2; a wrong rule errs by O(1).)
+run_case("sequences", m, params, inputs, sequences, constants=tuple(consts), half_tol_scale=3.0)
 
 # 4b'. ReduceProd (torch.prod): rows with no zero, one zero (its gradient is
 #      the product of the others) and two zeros (no gradient), over one axis
