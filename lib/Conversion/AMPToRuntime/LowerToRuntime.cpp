@@ -339,18 +339,6 @@ void Lowerer::analyseConvs(func::FuncOp f) {
     }
     return std::nullopt; // an argument or a constant: not in the arena
   };
-  // The fused ops' result is written at the convolution: its slot (which
-  // the plan may have given to storage whose last reader is the
-  // convolution, its input say) must not overlap anything the call reads.
-  auto fits = [&](Value out, ArrayRef<Value> reads) {
-    auto o = range(out);
-    if (!o)
-      return false;
-    for (Value in : reads)
-      if (auto r = range(in); r && r->first < o->second && o->first < r->second)
-        return false;
-    return true;
-  };
   // Whether two values' bytes overlap in the arena, and whether they are
   // the same bytes.
   auto overlap = [&](Value a, Value b2) {
@@ -360,6 +348,12 @@ void Lowerer::analyseConvs(func::FuncOp f) {
   auto same = [&](Value a, Value b2) {
     auto ra = range(a), rb = range(b2);
     return ra && rb && *ra == *rb;
+  };
+  // The fused ops' result is written at the convolution: its slot (which
+  // the plan may have given to storage whose last reader is the
+  // convolution, its input say) must not overlap anything the call reads.
+  auto fits = [&](Value out, ArrayRef<Value> reads) {
+    return range(out) && llvm::none_of(reads, [&](Value in) { return overlap(out, in); });
   };
   for (size_t i = 0; i < seq.size(); ++i) {
     // A batch norm (not folded into a convolution) read only by a ReLU

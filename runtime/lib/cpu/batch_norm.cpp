@@ -163,26 +163,8 @@ AMPRT_CLONES void reluRow(float *y, int64_t n) {
   }
 }
 
-/// dy * (z > 0 ? 1 : 0) into out (which may be dy), as amprt_unary_grad's
-/// ReLU (an inf / NaN dy stays visible where z <= 0): the gradient a batch
-/// norm followed by a ReLU receives, from the ReLU's input or output z (the
-/// same mask).
-void maskInto(const float *dy, const float *z, float *out, int64_t n) {
-  int64_t i = 0;
-#if defined(__x86_64__)
-  // Branch-free, as amprt_unary_grad's (the compiler makes the ternary a
-  // branch, which random signs mispredict).
-  const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
-  for (; i + 4 <= n; i += 4) {
-    __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(z + i), zero), one);
-    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_loadu_ps(dy + i), m));
-  }
-#endif
-  for (; i < n; ++i)
-    out[i] = dy[i] * (z[i] > 0.0f ? 1.0f : 0.0f);
-}
-
-/// maskInto with an f16 / bf16 z read as its bits: z > 0 exactly where the
+/// reluGradF32 (dy * (z > 0), the gradient a batch norm followed by a ReLU
+/// receives) with an f16 / bf16 z read as its bits: z > 0 exactly where the
 /// bits, as a signed 16-bit integer, lie in (0, largest finite] (the sign
 /// clear, not zero, not NaN).
 AMPRT_CLONES void maskInto16(const float *dy, const uint16_t *z, int32_t finite, float *out,
@@ -196,7 +178,7 @@ AMPRT_CLONES void maskInto16(const float *dy, const uint16_t *z, int32_t finite,
 /// dy * (z > 0) into out for z of any float type (z: n elements of type zt).
 void maskAny(const float *dy, const void *z, amprt_dtype zt, float *out, int64_t n) {
   if (zt == AMPRT_F32)
-    maskInto(dy, static_cast<const float *>(z), out, n);
+    reluGradF32(static_cast<const float *>(z), dy, out, n);
   else
     maskInto16(dy, static_cast<const uint16_t *>(z), zt == AMPRT_BF16 ? 0x7F80 : 0x7C00, out, n);
 }

@@ -667,6 +667,21 @@ amprt_tensor asF32(const amprt_tensor *x, int slot) {
 
 void expF32(const float *x, float *y, int64_t n) { vmap(VFn::Exp, x, y, n); }
 
+void reluGradF32(const float *x, const float *dy, float *out, int64_t n) {
+  int64_t i = 0; // dy * 0 keeps an inf / NaN dy visible
+#if defined(__x86_64__)
+  // Branch-free: the signs of relu inputs are random, a branch per element
+  // mispredicts half the time.
+  const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+  for (; i + 4 <= n; i += 4) {
+    __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(x + i), zero), one);
+    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_loadu_ps(dy + i), m));
+  }
+#endif
+  for (; i < n; ++i)
+    out[i] = dy[i] * (x[i] > 0.0f ? 1.0f : 0.0f);
+}
+
 amprt_tensor scratchF32(const amprt_tensor *y, int slot) {
   std::vector<float> &b = scratch(slot);
   size_t n = (size_t)amprt_tensor_numel(y);
@@ -764,19 +779,8 @@ void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, c
     geluGradF32(xp, gp, o, n);
     return;
   }
-  if (op == AMPRT_UNARY_RELU) { // dy * 0 keeps an inf / NaN dy visible
-    int64_t i = 0;
-#if defined(__x86_64__)
-    // Branch-free: the signs of relu inputs are random, a branch per
-    // element mispredicts half the time.
-    const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
-    for (; i + 4 <= n; i += 4) {
-      __m128 m = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(xp + i), zero), one);
-      _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(gp + i), m));
-    }
-#endif
-    for (; i < n; ++i)
-      o[i] = gp[i] * (xp[i] > 0.0f ? 1.0f : 0.0f);
+  if (op == AMPRT_UNARY_RELU) {
+    reluGradF32(xp, gp, o, n);
     return;
   }
   if (op == AMPRT_UNARY_SIGMOID) {

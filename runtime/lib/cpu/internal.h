@@ -434,6 +434,11 @@ inline double sumSqDevF32(const float *p, int64_t n, double mu) {
 /// exists (within 2 ulp, as the scalar function); y may be x.
 void expF32(const float *x, float *y, int64_t n);
 
+/// ReLU's gradient in f32: out[i] = dy[i] * (x[i] > 0 ? 1 : 0), branch-free
+/// (an inf / NaN dy stays visible where x <= 0); out may be dy. x is the
+/// ReLU's input or its output (the same mask).
+void reluGradF32(const float *x, const float *dy, float *out, int64_t n);
+
 /// Next value of the context's generator (xorshift64*), uniform in [0, 1).
 float nextUniform(amprt_context *ctx);
 

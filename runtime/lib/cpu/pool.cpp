@@ -687,24 +687,20 @@ extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor 
   parallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(px, 1)), 1,
               [&](int64_t p0, int64_t p1) {
                 thread_local std::vector<double> acc;
-                thread_local std::vector<float> g, out;
+                thread_local std::vector<float> gb, ob;
                 acc.resize((size_t)px);
-                g.resize((size_t)py);
-                out.resize((size_t)px);
-                const size_t ys = amprt_dtype_size(dy->dtype), xs = amprt_dtype_size(dx->dtype);
                 for (int64_t pl = p0; pl < p1; ++pl) {
                   std::fill(acc.begin(), acc.end(), 0.0);
-                  amprt_convert(static_cast<const char *>(dy->data) + pl * py * ys, dy->dtype,
-                                g.data(), AMPRT_F32, (size_t)py);
+                  const float *g = planeF32(dy, pl, py, gb);
                   for (int64_t o = 0; o < py; ++o) {
                     int64_t i = idx[pl * py + o];
                     if (i >= 0)
-                      acc[(size_t)(i - pl * px)] += g[(size_t)o];
+                      acc[(size_t)(i - pl * px)] += g[o];
                   }
+                  float *out = outPlane(dx, pl, px, ob);
                   for (int64_t i = 0; i < px; ++i)
-                    out[(size_t)i] = (float)acc[(size_t)i];
-                  amprt_convert(out.data(), AMPRT_F32, static_cast<char *>(dx->data) + pl * px * xs,
-                                dx->dtype, (size_t)px);
+                    out[i] = (float)acc[(size_t)i];
+                  storePlane(dx, pl, px, out);
                 }
               });
   return AMPRT_OK;

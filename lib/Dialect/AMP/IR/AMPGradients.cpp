@@ -179,16 +179,14 @@ AMP_UNARY_GRAD_PARAMS(ClipOp, clip, getMin().convertToFloat(), getMax().convertT
 #undef AMP_UNARY_GRAD_PARAMS
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
-  og.assign(1, Value());
-  if (!isa<FloatType>(getElementTypeOrSelf(getType())) || !rg[0])
+  if (!isa<FloatType>(getElementTypeOrSelf(getType()))) {
+    og.assign(1, Value());
     return success();
+  }
   // From the result, as PyTorch's threshold_backward: relu(x) > 0 exactly
   // where x > 0 (a NaN in neither), so x need not stay alive for the
   // backward, and a batch norm before the ReLU runs with it in one call.
-  og[0] = UnaryGradOp::create(b, getLoc(), getResult(), rg[0],
-                              UnaryKindAttr::get(b.getContext(), UnaryKind::relu),
-                              b.getF32FloatAttr(0.0f), b.getF32FloatAttr(0.0f));
-  return success();
+  return unaryGrad(b, *this, rg, og, UnaryKind::relu, 0.0f, 0.0f, getResult());
 }
 
 LogicalResult LeakyReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,

@@ -71,13 +71,15 @@ inline Value transposeLast2(OpBuilder &b, Location loc, Value v) {
               {attr(b, "perm", b.getDenseI64ArrayAttr(perm))});
 }
 
+/// The gradient of a unary op as amp.unary_grad of `x` (default: the op's
+/// input).
 inline LogicalResult unaryGrad(OpBuilder &b, Operation *op, ArrayRef<Value> rg,
                                SmallVectorImpl<Value> &og, UnaryKind kind, float alpha = 0.0f,
-                               float beta = 0.0f) {
+                               float beta = 0.0f, Value x = {}) {
   og.assign(op->getNumOperands(), Value());
   if (!rg[0])
     return success();
-  og[0] = UnaryGradOp::create(b, op->getLoc(), op->getOperand(0), rg[0],
+  og[0] = UnaryGradOp::create(b, op->getLoc(), x ? x : op->getOperand(0), rg[0],
                               UnaryKindAttr::get(b.getContext(), kind), b.getF32FloatAttr(alpha),
                               b.getF32FloatAttr(beta));
   return success();
