@@ -9,7 +9,8 @@
 // least as fast per element); a language model's loss (softmax cross entropy
 // over [1024, 50257] logits, forward and gradient, f32 and bf16 logits);
 // batch norm in training (forward, recomputing gradient) and layer norm per
-// element, f32 and bf16 activations; and GB/s of
+// element, f32 and bf16 activations; depthwise convolutions' three passes
+// (ms a call, f32 and bf16); and GB/s of
 // amprt_unscale_and_check against memcpy of the same bytes (read +
 // write), in one run. Best of several repetitions.
 //
@@ -298,6 +299,71 @@ int main() {
       std::snprintf(name, sizeof name, "[%lld x %lld]", (long long)rows, (long long)cols);
       std::printf("%-26s %10.3f %10.3f %10.3f %10.3f\n", name, ns[0][0], ns[1][0], ns[0][1],
                   ns[1][1]);
+    }
+    std::printf("\n");
+  }
+  // Depthwise convolutions (ConvNeXt's 7 x 7 on its four stages' maps,
+  // MobileNet's 3 x 3): milliseconds a call of each pass with the kernels
+  // the per-shape choice takes (AMPRT_TUNE=debug prints oneDNN's and the
+  // direct kernel's times for each).
+  {
+    std::printf("%-30s %9s %9s %9s %9s %9s %9s\n", "depthwise (ms)", "fwd f32", "fwd bf16",
+                "dx f32", "dx bf16", "dw f32", "dw bf16");
+    for (std::vector<int64_t> sh : {std::vector<int64_t>{8, 96, 16, 16, 7},
+                                    {8, 192, 8, 8, 7},
+                                    {8, 384, 4, 4, 7},
+                                    {8, 768, 2, 2, 7},
+                                    {8, 144, 16, 16, 3}}) {
+      const int64_t n = sh[0], c = sh[1], h = sh[2], w = sh[3], k = sh[4];
+      int64_t xs[4] = {n, c, h, w}, ws[4] = {c, 1, k, k}, bs[1] = {c};
+      const int64_t nx = n * c * h * w, nw = c * k * k;
+      std::vector<float> x32(nx), w32(nw), dy32(nx), b(c), y32(nx), dx32(nx), dw(nw);
+      for (auto *v : {&x32, &w32, &dy32, &b})
+        for (float &e : *v)
+          e = nd(rng);
+      std::vector<uint16_t> x16(nx), w16(nw), dy16(nx), y16(nx), dx16(nx);
+      amprt_convert(x32.data(), AMPRT_F32, x16.data(), AMPRT_BF16, (size_t)nx);
+      amprt_convert(w32.data(), AMPRT_F32, w16.data(), AMPRT_BF16, (size_t)nw);
+      amprt_convert(dy32.data(), AMPRT_F32, dy16.data(), AMPRT_BF16, (size_t)nx);
+      amprt_conv_params p{};
+      p.spatial = 2;
+      p.group = c;
+      for (int i = 0; i < 2; ++i) {
+        p.strides[i] = p.dilations[i] = 1;
+        p.pads_begin[i] = p.pads_end[i] = k / 2;
+      }
+      amprt_tensor tb = amprt_tensor_make(b.data(), AMPRT_F32, 1, bs),
+                   tdw = amprt_tensor_make(dw.data(), AMPRT_F32, 4, ws);
+      double ms[2][3];
+      for (int lo = 0; lo < 2; ++lo) {
+        amprt_dtype dt = lo ? AMPRT_BF16 : AMPRT_F32;
+        auto t = [&](void *d, int64_t *shape) { return amprt_tensor_make(d, dt, 4, shape); };
+        amprt_tensor tx = t(lo ? (void *)x16.data() : x32.data(), xs),
+                     tw = t(lo ? (void *)w16.data() : w32.data(), ws),
+                     tdy = t(lo ? (void *)dy16.data() : dy32.data(), xs),
+                     ty = t(lo ? (void *)y16.data() : y32.data(), xs),
+                     tdx = t(lo ? (void *)dx16.data() : dx32.data(), xs);
+        amprt_status st = AMPRT_OK;
+        auto time = [&](const std::function<amprt_status()> &f) {
+          return seconds([&] { st = st ? st : f(); }, 20) * 1e3;
+        };
+        ms[lo][0] = time([&] { return amprt_conv(nullptr, &tx, &tw, &tb, &p, &ty); });
+        ms[lo][1] = time([&] {
+          return amprt_conv_backward(nullptr, &tx, &tw, &tdy, &p, &tdx, nullptr, nullptr);
+        });
+        ms[lo][2] = time([&] {
+          return amprt_conv_backward(nullptr, &tx, &tw, &tdy, &p, nullptr, &tdw, nullptr);
+        });
+        if (st != AMPRT_OK) {
+          std::printf("depthwise %s: %s\n", amprt_dtype_name(dt), amprt_last_error());
+          return 1;
+        }
+      }
+      char name[64];
+      std::snprintf(name, sizeof name, "[%lld x %lld x %lld x %lld] %lldx%lld", (long long)n,
+                    (long long)c, (long long)h, (long long)w, (long long)k, (long long)k);
+      std::printf("%-30s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", name, ms[0][0], ms[1][0], ms[0][1],
+                  ms[1][1], ms[0][2], ms[1][2]);
     }
     std::printf("\n");
   }

@@ -125,6 +125,11 @@ struct KernelForced {
 
 struct ConvCase {
   int64_t n, c, h, w, m, kh, kw, stride, pad, dil, group;
+  int64_t padEnd = -1; // pads at the end (-1: pad)
+  int64_t endPad() const { return padEnd < 0 ? pad : padEnd; }
+  int64_t outH() const { return (h + pad + endPad() - ((kh - 1) * dil + 1)) / stride + 1; }
+  int64_t outW() const { return (w + pad + endPad() - ((kw - 1) * dil + 1)) / stride + 1; }
+  amprt_conv_params params() const;
 };
 
 amprt_conv_params convParamsOf(int64_t stride, int64_t pad, int64_t dil, int64_t group = 1) {
@@ -136,6 +141,12 @@ amprt_conv_params convParamsOf(int64_t stride, int64_t pad, int64_t dil, int64_t
     p.dilations[i] = dil;
     p.pads_begin[i] = p.pads_end[i] = pad;
   }
+  return p;
+}
+
+amprt_conv_params ConvCase::params() const {
+  amprt_conv_params p = convParamsOf(stride, pad, dil, group);
+  p.pads_end[0] = p.pads_end[1] = endPad();
   return p;
 }
 
@@ -315,6 +326,80 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
         EXPECT_EQ(dx2.bytes, dx.bytes);
         EXPECT_EQ(dw2.bytes, dw.bytes);
       }
+}
+
+// Depthwise convolutions (group = channels, M outputs per channel) by the
+// direct kernels (depthwise.cpp) and by oneDNN's, forced, and as the
+// per-shape choice takes them: all three passes against the double
+// reference. The shapes: ConvNeXt's 7 x 7 on maps smaller than the kernel,
+// channel counts that leave a block of eight part empty, strides,
+// dilations, asymmetric pads, non-square kernels, two outputs per channel.
+TEST(Conv, DepthwiseDirectAndOneDnnAgainstDirectLoops) {
+  std::vector<ConvCase> cases = {
+      {2, 16, 2, 2, 16, 7, 7, 1, 3, 1, 16},   {2, 12, 5, 6, 12, 7, 7, 1, 3, 1, 12},
+      {3, 8, 9, 10, 8, 3, 3, 2, 1, 1, 8},     {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16},
+      {2, 6, 7, 7, 12, 3, 3, 1, 1, 1, 6},     {2, 9, 8, 7, 9, 5, 5, 2, 2, 1, 9, 1},
+      {1, 10, 6, 9, 20, 3, 5, 1, 1, 1, 10},   {2, 8, 4, 4, 8, 1, 1, 1, 0, 1, 8},
+      {2, 24, 16, 16, 24, 7, 7, 1, 3, 1, 24}, {1, 5, 3, 11, 5, 3, 3, 3, 0, 1, 5, 2}};
+  for (const char *force : {"direct", "onednn", ""})
+    for (const ConvCase &cc : cases)
+      for (auto [in, out, wout] : {std::tuple{AMPRT_F32, AMPRT_F32, AMPRT_F32},
+                                   std::tuple{AMPRT_BF16, AMPRT_BF16, AMPRT_F32},
+                                   std::tuple{AMPRT_BF16, AMPRT_F32, AMPRT_BF16},
+                                   std::tuple{AMPRT_F16, AMPRT_F16, AMPRT_F16}}) {
+        SCOPED_TRACE(std::string("kernel forced: ") + (*force ? force : "(timed)") + ", " +
+                     amprt_dtype_name(in) + " -> " + amprt_dtype_name(out) + " / " +
+                     amprt_dtype_name(wout) + ", c " + std::to_string(cc.c) + " h " +
+                     std::to_string(cc.h) + " k " + std::to_string(cc.kh) + " stride " +
+                     std::to_string(cc.stride));
+        KernelForced forced(force);
+        const int64_t oh = cc.outH(), ow = cc.outW();
+        Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});
+        Buf w = randn(in, {cc.m, 1, cc.kh, cc.kw});
+        Buf b = randn(AMPRT_F32, {cc.m});
+        Buf dy = randn(in, {cc.n, cc.m, oh, ow});
+        amprt_conv_params p = cc.params();
+        // Products of rounded values, summed in f32, rounded once.
+        const int64_t taps = cc.kh * cc.kw;
+        Buf y(out, {cc.n, cc.m, oh, ow});
+        AMPRT_OK_OR_FAIL(amprt_conv(nullptr, x.p(), w.p(), b.p(), &p, y.p()));
+        std::vector<double> ry = refConv(x, w, &b, cc, oh, ow);
+        EXPECT_TRUE(near(y, ry, 0.5, 0.0, 8 * accTol(taps))) << "y";
+        // With the ReLU in the call (its own choice of kernel when timed).
+        Buf yr(out, y.shape);
+        AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, x.p(), w.p(), b.p(), &p, AMPRT_CONV_RELU, yr.p()));
+        for (double &v : ry)
+          v = std::max(0.0, v);
+        EXPECT_TRUE(near(yr, ry, 0.5, 0.0, 8 * accTol(taps))) << "y with ReLU";
+        Buf dx(out, x.shape), dw(wout, w.shape), db(wout, {cc.m});
+        AMPRT_OK_OR_FAIL(
+            amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), db.p()));
+        std::vector<double> rdx, rdw;
+        refConvBackward(x, w, dy, cc, oh, ow, rdx, rdw);
+        EXPECT_TRUE(near(dx, rdx, 0.5, 0.0, 8 * accTol(cc.m / cc.c * taps))) << "dx";
+        EXPECT_TRUE(near(dw, rdw, 0.5, 0.0, 8 * accTol(cc.n * oh * ow))) << "dw";
+      }
+}
+
+// An inf tap whose position falls into the padding meets no 0 in the
+// direct kernels (as in oneDNN's direct ones): the outputs it does not
+// reach stay finite, and NaN / inf in x reach exactly the outputs whose
+// taps read them.
+TEST(Conv, DepthwiseDirectSkipsThePadding) {
+  KernelForced forced("direct");
+  const ConvCase cc{2, 9, 3, 4, 9, 7, 7, 1, 3, 1, 9};
+  const int64_t oh = cc.outH(), ow = cc.outW();
+  Buf x = randn(AMPRT_F32, {cc.n, cc.c, cc.h, cc.w}), w = randn(AMPRT_F32, {cc.m, 1, 7, 7});
+  w.set(0, INFINITY);          // channel 0, tap (0, 0): reads x[i - 3, j - 3]
+  x.set(cc.h * cc.w + 5, NAN); // channel 1, (1, 1)
+  amprt_conv_params p = cc.params();
+  Buf y(AMPRT_F32, {cc.n, cc.m, oh, ow});
+  AMPRT_OK_OR_FAIL(amprt_conv(nullptr, x.p(), w.p(), nullptr, &p, y.p()));
+  EXPECT_TRUE(near(y, refConv(x, w, nullptr, cc, oh, ow), 0.5, 0.0, 8 * accTol(49)));
+  for (int64_t i = 0; i < oh; ++i)
+    for (int64_t j = 0; j < ow; ++j)
+      EXPECT_TRUE(std::isfinite(y.get(i * ow + j)))
+          << i << ", " << j; // 3 x 4 map: tap (0, 0) never inside
 }
 
 TEST(Pool, MaxAndAverageWithGradients) {

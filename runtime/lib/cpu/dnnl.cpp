@@ -686,6 +686,61 @@ std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group, con
   return s;
 }
 
+/// convForward's `widenChoice` beyond 0 / 1: a depthwise convolution by the
+/// direct kernel, or by oneDNN's (then bf16 or f32 as the choice decides).
+constexpr int kDepthwiseDirect = 2, kOneDnn = -2;
+
+/// The passes of a convolution, for depthwiseOneDnnSlow.
+enum class ConvPass { Forward, Data, Weights };
+
+/// The fixed rule for a depthwise convolution: the direct kernel
+/// (depthwise.cpp) for a pass where oneDNN's f32 implementation for the
+/// shape is im2col + gemm or its reference kernel (oneDNN 2.6: ConvNeXt's
+/// 7 x 7 forward on 2 x 2 maps, 3.1 ms against 0.07 ms on the AVX2 EPYC;
+/// every 7 x 7 weight gradient on AVX2, 5-10x slower), else oneDNN's
+/// (its jit_dw kernels: MobileNet's 3 x 3). The answer is cached per shape.
+bool depthwiseOneDnnSlow(const ConvDims &cd, ConvPass pass) {
+  std::vector<int64_t> key(cd.src.begin(), cd.src.end());
+  for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
+    key.push_back(-1);
+    key.insert(key.end(), v->begin(), v->end());
+  }
+  key.push_back((int64_t)pass);
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, bool> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  bool slow = true;
+  try {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::memory::desc xa(cd.src, dt::f32, tag::any), wa(cd.wei, dt::f32, tag::any),
+        ya(cd.dst, dt::f32, tag::any), bd(cd.bias, dt::f32, tag::a);
+    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                       dnnl::algorithm::convolution_direct, xa, wa, bd, ya,
+                                       cd.strides, cd.dil, cd.padL, cd.padR);
+    dnnl::convolution_forward::primitive_desc fpd(fd, cpuEngine());
+    std::string impl = fpd.impl_info_str();
+    if (pass == ConvPass::Data) {
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, xa, wa, ya,
+                                              cd.strides, cd.dil, cd.padL, cd.padR);
+      impl = dnnl::convolution_backward_data::primitive_desc(d, cpuEngine(), fpd).impl_info_str();
+    } else if (pass == ConvPass::Weights) {
+      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa, wa, ya,
+                                                 cd.strides, cd.dil, cd.padL, cd.padR);
+      impl =
+          dnnl::convolution_backward_weights::primitive_desc(d, cpuEngine(), fpd).impl_info_str();
+    }
+    slow = impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos;
+  } catch (const dnnl::error &) {
+    slow = true; // oneDNN has nothing for it: the direct kernel
+  }
+  cache.emplace(key, slow);
+  return slow;
+}
+
 /// amprt_conv_ex with bf16 x and w widened to f32 (`widenChoice` 1), on the
 /// bf16 kernels (0), or as the per-shape choice decides (-1).
 amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
@@ -729,6 +784,35 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
     }
   }
   int64_t count = amprt_tensor_numel(y);
+  // A depthwise convolution: oneDNN's kernels or the direct one
+  // (depthwise.cpp), by the fixed rule or the per-shape choice.
+  if (!(flags & (AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED)) &&
+      depthwiseDirectFits(x, w, p) && count) {
+    if (widenChoice == kDepthwiseDirect) {
+      if (desc::profilingRequested())
+        noteKernelImpl("direct-dw");
+      depthwiseForward(x, w, bias ? bf.data() : nullptr, p, y);
+      return flags & AMPRT_CONV_RELU ? amprt_unary(ctx, AMPRT_UNARY_RELU, 0.0f, y, y) : AMPRT_OK;
+    }
+    if (widenChoice == -1) {
+      int choice = depthwiseOneDnnSlow(cd, ConvPass::Forward) ? 1 : 0;
+      if (tuningOn(ctx)) {
+        std::string key =
+            convTuneKey(flags & AMPRT_CONV_RELU ? "conv+relu depthwise" : "conv depthwise", cd,
+                        p->group, amprt_dtype_name(x->dtype));
+        key += std::string(" y ") + amprt_dtype_name(y->dtype) + (bias ? " bias" : "");
+        AMPRT_CHECK(chooseKernel(
+            ctx, key, {"onednn", "direct"}, choice,
+            [&](int i) {
+              return convForward(ctx, x, w, bias, p, flags, y, i ? kDepthwiseDirect : kOneDnn);
+            },
+            &choice));
+      }
+      return convForward(ctx, x, w, bias, p, flags, y, choice ? kDepthwiseDirect : kOneDnn);
+    }
+  }
+  if (widenChoice == kOneDnn)
+    widenChoice = -1;
   // bf16 with few input channels per group (an image's first layer):
   // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
   // values widen to f32 exactly (the same products, f32 accumulation
@@ -976,41 +1060,6 @@ void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_ten
   gemmAcc(key, dyt, col, out);
 }
 
-/// The weight gradient of a 2-D depthwise convolution (group = C = M):
-/// dw[c, p, q] = sum over n, i, j of dy[n, c, i, j] * x[n, c, i*s - pad +
-/// p*d, j*s - pad + q*d]. oneDNN 2.6 runs it as im2col + gemm (milliseconds
-/// for a few thousand products); here each output row's products are summed
-/// in f32 and the rows in double, channels on the threads.
-void depthwiseWeightGrad(const float *x, const float *dy, float *gw, int64_t n, int64_t c,
-                         int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
-                         const amprt_conv_params *p) {
-  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0], dw = p->dilations[1],
-                ph = p->pads_begin[0], pw = p->pads_begin[1];
-  parallelFor(c, 1, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch)
-      for (int64_t a = 0; a < kh; ++a)
-        for (int64_t b = 0; b < kw; ++b) {
-          // j with 0 <= j*sw - pw + b*dw < w
-          int64_t off = b * dw - pw;
-          int64_t jlo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-          int64_t jhi = w - off <= 0 ? 0 : std::min(ow, (w - off + sw - 1) / sw);
-          double acc = 0.0;
-          for (int64_t b0 = 0; b0 < n; ++b0)
-            for (int64_t i = 0; i < oh; ++i) {
-              int64_t ih = i * sh - ph + a * dh;
-              if (ih < 0 || ih >= h)
-                continue;
-              const float *xr = x + ((b0 * c + ch) * h + ih) * w + off;
-              const float *gr = dy + ((b0 * c + ch) * oh + i) * ow;
-              float sum = 0.0f;
-              for (int64_t j = jlo; j < jhi; ++j)
-                sum += gr[j] * xr[j * sw];
-              acc += sum;
-            }
-          gw[(ch * kh + a) * kw + b] = (float)acc;
-        }
-  });
-}
 } // namespace
 
 namespace {
@@ -1018,9 +1067,16 @@ namespace {
 /// The kernels of a convolution's backward: the data side on oneDNN's bf16
 /// kernels or f32 ones (bf16 widened), the weights side also as im2col +
 /// matmul in either (see weightGradByIm2col).
-enum WeightsKernel { WeightsBf16, WeightsF32, WeightsIm2colBf16, WeightsIm2colF32 };
+enum WeightsKernel {
+  WeightsBf16,
+  WeightsF32,
+  WeightsIm2colBf16,
+  WeightsIm2colF32,
+  WeightsDepthwiseDirect
+};
 struct BackwardKernels {
   bool dataBf16 = false;
+  bool dataDepthwiseDirect = false; // depthwise.cpp's kernel for dx
   WeightsKernel weights = WeightsF32;
 };
 
@@ -1079,13 +1135,15 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     // slow (then no backward-weights primitive is made).
     const bool dwIm2col =
         dw && (kern.weights == WeightsIm2colBf16 || kern.weights == WeightsIm2colF32);
-    amprt_tensor *dwPrim = dwIm2col ? nullptr : dw;
+    // The depthwise sides by the direct kernels (then no primitive either).
+    const bool dwDepthwise = dw && kern.weights == WeightsDepthwiseDirect;
+    amprt_tensor *dwPrim = dwIm2col || dwDepthwise ? nullptr : dw;
+    amprt_tensor *dxPrim = kern.dataDepthwiseDirect ? nullptr : dx;
     key.push_back(dwIm2col);
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
       std::optional<dnnl::reorder> toA, toB, fromOut;
-      bool low = false;     // its inputs in bf16
-      bool viaGemm = false; // oneDNN's im2col + gemm implementation
+      bool low = false; // its inputs in bf16
       std::string impl;
     };
     struct Prims {
@@ -1113,7 +1171,7 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
       // Each side in bf16 when asked and oneDNN has a real kernel for it,
       // else in f32.
       for (bool low : {true, false}) {
-        const bool wantData = dx && !c.data && (lowD || !low),
+        const bool wantData = dxPrim && !c.data && (lowD || !low),
                    wantWeights = dwPrim && !c.weights && (lowW || !low);
         if (!wantData && !wantWeights)
           continue;
@@ -1138,7 +1196,6 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
                        reorder(plain(cd.wei, in), pd.weights_desc()),
                        reorder(pd.diff_src_desc(), plain(cd.src, dxOut)),
                        low,
-                       false,
                        pd.impl_info_str()};
           }
         }
@@ -1158,7 +1215,6 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
                        reorder(plain(cd.src, in), pd.src_desc()),
                        reorder(pd.diff_weights_desc(), plain(cd.wei, dwOut)),
                        low,
-                       std::strstr(pd.impl_info_str(), "gemm") != nullptr,
                        pd.impl_info_str()};
           }
         }
@@ -1193,7 +1249,11 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     // two want the same one.
     std::optional<dnnl::memory> dyData;
     float *dyf = nullptr; // dy in f32, for db
-    if (dx) {
+    if (dx && !dxPrim) {
+      if (desc::profilingRequested())
+        noteKernelImpl("direct-dw");
+      depthwiseBackwardData(w, dy, p, dx);
+    } else if (dx) {
       bool low = prims.d.low;
       dt et = low ? dt::bf16 : dt::f32;
       std::vector<float> g(dxDirect ? 0 : amprt_tensor_numel(x));
@@ -1215,9 +1275,11 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
       if (!dxDirect)
         convertPar(g.data(), AMPRT_F32, dx->data, dx->dtype, g.size());
     }
-    bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group &&
-                     w->shape[0] == p->group && w->shape[1] == 1;
-    if (dwIm2col) {
+    if (dwDepthwise) {
+      if (desc::profilingRequested())
+        noteKernelImpl("direct-dw");
+      depthwiseWeightGrad(x, dy, p, dw);
+    } else if (dwIm2col) {
       // The bf16 operands as they are, or f32 (widened: exact).
       const bool low = lowW;
       void *xp = low ? x->data : f32Of(x, xw);
@@ -1230,14 +1292,6 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
                        bf16Out);
       if (!gw.empty())
         convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
-    } else if (dw && depthwise && prims.w.viaGemm) {
-      std::vector<float> gw(amprt_tensor_numel(w));
-      float *xf = f32Of(x, xw);
-      if (!dyf)
-        dyf = f32Of(dy, dyw);
-      depthwiseWeightGrad(xf, dyf, gw.data(), x->shape[0], x->shape[1], x->shape[2], x->shape[3],
-                          dy->shape[2], dy->shape[3], w->shape[2], w->shape[3], p);
-      convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
     } else if (dw) {
       // (x is read only here: for dx alone it gives the shape, and
       // ConvTranspose passes its own, not yet written, result.)
@@ -1320,10 +1374,50 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
   kern.dataBf16 = lowp;
   kern.weights = weightGradByIm2col(dy, p) ? (lowp ? WeightsIm2colBf16 : WeightsIm2colF32)
                                            : (lowp ? WeightsBf16 : WeightsF32);
+  // Depthwise: the direct kernels where oneDNN's are im2col + gemm (see
+  // depthwiseOneDnnSlow).
+  const bool dwDirectOk = depthwiseDirectFits(x, w, p);
+  if (dwDirectOk) {
+    kern.dataDepthwiseDirect = dx && depthwiseOneDnnSlow(cd, ConvPass::Data);
+    if (dw && depthwiseOneDnnSlow(cd, ConvPass::Weights))
+      kern.weights = WeightsDepthwiseDirect;
+  }
   if (!tuningOn(ctx) || !amprt_tensor_numel(dy) || !amprt_tensor_numel(x) || !amprt_tensor_numel(w))
     return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
-  // The per-shape choice: each side timed alone on the real operands.
   const char *types = allBf16 ? "bf16" : x->dtype == AMPRT_F32 ? "f32" : "mixed";
+  if (dwDirectOk) {
+    // The per-shape choice, each side timed alone.
+    auto side = [&](bool data, amprt_tensor *out, bool preferDirect) {
+      int choice = preferDirect ? 1 : 0;
+      AMPRT_CHECK(chooseKernel(
+          ctx,
+          convTuneKey(data ? "conv backward-data depthwise" : "conv backward-weights depthwise", cd,
+                      p->group, types) +
+              " out " + amprt_dtype_name(out->dtype),
+          {"onednn", "direct"}, choice,
+          [&](int i) {
+            BackwardKernels f = kern;
+            if (data)
+              f.dataDepthwiseDirect = i == 1;
+            else
+              f.weights = i == 1 ? WeightsDepthwiseDirect : WeightsF32;
+            return convBackward(x, w, dy, p, cd, data ? out : nullptr, data ? nullptr : out,
+                                nullptr, f);
+          },
+          &choice));
+      if (data)
+        kern.dataDepthwiseDirect = choice == 1;
+      else
+        kern.weights = choice == 1 ? WeightsDepthwiseDirect : WeightsF32;
+      return AMPRT_OK;
+    };
+    if (dx)
+      AMPRT_CHECK(side(true, dx, kern.dataDepthwiseDirect));
+    if (dw)
+      AMPRT_CHECK(side(false, dw, kern.weights == WeightsDepthwiseDirect));
+    return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
+  }
+  // The per-shape choice: each side timed alone on the real operands.
   if (dx && allBf16) {
     int choice = 0;
     std::vector<const char *> names{"bf16", "f32"};

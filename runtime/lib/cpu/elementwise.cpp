@@ -962,6 +962,83 @@ extern "C" amprt_status amprt_cast(amprt_context *, const amprt_tensor *x, amprt
   return AMPRT_OK;
 }
 
+namespace {
+
+#if defined(__x86_64__)
+/// dst[r * ds + c] = src[c * ss + r] for r, c < 8: one 8 x 8 block of
+/// 32-bit elements transposed in registers (AVX2).
+__attribute__((target("avx2"))) void transpose8x8x32(const uint32_t *src, int64_t ss, uint32_t *dst,
+                                                     int64_t ds) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = _mm256_loadu_ps(reinterpret_cast<const float *>(src + i * ss));
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i)
+    _mm256_storeu_ps(reinterpret_cast<float *>(dst + i * ds), t[i]);
+}
+
+/// The same for 16-bit elements (SSE2).
+void transpose8x8x16(const uint16_t *src, int64_t ss, uint16_t *dst, int64_t ds) {
+  __m128i r[8], t[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i * ss));
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm_unpacklo_epi16(r[i], r[i + 1]);
+    t[i + 1] = _mm_unpackhi_epi16(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm_unpacklo_epi32(t[i], t[i + 2]);
+    r[i + 1] = _mm_unpackhi_epi32(t[i], t[i + 2]);
+    r[i + 2] = _mm_unpacklo_epi32(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm_unpackhi_epi32(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm_unpacklo_epi64(r[i], r[i + 4]);
+    t[2 * i + 1] = _mm_unpackhi_epi64(r[i], r[i + 4]);
+  }
+  for (int i = 0; i < 8; ++i)
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i * ds), t[i]);
+}
+#endif
+
+/// An 8 x 8 block transposed by the vector code: 32-bit elements with
+/// AVX2, 16-bit ones; false for other sizes (then element by element).
+template <typename T> bool transpose8x8(const T *src, int64_t ss, T *dst, int64_t ds) {
+#if defined(__x86_64__)
+  if constexpr (sizeof(T) == 4) {
+    if (!avx2::haveAvx2F16c())
+      return false;
+    transpose8x8x32(reinterpret_cast<const uint32_t *>(src), ss, reinterpret_cast<uint32_t *>(dst),
+                    ds);
+    return true;
+  } else if constexpr (sizeof(T) == 2) {
+    transpose8x8x16(reinterpret_cast<const uint16_t *>(src), ss, reinterpret_cast<uint16_t *>(dst),
+                    ds);
+    return true;
+  }
+#endif
+  (void)src;
+  (void)ss;
+  (void)dst;
+  (void)ds;
+  return false;
+}
+
+} // namespace
+
 extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt_tensor *y) {
   AMPRT_CHECK(check(x, "amprt_copy: x"));
   AMPRT_CHECK(check(y, "amprt_copy: y"));
@@ -1041,8 +1118,17 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
                 for (int64_t qt = t0 * B; qt < std::min(n[q], t1 * B); qt += B)
                   for (int64_t jt = 0; jt < n[3]; jt += B) {
                     int64_t qe = std::min(n[q], qt + B), je = std::min(n[3], jt + B);
+                    // Full 8 x 8 blocks in registers, the edges one by one.
+                    int64_t qf = qt + (qe - qt) / 8 * 8, jf = jt + (je - jt) / 8 * 8;
+                    bool vec = qf > qt && jf > jt &&
+                               transpose8x8(xb + qt + jt * a[3], a[3], yb + qt * b[q] + jt, b[q]);
+                    if (vec)
+                      for (int64_t qi = qt; qi < qf; qi += 8)
+                        for (int64_t j = jt; j < jf; j += 8)
+                          if (qi != qt || j != jt)
+                            transpose8x8(xb + qi + j * a[3], a[3], yb + qi * b[q] + j, b[q]);
                     for (int64_t qi = qt; qi < qe; ++qi)
-                      for (int64_t j = jt; j < je; ++j)
+                      for (int64_t j = vec && qi < qf ? jf : jt; j < je; ++j)
                         yb[qi * b[q] + j] = xb[qi + j * a[3]];
                   }
               }

@@ -439,6 +439,25 @@ void expF32(const float *x, float *y, int64_t n);
 /// ReLU's input or its output (the same mask).
 void reluGradF32(const float *x, const float *dy, float *out, int64_t n);
 
+/// Plane nc (n elements) of a tensor of type t as f32: itself, or widened
+/// into buf.
+const float *planeF32(const amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf);
+/// Where plane nc of t (n elements) is computed in f32: t itself, or buf
+/// (then rounded into t, once, by storePlane).
+float *outPlane(amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf);
+void storePlane(amprt_tensor *t, int64_t nc, int64_t n, const float *f);
+
+/// Direct 2-D depthwise convolutions (depthwise.cpp): group = x's channels,
+/// w [C * M, 1, KH, KW]; operands of any float type, contiguous, computed
+/// in f32 and rounded once. The caller has checked the shapes (convDims).
+bool depthwiseDirectFits(const amprt_tensor *x, const amprt_tensor *w, const amprt_conv_params *p);
+void depthwiseForward(const amprt_tensor *x, const amprt_tensor *w, const float *bias,
+                      const amprt_conv_params *p, amprt_tensor *y);
+void depthwiseBackwardData(const amprt_tensor *w, const amprt_tensor *dy,
+                           const amprt_conv_params *p, amprt_tensor *dx);
+void depthwiseWeightGrad(const amprt_tensor *x, const amprt_tensor *dy, const amprt_conv_params *p,
+                         amprt_tensor *dw);
+
 /// Next value of the context's generator (xorshift64*), uniform in [0, 1).
 float nextUniform(amprt_context *ctx);
 

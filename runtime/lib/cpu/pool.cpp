@@ -531,8 +531,10 @@ bool avgFast(const Window &w, const amprt_pool_params *p) {
   return p->spatial == 2 && w.d[0] == 1 && w.d[1] == 1;
 }
 
-/// Plane nc of a tensor of type t as f32: itself, or widened into buf.
-const float *planeF32(const amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf) {
+} // namespace
+
+const float *amprt::planeF32(const amprt_tensor *t, int64_t nc, int64_t n,
+                             std::vector<float> &buf) {
   if (t->dtype == AMPRT_F32)
     return static_cast<const float *>(t->data) + nc * n;
   buf.resize(n);
@@ -541,23 +543,19 @@ const float *planeF32(const amprt_tensor *t, int64_t nc, int64_t n, std::vector<
   return buf.data();
 }
 
-/// Where plane nc of t (n elements) is computed in f32: t itself, or buf
-/// (then narrowed by storePlane).
-float *outPlane(amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf) {
+float *amprt::outPlane(amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf) {
   if (t->dtype == AMPRT_F32)
     return static_cast<float *>(t->data) + nc * n;
   buf.resize(n);
   return buf.data();
 }
 
-void storePlane(amprt_tensor *t, int64_t nc, int64_t n, const float *f) {
+void amprt::storePlane(amprt_tensor *t, int64_t nc, int64_t n, const float *f) {
   if (t->dtype != AMPRT_F32)
     (void)amprt_convert(f, AMPRT_F32,
                         static_cast<char *>(t->data) + nc * n * amprt_dtype_size(t->dtype),
                         t->dtype, (size_t)n);
 }
-
-} // namespace
 
 extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *x,
                                            const amprt_pool_params *p, amprt_tensor *y) {
