@@ -17,13 +17,7 @@
 
 using namespace amprt;
 
-namespace {
-
-/// n elements of type t widened to f32 / f32 narrowed to type t, exactly
-/// as amprt_convert: short runs (a late layer's 2 x 2 planes) by the scalar
-/// definitions inline, since a call and its checks cost more than the work
-/// there; long ones by amprt_convert's vector paths.
-void widenRun(const void *src, amprt_dtype t, float *dst, int64_t n) {
+void amprt::widenRun(const void *src, amprt_dtype t, float *dst, int64_t n) {
   if (n >= 8 || t == AMPRT_F32) {
     (void)amprt_convert(src, t, dst, AMPRT_F32, (size_t)n);
     return;
@@ -35,7 +29,7 @@ void widenRun(const void *src, amprt_dtype t, float *dst, int64_t n) {
   }
 }
 
-void narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n) {
+void amprt::narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n) {
   if (n >= 8 || t == AMPRT_F32) {
     (void)amprt_convert(src, AMPRT_F32, dst, t, (size_t)n);
     return;
@@ -47,6 +41,8 @@ void narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n) {
     h[i] = t == AMPRT_BF16 ? bits::f32ToBf16(b) : bits::f32ToF16(b);
   }
 }
+
+namespace {
 
 // The batch statistics, shifted: with d = x - k, k a channel's first
 // value (close to its mean wherever its values are close to each other, so

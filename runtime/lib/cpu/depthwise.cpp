@@ -67,36 +67,38 @@ inline int64_t paddedExtent(int64_t out, int64_t stride, int64_t k, int64_t dil)
   return (out - 1) * stride + (k - 1) * dil + 1;
 }
 
-/// dst [hp][wp][8] = the eight planes src[l] (h x w f32, null: a lane of
-/// zeros) at offset (ph, pw), zero elsewhere.
-void interleave(const float *const *src, int64_t h, int64_t w, int64_t hp, int64_t wp, int64_t ph,
-                int64_t pw, float *dst) {
-  std::fill(dst, dst + hp * wp * L, 0.0f);
+/// dst [hp][wp][8] = the eight planes src[l] (h x w elements, null: a lane
+/// of zeros) at offset (ph, pw), zero elsewhere (a zero pattern is +0 in
+/// every float type).
+template <typename T>
+void interleave(const T *const *src, int64_t h, int64_t w, int64_t hp, int64_t wp, int64_t ph,
+                int64_t pw, T *dst) {
+  std::fill(dst, dst + hp * wp * L, T(0));
   const int64_t r0 = std::max<int64_t>(0, -ph), r1 = std::min(h, hp - ph);
   const int64_t c0 = std::max<int64_t>(0, -pw), c1 = std::min(w, wp - pw);
   for (int64_t l = 0; l < L; ++l) {
     if (!src[l])
       continue;
     for (int64_t r = r0; r < r1; ++r) {
-      const float *s = src[l] + r * w;
-      float *d = dst + ((r + ph) * wp + pw) * L + l;
+      const T *s = src[l] + r * w;
+      T *d = dst + ((r + ph) * wp + pw) * L + l;
       for (int64_t c = c0; c < c1; ++c)
         d[c * L] = s[c];
     }
   }
 }
 
-/// The eight planes dst[l] (h x w f32, null: skipped) = src [hp][wp][8]
+/// The eight planes dst[l] (h x w elements, null: skipped) = src [.][wp][8]
 /// from offset (ph, pw).
-void deinterleave(const float *src, int64_t hp, int64_t wp, int64_t ph, int64_t pw, int64_t h,
-                  int64_t w, float *const *dst) {
-  (void)hp;
+template <typename T>
+void deinterleave(const T *src, int64_t wp, int64_t ph, int64_t pw, int64_t h, int64_t w,
+                  T *const *dst) {
   for (int64_t l = 0; l < L; ++l) {
     if (!dst[l])
       continue;
     for (int64_t r = 0; r < h; ++r) {
-      const float *s = src + ((r + ph) * wp + pw) * L + l;
-      float *d = dst[l] + r * w;
+      const T *s = src + ((r + ph) * wp + pw) * L + l;
+      T *d = dst[l] + r * w;
       for (int64_t c = 0; c < w; ++c)
         d[c] = s[c * L];
     }
@@ -277,7 +279,8 @@ AMPRT_CLONES void weightGradBlock(const float *dy, const float *x, int64_t wp, c
 
 /// Per-thread buffers of the blocked kernels.
 struct Buffers {
-  std::vector<float> planes, padded, out, taps, tmp;
+  std::vector<float> padded, out, taps, tmp;
+  std::vector<uint16_t> half; // a 16-bit block before widening / after rounding
   std::vector<double> acc;
 };
 
@@ -286,47 +289,46 @@ Buffers &buffers() {
   return b;
 }
 
-/// The eight (or fewer) planes of a block as f32: plane indices idx[l]
-/// (-1: none) of t, f32 planes in place, others widened into buf.
-void blockPlanes(const amprt_tensor *t, const int64_t *idx, int64_t n, std::vector<float> &buf,
-                 const float **out) {
-  if (t->dtype != AMPRT_F32)
-    buf.resize(L * n);
-  for (int64_t l = 0; l < L; ++l) {
-    if (idx[l] < 0) {
-      out[l] = nullptr;
-    } else if (t->dtype == AMPRT_F32) {
-      out[l] = static_cast<const float *>(t->data) + idx[l] * n;
-    } else {
-      (void)amprt_convert(static_cast<const char *>(t->data) +
-                              idx[l] * n * amprt_dtype_size(t->dtype),
-                          t->dtype, buf.data() + l * n, AMPRT_F32, (size_t)n);
-      out[l] = buf.data() + l * n;
-    }
-  }
+/// Planes idx[l] (-1: none) of t, n elements each: their addresses.
+template <typename T> void planes(const amprt_tensor *t, const int64_t *idx, int64_t n, T **out) {
+  for (int64_t l = 0; l < L; ++l)
+    out[l] = idx[l] < 0 ? nullptr : static_cast<T *>(t->data) + idx[l] * n;
 }
 
-/// Planes of a block written: from f32 planes f[l], rounded once into t's
-/// type, or computed in place (f32).
-void storeBlock(amprt_tensor *t, const int64_t *idx, int64_t n, float *const *f) {
-  if (t->dtype == AMPRT_F32)
+/// dst [hp][wp][8] (f32) = planes idx[l] of t (h x w) at offset (ph, pw),
+/// zero-padded: f32 planes interleaved, 16-bit ones interleaved as they are
+/// and then widened in one vector pass (exact).
+void loadBlock(const amprt_tensor *t, const int64_t *idx, int64_t h, int64_t w, int64_t hp,
+               int64_t wp, int64_t ph, int64_t pw, Buffers &bf, float *dst) {
+  if (t->dtype == AMPRT_F32) {
+    const float *src[L];
+    planes(t, idx, h * w, src);
+    interleave(src, h, w, hp, wp, ph, pw, dst);
     return;
-  for (int64_t l = 0; l < L; ++l)
-    if (idx[l] >= 0)
-      (void)amprt_convert(f[l], AMPRT_F32,
-                          static_cast<char *>(t->data) + idx[l] * n * amprt_dtype_size(t->dtype),
-                          t->dtype, (size_t)n);
+  }
+  const uint16_t *src[L];
+  planes(t, idx, h * w, src);
+  bf.half.resize(hp * wp * L);
+  interleave(src, h, w, hp, wp, ph, pw, bf.half.data());
+  (void)amprt_convert(bf.half.data(), t->dtype, dst, AMPRT_F32, (size_t)(hp * wp * L));
 }
 
-/// Where the planes of a block are computed: t's own (f32) or buf.
-void outPlanes(amprt_tensor *t, const int64_t *idx, int64_t n, std::vector<float> &buf,
-               float **out) {
-  if (t->dtype != AMPRT_F32)
-    buf.resize(L * n);
-  for (int64_t l = 0; l < L; ++l)
-    out[l] = idx[l] < 0              ? nullptr
-             : t->dtype == AMPRT_F32 ? static_cast<float *>(t->data) + idx[l] * n
-                                     : buf.data() + l * n;
+/// Planes idx[l] of t (h x w) = src [rows][wp][8] (f32) from offset (ph,
+/// pw): f32 deinterleaved, f16 / bf16 rounded once in one vector pass (the
+/// rows from ph to ph + h) and then deinterleaved.
+void storeBlock(amprt_tensor *t, const int64_t *idx, const float *src, int64_t wp, int64_t ph,
+                int64_t pw, int64_t h, int64_t w, Buffers &bf) {
+  if (t->dtype == AMPRT_F32) {
+    float *dst[L];
+    planes(t, idx, h * w, dst);
+    deinterleave(src, wp, ph, pw, h, w, dst);
+    return;
+  }
+  uint16_t *dst[L];
+  planes(t, idx, h * w, dst);
+  bf.half.resize(h * wp * L);
+  (void)amprt_convert(src + ph * wp * L, AMPRT_F32, bf.half.data(), t->dtype, (size_t)(h * wp * L));
+  deinterleave(bf.half.data(), wp, 0, pw, h, w, dst);
 }
 
 } // namespace
@@ -340,7 +342,7 @@ bool amprt::depthwiseDirectFits(const amprt_tensor *x, const amprt_tensor *w,
 void amprt::depthwiseForward(const amprt_tensor *x, const amprt_tensor *w, const float *bias,
                              const amprt_conv_params *p, amprt_tensor *y) {
   const Dw g = geometry(x, w, y, p);
-  const int64_t co = g.c * g.m, k = g.kh * g.kw, xplane = g.h * g.w, yplane = g.oh * g.ow;
+  const int64_t co = g.c * g.m, k = g.kh * g.kw, yplane = g.oh * g.ow;
   const int64_t hp = paddedExtent(g.oh, g.sh, g.kh, g.dh),
                 wp = paddedExtent(g.ow, g.sw, g.kw, g.dw);
   const int64_t blocks = (co + L - 1) / L;
@@ -372,14 +374,9 @@ void amprt::depthwiseForward(const amprt_tensor *x, const amprt_tensor *w, const
         xi[l] = l < lanes ? b * g.c + (o0 + l) / g.m : -1;
         yi[l] = l < lanes ? b * co + o0 + l : -1;
       }
-      const float *xs[L];
-      blockPlanes(x, xi, xplane, bf.planes, xs);
-      interleave(xs, g.h, g.w, hp, wp, g.ph, g.pw, bf.padded.data());
+      loadBlock(x, xi, g.h, g.w, hp, wp, g.ph, g.pw, bf, bf.padded.data());
       forwardBlock(bf.padded.data(), wp, bf.taps.data(), b8, loops, false, bf.out.data());
-      float *ys[L];
-      outPlanes(y, yi, yplane, bf.planes, ys);
-      deinterleave(bf.out.data(), g.oh, g.ow, 0, 0, g.oh, g.ow, ys);
-      storeBlock(y, yi, yplane, ys);
+      storeBlock(y, yi, bf.out.data(), g.ow, 0, 0, g.oh, g.ow, bf);
     }
   });
 }
@@ -437,28 +434,23 @@ void amprt::depthwiseBackwardData(const amprt_tensor *w, const amprt_tensor *dy,
         int64_t gi[L];
         for (int64_t l = 0; l < L; ++l)
           gi[l] = l < lanes ? b * co + (c0 + l) * g.m + mm : -1;
-        const float *gs[L];
-        blockPlanes(dy, gi, yplane, bf.planes, gs);
         const float *taps = bf.taps.data() + mm * k * L;
         if (unit) {
-          interleave(gs, g.oh, g.ow, hp, wp, th, tw, bf.padded.data());
+          loadBlock(dy, gi, g.oh, g.ow, hp, wp, th, tw, bf, bf.padded.data());
           forwardBlock(bf.padded.data() + (g.ph * wp + g.pw) * L, wp, taps, zero, flipped, mm > 0,
                        bf.out.data());
         } else {
-          interleave(gs, g.oh, g.ow, g.oh, g.ow, 0, 0, bf.out.data());
+          loadBlock(dy, gi, g.oh, g.ow, g.oh, g.ow, 0, 0, bf, bf.out.data());
           backwardDataBlock(bf.out.data(), taps, g, wp, bf.padded.data());
         }
       }
       int64_t xi[L];
       for (int64_t l = 0; l < L; ++l)
         xi[l] = l < lanes ? b * g.c + c0 + l : -1;
-      float *xs[L];
-      outPlanes(dx, xi, xplane, bf.planes, xs);
       if (unit)
-        deinterleave(bf.out.data(), g.h, g.w, 0, 0, g.h, g.w, xs);
+        storeBlock(dx, xi, bf.out.data(), g.w, 0, 0, g.h, g.w, bf);
       else
-        deinterleave(bf.padded.data(), hp, wp, g.ph, g.pw, g.h, g.w, xs);
-      storeBlock(dx, xi, xplane, xs);
+        storeBlock(dx, xi, bf.padded.data(), wp, g.ph, g.pw, g.h, g.w, bf);
     }
   });
 }
@@ -466,7 +458,7 @@ void amprt::depthwiseBackwardData(const amprt_tensor *w, const amprt_tensor *dy,
 void amprt::depthwiseWeightGrad(const amprt_tensor *x, const amprt_tensor *dy,
                                 const amprt_conv_params *p, amprt_tensor *dw) {
   const Dw g = geometry(x, dw, dy, p);
-  const int64_t co = g.c * g.m, k = g.kh * g.kw, xplane = g.h * g.w, yplane = g.oh * g.ow;
+  const int64_t co = g.c * g.m, k = g.kh * g.kw, yplane = g.oh * g.ow;
   const int64_t hp = paddedExtent(g.oh, g.sh, g.kh, g.dh),
                 wp = paddedExtent(g.ow, g.sw, g.kw, g.dw);
   const int64_t blocks = (co + L - 1) / L;
@@ -487,11 +479,8 @@ void amprt::depthwiseWeightGrad(const amprt_tensor *x, const amprt_tensor *dy,
           xi[l] = l < lanes ? b * g.c + (o0 + l) / g.m : -1;
           gi[l] = l < lanes ? b * co + o0 + l : -1;
         }
-        const float *xs[L], *gs[L];
-        blockPlanes(x, xi, xplane, bf.planes, xs);
-        interleave(xs, g.h, g.w, hp, wp, g.ph, g.pw, bf.padded.data());
-        blockPlanes(dy, gi, yplane, bf.planes, gs);
-        interleave(gs, g.oh, g.ow, g.oh, g.ow, 0, 0, bf.out.data());
+        loadBlock(x, xi, g.h, g.w, hp, wp, g.ph, g.pw, bf, bf.padded.data());
+        loadBlock(dy, gi, g.oh, g.ow, g.oh, g.ow, 0, 0, bf, bf.out.data());
         weightGradBlock(bf.out.data(), bf.padded.data(), wp, g, bf.acc.data());
       }
       for (int64_t l = 0; l < lanes; ++l)

@@ -439,6 +439,13 @@ void expF32(const float *x, float *y, int64_t n);
 /// ReLU's input or its output (the same mask).
 void reluGradF32(const float *x, const float *dy, float *out, int64_t n);
 
+/// n elements of type t widened to f32 / f32 narrowed to type t, exactly
+/// as amprt_convert: short runs (a late layer's 2 x 2 planes) by the scalar
+/// definitions inline, since a call and its checks cost more than the work
+/// there; long ones by amprt_convert's vector paths (batch_norm.cpp).
+void widenRun(const void *src, amprt_dtype t, float *dst, int64_t n);
+void narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n);
+
 /// Plane nc (n elements) of a tensor of type t as f32: itself, or widened
 /// into buf.
 const float *planeF32(const amprt_tensor *t, int64_t nc, int64_t n, std::vector<float> &buf);

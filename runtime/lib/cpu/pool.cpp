@@ -538,8 +538,8 @@ const float *amprt::planeF32(const amprt_tensor *t, int64_t nc, int64_t n,
   if (t->dtype == AMPRT_F32)
     return static_cast<const float *>(t->data) + nc * n;
   buf.resize(n);
-  (void)amprt_convert(static_cast<const char *>(t->data) + nc * n * amprt_dtype_size(t->dtype),
-                      t->dtype, buf.data(), AMPRT_F32, (size_t)n);
+  widenRun(static_cast<const char *>(t->data) + nc * n * amprt_dtype_size(t->dtype), t->dtype,
+           buf.data(), n);
   return buf.data();
 }
 
@@ -552,9 +552,7 @@ float *amprt::outPlane(amprt_tensor *t, int64_t nc, int64_t n, std::vector<float
 
 void amprt::storePlane(amprt_tensor *t, int64_t nc, int64_t n, const float *f) {
   if (t->dtype != AMPRT_F32)
-    (void)amprt_convert(f, AMPRT_F32,
-                        static_cast<char *>(t->data) + nc * n * amprt_dtype_size(t->dtype),
-                        t->dtype, (size_t)n);
+    narrowRun(f, static_cast<char *>(t->data) + nc * n * amprt_dtype_size(t->dtype), t->dtype, n);
 }
 
 extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *x,
