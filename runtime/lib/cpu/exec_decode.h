@@ -228,7 +228,10 @@ struct ProfileTable {
     for (auto &[k, e] : byOp)
       total += e.seconds;
     std::fprintf(f, "amprt profile%s: %.3f ms in kernels\n", where, total * 1e3);
-    printSorted(f, byOp, total, 40);
+    // AMPRT_PROFILE_TOP=n: the n largest (0: all), 40 by default.
+    const char *top = std::getenv("AMPRT_PROFILE_TOP");
+    long lines = top && *top ? std::strtol(top, nullptr, 10) : 40;
+    printSorted(f, byOp, total, lines > 0 ? (size_t)lines : byOp.size());
     std::map<std::string, Entry> perOpcode; // the key's name, before its shapes
     for (auto &[k, e] : byOp) {
       Entry &t = perOpcode[k.substr(0, k.find(' '))];
