@@ -409,46 +409,52 @@ TEST(Copy, TransposeViewAndReshape) {
     EXPECT_EQ(z.get(k), y.get(k));
 }
 
-// Every permutation of 4-D tensors (NCHW <-> NHWC and the rest), in every
-// element size: the transposing copy's 8 x 8 register blocks (32- and
-// 16-bit), their edges and the element-by-element path must all give
-// y[i] = x[permuted i], bit for bit (random bytes: NaN patterns too).
+// Every permutation of 4-D to 6-D tensors (NCHW <-> NHWC, attention heads,
+// Swin's windows), in every element size: the transposing copy's 8 x 8
+// register blocks (32- and 16-bit), their edges, the loops around them and
+// the element-by-element path must all give y[i] = x[permuted i], bit for
+// bit (random bytes: NaN patterns too).
 TEST(Copy, EveryPermutationInEveryElementSize) {
-  const std::vector<std::vector<int64_t>> shapes = {
-      {2, 19, 7, 9}, {3, 64, 4, 4}, {1, 8, 16, 1}, {2, 96, 3, 17}};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 19, 7, 9},    {3, 64, 4, 4},
+                                                    {1, 8, 16, 1},    {2, 96, 3, 17},
+                                                    {2, 3, 9, 5, 10}, {2, 1, 3, 2, 4, 9}};
   for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16, AMPRT_I64, AMPRT_U8})
     for (const auto &shape : shapes) {
       Buf x(dt, shape);
       for (auto &b : x.bytes)
         b = (unsigned char)(rng()() & 0xff);
       const size_t es = amprt_dtype_size(dt);
-      int perm[4] = {0, 1, 2, 3};
+      const int rank = (int)shape.size();
+      std::vector<int> perm(rank);
+      for (int d = 0; d < rank; ++d)
+        perm[d] = d;
       do {
-        SCOPED_TRACE(std::string(amprt_dtype_name(dt)) + " perm " + std::to_string(perm[0]) +
-                     std::to_string(perm[1]) + std::to_string(perm[2]) + std::to_string(perm[3]) +
-                     " of " + std::to_string(shape[1]) + " x " + std::to_string(shape[2]));
+        std::string name = std::string(amprt_dtype_name(dt)) + " perm ";
+        for (int d : perm)
+          name += std::to_string(d);
+        SCOPED_TRACE(name + " of rank " + std::to_string(rank));
         // view d = x's dim perm[d]
         amprt_tensor view = x.t;
-        std::vector<int64_t> ys(4);
-        for (int d = 0; d < 4; ++d) {
+        std::vector<int64_t> ys(rank);
+        for (int d = 0; d < rank; ++d) {
           view.shape[d] = x.t.shape[perm[d]];
           view.strides[d] = x.t.strides[perm[d]];
           ys[d] = view.shape[d];
         }
         Buf y(dt, ys);
         AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &view, y.p()));
-        int64_t bad = -1, i = 0;
-        for (int64_t a = 0; a < ys[0]; ++a)
-          for (int64_t b = 0; b < ys[1]; ++b)
-            for (int64_t c = 0; c < ys[2]; ++c)
-              for (int64_t d = 0; d < ys[3]; ++d, ++i) {
-                int64_t off = a * view.strides[0] + b * view.strides[1] + c * view.strides[2] +
-                              d * view.strides[3];
-                if (bad < 0 && std::memcmp(&y.bytes[i * es], &x.bytes[off * es], es) != 0)
-                  bad = i;
-              }
+        int64_t bad = -1;
+        for (int64_t i = 0; i < y.numel() && bad < 0; ++i) {
+          int64_t rest = i, off = 0;
+          for (int d = rank - 1; d >= 0; --d) {
+            off += rest % ys[d] * view.strides[d];
+            rest /= ys[d];
+          }
+          if (std::memcmp(&y.bytes[i * es], &x.bytes[off * es], es) != 0)
+            bad = i;
+        }
         EXPECT_EQ(bad, -1) << "first wrong element";
-      } while (std::next_permutation(perm, perm + 4));
+      } while (std::next_permutation(perm.begin(), perm.end()));
     }
 }
 
