@@ -335,12 +335,19 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
 // channel counts that leave a block of eight part empty, strides,
 // dilations, asymmetric pads, non-square kernels, two outputs per channel.
 TEST(Conv, DepthwiseDirectAndOneDnnAgainstDirectLoops) {
-  std::vector<ConvCase> cases = {
-      {2, 16, 2, 2, 16, 7, 7, 1, 3, 1, 16},   {2, 12, 5, 6, 12, 7, 7, 1, 3, 1, 12},
-      {3, 8, 9, 10, 8, 3, 3, 2, 1, 1, 8},     {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16},
-      {2, 6, 7, 7, 12, 3, 3, 1, 1, 1, 6},     {2, 9, 8, 7, 9, 5, 5, 2, 2, 1, 9, 1},
-      {1, 10, 6, 9, 20, 3, 5, 1, 1, 1, 10},   {2, 8, 4, 4, 8, 1, 1, 1, 0, 1, 8},
-      {2, 24, 16, 16, 24, 7, 7, 1, 3, 1, 24}, {1, 5, 3, 11, 5, 3, 3, 3, 0, 1, 5, 2}};
+  std::vector<ConvCase> cases = {{2, 16, 2, 2, 16, 7, 7, 1, 3, 1, 16},
+                                 {2, 12, 5, 6, 12, 7, 7, 1, 3, 1, 12},
+                                 {3, 8, 9, 10, 8, 3, 3, 2, 1, 1, 8},
+                                 {1, 16, 8, 8, 16, 3, 3, 1, 2, 2, 16},
+                                 {2, 6, 7, 7, 12, 3, 3, 1, 1, 1, 6},
+                                 {2, 9, 8, 7, 9, 5, 5, 2, 2, 1, 9, 1},
+                                 {1, 10, 6, 9, 20, 3, 5, 1, 1, 1, 10},
+                                 {2, 8, 4, 4, 8, 1, 1, 1, 0, 1, 8},
+                                 {2, 24, 16, 16, 24, 7, 7, 1, 3, 1, 24},
+                                 {1, 5, 3, 11, 5, 3, 3, 3, 0, 1, 5, 2},
+                                 // Empty: no images; no output positions (then dx, dw = 0).
+                                 {0, 8, 4, 4, 8, 3, 3, 1, 1, 1, 8},
+                                 {2, 8, 1, 1, 8, 3, 3, 2, 0, 1, 8}};
   for (const char *force : {"direct", "onednn", ""})
     for (const ConvCase &cc : cases)
       for (auto [in, out, wout] : {std::tuple{AMPRT_F32, AMPRT_F32, AMPRT_F32},

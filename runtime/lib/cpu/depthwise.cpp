@@ -341,6 +341,8 @@ bool amprt::depthwiseDirectFits(const amprt_tensor *x, const amprt_tensor *w,
 
 void amprt::depthwiseForward(const amprt_tensor *x, const amprt_tensor *w, const float *bias,
                              const amprt_conv_params *p, amprt_tensor *y) {
+  if (amprt_tensor_numel(y) == 0)
+    return;
   const Dw g = geometry(x, w, y, p);
   const int64_t co = g.c * g.m, k = g.kh * g.kw, yplane = g.oh * g.ow;
   const int64_t hp = paddedExtent(g.oh, g.sh, g.kh, g.dh),
@@ -383,6 +385,10 @@ void amprt::depthwiseForward(const amprt_tensor *x, const amprt_tensor *w, const
 
 void amprt::depthwiseBackwardData(const amprt_tensor *w, const amprt_tensor *dy,
                                   const amprt_conv_params *p, amprt_tensor *dx) {
+  if (amprt_tensor_numel(dy) == 0) { // no outputs (an empty batch or map): dx = 0
+    std::memset(dx->data, 0, (size_t)amprt_tensor_numel(dx) * amprt_dtype_size(dx->dtype));
+    return;
+  }
   const Dw g = geometry(dx, w, dy, p);
   const int64_t co = g.c * g.m, k = g.kh * g.kw, xplane = g.h * g.w, yplane = g.oh * g.ow;
   const bool unit = g.sh == 1 && g.sw == 1;
@@ -457,6 +463,10 @@ void amprt::depthwiseBackwardData(const amprt_tensor *w, const amprt_tensor *dy,
 
 void amprt::depthwiseWeightGrad(const amprt_tensor *x, const amprt_tensor *dy,
                                 const amprt_conv_params *p, amprt_tensor *dw) {
+  if (amprt_tensor_numel(dy) == 0 || amprt_tensor_numel(x) == 0) { // nothing summed: dw = 0
+    std::memset(dw->data, 0, (size_t)amprt_tensor_numel(dw) * amprt_dtype_size(dw->dtype));
+    return;
+  }
   const Dw g = geometry(x, dw, dy, p);
   const int64_t co = g.c * g.m, k = g.kh * g.kw, yplane = g.oh * g.ow;
   const int64_t hp = paddedExtent(g.oh, g.sh, g.kh, g.dh),
