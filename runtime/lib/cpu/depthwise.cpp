@@ -6,11 +6,12 @@
 // but where the kernel is as large as the map (ConvNeXt's 7 x 7 on 4 x 4
 // and 2 x 2 late-layer maps) its forward falls to im2col + gemm (3.1 ms for
 // [8, 768, 2, 2] on an AVX2 EPYC, 2 threads, where the work is 0.1 M
-// products), and its weight gradient has no direct kernel on AVX2. Here the
-// three passes run plane by plane in f32 on the threads (f16 / bf16 planes
-// widened exactly, results rounded once into their type), the taps that
-// fall into the padding skipped, the rows' loops vectorised. dnnl.cpp
-// chooses between these and oneDNN's kernels per shape (see there).
+// products), and its weight gradient has no direct kernel on AVX2 (im2col
+// + gemm, 1.7-3.8 ms for ConvNeXt's). Here the three passes run in blocks
+// of eight channels, one 8-lane vector per product, on the threads, in f32
+// (f16 / bf16 widened exactly, results rounded once into their type).
+// dnnl.cpp chooses between these and oneDNN's kernels per shape and pass
+// (see there).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +29,14 @@ namespace {
 /// 1, KH, KW] (M outputs per channel), y [N, C * M, OH, OW].
 struct Dw {
   int64_t n, c, m, h, w, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
+  int64_t hp, wp; // the padded block the outputs' taps read (see paddedExtent)
 };
+
+/// The padded extent of an input dim: the rows (or columns) an output's
+/// taps reach, from -pad on.
+inline int64_t paddedExtent(int64_t out, int64_t stride, int64_t k, int64_t dil) {
+  return (out - 1) * stride + (k - 1) * dil + 1;
+}
 
 Dw geometry(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
             const amprt_conv_params *p) {
@@ -48,6 +56,8 @@ Dw geometry(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
   g.dw = std::max<int64_t>(p->dilations[1], 1);
   g.ph = p->pads_begin[0];
   g.pw = p->pads_begin[1];
+  g.hp = paddedExtent(g.oh, g.sh, g.kh, g.dh);
+  g.wp = paddedExtent(g.ow, g.sw, g.kw, g.dw);
   return g;
 }
 
@@ -55,17 +65,12 @@ Dw geometry(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
 // [8], as oneDNN's nChw8c): every product is then one 8-lane vector
 // operation whatever the map's size (a 2 x 2 map's rows give a vector
 // loop nothing to work on). The input block is zero-padded, so that every
-// tap is inside it: no bounds in the loops.
+// tap's address is inside it; the loops still skip the taps that read
+// padding (tapRange).
 
 constexpr int64_t L = 8; // channels per block
 
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
-
-/// The padded extent of an input dim: the rows (or columns) an output's
-/// taps reach, from -pad on.
-inline int64_t paddedExtent(int64_t out, int64_t stride, int64_t k, int64_t dil) {
-  return (out - 1) * stride + (k - 1) * dil + 1;
-}
 
 /// dst [hp][wp][8] = the eight planes src[l] (h x w elements, null: a lane
 /// of zeros) at offset (ph, pw), zero elsewhere (a zero pattern is +0 in
@@ -345,8 +350,7 @@ void amprt::depthwiseForward(const amprt_tensor *x, const amprt_tensor *w, const
     return;
   const Dw g = geometry(x, w, y, p);
   const int64_t co = g.c * g.m, k = g.kh * g.kw, yplane = g.oh * g.ow;
-  const int64_t hp = paddedExtent(g.oh, g.sh, g.kh, g.dh),
-                wp = paddedExtent(g.ow, g.sw, g.kw, g.dw);
+  const int64_t hp = g.hp, wp = g.wp;
   const int64_t blocks = (co + L - 1) / L;
   Loops loops{g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, 0, 0, 0, 0};
   loops.r0 = g.ph; // x's data in the padded block
@@ -398,10 +402,8 @@ void amprt::depthwiseBackwardData(const amprt_tensor *w, const amprt_tensor *dy,
   // Other strides: each dy position scattered tap by tap into the padded
   // block.
   const int64_t th = (g.kh - 1) * g.dh, tw = (g.kw - 1) * g.dw;
-  const int64_t hp = unit ? std::max(g.oh, g.h + g.ph) + th
-                          : std::max(paddedExtent(g.oh, g.sh, g.kh, g.dh), g.h + g.ph),
-                wp = unit ? std::max(g.ow, g.w + g.pw) + tw
-                          : std::max(paddedExtent(g.ow, g.sw, g.kw, g.dw), g.w + g.pw);
+  const int64_t hp = unit ? std::max(g.oh, g.h + g.ph) + th : std::max(g.hp, g.h + g.ph),
+                wp = unit ? std::max(g.ow, g.w + g.pw) + tw : std::max(g.wp, g.w + g.pw);
   // (rows and columns relative to G's row ph, column pw)
   Loops flipped{g.h, g.w, g.kh, g.kw, 1, 1, g.dh, g.dw, 0, 0, 0, 0};
   flipped.r0 = th - g.ph;
@@ -469,8 +471,7 @@ void amprt::depthwiseWeightGrad(const amprt_tensor *x, const amprt_tensor *dy,
   }
   const Dw g = geometry(x, dw, dy, p);
   const int64_t co = g.c * g.m, k = g.kh * g.kw, yplane = g.oh * g.ow;
-  const int64_t hp = paddedExtent(g.oh, g.sh, g.kh, g.dh),
-                wp = paddedExtent(g.ow, g.sw, g.kw, g.dw);
+  const int64_t hp = g.hp, wp = g.wp;
   const int64_t blocks = (co + L - 1) / L;
   // Blocks of eight output channels on the threads, each summing over the
   // images in double.
