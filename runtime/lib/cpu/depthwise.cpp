@@ -3,8 +3,8 @@
 // A depthwise convolution (group = input channels, one input channel per
 // group: MobileNet's 3 x 3, ConvNeXt's 7 x 7) does a few dozen products per
 // output. oneDNN 2.6 runs it well on large maps (jit_dw, blocked layouts),
-// but where the kernel is as large as the map (ConvNeXt's 7 x 7 on 4 x 4
-// and 2 x 2 late-layer maps) its forward falls to im2col + gemm (3.1 ms for
+// but where the kernel is much larger than the map (ConvNeXt's 7 x 7 on
+// its late 2 x 2 maps) its forward falls to im2col + gemm (3.1 ms for
 // [8, 768, 2, 2] on an AVX2 EPYC, 2 threads, where the work is 0.1 M
 // products), and its weight gradient has no direct kernel on AVX2 (im2col
 // + gemm, 1.7-3.8 ms for ConvNeXt's). Here the three passes run in blocks
