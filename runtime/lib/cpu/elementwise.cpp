@@ -540,98 +540,6 @@ struct ReluGradHalf {
 };
 #endif
 
-#if defined(__x86_64__) && defined(__GLIBC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-/// GELU, x * 0.5 erfc(-x / sqrt 2), and its gradient dy * (0.5 erfc(-x /
-/// sqrt 2) + x * exp(-x^2 / 2) / sqrt(2 pi)) over [i0, i1) of dense
-/// operands of the types X (G), Y, eight at a time in AVX2 registers with
-/// libmvec's erfc and exp, rounded once into Y: one pass, no f32 copies of
-/// f16 / bf16 operands. The arithmetic of geluF32 / geluGradF32 (the same
-/// operations in the same order, no FMA), and the last n % 8 elements
-/// through them: bit for bit the multi-pass path's results.
-struct GeluAvx2 {
-  using Fn = void (*)(const void *, void *, int64_t, int64_t);
-  template <amprt_dtype X, amprt_dtype Y>
-  __attribute__((target("avx2,f16c"))) static void run(const void *x, void *y, int64_t i0,
-                                                       int64_t i1) {
-    using namespace amprt::avx2;
-    const __m256 k = _mm256_set1_ps(kSqrt1_2), half = _mm256_set1_ps(0.5f),
-                 sign = _mm256_set1_ps(-0.0f);
-    int64_t i = i0;
-    for (; i + 8 <= i1; i += 8) {
-      __m256 v = load8<X>(x, i);
-      __m256 t = _ZGVdN8v_erfcf(_mm256_mul_ps(_mm256_xor_ps(v, sign), k));
-      store8<Y>(y, i, _mm256_mul_ps(v, _mm256_mul_ps(half, t)));
-    }
-    if (i < i1) {
-      float v[8], r[8];
-      for (int64_t j = i; j < i1; ++j)
-        v[j - i] = loadF(x, X, j);
-      geluF32(v, r, i1 - i);
-      for (int64_t j = i; j < i1; ++j)
-        storeF(y, Y, j, r[j - i]);
-    }
-  }
-};
-
-struct GeluGradAvx2 {
-  using Fn = void (*)(const void *, const void *, void *, int64_t, int64_t);
-  template <amprt_dtype X, amprt_dtype G, amprt_dtype D>
-  __attribute__((target("avx2,f16c"))) static void run(const void *x, const void *g, void *dx,
-                                                       int64_t i0, int64_t i1) {
-    using namespace amprt::avx2;
-    const __m256 k = _mm256_set1_ps(kSqrt1_2), half = _mm256_set1_ps(0.5f),
-                 mhalf = _mm256_set1_ps(-0.5f), sign = _mm256_set1_ps(-0.0f),
-                 c = _mm256_set1_ps(0.39894228040143267794f);
-    int64_t i = i0;
-    for (; i + 8 <= i1; i += 8) {
-      __m256 v = load8<X>(x, i);
-      __m256 cdf = _ZGVdN8v_erfcf(_mm256_mul_ps(_mm256_xor_ps(v, sign), k));
-      __m256 e = _ZGVdN8v_expf(_mm256_mul_ps(_mm256_mul_ps(mhalf, v), v));
-      __m256 pdf = _mm256_mul_ps(c, e);
-      __m256 d = _mm256_add_ps(_mm256_mul_ps(half, cdf), _mm256_mul_ps(v, pdf));
-      store8<D>(dx, i, _mm256_mul_ps(load8<G>(g, i), d));
-    }
-    if (i < i1) {
-      float v[8], gv[8], r[8];
-      for (int64_t j = i; j < i1; ++j) {
-        v[j - i] = loadF(x, X, j);
-        gv[j - i] = loadF(g, G, j);
-      }
-      geluGradF32(v, gv, r, i1 - i);
-      for (int64_t j = i; j < i1; ++j)
-        storeF(dx, D, j, r[j - i]);
-    }
-  }
-};
-#pragma GCC diagnostic pop
-
-/// GELU (and its gradient) over dense float operands of one shape, any mix
-/// of f32 / f16 / bf16, by the one-pass kernels above where the CPU has
-/// AVX2 + F16C; false where they do not apply.
-bool geluAvx2(const amprt_tensor *x, const amprt_tensor *dy, amprt_tensor *y) {
-  if (!amprt::avx2::haveAvx2F16c())
-    return false;
-  for (const amprt_tensor *t : {x, dy})
-    if (t && (!isFloat(t->dtype) || !sameDense(t, y)))
-      return false;
-  if (!isFloat(y->dtype))
-    return false;
-  const int64_t n = amprt_tensor_numel(y);
-  if (dy) {
-    auto f = pickTypes<GeluGradAvx2>(x->dtype, dy->dtype, y->dtype);
-    parallelFor(n, 4096, 64, [&](int64_t b, int64_t e) { f(x->data, dy->data, y->data, b, e); });
-  } else {
-    auto f = pickTypes<GeluAvx2>(x->dtype, y->dtype);
-    parallelFor(n, 4096, 64, [&](int64_t b, int64_t e) { f(x->data, y->data, b, e); });
-  }
-  return true;
-}
-#else
-bool geluAvx2(const amprt_tensor *, const amprt_tensor *, amprt_tensor *) { return false; }
-#endif
-
 /// amprt_binary's add / sub / mul / div on dense same-shape operands with
 /// an f16 / bf16 among them (gradients summed, residual adds in low
 /// precision): in AVX2 registers where the CPU has AVX2 + F16C, otherwise
@@ -803,8 +711,6 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op, float
   AMPRT_CHECK(prepare("amprt_unary", y, {x}, s));
   if ((unsigned)op > AMPRT_UNARY_LAST)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary: unknown op %d", op);
-  if (op == AMPRT_UNARY_GELU && geluAvx2(x, nullptr, y))
-    return AMPRT_OK;
   if (x->dtype == AMPRT_F32 && y->dtype == AMPRT_F32 && sameDense(x, y)) {
     const float *xp = static_cast<const float *>(x->data);
     float *yp = static_cast<float *>(y->data);
@@ -906,8 +812,6 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: unknown op %d", op);
   if (!isFloat(x->dtype) || !isFloat(dy->dtype) || !isFloat(dx->dtype))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unary_grad: x, dy and dx must be float");
-  if (op == AMPRT_UNARY_GELU && geluAvx2(x, dy, dx))
-    return AMPRT_OK;
 #if defined(__x86_64__)
   if (op == AMPRT_UNARY_RELU && amprt::avx2::haveAvx2F16c() && halfDense({x, dy}, dx)) {
     auto f = pickTypes<ReluGradHalf>(x->dtype, dy->dtype, dx->dtype);
