@@ -587,6 +587,16 @@ namespace {
 
 struct ConvDims {
   dnnl::memory::dims src, wei, dst, bias, strides, dil, padL, padR;
+  /// Everything that shapes a primitive, for cache keys (callers append
+  /// the rest: types, flags, threads).
+  std::vector<int64_t> key() const {
+    std::vector<int64_t> k(src.begin(), src.end());
+    for (const auto *v : {&wei, &dst, &strides, &dil, &padL, &padR}) {
+      k.push_back(-1);
+      k.insert(k.end(), v->begin(), v->end());
+    }
+    return k;
+  }
 };
 
 amprt_status convDims(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
@@ -700,11 +710,7 @@ enum class ConvPass { Forward, Data, Weights };
 /// every 7 x 7 weight gradient on AVX2, 5-10x slower), else oneDNN's
 /// (its jit_dw kernels: MobileNet's 3 x 3). The answer is cached per shape.
 bool depthwiseOneDnnSlow(const ConvDims &cd, ConvPass pass) {
-  std::vector<int64_t> key(cd.src.begin(), cd.src.end());
-  for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
-    key.push_back(-1);
-    key.insert(key.end(), v->begin(), v->end());
-  }
+  std::vector<int64_t> key = cd.key();
   key.push_back((int64_t)pass);
   static std::mutex mu;
   static std::map<std::vector<int64_t>, bool> cache;
@@ -849,11 +855,7 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
       using dt = dnnl::memory::data_type;
       Operand ox = operandOf(x, widen), ow = operandOf(w, widen);
       // Primitives are cached by everything that shapes them.
-      std::vector<int64_t> key(cd.src.begin(), cd.src.end());
-      for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
-        key.push_back(-1);
-        key.insert(key.end(), v->begin(), v->end());
-      }
+      std::vector<int64_t> key = cd.key();
       key.push_back((int64_t)ox.dt);
       key.push_back(bias ? 1 : 0);
       key.push_back(flags);
@@ -1112,11 +1114,7 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     // layouts (format_tag::any: blocked, several times faster than the
     // plain-layout gemm implementation); plain tensors are reordered in and
     // out, the reorders cached with the primitives.
-    std::vector<int64_t> key(cd.src.begin(), cd.src.end());
-    for (const auto *v : {&cd.wei, &cd.dst, &cd.strides, &cd.dil, &cd.padL, &cd.padR}) {
-      key.push_back(-1);
-      key.insert(key.end(), v->begin(), v->end());
-    }
+    std::vector<int64_t> key = cd.key();
     key.push_back(lowD);
     key.push_back(lowW);
     // Gradients in f32 or bf16 are written by the reorder out of oneDNN's

@@ -1014,27 +1014,31 @@ void transpose8x8x16(const uint16_t *src, int64_t ss, uint16_t *dst, int64_t ds)
 }
 #endif
 
-/// An 8 x 8 block transposed by the vector code: 32-bit elements with
-/// AVX2, 16-bit ones; false for other sizes (then element by element).
-template <typename T> bool transpose8x8(const T *src, int64_t ss, T *dst, int64_t ds) {
+/// Whether 8 x 8 blocks of T move in registers (transpose8x8): 32-bit
+/// elements with AVX2, 16-bit ones always; others element by element.
+template <typename T> bool blockTranspose() {
 #if defined(__x86_64__)
-  if constexpr (sizeof(T) == 4) {
-    if (!avx2::haveAvx2F16c())
-      return false;
+  return sizeof(T) == 2 || (sizeof(T) == 4 && avx2::haveAvx2F16c());
+#else
+  return false;
+#endif
+}
+
+/// One 8 x 8 block transposed in registers (where blockTranspose<T>()).
+template <typename T> void transpose8x8(const T *src, int64_t ss, T *dst, int64_t ds) {
+#if defined(__x86_64__)
+  if constexpr (sizeof(T) == 4)
     transpose8x8x32(reinterpret_cast<const uint32_t *>(src), ss, reinterpret_cast<uint32_t *>(dst),
                     ds);
-    return true;
-  } else if constexpr (sizeof(T) == 2) {
+  else if constexpr (sizeof(T) == 2)
     transpose8x8x16(reinterpret_cast<const uint16_t *>(src), ss, reinterpret_cast<uint16_t *>(dst),
                     ds);
-    return true;
-  }
-#endif
+#else
   (void)src;
   (void)ss;
   (void)dst;
   (void)ds;
-  return false;
+#endif
 }
 
 } // namespace
@@ -1109,6 +1113,7 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
             q = dd;
         if (q >= 0 && b[3] == 1 && a[3] != 1 && n[3] >= 8) {
           constexpr int64_t B = 16;
+          const bool vecBlocks = blockTranspose<T>();
           int o0 = q == 0 ? 1 : 0, o1 = q == 2 ? 1 : 2; // the other two of 0..2
           parallelFor((n[q] + B - 1) / B, 1, 1, [&](int64_t t0, int64_t t1) {
             for (int64_t i0 = 0; i0 < n[o0]; ++i0)
@@ -1120,13 +1125,11 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
                     int64_t qe = std::min(n[q], qt + B), je = std::min(n[3], jt + B);
                     // Full 8 x 8 blocks in registers, the edges one by one.
                     int64_t qf = qt + (qe - qt) / 8 * 8, jf = jt + (je - jt) / 8 * 8;
-                    bool vec = qf > qt && jf > jt &&
-                               transpose8x8(xb + qt + jt * a[3], a[3], yb + qt * b[q] + jt, b[q]);
+                    bool vec = vecBlocks && qf > qt && jf > jt;
                     if (vec)
                       for (int64_t qi = qt; qi < qf; qi += 8)
                         for (int64_t j = jt; j < jf; j += 8)
-                          if (qi != qt || j != jt)
-                            transpose8x8(xb + qi + j * a[3], a[3], yb + qi * b[q] + j, b[q]);
+                          transpose8x8(xb + qi + j * a[3], a[3], yb + qi * b[q] + j, b[q]);
                     for (int64_t qi = qt; qi < qe; ++qi)
                       for (int64_t j = vec && qi < qf ? jf : jt; j < je; ++j)
                         yb[qi * b[q] + j] = xb[qi + j * a[3]];
