@@ -724,14 +724,33 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
                         {{4, 6, 5, 5}, {4, 6, 1, 1}},
                         {{3, 40}, {40}},
                         {{3, 40}, {}}};
+  // a, b, y of one type, and mixes with an f32 y (computed in y itself)
+  // or a half y; the last one in place (y is a's buffer).
+  struct Types {
+    amprt_dtype a, b, y;
+    bool inPlace;
+  };
+  std::vector<Types> types;
+  for (amprt_dtype dt : kFloats)
+    types.push_back({dt, dt, dt, false});
+  types.insert(types.end(), {{AMPRT_BF16, AMPRT_F32, AMPRT_F32, false},
+                             {AMPRT_F32, AMPRT_F16, AMPRT_F32, false},
+                             {AMPRT_BF16, AMPRT_BF16, AMPRT_F32, false},
+                             {AMPRT_F32, AMPRT_BF16, AMPRT_BF16, false},
+                             {AMPRT_F32, AMPRT_BF16, AMPRT_F32, true}});
   for (const Case &c : cases)
-    for (amprt_dtype dt : kFloats)
+    for (const Types &t : types)
       for (amprt_binary_op op :
            {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV})
         for (bool bFirst : {false, true}) { // b op a: the broadcast operand first
-          Buf a = randn(dt, c.y), b = randn(dt, c.b), y(dt, c.y);
-          AMPRT_OK_OR_FAIL(bFirst ? amprt_binary(nullptr, op, b.p(), a.p(), y.p())
-                                  : amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
+          const amprt_dtype dt = t.y;
+          Buf a = randn(t.a, c.y), b = randn(t.b, c.b), y(dt, c.y);
+          Buf a0 = a; // a's values, for the reference when y overwrites a
+          amprt_tensor *out = t.inPlace ? a.p() : y.p();
+          AMPRT_OK_OR_FAIL(bFirst ? amprt_binary(nullptr, op, b.p(), a.p(), out)
+                                  : amprt_binary(nullptr, op, a.p(), b.p(), out));
+          if (t.inPlace)
+            y = a;
           int32_t r = (int32_t)c.y.size(), lead = r - (int32_t)c.b.size();
           Buf want(dt, c.y);
           for (int64_t i = 0; i < y.numel(); ++i) {
@@ -746,7 +765,7 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
                 st *= bd;
               }
             }
-            float p = (float)a.get(i), q = (float)b.get(off);
+            float p = (float)a0.get(i), q = (float)b.get(off);
             if (bFirst)
               std::swap(p, q);
             float v = op == AMPRT_BINARY_ADD   ? p + q
@@ -755,8 +774,10 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
                                                : p / q;
             want.set(i, v);
           }
-          ASSERT_EQ(y.bytes, want.bytes) << amprt_dtype_name(dt) << " op " << op << " b rank "
-                                         << c.b.size() << (bFirst ? " (b first)" : "");
+          ASSERT_EQ(y.bytes, want.bytes)
+              << amprt_dtype_name(t.a) << " " << amprt_dtype_name(t.b) << " -> "
+              << amprt_dtype_name(dt) << (t.inPlace ? " in place" : "") << " op " << op
+              << " b rank " << c.b.size() << (bFirst ? " (b first)" : "");
         }
 }
 

@@ -297,47 +297,63 @@ TEST(Softmax, MaskedEntriesAndFullyMaskedRows) {
 }
 
 TEST(Softmax, GradientMatchesJacobian) {
-  for (int log = 0; log < 2; ++log) {
-    Buf x = randn(AMPRT_F32, {4, 6}), y(AMPRT_F32, {4, 6}), dy = randn(AMPRT_F32, {4, 6}),
-        dx(AMPRT_F32, {4, 6});
-    AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
-    AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
-    // The Jacobian at the probabilities the kernel is given (y, a few ulp
-    // from exact): (g - dot) cancels, so y's own rounding would otherwise
-    // be amplified into the comparison.
-    std::vector<double> ref(24, 0.0);
-    for (int r = 0; r < 4; ++r) {
-      std::vector<double> p(6);
-      for (int j = 0; j < 6; ++j)
-        p[j] = log ? std::exp(y.get(r * 6 + j)) : y.get(r * 6 + j);
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
-          // d out_j / d x_i
-          double jac = log ? (i == j) - p[i] : p[j] * ((i == j) - p[i]);
-          ref[r * 6 + i] += dy.get(r * 6 + j) * jac;
+  // Rows of 6 and of 37 (eight running sums and a tail); y, dy and dx of
+  // one type.
+  for (int64_t len : {6, 37})
+    for (amprt_dtype dt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16})
+      for (int log = 0; log < 2; ++log) {
+        const int64_t rows = 4;
+        Buf x = randn(AMPRT_F32, {rows, len}), y(dt, {rows, len}), dy = randn(dt, {rows, len}),
+            dx(dt, {rows, len});
+        AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
+        AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
+        // The Jacobian at the probabilities the kernel is given (y, a few
+        // ulp from exact): (g - dot) cancels, so y's own rounding would
+        // otherwise be amplified into the comparison.
+        std::vector<double> ref(rows * len, 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<double> p(len);
+          for (int64_t j = 0; j < len; ++j)
+            p[j] = log ? std::exp(y.get(r * len + j)) : y.get(r * len + j);
+          for (int64_t i = 0; i < len; ++i)
+            for (int64_t j = 0; j < len; ++j) {
+              // d out_j / d x_i
+              double jac = log ? (i == j) - p[i] : p[j] * ((i == j) - p[i]);
+              ref[r * len + i] += dy.get(r * len + j) * jac;
+            }
         }
-    }
-    EXPECT_TRUE(near(dx, ref, 8, 1e-6, 1e-7)) << "log " << log;
-  }
+        EXPECT_TRUE(near(dx, ref, dt == AMPRT_F32 ? 8 : 1, 1e-6, 1e-7))
+            << "len " << len << " log " << log;
+      }
 }
 
-// The f32 last-axis path (rows on the threads) computes what the general
-// strided loop does, bit for bit: the same sums in the same order.
+// The last-axis path (rows on the threads, f16 / bf16 rows widened)
+// computes what the general strided loop does, bit for bit: the same sums
+// in the same order, the same roundings.
 TEST(Softmax, GradientFastPathMatchesTheGeneralOne) {
-  const int64_t rows = 300, len = 49;
-  for (int log = 0; log < 2; ++log) {
-    Buf x = randn(AMPRT_F32, {rows, len}), y(AMPRT_F32, {rows, len}),
-        dy = randn(AMPRT_F32, {rows, len}), dx(AMPRT_F32, {rows, len}), ref(AMPRT_F32, {rows, len});
-    AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
-    AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
-    amprt_tensor view = ref.t; // strides [1, rows]: a transposed layout
-    view.strides[0] = 1;
-    view.strides[1] = rows;
-    AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, &view));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < len; ++j)
-        ASSERT_EQ(dx.get(r * len + j), ref.get(j * rows + r)) << "log " << log;
-  }
+  const int64_t rows = 300;
+  const amprt_dtype types[3] = {AMPRT_F32, AMPRT_BF16, AMPRT_F16};
+  for (int64_t len : {49, 8, 3, 1000})
+    for (int log = 0; log < 2; ++log)
+      for (amprt_dtype ty : types)
+        for (amprt_dtype tg : types) {
+          amprt_dtype tx = tg == AMPRT_F32 ? ty : tg;
+          Buf x = randn(AMPRT_F32, {rows, len}), y(ty, {rows, len}), dy = randn(tg, {rows, len}),
+              dx(tx, {rows, len}), ref(tx, {rows, len});
+          AMPRT_OK_OR_FAIL(amprt_softmax(nullptr, x.p(), 1, log, y.p()));
+          AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, dx.p()));
+          amprt_tensor view = ref.t; // strides [1, rows]: a transposed layout
+          view.strides[0] = 1;
+          view.strides[1] = rows;
+          AMPRT_OK_OR_FAIL(amprt_softmax_grad(nullptr, y.p(), dy.p(), 1, log, &view));
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < len; ++j) {
+              double a = dx.get(r * len + j), b = ref.get(j * rows + r);
+              ASSERT_FALSE(std::isnan(a));
+              ASSERT_EQ(a, b) << "len " << len << " log " << log << " types " << ty << " " << tg
+                              << " " << tx << " row " << r << " col " << j;
+            }
+        }
 }
 
 namespace {

@@ -748,7 +748,7 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op, float
                   "amprt_unary: float output needs a float input, got %s",
                   amprt_dtype_name(x->dtype));
     if (isHalf(x->dtype) || isHalf(y->dtype)) {
-      amprt_tensor x32 = asF32(x, 0), y32 = scratchF32(y, 1);
+      amprt_tensor x32 = asF32(x, 0), y32 = outF32(y, 1);
       AMPRT_CHECK(amprt_unary_ex(nullptr, op, alpha, beta, &x32, &y32));
       return storeFromF32(y32, y);
     }
@@ -883,7 +883,7 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op, const 
     return AMPRT_OK;
   if (isFloat(y->dtype) && isFloat(a->dtype) && isFloat(b->dtype) &&
       (isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype))) {
-    amprt_tensor a32 = asF32(a, 0), b32 = asF32(b, 1), y32 = scratchF32(y, 2);
+    amprt_tensor a32 = asF32(a, 0), b32 = asF32(b, 1), y32 = outF32(y, 2);
     AMPRT_CHECK(amprt_binary(nullptr, op, &a32, &b32, &y32));
     return storeFromF32(y32, y);
   }

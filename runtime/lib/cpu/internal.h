@@ -251,6 +251,11 @@ amprt_status prepare(const char *kernel, const amprt_tensor *y,
                      int64_t (*strides)[AMPRT_MAX_RANK]);
 /// A contiguous f32 scratch tensor of y's shape.
 amprt_tensor scratchF32(const amprt_tensor *y, int slot);
+/// Where an f32 result for y is computed: y itself when it is f32 (then
+/// storeFromF32 has nothing to do), else scratchF32(y, slot).
+inline amprt_tensor outF32(amprt_tensor *y, int slot) {
+  return y->dtype == AMPRT_F32 ? *y : scratchF32(y, slot);
+}
 /// Stores an f32 scratch result into y (rounding to y's type).
 amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y);
 

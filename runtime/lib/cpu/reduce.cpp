@@ -480,6 +480,33 @@ AMPRT_CLONES void softmaxFinishRows(float *yp, float *e, const float *hi, const 
     softmaxFinish(yr, e + r * len, hi + r * len, lo + r * len, len, argmax[r], log);
   }
 }
+
+/// nr rows of softmax's gradient in f32: dot = sum(dy y) (log: sum(dy)) in
+/// double, eight running sums in a fixed order; dx = y (dy - dot) (log: dy
+/// - exp(y) dot), each element in double and rounded once.
+AMPRT_CLONES void softmaxGradRows(const float *yp, const float *gp, float *xp, int64_t nr,
+                                  int64_t len, int log) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const float *yr = yp + r * len, *gr = gp + r * len;
+    float *xr = xp + r * len;
+    if (log) {
+      double dot = sumF32(gr, len);
+      for (int64_t i = 0; i < len; ++i)
+        xr[i] = (float)((double)gr[i] - std::exp((double)yr[i]) * dot);
+      continue;
+    }
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8)
+      for (int k = 0; k < 8; ++k)
+        s[k] += (double)gr[i + k] * (double)yr[i + k];
+    for (; i < len; ++i)
+      s[i & 7] += (double)gr[i] * (double)yr[i];
+    double dot = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (i = 0; i < len; ++i)
+      xr[i] = (float)((double)yr[i] * ((double)gr[i] - dot));
+  }
+}
 } // namespace
 
 extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x, int32_t axis, int log,
@@ -587,28 +614,41 @@ extern "C" amprt_status amprt_softmax_grad(amprt_context *, const amprt_tensor *
   if (!sameShape(y, dy) || !sameShape(y, dx) || axis < 0 || axis >= y->rank)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_softmax_grad: shapes or axis do not agree");
   int64_t len = y->shape[axis];
-  if (y->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32 && dx->dtype == AMPRT_F32 &&
-      axis == y->rank - 1 && amprt_tensor_is_contiguous(y) && amprt_tensor_is_contiguous(dy) &&
+  if (axis == y->rank - 1 && amprt_tensor_is_contiguous(y) && amprt_tensor_is_contiguous(dy) &&
       amprt_tensor_is_contiguous(dx) && len > 0) {
-    // f32 rows along the contiguous last axis (attention's): the loop below
-    // without its index arithmetic, rows on the threads; the same sums in
-    // the same order, so the same results.
-    const float *yp = static_cast<const float *>(y->data),
-                *gp = static_cast<const float *>(dy->data);
-    float *xp = static_cast<float *>(dx->data);
-    parallelFor(amprt_tensor_numel(y) / len, std::max<int64_t>(1, 16384 / len), 1,
-                [&](int64_t r0, int64_t r1) {
-                  for (int64_t r = r0; r < r1; ++r) {
-                    const float *yr = yp + r * len, *gr = gp + r * len;
-                    float *xr = xp + r * len;
-                    double dot = 0.0;
-                    for (int64_t i = 0; i < len; ++i)
-                      dot += log ? (double)gr[i] : (double)gr[i] * yr[i];
-                    for (int64_t i = 0; i < len; ++i)
-                      xr[i] = (float)(log ? gr[i] - std::exp((double)yr[i]) * dot
-                                          : yr[i] * ((double)gr[i] - dot));
-                  }
-                });
+    // Rows along the contiguous last axis (attention's), on the threads in
+    // blocks of about 4096 elements; f16 / bf16 rows widened exactly and dx
+    // rounded once. Each row's sums in a fixed order (softmaxGradRows), so
+    // the results do not depend on the thread count.
+    int64_t rows = amprt_tensor_numel(y) / len;
+    int64_t per = std::max<int64_t>(1, 4096 / len);
+    const char *yp = static_cast<const char *>(y->data), *gp = static_cast<const char *>(dy->data);
+    char *xp = static_cast<char *>(dx->data);
+    const int64_t yb = (int64_t)amprt_dtype_size(y->dtype),
+                  gb = (int64_t)amprt_dtype_size(dy->dtype),
+                  xb = (int64_t)amprt_dtype_size(dx->dtype);
+    parallelFor((rows + per - 1) / per, 1, 1, [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<float> yBuf, gBuf, xBuf;
+      for (int64_t r0 = b0 * per; r0 < std::min(rows, b1 * per); r0 += per) {
+        int64_t nr = std::min(per, rows - r0), n = nr * len;
+        auto in = [&](const char *p, amprt_dtype t, int64_t size, std::vector<float> &buf) {
+          if (t == AMPRT_F32)
+            return reinterpret_cast<const float *>(p + r0 * len * size);
+          buf.resize((size_t)std::max<int64_t>(n, (int64_t)buf.size()));
+          widenRun(p + r0 * len * size, t, buf.data(), n);
+          return static_cast<const float *>(buf.data());
+        };
+        const float *yr = in(yp, y->dtype, yb, yBuf), *gr = in(gp, dy->dtype, gb, gBuf);
+        float *xr = reinterpret_cast<float *>(xp + r0 * len * xb);
+        if (dx->dtype != AMPRT_F32) {
+          xBuf.resize((size_t)std::max<int64_t>(n, (int64_t)xBuf.size()));
+          xr = xBuf.data();
+        }
+        softmaxGradRows(yr, gr, xr, nr, len, log);
+        if (dx->dtype != AMPRT_F32)
+          narrowRun(xr, xp + r0 * len * xb, dx->dtype, n);
+      }
+    });
     return AMPRT_OK;
   }
   int64_t shape[AMPRT_MAX_RANK];
@@ -620,11 +660,14 @@ extern "C" amprt_status amprt_softmax_grad(amprt_context *, const amprt_tensor *
     s[2][d] = dx->strides[d];
   }
   forEach<3>(y->rank, shape, s, [&](const int64_t *o) {
-    double dot = 0.0;
+    // The sums of softmaxGradRows, in its order.
+    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t i = 0; i < len; ++i) {
       double g = loadF(dy->data, dy->dtype, o[1] + i * dy->strides[axis]);
-      dot += log ? g : g * loadF(y->data, y->dtype, o[0] + i * y->strides[axis]);
+      part[i & 7] += log ? g : g * loadF(y->data, y->dtype, o[0] + i * y->strides[axis]);
     }
+    double dot =
+        ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
     for (int64_t i = 0; i < len; ++i) {
       double yv = loadF(y->data, y->dtype, o[0] + i * y->strides[axis]);
       double g = loadF(dy->data, dy->dtype, o[1] + i * dy->strides[axis]);
