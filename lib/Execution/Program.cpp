@@ -159,11 +159,21 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
   return sig;
 }
 
-FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef name,
-                                              const PrecisionOptions &p) {
+LogicalResult mlir::amp::prepareForRuntime(ModuleOp module, const PrecisionOptions &p) {
   PassManager pm(module.getContext());
   std::string error;
-  if (failed(buildLowerForRuntimePipeline(pm, p, error)))
+  if (failed(buildRuntimePrepPipeline(pm, p, error)))
+    return module.emitError(error);
+  return pm.run(module);
+}
+
+FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef name,
+                                              const PrecisionOptions &p, bool prepared) {
+  PassManager pm(module.getContext());
+  std::string error;
+  if (prepared)
+    buildRuntimeLoweringPipeline(pm);
+  else if (failed(buildLowerForRuntimePipeline(pm, p, error)))
     return LogicalResult(module.emitError(error));
   if (failed(pm.run(module)))
     return failure();

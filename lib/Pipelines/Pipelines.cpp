@@ -83,13 +83,26 @@ static LogicalResult addAutocast(OpPassManager &pm, const PrecisionOptions &p, s
   return success();
 }
 
-LogicalResult mlir::amp::buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
-                                                      std::string &error) {
+LogicalResult mlir::amp::buildRuntimePrepPipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                                  std::string &error) {
   if (failed(addAutocast(pm, p, error)))
     return failure();
+  if (p.keepWeightCasts && p.precision != "fp32")
+    pm.addPass(createAMPKeepWeightCasts());
+  return success();
+}
+
+void mlir::amp::buildRuntimeLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createAMPFoldTransposes());
   pm.addPass(createAMPPlanMemory());
   pm.addPass(createAMPLowerToRuntime());
+}
+
+LogicalResult mlir::amp::buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                                      std::string &error) {
+  if (failed(buildRuntimePrepPipeline(pm, p, error)))
+    return failure();
+  buildRuntimeLoweringPipeline(pm);
   return success();
 }
 
@@ -138,8 +151,8 @@ void mlir::amp::registerAMPPipelines() {
       });
   registerPipeline<LowerForRuntimePipelineOptions>(
       "amp-lower-for-runtime",
-      "amp-autocast (precision fp16 / bf16), amp-fold-transposes, amp-plan-memory, "
-      "amp-lower-to-runtime",
+      "amp-autocast and amp-keep-weight-casts (precision fp16 / bf16), amp-fold-transposes, "
+      "amp-plan-memory, amp-lower-to-runtime",
       [](OpPassManager &pm, const LowerForRuntimePipelineOptions &o, std::string &error) {
         return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);
       });

@@ -370,6 +370,57 @@ check(r.returncode != 0 and f"AMPRT_TUNE_FILE '{TMP}/bad.tune' line 1" in r.stde
       f"tune: a malformed AMPRT_TUNE_FILE is an error naming it: rc {r.returncode}: "
       f"{r.stderr[-300:]}")
 
+# --- 5c. Low-precision weight copies kept as state (amp-keep-weight-casts) --
+# The default: each updated weight's f16 / bf16 copy is step state, written
+# by the optimizer update. Bit for bit the run without it (the cast at each
+# step's start), through skipped steps (the fp16 overflow data), momentum,
+# Adam / AdamW and gradient accumulation; the checkpoint's copies are the
+# parameters rounded. The fixed kernel rule and thread count: two programs
+# must not time their way to different kernels.
+from amp_mlir.torch_bridge import read_checkpoint  # noqa: E402
+
+steady = {"AMPRT_ADAPT_THREADS": "0", "AMPRT_TUNE": "off"}
+copy_cases = [
+    ("fp16 sgd momentum, overflows", demo, odata,
+     ["--precision", "fp16", "--optimizer", "sgd", "--lr", "0.0001", "--momentum", "0.9",
+      "--growth-interval", "5"], torch.float16),
+    ("bf16 adamw", fresh, fdata,
+     ["--precision", "bf16", "--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.1"],
+     torch.bfloat16),
+    ("fp16 adam", fresh, fdata, ["--precision", "fp16", "--optimizer", "adam", "--lr", "0.001"],
+     torch.float16),
+    ("bf16 sgd, 2 micro-batches", fresh, fdata,
+     ["--precision", "bf16", "--optimizer", "sgd", "--lr", "0.05", "--accumulate", "2"],
+     torch.bfloat16),
+]
+for tag, model, data, flags, dt in copy_cases:
+    got = {}
+    for keep in ("true", "false"):
+        name = f"copies_{len(got)}_{tag.split()[0]}"
+        prog = compile_(model, name, *flags, f"--keep-weight-casts={keep}")
+        rows, r = train(prog, data, 24, "--checkpoint-dir", f"{TMP}/{name}_ck", env=steady)
+        check(r.returncode == 0, f"{tag} (keep-weight-casts={keep}): rc {r.returncode}: {r.stderr}")
+        state, _ = read_checkpoint(f"{TMP}/{name}_ck/checkpoint.safetensors")
+        got[keep] = (strip(rows), state)
+    (rows_on, on), (rows_off, off) = got["true"], got["false"]
+    suffix = ".bf16" if dt == torch.bfloat16 else ".f16"
+    copies = sorted(k for k in on if k not in off)
+    check(rows_on == rows_off and len(rows_on) == 24,
+          f"{tag}: the metrics differ with the weight copies kept as state")
+    check(all(np.array_equal(on[k], off[k]) for k in off) and set(off) <= set(on),
+          f"{tag}: the state differs with the weight copies kept as state")
+    check(copies and all(k.endswith(suffix) and k[:-len(suffix)] in off for k in copies)
+          and {"fc1.weight" + suffix, "fc2.weight" + suffix} <= set(copies),
+          f"{tag}: copies {copies}")
+    for k in copies:
+        want = torch.tensor(on[k[:-len(suffix)]]).to(dt).float().numpy()
+        check(np.array_equal(on[k].astype(np.float32), want),
+              f"{tag}: '{k}' is not its parameter rounded to {dt}")
+    skipped = sum(o["found_inf"] for o in rows_on)
+    check("overflow" not in tag or skipped >= 2, f"{tag}: only {skipped} skipped steps")
+    print(f"{tag}: {len(copies)} weight copies kept as state; state and metrics equal the run "
+          f"without them, bit for bit, over 24 steps ({skipped} skipped)", flush=True)
+
 # --- 6. Gradient accumulation: k micro-batches per update -------------------
 def torch_accum(init, x, y, k, steps, lr, batch=256):
     """PyTorch's recipe: loss / k, scaler.scale(...).backward() every

@@ -89,6 +89,11 @@ static cl::opt<std::string> f32Accumulators(
     cl::desc("Products keep f32 biases and write f32 results only f32 reads (fp16 / bf16): "
              "auto (bf16), on or off, as amp-opt -amp-autocast=f32-accumulators=..."),
     cl::init("auto"), cl::cat(category));
+static cl::opt<bool> keepWeightCasts(
+    "keep-weight-casts",
+    cl::desc("A training step (fp16 / bf16) keeps each updated parameter's low-precision copy as "
+             "state, written by the optimizer update (amp-keep-weight-casts; default on)"),
+    cl::init(true), cl::cat(category));
 static cl::list<std::string> constInputs("const-input",
                                          cl::desc("Bind a graph input to a TensorProto (.pb)"),
                                          cl::value_desc("name=file.pb"), cl::cat(category));
@@ -279,6 +284,8 @@ int main(int argc, char **argv) {
     die("--device must be cpu or cuda, got '" + deviceName + "'");
   if (emitKind != "program" && emitKind != "linalg")
     die("--emit must be program or linalg, got '" + emitKind + "'");
+  if (emitKind == "linalg" && keepWeightCasts.getNumOccurrences())
+    die("--keep-weight-casts applies to --emit program (the linalg step keeps its casts)");
   if (emitKind == "linalg" && deviceName.getNumOccurrences())
     die("--device applies to --emit program (the linalg step's compiler picks the device)");
   if (runtimeDir.empty()) {
@@ -528,12 +535,19 @@ int main(int argc, char **argv) {
                  << (training.empty() ? "" : "; " + training) << ")\n";
     return 0;
   }
+  // Autocast and amp-keep-weight-casts first: the signature (and the
+  // weights file) includes the state arguments the latter adds.
+  amp::PrecisionOptions po{precision,
+                           policyFile,
+                           {blockList.begin(), blockList.end()},
+                           f32Accumulators,
+                           keepWeightCasts};
+  if (failed(amp::prepareForRuntime(*module, po)))
+    return 1;
   auto sig = amp::signatureOf(f);
   if (failed(sig))
     return 1;
-  auto arena = amp::lowerForRuntime(
-      *module, funcName,
-      {precision, policyFile, {blockList.begin(), blockList.end()}, f32Accumulators});
+  auto arena = amp::lowerForRuntime(*module, funcName, po, /*prepared=*/true);
   if (failed(arena))
     return 1;
   auto fn = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);

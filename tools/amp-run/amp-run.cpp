@@ -323,9 +323,13 @@ int main(int argc, char **argv) {
     checkFinite(args[k]);
 
   // 4. Compile.
-  auto arenaBytes = amp::lowerForRuntime(
-      *module, funcName,
-      {precision, policyFile, {blockList.begin(), blockList.end()}, f32Accumulators});
+  // One call: no low-precision weight copies carried to a next step.
+  auto arenaBytes = amp::lowerForRuntime(*module, funcName,
+                                         {precision,
+                                          policyFile,
+                                          {blockList.begin(), blockList.end()},
+                                          f32Accumulators,
+                                          /*keepWeightCasts=*/false});
   if (failed(arenaBytes))
     return 1;
   // ExecutionEngineOptions::transformer is a function_ref: the function it

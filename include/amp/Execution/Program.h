@@ -70,8 +70,14 @@ LogicalResult lowerToLinalg(ModuleOp module, const PrecisionOptions &p);
 /// The lowering pipeline (amp-lower-for-runtime: amp-autocast for "fp16" /
 /// "bf16", amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime). Returns the arena size of
 /// `name`. A policy or block list with fp32 is refused (it would be ignored).
+/// `prepared`: prepareForRuntime ran already (only the rest runs).
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
-                                   const PrecisionOptions &precision);
+                                   const PrecisionOptions &precision, bool prepared = false);
+
+/// The first half of lowerForRuntime (amp-autocast, amp-keep-weight-casts):
+/// after it the functions have their final signatures (signatureOf), with
+/// the state arguments amp-keep-weight-casts adds.
+LogicalResult prepareForRuntime(ModuleOp module, const PrecisionOptions &precision);
 
 } // namespace mlir::amp
 

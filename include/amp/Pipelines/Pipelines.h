@@ -60,6 +60,8 @@ struct PrecisionOptions {
   std::string policy;
   std::vector<std::string> blockList;
   std::string f32Accumulators = "auto";
+  /// amp-keep-weight-casts after amp-autocast (amp-lower-for-runtime only).
+  bool keepWeightCasts = true;
 };
 
 /// Adds the training-step passes to `pm` (a module pass manager).
@@ -70,6 +72,12 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions &o);
 /// list with fp32, which would be ignored).
 LogicalResult buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
                                            std::string &error);
+/// Its two halves: the passes that can change the function's signature
+/// (amp-autocast, amp-keep-weight-casts: new state arguments), and the rest
+/// (amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime).
+LogicalResult buildRuntimePrepPipeline(OpPassManager &pm, const PrecisionOptions &p,
+                                       std::string &error);
+void buildRuntimeLoweringPipeline(OpPassManager &pm);
 
 /// Adds autocast (fp16 / bf16) and amp-lower-to-linalg to `pm`: the step
 /// as linalg on tensors for another compiler; fails as
@@ -183,6 +191,11 @@ template <class Base> struct WithPrecisionOptions : Base {
       *this, "f32-accumulators",
       llvm::cl::desc("amp-autocast's f32 biases and accumulator results: auto (bf16), on, off"),
       llvm::cl::init("auto")};
+  Opts::Option<bool> keepWeightCasts{
+      *this, "keep-weight-casts",
+      llvm::cl::desc("amp-lower-for-runtime: each updated parameter's f16 / bf16 copy is step "
+                     "state, written by the optimizer update (amp-keep-weight-casts)"),
+      llvm::cl::init(true)};
 
   PrecisionOptions precisionOptions() const {
     PrecisionOptions r;
@@ -190,6 +203,7 @@ template <class Base> struct WithPrecisionOptions : Base {
     r.policy = this->policy;
     r.blockList.assign(this->blockList.begin(), this->blockList.end());
     r.f32Accumulators = this->f32Accumulators;
+    r.keepWeightCasts = this->keepWeightCasts;
     return r;
   }
 };

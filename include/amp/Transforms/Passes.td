@@ -257,6 +257,31 @@ def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPKeepWeightCasts : Pass<"amp-keep-weight-casts", "::mlir::ModuleOp"> {
+  let summary = "Carry each updated parameter's f16 / bf16 cast across steps as state";
+  let description = [{
+    After amp-autocast, a training step casts each f32 master weight to its
+    low-precision type at its start and updates the master weight at its
+    end. For every parameter (`amp.param` with `amp.init`) that the step
+    updates (a result `amp.updates = <name>`) and that is cast to exactly
+    one of f16 / bf16, this pass:
+      * adds a state argument `<name>.bf16` (or `.f16`): `amp.opt_state`,
+        `amp.init` = the initial weight rounded as amp.cast rounds it;
+      * makes every reader of the cast read that argument instead;
+      * casts the updated weight right after the op that makes it and
+        returns it as the state's next value (`amp.updates`).
+    The values are the same bit for bit (cast(new weight) is what the next
+    step would cast); what changes is where the cast runs:
+    amp-lower-to-runtime writes it inside the optimizer update's own pass
+    over the weight (sgd_update / adam_update with a low-precision output),
+    so no pass reads every master weight again at the next step's start.
+    Apex O2's f16 model weights beside f32 master weights. Frozen
+    parameters, parameters without a cast or with casts to both types are
+    left as they are. amp-lower-for-runtime runs it (keep-weight-casts).
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect"];
+}
+
 def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assign every tensor an offset in one static arena per function";
   let description = [{

@@ -605,6 +605,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.wd = o.getWeightDecay().convertToDouble();
         a.nesterov = o.getNesterov() ? 1 : 0;
         a.has_buf = o.getMomentumBuf() ? 1 : 0;
+        if (CastOp c = lowpCopyOf(op, o.getNewParam())) {
+          if (failed(slotPtr(c.getOutput())) || failed(tensor(d, c.getOutput(), op)))
+            return failure();
+          a.lowp = 1;
+          fusedAway.insert(c);
+        }
         return emitAs(op, a, d);
       })
       .Case([&](AdamUpdateOp o) -> LogicalResult {
@@ -617,6 +623,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.eps = o.getEps().convertToDouble();
         a.wd = o.getWeightDecay().convertToDouble();
         a.decoupled = o.getMode() == AdamMode::hf ? 2 : o.getDecoupled() ? 1 : 0;
+        if (CastOp c = lowpCopyOf(op, o.getNewParam())) {
+          if (failed(slotPtr(c.getOutput())) || failed(tensor(d, c.getOutput(), op)))
+            return failure();
+          a.lowp = 1;
+          fusedAway.insert(c);
+        }
         return emitAs(op, a, d);
       })
       .Case([&](UnscaleAndCheckOp o) -> LogicalResult {

@@ -217,6 +217,8 @@ std::map<unsigned, unsigned> Lowerer::inPlaceResults(func::FuncOp f) {
       in = c.getStep();
     else if (isa<UpdateScaleOp>(x))
       in = x->getOperand(k);
+    else if (isa<CastOp>(x) && !getElementTypeOrSelf(v.getType()).isF32())
+      in = a; // a fresh f16 / bf16 copy (amp-keep-weight-casts): a is not read by x
     if (in != a)
       continue;
     // Returned once, and the argument read by nothing after the op.

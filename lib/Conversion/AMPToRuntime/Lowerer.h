@@ -93,7 +93,19 @@ private:
     Value offset = LLVM::ConstantOp::create(b, def->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
     ptrs[v] = LLVM::GEPOp::create(b, def->getLoc(), ptrTy, b.getI8Type(), arena,
                                   ArrayRef<LLVM::GEPArg>{offset});
+    if (auto p = placed.find(v); p != placed.end()) // a state result written in place
+      ptrs[v] = p->second;
     return success();
+  }
+  /// The f16 / bf16 copy of an optimizer's new parameter that its call
+  /// writes (amp-keep-weight-casts): the amp.cast of new_param that is the
+  /// next op, else null.
+  static CastOp lowpCopyOf(Operation *update, Value newParam) {
+    auto c = dyn_cast_or_null<CastOp>(update->getNextNode());
+    if (!c || c.getInput() != newParam)
+      return nullptr;
+    Type e = getElementTypeOrSelf(c.getOutput().getType());
+    return e.isF16() || e.isBF16() ? c : nullptr;
   }
   /// The value a convolution's call writes.
   Value convWrites(ConvOp conv) {

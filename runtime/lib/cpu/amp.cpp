@@ -207,9 +207,41 @@ extern "C" amprt_status amprt_clip_grad_norm(amprt_context *, amprt_tensor *grad
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *cfg,
+namespace {
+
+/// An optimizer's low-precision output: a contiguous f16 / bf16 tensor of
+/// the parameter's size, or none.
+amprt_status checkLowp(const amprt_tensor *lowp, const amprt_tensor *param, const char *k) {
+  if (!lowp)
+    return AMPRT_OK;
+  AMPRT_CHECK(check(lowp, k));
+  if ((lowp->dtype != AMPRT_F16 && lowp->dtype != AMPRT_BF16) ||
+      !amprt_tensor_is_contiguous(lowp) || !lowp->data)
+    return fail(AMPRT_ERR_INVALID_ARGUMENT,
+                "%s: the low-precision copy must be a contiguous f16 / bf16 tensor, got %s %s", k,
+                amprt_dtype_name(lowp->dtype), shapeString(lowp).c_str());
+  return sameCount(param, lowp, k, "the low-precision copy");
+}
+
+/// p[b0, e0) rounded into the low-precision copy (the piece an update has
+/// just written, still in cache).
+void writeLowp(const float *p, amprt_tensor *lowp, int64_t b0, int64_t e0) {
+  if (lowp && e0 > b0)
+    amprt_convert(p + b0, AMPRT_F32, static_cast<uint16_t *>(lowp->data) + b0, lowp->dtype,
+                  (size_t)(e0 - b0));
+}
+
+} // namespace
+
+extern "C" amprt_status amprt_sgd_step(amprt_context *ctx, const amprt_sgd_config *cfg,
                                        amprt_tensor *param, const amprt_tensor *grad,
                                        amprt_tensor *buf, const int64_t *step, float found_inf) {
+  return amprt::sgdStep(ctx, cfg, param, grad, buf, step, found_inf, nullptr);
+}
+
+amprt_status amprt::sgdStep(amprt_context *, const amprt_sgd_config *cfg, amprt_tensor *param,
+                            const amprt_tensor *grad, amprt_tensor *buf, const int64_t *step,
+                            float found_inf, amprt_tensor *lowp) {
   const char *k = "amprt_sgd_step";
   if (!cfg || !step)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null config or step", k);
@@ -224,12 +256,16 @@ extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *
     AMPRT_CHECK(checkF32(buf, "amprt_sgd_step: momentum buffer"));
     AMPRT_CHECK(sameCount(param, buf, k, "the momentum buffer"));
   }
-  if (found_inf != 0.0f)
-    return AMPRT_OK;
+  AMPRT_CHECK(checkLowp(lowp, param, k));
   float *p = static_cast<float *>(param->data);
+  int64_t len = amprt_tensor_numel(param);
+  if (found_inf != 0.0f) { // skipped: the copy of the unchanged weight
+    if (lowp)
+      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) { writeLowp(p, lowp, b0, e0); });
+    return AMPRT_OK;
+  }
   const float *g = static_cast<const float *>(grad->data);
   float *b = buf ? static_cast<float *>(buf->data) : nullptr;
-  int64_t len = amprt_tensor_numel(param);
   bool first = *step == 0;
   const amprt_sgd_config c = *cfg;
   // Element by element (the same arithmetic on every piece of the split).
@@ -238,6 +274,7 @@ extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *
       float nlr = -c.lr;
       for (int64_t i = b0; i < e0; ++i)
         p[i] = p[i] + nlr * g[i];
+      writeLowp(p, lowp, b0, e0);
       return;
     }
     for (int64_t i = b0; i < e0; ++i) {
@@ -250,14 +287,22 @@ extern "C" amprt_status amprt_sgd_step(amprt_context *, const amprt_sgd_config *
       }
       p[i] = p[i] + (-c.lr) * d;
     }
+    writeLowp(p, lowp, b0, e0);
   });
   return AMPRT_OK;
 }
 
-extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config *cfg,
+extern "C" amprt_status amprt_adam_step(amprt_context *ctx, const amprt_adam_config *cfg,
                                         amprt_tensor *param, const amprt_tensor *grad,
                                         amprt_tensor *exp_avg, amprt_tensor *exp_avg_sq,
                                         const int64_t *step, float found_inf) {
+  return amprt::adamStep(ctx, cfg, param, grad, exp_avg, exp_avg_sq, step, found_inf, nullptr);
+}
+
+amprt_status amprt::adamStep(amprt_context *, const amprt_adam_config *cfg, amprt_tensor *param,
+                             const amprt_tensor *grad, amprt_tensor *exp_avg,
+                             amprt_tensor *exp_avg_sq, const int64_t *step, float found_inf,
+                             amprt_tensor *lowp) {
   const char *k = "amprt_adam_step";
   if (!cfg || !step)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: null config or step", k);
@@ -276,13 +321,17 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
   if (cfg->decoupled < 0 || cfg->decoupled > 2)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: unknown weight decay form %d", k,
                 (int)cfg->decoupled);
-  if (found_inf != 0.0f)
-    return AMPRT_OK;
+  AMPRT_CHECK(checkLowp(lowp, param, k));
   float *p = static_cast<float *>(param->data);
+  int64_t len = amprt_tensor_numel(param);
+  if (found_inf != 0.0f) { // skipped: the copy of the unchanged weight
+    if (lowp)
+      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) { writeLowp(p, lowp, b0, e0); });
+    return AMPRT_OK;
+  }
   const float *g = static_cast<const float *>(grad->data);
   float *m = static_cast<float *>(exp_avg->data);
   float *v = static_cast<float *>(exp_avg_sq->data);
-  int64_t len = amprt_tensor_numel(param);
   if (cfg->decoupled == 2) {
     // onnxruntime-training's AdamWOptimizer, adam_mode 1 (its f32 order).
     float ac = 1.0f - (float)std::pow((double)cfg->beta1, (double)(*step + 1));
@@ -297,6 +346,7 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
       p[i] = p[i] - lrc * m[i] / (std::sqrt(v[i]) + cfg->eps);
       p[i] = p[i] - decay * p[i];
     }
+    writeLowp(p, lowp, 0, len);
     return AMPRT_OK;
   }
   double t = (double)(*step + 1);
@@ -322,6 +372,7 @@ extern "C" amprt_status amprt_adam_step(amprt_context *, const amprt_adam_config
       float denom = std::sqrt(v[i]) / bc2Sqrt + c.eps;
       p[i] = p[i] + (-stepSize) * (m[i] / denom);
     }
+    writeLowp(p, lowp, b0, e0);
   });
   return AMPRT_OK;
 }

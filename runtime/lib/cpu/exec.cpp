@@ -260,8 +260,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   case AMPRT_OP_SGD_UPDATE: {
     amprt_sgd_config cfg{};
     bool buf = false;
-    size_t o = 0; // step
-    AMPRT_CHECK(sgdAttrs(d, cfg, buf, o));
+    size_t o = 0, lowp = 0; // step, the low-precision copy
+    AMPRT_CHECK(sgdAttrs(d, cfg, buf, o, lowp));
     int64_t step;
     float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[o], t[o + 1], step, found));
@@ -269,18 +269,20 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(copyInto(t[0], np));
     if (buf)
       AMPRT_CHECK(copyInto(t[2], t[o + 3]));
-    return amprt_sgd_step(ctx, &cfg, &np, &t[1], buf ? &t[o + 3] : nullptr, &step, found);
+    return sgdStep(ctx, &cfg, &np, &t[1], buf ? &t[o + 3] : nullptr, &step, found,
+                   lowp ? &t[lowp] : nullptr);
   }
   case AMPRT_OP_ADAM_UPDATE: {
     amprt_adam_config cfg{};
-    AMPRT_CHECK(adamAttrs(d, cfg));
+    size_t lowp = 0;
+    AMPRT_CHECK(adamAttrs(d, cfg, lowp));
     int64_t step;
     float found = 0.0f;
     AMPRT_CHECK(flagAndStep(t[4], t[5], step, found));
     AMPRT_CHECK(copyInto(t[0], t[6]));
     AMPRT_CHECK(copyInto(t[2], t[7]));
     AMPRT_CHECK(copyInto(t[3], t[8]));
-    return amprt_adam_step(ctx, &cfg, &t[6], &t[1], &t[7], &t[8], &step, found);
+    return adamStep(ctx, &cfg, &t[6], &t[1], &t[7], &t[8], &step, found, lowp ? &t[lowp] : nullptr);
   }
   case AMPRT_OP_STEP_COUNT: {
     attrs::step_count a;

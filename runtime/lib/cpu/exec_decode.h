@@ -383,12 +383,15 @@ inline amprt_status checkStepAndFlag(const amprt_tensor &step, const amprt_tenso
 }
 
 /// sgd_update: tensors param, grad, [buf], step, found_inf, new_param,
-/// [new_buf]; `o` indexes step.
-inline amprt_status sgdAttrs(const Decoded &d, amprt_sgd_config &cfg, bool &buf, size_t &o) {
+/// [new_buf], [new_param_lowp]; `o` indexes step; `lowp`: the index of
+/// new_param_lowp, or 0.
+inline amprt_status sgdAttrs(const Decoded &d, amprt_sgd_config &cfg, bool &buf, size_t &o,
+                             size_t &lowp) {
   attrs::sgd_update a;
   AMPRT_CHECK(read(d, a));
   buf = a.has_buf != 0;
   o = buf ? 3 : 2;
+  lowp = a.lowp.value_or(0) ? d.t.size() - 1 : 0;
   AMPRT_CHECK(checkStepAndFlag(d.t[o], d.t[o + 1]));
   cfg = amprt_sgd_config{(float)a.lr, (float)a.momentum, (float)a.dampening, (float)a.wd,
                          (int32_t)a.nesterov};
@@ -396,10 +399,11 @@ inline amprt_status sgdAttrs(const Decoded &d, amprt_sgd_config &cfg, bool &buf,
 }
 
 /// adam_update: tensors param, grad, m, v, step, found_inf, new_param, new_m,
-/// new_v.
-inline amprt_status adamAttrs(const Decoded &d, amprt_adam_config &cfg) {
+/// new_v, [new_param_lowp]; `lowp` as sgdAttrs'.
+inline amprt_status adamAttrs(const Decoded &d, amprt_adam_config &cfg, size_t &lowp) {
   attrs::adam_update a;
   AMPRT_CHECK(read(d, a));
+  lowp = a.lowp.value_or(0) ? 9 : 0;
   AMPRT_CHECK(checkStepAndFlag(d.t[4], d.t[5]));
   cfg = amprt_adam_config{(float)a.lr,  (float)a.beta1, (float)a.beta2,
                           (float)a.eps, (float)a.wd,    (int32_t)a.decoupled};

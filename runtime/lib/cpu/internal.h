@@ -405,6 +405,17 @@ template <typename F> void parallelFor(int64_t n, int64_t grain, int64_t align, 
 /// amprt_convert over pieces on the threads (the conversions are exact and
 /// the same on every path, so the split does not show).
 amprt_status convertPar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n);
+/// amprt_sgd_step / amprt_adam_step that also write `lowp` (may be null): a
+/// contiguous f16 / bf16 tensor of the parameter's size gets the updated
+/// parameter rounded, piece by piece in the update's pass (the unchanged
+/// one when the step is skipped). amprt_exec's sgd_update / adam_update
+/// with lowp (amp-keep-weight-casts).
+amprt_status sgdStep(amprt_context *ctx, const amprt_sgd_config *cfg, amprt_tensor *param,
+                     const amprt_tensor *grad, amprt_tensor *buf, const int64_t *step,
+                     float found_inf, amprt_tensor *lowp);
+amprt_status adamStep(amprt_context *ctx, const amprt_adam_config *cfg, amprt_tensor *param,
+                      const amprt_tensor *grad, amprt_tensor *exp_avg, amprt_tensor *exp_avg_sq,
+                      const int64_t *step, float found_inf, amprt_tensor *lowp);
 
 /// Sum of n f32 values in double with eight partial sums (no single
 /// dependency chain: a serial double sum costs an add latency per element).

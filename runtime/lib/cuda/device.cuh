@@ -476,8 +476,17 @@ struct UpdateScaleF {
   }
 };
 
+/// The updated parameter's f16 / bf16 copy (amp-keep-weight-casts), when
+/// an optimizer writes one: lp[i] = np[i] rounded as amp.cast rounds.
+HD inline void storeLowp(void *lp, int32_t lpBf16, int64_t i, float v) {
+  if (lp)
+    static_cast<uint16_t *>(lp)[i] =
+        lpBf16 ? bits::f32ToBf16(bitsOf(v)) : bits::f32ToF16(bitsOf(v));
+}
+
 /// SGD (amprt_sgd_step) from (p, b) into (np, nb), which may be p and b:
-/// a skipped step (found set) copies.
+/// a skipped step (found set) copies. lp: the new parameter's f16 / bf16
+/// copy, or null.
 struct SgdF {
   amprt_sgd_config cfg;
   const float *p, *g, *b;
@@ -485,6 +494,8 @@ struct SgdF {
   const int64_t *step;
   const void *found;
   int32_t foundIsByte;
+  void *lp = nullptr;
+  int32_t lpBf16 = 0;
   HD void operator()(int64_t i) const {
     bool skip = foundIsByte ? *static_cast<const uint8_t *>(found) != 0
                             : *static_cast<const float *>(found) != 0.0f;
@@ -493,6 +504,7 @@ struct SgdF {
       np[i] = pi;
       if (nb)
         nb[i] = b[i];
+      storeLowp(lp, lpBf16, i, pi);
       return;
     }
     float d = g[i];
@@ -505,11 +517,14 @@ struct SgdF {
     } else if (nb) {
       nb[i] = b[i];
     }
-    np[i] = pi + (-cfg.lr) * d;
+    float out = pi + (-cfg.lr) * d;
+    np[i] = out;
+    storeLowp(lp, lpBf16, i, out);
   }
 };
 
-/// Adam / AdamW (amprt_adam_step) from (p, m, v) into (np, nm, nv).
+/// Adam / AdamW (amprt_adam_step) from (p, m, v) into (np, nm, nv); lp as
+/// SgdF's.
 struct AdamF {
   amprt_adam_config cfg;
   const float *p, *g, *m, *v;
@@ -517,6 +532,8 @@ struct AdamF {
   const int64_t *step;
   const void *found;
   int32_t foundIsByte;
+  void *lp = nullptr;
+  int32_t lpBf16 = 0;
   HD void operator()(int64_t i) const {
     bool skip = foundIsByte ? *static_cast<const uint8_t *>(found) != 0
                             : *static_cast<const float *>(found) != 0.0f;
@@ -525,6 +542,7 @@ struct AdamF {
       np[i] = pi;
       nm[i] = mi;
       nv[i] = vi;
+      storeLowp(lp, lpBf16, i, pi);
       return;
     }
     float gi = g[i];
@@ -559,6 +577,7 @@ struct AdamF {
     np[i] = pi;
     nm[i] = mi;
     nv[i] = vi;
+    storeLowp(lp, lpBf16, i, pi);
   }
 };
 
