@@ -87,13 +87,16 @@ LogicalResult mlir::amp::buildRuntimePrepPipeline(OpPassManager &pm, const Preci
                                                   std::string &error) {
   if (failed(addAutocast(pm, p, error)))
     return failure();
+  // After amp-fold-transposes: a weight read transposed (a Linear exported
+  // as MatMul of its transpose) is then cast first, its transpose folded
+  // into the product.
+  pm.addPass(createAMPFoldTransposes());
   if (p.keepWeightCasts && p.precision != "fp32")
     pm.addPass(createAMPKeepWeightCasts());
   return success();
 }
 
 void mlir::amp::buildRuntimeLoweringPipeline(OpPassManager &pm) {
-  pm.addPass(createAMPFoldTransposes());
   pm.addPass(createAMPPlanMemory());
   pm.addPass(createAMPLowerToRuntime());
 }
@@ -151,8 +154,8 @@ void mlir::amp::registerAMPPipelines() {
       });
   registerPipeline<LowerForRuntimePipelineOptions>(
       "amp-lower-for-runtime",
-      "amp-autocast and amp-keep-weight-casts (precision fp16 / bf16), amp-fold-transposes, "
-      "amp-plan-memory, amp-lower-to-runtime",
+      "amp-autocast (precision fp16 / bf16), amp-fold-transposes, amp-keep-weight-casts "
+      "(fp16 / bf16), amp-plan-memory, amp-lower-to-runtime",
       [](OpPassManager &pm, const LowerForRuntimePipelineOptions &o, std::string &error) {
         return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);
       });

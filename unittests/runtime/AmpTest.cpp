@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "internal.h"
 
 using namespace amprt_test;
 
@@ -188,6 +189,72 @@ TEST(Optimizers, SkippedStepLeavesEveryByteUnchanged) {
   EXPECT_EQ(m.bytes, m0.bytes);
   EXPECT_EQ(v.bytes, v0.bytes);
   EXPECT_EQ(step, step0);
+}
+
+// The optimizers' low-precision copy (amp-keep-weight-casts' sgd_update /
+// adam_update with lowp): the parameter, its moments and the rest are what
+// the steps without a copy give, byte for byte, and the copy is the updated
+// parameter rounded as amprt_cast rounds, for every optimizer form, in bf16
+// (written per element) and f16 (per block), on a size that runs on the
+// threads and ends in a tail; a skipped step writes the unchanged
+// parameter's copy. Values beyond f16's range and a NaN gradient are among
+// them.
+TEST(Optimizers, LowPrecisionCopyIsTheUpdatedParameterRounded) {
+  const int64_t n = 70001;
+  struct Opt {
+    bool adam;
+    amprt_sgd_config sgd;
+    amprt_adam_config ad;
+  };
+  const Opt opts[] = {{false, {0.1f, 0.0f, 0.0f, 0.0f, 0}, {}},
+                      {false, {0.1f, 0.9f, 0.0f, 0.01f, 1}, {}},
+                      {false, {0.1f, 0.9f, 0.1f, 0.0f, 0}, {}},
+                      {true, {}, {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 0}},
+                      {true, {}, {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 1}},
+                      {true, {}, {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 2}}};
+  for (const Opt &o : opts)
+    for (amprt_dtype lt : {AMPRT_BF16, AMPRT_F16})
+      for (float found : {0.0f, 1.0f}) {
+        Buf p = randn(AMPRT_F32, {n}), g = randn(AMPRT_F32, {n}), b = randn(AMPRT_F32, {n}),
+            m = randn(AMPRT_F32, {n}), v = uniform(AMPRT_F32, {n}, 0.1, 1.0);
+        p.set(3, 1e6f); // beyond f16: its copy is inf
+        p.set(4, -7e4f);
+        g.set(n - 1, NAN);
+        Buf p2 = p, b2 = b, m2 = m, v2 = v, copy(lt, {n}), want(lt, {n});
+        int64_t step = 3;
+        std::string what = std::string(o.adam ? "adam form " + std::to_string(o.ad.decoupled)
+                                              : "sgd momentum " + std::to_string(o.sgd.momentum)) +
+                           " " + amprt_dtype_name(lt) + (found != 0.0f ? " skipped" : "");
+        if (o.adam) {
+          AMPRT_OK_OR_FAIL(
+              amprt::adamStep(nullptr, &o.ad, p.p(), g.p(), m.p(), v.p(), &step, found, copy.p()));
+          AMPRT_OK_OR_FAIL(
+              amprt_adam_step(nullptr, &o.ad, p2.p(), g.p(), m2.p(), v2.p(), &step, found));
+        } else {
+          AMPRT_OK_OR_FAIL(
+              amprt::sgdStep(nullptr, &o.sgd, p.p(), g.p(), b.p(), &step, found, copy.p()));
+          AMPRT_OK_OR_FAIL(amprt_sgd_step(nullptr, &o.sgd, p2.p(), g.p(), b2.p(), &step, found));
+        }
+        ASSERT_EQ(p.bytes, p2.bytes) << what;
+        ASSERT_EQ(b.bytes, b2.bytes) << what;
+        ASSERT_EQ(m.bytes, m2.bytes) << what;
+        ASSERT_EQ(v.bytes, v2.bytes) << what;
+        AMPRT_OK_OR_FAIL(amprt_cast(nullptr, p.p(), want.p()));
+        ASSERT_EQ(copy.bytes, want.bytes) << what;
+        if (lt == AMPRT_F16)
+          EXPECT_TRUE(std::isinf(copy.get(3))) << what;
+        EXPECT_TRUE(found != 0.0f || std::isnan(copy.get(n - 1))) << what;
+      }
+  // A copy of the wrong type or size is refused, naming it.
+  Buf p = randn(AMPRT_F32, {8}), g = randn(AMPRT_F32, {8}), bad(AMPRT_F32, {8}),
+      small(AMPRT_BF16, {7});
+  int64_t step = 0;
+  amprt_sgd_config sgd{0.1f, 0.0f, 0.0f, 0.0f, 0};
+  EXPECT_EQ(amprt::sgdStep(nullptr, &sgd, p.p(), g.p(), nullptr, &step, 0.0f, bad.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(amprt_last_error()).find("low-precision copy"), std::string::npos);
+  EXPECT_EQ(amprt::sgdStep(nullptr, &sgd, p.p(), g.p(), nullptr, &step, 0.0f, small.p()),
+            AMPRT_ERR_INVALID_ARGUMENT);
 }
 
 TEST(Optimizers, BadArgumentsAreErrors) {

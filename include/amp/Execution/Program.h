@@ -74,7 +74,8 @@ LogicalResult lowerToLinalg(ModuleOp module, const PrecisionOptions &p);
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
                                    const PrecisionOptions &precision, bool prepared = false);
 
-/// The first half of lowerForRuntime (amp-autocast, amp-keep-weight-casts):
+/// The first half of lowerForRuntime (amp-autocast, amp-fold-transposes,
+/// amp-keep-weight-casts):
 /// after it the functions have their final signatures (signatureOf), with
 /// the state arguments amp-keep-weight-casts adds.
 LogicalResult prepareForRuntime(ModuleOp module, const PrecisionOptions &precision);

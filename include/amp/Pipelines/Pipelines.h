@@ -72,9 +72,9 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions &o);
 /// list with fp32, which would be ignored).
 LogicalResult buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
                                            std::string &error);
-/// Its two halves: the passes that can change the function's signature
-/// (amp-autocast, amp-keep-weight-casts: new state arguments), and the rest
-/// (amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime).
+/// Its two halves: the passes up to the function's final signature
+/// (amp-autocast, amp-fold-transposes, amp-keep-weight-casts: new state
+/// arguments), and the rest (amp-plan-memory, amp-lower-to-runtime).
 LogicalResult buildRuntimePrepPipeline(OpPassManager &pm, const PrecisionOptions &p,
                                        std::string &error);
 void buildRuntimeLoweringPipeline(OpPassManager &pm);

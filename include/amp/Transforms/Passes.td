@@ -277,7 +277,8 @@ def AMPKeepWeightCasts : Pass<"amp-keep-weight-casts", "::mlir::ModuleOp"> {
     so no pass reads every master weight again at the next step's start.
     Apex O2's f16 model weights beside f32 master weights. Frozen
     parameters, parameters without a cast or with casts to both types are
-    left as they are. amp-lower-for-runtime runs it (keep-weight-casts).
+    left as they are. amp-lower-for-runtime runs it after amp-fold-transposes
+    (which casts a weight before its transpose) unless keep-weight-casts=false.
   }];
   let dependentDialects = ["::mlir::amp::AMPDialect"];
 }

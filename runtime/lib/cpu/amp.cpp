@@ -8,8 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "convert_bits.h"
 #include "internal.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -223,12 +225,45 @@ amprt_status checkLowp(const amprt_tensor *lowp, const amprt_tensor *param, cons
   return sameCount(param, lowp, k, "the low-precision copy");
 }
 
-/// p[b0, e0) rounded into the low-precision copy (the piece an update has
-/// just written, still in cache).
+/// p[b0, e0) rounded into the low-precision copy.
 void writeLowp(const float *p, amprt_tensor *lowp, int64_t b0, int64_t e0) {
   if (lowp && e0 > b0)
     amprt_convert(p + b0, AMPRT_F32, static_cast<uint16_t *>(lowp->data) + b0, lowp->dtype,
                   (size_t)(e0 - b0));
+}
+
+/// Where an update puts each new parameter value besides p: nowhere, or
+/// its bf16 copy in the same loop (one pass over the weights: the copy
+/// costs a 2-byte store, not another read of every weight).
+struct NoCopy {
+  void operator()(int64_t, float) const {}
+};
+struct Bf16Copy {
+  uint16_t *l;
+  void operator()(int64_t i, float v) const {
+    uint32_t x;
+    std::memcpy(&x, &v, 4);
+    l[i] = bits::f32ToBf16(x);
+  }
+};
+
+/// update(b, e, copy) over [b0, e0) with the low-precision copy written in
+/// the same pass: bf16 per element (Bf16Copy), f16 per block of 4096
+/// elements right after the block's update, while it is in L1 (the
+/// vectorised converter).
+template <class F>
+void updateWithCopy(int64_t b0, int64_t e0, const float *p, amprt_tensor *lowp, F update) {
+  if (!lowp) {
+    update(b0, e0, NoCopy{});
+  } else if (lowp->dtype == AMPRT_BF16) {
+    update(b0, e0, Bf16Copy{static_cast<uint16_t *>(lowp->data)});
+  } else {
+    for (int64_t b = b0; b < e0; b += 4096) {
+      int64_t e = std::min(e0, b + 4096);
+      update(b, e, NoCopy{});
+      writeLowp(p, lowp, b, e);
+    }
+  }
 }
 
 } // namespace
@@ -270,24 +305,29 @@ amprt_status amprt::sgdStep(amprt_context *, const amprt_sgd_config *cfg, amprt_
   const amprt_sgd_config c = *cfg;
   // Element by element (the same arithmetic on every piece of the split).
   parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
-    if (c.weight_decay == 0.0f && c.momentum == 0.0f) {
-      float nlr = -c.lr;
-      for (int64_t i = b0; i < e0; ++i)
-        p[i] = p[i] + nlr * g[i];
-      writeLowp(p, lowp, b0, e0);
-      return;
-    }
-    for (int64_t i = b0; i < e0; ++i) {
-      float d = g[i];
-      if (c.weight_decay != 0.0f)
-        d = d + c.weight_decay * p[i];
-      if (c.momentum != 0.0f) {
-        b[i] = first ? d : b[i] * c.momentum + (1.0f - c.dampening) * d;
-        d = c.nesterov ? d + c.momentum * b[i] : b[i];
+    updateWithCopy(b0, e0, p, lowp, [&](int64_t s, int64_t e, auto copy) {
+      if (c.weight_decay == 0.0f && c.momentum == 0.0f) {
+        float nlr = -c.lr;
+        for (int64_t i = s; i < e; ++i) {
+          float v = p[i] + nlr * g[i];
+          p[i] = v;
+          copy(i, v);
+        }
+        return;
       }
-      p[i] = p[i] + (-c.lr) * d;
-    }
-    writeLowp(p, lowp, b0, e0);
+      for (int64_t i = s; i < e; ++i) {
+        float d = g[i];
+        if (c.weight_decay != 0.0f)
+          d = d + c.weight_decay * p[i];
+        if (c.momentum != 0.0f) {
+          b[i] = first ? d : b[i] * c.momentum + (1.0f - c.dampening) * d;
+          d = c.nesterov ? d + c.momentum * b[i] : b[i];
+        }
+        float v = p[i] + (-c.lr) * d;
+        p[i] = v;
+        copy(i, v);
+      }
+    });
   });
   return AMPRT_OK;
 }
@@ -339,14 +379,16 @@ amprt_status amprt::adamStep(amprt_context *, const amprt_adam_config *cfg, ampr
     float lrc = cfg->lr * (std::sqrt(bc) / ac);
     float w1 = 1.0f - cfg->beta1, w2 = 1.0f - cfg->beta2;
     float decay = cfg->lr * cfg->weight_decay;
-    for (int64_t i = 0; i < len; ++i) {
-      float gi = g[i];
-      m[i] = cfg->beta1 * m[i] + w1 * gi;
-      v[i] = cfg->beta2 * v[i] + w2 * gi * gi;
-      p[i] = p[i] - lrc * m[i] / (std::sqrt(v[i]) + cfg->eps);
-      p[i] = p[i] - decay * p[i];
-    }
-    writeLowp(p, lowp, 0, len);
+    updateWithCopy(0, len, p, lowp, [&](int64_t s, int64_t e, auto copy) {
+      for (int64_t i = s; i < e; ++i) {
+        float gi = g[i];
+        m[i] = cfg->beta1 * m[i] + w1 * gi;
+        v[i] = cfg->beta2 * v[i] + w2 * gi * gi;
+        p[i] = p[i] - lrc * m[i] / (std::sqrt(v[i]) + cfg->eps);
+        p[i] = p[i] - decay * p[i];
+        copy(i, p[i]);
+      }
+    });
     return AMPRT_OK;
   }
   double t = (double)(*step + 1);
@@ -358,21 +400,23 @@ amprt_status amprt::adamStep(amprt_context *, const amprt_adam_config *cfg, ampr
   float decay = (float)(1.0 - (double)cfg->lr * (double)cfg->weight_decay);
   const amprt_adam_config c = *cfg;
   parallelFor(len, 1 << 15, 16, [&](int64_t b0, int64_t e0) {
-    for (int64_t i = b0; i < e0; ++i) {
-      float gi = g[i];
-      if (c.weight_decay != 0.0f) {
-        if (c.decoupled)
-          p[i] = p[i] * decay;
-        else
-          gi = gi + c.weight_decay * p[i];
+    updateWithCopy(b0, e0, p, lowp, [&](int64_t s, int64_t e, auto copy) {
+      for (int64_t i = s; i < e; ++i) {
+        float gi = g[i];
+        if (c.weight_decay != 0.0f) {
+          if (c.decoupled)
+            p[i] = p[i] * decay;
+          else
+            gi = gi + c.weight_decay * p[i];
+        }
+        // lerp as PyTorch computes it (weight < 0.5 form).
+        m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
+        v[i] = v[i] * c.beta2 + w2 * gi * gi;
+        float denom = std::sqrt(v[i]) / bc2Sqrt + c.eps;
+        p[i] = p[i] + (-stepSize) * (m[i] / denom);
+        copy(i, p[i]);
       }
-      // lerp as PyTorch computes it (weight < 0.5 form).
-      m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
-      v[i] = v[i] * c.beta2 + w2 * gi * gi;
-      float denom = std::sqrt(v[i]) / bc2Sqrt + c.eps;
-      p[i] = p[i] + (-stepSize) * (m[i] / denom);
-    }
-    writeLowp(p, lowp, b0, e0);
+    });
   });
   return AMPRT_OK;
 }
