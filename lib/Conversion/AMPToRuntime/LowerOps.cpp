@@ -195,6 +195,19 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
     a.op = bo;
     return emitAs(op, a, d);
   };
+  // An optimizer update whose new parameter's f16 / bf16 cast is the next op
+  // (amp-keep-weight-casts) writes that copy in its own call: one more
+  // tensor, attribute lowp = 1; the cast is skipped.
+  auto lowpCopy = [&](Value newParam, std::optional<int64_t> &lowp) -> LogicalResult {
+    CastOp c = lowpCopyOf(op, newParam);
+    if (!c)
+      return success();
+    if (failed(slotPtr(c.getOutput())) || failed(tensor(d, c.getOutput(), op)))
+      return failure();
+    lowp = 1;
+    fusedAway.insert(c);
+    return success();
+  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AddOp) { return binary(AMPRT_BINARY_ADD); })
       .Case([&](SubOp) { return binary(AMPRT_BINARY_SUB); })
@@ -605,12 +618,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.wd = o.getWeightDecay().convertToDouble();
         a.nesterov = o.getNesterov() ? 1 : 0;
         a.has_buf = o.getMomentumBuf() ? 1 : 0;
-        if (CastOp c = lowpCopyOf(op, o.getNewParam())) {
-          if (failed(slotPtr(c.getOutput())) || failed(tensor(d, c.getOutput(), op)))
-            return failure();
-          a.lowp = 1;
-          fusedAway.insert(c);
-        }
+        if (failed(lowpCopy(o.getNewParam(), a.lowp)))
+          return failure();
         return emitAs(op, a, d);
       })
       .Case([&](AdamUpdateOp o) -> LogicalResult {
@@ -623,12 +632,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.eps = o.getEps().convertToDouble();
         a.wd = o.getWeightDecay().convertToDouble();
         a.decoupled = o.getMode() == AdamMode::hf ? 2 : o.getDecoupled() ? 1 : 0;
-        if (CastOp c = lowpCopyOf(op, o.getNewParam())) {
-          if (failed(slotPtr(c.getOutput())) || failed(tensor(d, c.getOutput(), op)))
-            return failure();
-          a.lowp = 1;
-          fusedAway.insert(c);
-        }
+        if (failed(lowpCopy(o.getNewParam(), a.lowp)))
+          return failure();
         return emitAs(op, a, d);
       })
       .Case([&](UnscaleAndCheckOp o) -> LogicalResult {

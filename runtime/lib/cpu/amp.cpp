@@ -232,6 +232,13 @@ void writeLowp(const float *p, amprt_tensor *lowp, int64_t b0, int64_t e0) {
                   (size_t)(e0 - b0));
 }
 
+/// A skipped step's copy: the unchanged parameter rounded (the copy's
+/// buffer may be another than the argument's: the runner swaps them).
+void copyUnchanged(const float *p, amprt_tensor *lowp, int64_t len) {
+  if (lowp)
+    parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) { writeLowp(p, lowp, b0, e0); });
+}
+
 /// Where an update puts each new parameter value besides p: nowhere, or
 /// its bf16 copy in the same loop (one pass over the weights: the copy
 /// costs a 2-byte store, not another read of every weight).
@@ -295,8 +302,7 @@ amprt_status amprt::sgdStep(amprt_context *, const amprt_sgd_config *cfg, amprt_
   float *p = static_cast<float *>(param->data);
   int64_t len = amprt_tensor_numel(param);
   if (found_inf != 0.0f) { // skipped: the copy of the unchanged weight
-    if (lowp)
-      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) { writeLowp(p, lowp, b0, e0); });
+    copyUnchanged(p, lowp, len);
     return AMPRT_OK;
   }
   const float *g = static_cast<const float *>(grad->data);
@@ -365,8 +371,7 @@ amprt_status amprt::adamStep(amprt_context *, const amprt_adam_config *cfg, ampr
   float *p = static_cast<float *>(param->data);
   int64_t len = amprt_tensor_numel(param);
   if (found_inf != 0.0f) { // skipped: the copy of the unchanged weight
-    if (lowp)
-      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) { writeLowp(p, lowp, b0, e0); });
+    copyUnchanged(p, lowp, len);
     return AMPRT_OK;
   }
   const float *g = static_cast<const float *>(grad->data);
