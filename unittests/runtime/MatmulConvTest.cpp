@@ -328,6 +328,70 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
       }
 }
 
+// A convolution's forward and data gradient as im2col + one product (the
+// weight in its plain layout), forced and as the per-shape choice takes
+// them, against the double reference: every input type (widened to f32,
+// or bf16 operands where the CPU has bf16 kernels), outputs in the input's
+// type and in f32, bias, ReLU (with a NaN in x: kept, as the element-wise
+// ReLU keeps it), strides, dilations, asymmetric pads, non-square and 1 x 1
+// kernels, a first layer's 3 channels, a stride that skips input columns.
+TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
+  std::vector<ConvCase> cases = {
+      {8, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},   {2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},
+      {3, 8, 7, 9, 12, 3, 5, 2, 1, 1, 1, 2}, {2, 8, 10, 10, 8, 3, 3, 1, 2, 2, 1},
+      {2, 16, 6, 6, 32, 1, 1, 1, 0, 1, 1},   {2, 4, 8, 11, 6, 3, 3, 3, 0, 1, 1},
+      {1, 3, 12, 12, 16, 7, 7, 2, 3, 1, 1}};
+  for (const char *force : {"im2col-f32", "im2col-bf16", ""})
+    for (const ConvCase &cc : cases)
+      for (amprt_dtype in : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
+        for (amprt_dtype out : {in, AMPRT_F32})
+          for (int run = 0; run < 3; ++run) {
+            const int flags = run ? (int)AMPRT_CONV_RELU : 0;
+            const bool withNaN = run == 2;
+            const int64_t oh = cc.outH(), ow = cc.outW();
+            SCOPED_TRACE(std::string("kernel forced: ") + (*force ? force : "(timed)") + ", " +
+                         amprt_dtype_name(in) + " -> " + amprt_dtype_name(out) + ", c " +
+                         std::to_string(cc.c) + " " + std::to_string(cc.h) + "x" +
+                         std::to_string(cc.w) + " k " + std::to_string(cc.kh) + "x" +
+                         std::to_string(cc.kw) + " stride " + std::to_string(cc.stride) +
+                         " flags " + std::to_string(flags) + (withNaN ? " NaN" : ""));
+            KernelForced forced(force);
+            Buf x = randn(in, {cc.n, cc.c, cc.h, cc.w});
+            if (withNaN)
+              x.set(cc.h * cc.w / 2, NAN); // image 0, channel 0, mid-plane
+            Buf w = randn(in, {cc.m, cc.c, cc.kh, cc.kw});
+            Buf b = randn(in, {cc.m});
+            Buf y(out, {cc.n, cc.m, oh, ow});
+            amprt_conv_params p = cc.params();
+            const int64_t before = amprt::im2colConvCallsForTesting();
+            AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, x.p(), w.p(), b.p(), &p, flags, y.p()));
+            std::vector<double> ref = refConv(x, w, &b, cc, oh, ow);
+            int nans = 0;
+            if (flags & AMPRT_CONV_RELU)
+              for (double &r : ref) {
+                nans += std::isnan(r);
+                r = std::isnan(r) || r > 0 ? r : 0.0;
+              }
+            ASSERT_EQ(nans > 0, withNaN);
+            const int64_t kk = cc.c * cc.kh * cc.kw;
+            EXPECT_TRUE(near(y, ref, out == AMPRT_F32 ? 8.5 : 0.52, accTol(kk), 1e-4)) << "y";
+            // The data gradient (no NaN: dy and w are finite).
+            Buf dy = randn(in, {cc.n, cc.m, oh, ow});
+            Buf dx(out, x.shape);
+            AMPRT_OK_OR_FAIL(
+                amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), nullptr, nullptr));
+            std::vector<double> rdx, rdw;
+            refConvBackward(x, w, dy, cc, oh, ow, rdx, rdw);
+            EXPECT_TRUE(
+                near(dx, rdx, out == AMPRT_F32 ? 8.5 : 0.52, 0.0, 8 * accTol(cc.m * cc.kh * cc.kw)))
+                << "dx";
+            // Forced, the f32 product runs for every input type (both
+            // passes); the bf16 one where the CPU has bf16 kernels.
+            if (std::string(force) == "im2col-f32")
+              EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 2);
+          }
+}
+
 // Depthwise convolutions (group = channels, M outputs per channel) by the
 // direct kernels (depthwise.cpp) and by oneDNN's, forced, and as the
 // per-shape choice takes them: all three passes against the double

@@ -21,11 +21,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -697,8 +699,9 @@ std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group, con
 }
 
 /// convForward's `widenChoice` beyond 0 / 1: a depthwise convolution by the
-/// direct kernel, or by oneDNN's (then bf16 or f32 as the choice decides).
-constexpr int kDepthwiseDirect = 2, kOneDnn = -2;
+/// direct kernel, or by oneDNN's (then bf16 or f32 as the choice decides);
+/// im2col + one product on bf16 or f32 operands (im2colForward).
+constexpr int kDepthwiseDirect = 2, kOneDnn = -2, kIm2colBf16 = 3, kIm2colF32 = 4;
 
 /// The passes of a convolution, for depthwiseOneDnnSlow.
 enum class ConvPass { Forward, Data, Weights };
@@ -745,6 +748,197 @@ bool depthwiseOneDnnSlow(const ConvDims &cd, ConvPass pass) {
   }
   cache.emplace(key, slow);
   return slow;
+}
+
+std::atomic<int64_t> im2colCalls{0}; // im2colConvCallsForTesting
+
+/// Whether a 2-D convolution may run as im2col + one product (forward) or
+/// one product + col2im (data gradient): one group, its columns (K x P
+/// elements of `es` bytes, K = C x KH x KW, P = N x OH x OW) at most 64 MiB.
+bool im2colFits(const amprt_tensor *w, const amprt_tensor *y, const amprt_conv_params *p,
+                int64_t es) {
+  if (p->spatial != 2 || p->group != 1 || y->rank != 4 || w->rank != 4)
+    return false;
+  int64_t cols = y->shape[0] * y->shape[2] * y->shape[3] * (amprt_tensor_numel(w) / w->shape[0]);
+  return cols > 0 && cols * es <= (64 << 20);
+}
+
+/// An element of x as stored in the columns: the same bits, or widened
+/// to f32 (exact).
+template <typename Src, typename Dst> inline Dst colElement(Src v, amprt_dtype st) {
+  if constexpr (std::is_same_v<Src, Dst>) {
+    (void)st;
+    return v;
+  } else {
+    return st == AMPRT_F16 ? amprt_f16_to_f32(v) : amprt_bf16_to_f32(v);
+  }
+}
+
+/// colT[(c, kh, kw), (n, oh, ow)] = x[n, c, oh*s - pad + kh*d, ow*s - pad +
+/// kw*d] (0 outside x): the columns transposed, [K, P], each row built from
+/// runs of x. Src / Dst: uint16_t (f16 / bf16 bits) or float.
+template <typename Src, typename Dst>
+void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_tensor *ws,
+             const amprt_tensor *ys, const amprt_conv_params *p, Dst *colT) {
+  const int64_t n = xs->shape[0], c = xs->shape[1], h = xs->shape[2], w = xs->shape[3];
+  const int64_t oh = ys->shape[2], ow = ys->shape[3], kh = ws->shape[2], kw = ws->shape[3];
+  const int64_t P = n * oh * ow, K = c * kh * kw;
+  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0], dw = p->dilations[1],
+                ph = p->pads_begin[0], pw = p->pads_begin[1];
+  parallelFor(K, 1, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t ci = k / (kh * kw), a = (k / kw) % kh, q = k % kw;
+      // The output columns j whose tap lies inside x: [jlo, jhi).
+      const int64_t off = q * dw - pw;
+      int64_t jlo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+      int64_t jhi = w - off <= 0 ? 0 : std::min(ow, (w - off + sw - 1) / sw);
+      jlo = std::min(jlo, jhi);
+      Dst *row = colT + k * P;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < oh; ++i) {
+          Dst *dst = row + (b * oh + i) * ow;
+          const int64_t yi = i * sh - ph + a * dh;
+          if (yi < 0 || yi >= h) {
+            std::fill(dst, dst + ow, Dst(0));
+            continue;
+          }
+          const Src *src = x + ((b * c + ci) * h + yi) * w;
+          std::fill(dst, dst + jlo, Dst(0));
+          for (int64_t j = jlo; j < jhi; ++j)
+            dst[j] = colElement<Src, Dst>(src[j * sw + off], st);
+          std::fill(dst + jhi, dst + ow, Dst(0));
+        }
+    }
+  });
+}
+
+/// The columns of x (transposed, see im2colT) in bf16 (`low`: x must be
+/// bf16) or f32 (x of any float type, widened: exact), into `buf`.
+void *columnsOf(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
+                const amprt_conv_params *p, bool low, std::vector<char> &buf) {
+  const int64_t K = amprt_tensor_numel(w) / w->shape[0],
+                P = y->shape[0] * y->shape[2] * y->shape[3];
+  buf.resize((size_t)(K * P * (low ? 2 : 4)));
+  const auto *u16 = static_cast<const uint16_t *>(x->data);
+  if (low)
+    im2colT<uint16_t, uint16_t>(u16, x->dtype, x, w, y, p,
+                                reinterpret_cast<uint16_t *>(buf.data()));
+  else if (x->dtype == AMPRT_F32)
+    im2colT<float, float>(static_cast<const float *>(x->data), x->dtype, x, w, y, p,
+                          reinterpret_cast<float *>(buf.data()));
+  else
+    im2colT<uint16_t, float>(u16, x->dtype, x, w, y, p, reinterpret_cast<float *>(buf.data()));
+  return buf.data();
+}
+
+/// The forward as one product: yT[OC, P] = W[OC, K] @ colT[K, P] (f32
+/// accumulation; bf16 operands with `low`, else f32, widened where x and w
+/// are f16 / bf16: exact), then y[n, oc, :] = yT[oc, n's positions] + bias,
+/// with ReLU (flags: only where no NaN can arise, see amprt_conv_ex) and
+/// rounded once to y's type. The weight in its own plain layout: nothing
+/// weight-sized is reordered (where the output is small, the weight's
+/// reorder into a blocked layout costs more than the product).
+void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bias,
+                   const amprt_conv_params *p, int32_t flags, amprt_tensor *y, bool low) {
+  const int64_t n = y->shape[0], oc = y->shape[1], ohw = y->shape[2] * y->shape[3];
+  const int64_t P = n * ohw, K = amprt_tensor_numel(w) / oc;
+  thread_local std::vector<char> colBuf;
+  thread_local std::vector<float> yt;
+  void *col = columnsOf(x, w, y, p, low, colBuf);
+  Operand wo = operandOf(w, !low);
+  const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
+  yt.resize((size_t)(oc * P));
+  float *ytp = yt.data(); // (thread_local: the threads below see their own)
+  ++im2colCalls;
+  if (desc::profilingRequested())
+    noteKernelImpl("im2col+matmul");
+  gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
+  const bool relu = flags & AMPRT_CONV_RELU;
+  parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row((size_t)ohw);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / oc, o = r % oc;
+      const float *src = ytp + o * P + b * ohw;
+      const float add = bias ? bias[o] : 0.0f;
+      for (int64_t i = 0; i < ohw; ++i) {
+        float v = bias ? src[i] + add : src[i];
+        row[(size_t)i] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
+      }
+      amprt_convert(row.data(), AMPRT_F32,
+                    static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype), y->dtype,
+                    (size_t)ohw);
+    }
+  });
+}
+
+/// The data gradient as one product: dcolT[K, P] = W^T[K, OC] @ dyT[OC, P]
+/// (dy gathered by output channel), then col2im: each dx element the sum of
+/// its taps' columns in a fixed order (planes on the threads: the same
+/// result for every thread count), rounded once to dx's type.
+void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_conv_params *p,
+                    amprt_tensor *dx, bool low) {
+  const int64_t n = dx->shape[0], c = dx->shape[1], h = dx->shape[2], wd = dx->shape[3];
+  const int64_t oc = dy->shape[1], oh = dy->shape[2], ow = dy->shape[3], ohw = oh * ow;
+  const int64_t kh = w->shape[2], kw = w->shape[3], P = n * ohw, K = c * kh * kw;
+  const int64_t es = low ? 2 : 4;
+  thread_local std::vector<char> dyBuf;
+  thread_local std::vector<float> dcol, acc;
+  dyBuf.resize((size_t)(oc * P * es));
+  char *dyt = dyBuf.data();
+  const char *db = static_cast<const char *>(dy->data);
+  const int64_t des = amprt_dtype_size(dy->dtype);
+  parallelFor(oc, 1, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t b = 0; b < n; ++b) {
+        const char *src = db + ((b * oc + o) * ohw) * des;
+        char *dst = dyt + (o * P + b * ohw) * es;
+        if (des == es)
+          std::memcpy(dst, src, (size_t)(ohw * es));
+        else
+          amprt_convert(src, dy->dtype, dst, AMPRT_F32, (size_t)ohw);
+      }
+  });
+  Operand owp = operandOf(w, !low);
+  const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
+  dcol.resize((size_t)(K * P));
+  float *dcolp = dcol.data(); // (thread_local: the threads below see their own)
+  ++im2colCalls;
+  if (desc::profilingRequested())
+    noteKernelImpl("matmul+col2im");
+  gemmAcc(GemmKey{K, P, oc, 1, K, P, 1, adt, adt}, owp.ptr, dyt, dcolp);
+  float *out = static_cast<float *>(dx->data);
+  if (dx->dtype != AMPRT_F32) {
+    acc.resize((size_t)amprt_tensor_numel(dx));
+    out = acc.data();
+  }
+  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0], dwl = p->dilations[1],
+                ph = p->pads_begin[0], pw = p->pads_begin[1];
+  parallelFor(n * c, 1, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / c, ci = r % c;
+      float *plane = out + r * h * wd;
+      std::fill(plane, plane + h * wd, 0.0f);
+      for (int64_t a = 0; a < kh; ++a)
+        for (int64_t q = 0; q < kw; ++q) {
+          const float *row = dcolp + ((ci * kh + a) * kw + q) * P + b * ohw;
+          const int64_t off = q * dwl - pw;
+          int64_t jlo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+          int64_t jhi = wd - off <= 0 ? 0 : std::min(ow, (wd - off + sw - 1) / sw);
+          for (int64_t i = 0; i < oh; ++i) {
+            const int64_t yi = i * sh - ph + a * dh;
+            if (yi < 0 || yi >= h)
+              continue;
+            float *dst = plane + yi * wd;
+            for (int64_t j = jlo; j < jhi; ++j)
+              dst[j * sw + off] += row[i * ow + j];
+          }
+        }
+      if (dx->dtype != AMPRT_F32)
+        amprt_convert(plane, AMPRT_F32,
+                      static_cast<char *>(dx->data) + r * h * wd * amprt_dtype_size(dx->dtype),
+                      dx->dtype, (size_t)(h * wd));
+    }
+  });
 }
 
 /// amprt_conv_ex with bf16 x and w widened to f32 (`widenChoice` 1), on the
@@ -819,27 +1013,57 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
   }
   if (widenChoice == kOneDnn)
     widenChoice = -1;
+  if ((widenChoice == kIm2colBf16 || widenChoice == kIm2colF32) && count) {
+    im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, widenChoice == kIm2colBf16);
+    return AMPRT_OK;
+  }
   // bf16 with few input channels per group (an image's first layer):
   // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
   // values widen to f32 exactly (the same products, f32 accumulation
   // either way), so the f32 kernel runs: the fixed rule. The per-shape
   // choice times both (a CPU without bf16 instructions runs oneDNN's bf16
-  // kernels emulated, slower than f32 on every shape).
+  // kernels emulated, slower than f32 on every shape), and im2col + one
+  // product in either where it fits (the weight read in its plain layout:
+  // faster where the output is small next to the weight).
   bool widen = x->dtype == AMPRT_BF16 && x->shape[1] / std::max<int64_t>(p->group, 1) < 8;
   if (widenChoice >= 0) {
     widen = widenChoice == 1;
-  } else if (x->dtype == AMPRT_BF16 && bf16Kernels() && count && tuningOn(ctx)) {
-    std::string key = convTuneKey(flags & AMPRT_CONV_RELU ? "conv+relu" : "conv", cd, p->group,
-                                  y->dtype == AMPRT_BF16  ? "bf16->bf16"
-                                  : y->dtype == AMPRT_F32 ? "bf16->f32"
-                                                          : "bf16->f16");
-    key += bias ? " bias" : "";
-    key += flags & (AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED) ? " blocked" : "";
-    int choice = 0;
-    AMPRT_CHECK(chooseKernel(
-        ctx, key, {"bf16", "f32"}, widen ? 1 : 0,
-        [&](int i) { return convForward(ctx, x, w, bias, p, flags, y, i); }, &choice));
-    widen = choice == 1;
+  } else if (count && tuningOn(ctx)) {
+    const bool bf16k = x->dtype == AMPRT_BF16 && bf16Kernels();
+    std::vector<const char *> names;
+    std::vector<int> kernels; // convForward's widenChoice of each name
+    if (bf16k) {
+      names = {"bf16", "f32"};
+      kernels = {0, 1};
+    } else {
+      names = {"f32"};
+      kernels = {1};
+    }
+    if (!(flags & (AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED))) {
+      if (bf16k && im2colFits(w, y, p, 2)) {
+        names.push_back("im2col-bf16");
+        kernels.push_back(kIm2colBf16);
+      }
+      if (im2colFits(w, y, p, 4)) {
+        names.push_back("im2col-f32");
+        kernels.push_back(kIm2colF32);
+      }
+    }
+    if (names.size() > 1) {
+      std::string types =
+          std::string(amprt_dtype_name(x->dtype)) + "->" + amprt_dtype_name(y->dtype);
+      std::string key =
+          convTuneKey(flags & AMPRT_CONV_RELU ? "conv+relu" : "conv", cd, p->group, types.c_str());
+      key += bias ? " bias" : "";
+      key += flags & (AMPRT_CONV_SRC_BLOCKED | AMPRT_CONV_DST_BLOCKED) ? " blocked" : "";
+      int choice = bf16k && widen ? 1 : 0;
+      AMPRT_CHECK(chooseKernel(
+          ctx, key, names, choice,
+          [&](int i) { return convForward(ctx, x, w, bias, p, flags, y, kernels[i]); }, &choice));
+      if (kernels[choice] == kIm2colBf16 || kernels[choice] == kIm2colF32)
+        return convForward(ctx, x, w, bias, p, flags, y, kernels[choice]);
+      widen = kernels[choice] == 1;
+    }
   }
   // A bf16 y: the reorder out of oneDNN's layout rounds the f32 result to
   // bf16 itself (to nearest even, once), no f32 copy of y and second pass.
@@ -1057,6 +1281,7 @@ void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_ten
   const int adt = (int)(es == 2 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   GemmKey key{oc, K, P, P, 1, K, 1, adt, adt};
   key.bf16Out = bf16Out;
+  ++im2colCalls;
   if (desc::profilingRequested())
     noteKernelImpl("im2col+matmul");
   gemmAcc(key, dyt, col, out);
@@ -1076,9 +1301,13 @@ enum WeightsKernel {
   WeightsIm2colF32,
   WeightsDepthwiseDirect
 };
+/// The data side as one product + col2im (im2colDataGrad) instead of a
+/// oneDNN primitive.
+enum DataIm2col { DataOneDnn, DataIm2colBf16, DataIm2colF32 };
 struct BackwardKernels {
   bool dataBf16 = false;
   bool dataDepthwiseDirect = false; // depthwise.cpp's kernel for dx
+  DataIm2col dataIm2col = DataOneDnn;
   WeightsKernel weights = WeightsF32;
 };
 
@@ -1136,7 +1365,7 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     // The depthwise sides by the direct kernels (then no primitive either).
     const bool dwDepthwise = dw && kern.weights == WeightsDepthwiseDirect;
     amprt_tensor *dwPrim = dwIm2col || dwDepthwise ? nullptr : dw;
-    amprt_tensor *dxPrim = kern.dataDepthwiseDirect ? nullptr : dx;
+    amprt_tensor *dxPrim = kern.dataDepthwiseDirect || kern.dataIm2col != DataOneDnn ? nullptr : dx;
     key.push_back(dwIm2col);
     struct Side {
       dnnl::memory::desc a, b, out; // the primitive's layouts of its inputs / output
@@ -1247,7 +1476,9 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     // two want the same one.
     std::optional<dnnl::memory> dyData;
     float *dyf = nullptr; // dy in f32, for db
-    if (dx && !dxPrim) {
+    if (dx && kern.dataIm2col != DataOneDnn) {
+      im2colDataGrad(w, dy, p, dx, kern.dataIm2col == DataIm2colBf16);
+    } else if (dx && !dxPrim) {
       if (desc::profilingRequested())
         noteKernelImpl("direct-dw");
       depthwiseBackwardData(w, dy, p, dx);
@@ -1415,22 +1646,42 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
       AMPRT_CHECK(side(false, dw, kern.weights == WeightsDepthwiseDirect));
     return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
   }
-  // The per-shape choice: each side timed alone on the real operands.
-  if (dx && allBf16) {
-    int choice = 0;
-    std::vector<const char *> names{"bf16", "f32"};
-    AMPRT_CHECK(chooseKernel(
-        ctx,
-        convTuneKey("conv backward-data", cd, p->group, types) + " dx " +
-            amprt_dtype_name(dx->dtype),
-        names, lowp ? 0 : 1,
-        [&](int i) {
-          BackwardKernels f = kern;
-          f.dataBf16 = i == 0;
-          return convBackward(x, w, dy, p, cd, dx, nullptr, nullptr, f);
-        },
-        &choice));
-    kern.dataBf16 = choice == 0;
+  // The per-shape choice: each side timed alone on the real operands. The
+  // data side: oneDNN's bf16 or f32 kernels, or one product + col2im in
+  // either where it fits (the weight read in its plain layout).
+  if (dx) {
+    std::vector<const char *> names;
+    std::vector<std::pair<bool, DataIm2col>> cands; // (dataBf16, dataIm2col)
+    if (allBf16) {
+      names = {"bf16", "f32"};
+      cands = {{true, DataOneDnn}, {false, DataOneDnn}};
+    } else {
+      names = {"f32"};
+      cands = {{false, DataOneDnn}};
+    }
+    if (allBf16 && im2colFits(w, dy, p, 2)) {
+      names.push_back("im2col-bf16");
+      cands.push_back({false, DataIm2colBf16});
+    }
+    if (im2colFits(w, dy, p, 4)) {
+      names.push_back("im2col-f32");
+      cands.push_back({false, DataIm2colF32});
+    }
+    if (names.size() > 1) {
+      int choice = allBf16 && !lowp ? 1 : 0;
+      AMPRT_CHECK(chooseKernel(
+          ctx,
+          convTuneKey("conv backward-data", cd, p->group, types) + " dx " +
+              amprt_dtype_name(dx->dtype),
+          names, choice,
+          [&](int i) {
+            BackwardKernels f = kern;
+            std::tie(f.dataBf16, f.dataIm2col) = cands[i];
+            return convBackward(x, w, dy, p, cd, dx, nullptr, nullptr, f);
+          },
+          &choice));
+      std::tie(kern.dataBf16, kern.dataIm2col) = cands[choice];
+    }
   }
   // im2col + matmul: 2-D, one group, its columns at most 64 MiB.
   const bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group;
@@ -1438,8 +1689,8 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
                                            (amprt_tensor_numel(w) / w->shape[0])
                                      : 0;
   const bool im2colOk = p->spatial == 2 && p->group == 1 && cols * (allBf16 ? 2 : 4) <= (64 << 20);
-  if (dw && !depthwise && (allBf16 || im2colOk) &&
-      (allBf16 || (x->dtype == AMPRT_F32 && dy->dtype == AMPRT_F32))) {
+  // (f16 operands, and bf16 ones without bf16 kernels: both on f32, widened.)
+  if (dw && !depthwise && (allBf16 || im2colOk)) {
     std::vector<WeightsKernel> cands;
     std::vector<const char *> names;
     auto add = [&](WeightsKernel wk, const char *name) {
@@ -1475,3 +1726,5 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
   }
   return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
 }
+
+int64_t amprt::im2colConvCallsForTesting() { return im2colCalls.load(); }

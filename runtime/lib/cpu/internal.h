@@ -92,6 +92,9 @@ void adoptKernelChoices(const std::string &text);
 /// `name` takes it (no timing, nothing cached); others keep the fixed rule.
 /// An empty name ends it.
 void forceKernelForTesting(const std::string &name);
+/// For the kernel tests: how many convolution passes ran as im2col + one
+/// product (forward, data or weight gradient) in this process.
+int64_t im2colConvCallsForTesting();
 
 /// How long a collective waits for the other ranks: AMPRT_COMM_TIMEOUT
 /// seconds, 300 by default (the MPI and NCCL back-ends; context.cpp).
