@@ -173,6 +173,110 @@ TEST(Optimizers, AdamAndAdamWMatchReferenceFormulas) {
   }
 }
 
+namespace {
+/// Equal bits, or both NaN (a NaN's payload may come from either operand).
+::testing::AssertionResult sameFloats(const Buf &got, const std::vector<float> &want) {
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    float g = (float)got.get(i), w = want[(size_t)i];
+    if (std::isnan(g) && std::isnan(w))
+      continue;
+    if (std::memcmp(&g, &w, 4) != 0)
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << g << ", the f32 formula gives " << w;
+  }
+  return ::testing::AssertionSuccess();
+}
+} // namespace
+
+// The optimizers' loops run vectorised (one clone per vector width, pieces
+// on the threads): every element must still be PyTorch's f32 arithmetic in
+// its order, bit for bit, written out here one element at a time: SGD with
+// and without momentum (first and later steps), dampening, Nesterov and
+// weight decay; Adam and AdamW with beta1 on either side of 0.5 (PyTorch's
+// two lerp forms), with and without weight decay. An odd length over
+// several pieces, and special values: an inf weight without weight decay
+// stays inf (nothing multiplies it by 0), a NaN gradient gives NaN.
+TEST(Optimizers, VectorisedUpdatesAreTheF32FormulasBitForBit) {
+  const int64_t n = 200003;
+  const amprt_sgd_config sgds[] = {{0.1f, 0.0f, 0.0f, 0.0f, 0},   {0.1f, 0.0f, 0.0f, 0.01f, 0},
+                                   {0.1f, 0.9f, 0.0f, 0.0f, 0},   {0.1f, 0.9f, 0.3f, 0.01f, 0},
+                                   {0.05f, 0.9f, 0.0f, 0.01f, 1}, {0.05f, 0.5f, 0.0f, 0.0f, 1}};
+  for (const amprt_sgd_config &c : sgds)
+    for (int64_t step0 : {0, 3}) {
+      Buf p = randn(AMPRT_F32, {n}), g = randn(AMPRT_F32, {n}), b = randn(AMPRT_F32, {n});
+      p.set(7, INFINITY);
+      g.set(11, NAN);
+      std::vector<float> rp(n), rb(n);
+      for (int64_t i = 0; i < n; ++i) {
+        float pi = (float)p.get(i), gi = (float)g.get(i), bi = (float)b.get(i);
+        float d = gi;
+        if (c.weight_decay != 0.0f)
+          d = d + c.weight_decay * pi;
+        if (c.momentum != 0.0f) {
+          bi = step0 == 0 ? d : bi * c.momentum + (1.0f - c.dampening) * d;
+          d = c.nesterov ? d + c.momentum * bi : bi;
+        }
+        rp[i] = pi + (-c.lr) * d;
+        rb[i] = bi;
+      }
+      int64_t step = step0;
+      AMPRT_OK_OR_FAIL(amprt_sgd_step(nullptr, &c, p.p(), g.p(), b.p(), &step, 0.0f));
+      std::string what = "sgd momentum " + std::to_string(c.momentum) + " dampening " +
+                         std::to_string(c.dampening) + " decay " + std::to_string(c.weight_decay) +
+                         " nesterov " + std::to_string(c.nesterov) + " step " +
+                         std::to_string(step0);
+      EXPECT_TRUE(sameFloats(p, rp)) << what;
+      if (c.momentum != 0.0f)
+        EXPECT_TRUE(sameFloats(b, rb)) << what;
+      if (c.weight_decay == 0.0f)
+        EXPECT_TRUE(std::isinf(p.get(7))) << what;
+      EXPECT_TRUE(std::isnan(p.get(11))) << what;
+    }
+  const amprt_adam_config adams[] = {{1e-2f, 0.9f, 0.999f, 1e-8f, 0.0f, 0},
+                                     {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 0},
+                                     {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 1},
+                                     {1e-3f, 0.3f, 0.99f, 1e-6f, 0.01f, 1},
+                                     {1e-3f, 0.3f, 0.99f, 1e-6f, 0.0f, 0}};
+  for (const amprt_adam_config &c : adams) {
+    Buf p = randn(AMPRT_F32, {n}), g = randn(AMPRT_F32, {n}), m = randn(AMPRT_F32, {n}),
+        v = uniform(AMPRT_F32, {n}, 0.1, 1.0);
+    p.set(7, INFINITY);
+    g.set(11, NAN);
+    const int64_t step0 = 4;
+    const double t = (double)(step0 + 1);
+    const float stepSize = (float)((double)c.lr / (1.0 - std::pow((double)c.beta1, t)));
+    const float bc2Sqrt = (float)std::sqrt(1.0 - std::pow((double)c.beta2, t));
+    const float w1 = 1.0f - c.beta1, w2 = 1.0f - c.beta2;
+    const float decay = (float)(1.0 - (double)c.lr * (double)c.weight_decay);
+    std::vector<float> rp(n), rm(n), rv(n);
+    for (int64_t i = 0; i < n; ++i) {
+      float pi = (float)p.get(i), gi = (float)g.get(i), mi = (float)m.get(i), vi = (float)v.get(i);
+      if (c.weight_decay != 0.0f) {
+        if (c.decoupled)
+          pi = pi * decay;
+        else
+          gi = gi + c.weight_decay * pi;
+      }
+      mi = w1 < 0.5f ? mi + w1 * (gi - mi) : gi - (gi - mi) * (1.0f - w1);
+      vi = vi * c.beta2 + w2 * gi * gi;
+      float denom = std::sqrt(vi) / bc2Sqrt + c.eps;
+      rp[i] = pi + (-stepSize) * (mi / denom);
+      rm[i] = mi;
+      rv[i] = vi;
+    }
+    int64_t step = step0;
+    AMPRT_OK_OR_FAIL(amprt_adam_step(nullptr, &c, p.p(), g.p(), m.p(), v.p(), &step, 0.0f));
+    std::string what = "adam beta1 " + std::to_string(c.beta1) + " decay " +
+                       std::to_string(c.weight_decay) + " decoupled " + std::to_string(c.decoupled);
+    EXPECT_TRUE(sameFloats(p, rp)) << what;
+    EXPECT_TRUE(sameFloats(m, rm)) << what;
+    EXPECT_TRUE(sameFloats(v, rv)) << what;
+    if (c.weight_decay == 0.0f)
+      EXPECT_TRUE(std::isinf(p.get(7))) << what;
+    EXPECT_TRUE(std::isnan(p.get(11))) << what;
+  }
+}
+
 TEST(Optimizers, SkippedStepLeavesEveryByteUnchanged) {
   Buf p = randn(AMPRT_F32, {33}), g = randn(AMPRT_F32, {33}), b = randn(AMPRT_F32, {33}),
       m = randn(AMPRT_F32, {33}), v = uniform(AMPRT_F32, {33}, 0.1, 1.0);

@@ -250,7 +250,10 @@ struct Bf16Copy {
   void operator()(int64_t i, float v) const {
     uint32_t x;
     std::memcpy(&x, &v, 4);
-    l[i] = bits::f32ToBf16(x);
+    // bits::f32ToBf16 without its branch (integer selects: vectorised).
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    uint32_t quiet = ((x >> 16) & 0x8000u) | 0x7fc0u;
+    l[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
   }
 };
 
@@ -269,6 +272,89 @@ void updateWithCopy(int64_t b0, int64_t e0, const float *p, amprt_tensor *lowp, 
       int64_t e = std::min(e0, b + 4096);
       update(b, e, NoCopy{});
       writeLowp(p, lowp, b, e);
+    }
+  }
+}
+
+/// c ? a : b by bit masks: both values computed, no branch (GCC would sink
+/// a value into the branch that uses it, and then not if-convert it, as
+/// floating-point operations may trap), so the loop around it vectorises.
+inline float select(bool c, float a, float b) {
+  uint32_t ua, ub, mask = 0u - (uint32_t)c;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  uint32_t r = (ua & mask) | (ub & ~mask);
+  float f;
+  std::memcpy(&f, &r, 4);
+  return f;
+}
+
+/// torch.optim.Adam / AdamW's per-element arithmetic (adamStep).
+struct AdamCoeffs {
+  bool coupled, decoupled, small;
+  float wd, beta2, eps, w1, w2, decay, bc2Sqrt, nstep;
+};
+
+/// Adam's update of [s, e), each new value also given to copy(i, v):
+/// compiled for each vector width (AMPRT_CLONES), no branch or conditional
+/// store in the loop (select), the coefficients in locals (a store to p, m
+/// or v could alias them otherwise, and they would be loaded again).
+template <class Copy>
+AMPRT_CLONES void adamRange(const AdamCoeffs &a, float *p, const float *g, float *m, float *v,
+                            int64_t s, int64_t e, Copy copy) {
+  const bool coupled = a.coupled, decoupled = a.decoupled, small = a.small;
+  const float wd = a.wd, beta2 = a.beta2, eps = a.eps, w1 = a.w1, w2 = a.w2, decay = a.decay,
+              bc2Sqrt = a.bc2Sqrt, nstep = a.nstep;
+  for (int64_t i = s; i < e; ++i) {
+    float pi = p[i], gi = g[i], mi = m[i];
+    pi = select(decoupled, pi * decay, pi);
+    gi = select(coupled, gi + wd * pi, gi);
+    // lerp as PyTorch computes it (weight < 0.5 form).
+    mi = select(small, mi + w1 * (gi - mi), gi - (gi - mi) * (1.0f - w1));
+    float vi = v[i] * beta2 + w2 * gi * gi;
+    float denom = std::sqrt(vi) / bc2Sqrt + eps;
+    pi = pi + nstep * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    copy(i, pi);
+  }
+}
+
+/// torch.optim.SGD's update of [s, e) (element by element), each new value
+/// also given to copy(i, v): compiled for each vector width
+/// (AMPRT_CLONES), one loop per case without branches or conditional
+/// stores in it, the coefficients in locals (as adamRange). Every clone
+/// does the same IEEE operations per element (no contraction:
+/// -ffp-contract=off), so the result does not depend on the CPU.
+template <class Copy>
+AMPRT_CLONES void sgdRange(const amprt_sgd_config &c, bool first, float *p, const float *g,
+                           float *b, int64_t s, int64_t e, Copy copy) {
+  const float wd = c.weight_decay, mom = c.momentum, damp = 1.0f - c.dampening, nlr = -c.lr;
+  const bool decay = wd != 0.0f, nesterov = c.nesterov;
+  if (mom == 0.0f) {
+    for (int64_t i = s; i < e; ++i) {
+      float d = select(decay, g[i] + wd * p[i], g[i]);
+      float v = p[i] + nlr * d;
+      p[i] = v;
+      copy(i, v);
+    }
+  } else if (first) {
+    for (int64_t i = s; i < e; ++i) {
+      float d = select(decay, g[i] + wd * p[i], g[i]);
+      b[i] = d;
+      float v = p[i] + nlr * select(nesterov, d + mom * d, d);
+      p[i] = v;
+      copy(i, v);
+    }
+  } else {
+    for (int64_t i = s; i < e; ++i) {
+      float d = select(decay, g[i] + wd * p[i], g[i]);
+      float bi = b[i] * mom + damp * d;
+      b[i] = bi;
+      float v = p[i] + nlr * select(nesterov, d + mom * bi, bi);
+      p[i] = v;
+      copy(i, v);
     }
   }
 }
@@ -312,27 +398,7 @@ amprt_status amprt::sgdStep(amprt_context *, const amprt_sgd_config *cfg, amprt_
   // Element by element (the same arithmetic on every piece of the split).
   parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
     updateWithCopy(b0, e0, p, lowp, [&](int64_t s, int64_t e, auto copy) {
-      if (c.weight_decay == 0.0f && c.momentum == 0.0f) {
-        float nlr = -c.lr;
-        for (int64_t i = s; i < e; ++i) {
-          float v = p[i] + nlr * g[i];
-          p[i] = v;
-          copy(i, v);
-        }
-        return;
-      }
-      for (int64_t i = s; i < e; ++i) {
-        float d = g[i];
-        if (c.weight_decay != 0.0f)
-          d = d + c.weight_decay * p[i];
-        if (c.momentum != 0.0f) {
-          b[i] = first ? d : b[i] * c.momentum + (1.0f - c.dampening) * d;
-          d = c.nesterov ? d + c.momentum * b[i] : b[i];
-        }
-        float v = p[i] + (-c.lr) * d;
-        p[i] = v;
-        copy(i, v);
-      }
+      sgdRange(c, first, p, g, b, s, e, copy);
     });
   });
   return AMPRT_OK;
@@ -403,25 +469,21 @@ amprt_status amprt::adamStep(amprt_context *, const amprt_adam_config *cfg, ampr
   float bc2Sqrt = (float)std::sqrt(bc2);
   float w1 = 1.0f - cfg->beta1, w2 = 1.0f - cfg->beta2;
   float decay = (float)(1.0 - (double)cfg->lr * (double)cfg->weight_decay);
-  const amprt_adam_config c = *cfg;
+  AdamCoeffs a;
+  a.coupled = cfg->weight_decay != 0.0f && !cfg->decoupled;
+  a.decoupled = cfg->weight_decay != 0.0f && cfg->decoupled;
+  a.small = w1 < 0.5f;
+  a.wd = cfg->weight_decay;
+  a.beta2 = cfg->beta2;
+  a.eps = cfg->eps;
+  a.w1 = w1;
+  a.w2 = w2;
+  a.decay = decay;
+  a.bc2Sqrt = bc2Sqrt;
+  a.nstep = -stepSize;
   parallelFor(len, 1 << 15, 16, [&](int64_t b0, int64_t e0) {
-    updateWithCopy(b0, e0, p, lowp, [&](int64_t s, int64_t e, auto copy) {
-      for (int64_t i = s; i < e; ++i) {
-        float gi = g[i];
-        if (c.weight_decay != 0.0f) {
-          if (c.decoupled)
-            p[i] = p[i] * decay;
-          else
-            gi = gi + c.weight_decay * p[i];
-        }
-        // lerp as PyTorch computes it (weight < 0.5 form).
-        m[i] = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
-        v[i] = v[i] * c.beta2 + w2 * gi * gi;
-        float denom = std::sqrt(v[i]) / bc2Sqrt + c.eps;
-        p[i] = p[i] + (-stepSize) * (m[i] / denom);
-        copy(i, p[i]);
-      }
-    });
+    updateWithCopy(b0, e0, p, lowp,
+                   [&](int64_t s, int64_t e, auto copy) { adamRange(a, p, g, m, v, s, e, copy); });
   });
   return AMPRT_OK;
 }
