@@ -15,6 +15,10 @@
 #endif
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 using namespace amprt;
@@ -90,15 +94,29 @@ __attribute__((target("avx2"))) int64_t vmap8(VFn f, const float *x, float *y, i
 }
 #pragma GCC diagnostic pop
 
+/// Every element by the same vector function whatever its position (the
+/// tail padded to a full vector): a value's result does not depend on the
+/// length or split of the array (the f16 / bf16 tables rely on it).
 void vmap(VFn f, const float *x, float *y, int64_t n) {
-  int64_t i = haveAvx2() ? vmap8(f, x, y, n) : 0;
-  for (; i + 4 <= n; i += 4) {
-    __m128 v = _mm_loadu_ps(x + i);
-    v = f == VFn::Exp ? _ZGVbN4v_expf(v) : f == VFn::Erf ? _ZGVbN4v_erff(v) : _ZGVbN4v_erfcf(v);
-    _mm_storeu_ps(y + i, v);
+  if (haveAvx2()) {
+    int64_t i = vmap8(f, x, y, n);
+    if (i < n) {
+      float in[8] = {}, out[8];
+      std::copy(x + i, x + n, in);
+      vmap8(f, in, out, 8);
+      std::copy(out, out + (n - i), y + i);
+    }
+    return;
   }
-  for (; i < n; ++i)
-    y[i] = f == VFn::Exp ? std::exp(x[i]) : f == VFn::Erf ? std::erf(x[i]) : std::erfc(x[i]);
+  for (int64_t i = 0; i < n; i += 4) {
+    float in[4] = {}, out[4];
+    int64_t m = std::min<int64_t>(4, n - i);
+    std::copy(x + i, x + i + m, in);
+    __m128 v = _mm_loadu_ps(in);
+    v = f == VFn::Exp ? _ZGVbN4v_expf(v) : f == VFn::Erf ? _ZGVbN4v_erff(v) : _ZGVbN4v_erfcf(v);
+    _mm_storeu_ps(out, v);
+    std::copy(out, out + m, y + i);
+  }
 }
 #else
 enum class VFn { Exp, Erf, Erfc };
@@ -700,6 +718,158 @@ amprt_status storeFromF32(const amprt_tensor &y32, amprt_tensor *y) {
 
 } // namespace amprt
 
+namespace {
+/// The f32 fast path of amprt_unary_grad over n contiguous elements.
+void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, const float *gp,
+                  float *o, int64_t n) {
+  if (op == AMPRT_UNARY_ERF) {
+    erfGradF32(xp, gp, o, n);
+    return;
+  }
+  if (op == AMPRT_UNARY_GELU) {
+    geluGradF32(xp, gp, o, n);
+    return;
+  }
+  if (op == AMPRT_UNARY_RELU) {
+    reluGradF32(xp, gp, o, n);
+    return;
+  }
+  if (op == AMPRT_UNARY_SIGMOID) {
+    sigmoidF32(xp, gp, o, n);
+    return;
+  }
+  if (op == AMPRT_UNARY_CLAMP) { // unaryDerivative's test, vectorised
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = gp[i] * (float)((xp[i] > alpha) & (xp[i] < beta)); // no branch: data-dependent
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = gp[i] * unaryDerivative(op, xp[i], alpha, beta);
+}
+} // namespace
+
+namespace {
+/// Every f16 / bf16 input has one of 65536 bit patterns, so a costly unary
+/// op on one (GELU, erf, exp, sigmoid, tanh, ...) is a table of its result
+/// for each pattern, computed once per process by the f32 kernels
+/// themselves (widened exactly, the same vectorised code, then rounded as
+/// the widened path rounds): the same values as computing per element, for
+/// a load per element. Its gradient likewise: dy times a table of the
+/// derivative (the f32 kernel run with dy = 1, exactly the factor it
+/// multiplies dy by), then rounded once.
+struct UnaryTable {
+  std::vector<uint16_t> half; // the op's result in a half output type
+  std::vector<float> f32;     // the result in f32, or the derivative (grad)
+};
+
+/// The table for (op, alpha, beta) on `in` (f16 / bf16) with output type
+/// `out` (the derivative's for grad), or null where none is kept: a
+/// process keeps at most 64 (a table is 128 or 256 KiB).
+const UnaryTable *unaryTable(amprt_unary_op op, float alpha, float beta, amprt_dtype in,
+                             amprt_dtype out, bool grad) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, uint32_t, uint32_t, int, int, bool>, std::unique_ptr<UnaryTable>>
+      tables;
+  uint32_t a, b;
+  std::memcpy(&a, &alpha, 4);
+  std::memcpy(&b, &beta, 4);
+  auto key = std::make_tuple((int)op, a, b, (int)in, grad ? (int)AMPRT_F32 : (int)out, grad);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = tables.find(key);
+  if (it != tables.end())
+    return it->second.get();
+  if (tables.size() >= 64)
+    return nullptr;
+  constexpr int64_t kN = 65536;
+  std::vector<uint16_t> bits(kN);
+  for (int64_t i = 0; i < kN; ++i)
+    bits[(size_t)i] = (uint16_t)i;
+  std::vector<float> xs(kN), ys(kN);
+  amprt_convert(bits.data(), in, xs.data(), AMPRT_F32, kN);
+  auto t = std::make_unique<UnaryTable>();
+  if (grad) {
+    std::vector<float> ones(kN, 1.0f);
+    unaryGradF32(op, alpha, beta, xs.data(), ones.data(), ys.data(), kN);
+    t->f32 = std::move(ys);
+  } else {
+    unaryDenseF32(op, alpha, beta, xs.data(), ys.data(), kN);
+    if (isHalf(out)) {
+      t->half.resize(kN);
+      amprt_convert(ys.data(), AMPRT_F32, t->half.data(), out, kN);
+    } else {
+      t->f32 = std::move(ys);
+    }
+  }
+  return tables.emplace(key, std::move(t)).first->second.get();
+}
+
+/// Tensors this small keep the per-element path (a table costs 65536
+/// evaluations once).
+constexpr int64_t kTableMin = 1024;
+
+/// amprt_unary by table: x f16 / bf16, y any float type, both dense of one
+/// shape; false where it does not apply.
+bool unaryByTable(amprt_unary_op op, float alpha, float beta, const amprt_tensor *x,
+                  amprt_tensor *y) {
+  const int64_t n = amprt_tensor_numel(y);
+  if (cheapUnary(op) || !isHalf(x->dtype) || !isFloat(y->dtype) || n < kTableMin ||
+      !sameDense(x, y))
+    return false;
+  const UnaryTable *t = unaryTable(op, alpha, beta, x->dtype, y->dtype, false);
+  if (!t)
+    return false;
+  const uint16_t *xp = static_cast<const uint16_t *>(x->data);
+  parallelFor(n, (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {
+    if (isHalf(y->dtype)) {
+      const uint16_t *tab = t->half.data();
+      uint16_t *yp = static_cast<uint16_t *>(y->data);
+      for (int64_t i = b; i < e; ++i)
+        yp[i] = tab[xp[i]];
+    } else {
+      const float *tab = t->f32.data();
+      float *yp = static_cast<float *>(y->data);
+      for (int64_t i = b; i < e; ++i)
+        yp[i] = tab[xp[i]];
+    }
+  });
+  return true;
+}
+
+/// amprt_unary_grad by table: x f16 / bf16, dy and dx any float types, all
+/// dense of one shape: dx = dy * derivative(x) in f32, rounded once.
+bool unaryGradByTable(amprt_unary_op op, float alpha, float beta, const amprt_tensor *x,
+                      const amprt_tensor *dy, amprt_tensor *dx) {
+  const int64_t n = amprt_tensor_numel(dx);
+  if (cheapUnary(op) || !isHalf(x->dtype) || n < kTableMin || !sameDense(x, dx) ||
+      !sameDense(dy, dx))
+    return false;
+  const UnaryTable *t = unaryTable(op, alpha, beta, x->dtype, AMPRT_F32, true);
+  if (!t)
+    return false;
+  const uint16_t *xp = static_cast<const uint16_t *>(x->data);
+  const float *tab = t->f32.data();
+  constexpr int64_t kPiece = 2048;
+  parallelFor((n + kPiece - 1) / kPiece, 16, 1, [&](int64_t p0, int64_t p1) {
+    float g[kPiece], out[kPiece];
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t i = p * kPiece, m = std::min(kPiece, n - i);
+      const float *gp = g;
+      if (dy->dtype == AMPRT_F32)
+        gp = static_cast<const float *>(dy->data) + i;
+      else
+        amprt_convert(static_cast<const uint16_t *>(dy->data) + i, dy->dtype, g, AMPRT_F32,
+                      (size_t)m);
+      float *o = dx->dtype == AMPRT_F32 ? static_cast<float *>(dx->data) + i : out;
+      for (int64_t k = 0; k < m; ++k)
+        o[k] = gp[k] * tab[xp[i + k]];
+      if (dx->dtype != AMPRT_F32)
+        amprt_convert(out, AMPRT_F32, static_cast<uint16_t *>(dx->data) + i, dx->dtype, (size_t)m);
+    }
+  });
+  return true;
+}
+} // namespace
+
 extern "C" amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
                                     const amprt_tensor *x, amprt_tensor *y) {
   return amprt_unary_ex(ctx, op, alpha, 0.0f, x, y);
@@ -736,6 +906,9 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op, float
     });
     return AMPRT_OK;
   }
+  // f16 / bf16 x, a costly op: by table.
+  if (unaryByTable(op, alpha, beta, x, y))
+    return AMPRT_OK;
   // f16 / bf16 dense: widened piece by piece, the f32 kernels, rounded once.
   if (isFloat(x->dtype) && halfPieces<1>({x}, y, cheapUnary(op) ? (int64_t)1 << 17 : 4096,
                                          [&](const float *const *in, float *out, int64_t m) {
@@ -767,36 +940,6 @@ extern "C" amprt_status amprt_unary_ex(amprt_context *, amprt_unary_op op, float
   return AMPRT_OK;
 }
 
-namespace {
-/// The f32 fast path of amprt_unary_grad over n contiguous elements.
-void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, const float *gp,
-                  float *o, int64_t n) {
-  if (op == AMPRT_UNARY_ERF) {
-    erfGradF32(xp, gp, o, n);
-    return;
-  }
-  if (op == AMPRT_UNARY_GELU) {
-    geluGradF32(xp, gp, o, n);
-    return;
-  }
-  if (op == AMPRT_UNARY_RELU) {
-    reluGradF32(xp, gp, o, n);
-    return;
-  }
-  if (op == AMPRT_UNARY_SIGMOID) {
-    sigmoidF32(xp, gp, o, n);
-    return;
-  }
-  if (op == AMPRT_UNARY_CLAMP) { // unaryDerivative's test, vectorised
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = gp[i] * (float)((xp[i] > alpha) & (xp[i] < beta)); // no branch: data-dependent
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i)
-    o[i] = gp[i] * unaryDerivative(op, xp[i], alpha, beta);
-}
-} // namespace
-
 extern "C" amprt_status amprt_unary_grad(amprt_context *ctx, amprt_unary_op op, float alpha,
                                          const amprt_tensor *x, const amprt_tensor *dy,
                                          amprt_tensor *dx) {
@@ -820,6 +963,8 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
     return AMPRT_OK;
   }
 #endif
+  if (unaryGradByTable(op, alpha, beta, x, dy, dx))
+    return AMPRT_OK;
   bool costly = !cheapUnary(op);
   // f16 / bf16 dense: widened piece by piece, the f32 kernels, rounded once.
   if (halfPieces<2>({x, dy}, dx, costly ? 4096 : (int64_t)1 << 16,
