@@ -61,7 +61,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         calls = os.path.join(tmp, "calls")
         os.makedirs(calls)
-        rec = {"AMPRT_EXEC_RECORD": calls, "AMPRT_EXEC_RECORD_MAX": str(4 << 20)}
+        # The CPU replay is bit for bit: it must run the kernels the
+        # recording's per-shape choices took (timed, so two processes may
+        # choose apart): both share one AMPRT_TUNE_FILE.
+        tune = {"AMPRT_TUNE_FILE": os.path.join(tmp, "kernels.tune")}
+        rec = {"AMPRT_EXEC_RECORD": calls, "AMPRT_EXEC_RECORD_MAX": str(4 << 20), **tune}
         for name, precision, opt in (("mlp", "fp16", ["--optimizer", "sgd", "--momentum", "0.9"]),
                                      ("cnn", "bf16", ["--optimizer", "adam"]),
                                      ("transformer_block", "fp32", ["--optimizer", "adamw", "--max-norm", "1"])):
@@ -92,7 +96,7 @@ def main():
         check(len(files) > 100 and not leftovers,
               f"recorded {len(files)} calls of four programs, no temporary files left")
 
-        p = run([a.replay, "--device", "cpu", "--exact", calls], expect_ok=False)
+        p = run([a.replay, "--device", "cpu", "--exact", calls], tune, expect_ok=False)
         last = (p.stdout.strip().splitlines() or [""])[-1]
         check(p.returncode == 0 and f"{len(files)} recorded calls replayed on cpu, 0 failed" in last,
               f"replayed on the CPU bit for bit: exit {p.returncode}, '{last}'")

@@ -20,7 +20,9 @@
 //     numbers too: the normal's log and cos); f16 4e-3;
 //     bf16 3e-2); Adam's steps within 2^-22 (the device's pow). A NaN or an
 //     infinity must stand where the CPU's does.
-// --exact: every element bit for bit (a CPU replay of a CPU recording).
+// --exact: every element bit for bit (a CPU replay of a CPU recording; the
+// recording and the replay share an AMPRT_TUNE_FILE, so that each call runs
+// the kernel the recording's per-shape choice took).
 // --ops conv,conv_grad: only the calls of these ops (names as in the table).
 // --record-products FOLDER: records a gemm / matmul per shape class the CUDA
 // backend treats apart, run on the CPU (replay_products.cpp), and exits.
