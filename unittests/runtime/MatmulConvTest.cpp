@@ -390,6 +390,33 @@ TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
             if (std::string(force) == "im2col-f32")
               EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 2);
           }
+  // Strides and dilations of 0 count as 1 (as everywhere in amprt_conv),
+  // in every pass by im2col (a late layer's shape: the weight gradient's
+  // fixed rule takes it too).
+  const ConvCase cc{8, 16, 2, 2, 24, 3, 3, 1, 1, 1, 1};
+  for (const char *force : {"im2col-f32", ""}) {
+    SCOPED_TRACE(std::string("zero strides, kernel forced: ") + (*force ? force : "(timed)"));
+    KernelForced forced(force);
+    amprt_conv_params p{};
+    p.spatial = 2;
+    p.group = 1;
+    for (int i = 0; i < 2; ++i)
+      p.pads_begin[i] = p.pads_end[i] = 1;
+    Buf x = randn(AMPRT_F32, {cc.n, cc.c, cc.h, cc.w}), w = randn(AMPRT_F32, {cc.m, cc.c, 3, 3});
+    Buf dy = randn(AMPRT_F32, {cc.n, cc.m, 2, 2});
+    Buf y(AMPRT_F32, {cc.n, cc.m, 2, 2}), dx(AMPRT_F32, x.shape), dw(AMPRT_F32, w.shape);
+    const int64_t before = amprt::im2colConvCallsForTesting();
+    AMPRT_OK_OR_FAIL(amprt_conv(nullptr, x.p(), w.p(), nullptr, &p, y.p()));
+    AMPRT_OK_OR_FAIL(
+        amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx.p(), dw.p(), nullptr));
+    if (*force)
+      EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 3);
+    std::vector<double> rdx, rdw;
+    refConvBackward(x, w, dy, cc, 2, 2, rdx, rdw);
+    EXPECT_TRUE(near(y, refConv(x, w, nullptr, cc, 2, 2), 8.5, accTol(144), 1e-4)) << "y";
+    EXPECT_TRUE(near(dx, rdx, 8.5, 0.0, 8 * accTol(216))) << "dx";
+    EXPECT_TRUE(near(dw, rdw, 8.5, 0.0, 8 * accTol(32))) << "dw";
+  }
 }
 
 // Depthwise convolutions (group = channels, M outputs per channel) by the

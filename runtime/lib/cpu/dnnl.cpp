@@ -752,6 +752,16 @@ bool depthwiseOneDnnSlow(const ConvDims &cd, ConvPass pass) {
 
 std::atomic<int64_t> im2colCalls{0}; // im2colConvCallsForTesting
 
+/// A 2-D convolution's strides and dilations as convDims reads them (0
+/// counts as 1) and its leading pads.
+struct Window {
+  int64_t sh, sw, dh, dw, ph, pw;
+  explicit Window(const amprt_conv_params *p)
+      : sh(std::max<int64_t>(p->strides[0], 1)), sw(std::max<int64_t>(p->strides[1], 1)),
+        dh(std::max<int64_t>(p->dilations[0], 1)), dw(std::max<int64_t>(p->dilations[1], 1)),
+        ph(p->pads_begin[0]), pw(p->pads_begin[1]) {}
+};
+
 /// Whether a 2-D convolution may run as im2col + one product (forward) or
 /// one product + col2im (data gradient): one group, its columns (K x P
 /// elements of `es` bytes, K = C x KH x KW, P = N x OH x OW) at most 64 MiB.
@@ -783,8 +793,8 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
   const int64_t n = xs->shape[0], c = xs->shape[1], h = xs->shape[2], w = xs->shape[3];
   const int64_t oh = ys->shape[2], ow = ys->shape[3], kh = ws->shape[2], kw = ws->shape[3];
   const int64_t P = n * oh * ow, K = c * kh * kw;
-  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0], dw = p->dilations[1],
-                ph = p->pads_begin[0], pw = p->pads_begin[1];
+  const Window win(p);
+  const int64_t sh = win.sh, sw = win.sw, dh = win.dh, dw = win.dw, ph = win.ph, pw = win.pw;
   parallelFor(K, 1, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
       const int64_t ci = k / (kh * kw), a = (k / kw) % kh, q = k % kw;
@@ -911,8 +921,8 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
     acc.resize((size_t)amprt_tensor_numel(dx));
     out = acc.data();
   }
-  const int64_t sh = p->strides[0], sw = p->strides[1], dh = p->dilations[0], dwl = p->dilations[1],
-                ph = p->pads_begin[0], pw = p->pads_begin[1];
+  const Window win(p);
+  const int64_t sh = win.sh, sw = win.sw, dh = win.dh, dwl = win.dw, ph = win.ph, pw = win.pw;
   parallelFor(n * c, 1, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / c, ci = r % c;
@@ -1249,6 +1259,7 @@ void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_ten
   const int64_t oc = dys->shape[1], oh = dys->shape[2], ow = dys->shape[3];
   const int64_t kh = ws->shape[2], kw = ws->shape[3];
   const int64_t P = n * oh * ow, K = c * kh * kw, ohw = oh * ow;
+  const Window win(p);
   thread_local std::vector<char> colBuf, dyBuf;
   colBuf.resize((size_t)(P * K * es));
   dyBuf.resize((size_t)(oc * P * es));
@@ -1260,9 +1271,9 @@ void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_ten
       char *row = col + r * K * es;
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t a = 0; a < kh; ++a) {
-          int64_t yi = i * p->strides[0] - p->pads_begin[0] + a * p->dilations[0];
+          int64_t yi = i * win.sh - win.ph + a * win.dh;
           for (int64_t q = 0; q < kw; ++q) {
-            int64_t xj = j * p->strides[1] - p->pads_begin[1] + q * p->dilations[1];
+            int64_t xj = j * win.sw - win.pw + q * win.dw;
             char *dst = row + ((ci * kh + a) * kw + q) * es;
             if (yi < 0 || yi >= h || xj < 0 || xj >= w)
               std::memset(dst, 0, (size_t)es);
