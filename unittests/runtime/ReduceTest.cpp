@@ -605,7 +605,8 @@ void bnGradReference(const Buf &x, const Buf &g, const Buf &sm, const Buf &si, c
 TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
   for (amprt_dtype xt : {AMPRT_BF16, AMPRT_F16})
     for (amprt_dtype yt : {xt, AMPRT_F32})
-      for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 37, 2, 2}, {2, 5, 7, 9}}) {
+      for (std::vector<int64_t> shape :
+           {std::vector<int64_t>{3, 37, 2, 2}, {2, 5, 7, 9}, {3, 4, 5, 13}}) {
         SCOPED_TRACE(std::string(amprt_dtype_name(xt)) + " -> " + amprt_dtype_name(yt) +
                      ", inner " + std::to_string(shape[2] * shape[3]));
         int64_t n = shape[0], c = shape[1], inner = shape[2] * shape[3], total = n * c * inner;
@@ -637,6 +638,23 @@ TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
         }
         // One rounding from f32: half an ulp of y's type, and f32's.
         EXPECT_TRUE(near(y, ry, yt == AMPRT_F32 ? 4 : 0.5, 0, 1e-6));
+        // Bit for bit the f32 kernel on x widened, rounded once to y's type
+        // (the 16-bit x is read as it is, not widened into a buffer), with
+        // and without the ReLU in the call.
+        for (int32_t flags : {0, (int32_t)AMPRT_BN_RELU}) {
+          Buf x32(AMPRT_F32, shape), y32(AMPRT_F32, shape), want(yt, shape), got(yt, shape);
+          AMPRT_OK_OR_FAIL(
+              amprt_convert(x.bytes.data(), xt, x32.bytes.data(), AMPRT_F32, (size_t)total));
+          AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x32.p(), g.p(), b.p(), rm.p(), rv.p(),
+                                               1e-5f, 0.9f, 1, flags, y32.p(), nullptr, nullptr,
+                                               nullptr, nullptr));
+          AMPRT_OK_OR_FAIL(
+              amprt_convert(y32.bytes.data(), AMPRT_F32, want.bytes.data(), yt, (size_t)total));
+          AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f,
+                                               0.9f, 1, flags, got.p(), nullptr, nullptr, nullptr,
+                                               nullptr));
+          EXPECT_EQ(got.bytes, want.bytes) << "flags " << flags;
+        }
         EXPECT_TRUE(near(sm, rmu, 2, 0, 1e-7));
         EXPECT_TRUE(near(si, rinv, 2));
         EXPECT_TRUE(near(nv, rnv, 2));
