@@ -752,6 +752,14 @@ bool depthwiseOneDnnSlow(const ConvDims &cd, ConvPass pass) {
 
 std::atomic<int64_t> im2colCalls{0}; // im2colConvCallsForTesting
 
+/// A convolution pass about to run as im2col + one product: counted for the
+/// tests, named for AMPRT_PROFILE.
+void noteIm2col(const char *impl) {
+  ++im2colCalls;
+  if (desc::profilingRequested())
+    noteKernelImpl(impl);
+}
+
 /// A 2-D convolution's strides and dilations as convDims reads them (0
 /// counts as 1) and its leading pads.
 struct Window {
@@ -859,9 +867,7 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   yt.resize((size_t)(oc * P));
   float *ytp = yt.data(); // (thread_local: the threads below see their own)
-  ++im2colCalls;
-  if (desc::profilingRequested())
-    noteKernelImpl("im2col+matmul");
+  noteIm2col("im2col+matmul");
   gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
   const bool relu = flags & AMPRT_CONV_RELU;
   parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
@@ -912,9 +918,7 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   dcol.resize((size_t)(K * P));
   float *dcolp = dcol.data(); // (thread_local: the threads below see their own)
-  ++im2colCalls;
-  if (desc::profilingRequested())
-    noteKernelImpl("matmul+col2im");
+  noteIm2col("matmul+col2im");
   gemmAcc(GemmKey{K, P, oc, 1, K, P, 1, adt, adt}, owp.ptr, dyt, dcolp);
   float *out = static_cast<float *>(dx->data);
   if (dx->dtype != AMPRT_F32) {
@@ -1292,9 +1296,7 @@ void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_ten
   const int adt = (int)(es == 2 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   GemmKey key{oc, K, P, P, 1, K, 1, adt, adt};
   key.bf16Out = bf16Out;
-  ++im2colCalls;
-  if (desc::profilingRequested())
-    noteKernelImpl("im2col+matmul");
+  noteIm2col("im2col+matmul");
   gemmAcc(key, dyt, col, out);
 }
 
