@@ -250,10 +250,7 @@ struct Bf16Copy {
   void operator()(int64_t i, float v) const {
     uint32_t x;
     std::memcpy(&x, &v, 4);
-    // bits::f32ToBf16 without its branch (integer selects: vectorised).
-    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    uint32_t quiet = ((x >> 16) & 0x8000u) | 0x7fc0u;
-    l[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+    l[i] = bits::f32ToBf16(x);
   }
 };
 

@@ -67,12 +67,14 @@ AMPRT_HOST_DEVICE inline uint32_t f16ToF32(uint16_t h) {
   return sign | ((e + 112) << 23) | (m << 13);
 }
 
-/// f32 bits -> bf16 bits.
+/// f32 bits -> bf16 bits. Both results computed and one selected (no
+/// branch: loops that store it, such as the optimizer's bf16 copy,
+/// vectorise).
 AMPRT_HOST_DEVICE inline uint16_t f32ToBf16(uint32_t x) {
-  if ((x & 0x7fffffffu) > 0x7f800000u) // NaN
-    return (uint16_t)(((x >> 16) & 0x8000u) | 0x7fc0u);
   // Round to nearest even on the 16 dropped bits; overflow carries into inf.
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  uint32_t quiet = ((x >> 16) & 0x8000u) | 0x7fc0u; // a NaN: the quiet NaN, its sign kept
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 /// bf16 bits -> f32 bits (exact).

@@ -1698,10 +1698,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
   }
   // im2col + matmul: 2-D, one group, its columns at most 64 MiB.
   const bool depthwise = p->spatial == 2 && p->group > 1 && x->shape[1] == p->group;
-  const int64_t cols = dy->rank == 4 ? dy->shape[0] * dy->shape[2] * dy->shape[3] *
-                                           (amprt_tensor_numel(w) / w->shape[0])
-                                     : 0;
-  const bool im2colOk = p->spatial == 2 && p->group == 1 && cols * (allBf16 ? 2 : 4) <= (64 << 20);
+  const bool im2colOk = im2colFits(w, dy, p, allBf16 ? 2 : 4);
   // (f16 operands, and bf16 ones without bf16 kernels: both on f32, widened.)
   if (dw && !depthwise && (allBf16 || im2colOk)) {
     std::vector<WeightsKernel> cands;
