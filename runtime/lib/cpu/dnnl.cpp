@@ -1252,49 +1252,30 @@ bool weightGradByIm2col(const amprt_tensor *dy, const amprt_conv_params *p) {
 
 /// dw[oc, (c, kh, kw)] = sum over (n, oh, ow) of dy[n, oc, oh, ow] *
 /// x[n, c, oh*s - pad + kh*d, ow*s - pad + kw*d]: dy gathered into [OC,
-/// P] and x into the columns [P, K] (P = N x OH x OW, K = C x KH x KW, a
-/// tap outside x is 0), one product (oneDNN's matmul, f32 accumulation) of
-/// elements of `es` bytes (bf16 or f32) into `out` (f32, or bf16 with
-/// bf16Out: rounded once by the primitive).
-void im2colWeightGrad(const void *x, const void *dy, int64_t es, const amprt_tensor *xs,
-                      const amprt_tensor *ws, const amprt_tensor *dys, const amprt_conv_params *p,
-                      void *out, bool bf16Out) {
-  const int64_t n = xs->shape[0], c = xs->shape[1], h = xs->shape[2], w = xs->shape[3];
-  const int64_t oc = dys->shape[1], oh = dys->shape[2], ow = dys->shape[3];
-  const int64_t kh = ws->shape[2], kw = ws->shape[3];
-  const int64_t P = n * oh * ow, K = c * kh * kw, ohw = oh * ow;
-  const Window win(p);
+/// P] and x into its columns (columnsOf: [K, P], P = N x OH x OW, K = C x
+/// KH x KW, a tap outside x is 0), one product dyT @ colT^T (oneDNN's
+/// matmul, f32 accumulation) in bf16 (`low`: x bf16) or f32 (x widened:
+/// exact), of dy's elements of `es` bytes (bf16 or f32), into `out` (f32,
+/// or bf16 with bf16Out: rounded once by the primitive).
+void im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const amprt_tensor *ws,
+                      const amprt_tensor *dys, const amprt_conv_params *p, void *out,
+                      bool bf16Out) {
+  const int64_t n = dys->shape[0], oc = dys->shape[1], ohw = dys->shape[2] * dys->shape[3];
+  const int64_t P = n * ohw, K = amprt_tensor_numel(ws) / oc;
+  const bool low = es == 2;
   thread_local std::vector<char> colBuf, dyBuf;
-  colBuf.resize((size_t)(P * K * es));
+  void *col = columnsOf(x, ws, dys, p, low, colBuf);
   dyBuf.resize((size_t)(oc * P * es));
-  char *col = colBuf.data(), *dyt = dyBuf.data();
-  const char *xb = static_cast<const char *>(x), *db = static_cast<const char *>(dy);
-  parallelFor(P, 1, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t b = r / ohw, i = (r % ohw) / ow, j = r % ow;
-      char *row = col + r * K * es;
-      for (int64_t ci = 0; ci < c; ++ci)
-        for (int64_t a = 0; a < kh; ++a) {
-          int64_t yi = i * win.sh - win.ph + a * win.dh;
-          for (int64_t q = 0; q < kw; ++q) {
-            int64_t xj = j * win.sw - win.pw + q * win.dw;
-            char *dst = row + ((ci * kh + a) * kw + q) * es;
-            if (yi < 0 || yi >= h || xj < 0 || xj >= w)
-              std::memset(dst, 0, (size_t)es);
-            else
-              std::memcpy(dst, xb + (((b * c + ci) * h + yi) * w + xj) * es, (size_t)es);
-          }
-        }
-    }
-  });
+  char *dyt = dyBuf.data();
+  const char *db = static_cast<const char *>(dy);
   parallelFor(oc, 1, 1, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o)
       for (int64_t b = 0; b < n; ++b)
         std::memcpy(dyt + (o * P + b * ohw) * es, db + ((b * oc + o) * ohw) * es,
                     (size_t)(ohw * es));
   });
-  const int adt = (int)(es == 2 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
-  GemmKey key{oc, K, P, P, 1, K, 1, adt, adt};
+  const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
+  GemmKey key{oc, K, P, P, 1, 1, P, adt, adt};
   key.bf16Out = bf16Out;
   noteIm2col("im2col+matmul");
   gemmAcc(key, dyt, col, out);
@@ -1524,14 +1505,12 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     } else if (dwIm2col) {
       // The bf16 operands as they are, or f32 (widened: exact).
       const bool low = lowW;
-      void *xp = low ? x->data : f32Of(x, xw);
       void *dyp = low ? dy->data : f32Of(dy, dyw);
       if (!low)
         dyf = static_cast<float *>(dyp);
       const bool bf16Out = low && dw->dtype == AMPRT_BF16;
       std::vector<float> gw(dw->dtype == AMPRT_F32 || bf16Out ? 0 : amprt_tensor_numel(w));
-      im2colWeightGrad(xp, dyp, low ? 2 : 4, x, w, dy, p, gw.empty() ? dw->data : gw.data(),
-                       bf16Out);
+      im2colWeightGrad(x, dyp, low ? 2 : 4, w, dy, p, gw.empty() ? dw->data : gw.data(), bf16Out);
       if (!gw.empty())
         convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
     } else if (dw) {
