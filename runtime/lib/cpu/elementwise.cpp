@@ -108,14 +108,17 @@ void vmap(VFn f, const float *x, float *y, int64_t n) {
     }
     return;
   }
-  for (int64_t i = 0; i < n; i += 4) {
+  auto sse = [f](__m128 v) {
+    return f == VFn::Exp ? _ZGVbN4v_expf(v) : f == VFn::Erf ? _ZGVbN4v_erff(v) : _ZGVbN4v_erfcf(v);
+  };
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    _mm_storeu_ps(y + i, sse(_mm_loadu_ps(x + i)));
+  if (i < n) {
     float in[4] = {}, out[4];
-    int64_t m = std::min<int64_t>(4, n - i);
-    std::copy(x + i, x + i + m, in);
-    __m128 v = _mm_loadu_ps(in);
-    v = f == VFn::Exp ? _ZGVbN4v_expf(v) : f == VFn::Erf ? _ZGVbN4v_erff(v) : _ZGVbN4v_erfcf(v);
-    _mm_storeu_ps(out, v);
-    std::copy(out, out + m, y + i);
+    std::copy(x + i, x + n, in);
+    _mm_storeu_ps(out, sse(_mm_loadu_ps(in)));
+    std::copy(out, out + (n - i), y + i);
   }
 }
 #else
@@ -746,9 +749,7 @@ void unaryGradF32(amprt_unary_op op, float alpha, float beta, const float *xp, c
   for (int64_t i = 0; i < n; ++i)
     o[i] = gp[i] * unaryDerivative(op, xp[i], alpha, beta);
 }
-} // namespace
 
-namespace {
 /// Every f16 / bf16 input has one of 65536 bit patterns, so a costly unary
 /// op on one (GELU, erf, exp, sigmoid, tanh, ...) is a table of its result
 /// for each pattern, computed once per process by the f32 kernels
