@@ -803,6 +803,20 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
   const int64_t P = n * oh * ow, K = c * kh * kw;
   const Window win(p);
   const int64_t sh = win.sh, sw = win.sw, dh = win.dh, dw = win.dw, ph = win.ph, pw = win.pw;
+  // A 1 x 1 tap with stride 1 and no padding over a map of the output's
+  // size (a pointwise convolution): each row of the columns is x's planes
+  // of one channel, copied whole.
+  const bool plane =
+      kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == h && ow == w;
+  // n elements of x from src into the columns: copied, or widened (exact).
+  auto copyRun = [](const Src *src, amprt_dtype st, Dst *dst, int64_t len) {
+    if constexpr (std::is_same_v<Src, Dst>) {
+      (void)st;
+      std::copy(src, src + len, dst);
+    } else {
+      convertRun(src, st, dst, AMPRT_F32, (size_t)len);
+    }
+  };
   parallelFor(K, 1, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
       const int64_t ci = k / (kh * kw), a = (k / kw) % kh, q = k % kw;
@@ -812,6 +826,11 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
       int64_t jhi = w - off <= 0 ? 0 : std::min(ow, (w - off + sw - 1) / sw);
       jlo = std::min(jlo, jhi);
       Dst *row = colT + k * P;
+      if (plane) { // the tap reads each plane whole, in order: one run per image
+        for (int64_t b = 0; b < n; ++b)
+          copyRun(x + (b * c + ci) * h * w, st, row + b * oh * ow, oh * ow);
+        continue;
+      }
       for (int64_t b = 0; b < n; ++b)
         for (int64_t i = 0; i < oh; ++i) {
           Dst *dst = row + (b * oh + i) * ow;
@@ -822,8 +841,11 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
           }
           const Src *src = x + ((b * c + ci) * h + yi) * w;
           std::fill(dst, dst + jlo, Dst(0));
-          for (int64_t j = jlo; j < jhi; ++j)
-            dst[j] = colElement<Src, Dst>(src[j * sw + off], st);
+          if (sw == 1)
+            copyRun(src + jlo + off, st, dst + jlo, jhi - jlo);
+          else
+            for (int64_t j = jlo; j < jhi; ++j)
+              dst[j] = colElement<Src, Dst>(src[j * sw + off], st);
           std::fill(dst + jhi, dst + ow, Dst(0));
         }
     }
@@ -880,9 +902,9 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
         float v = bias ? src[i] + add : src[i];
         row[(size_t)i] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
       }
-      amprt_convert(row.data(), AMPRT_F32,
-                    static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype), y->dtype,
-                    (size_t)ohw);
+      convertRun(row.data(), AMPRT_F32,
+                 static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype), y->dtype,
+                 (size_t)ohw);
     }
   });
 }
@@ -911,7 +933,7 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
         if (des == es)
           std::memcpy(dst, src, (size_t)(ohw * es));
         else
-          amprt_convert(src, dy->dtype, dst, AMPRT_F32, (size_t)ohw);
+          convertRun(src, dy->dtype, dst, AMPRT_F32, (size_t)ohw);
       }
   });
   Operand owp = operandOf(w, !low);
@@ -943,14 +965,21 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
             if (yi < 0 || yi >= h)
               continue;
             float *dst = plane + yi * wd;
-            for (int64_t j = jlo; j < jhi; ++j)
-              dst[j * sw + off] += row[i * ow + j];
+            if (sw == 1) {
+              float *d1 = dst + off;
+              const float *r1 = row + i * ow;
+              for (int64_t j = jlo; j < jhi; ++j)
+                d1[j] += r1[j];
+            } else {
+              for (int64_t j = jlo; j < jhi; ++j)
+                dst[j * sw + off] += row[i * ow + j];
+            }
           }
         }
       if (dx->dtype != AMPRT_F32)
-        amprt_convert(plane, AMPRT_F32,
-                      static_cast<char *>(dx->data) + r * h * wd * amprt_dtype_size(dx->dtype),
-                      dx->dtype, (size_t)(h * wd));
+        convertRun(plane, AMPRT_F32,
+                   static_cast<char *>(dx->data) + r * h * wd * amprt_dtype_size(dx->dtype),
+                   dx->dtype, (size_t)(h * wd));
     }
   });
 }
