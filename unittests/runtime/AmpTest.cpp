@@ -298,11 +298,11 @@ TEST(Optimizers, SkippedStepLeavesEveryByteUnchanged) {
 // The optimizers' low-precision copy (amp-keep-weight-casts' sgd_update /
 // adam_update with lowp): the parameter, its moments and the rest are what
 // the steps without a copy give, byte for byte, and the copy is the updated
-// parameter rounded as amprt_cast rounds, for every optimizer form, in bf16
-// (written per element) and f16 (per block), on a size that runs on the
-// threads and ends in a tail; a skipped step writes the unchanged
-// parameter's copy. Values beyond f16's range and a NaN gradient are among
-// them.
+// parameter rounded as amprt_cast rounds, for every optimizer form (first
+// and later steps), in bf16 (written per element, 16 at a time on AVX-512)
+// and f16 (per block), on a size that runs on the threads and ends in a
+// tail; a skipped step writes the unchanged parameter's copy. Values beyond f16's range and a NaN
+// gradient are among them.
 TEST(Optimizers, LowPrecisionCopyIsTheUpdatedParameterRounded) {
   const int64_t n = 70001;
   struct Opt {
@@ -311,44 +311,53 @@ TEST(Optimizers, LowPrecisionCopyIsTheUpdatedParameterRounded) {
     amprt_adam_config ad;
   };
   const Opt opts[] = {{false, {0.1f, 0.0f, 0.0f, 0.0f, 0}, {}},
+                      {false, {0.1f, 0.0f, 0.0f, 0.01f, 0}, {}},
                       {false, {0.1f, 0.9f, 0.0f, 0.01f, 1}, {}},
                       {false, {0.1f, 0.9f, 0.1f, 0.0f, 0}, {}},
                       {true, {}, {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 0}},
                       {true, {}, {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 1}},
+                      {true, {}, {1e-2f, 0.3f, 0.999f, 1e-8f, 0.0f, 0}},
                       {true, {}, {1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 2}}};
+  // (bf16 on AVX-512 CPUs: the AVX-512 loops, against the scalar ones.)
   for (const Opt &o : opts)
     for (amprt_dtype lt : {AMPRT_BF16, AMPRT_F16})
-      for (float found : {0.0f, 1.0f}) {
-        Buf p = randn(AMPRT_F32, {n}), g = randn(AMPRT_F32, {n}), b = randn(AMPRT_F32, {n}),
-            m = randn(AMPRT_F32, {n}), v = uniform(AMPRT_F32, {n}, 0.1, 1.0);
-        p.set(3, 1e6f); // beyond f16: its copy is inf
-        p.set(4, -7e4f);
-        g.set(n - 1, NAN);
-        Buf p2 = p, b2 = b, m2 = m, v2 = v, copy(lt, {n}), want(lt, {n});
-        int64_t step = 3;
-        std::string what = std::string(o.adam ? "adam form " + std::to_string(o.ad.decoupled)
-                                              : "sgd momentum " + std::to_string(o.sgd.momentum)) +
-                           " " + amprt_dtype_name(lt) + (found != 0.0f ? " skipped" : "");
-        if (o.adam) {
-          AMPRT_OK_OR_FAIL(
-              amprt::adamStep(nullptr, &o.ad, p.p(), g.p(), m.p(), v.p(), &step, found, copy.p()));
-          AMPRT_OK_OR_FAIL(
-              amprt_adam_step(nullptr, &o.ad, p2.p(), g.p(), m2.p(), v2.p(), &step, found));
-        } else {
-          AMPRT_OK_OR_FAIL(
-              amprt::sgdStep(nullptr, &o.sgd, p.p(), g.p(), b.p(), &step, found, copy.p()));
-          AMPRT_OK_OR_FAIL(amprt_sgd_step(nullptr, &o.sgd, p2.p(), g.p(), b2.p(), &step, found));
+      for (float found : {0.0f, 1.0f})
+        for (int64_t step0 : {0, 3}) {
+          Buf p = randn(AMPRT_F32, {n}), g = randn(AMPRT_F32, {n}), b = randn(AMPRT_F32, {n}),
+              m = randn(AMPRT_F32, {n}), v = uniform(AMPRT_F32, {n}, 0.1, 1.0);
+          p.set(3, 1e6f); // beyond f16: its copy is inf
+          p.set(4, -7e4f);
+          g.set(n - 1, NAN); // in the scalar tail
+          g.set(21, NAN);    // in a vector
+          Buf p2 = p, b2 = b, m2 = m, v2 = v, copy(lt, {n}), want(lt, {n});
+          int64_t step = step0;
+          std::string what = std::string(o.adam ? "adam form " + std::to_string(o.ad.decoupled) +
+                                                      " beta1 " + std::to_string(o.ad.beta1)
+                                                : "sgd momentum " + std::to_string(o.sgd.momentum) +
+                                                      " wd " + std::to_string(o.sgd.weight_decay)) +
+                             " " + amprt_dtype_name(lt) + (found != 0.0f ? " skipped" : "") +
+                             " step " + std::to_string(step0);
+          if (o.adam) {
+            AMPRT_OK_OR_FAIL(amprt::adamStep(nullptr, &o.ad, p.p(), g.p(), m.p(), v.p(), &step,
+                                             found, copy.p()));
+            AMPRT_OK_OR_FAIL(
+                amprt_adam_step(nullptr, &o.ad, p2.p(), g.p(), m2.p(), v2.p(), &step, found));
+          } else {
+            AMPRT_OK_OR_FAIL(
+                amprt::sgdStep(nullptr, &o.sgd, p.p(), g.p(), b.p(), &step, found, copy.p()));
+            AMPRT_OK_OR_FAIL(amprt_sgd_step(nullptr, &o.sgd, p2.p(), g.p(), b2.p(), &step, found));
+          }
+          ASSERT_EQ(p.bytes, p2.bytes) << what;
+          ASSERT_EQ(b.bytes, b2.bytes) << what;
+          ASSERT_EQ(m.bytes, m2.bytes) << what;
+          ASSERT_EQ(v.bytes, v2.bytes) << what;
+          AMPRT_OK_OR_FAIL(amprt_cast(nullptr, p.p(), want.p()));
+          ASSERT_EQ(copy.bytes, want.bytes) << what;
+          if (lt == AMPRT_F16)
+            EXPECT_TRUE(std::isinf(copy.get(3))) << what;
+          EXPECT_TRUE(found != 0.0f || std::isnan(copy.get(n - 1))) << what;
+          EXPECT_TRUE(found != 0.0f || std::isnan(copy.get(21))) << what;
         }
-        ASSERT_EQ(p.bytes, p2.bytes) << what;
-        ASSERT_EQ(b.bytes, b2.bytes) << what;
-        ASSERT_EQ(m.bytes, m2.bytes) << what;
-        ASSERT_EQ(v.bytes, v2.bytes) << what;
-        AMPRT_OK_OR_FAIL(amprt_cast(nullptr, p.p(), want.p()));
-        ASSERT_EQ(copy.bytes, want.bytes) << what;
-        if (lt == AMPRT_F16)
-          EXPECT_TRUE(std::isinf(copy.get(3))) << what;
-        EXPECT_TRUE(found != 0.0f || std::isnan(copy.get(n - 1))) << what;
-      }
   // A copy of the wrong type or size is refused, naming it.
   Buf p = randn(AMPRT_F32, {8}), g = randn(AMPRT_F32, {8}), bad(AMPRT_F32, {8}),
       small(AMPRT_BF16, {7});

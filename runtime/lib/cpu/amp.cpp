@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "convert_avx2.h"
 #include "convert_bits.h"
 #include "internal.h"
 
@@ -228,8 +229,8 @@ amprt_status checkLowp(const amprt_tensor *lowp, const amprt_tensor *param, cons
 /// p[b0, e0) rounded into the low-precision copy.
 void writeLowp(const float *p, amprt_tensor *lowp, int64_t b0, int64_t e0) {
   if (lowp && e0 > b0)
-    amprt_convert(p + b0, AMPRT_F32, static_cast<uint16_t *>(lowp->data) + b0, lowp->dtype,
-                  (size_t)(e0 - b0));
+    convertRun(p + b0, AMPRT_F32, static_cast<uint16_t *>(lowp->data) + b0, lowp->dtype,
+               (size_t)(e0 - b0));
 }
 
 /// A skipped step's copy: the unchanged parameter rounded (the copy's
@@ -356,6 +357,101 @@ AMPRT_CLONES void sgdRange(const amprt_sgd_config &c, bool first, float *p, cons
   }
 }
 
+#if defined(__x86_64__)
+// The updates with their bf16 copy, 16 elements at a time on AVX-512: the
+// compiler vectorises sgdRange / adamRange with Bf16Copy in 256-bit halves
+// with a slow pack (28 M elements, SGD: 5.3 ms against 2.8 ms without the
+// copy); written out, the copy costs little more than its store. Each
+// function does the IEEE operations of its scalar loop above in the same
+// order (no contraction), and the rounding of roundBf16x8, so the values
+// are the same bit for bit (Optimizers.* check it). It returns where it
+// stopped: the rest (fewer than 16) goes through the scalar loop.
+
+// GCC 12 warns of the undefined vectors its own AVX-512 intrinsics start
+// from (its bug 105593), here where they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+/// bf16 bits of the 16 f32 in v, stored at l.
+__attribute__((target("avx512f,avx512bw"))) inline void storeBf16x16(uint16_t *l, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i *>(l),
+                      _mm512_cvtepi32_epi16(avx2::roundBf16x16(_mm512_castps_si512(v))));
+}
+
+__attribute__((target("avx512f,avx512bw"))) int64_t sgdBf16Avx512(const amprt_sgd_config &c,
+                                                                  bool first, float *p,
+                                                                  const float *g, float *b,
+                                                                  int64_t s, int64_t e,
+                                                                  uint16_t *l) {
+  const __m512 wd = _mm512_set1_ps(c.weight_decay), mom = _mm512_set1_ps(c.momentum),
+               damp = _mm512_set1_ps(1.0f - c.dampening), nlr = _mm512_set1_ps(-c.lr);
+  const bool decay = c.weight_decay != 0.0f, nesterov = c.nesterov, plain = c.momentum == 0.0f;
+  int64_t i = s;
+  for (; i + 16 <= e; i += 16) {
+    __m512 pi = _mm512_loadu_ps(p + i), gi = _mm512_loadu_ps(g + i);
+    __m512 d = decay ? _mm512_add_ps(gi, _mm512_mul_ps(wd, pi)) : gi;
+    __m512 step;
+    if (plain) {
+      step = d;
+    } else if (first) {
+      _mm512_storeu_ps(b + i, d);
+      step = nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mom, d)) : d;
+    } else {
+      __m512 bi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(b + i), mom), _mm512_mul_ps(damp, d));
+      _mm512_storeu_ps(b + i, bi);
+      step = nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mom, bi)) : bi;
+    }
+    __m512 v = _mm512_add_ps(pi, _mm512_mul_ps(nlr, step));
+    _mm512_storeu_ps(p + i, v);
+    storeBf16x16(l + i, v);
+  }
+  return i;
+}
+
+__attribute__((target("avx512f,avx512bw"))) int64_t adamBf16Avx512(const AdamCoeffs &a, float *p,
+                                                                   const float *g, float *m,
+                                                                   float *v, int64_t s, int64_t e,
+                                                                   uint16_t *l) {
+  const __m512 wd = _mm512_set1_ps(a.wd), beta2 = _mm512_set1_ps(a.beta2),
+               eps = _mm512_set1_ps(a.eps), w1 = _mm512_set1_ps(a.w1),
+               w1c = _mm512_set1_ps(1.0f - a.w1), w2 = _mm512_set1_ps(a.w2),
+               decay = _mm512_set1_ps(a.decay), bc2Sqrt = _mm512_set1_ps(a.bc2Sqrt),
+               nstep = _mm512_set1_ps(a.nstep);
+  int64_t i = s;
+  for (; i + 16 <= e; i += 16) {
+    __m512 pi = _mm512_loadu_ps(p + i), gi = _mm512_loadu_ps(g + i), mi = _mm512_loadu_ps(m + i);
+    if (a.decoupled)
+      pi = _mm512_mul_ps(pi, decay);
+    if (a.coupled)
+      gi = _mm512_add_ps(gi, _mm512_mul_ps(wd, pi));
+    __m512 diff = _mm512_sub_ps(gi, mi);
+    mi = a.small ? _mm512_add_ps(mi, _mm512_mul_ps(w1, diff))
+                 : _mm512_sub_ps(gi, _mm512_mul_ps(diff, w1c));
+    __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), beta2),
+                              _mm512_mul_ps(_mm512_mul_ps(w2, gi), gi));
+    __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2Sqrt), eps);
+    pi = _mm512_add_ps(pi, _mm512_mul_ps(nstep, _mm512_div_ps(mi, denom)));
+    _mm512_storeu_ps(m + i, mi);
+    _mm512_storeu_ps(v + i, vi);
+    _mm512_storeu_ps(p + i, pi);
+    storeBf16x16(l + i, pi);
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+#endif
+
+/// The bf16 copy's data where the AVX-512 loops above may write it, else
+/// null.
+uint16_t *bf16CopyAvx512(amprt_tensor *lowp) {
+#if defined(__x86_64__)
+  if (lowp && lowp->dtype == AMPRT_BF16 && haveAvx512bw())
+    return static_cast<uint16_t *>(lowp->data);
+#endif
+  (void)lowp;
+  return nullptr;
+}
+
 } // namespace
 
 extern "C" amprt_status amprt_sgd_step(amprt_context *ctx, const amprt_sgd_config *cfg,
@@ -393,7 +489,12 @@ amprt_status amprt::sgdStep(amprt_context *, const amprt_sgd_config *cfg, amprt_
   bool first = *step == 0;
   const amprt_sgd_config c = *cfg;
   // Element by element (the same arithmetic on every piece of the split).
+  uint16_t *l16 = bf16CopyAvx512(lowp);
   parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
+#if defined(__x86_64__)
+    if (l16)
+      b0 = sgdBf16Avx512(c, first, p, g, b, b0, e0, l16);
+#endif
     updateWithCopy(b0, e0, p, lowp, [&](int64_t s, int64_t e, auto copy) {
       sgdRange(c, first, p, g, b, s, e, copy);
     });
@@ -478,7 +579,12 @@ amprt_status amprt::adamStep(amprt_context *, const amprt_adam_config *cfg, ampr
   a.decay = decay;
   a.bc2Sqrt = bc2Sqrt;
   a.nstep = -stepSize;
+  uint16_t *l16 = bf16CopyAvx512(lowp);
   parallelFor(len, 1 << 15, 16, [&](int64_t b0, int64_t e0) {
+#if defined(__x86_64__)
+    if (l16)
+      b0 = adamBf16Avx512(a, p, g, m, v, b0, e0, l16);
+#endif
     updateWithCopy(b0, e0, p, lowp,
                    [&](int64_t s, int64_t e, auto copy) { adamRange(a, p, g, m, v, s, e, copy); });
   });

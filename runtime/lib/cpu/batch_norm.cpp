@@ -19,7 +19,7 @@ using namespace amprt;
 
 void amprt::widenRun(const void *src, amprt_dtype t, float *dst, int64_t n) {
   if (n >= 8 || t == AMPRT_F32) {
-    (void)amprt_convert(src, t, dst, AMPRT_F32, (size_t)n);
+    convertRun(src, t, dst, AMPRT_F32, (size_t)n);
     return;
   }
   const uint16_t *h = static_cast<const uint16_t *>(src);
@@ -31,7 +31,7 @@ void amprt::widenRun(const void *src, amprt_dtype t, float *dst, int64_t n) {
 
 void amprt::narrowRun(const float *src, void *dst, amprt_dtype t, int64_t n) {
   if (n >= 8 || t == AMPRT_F32) {
-    (void)amprt_convert(src, AMPRT_F32, dst, t, (size_t)n);
+    convertRun(src, AMPRT_F32, dst, t, (size_t)n);
     return;
   }
   uint16_t *h = static_cast<uint16_t *>(dst);

@@ -54,6 +54,19 @@ __attribute__((target("avx2"))) inline __m256i roundBf16x8(__m256i v) {
   return _mm256_blendv_epi8(r, q, nan);
 }
 
+/// roundBf16x8 on AVX-512: sixteen f32 bits -> bf16 bits in the low halves
+/// of 32-bit lanes, the same values.
+__attribute__((target("avx512f"))) inline __m512i roundBf16x16(__m512i v) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff),
+                absMask = _mm512_set1_epi32(0x7fffffff), expAll = _mm512_set1_epi32(0x7f800000),
+                sign = _mm512_set1_epi32(0x8000), quiet = _mm512_set1_epi32(0x7fc0);
+  __m512i hi = _mm512_srli_epi32(v, 16);
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(v, bias), _mm512_and_si512(hi, one)), 16);
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, absMask), expAll);
+  return _mm512_mask_or_epi32(r, nan, _mm512_and_si512(hi, sign), quiet);
+}
+
 /// Eight f32 -> eight f16 (round to nearest even; a NaN becomes 0x7e00 with
 /// its sign).
 __attribute__((target("avx2,f16c"))) inline __m128i roundF16x8(__m256 v) {

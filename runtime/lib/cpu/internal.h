@@ -116,6 +116,14 @@ amprt_status fail(amprt_status status, const char *fmt, ...) __attribute__((form
 
 /// The portable conversion loop (the definition vector paths must match).
 void convertScalar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n);
+/// amprt_convert between float types the caller has checked, without its
+/// checks: the fastest path the CPU has (AVX-512, AVX2 + F16C, or the
+/// scalar loop), for short runs called many times (a batch norm's planes,
+/// the optimizer's blocks).
+void convertRun(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n);
+/// Whether convertRun has its AVX-512 paths here (AVX-512 F + BW, and
+/// AMPRT_NO_AVX512 / AMPRT_NO_AVX2 unset).
+bool haveAvx512bw();
 
 inline bool isFloat(amprt_dtype t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; }
 inline bool isValid(amprt_dtype t) { return (unsigned)t < (unsigned)AMPRT_DTYPE_COUNT; }
