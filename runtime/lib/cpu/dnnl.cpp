@@ -203,6 +203,8 @@ struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;
   int64_t batch = 1;    // > 1: `batch` dense [m,k] x [k,n] products, one primitive
+  bool aShared = false; // with batch > 1: one a for every product (a pointwise
+                        // convolution's weight)
   bool bias = false;    // an f32 [n] row added by the primitive (batch 1 only)
   bool relu = false;    // max(., 0) as a post-op (see reluCannotMeetNaN)
   bool bf16Out = false; // the f32 result rounded to bf16 by the primitive
@@ -210,9 +212,9 @@ struct GemmKey {
   // amprt_threads_adapt changes that count.
   int threads = maxThreads();
   bool operator<(const GemmKey &o) const {
-    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, bias, relu, bf16Out,
+    return std::tie(m, n, k, lda0, lda1, ldb0, ldb1, adt, bdt, batch, aShared, bias, relu, bf16Out,
                     threads) < std::tie(o.m, o.n, o.k, o.lda0, o.lda1, o.ldb0, o.ldb1, o.adt, o.bdt,
-                                        o.batch, o.bias, o.relu, o.bf16Out, o.threads);
+                                        o.batch, o.aShared, o.bias, o.relu, o.bf16Out, o.threads);
   }
 };
 
@@ -238,8 +240,10 @@ void gemmAcc(const GemmKey &key, const void *a, const void *b, void *out,
       dnnl::memory::desc ad, bd, cd;
       dt odt = key.bf16Out ? dt::bf16 : dt::f32;
       if (key.batch > 1) {
-        ad = dnnl::memory::desc({key.batch, key.m, key.k}, (dt)key.adt,
-                                {key.m * key.k, key.lda0, key.lda1});
+        ad = key.aShared ? dnnl::memory::desc({1, key.m, key.k}, (dt)key.adt,
+                                              {key.m * key.k, key.lda0, key.lda1})
+                         : dnnl::memory::desc({key.batch, key.m, key.k}, (dt)key.adt,
+                                              {key.m * key.k, key.lda0, key.lda1});
         bd = dnnl::memory::desc({key.batch, key.k, key.n}, (dt)key.bdt,
                                 {key.k * key.n, key.ldb0, key.ldb1});
         cd = dnnl::memory::desc({key.batch, key.m, key.n}, odt, {key.m * key.n, key.n, 1});
@@ -871,6 +875,42 @@ void *columnsOf(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor
   return buf.data();
 }
 
+/// Whether a convolution is pointwise: 1 x 1 taps, stride 1, no padding,
+/// the output map the input's (then x's planes of an image are already the
+/// columns of that image's product: no im2col, no col2im).
+bool pointwise(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
+               const amprt_conv_params *p) {
+  const Window win(p);
+  return w->shape[2] == 1 && w->shape[3] == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
+         win.pw == 0 && p->pads_end[0] == 0 && p->pads_end[1] == 0 && y->shape[2] == x->shape[2] &&
+         y->shape[3] == x->shape[3];
+}
+
+/// A pointwise convolution's pass as one batched product in NCHW, image by
+/// image: out_b[M, HW] = A[M, K] @ in_b[K, HW], with A the weight (forward:
+/// W [OC, C]) or its transpose (data gradient: W^T [C, OC]) shared by the
+/// images. Operands bf16 (`low`) or f32; the result straight into `out`
+/// where it is f32 or bf16 (rounded once by the primitive), else (an f16
+/// out, or a bias / ReLU to add) into f32 and then `finish(acc)`.
+template <class Finish>
+void pointwiseProduct(const void *a, bool transposeA, const void *in, int64_t m, int64_t k,
+                      int64_t hw, int64_t n, bool low, amprt_tensor *out, bool direct,
+                      Finish finish) {
+  const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
+  GemmKey key{m, hw, k, transposeA ? 1 : k, transposeA ? m : 1, hw, 1, adt, adt};
+  key.batch = n;
+  key.aShared = true;
+  if (direct && (out->dtype == AMPRT_F32 || (out->dtype == AMPRT_BF16 && low))) {
+    key.bf16Out = out->dtype == AMPRT_BF16;
+    gemmAcc(key, a, in, out->data);
+    return;
+  }
+  thread_local std::vector<float> acc;
+  acc.resize((size_t)(n * m * hw));
+  gemmAcc(key, a, in, acc.data());
+  finish(acc.data());
+}
+
 /// The forward as one product: yT[OC, P] = W[OC, K] @ colT[K, P] (f32
 /// accumulation; bf16 operands with `low`, else f32, widened where x and w
 /// are f16 / bf16: exact), then y[n, oc, :] = yT[oc, n's positions] + bias,
@@ -882,6 +922,30 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
                    const amprt_conv_params *p, int32_t flags, amprt_tensor *y, bool low) {
   const int64_t n = y->shape[0], oc = y->shape[1], ohw = y->shape[2] * y->shape[3];
   const int64_t P = n * ohw, K = amprt_tensor_numel(w) / oc;
+  const bool relu = flags & AMPRT_CONV_RELU;
+  if (pointwise(x, w, y, p) && (low || x->dtype == AMPRT_F32)) {
+    // y_b[OC, HW] = W[OC, C] @ x_b[C, HW]: y's own layout.
+    Operand wo = operandOf(w, !low);
+    noteIm2col("pointwise matmul");
+    pointwiseProduct(
+        wo.ptr, false, x->data, oc, K, ohw, n, low, y, !bias && !relu, [&](const float *acc) {
+          parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
+            std::vector<float> row((size_t)ohw);
+            for (int64_t r = r0; r < r1; ++r) {
+              const float *src = acc + r * ohw;
+              const float add = bias ? bias[r % oc] : 0.0f;
+              for (int64_t i = 0; i < ohw; ++i) {
+                float v = bias ? src[i] + add : src[i];
+                row[(size_t)i] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
+              }
+              convertRun(row.data(), AMPRT_F32,
+                         static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype),
+                         y->dtype, (size_t)ohw);
+            }
+          });
+        });
+    return;
+  }
   thread_local std::vector<char> colBuf;
   thread_local std::vector<float> yt;
   void *col = columnsOf(x, w, y, p, low, colBuf);
@@ -891,7 +955,6 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
   float *ytp = yt.data(); // (thread_local: the threads below see their own)
   noteIm2col("im2col+matmul");
   gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
-  const bool relu = flags & AMPRT_CONV_RELU;
   parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> row((size_t)ohw);
     for (int64_t r = r0; r < r1; ++r) {
@@ -919,6 +982,16 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
   const int64_t oc = dy->shape[1], oh = dy->shape[2], ow = dy->shape[3], ohw = oh * ow;
   const int64_t kh = w->shape[2], kw = w->shape[3], P = n * ohw, K = c * kh * kw;
   const int64_t es = low ? 2 : 4;
+  if (pointwise(dx, w, dy, p) && (low || dy->dtype == AMPRT_F32)) {
+    // dx_b[C, HW] = W^T[C, OC] @ dy_b[OC, HW]: dx's own layout, one tap
+    // per element (no col2im).
+    Operand owp = operandOf(w, !low);
+    noteIm2col("pointwise matmul");
+    pointwiseProduct(owp.ptr, true, dy->data, c, oc, ohw, n, low, dx, true, [&](const float *acc) {
+      convertPar(acc, AMPRT_F32, dx->data, dx->dtype, (size_t)amprt_tensor_numel(dx));
+    });
+    return;
+  }
   thread_local std::vector<char> dyBuf;
   thread_local std::vector<float> dcol, acc;
   dyBuf.resize((size_t)(oc * P * es));
