@@ -704,8 +704,10 @@ std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group, con
 
 /// convForward's `widenChoice` beyond 0 / 1: a depthwise convolution by the
 /// direct kernel, or by oneDNN's (then bf16 or f32 as the choice decides);
-/// im2col + one product on bf16 or f32 operands (im2colForward).
-constexpr int kDepthwiseDirect = 2, kOneDnn = -2, kIm2colBf16 = 3, kIm2colF32 = 4;
+/// im2col + one product on bf16 or f32 operands (im2colForward); a
+/// pointwise convolution as one batched product (im2colForward, batched).
+constexpr int kDepthwiseDirect = 2, kOneDnn = -2, kIm2colBf16 = 3, kIm2colF32 = 4,
+              kPointwiseBf16 = 5, kPointwiseF32 = 6;
 
 /// The passes of a convolution, for depthwiseOneDnnSlow.
 enum class ConvPass { Forward, Data, Weights };
@@ -875,11 +877,13 @@ void *columnsOf(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor
   return buf.data();
 }
 
-/// Whether a convolution is pointwise: 1 x 1 taps, stride 1, no padding,
+/// Whether a convolution is pointwise: 2-D, one group, 1 x 1 taps, stride 1, no padding,
 /// the output map the input's (then x's planes of an image are already the
 /// columns of that image's product: no im2col, no col2im).
 bool pointwise(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *y,
                const amprt_conv_params *p) {
+  if (p->spatial != 2 || p->group != 1 || x->rank != 4 || w->rank != 4 || y->rank != 4)
+    return false;
   const Window win(p);
   return w->shape[2] == 1 && w->shape[3] == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
          win.pw == 0 && p->pads_end[0] == 0 && p->pads_end[1] == 0 && y->shape[2] == x->shape[2] &&
@@ -919,12 +923,14 @@ void pointwiseProduct(const void *a, bool transposeA, const void *in, int64_t m,
 /// weight-sized is reordered (where the output is small, the weight's
 /// reorder into a blocked layout costs more than the product).
 void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bias,
-                   const amprt_conv_params *p, int32_t flags, amprt_tensor *y, bool low) {
+                   const amprt_conv_params *p, int32_t flags, amprt_tensor *y, bool low,
+                   bool batched = false) {
   const int64_t n = y->shape[0], oc = y->shape[1], ohw = y->shape[2] * y->shape[3];
   const int64_t P = n * ohw, K = amprt_tensor_numel(w) / oc;
   const bool relu = flags & AMPRT_CONV_RELU;
-  if (pointwise(x, w, y, p) && (low || x->dtype == AMPRT_F32)) {
-    // y_b[OC, HW] = W[OC, C] @ x_b[C, HW]: y's own layout.
+  if (batched) {
+    // y_b[OC, HW] = W[OC, C] @ x_b[C, HW]: y's own layout (a pointwise
+    // convolution, x f32 or bf16 with `low`: the caller's candidates).
     Operand wo = operandOf(w, !low);
     noteIm2col("pointwise matmul");
     pointwiseProduct(
@@ -977,14 +983,15 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
 /// its taps' columns in a fixed order (planes on the threads: the same
 /// result for every thread count), rounded once to dx's type.
 void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_conv_params *p,
-                    amprt_tensor *dx, bool low) {
+                    amprt_tensor *dx, bool low, bool batched = false) {
   const int64_t n = dx->shape[0], c = dx->shape[1], h = dx->shape[2], wd = dx->shape[3];
   const int64_t oc = dy->shape[1], oh = dy->shape[2], ow = dy->shape[3], ohw = oh * ow;
   const int64_t kh = w->shape[2], kw = w->shape[3], P = n * ohw, K = c * kh * kw;
   const int64_t es = low ? 2 : 4;
-  if (pointwise(dx, w, dy, p) && (low || dy->dtype == AMPRT_F32)) {
+  if (batched) {
     // dx_b[C, HW] = W^T[C, OC] @ dy_b[OC, HW]: dx's own layout, one tap
-    // per element (no col2im).
+    // per element (no col2im; a pointwise convolution, dy f32 or bf16 with
+    // `low`: the caller's candidates).
     Operand owp = operandOf(w, !low);
     noteIm2col("pointwise matmul");
     pointwiseProduct(owp.ptr, true, dy->data, c, oc, ohw, n, low, dx, true, [&](const float *acc) {
@@ -1133,6 +1140,11 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
     im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, widenChoice == kIm2colBf16);
     return AMPRT_OK;
   }
+  if ((widenChoice == kPointwiseBf16 || widenChoice == kPointwiseF32) && count) {
+    im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, widenChoice == kPointwiseBf16,
+                  true);
+    return AMPRT_OK;
+  }
   // bf16 with few input channels per group (an image's first layer):
   // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
   // values widen to f32 exactly (the same products, f32 accumulation
@@ -1164,6 +1176,19 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
         names.push_back("im2col-f32");
         kernels.push_back(kIm2colF32);
       }
+      // A pointwise convolution as one batched product in NCHW (no
+      // im2col): fast where the maps are large, slow on 2 x 2 ones (one
+      // small product per image, the weight read by each).
+      if (pointwise(x, w, y, p)) {
+        if (bf16k) {
+          names.push_back("pointwise-bf16");
+          kernels.push_back(kPointwiseBf16);
+        }
+        if (x->dtype == AMPRT_F32) {
+          names.push_back("pointwise-f32");
+          kernels.push_back(kPointwiseF32);
+        }
+      }
     }
     if (names.size() > 1) {
       std::string types =
@@ -1176,7 +1201,7 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
       AMPRT_CHECK(chooseKernel(
           ctx, key, names, choice,
           [&](int i) { return convForward(ctx, x, w, bias, p, flags, y, kernels[i]); }, &choice));
-      if (kernels[choice] == kIm2colBf16 || kernels[choice] == kIm2colF32)
+      if (kernels[choice] >= kIm2colBf16)
         return convForward(ctx, x, w, bias, p, flags, y, kernels[choice]);
       widen = kernels[choice] == 1;
     }
@@ -1399,7 +1424,7 @@ enum WeightsKernel {
 };
 /// The data side as one product + col2im (im2colDataGrad) instead of a
 /// oneDNN primitive.
-enum DataIm2col { DataOneDnn, DataIm2colBf16, DataIm2colF32 };
+enum DataIm2col { DataOneDnn, DataIm2colBf16, DataIm2colF32, DataPointwiseBf16, DataPointwiseF32 };
 struct BackwardKernels {
   bool dataBf16 = false;
   bool dataDepthwiseDirect = false; // depthwise.cpp's kernel for dx
@@ -1573,7 +1598,9 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     std::optional<dnnl::memory> dyData;
     float *dyf = nullptr; // dy in f32, for db
     if (dx && kern.dataIm2col != DataOneDnn) {
-      im2colDataGrad(w, dy, p, dx, kern.dataIm2col == DataIm2colBf16);
+      im2colDataGrad(w, dy, p, dx,
+                     kern.dataIm2col == DataIm2colBf16 || kern.dataIm2col == DataPointwiseBf16,
+                     kern.dataIm2col == DataPointwiseBf16 || kern.dataIm2col == DataPointwiseF32);
     } else if (dx && !dxPrim) {
       if (desc::profilingRequested())
         noteKernelImpl("direct-dw");
@@ -1760,6 +1787,16 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
     if (im2colFits(w, dy, p, 4)) {
       names.push_back("im2col-f32");
       cands.push_back({false, DataIm2colF32});
+    }
+    if (pointwise(dx, w, dy, p)) { // see convForward's
+      if (allBf16) {
+        names.push_back("pointwise-bf16");
+        cands.push_back({false, DataPointwiseBf16});
+      }
+      if (dy->dtype == AMPRT_F32) {
+        names.push_back("pointwise-f32");
+        cands.push_back({false, DataPointwiseF32});
+      }
     }
     if (names.size() > 1) {
       int choice = allBf16 && !lowp ? 1 : 0;
