@@ -998,6 +998,78 @@ extern "C" amprt_status amprt_unary_grad_ex(amprt_context *, amprt_unary_op op, 
   return AMPRT_OK;
 }
 
+namespace {
+/// amprt_binary's add / sub / mul / div where one operand has y's dense
+/// shape and the other is broadcast over y's first dim (a per-channel
+/// scale or bias, a row vector, an attention mask), with an f16 / bf16
+/// among them: the small operand widened once, then y's slices along its
+/// first dim (each at most 2^20 elements: in cache) widened, computed by
+/// the f32 fast path and rounded once, on the threads. The values of the
+/// whole-tensor route (widen everything, the f32 op, round), which reads
+/// and writes every element four times in memory. False when the operands
+/// do not qualify, or the f32 fast path has no loop for the broadcast.
+bool binaryHalfBroadcast(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor *b,
+                         amprt_tensor *y) {
+  if (op > AMPRT_BINARY_DIV || !isFloat(a->dtype) || !isFloat(b->dtype) || !isFloat(y->dtype) ||
+      !(isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype)) || y->rank < 2 ||
+      !amprt_tensor_is_contiguous(y))
+    return false;
+  const bool aDense = sameDense(a, y);
+  const amprt_tensor *d = aDense ? a : b, *sm = aDense ? b : a;
+  if (!sameDense(d, y) || sameDense(sm, y) || !amprt_tensor_is_contiguous(sm))
+    return false;
+  const int32_t lead = y->rank - sm->rank;
+  if (lead < 0 || (lead == 0 && sm->shape[0] != 1))
+    return false; // sm varies along y's first dim
+  const int64_t slices = y->shape[0], slice = slices ? amprt_tensor_numel(y) / slices : 0;
+  const int64_t nsm = amprt_tensor_numel(sm);
+  if (slice == 0 || slice > (1 << 20) || nsm > slice)
+    return false;
+  // sm must not overlap y (its values are read while y is written).
+  const char *s0 = static_cast<const char *>(sm->data), *y0 = static_cast<const char *>(y->data);
+  const int64_t yBytes = amprt_tensor_numel(y) * amprt_dtype_size(y->dtype);
+  if (s0 + nsm * amprt_dtype_size(sm->dtype) > y0 && s0 < y0 + yBytes)
+    return false;
+  std::vector<float> small((size_t)nsm);
+  convertRun(sm->data, sm->dtype, small.data(), AMPRT_F32, (size_t)nsm);
+  const amprt_tensor sm32 = amprt_tensor_make(small.data(), AMPRT_F32, sm->rank, sm->shape);
+  int64_t shape[AMPRT_MAX_RANK];
+  std::copy(y->shape, y->shape + y->rank, shape);
+  shape[0] = 1;
+  const size_t db = amprt_dtype_size(d->dtype), yb = amprt_dtype_size(y->dtype);
+  // Slice k: widened (where d / y are f16 / bf16), computed, rounded.
+  auto run = [&](int64_t k) {
+    thread_local std::vector<float> dBuf, yBuf;
+    const void *dk = static_cast<const char *>(d->data) + k * slice * db;
+    void *yk = static_cast<char *>(y->data) + k * slice * yb;
+    float *df = const_cast<float *>(static_cast<const float *>(dk)), *yf = static_cast<float *>(yk);
+    if (d->dtype != AMPRT_F32) {
+      dBuf.resize((size_t)slice);
+      convertRun(dk, d->dtype, dBuf.data(), AMPRT_F32, (size_t)slice);
+      df = dBuf.data();
+    }
+    if (y->dtype != AMPRT_F32) {
+      yBuf.resize((size_t)slice);
+      yf = yBuf.data();
+    }
+    amprt_tensor dt = amprt_tensor_make(df, AMPRT_F32, y->rank, shape);
+    amprt_tensor yt = amprt_tensor_make(yf, AMPRT_F32, y->rank, shape);
+    if (!(aDense ? binaryFastF32(op, &dt, &sm32, &yt) : binaryFastF32(op, &sm32, &dt, &yt)))
+      return false;
+    if (y->dtype != AMPRT_F32)
+      convertRun(yf, AMPRT_F32, yk, y->dtype, (size_t)slice);
+    return true;
+  };
+  if (!run(0)) // the f32 fast path takes this broadcast (then it takes every slice)
+    return false;
+  parallelFor(slices - 1, std::max<int64_t>(1, 65536 / slice), 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      run(k + 1);
+  });
+  return true;
+}
+} // namespace
+
 extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op, const amprt_tensor *a,
                                      const amprt_tensor *b, amprt_tensor *y) {
   int64_t s[3][AMPRT_MAX_RANK];
@@ -1026,6 +1098,8 @@ extern "C" amprt_status amprt_binary(amprt_context *, amprt_binary_op op, const 
   if (binaryFastF32(op, a, b, y))
     return AMPRT_OK;
   if (binaryHalfDense(op, a, b, y))
+    return AMPRT_OK;
+  if (binaryHalfBroadcast(op, a, b, y))
     return AMPRT_OK;
   if (isFloat(y->dtype) && isFloat(a->dtype) && isFloat(b->dtype) &&
       (isHalf(a->dtype) || isHalf(b->dtype) || isHalf(y->dtype))) {
