@@ -369,8 +369,10 @@ AMPRT_CLONES void sgdRange(const amprt_sgd_config &c, bool first, float *p, cons
 
 // GCC 12 warns of the undefined vectors its own AVX-512 intrinsics start
 // from (its bug 105593), here where they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 /// bf16 bits of the 16 f32 in v, stored at l.
 __attribute__((target("avx512f,avx512bw"))) inline void storeBf16x16(uint16_t *l, __m512 v) {
@@ -438,7 +440,9 @@ __attribute__((target("avx512f,avx512bw"))) int64_t adamBf16Avx512(const AdamCoe
   }
   return i;
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 /// The bf16 copy's data where the AVX-512 loops above may write it, else

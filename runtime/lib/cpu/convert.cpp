@@ -103,8 +103,10 @@ __attribute__((target("avx2"))) void bf16ToF32Avx2(const uint16_t *x, uint32_t *
 // rounds as roundBf16x8 does (roundBf16x16), bit for bit.
 // GCC 12 warns of the undefined vectors its own AVX-512 intrinsics start
 // from (its bug 105593), here where they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f,avx512bw"))) void f32ToBf16Avx512(const uint32_t *x, uint16_t *y,
                                                                  size_t n) {
   for (size_t i = 0; i < n; i += 16) {
@@ -122,7 +124,9 @@ __attribute__((target("avx512f,avx512bw"))) void bf16ToF32Avx512(const uint16_t 
     _mm512_mask_storeu_epi32(y + i, m, _mm512_slli_epi32(w, 16));
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #endif
 
