@@ -43,6 +43,34 @@ TEST(Unscale, MultipliesByInverseScaleAndFlagsNonFinite) {
     EXPECT_EQ((float)g.get(i), (float)before.get(i) * inv);
 }
 
+// The f32 check (vector loops per CPU: AMPRT_CLONES) finds one inf / -inf /
+// NaN wherever it sits: in a vector, in the tail of a thread's piece, in
+// the last element; in place with scale 1 (loss scaling "none": the check
+// alone, the gradient untouched) and unscaled into another tensor.
+TEST(Unscale, F32CheckFindsOneNonFiniteAnywhere) {
+  const int64_t n = 200003; // pieces on the threads, a tail
+  for (bool inPlace : {true, false})
+    for (int64_t at : {int64_t(0), int64_t(37), int64_t(100000), int64_t(100001), n - 1})
+      for (float bad : {INFINITY, -INFINITY, NAN, 0.0f}) {
+        Buf g = randn(AMPRT_F32, {n}, 100.0), o(AMPRT_F32, {n});
+        g.set(at, bad);
+        Buf before = g;
+        amprt_tensor in = g.t, out = inPlace ? g.t : o.t;
+        float scale = inPlace ? 1.0f : 1024.0f, found = 0.0f;
+        AMPRT_OK_OR_FAIL(amprt_unscale_and_check(nullptr, &in, &out, 1, &scale, &found));
+        EXPECT_EQ(found, std::isfinite(bad) ? 0.0f : 1.0f)
+            << (inPlace ? "in place" : "unscaled") << " at " << at << " value " << bad;
+        if (inPlace) {
+          EXPECT_EQ(g.bytes, before.bytes);
+        } else {
+          for (int64_t i : {int64_t(1), int64_t(4099), at, n - 2}) {
+            float want = (float)g.get(i) * (1.0f / 1024.0f), got = (float)o.get(i);
+            ASSERT_TRUE(got == want || (std::isnan(got) && std::isnan(want))) << i;
+          }
+        }
+      }
+}
+
 TEST(UpdateScale, PyTorchRule) {
   amprt_scaler_config cfg = amprt_scaler_default_config();
   cfg.growth_interval = 3;
