@@ -342,8 +342,9 @@ TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
       {2, 16, 6, 6, 32, 1, 1, 1, 0, 1, 1},   {2, 4, 8, 11, 6, 3, 3, 3, 0, 1, 1},
       {1, 3, 12, 12, 16, 7, 7, 2, 3, 1, 1},  {3, 24, 5, 7, 8, 1, 1, 1, 0, 1, 1},
       {2, 8, 4, 4, 16, 1, 1, 2, 0, 1, 1}};
-  // (pointwise-*: the 1 x 1, stride 1, unpadded cases as one batched product.)
-  for (const char *force : {"im2col-f32", "im2col-bf16", "pointwise-f32", "pointwise-bf16", ""})
+  // (pointwise-bf16: the 1 x 1, stride 1, unpadded cases as one batched
+  // product, bf16 operands.)
+  for (const char *force : {"im2col-f32", "im2col-bf16", "pointwise-bf16", ""})
     for (const ConvCase &cc : cases)
       for (amprt_dtype in : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
         for (amprt_dtype out : {in, AMPRT_F32})
@@ -388,11 +389,11 @@ TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
                 near(dx, rdx, out == AMPRT_F32 ? 8.5 : 0.52, 0.0, 8 * accTol(cc.m * cc.kh * cc.kw)))
                 << "dx";
             // Forced, the f32 product runs for every input type (both
-            // passes); the bf16 one where the CPU has bf16 kernels; the
-            // pointwise f32 one for f32 operands of a pointwise convolution.
+            // passes); the bf16 ones (im2col, pointwise) where the CPU has
+            // bf16 kernels.
             if (std::string(force) == "im2col-f32" ||
-                (std::string(force) == "pointwise-f32" && in == AMPRT_F32 && cc.kh == 1 &&
-                 cc.stride == 1))
+                (std::string(force) == "pointwise-bf16" && in == AMPRT_BF16 &&
+                 amprt::bf16KernelsForTesting() && cc.kh == 1 && cc.stride == 1))
               EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 2);
           }
   // Strides and dilations of 0 count as 1 (as everywhere in amprt_conv),

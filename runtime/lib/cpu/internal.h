@@ -95,6 +95,8 @@ void forceKernelForTesting(const std::string &name);
 /// For the kernel tests: how many convolution passes ran as im2col + one
 /// product (forward, data or weight gradient) in this process.
 int64_t im2colConvCallsForTesting();
+/// Whether oneDNN has bf16 kernels here (the bf16-only candidates exist).
+bool bf16KernelsForTesting();
 
 /// How long a collective waits for the other ranks: AMPRT_COMM_TIMEOUT
 /// seconds, 300 by default (the MPI and NCCL back-ends; context.cpp).
