@@ -43,13 +43,11 @@ amprt_status sameCount(const amprt_tensor *a, const amprt_tensor *b, const char 
   return AMPRT_OK;
 }
 
-} // namespace
-
-namespace {
 /// Whether src[b0, e0) holds an inf or NaN (the f32 bits' exponent all
-/// ones), and with `out`, src * inv into out: compiled per vector width
-/// (AMPRT_CLONES; the baseline build read 16 bytes a step, and the check,
-/// a read of every gradient, ran at half the bandwidth of the SGD update).
+/// ones); unscaleRange also writes src * inv into dst. Compiled per vector
+/// width (AMPRT_CLONES; the baseline build read 16 bytes a step, and the
+/// check, a read of every gradient, ran at half the bandwidth of the SGD
+/// update).
 AMPRT_CLONES uint32_t checkRange(const float *src, int64_t b0, int64_t e0) {
   uint32_t acc = 0;
   for (int64_t i = b0; i < e0; ++i) {
@@ -374,7 +372,7 @@ AMPRT_CLONES void sgdRange(const amprt_sgd_config &c, bool first, float *p, cons
 #if defined(__x86_64__)
 // The updates with their bf16 copy, 16 elements at a time on AVX-512: the
 // compiler vectorises sgdRange / adamRange with Bf16Copy in 256-bit halves
-// with a slow pack (28 M elements, SGD: 5.3 ms against 2.8 ms without the
+// with a slow pack (20 M elements, SGD: 5.3 ms against 2.8 ms without the
 // copy); written out, the copy costs little more than its store. Each
 // function does the IEEE operations of its scalar loop above in the same
 // order (no contraction), and the rounding of roundBf16x8, so the values

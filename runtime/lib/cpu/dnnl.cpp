@@ -916,18 +916,18 @@ bool pointwise(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor 
 /// A pointwise convolution's pass as one batched product in NCHW, image by
 /// image: out_b[M, HW] = A[M, K] @ in_b[K, HW], with A the weight (forward:
 /// W [OC, C]) or its transpose (data gradient: W^T [C, OC]) shared by the
-/// images. Operands bf16 (`low`) or f32; the result straight into `out`
-/// where it is f32 or bf16 (rounded once by the primitive), else (an f16
-/// out, or a bias / ReLU to add) into f32 and then `finish(acc)`.
+/// images. bf16 operands (on oneDNN's bf16 kernels); the result straight
+/// into `out` where it is f32 or bf16 (rounded once by the primitive),
+/// else (an f16 out, or a bias / ReLU to add) into f32 and then
+/// `finish(acc)`.
 template <class Finish>
 void pointwiseProduct(const void *a, bool transposeA, const void *in, int64_t m, int64_t k,
-                      int64_t hw, int64_t n, bool low, amprt_tensor *out, bool direct,
-                      Finish finish) {
-  const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
+                      int64_t hw, int64_t n, amprt_tensor *out, bool direct, Finish finish) {
+  const int adt = (int)dnnl::memory::data_type::bf16;
   GemmKey key{m, hw, k, transposeA ? 1 : k, transposeA ? m : 1, hw, 1, adt, adt};
   key.batch = n;
   key.aShared = true;
-  if (direct && (out->dtype == AMPRT_F32 || (out->dtype == AMPRT_BF16 && low))) {
+  if (direct && (out->dtype == AMPRT_F32 || out->dtype == AMPRT_BF16)) {
     key.bf16Out = out->dtype == AMPRT_BF16;
     gemmAcc(key, a, in, out->data);
     return;
@@ -936,6 +936,28 @@ void pointwiseProduct(const void *a, bool transposeA, const void *in, int64_t m,
   acc.resize((size_t)(n * m * hw));
   gemmAcc(key, a, in, acc.data());
   finish(acc.data());
+}
+
+/// A forward product's epilogue: y's row r (image r / oc, channel r % oc)
+/// = the f32 sums at rowOf(r) + bias, with ReLU (keeping a NaN, as the
+/// element-wise ReLU does), rounded once to y's type; rows on the threads.
+template <class RowOf>
+void finishRows(amprt_tensor *y, int64_t n, int64_t oc, int64_t ohw, const float *bias, bool relu,
+                RowOf rowOf) {
+  parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row((size_t)ohw);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *src = rowOf(r);
+      const float add = bias ? bias[r % oc] : 0.0f;
+      for (int64_t i = 0; i < ohw; ++i) {
+        float v = bias ? src[i] + add : src[i];
+        row[(size_t)i] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
+      }
+      convertRun(row.data(), AMPRT_F32,
+                 static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype), y->dtype,
+                 (size_t)ohw);
+    }
+  });
 }
 
 /// The forward as one product: yT[OC, P] = W[OC, K] @ colT[K, P] (f32
@@ -953,25 +975,11 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
   const bool relu = flags & AMPRT_CONV_RELU;
   if (batched) {
     // y_b[OC, HW] = W[OC, C] @ x_b[C, HW]: y's own layout (a pointwise
-    // convolution, x f32 or bf16 with `low`: the caller's candidates).
-    Operand wo = operandOf(w, !low);
+    // convolution, bf16 x and w: pointwise-bf16).
     noteIm2col("pointwise matmul");
     pointwiseProduct(
-        wo.ptr, false, x->data, oc, K, ohw, n, low, y, !bias && !relu, [&](const float *acc) {
-          parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
-            std::vector<float> row((size_t)ohw);
-            for (int64_t r = r0; r < r1; ++r) {
-              const float *src = acc + r * ohw;
-              const float add = bias ? bias[r % oc] : 0.0f;
-              for (int64_t i = 0; i < ohw; ++i) {
-                float v = bias ? src[i] + add : src[i];
-                row[(size_t)i] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
-              }
-              convertRun(row.data(), AMPRT_F32,
-                         static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype),
-                         y->dtype, (size_t)ohw);
-            }
-          });
+        w->data, false, x->data, oc, K, ohw, n, y, !bias && !relu, [&](const float *acc) {
+          finishRows(y, n, oc, ohw, bias, relu, [&](int64_t r) { return acc + r * ohw; });
         });
     return;
   }
@@ -984,21 +992,8 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
   float *ytp = yt.data(); // (thread_local: the threads below see their own)
   noteIm2col("im2col+matmul");
   gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
-  parallelFor(n * oc, 1, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row((size_t)ohw);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / oc, o = r % oc;
-      const float *src = ytp + o * P + b * ohw;
-      const float add = bias ? bias[o] : 0.0f;
-      for (int64_t i = 0; i < ohw; ++i) {
-        float v = bias ? src[i] + add : src[i];
-        row[(size_t)i] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
-      }
-      convertRun(row.data(), AMPRT_F32,
-                 static_cast<char *>(y->data) + r * ohw * amprt_dtype_size(y->dtype), y->dtype,
-                 (size_t)ohw);
-    }
-  });
+  finishRows(y, n, oc, ohw, bias, relu,
+             [&](int64_t r) { return ytp + (r % oc) * P + (r / oc) * ohw; });
 }
 
 /// The data gradient as one product: dcolT[K, P] = W^T[K, OC] @ dyT[OC, P]
@@ -1013,11 +1008,10 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
   const int64_t es = low ? 2 : 4;
   if (batched) {
     // dx_b[C, HW] = W^T[C, OC] @ dy_b[OC, HW]: dx's own layout, one tap
-    // per element (no col2im; a pointwise convolution, dy f32 or bf16 with
-    // `low`: the caller's candidates).
-    Operand owp = operandOf(w, !low);
+    // per element (no col2im; a pointwise convolution, bf16 dy and w:
+    // pointwise-bf16).
     noteIm2col("pointwise matmul");
-    pointwiseProduct(owp.ptr, true, dy->data, c, oc, ohw, n, low, dx, true, [&](const float *acc) {
+    pointwiseProduct(w->data, true, dy->data, c, oc, ohw, n, dx, true, [&](const float *acc) {
       convertPar(acc, AMPRT_F32, dx->data, dx->dtype, (size_t)amprt_tensor_numel(dx));
     });
     return;
@@ -1163,7 +1157,7 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
     im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, widenChoice == kIm2colBf16);
     return AMPRT_OK;
   }
-  if (widenChoice == kPointwiseBf16 && count) {
+  if (widenChoice == kPointwiseBf16 && count) { // (offered for bf16 x and w only)
     im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, true, true);
     return AMPRT_OK;
   }
@@ -1620,8 +1614,7 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     std::optional<dnnl::memory> dyData;
     float *dyf = nullptr; // dy in f32, for db
     if (dx && kern.dataIm2col != DataOneDnn) {
-      im2colDataGrad(w, dy, p, dx,
-                     kern.dataIm2col == DataIm2colBf16 || kern.dataIm2col == DataPointwiseBf16,
+      im2colDataGrad(w, dy, p, dx, kern.dataIm2col != DataIm2colF32,
                      kern.dataIm2col == DataPointwiseBf16);
     } else if (dx && !dxPrim) {
       if (desc::profilingRequested())
