@@ -814,6 +814,25 @@ TEST(BatchNorm, WithItsReluInOneCallAsTheSeparateCalls) {
         EXPECT_EQ(db2.bytes, db.bytes);
       }
     }
+  // A NaN x (inference: the running statistics) stays NaN through the
+  // ReLU, as amprt_unary's, on short and vector-long planes, every type.
+  for (amprt_dtype xt : {AMPRT_F32, AMPRT_BF16, AMPRT_F16})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{2, 3, 5}, {2, 3, 37}}) {
+      SCOPED_TRACE(std::string(amprt_dtype_name(xt)) + ", inner " + std::to_string(shape[2]));
+      Buf x = randn(xt, shape), g = randn(AMPRT_F32, {3}), b = randn(AMPRT_F32, {3});
+      Buf rm = randn(AMPRT_F32, {3}), rv = uniform(AMPRT_F32, {3}, 0.5, 2.0);
+      int64_t at = shape[2] + shape[2] - 2; // channel 1, in the last vector's tail
+      x.set(at, NAN);
+      Buf y(xt, shape), z(xt, shape), zf(xt, shape);
+      AMPRT_OK_OR_FAIL(amprt_batch_norm(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f, 0.9f,
+                                        0, y.p(), nullptr, nullptr, nullptr, nullptr));
+      AMPRT_OK_OR_FAIL(amprt_unary(nullptr, AMPRT_UNARY_RELU, 0.0f, y.p(), z.p()));
+      AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f,
+                                           0.9f, 0, AMPRT_BN_RELU, zf.p(), nullptr, nullptr,
+                                           nullptr, nullptr));
+      EXPECT_TRUE(std::isnan(zf.get(at)));
+      EXPECT_EQ(zf.bytes, z.bytes);
+    }
   Buf x = randn(AMPRT_F32, {2, 3, 4}), g = randn(AMPRT_F32, {3}), dz = randn(AMPRT_F32, {2, 3, 4});
   Buf small(AMPRT_F32, {2, 3, 3}), dx(AMPRT_F32, {2, 3, 4});
   EXPECT_NE(amprt_batch_norm_relu_grad_recompute(nullptr, x.p(), g.p(), small.p(), dz.p(), 1e-5f,
