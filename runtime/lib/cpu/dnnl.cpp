@@ -351,13 +351,16 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
                 (long long)key.m, (long long)key.k, (long long)key.n, (long long)key.lda0,
                 (long long)key.lda1, (long long)key.ldb0, (long long)key.ldb1, (long long)key.batch,
                 key.bias ? " bias" : "", key.relu ? " relu" : "", key.threads, isaTag());
-  thread_local std::vector<float> out;
-  out.resize((size_t)(key.batch * key.m * key.n));
+  // The timed runs' output (allocated only when this shape is timed: a
+  // buffer resized on every call would be cleared wherever it grows, a
+  // weight gradient's megabytes a call).
+  std::vector<float> out;
   int choice = 0;
   AMPRT_CHECK(chooseKernel(
       ctx, k, {"bf16", "f32"}, 0,
       [&](int i) -> amprt_status {
         try {
+          out.resize((size_t)(key.batch * key.m * key.n));
           GemmKey kk = key;
           kk.bf16Out = false;
           if (i == 0) {
@@ -369,6 +372,8 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
           }
         } catch (const dnnl::error &e) {
           return fail(AMPRT_ERR_UNSUPPORTED, "oneDNN: %s", e.what());
+        } catch (const std::bad_alloc &) {
+          return fail(AMPRT_ERR_OUT_OF_MEMORY, "amprt_gemm: out of memory");
         }
         return AMPRT_OK;
       },
@@ -490,8 +495,7 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   if (y->dtype == AMPRT_F32) {
     acc = static_cast<float *>(y->data);
   } else {
-    scratch.resize(m * n);
-    acc = scratch.data();
+    acc = grown(scratch, (size_t)(m * n));
   }
   if (m && n) {
     if (kk == 0)
@@ -587,7 +591,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
     })
     return AMPRT_OK;
   }
-  scratch.resize(m * n);
+  grown(scratch, (size_t)(m * n));
   AMPRT_DNNL_TRY(k, {
     Operand oa = operandOf(a, !low), ob = operandOf(b, !low);
     size_t ae = oa.dt == dnnl::memory::data_type::bf16 ? 2 : 4;
@@ -887,7 +891,7 @@ void *columnsOf(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor
                 const amprt_conv_params *p, bool low, std::vector<char> &buf) {
   const int64_t K = amprt_tensor_numel(w) / w->shape[0],
                 P = y->shape[0] * y->shape[2] * y->shape[3];
-  buf.resize((size_t)(K * P * (low ? 2 : 4)));
+  grown(buf, (size_t)(K * P * (low ? 2 : 4)));
   const auto *u16 = static_cast<const uint16_t *>(x->data);
   if (low)
     im2colT<uint16_t, uint16_t>(u16, x->dtype, x, w, y, p,
@@ -933,7 +937,7 @@ void pointwiseProduct(const void *a, bool transposeA, const void *in, int64_t m,
     return;
   }
   thread_local std::vector<float> acc;
-  acc.resize((size_t)(n * m * hw));
+  grown(acc, (size_t)(n * m * hw));
   gemmAcc(key, a, in, acc.data());
   finish(acc.data());
 }
@@ -988,7 +992,7 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
   void *col = columnsOf(x, w, y, p, low, colBuf);
   Operand wo = operandOf(w, !low);
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
-  yt.resize((size_t)(oc * P));
+  grown(yt, (size_t)(oc * P));
   float *ytp = yt.data(); // (thread_local: the threads below see their own)
   noteIm2col("im2col+matmul");
   gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
@@ -1018,7 +1022,7 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
   }
   thread_local std::vector<char> dyBuf;
   thread_local std::vector<float> dcol, acc;
-  dyBuf.resize((size_t)(oc * P * es));
+  grown(dyBuf, (size_t)(oc * P * es));
   char *dyt = dyBuf.data();
   const char *db = static_cast<const char *>(dy->data);
   const int64_t des = amprt_dtype_size(dy->dtype);
@@ -1035,14 +1039,13 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
   });
   Operand owp = operandOf(w, !low);
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
-  dcol.resize((size_t)(K * P));
+  grown(dcol, (size_t)(K * P));
   float *dcolp = dcol.data(); // (thread_local: the threads below see their own)
   noteIm2col("matmul+col2im");
   gemmAcc(GemmKey{K, P, oc, 1, K, P, 1, adt, adt}, owp.ptr, dyt, dcolp);
   float *out = static_cast<float *>(dx->data);
   if (dx->dtype != AMPRT_F32) {
-    acc.resize((size_t)amprt_tensor_numel(dx));
-    out = acc.data();
+    out = grown(acc, (size_t)amprt_tensor_numel(dx));
   }
   const Window win(p);
   const int64_t sh = win.sh, sw = win.sw, dh = win.dh, dwl = win.dw, ph = win.ph, pw = win.pw;
@@ -1228,8 +1231,7 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
   thread_local std::vector<float> scratch;
   void *acc = y->data;
   if (y->dtype != AMPRT_F32 && !outBf16) {
-    scratch.resize(count);
-    acc = scratch.data();
+    acc = grown(scratch, (size_t)count);
   }
   if (count) {
     AMPRT_DNNL_TRY(k, {
@@ -1408,7 +1410,7 @@ void im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
   const bool low = es == 2;
   thread_local std::vector<char> colBuf, dyBuf;
   void *col = columnsOf(x, ws, dys, p, low, colBuf);
-  dyBuf.resize((size_t)(oc * P * es));
+  grown(dyBuf, (size_t)(oc * P * es));
   char *dyt = dyBuf.data();
   const char *db = static_cast<const char *>(dy);
   parallelFor(oc, 1, 1, [&](int64_t o0, int64_t o1) {
@@ -1470,9 +1472,9 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
     auto f32Of = [](const amprt_tensor *t, std::vector<float> &buf) -> float * {
       if (t->dtype == AMPRT_F32)
         return static_cast<float *>(t->data);
-      buf.resize(amprt_tensor_numel(t));
-      convertPar(t->data, t->dtype, buf.data(), AMPRT_F32, buf.size());
-      return buf.data();
+      float *out = grown(buf, (size_t)amprt_tensor_numel(t));
+      convertPar(t->data, t->dtype, out, AMPRT_F32, (size_t)amprt_tensor_numel(t));
+      return out;
     };
     dnnl::memory::desc bd(cd.bias, dt::f32, tag::a);
     // Primitives (oneDNN JIT-compiles each one: milliseconds) are cached by

@@ -1044,13 +1044,11 @@ bool binaryHalfBroadcast(amprt_binary_op op, const amprt_tensor *a, const amprt_
     void *yk = static_cast<char *>(y->data) + k * slice * yb;
     float *df = const_cast<float *>(static_cast<const float *>(dk)), *yf = static_cast<float *>(yk);
     if (d->dtype != AMPRT_F32) {
-      dBuf.resize((size_t)slice);
-      convertRun(dk, d->dtype, dBuf.data(), AMPRT_F32, (size_t)slice);
-      df = dBuf.data();
+      df = grown(dBuf, (size_t)slice);
+      convertRun(dk, d->dtype, df, AMPRT_F32, (size_t)slice);
     }
     if (y->dtype != AMPRT_F32) {
-      yBuf.resize((size_t)slice);
-      yf = yBuf.data();
+      yf = grown(yBuf, (size_t)slice);
     }
     amprt_tensor dt = amprt_tensor_make(df, AMPRT_F32, y->rank, shape);
     amprt_tensor yt = amprt_tensor_make(yf, AMPRT_F32, y->rank, shape);

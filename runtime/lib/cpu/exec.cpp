@@ -223,8 +223,8 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     // the weights times a, the bias (b - mean) * a + shift (in double).
     thread_local std::vector<float> wf, bf;
     int64_t per = oc ? amprt_tensor_numel(&w) / oc : 0;
-    wf.resize((size_t)amprt_tensor_numel(&w));
-    bf.resize((size_t)oc);
+    grown(wf, (size_t)amprt_tensor_numel(&w));
+    grown(bf, (size_t)oc);
     const float *wp = static_cast<const float *>(w.data);
     auto at = [&](size_t k, int64_t c) {
       return (double)static_cast<const float *>(t[o + k].data)[c];

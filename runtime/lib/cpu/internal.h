@@ -387,6 +387,17 @@ inline int maxThreads() {
 #endif
 }
 
+/// v's storage for at least n elements, for a scratch buffer kept between
+/// calls (thread_local): grown when short, never shrunk. (resize(n) would
+/// shrink it for a smaller call and value-initialise, that is clear, the
+/// difference again at the next larger one: megabytes a call where calls
+/// of two sizes alternate.)
+template <typename T> T *grown(std::vector<T> &v, size_t n) {
+  if (v.size() < n)
+    v.resize(n);
+  return v.data();
+}
+
 /// Runs f(begin, end) over [0, n) in pieces on the OpenMP threads (the
 /// pool oneDNN uses too) when there is at least `grain` work per thread;
 /// piece boundaries are multiples of `align`, so that each element is
