@@ -92,6 +92,11 @@ void adoptKernelChoices(const std::string &text);
 /// `name` takes it (no timing, nothing cached); others keep the fixed rule.
 /// An empty name ends it.
 void forceKernelForTesting(const std::string &name);
+/// Changes whenever a choice chooseKernel made could turn out otherwise on
+/// the next call (forceKernelForTesting, adoptKernelChoices): a caller that keeps chooseKernel's
+/// answers per shape (to skip formatting its key on every call) keeps them
+/// for one generation.
+uint64_t tunerGeneration();
 /// For the kernel tests: how many convolution passes ran as im2col + one
 /// product (forward, data or weight gradient) in this process.
 int64_t im2colConvCallsForTesting();

@@ -12,6 +12,7 @@
 #include "exec_decode.h"
 #include "internal.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,8 @@ struct Tuner {
   std::map<std::string, std::string> choices; // key -> candidate name
   std::string forced;                         // forceKernelForTesting
 };
+
+std::atomic<uint64_t> g_generation{0}; // see tunerGeneration
 
 Tuner &tuner() {
   static Tuner *t = new Tuner; // used by kernels until the process ends
@@ -246,10 +249,14 @@ void amprt::adoptKernelChoices(const std::string &text) {
   loadLocked(t);
   for (auto &[k, v] : got)
     t.choices.emplace(k, v); // choices already made in this process stand
+  ++g_generation;
 }
 
 void amprt::forceKernelForTesting(const std::string &name) {
   Tuner &t = tuner();
   std::lock_guard<std::mutex> lock(t.mu);
   t.forced = name;
+  ++g_generation;
 }
+
+uint64_t amprt::tunerGeneration() { return g_generation.load(std::memory_order_relaxed); }
