@@ -978,3 +978,67 @@ TEST(Tune, EveryBf16CandidateMatchesTheReference) {
         }
   }
 }
+
+// amxProduct (bf16 operands on the AMX tiles, f32 result) against a double
+// reference of the same bf16 values: a stored by rows, by columns and with
+// neither stride 1 (packed element by element), b likewise; sums of one
+// tile chunk (k <= 32: one tile row pass) and of several (pairs of tiles),
+// edges of every size; an inf and a NaN reach exactly their row and
+// column. Where the CPU has no AMX (or AMPRT_NO_AMX / AMPRT_NO_AVX512 is
+// set) there is nothing to run: the test says so and checks only that.
+TEST(Amx, ProductAgainstDoubleReference) {
+  if (!amprt::amxProductAvailable()) {
+    std::printf("amxProduct: not available here (no AMX-BF16, or turned off): not exercised\n");
+    EXPECT_FALSE(amprt::amxProductAvailable());
+    return;
+  }
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (Case cs : {Case{1, 1, 1}, Case{16, 16, 32}, Case{17, 33, 45}, Case{40, 70, 100},
+                  Case{96, 300, 32}, Case{33, 18, 513}, Case{3, 2, 64}})
+    for (int la : {0, 1, 2})     // a: rows, columns, neither stride 1
+      for (int lb : {0, 1, 2}) { // b likewise
+        const int64_t m = cs.m, n = cs.n, k = cs.k;
+        SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " +
+                     std::to_string(k) + " a layout " + std::to_string(la) + " b layout " +
+                     std::to_string(lb));
+        // Element (i, kk) of a at a0 * i + a1 * kk; layout 2 spreads both.
+        int64_t a0 = la == 0 ? k : la == 1 ? 1 : 2 * k + 3, a1 = la == 0 ? 1 : la == 1 ? m : 2;
+        int64_t b0 = lb == 0 ? n : lb == 1 ? 1 : 3, b1 = lb == 0 ? 1 : lb == 1 ? k : 3 * k + 1;
+        Buf a = randn(AMPRT_BF16, {(m - 1) * a0 + (k - 1) * a1 + 1});
+        Buf b = randn(AMPRT_BF16, {(k - 1) * b0 + (n - 1) * b1 + 1});
+        const bool marks = m > 2 && n > 2 && k > 1;
+        if (marks) {
+          a.set(1 * a0 + (k - 1) * a1, INFINITY); // row 1, the last k
+          b.set(0 * b0 + 2 * b1, NAN);            // column 2, the first k
+        }
+        std::vector<float> c((size_t)(m * (n + 5)), -7.0f); // ldc n + 5: the gap kept
+        const auto *ap = reinterpret_cast<const uint16_t *>(a.bytes.data());
+        const auto *bp = reinterpret_cast<const uint16_t *>(b.bytes.data());
+        amprt::amxProduct(m, n, k, ap, a0, a1, bp, b0, b1, c.data(), n + 5);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n + 5; ++j) {
+            float got = c[i * (n + 5) + j];
+            if (j >= n) {
+              bad += got != -7.0f;
+              continue;
+            }
+            double ref = 0, mag = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              double t = a.get(i * a0 + kk * a1) * b.get(kk * b0 + j * b1);
+              ref += t;
+              mag += std::fabs(t);
+            }
+            if (marks && (j == 2 || i == 1)) { // NaN column; inf row (inf or NaN)
+              bool ok = j == 2 ? std::isnan(got) : std::isnan(got) || std::isinf(got);
+              bad += !ok;
+              continue;
+            }
+            // f32 sums of exact products: k roundings of at most the running sum's half ulp.
+            bad += !(std::fabs(got - ref) <= (double)k * std::ldexp(mag, -24) + 1e-30);
+          }
+        EXPECT_EQ(bad, 0);
+      }
+}

@@ -199,6 +199,11 @@ bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k, 
 }
 
 /// acc[M, N] = op(A)[M, K] @ op(B)[K, N] with strides in elements.
+/// Products with sums of at most this many terms (and bf16 operands, an f32
+/// result) may run on amxProduct: its tiles are packed for the whole sum,
+/// made for the short sums of weight gradients.
+constexpr int64_t kAmxMaxSum = 512;
+
 struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;
@@ -338,7 +343,14 @@ amprt_status checkFloatContig(const amprt_tensor *t, const char *what) {
 /// (chooseKernel); the fixed rule is the bf16 kernels. `na` / `nb`: the
 /// elements a and b hold.
 amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const amprt_tensor *a,
-                        const amprt_tensor *b, const float *bias, bool *low) {
+                        const amprt_tensor *b, const float *bias, bool *low, bool *amx = nullptr) {
+  // amx: where the caller can take amxProduct (a plain f32 result, no
+  // epilogue), it is a third candidate for short sums; *amx says whether
+  // it won.
+  const bool amxOffered = amx && key.batch == 1 && !key.bias && !key.relu && key.k <= kAmxMaxSum &&
+                          amxProductAvailable();
+  if (amx)
+    *amx = false;
   *low = bf16Operands(a, b);
   if (!*low && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16 && tuningOn(ctx))
     noteNoBf16Kernels();
@@ -346,14 +358,16 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
     return AMPRT_OK;
   // The answers so far, per shape (formatting the key and looking it up
   // cost about 0.5 us a call: a tenth of a small product's time).
-  thread_local std::map<GemmKey, bool> known;
+  thread_local std::map<std::pair<GemmKey, bool>, int> known; // (key, amx offered) -> choice
   thread_local uint64_t knownGeneration = 0;
   if (knownGeneration != tunerGeneration()) {
     known.clear();
     knownGeneration = tunerGeneration();
   }
-  if (auto it = known.find(key); it != known.end()) {
-    *low = it->second;
+  if (auto it = known.find({key, amxOffered}); it != known.end()) {
+    *low = it->second != 1;
+    if (amx)
+      *amx = it->second == 2;
     return AMPRT_OK;
   }
   char k[256];
@@ -368,14 +382,21 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
   // weight gradient's megabytes a call).
   std::vector<float> out;
   int choice = 0;
+  std::vector<const char *> names = {"bf16", "f32"};
+  if (amxOffered)
+    names.push_back("amx");
   AMPRT_CHECK(chooseKernel(
-      ctx, k, {"bf16", "f32"}, 0,
+      ctx, k, names, 0,
       [&](int i) -> amprt_status {
         try {
           out.resize((size_t)(key.batch * key.m * key.n));
           GemmKey kk = key;
           kk.bf16Out = false;
-          if (i == 0) {
+          if (i == 2) {
+            amxProduct(key.m, key.n, key.k, static_cast<const uint16_t *>(a->data), key.lda0,
+                       key.lda1, static_cast<const uint16_t *>(b->data), key.ldb0, key.ldb1,
+                       out.data(), key.n);
+          } else if (i == 0) {
             gemmAcc(kk, a->data, b->data, out.data(), bias);
           } else {
             Operand oa = operandOf(a, true), ob = operandOf(b, true);
@@ -390,8 +411,10 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
         return AMPRT_OK;
       },
       &choice));
-  *low = choice == 0;
-  known[key] = *low;
+  *low = choice != 1;
+  if (amx)
+    *amx = choice == 2;
+  known[{key, amxOffered}] = choice;
   return AMPRT_OK;
 }
 
@@ -481,10 +504,20 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
     key.relu = relu;
     return key;
   };
-  bool low = false;
+  bool low = false, amx = false;
+  // amxProduct can take a plain f32 y (alpha 1, nothing added, no ReLU).
+  const bool plain = y->dtype == AMPRT_F32 && alpha == 1.0f && !useC && !fusedBias && !relu;
   if (m && n && kk)
     AMPRT_CHECK(lowProduct(ctx, keyOf(dnnl::memory::data_type::bf16, dnnl::memory::data_type::bf16),
-                           a, b, biasF32, &low));
+                           a, b, biasF32, &low, plain ? &amx : nullptr));
+  if (amx) {
+    noteKernelImpl("amx:own");
+    amxProduct(m, n, kk, static_cast<const uint16_t *>(a->data), trans_a ? 1 : a->shape[1],
+               trans_a ? a->shape[1] : 1, static_cast<const uint16_t *>(b->data),
+               trans_b ? 1 : b->shape[1], trans_b ? b->shape[1] : 1, static_cast<float *>(y->data),
+               n);
+    return AMPRT_OK;
+  }
   // The product (with the common epilogue, an f32 bias row with alpha =
   // beta = 1, and the ReLU inside the primitive: no second pass) into out,
   // f32 or (bf16Out) bf16.
@@ -1432,6 +1465,15 @@ void im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
         std::memcpy(dyt + (o * P + b * ohw) * es, db + ((b * oc + o) * ohw) * es,
                     (size_t)(ohw * es));
   });
+  // A short sum (P: the batch's output positions) into a large f32 dw: on
+  // the AMX tiles directly (amx.cpp), the same arithmetic as oneDNN's AMX
+  // kernels at two to three times their speed here.
+  if (low && !bf16Out && P <= kAmxMaxSum && amxProductAvailable()) {
+    noteIm2col("im2col+amx");
+    amxProduct(oc, K, P, reinterpret_cast<const uint16_t *>(dyt), P, 1,
+               static_cast<const uint16_t *>(col), 1, P, static_cast<float *>(out), K);
+    return;
+  }
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   GemmKey key{oc, K, P, P, 1, 1, P, adt, adt};
   key.bf16Out = bf16Out;

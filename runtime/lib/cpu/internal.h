@@ -132,6 +132,18 @@ void convertRun(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size
 /// AMPRT_NO_AVX512 / AMPRT_NO_AVX2 unset).
 bool haveAvx512bw();
 
+/// amxProduct runs here: an x86-64 CPU with AMX-BF16 whose OS grants the
+/// tile state, AVX-512 paths on (AMPRT_NO_AVX512 unset), AMPRT_NO_AMX unset.
+bool amxProductAvailable();
+/// c [m x n] f32 (row stride ldc) = a [m x k] @ b [k x n], bf16 operands
+/// (amx.cpp): element (i, kk) of a at a[i * a0 + kk * a1], (kk, j) of b at
+/// b[kk * b0 + j * b1] (one of a0 / a1 and one of b0 / b1 should be 1: the
+/// others are packed element by element). TDPBF16PS's arithmetic, as
+/// oneDNN's AMX kernels: exact products, f32 sums in the order of k, bf16
+/// subnormals read as zero. Only where amxProductAvailable().
+void amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
+                const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc);
+
 inline bool isFloat(amprt_dtype t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; }
 inline bool isValid(amprt_dtype t) { return (unsigned)t < (unsigned)AMPRT_DTYPE_COUNT; }
 
