@@ -636,13 +636,15 @@ TEST(Pool, MaxPoolFastPathsMatchTheDefinition) {
   for (amprt_dtype t : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
     for (Config cfg : {Config{2, 2, 0}, Config{3, 1, 0}, Config{3, 2, 1}, Config{3, 2, 0},
                        Config{2, 1, 1}, Config{5, 2, 2}, Config{3, 1, 1}})
-      for (int64_t W : {8, 13, 22, 33}) {
+      for (int64_t W : {8, 13, 22, 33, 70}) {
         int64_t k = cfg.k, s = cfg.s, pad = cfg.pad;
         int64_t N = 2, C = 3, H = 10;
         int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;
         std::vector<float> x(N * C * H * W);
-        for (float &v : x)
-          v = pct(rng) < 3 ? NAN : (float)small(rng);
+        for (float &v : x) { // ties, NaN and -inf (a window of only -inf still has its first)
+          int r = pct(rng);
+          v = r < 3 ? NAN : r < 6 ? -INFINITY : (float)small(rng);
+        }
         std::vector<uint16_t> xh(x.size()), yh(N * C * OH * OW);
         std::vector<float> y(N * C * OH * OW);
         std::vector<int64_t> idx(y.size());

@@ -210,8 +210,8 @@ AMPRT_AMX inline void storeTile(int r, float *c, int64_t ldc, int64_t m, int64_t
 
 /// Tiles of c for rows of tiles [t0, t1) (one k-chunk: a's tile kept over
 /// the row, each tile of c summed once and stored).
-AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, int64_t m,
-                           int64_t n, float *c, int64_t ldc, int64_t t0, int64_t t1) {
+AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, int64_t m, int64_t n,
+                           float *c, int64_t ldc, int64_t t0, int64_t t1) {
   TileConfig cfg;
   _tile_loadconfig(&cfg);
   for (int64_t it = t0; it < t1; ++it) {
@@ -309,9 +309,8 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
     }
   });
   if (kc == 1) {
-    parallelFor(mt, 1, 1, [&](int64_t t0, int64_t t1) {
-      computeRows(ap, bp, nt, m, n, c, ldc, t0, t1);
-    });
+    parallelFor(mt, 1, 1,
+                [&](int64_t t0, int64_t t1) { computeRows(ap, bp, nt, m, n, c, ldc, t0, t1); });
     return;
   }
   static const uint16_t zeros[kTile] = {};
