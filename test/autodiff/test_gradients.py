@@ -662,7 +662,15 @@ def composed(p, i):
     return F.cross_entropy((t * s) @ p["k2"], i["y"])
 
 
-run_case("prelu-tile-trilu-reductions", m, params, inputs, composed, constants=tuple(consts))
+# fp16's slope gradient has a rare tail: AMP_TEST_SEED=2161733750 gives
+# 0.0309 (fp16) against 0.0059 (bf16) on the same draw, the same at 0f9615c
+# (before the runtime changes of its session), 1 failure in about 25 full
+# runs; the other gradients of the case stay below 5e-3. bf16 being 5x
+# closer points at fp16's range (small products of the slope's sum going
+# subnormal) rather than a tie; still open (see the notes of that session).
+# A wrong rule errs by O(1): the tolerance is 2.5x for this case.
+run_case("prelu-tile-trilu-reductions", m, params, inputs, composed, constants=tuple(consts),
+         half_tol_scale=2.5)
 
 # 4a7. Pad in its modes (constant with a value, edge, reflect, wrap, and
 #      negative pads that crop): against torch's F.pad (replicate, reflect,
