@@ -39,221 +39,221 @@ using namespace amprt;
 
 AMPRT_AVX512_QUIET_BEGIN // (see internal.h)
 
-    namespace {
+namespace {
 
-  /// The tile configuration (palette 1): every register 16 rows of 64 bytes.
-  struct alignas(64) TileConfig {
-    uint8_t palette = 1, startRow = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-    TileConfig() {
-      for (int t = 0; t < 8; ++t) {
-        colsb[t] = 64;
-        rows[t] = 16;
-      }
-    }
-  };
-
-  constexpr int64_t kTile = 512; // bf16 elements of a packed 16 x 32 tile
-
-  /// Rows 0..15 of r (32-bit words) transposed in place: r[j] word i = the
-  /// old r[i] word j.
-  AMPRT_AMX inline void transpose16x16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-      r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-      r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-      r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-      r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int i = 0; i < 16; i += 8)
-      for (int j = 0; j < 4; ++j) {
-        t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
-        t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
-      }
-    for (int j = 0; j < 8; ++j) {
-      r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
-      r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+/// The tile configuration (palette 1): every register 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  TileConfig() {
+    for (int t = 0; t < 8; ++t) {
+      colsb[t] = 64;
+      rows[t] = 16;
     }
   }
+};
 
-  /// count (0 to 32) bf16 at p, the rest 0.
-  AMPRT_AMX inline __m512i load32(const uint16_t *p, int64_t count) {
-    if (count <= 0)
-      return _mm512_setzero_si512();
-    __mmask32 m = count >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << count) - 1);
-    return _mm512_maskz_loadu_epi16(m, p);
+constexpr int64_t kTile = 512; // bf16 elements of a packed 16 x 32 tile
+
+/// Rows 0..15 of r (32-bit words) transposed in place: r[j] word i = the
+/// old r[i] word j.
+AMPRT_AMX inline void transpose16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
   }
-
-  /// Two runs of 16 bf16 (count each, the rest 0) interleaved: words (x[q],
-  /// y[q]) for q = 0..15.
-  AMPRT_AMX inline __m512i pairs16(const uint16_t *x, const uint16_t *y, int64_t count) {
-    const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
-                                         8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-    __m512i a = x ? load32(x, std::min<int64_t>(count, 16)) : _mm512_setzero_si512();
-    __m512i b = y ? load32(y, std::min<int64_t>(count, 16)) : _mm512_setzero_si512();
-    return _mm512_permutex2var_epi16(a, idx, b);
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
   }
-
-  /// One operand in strides: element (r, s) at p[r * s0 + s * s1].
-  struct View {
-    const uint16_t *p;
-    int64_t s0, s1;
-    uint16_t at(int64_t r, int64_t s) const { return p[r * s0 + s * s1]; }
-  };
-
-  /// a's tile (it, kc) into t: rows i = it * 16 + r, columns k = kc * 32 + q
-  /// (zero outside m x k).
-  AMPRT_AMX void packATile(View a, int64_t m, int64_t k, int64_t it, int64_t kc, uint16_t *t) {
-    const int64_t i0 = it * 16, k0 = kc * 32, kn = std::min<int64_t>(32, k - k0);
-    if (a.s1 == 1) { // rows of a: copies
-      for (int r = 0; r < 16; ++r)
-        _mm512_storeu_si512(t + r * 32, i0 + r < m ? load32(a.p + (i0 + r) * a.s0 + k0, kn)
-                                                   : _mm512_setzero_si512());
-      return;
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
     }
-    if (a.s0 == 1) { // a stored by columns: pairs of its k-rows, transposed
-      const int64_t in = std::min<int64_t>(16, m - i0);
-      __m512i v[16];
-      for (int kp = 0; kp < 16; ++kp) {
-        int64_t ka = k0 + 2 * kp;
-        v[kp] = pairs16(ka < k ? a.p + ka * a.s1 + i0 : nullptr,
-                        ka + 1 < k ? a.p + (ka + 1) * a.s1 + i0 : nullptr, in);
-      }
-      transpose16x16(v);
-      for (int r = 0; r < 16; ++r)
-        _mm512_storeu_si512(t + r * 32, v[r]);
-      return;
-    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+/// count (0 to 32) bf16 at p, the rest 0.
+AMPRT_AMX inline __m512i load32(const uint16_t *p, int64_t count) {
+  if (count <= 0)
+    return _mm512_setzero_si512();
+  __mmask32 m = count >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << count) - 1);
+  return _mm512_maskz_loadu_epi16(m, p);
+}
+
+/// Two runs of 16 bf16 (count each, the rest 0) interleaved: words (x[q],
+/// y[q]) for q = 0..15.
+AMPRT_AMX inline __m512i pairs16(const uint16_t *x, const uint16_t *y, int64_t count) {
+  const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                       39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  __m512i a = x ? load32(x, std::min<int64_t>(count, 16)) : _mm512_setzero_si512();
+  __m512i b = y ? load32(y, std::min<int64_t>(count, 16)) : _mm512_setzero_si512();
+  return _mm512_permutex2var_epi16(a, idx, b);
+}
+
+/// One operand in strides: element (r, s) at p[r * s0 + s * s1].
+struct View {
+  const uint16_t *p;
+  int64_t s0, s1;
+  uint16_t at(int64_t r, int64_t s) const { return p[r * s0 + s * s1]; }
+};
+
+/// a's tile (it, kc) into t: rows i = it * 16 + r, columns k = kc * 32 + q
+/// (zero outside m x k).
+AMPRT_AMX void packATile(View a, int64_t m, int64_t k, int64_t it, int64_t kc, uint16_t *t) {
+  const int64_t i0 = it * 16, k0 = kc * 32, kn = std::min<int64_t>(32, k - k0);
+  if (a.s1 == 1) { // rows of a: copies
     for (int r = 0; r < 16; ++r)
-      for (int q = 0; q < 32; ++q)
-        t[r * 32 + q] = i0 + r < m && q < kn ? a.at(i0 + r, k0 + q) : 0;
+      _mm512_storeu_si512(t + r * 32, i0 + r < m ? load32(a.p + (i0 + r) * a.s0 + k0, kn)
+                                                 : _mm512_setzero_si512());
+    return;
   }
+  if (a.s0 == 1) { // a stored by columns: pairs of its k-rows, transposed
+    const int64_t in = std::min<int64_t>(16, m - i0);
+    __m512i v[16];
+    for (int kp = 0; kp < 16; ++kp) {
+      int64_t ka = k0 + 2 * kp;
+      v[kp] = pairs16(ka < k ? a.p + ka * a.s1 + i0 : nullptr,
+                      ka + 1 < k ? a.p + (ka + 1) * a.s1 + i0 : nullptr, in);
+    }
+    transpose16x16(v);
+    for (int r = 0; r < 16; ++r)
+      _mm512_storeu_si512(t + r * 32, v[r]);
+    return;
+  }
+  for (int r = 0; r < 16; ++r)
+    for (int q = 0; q < 32; ++q)
+      t[r * 32 + q] = i0 + r < m && q < kn ? a.at(i0 + r, k0 + q) : 0;
+}
 
-  /// b's tile (jt, kc) in TDPBF16PS's pairs into t: row p holds, for each
-  /// column j = jt * 16 + q, b[k0 + 2p, j] and b[k0 + 2p + 1, j] (zero outside
-  /// k x n).
-  AMPRT_AMX void packBTile(View b, int64_t n, int64_t k, int64_t jt, int64_t kc, uint16_t *t) {
-    const int64_t j0 = jt * 16, k0 = kc * 32, kn = std::min<int64_t>(32, k - k0);
-    if (b.s1 == 1) { // rows of b: pairs of rows interleaved
-      const int64_t jn = std::min<int64_t>(16, n - j0);
-      for (int p = 0; p < 16; ++p) {
-        int64_t ka = k0 + 2 * p;
-        _mm512_storeu_si512(t + p * 32,
-                            pairs16(ka < k ? b.p + ka * b.s0 + j0 : nullptr,
-                                    ka + 1 < k ? b.p + (ka + 1) * b.s0 + j0 : nullptr, jn));
-      }
-      return;
+/// b's tile (jt, kc) in TDPBF16PS's pairs into t: row p holds, for each
+/// column j = jt * 16 + q, b[k0 + 2p, j] and b[k0 + 2p + 1, j] (zero outside
+/// k x n).
+AMPRT_AMX void packBTile(View b, int64_t n, int64_t k, int64_t jt, int64_t kc, uint16_t *t) {
+  const int64_t j0 = jt * 16, k0 = kc * 32, kn = std::min<int64_t>(32, k - k0);
+  if (b.s1 == 1) { // rows of b: pairs of rows interleaved
+    const int64_t jn = std::min<int64_t>(16, n - j0);
+    for (int p = 0; p < 16; ++p) {
+      int64_t ka = k0 + 2 * p;
+      _mm512_storeu_si512(t + p * 32,
+                          pairs16(ka < k ? b.p + ka * b.s0 + j0 : nullptr,
+                                  ka + 1 < k ? b.p + (ka + 1) * b.s0 + j0 : nullptr, jn));
     }
-    if (b.s0 == 1) { // b stored by columns (b^T's rows): the pairs are words
-      __m512i v[16];
-      for (int q = 0; q < 16; ++q)
-        v[q] = j0 + q < n ? load32(b.p + (j0 + q) * b.s1 + k0, kn) : _mm512_setzero_si512();
-      transpose16x16(v);
-      for (int p = 0; p < 16; ++p)
-        _mm512_storeu_si512(t + p * 32, v[p]);
-      return;
-    }
+    return;
+  }
+  if (b.s0 == 1) { // b stored by columns (b^T's rows): the pairs are words
+    __m512i v[16];
+    for (int q = 0; q < 16; ++q)
+      v[q] = j0 + q < n ? load32(b.p + (j0 + q) * b.s1 + k0, kn) : _mm512_setzero_si512();
+    transpose16x16(v);
     for (int p = 0; p < 16; ++p)
-      for (int q = 0; q < 16; ++q)
-        for (int e = 0; e < 2; ++e) {
-          int64_t kk = 2 * p + e;
-          t[(p * 16 + q) * 2 + e] = kk < kn && j0 + q < n ? b.at(k0 + kk, j0 + q) : 0;
-        }
+      _mm512_storeu_si512(t + p * 32, v[p]);
+    return;
   }
-
-  /// Tile register r (0 to 3) stored at p, rows stride bytes apart (the
-  /// register's number is part of the instruction).
-  AMPRT_AMX inline void storeRegister(int r, float *p, int64_t stride) {
-    switch (r) {
-    case 0:
-      _tile_stored(0, p, stride);
-      break;
-    case 1:
-      _tile_stored(1, p, stride);
-      break;
-    case 2:
-      _tile_stored(2, p, stride);
-      break;
-    default:
-      _tile_stored(3, p, stride);
-      break;
-    }
-  }
-
-  /// The 16 x 16 tile of c at (it, jt) from tile register r: stored in place
-  /// when whole, else through a buffer, its part inside m x n.
-  AMPRT_AMX inline void storeTile(int r, float *c, int64_t ldc, int64_t m, int64_t n, int64_t it,
-                                  int64_t jt) {
-    const int64_t i0 = it * 16, j0 = jt * 16;
-    if (i0 + 16 <= m && j0 + 16 <= n) {
-      storeRegister(r, c + i0 * ldc + j0, ldc * 4);
-      return;
-    }
-    alignas(64) float tmp[256];
-    storeRegister(r, tmp, 64);
-    for (int64_t i = 0; i < 16 && i0 + i < m; ++i)
-      std::memcpy(c + (i0 + i) * ldc + j0, tmp + i * 16,
-                  (size_t)std::min<int64_t>(16, n - j0) * sizeof(float));
-  }
-
-  /// Tiles of c for rows of tiles [t0, t1) (one k-chunk: a's tile kept over
-  /// the row, each tile of c summed once and stored).
-  AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, int64_t m,
-                             int64_t n, float *c, int64_t ldc, int64_t t0, int64_t t1) {
-    TileConfig cfg;
-    _tile_loadconfig(&cfg);
-    for (int64_t it = t0; it < t1; ++it) {
-      _tile_loadd(4, ap + it * kTile, 64);
-      for (int64_t jt = 0; jt < nt; ++jt) {
-        _tile_zero(0);
-        _tile_loadd(6, bp + jt * kTile, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        storeTile(0, c, ldc, m, n, it, jt);
+  for (int p = 0; p < 16; ++p)
+    for (int q = 0; q < 16; ++q)
+      for (int e = 0; e < 2; ++e) {
+        int64_t kk = 2 * p + e;
+        t[(p * 16 + q) * 2 + e] = kk < kn && j0 + q < n ? b.at(k0 + kk, j0 + q) : 0;
       }
-    }
-    _tile_release();
-  }
+}
 
-  /// Tiles of c two by two (pairs [p0, p1) of the mp x np pairs; more than
-  /// one k-chunk: each a and b tile loaded serves two products).
-  AMPRT_AMX void computePairs(const uint16_t *ap, const uint16_t *bp, int64_t mt, int64_t nt,
-                              int64_t kc, int64_t np, int64_t m, int64_t n, float *c, int64_t ldc,
-                              int64_t p0, int64_t p1, const uint16_t *zeros) {
-    TileConfig cfg;
-    _tile_loadconfig(&cfg);
-    for (int64_t pr = p0; pr < p1; ++pr) {
-      const int64_t i0 = 2 * (pr / np), j0 = 2 * (pr % np);
-      const bool i1 = i0 + 1 < mt, j1 = j0 + 1 < nt;
+/// Tile register r (0 to 3) stored at p, rows stride bytes apart (the
+/// register's number is part of the instruction).
+AMPRT_AMX inline void storeRegister(int r, float *p, int64_t stride) {
+  switch (r) {
+  case 0:
+    _tile_stored(0, p, stride);
+    break;
+  case 1:
+    _tile_stored(1, p, stride);
+    break;
+  case 2:
+    _tile_stored(2, p, stride);
+    break;
+  default:
+    _tile_stored(3, p, stride);
+    break;
+  }
+}
+
+/// The 16 x 16 tile of c at (it, jt) from tile register r: stored in place
+/// when whole, else through a buffer, its part inside m x n.
+AMPRT_AMX inline void storeTile(int r, float *c, int64_t ldc, int64_t m, int64_t n, int64_t it,
+                                int64_t jt) {
+  const int64_t i0 = it * 16, j0 = jt * 16;
+  if (i0 + 16 <= m && j0 + 16 <= n) {
+    storeRegister(r, c + i0 * ldc + j0, ldc * 4);
+    return;
+  }
+  alignas(64) float tmp[256];
+  storeRegister(r, tmp, 64);
+  for (int64_t i = 0; i < 16 && i0 + i < m; ++i)
+    std::memcpy(c + (i0 + i) * ldc + j0, tmp + i * 16,
+                (size_t)std::min<int64_t>(16, n - j0) * sizeof(float));
+}
+
+/// Tiles of c for rows of tiles [t0, t1) (one k-chunk: a's tile kept over
+/// the row, each tile of c summed once and stored).
+AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, int64_t m, int64_t n,
+                           float *c, int64_t ldc, int64_t t0, int64_t t1) {
+  TileConfig cfg;
+  _tile_loadconfig(&cfg);
+  for (int64_t it = t0; it < t1; ++it) {
+    _tile_loadd(4, ap + it * kTile, 64);
+    for (int64_t jt = 0; jt < nt; ++jt) {
       _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      for (int64_t q = 0; q < kc; ++q) {
-        _tile_loadd(4, ap + (i0 * kc + q) * kTile, 64);
-        _tile_loadd(5, i1 ? ap + ((i0 + 1) * kc + q) * kTile : zeros, 64);
-        _tile_loadd(6, bp + (j0 * kc + q) * kTile, 64);
-        _tile_loadd(7, j1 ? bp + ((j0 + 1) * kc + q) * kTile : zeros, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      storeTile(0, c, ldc, m, n, i0, j0);
-      if (j1)
-        storeTile(1, c, ldc, m, n, i0, j0 + 1);
-      if (i1)
-        storeTile(2, c, ldc, m, n, i0 + 1, j0);
-      if (i1 && j1)
-        storeTile(3, c, ldc, m, n, i0 + 1, j0 + 1);
+      _tile_loadd(6, bp + jt * kTile, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      storeTile(0, c, ldc, m, n, it, jt);
     }
-    _tile_release();
   }
+  _tile_release();
+}
+
+/// Tiles of c two by two (pairs [p0, p1) of the mp x np pairs; more than
+/// one k-chunk: each a and b tile loaded serves two products).
+AMPRT_AMX void computePairs(const uint16_t *ap, const uint16_t *bp, int64_t mt, int64_t nt,
+                            int64_t kc, int64_t np, int64_t m, int64_t n, float *c, int64_t ldc,
+                            int64_t p0, int64_t p1, const uint16_t *zeros) {
+  TileConfig cfg;
+  _tile_loadconfig(&cfg);
+  for (int64_t pr = p0; pr < p1; ++pr) {
+    const int64_t i0 = 2 * (pr / np), j0 = 2 * (pr % np);
+    const bool i1 = i0 + 1 < mt, j1 = j0 + 1 < nt;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t q = 0; q < kc; ++q) {
+      _tile_loadd(4, ap + (i0 * kc + q) * kTile, 64);
+      _tile_loadd(5, i1 ? ap + ((i0 + 1) * kc + q) * kTile : zeros, 64);
+      _tile_loadd(6, bp + (j0 * kc + q) * kTile, 64);
+      _tile_loadd(7, j1 ? bp + ((j0 + 1) * kc + q) * kTile : zeros, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    storeTile(0, c, ldc, m, n, i0, j0);
+    if (j1)
+      storeTile(1, c, ldc, m, n, i0, j0 + 1);
+    if (i1)
+      storeTile(2, c, ldc, m, n, i0 + 1, j0);
+    if (i1 && j1)
+      storeTile(3, c, ldc, m, n, i0 + 1, j0 + 1);
+  }
+  _tile_release();
+}
 
 } // namespace
 

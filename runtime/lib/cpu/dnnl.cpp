@@ -198,12 +198,12 @@ bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k, 
   return maxAbsOrInf(x) * maxAbsOrInf(w) * (double)k * 1.01 + mb * 1.01 < 3.0e38;
 }
 
-/// acc[M, N] = op(A)[M, K] @ op(B)[K, N] with strides in elements.
 /// Products with sums of at most this many terms (and bf16 operands, an f32
 /// result) may run on amxProduct: its tiles are packed for the whole sum,
 /// made for the short sums of weight gradients.
 constexpr int64_t kAmxMaxSum = 512;
 
+/// acc[M, N] = op(A)[M, K] @ op(B)[K, N] with strides in elements.
 struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
   int adt, bdt;

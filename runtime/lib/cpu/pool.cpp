@@ -136,103 +136,103 @@ void maxPoolRowScalar(const float *plane, int64_t H, int64_t W, const Window &w,
 #if defined(__x86_64__)
 #define AMPRT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,bmi2")))
 AMPRT_AVX512_QUIET_BEGIN // (see internal.h)
-    namespace {
+namespace {
 
-  /// Lanes l of [0, count) whose column c0 + s * l lies in [0, w).
-  inline __mmask16 columnLanes(int64_t c0, int64_t s, int64_t w, int64_t count) {
-    int64_t lo = c0 >= 0 ? 0 : (-c0 + s - 1) / s;
-    if (w - 1 - c0 < 0)
-      return 0;
-    int64_t hi = std::min<int64_t>((w - 1 - c0) / s + 1, count); // one past the last
-    if (lo >= hi)
-      return 0;
-    uint32_t bits = (hi >= 16 ? 0xFFFFu : ((1u << hi) - 1)) & ~((1u << lo) - 1);
-    return (__mmask16)bits;
-  }
+/// Lanes l of [0, count) whose column c0 + s * l lies in [0, w).
+inline __mmask16 columnLanes(int64_t c0, int64_t s, int64_t w, int64_t count) {
+  int64_t lo = c0 >= 0 ? 0 : (-c0 + s - 1) / s;
+  if (w - 1 - c0 < 0)
+    return 0;
+  int64_t hi = std::min<int64_t>((w - 1 - c0) / s + 1, count); // one past the last
+  if (lo >= hi)
+    return 0;
+  uint32_t bits = (hi >= 16 ? 0xFFFFu : ((1u << hi) - 1)) & ~((1u << lo) - 1);
+  return (__mmask16)bits;
+}
 
-  /// The sixteen values at columns c0 + s * l (s 1 or 2) of a row of type t
-  /// (f32 or bf16) as f32, lanes outside `m` not read.
-  AMPRT_AVX512 inline __m512 columns16(const void *row, amprt_dtype t, int64_t c0, int64_t s,
-                                       __mmask16 m) {
-    if (s == 1) {
-      if (t == AMPRT_F32)
-        return _mm512_maskz_loadu_ps(m, static_cast<const float *>(row) + c0);
-      __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t *>(row) + c0);
-      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-    // Stride 2: 32 positions loaded, the even ones taken.
-    uint32_t m32 = _pdep_u32(m, 0x55555555u); // lane l's bit to position 2l
-    if (t == AMPRT_F32) {
-      const float *f = static_cast<const float *>(row) + c0;
-      __m512 lo = _mm512_maskz_loadu_ps((__mmask16)m32, f);
-      __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(m32 >> 16), f + 16);
-      const __m512i even =
-          _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-      return _mm512_permutex2var_ps(lo, even, hi);
-    }
-    __m512i v = _mm512_maskz_loadu_epi16((__mmask32)m32, static_cast<const uint16_t *>(row) + c0);
-    __m256i h = _mm512_cvtepi32_epi16(v); // the low (even) halves
+/// The sixteen values at columns c0 + s * l (s 1 or 2) of a row of type t
+/// (f32 or bf16) as f32, lanes outside `m` not read.
+AMPRT_AVX512 inline __m512 columns16(const void *row, amprt_dtype t, int64_t c0, int64_t s,
+                                     __mmask16 m) {
+  if (s == 1) {
+    if (t == AMPRT_F32)
+      return _mm512_maskz_loadu_ps(m, static_cast<const float *>(row) + c0);
+    __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t *>(row) + c0);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  // Stride 2: 32 positions loaded, the even ones taken.
+  uint32_t m32 = _pdep_u32(m, 0x55555555u); // lane l's bit to position 2l
+  if (t == AMPRT_F32) {
+    const float *f = static_cast<const float *>(row) + c0;
+    __m512 lo = _mm512_maskz_loadu_ps((__mmask16)m32, f);
+    __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(m32 >> 16), f + 16);
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_permutex2var_ps(lo, even, hi);
+  }
+  __m512i v = _mm512_maskz_loadu_epi16((__mmask32)m32, static_cast<const uint16_t *>(row) + c0);
+  __m256i h = _mm512_cvtepi32_epi16(v); // the low (even) halves
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
-  /// Row oh of 2-D max pool plane nc (no dilation, column stride 1 or 2),
-  /// sixteen outputs at a time: the scalar rule (positions in row-major
-  /// order, padding never wins, the first NaN wins, else the first maximum;
-  /// a window with no position inside gives -inf and index -1), y of x's
-  /// type (bf16: the maximum's own value), indices flat over the tensor.
-  AMPRT_AVX512 void maxPoolRow512(const void *x, amprt_dtype t, const Window &w, int64_t nc,
-                                  int64_t oh, void *y, int64_t *ip) {
-    const int64_t H = w.in[0], W = w.in[1], OW = w.out[1], S = w.s[1];
-    const int64_t h0 = oh * w.s[0] - w.pb[0];
-    const int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
-    const size_t es = amprt_dtype_size(t);
-    const char *plane = static_cast<const char *>(x) + (size_t)(nc * H * W) * es;
-    const int64_t o0 = (nc * w.out[0] + oh) * OW;
-    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
-      const int64_t count = std::min<int64_t>(16, OW - ow0);
-      __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      __m512i arg = _mm512_set1_epi32(-1);
-      __mmask16 have = 0, nan = 0;
-      for (int64_t kh = kh0; kh < kh1; ++kh) {
-        const int64_t r = h0 + kh;
-        const char *row = plane + (size_t)(r * W) * es;
-        for (int64_t kw = 0; kw < w.k[1]; ++kw) {
-          const int64_t c0 = ow0 * S - w.pb[1] + kw;
-          __mmask16 valid = columnLanes(c0, S, W, count);
-          if (!valid)
-            continue;
-          __m512 v = columns16(row, t, c0, S, valid);
-          __mmask16 isNan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & valid;
-          __mmask16 take = valid & (__mmask16)~nan &
-                           ((__mmask16)~have | isNan | _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ));
-          best = _mm512_mask_mov_ps(best, take, v);
-          __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(r * W + c0)),
-                                         _mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)S)));
-          arg = _mm512_mask_mov_epi32(arg, take, pos);
-          nan |= isNan;
-          have |= valid;
-        }
-      }
-      const __mmask16 out = (__mmask16)(count >= 16 ? 0xFFFF : (1u << count) - 1);
-      if (t == AMPRT_F32) {
-        _mm512_mask_storeu_ps(static_cast<float *>(y) + o0 + ow0, out, best);
-      } else {
-        __m256i h = _mm512_cvtepi32_epi16(avx2::roundBf16x16(_mm512_castps_si512(best)));
-        _mm256_mask_storeu_epi16(static_cast<uint16_t *>(y) + o0 + ow0, out, h);
-      }
-      if (ip) {
-        // Flat indices: the plane's offset added where a position was taken.
-        const __m512i base = _mm512_set1_epi64(nc * H * W);
-        __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(arg));
-        __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(arg, 1));
-        lo = _mm512_mask_add_epi64(lo, (__mmask8)have, lo, base);
-        hi = _mm512_mask_add_epi64(hi, (__mmask8)(have >> 8), hi, base);
-        _mm512_mask_storeu_epi64(ip + o0 + ow0, (__mmask8)out, lo);
-        _mm512_mask_storeu_epi64(ip + o0 + ow0 + 8, (__mmask8)(out >> 8), hi);
+/// Row oh of 2-D max pool plane nc (no dilation, column stride 1 or 2),
+/// sixteen outputs at a time: the scalar rule (positions in row-major
+/// order, padding never wins, the first NaN wins, else the first maximum;
+/// a window with no position inside gives -inf and index -1), y of x's
+/// type (bf16: the maximum's own value), indices flat over the tensor.
+AMPRT_AVX512 void maxPoolRow512(const void *x, amprt_dtype t, const Window &w, int64_t nc,
+                                int64_t oh, void *y, int64_t *ip) {
+  const int64_t H = w.in[0], W = w.in[1], OW = w.out[1], S = w.s[1];
+  const int64_t h0 = oh * w.s[0] - w.pb[0];
+  const int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(w.k[0], H - h0);
+  const size_t es = amprt_dtype_size(t);
+  const char *plane = static_cast<const char *>(x) + (size_t)(nc * H * W) * es;
+  const int64_t o0 = (nc * w.out[0] + oh) * OW;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+    const int64_t count = std::min<int64_t>(16, OW - ow0);
+    __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512i arg = _mm512_set1_epi32(-1);
+    __mmask16 have = 0, nan = 0;
+    for (int64_t kh = kh0; kh < kh1; ++kh) {
+      const int64_t r = h0 + kh;
+      const char *row = plane + (size_t)(r * W) * es;
+      for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+        const int64_t c0 = ow0 * S - w.pb[1] + kw;
+        __mmask16 valid = columnLanes(c0, S, W, count);
+        if (!valid)
+          continue;
+        __m512 v = columns16(row, t, c0, S, valid);
+        __mmask16 isNan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & valid;
+        __mmask16 take = valid & (__mmask16)~nan &
+                         ((__mmask16)~have | isNan | _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ));
+        best = _mm512_mask_mov_ps(best, take, v);
+        __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(r * W + c0)),
+                                       _mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)S)));
+        arg = _mm512_mask_mov_epi32(arg, take, pos);
+        nan |= isNan;
+        have |= valid;
       }
     }
+    const __mmask16 out = (__mmask16)(count >= 16 ? 0xFFFF : (1u << count) - 1);
+    if (t == AMPRT_F32) {
+      _mm512_mask_storeu_ps(static_cast<float *>(y) + o0 + ow0, out, best);
+    } else {
+      __m256i h = _mm512_cvtepi32_epi16(avx2::roundBf16x16(_mm512_castps_si512(best)));
+      _mm256_mask_storeu_epi16(static_cast<uint16_t *>(y) + o0 + ow0, out, h);
+    }
+    if (ip) {
+      // Flat indices: the plane's offset added where a position was taken.
+      const __m512i base = _mm512_set1_epi64(nc * H * W);
+      __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(arg));
+      __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(arg, 1));
+      lo = _mm512_mask_add_epi64(lo, (__mmask8)have, lo, base);
+      hi = _mm512_mask_add_epi64(hi, (__mmask8)(have >> 8), hi, base);
+      _mm512_mask_storeu_epi64(ip + o0 + ow0, (__mmask8)out, lo);
+      _mm512_mask_storeu_epi64(ip + o0 + ow0 + 8, (__mmask8)(out >> 8), hi);
+    }
   }
+}
 
 } // namespace
 AMPRT_AVX512_QUIET_END

@@ -171,23 +171,23 @@ amprt_status amprt::chooseKernel(const amprt_context *ctx, const std::string &ke
   // (milliseconds) falls on neighbouring calls, and the rounds spread each
   // candidate's calls apart so that one burst cannot make it lose.
   std::vector<double> ms(names.size(), -1.0);
-  std::vector<bool> ok(names.size(), false);
+  std::vector<bool> ok(names.size(), true);
   std::string failures;
-  for (size_t i = 0; i < names.size(); ++i) {
-    ok[i] = run((int)i) == AMPRT_OK;
-    if (!ok[i])
-      failures += std::string(failures.empty() ? "" : "; ") + names[i] + ": " + amprt_last_error();
-  }
+  auto failed = [&](size_t i) { // candidate i failed: not taken, its error noted
+    failures += std::string(failures.empty() ? "" : "; ") + names[i] + ": " + amprt_last_error();
+    ok[i] = false;
+    ms[i] = -1.0;
+  };
+  for (size_t i = 0; i < names.size(); ++i)
+    if (run((int)i) != AMPRT_OK)
+      failed(i);
   for (int round = 0; round < 3; ++round)
     for (size_t i = 0; i < names.size(); ++i) {
       if (!ok[i])
         continue;
       auto t0 = std::chrono::steady_clock::now();
       if (run((int)i) != AMPRT_OK) { // a kernel that fails once is not taken
-        failures +=
-            std::string(failures.empty() ? "" : "; ") + names[i] + ": " + amprt_last_error();
-        ok[i] = false;
-        ms[i] = -1.0;
+        failed(i);
         continue;
       }
       double t =
