@@ -7,6 +7,9 @@
 
 #include "TestUtil.h"
 #include "internal.h"
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 
 using namespace amprt_test;
 
@@ -396,6 +399,32 @@ TEST(Optimizers, LowPrecisionCopyIsTheUpdatedParameterRounded) {
   EXPECT_NE(std::string(amprt_last_error()).find("low-precision copy"), std::string::npos);
   EXPECT_EQ(amprt::sgdStep(nullptr, &sgd, p.p(), g.p(), nullptr, &step, 0.0f, small.p()),
             AMPRT_ERR_INVALID_ARGUMENT);
+}
+
+// A large parameter's bf16 copy (a million elements and more, 32-byte
+// aligned as the runtime allocates) is written past the caches on AVX-512
+// (streamCopy): still the updated parameter rounded, to the last element.
+TEST(Optimizers, LargeLowPrecisionCopyIsTheUpdatedParameterRounded) {
+  const int64_t n = (int64_t(1) << 20) + 37;
+  uint16_t *data = static_cast<uint16_t *>(std::aligned_alloc(64, (n * 2 + 63) / 64 * 64));
+  ASSERT_NE(data, nullptr);
+  std::unique_ptr<uint16_t, decltype(&std::free)> hold(data, &std::free);
+  int64_t shape[1] = {n};
+  amprt_tensor copy = amprt_tensor_make(data, AMPRT_BF16, 1, shape);
+  for (bool adam : {false, true}) {
+    Buf p = randn(AMPRT_F32, {n}), g = randn(AMPRT_F32, {n}), b = randn(AMPRT_F32, {n}),
+        v = uniform(AMPRT_F32, {n}, 0.1, 1.0), want(AMPRT_BF16, {n});
+    int64_t step = 2;
+    amprt_sgd_config sgd{0.1f, 0.9f, 0.0f, 0.01f, 0};
+    amprt_adam_config ad{1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, 1};
+    if (adam)
+      AMPRT_OK_OR_FAIL(
+          amprt::adamStep(nullptr, &ad, p.p(), g.p(), b.p(), v.p(), &step, 0.0f, &copy));
+    else
+      AMPRT_OK_OR_FAIL(amprt::sgdStep(nullptr, &sgd, p.p(), g.p(), b.p(), &step, 0.0f, &copy));
+    AMPRT_OK_OR_FAIL(amprt_cast(nullptr, p.p(), want.p()));
+    ASSERT_EQ(std::memcmp(data, want.bytes.data(), n * 2), 0) << (adam ? "adam" : "sgd");
+  }
 }
 
 TEST(Optimizers, BadArgumentsAreErrors) {
