@@ -10,6 +10,7 @@
 
 #include "amp/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 using namespace mlir::amp;
@@ -91,6 +92,12 @@ LogicalResult mlir::amp::buildRuntimePrepPipeline(OpPassManager &pm, const Preci
   // as MatMul of its transpose) is then cast first, its transpose folded
   // into the product.
   pm.addPass(createAMPFoldTransposes());
+  // Autocast casts each use's operand: one f32 value read by several
+  // products (a layer norm's output feeding Q, K and V, and the three
+  // weight gradients) became a cast per product, each a pass over the
+  // tensor, every step. CSE leaves one (only pure ops are merged: dropout
+  // and the random ops never are).
+  pm.addPass(createCSEPass());
   if (p.keepWeightCasts && p.precision != "fp32")
     pm.addPass(createAMPKeepWeightCasts());
   return success();
@@ -154,7 +161,7 @@ void mlir::amp::registerAMPPipelines() {
       });
   registerPipeline<LowerForRuntimePipelineOptions>(
       "amp-lower-for-runtime",
-      "amp-autocast (precision fp16 / bf16), amp-fold-transposes, amp-keep-weight-casts "
+      "amp-autocast (precision fp16 / bf16), amp-fold-transposes, cse, amp-keep-weight-casts "
       "(fp16 / bf16), amp-plan-memory, amp-lower-to-runtime",
       [](OpPassManager &pm, const LowerForRuntimePipelineOptions &o, std::string &error) {
         return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);

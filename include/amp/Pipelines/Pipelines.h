@@ -73,7 +73,7 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions &o);
 LogicalResult buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOptions &p,
                                            std::string &error);
 /// Its two halves: the passes up to the function's final signature
-/// (amp-autocast, amp-fold-transposes, amp-keep-weight-casts: new state
+/// (amp-autocast, amp-fold-transposes, cse, amp-keep-weight-casts: new state
 /// arguments), and the rest (amp-plan-memory, amp-lower-to-runtime).
 LogicalResult buildRuntimePrepPipeline(OpPassManager &pm, const PrecisionOptions &p,
                                        std::string &error);
