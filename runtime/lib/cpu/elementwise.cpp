@@ -766,11 +766,19 @@ struct UnaryTable {
 /// The table for (op, alpha, beta) on `in` (f16 / bf16) with output type
 /// `out` (the derivative's for grad), or null where none is kept: a
 /// process keeps at most 64 (a table is 128 or 256 KiB).
+struct UnaryTables {
+  std::mutex mu;
+  std::map<std::tuple<int, uint32_t, uint32_t, int, int, bool>, std::unique_ptr<UnaryTable>> map;
+};
+UnaryTables &unaryTables() {
+  static UnaryTables t;
+  return t;
+}
+
 const UnaryTable *unaryTable(amprt_unary_op op, float alpha, float beta, amprt_dtype in,
                              amprt_dtype out, bool grad) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, uint32_t, uint32_t, int, int, bool>, std::unique_ptr<UnaryTable>>
-      tables;
+  std::mutex &mu = unaryTables().mu;
+  auto &tables = unaryTables().map;
   uint32_t a, b;
   std::memcpy(&a, &alpha, 4);
   std::memcpy(&b, &beta, 4);
@@ -795,7 +803,9 @@ const UnaryTable *unaryTable(amprt_unary_op op, float alpha, float beta, amprt_d
   } else {
     unaryDenseF32(op, alpha, beta, xs.data(), ys.data(), kN);
     if (isHalf(out)) {
-      t->half.resize(kN);
+      // Two more entries: the gathers of lookupHalf512 read four bytes at
+      // each entry.
+      t->half.resize(kN + 2);
       amprt_convert(ys.data(), AMPRT_F32, t->half.data(), out, kN);
     } else {
       t->f32 = std::move(ys);
@@ -803,6 +813,71 @@ const UnaryTable *unaryTable(amprt_unary_op op, float alpha, float beta, amprt_d
   }
   return tables.emplace(key, std::move(t)).first->second.get();
 }
+
+#if defined(__x86_64__)
+// The tables' loads sixteen at a time by AVX-512 gathers (a table is 128 or
+// 256 KiB, in L2): the same entries, and the gradient's product and its
+// rounding to bf16 the same IEEE operations as the loops below (roundBf16x16
+// is amprt_convert's rounding). A transformer block's [8, 16, 256] bf16
+// GELU: 32 us forward and 43 us gradient per call on one thread before.
+AMPRT_AVX512_QUIET_BEGIN
+#define AMPRT_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+inline __mmask16 lanes16(int64_t left) {
+  return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+/// The first lanes (m) of 16 16-bit values at p, the others 0.
+AMPRT_AVX512 inline __m256i load16x16(__mmask16 m, const uint16_t *p) {
+  return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, p));
+}
+
+/// y[i] = tab[x[i]] for 16-bit entries (tab padded by two entries).
+AMPRT_AVX512 void lookupHalf512(const uint16_t *tab, const uint16_t *x, uint16_t *y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = lanes16(n - i);
+    __m512i idx = _mm512_cvtepu16_epi32(load16x16(m, x + i));
+    __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, tab, 2);
+    _mm512_mask_cvtepi32_storeu_epi16(y + i, m, v);
+  }
+}
+
+/// y[i] = tab[x[i]] for f32 entries.
+AMPRT_AVX512 void lookupF32512(const float *tab, const uint16_t *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = lanes16(n - i);
+    __m512i idx = _mm512_cvtepu16_epi32(load16x16(m, x + i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, tab, 4));
+  }
+}
+
+/// dx[i] = dy[i] * tab[x[i]] in f32, dy f32 or bf16, dx f32 or bf16
+/// (rounded once).
+AMPRT_AVX512 void gradLookup512(const float *tab, const uint16_t *x, const void *dy, bool dyBf16,
+                                void *dx, bool dxBf16, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = lanes16(n - i);
+    __m512i idx = _mm512_cvtepu16_epi32(load16x16(m, x + i));
+    __m512 d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, tab, 4);
+    __m512 g =
+        dyBf16
+            ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                  _mm512_cvtepu16_epi32(load16x16(m, static_cast<const uint16_t *>(dy) + i)), 16))
+            : _mm512_maskz_loadu_ps(m, static_cast<const float *>(dy) + i);
+    __m512 o = _mm512_mul_ps(g, d);
+    if (dxBf16)
+      _mm512_mask_cvtepi32_storeu_epi16(static_cast<uint16_t *>(dx) + i, m,
+                                        amprt::avx2::roundBf16x16(_mm512_castps_si512(o)));
+    else
+      _mm512_mask_storeu_ps(static_cast<float *>(dx) + i, m, o);
+  }
+}
+#undef AMPRT_AVX512
+AMPRT_AVX512_QUIET_END
+#endif
+
+/// Elements a thread takes by table: a load per element.
+constexpr int64_t kTableGrain = 16384;
 
 /// Tensors this small keep the per-element path (a table costs 65536
 /// evaluations once).
@@ -820,7 +895,16 @@ bool unaryByTable(amprt_unary_op op, float alpha, float beta, const amprt_tensor
   if (!t)
     return false;
   const uint16_t *xp = static_cast<const uint16_t *>(x->data);
-  parallelFor(n, (int64_t)1 << 16, 64, [&](int64_t b, int64_t e) {
+  parallelFor(n, kTableGrain, 64, [&](int64_t b, int64_t e) {
+#if defined(__x86_64__)
+    if (haveAvx512bw()) {
+      if (isHalf(y->dtype))
+        lookupHalf512(t->half.data(), xp + b, static_cast<uint16_t *>(y->data) + b, e - b);
+      else
+        lookupF32512(t->f32.data(), xp + b, static_cast<float *>(y->data) + b, e - b);
+      return;
+    }
+#endif
     if (isHalf(y->dtype)) {
       const uint16_t *tab = t->half.data();
       uint16_t *yp = static_cast<uint16_t *>(y->data);
@@ -849,8 +933,19 @@ bool unaryGradByTable(amprt_unary_op op, float alpha, float beta, const amprt_te
     return false;
   const uint16_t *xp = static_cast<const uint16_t *>(x->data);
   const float *tab = t->f32.data();
+#if defined(__x86_64__)
+  const bool bf16Dy = dy->dtype == AMPRT_BF16, bf16Dx = dx->dtype == AMPRT_BF16;
+  if (haveAvx512bw() && (bf16Dy || dy->dtype == AMPRT_F32) && (bf16Dx || dx->dtype == AMPRT_F32)) {
+    parallelFor(n, kTableGrain, 64, [&](int64_t b, int64_t e) {
+      size_t dys = amprt_dtype_size(dy->dtype), dxs = amprt_dtype_size(dx->dtype);
+      gradLookup512(tab, xp + b, static_cast<const char *>(dy->data) + b * dys, bf16Dy,
+                    static_cast<char *>(dx->data) + b * dxs, bf16Dx, e - b);
+    });
+    return true;
+  }
+#endif
   constexpr int64_t kPiece = 2048;
-  parallelFor((n + kPiece - 1) / kPiece, 16, 1, [&](int64_t p0, int64_t p1) {
+  parallelFor((n + kPiece - 1) / kPiece, kTableGrain / kPiece, 1, [&](int64_t p0, int64_t p1) {
     float g[kPiece], out[kPiece];
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t i = p * kPiece, m = std::min(kPiece, n - i);
@@ -870,6 +965,11 @@ bool unaryGradByTable(amprt_unary_op op, float alpha, float beta, const amprt_te
   return true;
 }
 } // namespace
+
+void amprt::dropUnaryTables() {
+  std::lock_guard<std::mutex> lock(unaryTables().mu);
+  unaryTables().map.clear();
+}
 
 extern "C" amprt_status amprt_unary(amprt_context *ctx, amprt_unary_op op, float alpha,
                                     const amprt_tensor *x, amprt_tensor *y) {

@@ -145,6 +145,11 @@ bool haveAvx512bw();
 #define AMPRT_AVX512_QUIET_END
 #endif
 
+/// Forgets the f16 / bf16 unary ops' tables (elementwise.cpp; a process
+/// keeps 64): for tests that must run every op by table. Only while no
+/// kernel runs.
+void dropUnaryTables();
+
 /// amxProduct runs here: an x86-64 CPU with AMX-BF16 whose OS grants the
 /// tile state, AVX-512 paths on (AMPRT_NO_AVX512 unset), AMPRT_NO_AMX unset.
 bool amxProductAvailable();
