@@ -42,7 +42,8 @@ TEST(Reduce, SumMeanMaxOverAxes) {
 
 // Sums and means over one block of adjacent axes, the contiguous paths:
 // rows added into per-column double sums with the columns on the threads,
-// runs into one slot in four partial sums widened piece by piece, and f16 /
+// runs into one slot in four partial sums widened piece by piece (short
+// runs many rows at a time), and f16 /
 // bf16 rows read in place (no f32 copy). Against double, rounded once; a
 // NaN or inf reaches its slot.
 TEST(Reduce, BlockSumsOnTheThreadsAndInPlaceHalfRows) {
@@ -54,7 +55,10 @@ TEST(Reduce, BlockSumsOnTheThreadsAndInPlaceHalfRows) {
                         {{128, 3072}, {0}},
                         {{2, 9000}, {1}},
                         {{4, 6, 5}, {1, 2}},
-                        {{5, 1, 37}, {0, 1}}};
+                        {{5, 1, 37}, {0, 1}},
+                        // A global average pool's short runs: many rows
+                        // widened by one call, the last call's rows fewer.
+                        {{3, 1000, 3, 3}, {2, 3}}};
   for (auto [dt, yt] : {std::pair{AMPRT_F32, AMPRT_F32}, std::pair{AMPRT_F16, AMPRT_F16},
                         std::pair{AMPRT_BF16, AMPRT_BF16}, std::pair{AMPRT_F16, AMPRT_F32},
                         std::pair{AMPRT_BF16, AMPRT_F32}})

@@ -237,6 +237,46 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
         // at the 2^-53 level, far below the final rounding to f32. 16-bit
         // runs are widened in pieces (a multiple of 4: the same lanes).
         thread_local std::vector<float> wide;
+        auto addLanes = [](const float *row, int64_t m, double &a0, double &a1, double &a2,
+                           double &a3) {
+          int64_t r = 0;
+          for (; r + 4 <= m; r += 4) {
+            a0 += row[r];
+            a1 += row[r + 1];
+            a2 += row[r + 2];
+            a3 += row[r + 3];
+          }
+          for (; r < m; ++r)
+            a0 += row[r];
+        };
+        if (x->dtype != AMPRT_F32 && red <= 4096) {
+          // Short 16-bit runs (a global average pool's 2 x 2 maps): many
+          // rows widened by one call, each summed as below.
+          // Their results are rounded as put rounds, a batch at a time.
+          const int64_t per = 4096 / red;
+          thread_local std::vector<double> sums;
+          thread_local std::vector<float> res;
+          float *w = grown(wide, (size_t)(per * red));
+          double *sm = grown(sums, (size_t)per);
+          float *rs = grown(res, (size_t)per);
+          const size_t ys = amprt_dtype_size(y->dtype);
+          for (int64_t o0 = 0; o0 < outer; o0 += per) {
+            int64_t rows = std::min(per, outer - o0);
+            amprt_convert(xp + o0 * red * xs, x->dtype, w, AMPRT_F32, (size_t)(rows * red));
+            for (int64_t j = 0; j < rows; ++j) {
+              double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+              addLanes(w + j * red, red, a0, a1, a2, a3);
+              sm[j] = (a0 + a1) + (a2 + a3);
+            }
+            float *out = y->dtype == AMPRT_F32 ? static_cast<float *>(y->data) + o0 : rs;
+            for (int64_t j = 0; j < rows; ++j)
+              out[j] = (float)(sm[j] / div);
+            if (y->dtype != AMPRT_F32)
+              amprt_convert(rs, AMPRT_F32, static_cast<char *>(y->data) + o0 * ys, y->dtype,
+                            (size_t)rows);
+          }
+          return AMPRT_OK;
+        }
         for (int64_t o = 0; o < outer; ++o) {
           double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
           for (int64_t p = 0; p < red; p += 4096) {
@@ -245,19 +285,11 @@ extern "C" amprt_status amprt_reduce(amprt_context *, amprt_reduce_op op, const 
             if (x->dtype == AMPRT_F32) {
               row = reinterpret_cast<const float *>(xp) + o * red + p;
             } else {
-              wide.resize(4096);
-              amprt_convert(xp + (o * red + p) * xs, x->dtype, wide.data(), AMPRT_F32, (size_t)m);
-              row = wide.data();
+              float *w = grown(wide, 4096);
+              amprt_convert(xp + (o * red + p) * xs, x->dtype, w, AMPRT_F32, (size_t)m);
+              row = w;
             }
-            int64_t r = 0;
-            for (; r + 4 <= m; r += 4) {
-              a0 += row[r];
-              a1 += row[r + 1];
-              a2 += row[r + 2];
-              a3 += row[r + 3];
-            }
-            for (; r < m; ++r)
-              a0 += row[r];
+            addLanes(row, m, a0, a1, a2, a3);
           }
           put(o, (a0 + a1) + (a2 + a3));
         }
