@@ -860,6 +860,10 @@ bool im2colFits(const amprt_tensor *w, const amprt_tensor *y, const amprt_conv_p
   return cols > 0 && cols * es <= (64 << 20);
 }
 
+/// Output maps of at most this many positions take im2colT's gather by
+/// table (their rows are short runs).
+constexpr int64_t kSmallMap = 64;
+
 /// An element of x as stored in the columns: the same bits, or widened
 /// to f32 (exact).
 template <typename Src, typename Dst> inline Dst colElement(Src v, amprt_dtype st) {
@@ -896,6 +900,37 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
       convertRun(src, st, dst, AMPRT_F32, (size_t)len);
     }
   };
+  // Small output maps (a late layer's 2 x 2 to 7 x 7): a row's runs are a
+  // few elements each, and a fill and a copy call per run cost more than
+  // the elements. Each tap (a, q) reads the same positions of every image's
+  // plane instead: their offsets in one table (-1: padding, 0), and a row
+  // is a gather through it, image by image.
+  const int64_t perImage = oh * ow;
+  if (!plane && perImage <= kSmallMap) {
+    std::vector<int32_t> at((size_t)(kh * kw * perImage));
+    for (int64_t a = 0; a < kh; ++a)
+      for (int64_t q = 0; q < kw; ++q)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            const int64_t yi = i * sh - ph + a * dh, xj = j * sw - pw + q * dw;
+            at[(size_t)(((a * kw + q) * oh + i) * ow + j)] =
+                yi >= 0 && yi < h && xj >= 0 && xj < w ? (int32_t)(yi * w + xj) : -1;
+          }
+    parallelFor(K, 1, 1, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        const int64_t ci = k / (kh * kw), tap = k % (kh * kw);
+        const int32_t *map = at.data() + tap * perImage;
+        Dst *row = colT + k * P;
+        for (int64_t b = 0; b < n; ++b) {
+          const Src *src = x + (b * c + ci) * h * w;
+          Dst *dst = row + b * perImage;
+          for (int64_t t = 0; t < perImage; ++t)
+            dst[t] = map[t] >= 0 ? colElement<Src, Dst>(src[map[t]], st) : Dst(0);
+        }
+      }
+    });
+    return;
+  }
   parallelFor(K, 1, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
       const int64_t ci = k / (kh * kw), a = (k / kw) % kh, q = k % kw;
@@ -1095,6 +1130,40 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
   }
   const Window win(p);
   const int64_t sh = win.sh, sw = win.sw, dh = win.dh, dwl = win.dw, ph = win.ph, pw = win.pw;
+  if (ohw <= kSmallMap) {
+    // Small maps (see im2colT): each tap's positions in dx's plane from one
+    // table, added tap by tap and position by position (the order of the
+    // loops below, so the same sums); a thread's planes narrowed by one
+    // call.
+    std::vector<int32_t> at((size_t)(kh * kw * ohw));
+    for (int64_t a = 0; a < kh; ++a)
+      for (int64_t q = 0; q < kw; ++q)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            const int64_t yi = i * sh - ph + a * dh, xj = j * sw - pw + q * dwl;
+            at[(size_t)(((a * kw + q) * oh + i) * ow + j)] =
+                yi >= 0 && yi < h && xj >= 0 && xj < wd ? (int32_t)(yi * wd + xj) : -1;
+          }
+    parallelFor(n * c, 1, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / c, ci = r % c;
+        float *plane = out + r * h * wd;
+        std::fill(plane, plane + h * wd, 0.0f);
+        for (int64_t tap = 0; tap < kh * kw; ++tap) {
+          const float *row = dcolp + (ci * kh * kw + tap) * P + b * ohw;
+          const int32_t *map = at.data() + tap * ohw;
+          for (int64_t t = 0; t < ohw; ++t)
+            if (map[t] >= 0)
+              plane[map[t]] += row[t];
+        }
+      }
+      if (dx->dtype != AMPRT_F32)
+        convertRun(out + r0 * h * wd, AMPRT_F32,
+                   static_cast<char *>(dx->data) + r0 * h * wd * amprt_dtype_size(dx->dtype),
+                   dx->dtype, (size_t)((r1 - r0) * h * wd));
+    });
+    return;
+  }
   parallelFor(n * c, 1, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / c, ci = r % c;
