@@ -277,7 +277,10 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
                             {8, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
                             {4, 16, 4, 4, 24, 3, 3, 2, 1, 1, 1},
                             {2, 16, 7, 7, 16, 3, 3, 2, 0, 2, 1},
-                            {3, 8, 3, 5, 8, 3, 3, 1, 0, 1, 1}};
+                            {3, 8, 3, 5, 8, 3, 3, 1, 0, 1, 1},
+                            // Small maps whose images im2col takes four at a time
+                            // (AVX-512), the last group of one.
+                            {5, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1}};
   // Each kernel the per-shape choice (AMPRT_TUNE) may take, forced, and
   // the timed choice itself ("").
   for (const char *force : {"", "bf16", "f32", "im2col-bf16", "im2col-f32"})

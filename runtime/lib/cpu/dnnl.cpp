@@ -21,6 +21,10 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -864,6 +868,44 @@ bool im2colFits(const amprt_tensor *w, const amprt_tensor *y, const amprt_conv_p
 /// table (their rows are short runs).
 constexpr int64_t kSmallMap = 64;
 
+#if defined(__x86_64__)
+AMPRT_AVX512_QUIET_BEGIN
+/// im2colT's small-map gather for 16-bit columns of 16-bit x on AVX-512
+/// (BW), planes of at most 64 elements: the planes of g images of a channel
+/// (g * hw <= 64) in two registers, and each tap's row segment for those
+/// images (g * perImage <= 64 positions) by permutes whose zeroed lanes are
+/// the padding. idx: 64 source lanes per tap; keep: the tap's lanes inside
+/// x. Channels [c0, c1) of colT [K, P].
+__attribute__((target("avx512f,avx512bw"))) void
+smallMapRows16(const uint16_t *x, int64_t n, int64_t c, int64_t hw, int64_t taps, int64_t perImage,
+               int64_t g, int64_t P, const uint16_t *idx, const uint64_t *keep, int64_t c0,
+               int64_t c1, uint16_t *colT) {
+  auto lanes = [](int64_t k) { return (__mmask32)(k <= 0 ? 0u : k >= 32 ? ~0u : (1u << k) - 1u); };
+  alignas(64) uint16_t stage[64] = {};
+  for (int64_t ci = c0; ci < c1; ++ci)
+    for (int64_t b0 = 0; b0 < n; b0 += g) {
+      const int64_t imgs = std::min(g, n - b0);
+      for (int64_t j = 0; j < imgs; ++j)
+        std::memcpy(stage + j * hw, x + ((b0 + j) * c + ci) * hw, (size_t)(hw * 2));
+      const __m512i a0 = _mm512_load_si512(stage), a1 = _mm512_load_si512(stage + 32);
+      const __mmask32 out0 = lanes(imgs * perImage), out1 = lanes(imgs * perImage - 32);
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        uint16_t *dst = colT + (ci * taps + tap) * P + b0 * perImage;
+        const __m512i lo = _mm512_loadu_si512(idx + tap * 64);
+        _mm512_mask_storeu_epi16(dst, out0,
+                                 _mm512_maskz_permutex2var_epi16((__mmask32)keep[tap], a0, lo, a1));
+        if (out1) {
+          const __m512i hi = _mm512_loadu_si512(idx + tap * 64 + 32);
+          _mm512_mask_storeu_epi16(
+              dst + 32, out1,
+              _mm512_maskz_permutex2var_epi16((__mmask32)(keep[tap] >> 32), a0, hi, a1));
+        }
+      }
+    }
+}
+AMPRT_AVX512_QUIET_END
+#endif
+
 /// An element of x as stored in the columns: the same bits, or widened
 /// to f32 (exact).
 template <typename Src, typename Dst> inline Dst colElement(Src v, amprt_dtype st) {
@@ -916,6 +958,28 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
             at[(size_t)(((a * kw + q) * oh + i) * ow + j)] =
                 yi >= 0 && yi < h && xj >= 0 && xj < w ? (int32_t)(yi * w + xj) : -1;
           }
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<Src, uint16_t> && std::is_same_v<Dst, uint16_t>) {
+      if (h * w <= 64 && haveAvx512bw()) {
+        const int64_t taps = kh * kw, hw = h * w;
+        const int64_t g = std::max<int64_t>(1, std::min({64 / hw, 64 / perImage, n}));
+        std::vector<uint16_t> idx((size_t)(taps * 64), 0);
+        std::vector<uint64_t> keep((size_t)taps, 0);
+        for (int64_t tap = 0; tap < taps; ++tap)
+          for (int64_t j = 0; j < g; ++j)
+            for (int64_t t = 0; t < perImage; ++t)
+              if (int32_t v = at[(size_t)(tap * perImage + t)]; v >= 0) {
+                const int64_t lane = j * perImage + t;
+                idx[(size_t)(tap * 64 + lane)] = (uint16_t)(j * hw + v);
+                keep[(size_t)tap] |= uint64_t(1) << lane;
+              }
+        parallelFor(c, 1, 1, [&](int64_t c0, int64_t c1) {
+          smallMapRows16(x, n, c, hw, taps, perImage, g, P, idx.data(), keep.data(), c0, c1, colT);
+        });
+        return;
+      }
+    }
+#endif
     parallelFor(K, 1, 1, [&](int64_t k0, int64_t k1) {
       for (int64_t k = k0; k < k1; ++k) {
         const int64_t ci = k / (kh * kw), tap = k % (kh * kw);
