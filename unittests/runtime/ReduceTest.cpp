@@ -644,21 +644,29 @@ TEST(BatchNorm, LowPrecisionActivationsWithF32Statistics) {
         EXPECT_TRUE(near(y, ry, yt == AMPRT_F32 ? 4 : 0.5, 0, 1e-6));
         // Bit for bit the f32 kernel on x widened, rounded once to y's type
         // (the 16-bit x is read as it is, not widened into a buffer), with
-        // and without the ReLU in the call.
-        for (int32_t flags : {0, (int32_t)AMPRT_BN_RELU}) {
-          Buf x32(AMPRT_F32, shape), y32(AMPRT_F32, shape), want(yt, shape), got(yt, shape);
-          AMPRT_OK_OR_FAIL(
-              amprt_convert(x.bytes.data(), xt, x32.bytes.data(), AMPRT_F32, (size_t)total));
-          AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x32.p(), g.p(), b.p(), rm.p(), rv.p(),
-                                               1e-5f, 0.9f, 1, flags, y32.p(), nullptr, nullptr,
-                                               nullptr, nullptr));
-          AMPRT_OK_OR_FAIL(
-              amprt_convert(y32.bytes.data(), AMPRT_F32, want.bytes.data(), yt, (size_t)total));
-          AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x.p(), g.p(), b.p(), rm.p(), rv.p(), 1e-5f,
-                                               0.9f, 1, flags, got.p(), nullptr, nullptr, nullptr,
-                                               nullptr));
-          EXPECT_EQ(got.bytes, want.bytes) << "flags " << flags;
-        }
+        // and without the ReLU in the call; also where y is an f32
+        // subnormal (channel 1's scale 1e-39: a 16-bit y rounds it as any
+        // other value, never flushed) or NaN (a NaN in channel 2).
+        Buf xs = x, gs = g, bs = b;
+        gs.set(1, 1e-39f);
+        bs.set(1, 0.0f);
+        xs.set(2 * inner + 1, NAN);
+        for (int32_t flags : {0, (int32_t)AMPRT_BN_RELU})
+          for (bool special : {false, true}) {
+            Buf &xv = special ? xs : x, &gv = special ? gs : g, &bv = special ? bs : b;
+            Buf x32(AMPRT_F32, shape), y32(AMPRT_F32, shape), want(yt, shape), got(yt, shape);
+            AMPRT_OK_OR_FAIL(
+                amprt_convert(xv.bytes.data(), xt, x32.bytes.data(), AMPRT_F32, (size_t)total));
+            AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, x32.p(), gv.p(), bv.p(), rm.p(), rv.p(),
+                                                 1e-5f, 0.9f, 1, flags, y32.p(), nullptr, nullptr,
+                                                 nullptr, nullptr));
+            AMPRT_OK_OR_FAIL(
+                amprt_convert(y32.bytes.data(), AMPRT_F32, want.bytes.data(), yt, (size_t)total));
+            AMPRT_OK_OR_FAIL(amprt_batch_norm_ex(nullptr, xv.p(), gv.p(), bv.p(), rm.p(), rv.p(),
+                                                 1e-5f, 0.9f, 1, flags, got.p(), nullptr, nullptr,
+                                                 nullptr, nullptr));
+            EXPECT_EQ(got.bytes, want.bytes) << "flags " << flags << (special ? " special" : "");
+          }
         EXPECT_TRUE(near(sm, rmu, 2, 0, 1e-7));
         EXPECT_TRUE(near(si, rinv, 2));
         EXPECT_TRUE(near(nv, rnv, 2));

@@ -313,7 +313,6 @@ void columnShiftedSums(const amprt_tensor *x, int64_t n, int64_t c, int64_t inne
 // layer. The statistics' sums are added in another order (double, eight
 // lanes), the same for amprt_batch_norm and the recomputing gradient.
 #if defined(__x86_64__)
-#define AMPRT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 AMPRT_AVX512_QUIET_BEGIN // (see internal.h)
 namespace {
 
@@ -327,51 +326,6 @@ inline bool bn512Type(const amprt_tensor *t) {
   return !t || t->dtype == AMPRT_F32 || t->dtype == AMPRT_BF16;
 }
 
-inline __mmask16 firstLanes(int64_t count) {
-  return count >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << count) - 1);
-}
-
-/// count (1 to 16) values of type t (f32 or bf16) at p + i as f32, the
-/// lanes past count 0.
-AMPRT_AVX512 inline __m512 load16(const void *p, amprt_dtype t, int64_t i, int64_t count) {
-  if (t == AMPRT_F32)
-    return _mm512_maskz_loadu_ps(firstLanes(count), static_cast<const float *>(p) + i);
-  __m256i v = _mm256_maskz_loadu_epi16(firstLanes(count), static_cast<const uint16_t *>(p) + i);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-}
-
-/// The first count (1 to 16) lanes of v stored at p + i as type t (bf16:
-/// rounded to nearest even, as narrowRun).
-AMPRT_AVX512 inline void store16(void *p, amprt_dtype t, int64_t i, int64_t count, __m512 v) {
-  if (t == AMPRT_F32) {
-    _mm512_mask_storeu_ps(static_cast<float *>(p) + i, firstLanes(count), v);
-    return;
-  }
-  __m256i h = _mm512_cvtepi32_epi16(avx2::roundBf16x16(_mm512_castps_si512(v)));
-  _mm256_mask_storeu_epi16(static_cast<uint16_t *>(p) + i, firstLanes(count), h);
-}
-
-AMPRT_AVX512 inline __m512d lowPd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
-AMPRT_AVX512 inline __m512d highPd(__m512 v) {
-  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
-/// Two eight-lane doubles rounded to f32, as one sixteen-lane vector.
-AMPRT_AVX512 inline __m512 joinPs(__m512d lo, __m512d hi) {
-  __m512d l = _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)));
-  return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
-}
-
-/// dy at p + i, times 1 where z > 0 and 0 elsewhere (NaN z: 0), as
-/// maskAny: an inf / NaN dy stays visible through the 0.
-AMPRT_AVX512 inline __m512 maskedDy(const void *dy, amprt_dtype dyt, const void *z, amprt_dtype zt,
-                                    int64_t i, int64_t count) {
-  __m512 g = load16(dy, dyt, i, count);
-  if (!z)
-    return g;
-  __mmask16 pos = _mm512_cmp_ps_mask(load16(z, zt, i, count), _mm512_setzero_ps(), _CMP_GT_OQ);
-  return _mm512_mul_ps(g, _mm512_maskz_mov_ps(pos, _mm512_set1_ps(1.0f)));
-}
-
 /// One channel's planes: plane b's element i at base + b * stride + i.
 struct Planes {
   const void *base;
@@ -379,95 +333,34 @@ struct Planes {
   int64_t stride;
 };
 
-/// A channel's shifted sums (see shiftedSums) over its n planes of inner
-/// values: out[0], out[1] = sums of d = x - k and d^2; with dy (masked by
-/// z when given), out[2], out[3] = sums of dy and dy * d. The sums of d and
-/// d^2 are the same operations with or without dy.
-AMPRT_AVX512 void channelSums512(Planes x, const Planes *dy, const Planes *z, int64_t n,
-                                 int64_t inner, double k, double out[4]) {
-  const __m512d kk = _mm512_set1_pd(k), zero = _mm512_setzero_pd();
-  __m512d s0 = zero, s1 = zero, q0 = zero, q1 = zero, a0 = zero, a1 = zero, p0 = zero, p1 = zero;
-  for (int64_t b = 0; b < n; ++b) {
-    int64_t off = b * x.stride;
-    for (int64_t i = 0; i < inner; i += 16) {
-      int64_t count = std::min<int64_t>(16, inner - i);
-      __mmask16 m = firstLanes(count);
-      __m512 xv = load16(x.base, x.type, off + i, count);
-      __m512d d0 = _mm512_maskz_sub_pd((__mmask8)m, lowPd(xv), kk);
-      __m512d d1 = _mm512_maskz_sub_pd((__mmask8)(m >> 8), highPd(xv), kk);
-      s0 = _mm512_add_pd(s0, d0);
-      s1 = _mm512_add_pd(s1, d1);
-      q0 = _mm512_fmadd_pd(d0, d0, q0);
-      q1 = _mm512_fmadd_pd(d1, d1, q1);
-      if (dy) {
-        __m512 gv = maskedDy(dy->base, dy->type, z ? z->base : nullptr, z ? z->type : AMPRT_F32,
-                             b * dy->stride + i, count);
-        __m512d g0 = lowPd(gv), g1 = highPd(gv);
-        a0 = _mm512_add_pd(a0, g0);
-        a1 = _mm512_add_pd(a1, g1);
-        p0 = _mm512_fmadd_pd(g0, d0, p0);
-        p1 = _mm512_fmadd_pd(g1, d1, p1);
-      }
-    }
-  }
-  out[0] = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-  out[1] = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1));
-  out[2] = dy ? _mm512_reduce_add_pd(_mm512_add_pd(a0, a1)) : 0.0;
-  out[3] = dy ? _mm512_reduce_add_pd(_mm512_add_pd(p0, p1)) : 0.0;
-}
+// The kernels, without and with AVX512-BF16 (batch_norm_avx512.inc).
+namespace bn512 {
+#define AMPRT_BN512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define AMPRT_BN512_HW 0
+#include "batch_norm_avx512.inc"
+#undef AMPRT_BN512
+#undef AMPRT_BN512_HW
+} // namespace bn512
+namespace bn512bf16 {
+#define AMPRT_BN512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define AMPRT_BN512_HW 1
+#include "batch_norm_avx512.inc"
+#undef AMPRT_BN512
+#undef AMPRT_BN512_HW
+} // namespace bn512bf16
 
-/// y = (x - mu) * invStd * g + b over a channel's planes, in double,
-/// rounded to f32 (then to y's type), ReLU after when asked (v where v > 0
-/// or v is NaN, else +0, as reluRow).
-AMPRT_AVX512 void normalize512(Planes x, void *y, amprt_dtype yt, int64_t n, int64_t inner,
-                               double mu, double invStd, double g, double bias, bool relu) {
-  const __m512d m = _mm512_set1_pd(mu), is = _mm512_set1_pd(invStd), gg = _mm512_set1_pd(g),
-                bb = _mm512_set1_pd(bias);
-  for (int64_t b = 0; b < n; ++b) {
-    int64_t off = b * x.stride;
-    for (int64_t i = 0; i < inner; i += 16) {
-      int64_t count = std::min<int64_t>(16, inner - i);
-      __m512 xv = load16(x.base, x.type, off + i, count);
-      __m512d r0 =
-          _mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(lowPd(xv), m), is), gg), bb);
-      __m512d r1 =
-          _mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(highPd(xv), m), is), gg), bb);
-      __m512 v = joinPs(r0, r1);
-      if (relu)
-        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
-      store16(y, yt, off + i, count, v);
-    }
-  }
-}
-
-/// Eight lanes of gradDx512's arithmetic.
-AMPRT_AVX512 inline __m512d gradDx8(__m512d x, __m512d dy, __m512d mu, __m512d is, __m512d k,
-                                    __m512d m, __m512d sdy, __m512d sdyx) {
-  __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(x, mu), is);
-  return _mm512_mul_pd(
-      k, _mm512_sub_pd(_mm512_sub_pd(_mm512_mul_pd(m, dy), sdy), _mm512_mul_pd(xhat, sdyx)));
-}
-
-/// dx = k * (m * dy - sdy - xhat * sdyx), xhat = (x - mu) * is, k = g * is
-/// / m, over a channel's planes in double (bnGradDx's arithmetic), dy
-/// masked by z when given.
-AMPRT_AVX512 void gradDx512(Planes x, Planes dy, const Planes *z, void *dx, amprt_dtype dxt,
-                            int64_t n, int64_t inner, double mu, double is, double k, double m,
-                            double sdy, double sdyx) {
-  const __m512d vmu = _mm512_set1_pd(mu), vis = _mm512_set1_pd(is), vk = _mm512_set1_pd(k),
-                vm = _mm512_set1_pd(m), vsdy = _mm512_set1_pd(sdy), vsdyx = _mm512_set1_pd(sdyx);
-  for (int64_t b = 0; b < n; ++b) {
-    int64_t off = b * x.stride;
-    for (int64_t i = 0; i < inner; i += 16) {
-      int64_t count = std::min<int64_t>(16, inner - i);
-      __m512 xv = load16(x.base, x.type, off + i, count);
-      __m512 gv = maskedDy(dy.base, dy.type, z ? z->base : nullptr, z ? z->type : AMPRT_F32,
-                           b * dy.stride + i, count);
-      __m512d lo = gradDx8(lowPd(xv), lowPd(gv), vmu, vis, vk, vm, vsdy, vsdyx);
-      __m512d hi = gradDx8(highPd(xv), highPd(gv), vmu, vis, vk, vm, vsdy, vsdyx);
-      store16(dx, dxt, off + i, count, joinPs(lo, hi));
-    }
-  }
+/// The kernels this CPU runs: the AVX512-BF16 build where it has that.
+struct Bn512 {
+  decltype(&bn512::channelSumsAny) channelSums;
+  decltype(&bn512::normalizeAny) normalize;
+  decltype(&bn512::gradDxAny) gradDx;
+};
+const Bn512 &bn512Kernels() {
+  static const Bn512 k =
+      (amprt_cpu_features() & AMPRT_CPU_AVX512_BF16) && __builtin_cpu_supports("avx512dq")
+          ? Bn512{bn512bf16::channelSumsAny, bn512bf16::normalizeAny, bn512bf16::gradDxAny}
+          : Bn512{bn512::channelSumsAny, bn512::normalizeAny, bn512::gradDxAny};
+  return k;
 }
 
 /// Whether the AVX-512 path takes these tensors.
@@ -573,13 +466,13 @@ extern "C" amprt_status amprt_batch_norm_ex(amprt_context *, const amprt_tensor 
         double mu = 0.0, variance = 0.0;
         if (training) {
           double k = loadF(x->data, x->dtype, ch * inner), r[4];
-          channelSums512(xp, nullptr, nullptr, n, inner, k, r);
+          bn512Kernels().channelSums(xp, nullptr, nullptr, n, inner, k, r);
           shiftedMoments(k, r[0], r[1], (double)m, mu, variance);
         }
         double invStd = statistics(ch, mu, variance);
-        normalize512(xp, static_cast<char *>(y->data) + ch * inner * yb, y->dtype, n, inner, mu,
-                     invStd, loadF(scale->data, scale->dtype, ch),
-                     loadF(bias->data, bias->dtype, ch), relu);
+        bn512Kernels().normalize(xp, static_cast<char *>(y->data) + ch * inner * yb, y->dtype, n,
+                                 inner, mu, invStd, loadF(scale->data, scale->dtype, ch),
+                                 loadF(bias->data, bias->dtype, ch), relu);
       }
     });
     return AMPRT_OK;
@@ -779,12 +672,14 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
         const Planes *z = mask ? &zp : nullptr;
         double mu, is, sdy, sdyx;
         channelGrad(
-            ch, [&](double k, double *r) { channelSums512(xp, &dp, z, n, inner, k, r); }, mu, is,
-            sdy, sdyx);
+            ch,
+            [&](double k, double *r) { bn512Kernels().channelSums(xp, &dp, z, n, inner, k, r); },
+            mu, is, sdy, sdyx);
         double g = loadF(scale->data, scale->dtype, ch);
         if (dx)
-          gradDx512(xp, dp, z, static_cast<char *>(dx->data) + at * amprt_dtype_size(dx->dtype),
-                    dx->dtype, n, inner, mu, is, g * is / m, m, sdy, sdyx);
+          bn512Kernels().gradDx(xp, dp, z,
+                                static_cast<char *>(dx->data) + at * amprt_dtype_size(dx->dtype),
+                                dx->dtype, n, inner, mu, is, g * is / m, m, sdy, sdyx);
       }
     });
     return AMPRT_OK;
