@@ -5,7 +5,7 @@ gradients right, and how fast is its training step.
 
     make bench-deps        # once: onnxruntime, TVM and torchvision (--no-deps)
     .venv/bin/python bench/torchvision_zoo.py [--models resnet18,vit] [--steps 12]
-                                               [--batch 8] [--size 64]
+                                               [--batch 8] [--size 64] [--rounds 3]
 
 For each model (dropout and stochastic depth off, so that both sides run
 the same function; 10 classes; random images of --size pixels):
@@ -22,7 +22,10 @@ the same function; 10 classes; random images of --size pixels):
    own per-step time (forward, backward, update; the batch feed excluded),
    against PyTorch's eager step (zero_grad, forward, backward, SGD step), in
    fp32 and bf16 (PyTorch under torch.autocast("cpu", bfloat16)), measured in
-   the same run on the same machine.
+   the same run on the same machine: --rounds rounds (3), each running the
+   four configurations in turn (our programs compiled once), each figure the
+   median of its rounds, so that a burst of load on a shared machine does not
+   fall on one configuration alone.
 3. bf16 against fp32: our bf16 step's speed-up over our fp32 step, and
    PyTorch's autocast bf16 step's over its fp32 step; and, from a profiled
    bf16 run (AMPRT_PROFILE, the same steps), the share of the step spent in
@@ -48,7 +51,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from amp_mlir import torch_bridge  # noqa: E402
+from amp_mlir import torch_bridge, train  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -122,11 +125,34 @@ def gradient_check(make, x, y, lr=0.1):
             max(largest_diff(m, r64) for m in moved) / big)
 
 
-def our_step(make, x, y, steps, precision):
+def our_step(make, x, y, steps, precision, workdir=None):
+    """Our median step, compiled by fit (into workdir when given, where
+    our_rerun runs the program again)."""
     net = no_dropout(make())
     rows = torch_bridge.fit(net, {"input": x}, steps=steps, batch=x.shape[0], loss_fn="cross_entropy", labels=y,
-                            lr=0.01, precision=precision)
+                            lr=0.01, precision=precision, workdir=workdir)
     return statistics.median(r["step_time_s"] for r in rows[3:])
+
+
+def our_rerun(workdir, steps):
+    """The median step of the program our_step compiled into workdir, run again (from its initial weights)."""
+    rows = train.run_training(os.path.join(workdir, "train"), os.path.join(workdir, "data.npz"), steps)
+    return statistics.median(r["step_time_s"] for r in rows[3:])
+
+
+def step_times(make, x, y, steps, rounds):
+    """(ours fp32, PyTorch fp32, ours bf16, PyTorch bf16) median step times: each round measures the four in
+    turn, and each figure is the median of its rounds' medians, so that a burst of load on a shared machine
+    falls on every configuration alike instead of on one of them."""
+    import tempfile
+    got = [[] for _ in range(4)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for i, p in enumerate(("fp32", "bf16")):
+                wd = os.path.join(tmp, p)
+                got[2 * i].append(our_step(make, x, y, steps, p, wd) if r == 0 else our_rerun(wd, steps))
+                got[2 * i + 1].append(torch_step(make, x, y, steps, p))
+    return [statistics.median(g) for g in got]
 
 
 def kernel_share(make, x, y, steps):
@@ -191,6 +217,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="", help="comma-separated names (default: all)")
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="times each configuration's steps are measured, in turn with the others (median)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=64)
     results.add_args(ap)
@@ -212,7 +240,7 @@ def main():
         t0 = time.time()
         try:
             ours_err, torch_err, wobbled_err = gradient_check(zoo[name], x, y)
-            times = [f(zoo[name], x, y, a.steps, p) for p in ("fp32", "bf16") for f in (our_step, torch_step)]
+            times = step_times(zoo[name], x, y, a.steps, a.rounds)
             share = kernel_share(zoo[name], x, y, a.steps)
         except Exception as e:  # one model's failure is a row, not the end of the run
             print(f"FAIL  {name}: {str(e).strip()[-400:]}", flush=True)
