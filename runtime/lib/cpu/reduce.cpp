@@ -9,7 +9,12 @@
 #include "convert_bits.h"
 #include "internal.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <limits>
@@ -492,6 +497,143 @@ inline void softmaxFinish(float *yr, float *er, const float *h, const float *l, 
       yr[i] = (float)((double)er[i] * inv);
   }
 }
+#if defined(__x86_64__)
+// The softmax rows on AVX-512 (F, BW, DQ): softmaxPrep and softmaxFinish
+// with sixteen lanes and masked tails (attention's rows of 49 or 16 spent
+// most of their time in the AVX2 loops' scalar tails, horizontal steps and
+// calls). The same operations per element; the sums in double keep
+// sumF32's eight lanes (element i in lane i mod 8) and its final order, so
+// the results are the same bits.
+AMPRT_AVX512_QUIET_BEGIN
+#define AMPRT_SM512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+AMPRT_SM512 inline __mmask16 smLanes(int64_t left) {
+  return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+AMPRT_SM512 inline __m512d smLowPd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+AMPRT_SM512 inline __m512d smHighPd(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+AMPRT_SM512 inline __m512 smJoin(__m256 lo, __m256 hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/// sumF32 of p[0, n) with its lanes and order.
+AMPRT_SM512 inline double sumF32x8(const float *p, int64_t n) {
+  __m512d acc = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 8) {
+    __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, p + i)));
+  }
+  alignas(64) double s[8];
+  _mm512_store_pd(s, acc);
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+AMPRT_SM512 void softmaxPrepRow512(const float *xr, int64_t len, float *h, float *l, int64_t &at,
+                                   char &bad) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  __m512 vm = _mm512_set1_ps(ninf);
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < len; i += 16) {
+    __mmask16 k = smLanes(len - i);
+    __m512 v = _mm512_maskz_loadu_ps(k, xr + i);
+    nan |= _mm512_mask_cmp_ps_mask(k, v, v, _CMP_UNORD_Q);
+    vm = _mm512_mask_max_ps(vm, k, v, vm); // a NaN v gives vm (NaNs are flagged apart)
+  }
+  float m = _mm512_reduce_max_ps(vm);
+  // The first index holding the maximum; 0 when no element exceeds -inf.
+  at = 0;
+  if (m > ninf) {
+    __m512 target = _mm512_set1_ps(m);
+    int64_t j = len;
+    for (int64_t i = 0; i < len; i += 16) {
+      __mmask16 hit = _mm512_mask_cmp_ps_mask(
+          smLanes(len - i), _mm512_maskz_loadu_ps(smLanes(len - i), xr + i), target, _CMP_EQ_OQ);
+      if (hit) {
+        j = i + __builtin_ctz((unsigned)hit);
+        break;
+      }
+    }
+    at = j < len ? j : 0;
+    m = xr[at]; // that element's own value (a -0 found before a +0 stays -0)
+  }
+  bad = nan != 0 || std::isinf(m);
+  const __m512d md = _mm512_set1_pd((double)m);
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < len; i += 16) {
+    __mmask16 k = smLanes(len - i);
+    __m512 v = _mm512_maskz_loadu_ps(k, xr + i);
+    __m512d d0 = _mm512_sub_pd(smLowPd(v), md), d1 = _mm512_sub_pd(smHighPd(v), md);
+    __m512 hv = smJoin(_mm512_cvtpd_ps(d0), _mm512_cvtpd_ps(d1));
+    __m512d r0 = _mm512_sub_pd(d0, smLowPd(hv)), r1 = _mm512_sub_pd(d1, smHighPd(hv));
+    __m512 lv = smJoin(_mm512_cvtpd_ps(r0), _mm512_cvtpd_ps(r1));
+    __mmask16 isInf = _mm512_cmp_ps_mask(_mm512_abs_ps(hv), inf, _CMP_EQ_OQ);
+    _mm512_mask_storeu_ps(h + i, k, hv);
+    _mm512_mask_storeu_ps(l + i, k, _mm512_maskz_mov_ps((__mmask16)~isInf, lv));
+  }
+}
+
+AMPRT_SM512 void softmaxFinishRow512(float *yr, float *er, const float *h, const float *l,
+                                     int64_t len, int64_t k, int log) {
+  for (int64_t i = 0; i < len; i += 16) {
+    __mmask16 m = smLanes(len - i);
+    __m512 e = _mm512_maskz_loadu_ps(m, er + i);
+    _mm512_mask_storeu_ps(er + i, m,
+                          _mm512_add_ps(e, _mm512_mul_ps(e, _mm512_maskz_loadu_ps(m, l + i))));
+  }
+  double rest = sumF32x8(er, k) + sumF32x8(er + k + 1, len - k - 1);
+  if (log) {
+    const __m512d ls = _mm512_set1_pd(std::log1p(rest));
+    for (int64_t i = 0; i < len; i += 16) {
+      __mmask16 m = smLanes(len - i);
+      __m512 hv = _mm512_maskz_loadu_ps(m, h + i), lv = _mm512_maskz_loadu_ps(m, l + i);
+      __m512d a = _mm512_sub_pd(_mm512_add_pd(smLowPd(hv), smLowPd(lv)), ls);
+      __m512d b = _mm512_sub_pd(_mm512_add_pd(smHighPd(hv), smHighPd(lv)), ls);
+      _mm512_mask_storeu_ps(yr + i, m, smJoin(_mm512_cvtpd_ps(a), _mm512_cvtpd_ps(b)));
+    }
+    return;
+  }
+  const __m512d inv = _mm512_set1_pd(1.0 / (1.0 + rest));
+  for (int64_t i = 0; i < len; i += 16) {
+    __mmask16 m = smLanes(len - i);
+    __m512 e = _mm512_maskz_loadu_ps(m, er + i);
+    _mm512_mask_storeu_ps(yr + i, m,
+                          smJoin(_mm512_cvtpd_ps(_mm512_mul_pd(smLowPd(e), inv)),
+                                 _mm512_cvtpd_ps(_mm512_mul_pd(smHighPd(e), inv))));
+  }
+}
+
+AMPRT_SM512 void softmaxPrepRows512(const float *xp, int64_t nr, int64_t len, float *hi, float *lo,
+                                    int64_t *argmax, char *bad) {
+  for (int64_t r = 0; r < nr; ++r)
+    softmaxPrepRow512(xp + r * len, len, hi + r * len, lo + r * len, argmax[r], bad[r]);
+}
+
+AMPRT_SM512 void softmaxFinishRows512(float *yp, float *e, const float *hi, const float *lo,
+                                      int64_t nr, int64_t len, const int64_t *argmax,
+                                      const char *bad, int log) {
+  for (int64_t r = 0; r < nr; ++r) {
+    float *yr = yp + r * len;
+    if (bad[r]) {
+      std::fill(yr, yr + len, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    softmaxFinishRow512(yr, e + r * len, hi + r * len, lo + r * len, len, argmax[r], log);
+  }
+}
+#undef AMPRT_SM512
+AMPRT_AVX512_QUIET_END
+
+/// Whether the softmax rows run on AVX-512.
+bool softmax512() {
+  static const bool ok =
+      haveAvx512bw() && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+#endif
+
 /// nr rows (the loops over rows inside the instruction-set variants: short
 /// rows, as attention's, would otherwise pay a dispatch per row).
 AMPRT_CLONES void softmaxPrepRows(const float *xp, int64_t nr, int64_t len, float *hi, float *lo,
@@ -596,9 +738,18 @@ extern "C" amprt_status amprt_softmax(amprt_context *, const amprt_tensor *x, in
         }
         float *yr =
             y->dtype == AMPRT_F32 ? reinterpret_cast<float *>(yp + r0 * len * yb) : yBuf.data();
-        softmaxPrepRows(xr, nr, len, hi, lo, argmax.data(), bad.data());
-        expF32(hi, e, nr * len);
-        softmaxFinishRows(yr, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
+#if defined(__x86_64__)
+        if (softmax512()) {
+          softmaxPrepRows512(xr, nr, len, hi, lo, argmax.data(), bad.data());
+          expF32(hi, e, nr * len);
+          softmaxFinishRows512(yr, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
+        } else
+#endif
+        {
+          softmaxPrepRows(xr, nr, len, hi, lo, argmax.data(), bad.data());
+          expF32(hi, e, nr * len);
+          softmaxFinishRows(yr, e, hi, lo, nr, len, argmax.data(), bad.data(), log);
+        }
         if (y->dtype != AMPRT_F32)
           amprt_convert(yr, AMPRT_F32, yp + r0 * len * yb, y->dtype, (size_t)(nr * len));
       }
