@@ -459,6 +459,41 @@ TEST(Copy, EveryPermutationInEveryElementSize) {
     }
 }
 
+// A larger 5-D permutation that keeps the innermost dim (Swin's q / k / v
+// split, [3, B, heads, tokens, head_dim] from [B, tokens, 3, heads,
+// head_dim]): the dense runs copied whole, on both threads.
+TEST(Copy, FiveDimPermutationOfDenseRunsOnTheThreads) {
+  const std::vector<int64_t> shape = {8, 49, 3, 12, 32};
+  for (amprt_dtype dt : {AMPRT_BF16, AMPRT_F32})
+    for (const std::vector<int> &perm :
+         {std::vector<int>{2, 0, 3, 1, 4}, std::vector<int>{1, 3, 0, 2, 4}}) {
+      Buf x(dt, shape);
+      for (auto &b : x.bytes)
+        b = (unsigned char)(rng()() & 0xff);
+      const size_t es = amprt_dtype_size(dt);
+      amprt_tensor view = x.t;
+      std::vector<int64_t> ys(5);
+      for (int d = 0; d < 5; ++d) {
+        view.shape[d] = x.t.shape[perm[d]];
+        view.strides[d] = x.t.strides[perm[d]];
+        ys[d] = view.shape[d];
+      }
+      Buf y(dt, ys);
+      AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &view, y.p()));
+      int64_t bad = -1;
+      for (int64_t i = 0; i < y.numel() && bad < 0; ++i) {
+        int64_t rest = i, off = 0;
+        for (int d = 4; d >= 0; --d) {
+          off += rest % ys[d] * view.strides[d];
+          rest /= ys[d];
+        }
+        if (std::memcmp(&y.bytes[i * es], &x.bytes[off * es], es) != 0)
+          bad = i;
+      }
+      EXPECT_EQ(bad, -1) << amprt_dtype_name(dt) << ": first wrong element";
+    }
+}
+
 // Empty tensors (a zero-size batch, an empty index list) may have null
 // data: copies, casts and unary ops on them do nothing and succeed (found by
 // test/Import/mutated-models.test under UBSan: memmove from null).

@@ -1469,6 +1469,39 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
             }
         return;
       }
+      if (xs[r - 1] == 1 && ys[r - 1] == 1) {
+        // More dims (attention's [3, B, heads, tokens, head_dim] split of
+        // q, k and v): the dense innermost runs copied whole, the outer
+        // index kept as an odometer, pieces of the runs on the threads.
+        const int64_t run = sh[r - 1];
+        int64_t outer = 1;
+        for (int32_t d = 0; d < r - 1; ++d)
+          outer *= sh[d];
+        parallelFor(outer, std::max<int64_t>(1, 16384 / run), 1, [&](int64_t o0, int64_t o1) {
+          int64_t idx[AMPRT_MAX_RANK], xo = 0, yo = 0;
+          for (int32_t d = r - 2; d >= 0; --d) {
+            int64_t below = 1;
+            for (int32_t e = d + 1; e < r - 1; ++e)
+              below *= sh[e];
+            idx[d] = o0 / below % sh[d];
+            xo += idx[d] * xs[d];
+            yo += idx[d] * ys[d];
+          }
+          for (int64_t o = o0; o < o1; ++o) {
+            std::memcpy(yp + yo, xp + xo, (size_t)run * sizeof(T));
+            for (int32_t d = r - 2; d >= 0; --d) {
+              xo += xs[d];
+              yo += ys[d];
+              if (++idx[d] < sh[d])
+                break;
+              xo -= xs[d] * sh[d];
+              yo -= ys[d] * sh[d];
+              idx[d] = 0;
+            }
+          }
+        });
+        return;
+      }
       forEach<2>(y->rank, y->shape, s, [&](const int64_t *o) { yp[o[1]] = xp[o[0]]; });
     };
     switch (es) {
