@@ -37,7 +37,24 @@ using namespace mlir::amp;
 
 bool mlir::amp::isAliasOp(Operation *op) {
   return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op) ||
-         isMatmulViewTranspose(op) || isIdentityDropout(op);
+         isMatmulViewTranspose(op) || isIdentityDropout(op) || isReshapeTranspose(op);
+}
+
+bool mlir::amp::isReshapeTranspose(Operation *op) {
+  auto t = dyn_cast<TransposeOp>(op);
+  if (!t)
+    return false;
+  auto in = cast<RankedTensorType>(t.getInput().getType());
+  int64_t r = in.getRank(), last = -1;
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t from = t.getPerm() ? (*t.getPerm())[i] : r - 1 - i;
+    if (in.getDimSize(from) == 1)
+      continue;
+    if (from < last || ShapedType::isDynamic(in.getDimSize(from)))
+      return false;
+    last = from;
+  }
+  return true;
 }
 
 bool mlir::amp::isIdentityDropout(Operation *op) {

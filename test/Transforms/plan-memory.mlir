@@ -92,3 +92,21 @@ func.func @matmul_views(%x: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4
   %v = amp.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x4x4xf32>) -> tensor<4x2x4xf32>
   return %m, %r, %v : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4x2x4xf32>
 }
+
+// -----
+
+// A transpose that moves only dims of size 1 keeps its input's row-major
+// bytes: a reshape (no slot, no copy; Swin's window partition of a map
+// that is one window). One that swaps two dims of size 7 is copied.
+// CHECK-LABEL: func @unit_dim_transposes
+// CHECK: amp.transpose %arg0 {amp.slots = array<i64: -1>, perm = array<i64: 0, 1, 3, 2, 4, 5>}
+// CHECK: amp.transpose %arg0 {amp.slots = array<i64: -1>, perm = array<i64: 0, 2, 1, 3, 4, 5>}
+// CHECK: amp.transpose %arg0 {amp.slots = array<i64: {{[0-9]+}}>, perm = array<i64: 0, 1, 4, 3, 2, 5>}
+func.func @unit_dim_transposes(%x: tensor<2x1x7x1x7x4xf32>) -> (tensor<2x1x1x7x7x4xf32>, tensor<2x7x1x1x7x4xf32>, tensor<2x1x7x1x7x4xf32>) {
+  %a = amp.transpose %x {perm = array<i64: 0, 1, 3, 2, 4, 5>} : (tensor<2x1x7x1x7x4xf32>) -> tensor<2x1x1x7x7x4xf32>
+  %r = amp.relu %a : tensor<2x1x1x7x7x4xf32>
+  %b = amp.transpose %x {perm = array<i64: 0, 2, 1, 3, 4, 5>} : (tensor<2x1x7x1x7x4xf32>) -> tensor<2x7x1x1x7x4xf32>
+  %q = amp.relu %b : tensor<2x7x1x1x7x4xf32>
+  %c = amp.transpose %x {perm = array<i64: 0, 1, 4, 3, 2, 5>} : (tensor<2x1x7x1x7x4xf32>) -> tensor<2x1x7x1x7x4xf32>
+  return %r, %q, %c : tensor<2x1x1x7x7x4xf32>, tensor<2x7x1x1x7x4xf32>, tensor<2x1x7x1x7x4xf32>
+}

@@ -35,6 +35,12 @@ FailureOr<int64_t> runtimeDTypeCode(Type t);
 /// isMatmulViewTranspose) read in place as a transposed view.
 bool isAliasOp(Operation *op);
 
+/// An amp.transpose that moves only dims of size 1 (Swin's window
+/// partition of a 7 x 7 map into one window, [B, 1, 7, 1, 7, C] -> [B, 1,
+/// 1, 7, 7, C]): its result's row-major bytes are its input's, so it is a
+/// reshape.
+bool isReshapeTranspose(Operation *op);
+
 /// An amp.transpose that swaps the last two dims and is read only by
 /// amp.matmul: no copy is made; the products read its input as a
 /// transposed view (strides 1 and the rows' count on its last two dims).

@@ -287,7 +287,8 @@ def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assign every tensor an offset in one static arena per function";
   let description = [{
     Liveness over the function's block, best-fit reuse, 64-byte alignment.
-    Reshape-like ops alias their input. Writes `amp.slots` on every amp op
+    Reshape-like ops alias their input (so does a transpose that moves only
+    dims of size 1). Writes `amp.slots` on every amp op
     (an offset per result, -1 for aliases) and `amp.arena_bytes` /
     `amp.arena_bytes_if_f32` on the function: the peak, and what it would be
     with every float in f32. `report=<file>` writes the same as JSON.
