@@ -108,6 +108,28 @@ cases = [
      ["node 'r' (Relu, domain ai.onnx): the model imports no opset for domain ai.onnx"]),
 ]
 
+
+def max_unpool(name, **attrs):
+    node = gen.H.make_node("MaxUnpool", ["x", "i"], ["y"], name="unpool", kernel_shape=[2, 2],
+                           **attrs)
+    return write(name, gen.model([node], [gen.vi("x", gen.TP.FLOAT, [1, 1, 2, 2]),
+                                          gen.vi("i", gen.TP.INT64, [1, 1, 2, 2])],
+                                 [gen.vi("y", gen.TP.FLOAT, [1, 1, 4, 4])]).SerializeToString())
+
+
+# MaxUnpool's strides / pads of the wrong length (read out of bounds before:
+# found by fuzz-onnx-import under ASan), and pads larger than the window.
+cases += [
+    ("MaxUnpool strides of one entry", max_unpool("unpool_strides.onnx", strides=[2]),
+     ["node 'unpool' (MaxUnpool, domain ai.onnx, opset 17): strides must have one entry per "
+      "spatial dim, got 1"]),
+    ("MaxUnpool pads of two entries", max_unpool("unpool_pads.onnx", pads=[0, 0]),
+     ["node 'unpool' (MaxUnpool, domain ai.onnx, opset 17): pads must have two entries per "
+      "spatial dim, got 2"]),
+    ("MaxUnpool pads past the window", max_unpool("unpool_big_pads.onnx", pads=[3, 3, 3, 3]),
+     ["node 'unpool' (MaxUnpool, domain ai.onnx, opset 17): the output's dim 2 would be -3"]),
+]
+
 # Random corruptions of a good file: flipped bytes must never crash the
 # importer (a corrupted file may still be a valid model, so only the exit
 # status is checked).

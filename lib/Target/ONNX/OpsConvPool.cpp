@@ -259,10 +259,27 @@ LogicalResult handleMaxUnpool(NodeCtx &n) {
   SmallVector<int64_t> out(xt.getShape().take_front(2));
   if ((int64_t)(**ks).size() != sp)
     return n.fail("kernel_shape must have one entry per spatial dim");
+  if (*strides && (int64_t)(**strides).size() != sp)
+    return n.fail("strides must have one entry per spatial dim, got " +
+                  llvm::Twine((**strides).size()));
+  if (*pads && (int64_t)(**pads).size() != 2 * sp)
+    return n.fail("pads must have two entries per spatial dim, got " +
+                  llvm::Twine((**pads).size()));
   for (int64_t i = 0; i < sp; ++i) {
     int64_t s = *strides ? (**strides)[i] : 1;
-    int64_t p = *pads ? (**pads)[i] + (**pads)[sp + i] : 0;
-    out.push_back((xt.getDimSize(2 + i) - 1) * s + (**ks)[i] - p);
+    int64_t p0 = *pads ? (**pads)[i] : 0, p1 = *pads ? (**pads)[sp + i] : 0;
+    int64_t k = (**ks)[i];
+    if (s < 1 || k < 1 || p0 < 0 || p1 < 0 || s > (int64_t(1) << 20) || k > (int64_t(1) << 20) ||
+        p0 > (int64_t(1) << 20) || p1 > (int64_t(1) << 20))
+      return n.fail("kernel_shape, strides and pads of dim " + llvm::Twine(i) +
+                    " must be positive (pads >= 0) and at most 2^20, got kernel " + llvm::Twine(k) +
+                    ", stride " + llvm::Twine(s) + ", pads " + llvm::Twine(p0) + " " +
+                    llvm::Twine(p1));
+    int64_t o = (xt.getDimSize(2 + i) - 1) * s + k - p0 - p1;
+    if (o < 1)
+      return n.fail("the output's dim " + llvm::Twine(2 + i) + " would be " + llvm::Twine(o) +
+                    " (pads larger than the window)");
+    out.push_back(o);
   }
   SmallVector<int64_t> want(out);
   if (n.hasInput(2)) {

@@ -155,7 +155,7 @@ inline const float *rowF32(const void *base, amprt_dtype t, int64_t off, int64_t
 AMPRT_CLONES void reluRow(float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float v = y[i];
-    y[i] = (v > 0.0f) | (v != v) ? v : 0.0f;
+    y[i] = ((v > 0.0f) | (v != v)) ? v : 0.0f;
   }
 }
 
