@@ -410,6 +410,38 @@ TEST(Copy, TransposeViewAndReshape) {
     EXPECT_EQ(z.get(k), y.get(k));
 }
 
+namespace {
+/// amprt_copy of x's view with dims permuted (view dim d = x's dim perm[d])
+/// into a dense y; the first element of y that is not x's element under
+/// the view, or -1.
+int64_t firstWrongPermutedCopy(Buf &x, const std::vector<int> &perm) {
+  const int rank = (int)perm.size();
+  const size_t es = amprt_dtype_size(x.dtype);
+  amprt_tensor view = x.t;
+  std::vector<int64_t> ys(rank);
+  for (int d = 0; d < rank; ++d) {
+    view.shape[d] = x.t.shape[perm[d]];
+    view.strides[d] = x.t.strides[perm[d]];
+    ys[d] = view.shape[d];
+  }
+  Buf y(x.dtype, ys);
+  if (amprt_copy(nullptr, &view, y.p()) != AMPRT_OK) {
+    ADD_FAILURE() << amprt_last_error();
+    return 0;
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    int64_t rest = i, off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      off += rest % ys[d] * view.strides[d];
+      rest /= ys[d];
+    }
+    if (std::memcmp(&y.bytes[i * es], &x.bytes[off * es], es) != 0)
+      return i;
+  }
+  return -1;
+}
+} // namespace
+
 // Every permutation of 4-D to 6-D tensors (NCHW <-> NHWC, attention heads,
 // Swin's windows), in every element size: the transposing copy's 8 x 8
 // register blocks (32- and 16-bit), their edges, the loops around them and
@@ -424,7 +456,6 @@ TEST(Copy, EveryPermutationInEveryElementSize) {
       Buf x(dt, shape);
       for (auto &b : x.bytes)
         b = (unsigned char)(rng()() & 0xff);
-      const size_t es = amprt_dtype_size(dt);
       const int rank = (int)shape.size();
       std::vector<int> perm(rank);
       for (int d = 0; d < rank; ++d)
@@ -434,27 +465,7 @@ TEST(Copy, EveryPermutationInEveryElementSize) {
         for (int d : perm)
           name += std::to_string(d);
         SCOPED_TRACE(name + " of rank " + std::to_string(rank));
-        // view d = x's dim perm[d]
-        amprt_tensor view = x.t;
-        std::vector<int64_t> ys(rank);
-        for (int d = 0; d < rank; ++d) {
-          view.shape[d] = x.t.shape[perm[d]];
-          view.strides[d] = x.t.strides[perm[d]];
-          ys[d] = view.shape[d];
-        }
-        Buf y(dt, ys);
-        AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &view, y.p()));
-        int64_t bad = -1;
-        for (int64_t i = 0; i < y.numel() && bad < 0; ++i) {
-          int64_t rest = i, off = 0;
-          for (int d = rank - 1; d >= 0; --d) {
-            off += rest % ys[d] * view.strides[d];
-            rest /= ys[d];
-          }
-          if (std::memcmp(&y.bytes[i * es], &x.bytes[off * es], es) != 0)
-            bad = i;
-        }
-        EXPECT_EQ(bad, -1) << "first wrong element";
+        EXPECT_EQ(firstWrongPermutedCopy(x, perm), -1) << "first wrong element";
       } while (std::next_permutation(perm.begin(), perm.end()));
     }
 }
@@ -470,27 +481,8 @@ TEST(Copy, FiveDimPermutationOfDenseRunsOnTheThreads) {
       Buf x(dt, shape);
       for (auto &b : x.bytes)
         b = (unsigned char)(rng()() & 0xff);
-      const size_t es = amprt_dtype_size(dt);
-      amprt_tensor view = x.t;
-      std::vector<int64_t> ys(5);
-      for (int d = 0; d < 5; ++d) {
-        view.shape[d] = x.t.shape[perm[d]];
-        view.strides[d] = x.t.strides[perm[d]];
-        ys[d] = view.shape[d];
-      }
-      Buf y(dt, ys);
-      AMPRT_OK_OR_FAIL(amprt_copy(nullptr, &view, y.p()));
-      int64_t bad = -1;
-      for (int64_t i = 0; i < y.numel() && bad < 0; ++i) {
-        int64_t rest = i, off = 0;
-        for (int d = 4; d >= 0; --d) {
-          off += rest % ys[d] * view.strides[d];
-          rest /= ys[d];
-        }
-        if (std::memcmp(&y.bytes[i * es], &x.bytes[off * es], es) != 0)
-          bad = i;
-      }
-      EXPECT_EQ(bad, -1) << amprt_dtype_name(dt) << ": first wrong element";
+      EXPECT_EQ(firstWrongPermutedCopy(x, perm), -1)
+          << amprt_dtype_name(dt) << ": first wrong element";
     }
 }
 

@@ -853,6 +853,23 @@ struct Window {
         ph(p->pads_begin[0]), pw(p->pads_begin[1]) {}
 };
 
+/// Small maps' im2col / col2im table: for tap (a, q) and output position
+/// (i, j), the offset in an h x w input plane it reads, or -1 (padding).
+std::vector<int32_t> tapTable(const Window &win, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                              int64_t h, int64_t w) {
+  std::vector<int32_t> at((size_t)(kh * kw * oh * ow));
+  for (int64_t a = 0; a < kh; ++a)
+    for (int64_t q = 0; q < kw; ++q)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          const int64_t yi = i * win.sh - win.ph + a * win.dh,
+                        xj = j * win.sw - win.pw + q * win.dw;
+          at[(size_t)(((a * kw + q) * oh + i) * ow + j)] =
+              yi >= 0 && yi < h && xj >= 0 && xj < w ? (int32_t)(yi * w + xj) : -1;
+        }
+  return at;
+}
+
 /// Whether a 2-D convolution may run as im2col + one product (forward) or
 /// one product + col2im (data gradient): one group, its columns (K x P
 /// elements of `es` bytes, K = C x KH x KW, P = N x OH x OW) at most 64 MiB.
@@ -949,15 +966,7 @@ void im2colT(const Src *x, amprt_dtype st, const amprt_tensor *xs, const amprt_t
   // is a gather through it, image by image.
   const int64_t perImage = oh * ow;
   if (!plane && perImage <= kSmallMap) {
-    std::vector<int32_t> at((size_t)(kh * kw * perImage));
-    for (int64_t a = 0; a < kh; ++a)
-      for (int64_t q = 0; q < kw; ++q)
-        for (int64_t i = 0; i < oh; ++i)
-          for (int64_t j = 0; j < ow; ++j) {
-            const int64_t yi = i * sh - ph + a * dh, xj = j * sw - pw + q * dw;
-            at[(size_t)(((a * kw + q) * oh + i) * ow + j)] =
-                yi >= 0 && yi < h && xj >= 0 && xj < w ? (int32_t)(yi * w + xj) : -1;
-          }
+    const std::vector<int32_t> at = tapTable(win, kh, kw, oh, ow, h, w);
 #if defined(__x86_64__)
     if constexpr (std::is_same_v<Src, uint16_t> && std::is_same_v<Dst, uint16_t>) {
       if (h * w <= 64 && haveAvx512bw()) {
@@ -1199,15 +1208,7 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
     // table, added tap by tap and position by position (the order of the
     // loops below, so the same sums); a thread's planes narrowed by one
     // call.
-    std::vector<int32_t> at((size_t)(kh * kw * ohw));
-    for (int64_t a = 0; a < kh; ++a)
-      for (int64_t q = 0; q < kw; ++q)
-        for (int64_t i = 0; i < oh; ++i)
-          for (int64_t j = 0; j < ow; ++j) {
-            const int64_t yi = i * sh - ph + a * dh, xj = j * sw - pw + q * dwl;
-            at[(size_t)(((a * kw + q) * oh + i) * ow + j)] =
-                yi >= 0 && yi < h && xj >= 0 && xj < wd ? (int32_t)(yi * wd + xj) : -1;
-          }
+    const std::vector<int32_t> at = tapTable(win, kh, kw, oh, ow, h, wd);
     parallelFor(n * c, 1, 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / c, ci = r % c;
