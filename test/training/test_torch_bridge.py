@@ -425,14 +425,32 @@ check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
       f"ConvTranspose2d (grouped, output_padding), ConvTranspose1d, fp32 SGD: worst relative loss "
       f"difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the largest update "
       f"(tolerance 1e-4)")
-rows, rel, _, err, moved, _ = both_ways(
+# fp16 with GradScaler against PyTorch's fp16, and both against the same
+# steps in f32. Ours keeps the weight gradients f32 where PyTorch's autocast
+# rounds them (one step from the same parameters differs by 0.8-1.8% of the
+# largest update), and after six steps a ReLU input rounded to the other
+# side of 0 moves a unit: on some draws the two fp16 trajectories part by a
+# few percent (AMP_TEST_SEED=1361036470: 2.3e-2, the same with the previous
+# session's runtime; ours 2.3e-2 from f32 there, PyTorch's 1.3e-2), on
+# others PyTorch's stays closer to f32 than ours while the two stay close
+# (4242: 7e-3 apart; ours 6.8e-3 from f32, PyTorch's 2.2e-4). So ours must
+# be close to PyTorch's, or about as close to f32 as PyTorch's is; a wrong
+# rule errs by O(1) and fails both.
+rows, rel, _, err, moved, (net, ref, start) = both_ways(
     DeconvNet, {"input": ximg, "labels": yimg}, 6, 8,
     dict(loss_fn="cross_entropy", lr=0.05, precision="fp16"),
     lambda p: torch.optim.SGD(p, lr=0.05), autocast=torch.float16,
     scaler=torch.amp.GradScaler("cpu"))
-check(rel <= 2e-3 and err <= 2e-2,
+exact = copy.deepcopy(start)
+torch_train(exact, {"input": ximg, "labels": yimg}, 6, 8, lambda p: torch.optim.SGD(p, lr=0.05),
+            loss_fn=F.cross_entropy)
+ours_err, _ = param_error(net, exact, start)
+torch_err, _ = param_error(ref, exact, start)
+check(rel <= 2e-3 and err <= 5e-2 and (err <= 2e-2 or ours_err <= 2 * torch_err + 5e-3),
       f"the same in fp16 against torch.autocast + GradScaler: worst relative loss difference "
-      f"{rel:.1e} (tolerance 2e-3), parameters off by {err:.1e} of the largest update (tolerance 2e-2)")
+      f"{rel:.1e} (tolerance 2e-3), parameters off by {err:.1e} of the largest update (tolerance "
+      f"2e-2, or 5e-2 with ours as close to f32 as 2x PyTorch's + 5e-3); against f32 ours are off "
+      f"by {ours_err:.1e}, PyTorch's by {torch_err:.1e}")
 
 # 3g. A sequence model: a bidirectional, batch-first nn.LSTM into an nn.GRU
 # (the exporter's LSTM and GRU with their reordered gate weights), the last
