@@ -17,8 +17,9 @@ the run), and PyTorch trains the same functions (torch.autocast on the CPU
   within the torch-bridge tolerances (1e-5 fp32, 1e-3 fp16, 2e-3 bf16) and
   parameters within 1e-3 (fp32) / 1e-2 (fp16) of the largest update; in
   bf16, where ours keeps f32 biases and weight gradients that PyTorch
-  rounds, the parameters' distance from float64 PyTorch within 1.5x
-  PyTorch's own + 2e-3 (fp32 runs also print each one's distance from
+  rounds, the parameters' distance from float64 PyTorch against PyTorch's
+  own, on 9 data draws (our runtime): the median ratio within 1.2, every
+  draw within 3x + 5e-2 (fp32 runs also print each one's distance from
   float64);
 - an overflowing model (inputs x 100 at scale 65536) skips the same steps
   on IREE, our runtime and PyTorch, and the skipped steps change nothing.
@@ -52,6 +53,7 @@ TMP = tempfile.mkdtemp(prefix="amp-iree-train-")
 if not os.environ.get("KEEP"):
     atexit.register(shutil.rmtree, TMP, True)
 STEPS = 10
+DRAWS = 9  # fresh data draws for the bf16 rule (see the loop)
 passed = failed = 0
 torch.set_num_threads(1)
 
@@ -142,6 +144,12 @@ def run_runtime(onnx_path, flags, data, steps, name):
     r = subprocess.run([COMPILE, onnx_path, "-o", prog, *flags], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"amp-compile {flags}: {r.stderr}")
+    return run_program(prog, data, steps, name)
+
+
+def run_program(prog, data, steps, name):
+    """The compiled training program `prog` for `steps` steps on `data`
+    from its initial weights: (metrics rows, final state)."""
     ck = f"{TMP}/{name}.ck"
     m = f"{TMP}/{name}.jsonl"
     r = subprocess.run([prog, "--data", data, "--steps", str(steps), "--metrics", m,
@@ -233,15 +241,42 @@ for name, (make, ref, shape) in MODELS.items():
         e_t, moved_t = param_err(ours_state, tstate, init, trained)
         if prec == "bf16":
             # Ours keeps biases and weight gradients f32 in bf16 (autocast's
-            # f32-accumulators) where PyTorch rounds them to bf16, so the two
-            # drift apart by about their own errors (seen: 2.5e-2 apart, each
-            # 4.4e-2 from float64, on the MLP): ours must be about as near
-            # float64 as PyTorch's, not equal to it.
-            _, s64 = torch_train(ref, init, x, y, batch, STEPS, "fp32", 0.05, GROWTH, f64=True)
-            e64, e64_t = (param_err(st, s64, init, trained)[0] for st in (ours_state, tstate))
-            check(e64 <= 1.5 * e64_t + 2e-3,
-                  f"{tag}: parameters differ from float64's by {e64:.2e} of the largest update, "
-                  f"PyTorch's by {e64_t:.2e} (tolerance 1.5x + 2e-3); from PyTorch's by {e_t:.2e}")
+            # f32 accumulators) where PyTorch rounds them to bf16: a torch
+            # emulation of those rules follows our runtime to 3e-5 over the
+            # ten steps, and PyTorch's rounding added to it gives PyTorch's
+            # steps to 4e-7. The two trajectories part by whatever a ReLU
+            # input rounded to the other side of 0 does (up to 4e-2 of the
+            # largest update on the MLP), and which of them ends nearer
+            # float64 is a draw: over 150 draws of the MLP ours was farther
+            # than 1.5x PyTorch's + 2e-3 on 6, PyTorch's than ours on 2, the
+            # median ratio 0.95, each at most 8e-2 away. So the rule is
+            # judged on DRAWS fresh data draws (our runtime, whose state IREE
+            # follows to 1e-2 above): on the median draw ours is within 1.2x
+            # PyTorch's distance from float64 (+ 1e-3), on every draw within
+            # 3x + 5e-2; a rule that loses precision every step (bf16 master
+            # weights, bf16 sums) moves the median.
+            prog = f"{TMP}/{name}_{prec}"
+            ratios, worst = [], float("-inf")
+            for d in range(DRAWS):
+                if d == 0:
+                    xd, yd, st, ts = x, y, rt_state, tstate
+                else:
+                    xd = rng.standard_normal(x.shape).astype(np.float32)
+                    yd = rng.integers(0, 10, y.shape[0]).astype(np.int64)
+                    np.savez(f"{TMP}/{name}_{d}.npz", input=xd, labels=yd)
+                    _, st = run_program(prog, f"{TMP}/{name}_{d}.npz", STEPS, f"{name}_{prec}_{d}")
+                    _, ts = torch_train(ref, init, xd, yd, batch, STEPS, prec, 0.05, GROWTH)
+                _, s64 = torch_train(ref, init, xd, yd, batch, STEPS, "fp32", 0.05, GROWTH, f64=True)
+                e64, e64_t = (param_err(v, s64, init, trained)[0] for v in (st, ts))
+                ratios.append((e64 + 1e-3) / (e64_t + 1e-3))
+                worst = max(worst, e64 - 3 * e64_t)
+            med = float(np.median(ratios))
+            msg = (f"{tag}: over {DRAWS} data draws the parameters' distance from float64's, ours "
+                   f"over PyTorch's (+1e-3 each): median {med:.2f} (tolerance 1.2), range "
+                   f"{min(ratios):.2f}..{max(ratios):.2f}; ours - 3x PyTorch's at most {worst:.1e} "
+                   f"(tolerance 5e-2)")
+            check(med <= 1.2 and worst <= 5e-2, msg)
+            print(msg, flush=True)
         else:
             check(e_t <= ptol, f"{tag}: parameters differ from PyTorch's by {e_t:.2e} of the "
                                f"largest update {moved_t:.2e} (tolerance {ptol})")
