@@ -354,13 +354,34 @@ struct Bn512 {
   decltype(&bn512::channelSumsAny) channelSums;
   decltype(&bn512::normalizeAny) normalize;
   decltype(&bn512::gradDxAny) gradDx;
+  decltype(&bn512::packedSums) packedSums;
+  decltype(&bn512::packedNormalize) packedNormalize;
+  decltype(&bn512::packedGradDx) packedGradDx;
 };
 const Bn512 &bn512Kernels() {
   static const Bn512 k =
       (amprt_cpu_features() & AMPRT_CPU_AVX512_BF16) && __builtin_cpu_supports("avx512dq")
-          ? Bn512{bn512bf16::channelSumsAny, bn512bf16::normalizeAny, bn512bf16::gradDxAny}
-          : Bn512{bn512::channelSumsAny, bn512::normalizeAny, bn512::gradDxAny};
+          ? Bn512{bn512bf16::channelSumsAny, bn512bf16::normalizeAny,    bn512bf16::gradDxAny,
+                  bn512bf16::packedSums,     bn512bf16::packedNormalize, bn512bf16::packedGradDx}
+          : Bn512{bn512::channelSumsAny, bn512::normalizeAny,    bn512::gradDxAny,
+                  bn512::packedSums,     bn512::packedNormalize, bn512::packedGradDx};
   return k;
+}
+
+/// The AVX-512 paths' work per thread: at least this many elements (a late
+/// layer's whole batch norm is 16k to 128k of them, a few tens of
+/// microseconds: worth both threads; 32k per thread kept them on one).
+constexpr int64_t kBnGrain = 4096;
+
+/// Channel groups of the packed small-plane path (see packedSums): f(ch0,
+/// count) for each group of 16 / inner channels, on the threads.
+template <class F> void forPackedGroups(int64_t c, int64_t n, int shift, F f) {
+  int64_t per = 16 >> shift, groups = (c + per - 1) / per;
+  parallelFor(groups, std::max<int64_t>(1, kBnGrain / std::max<int64_t>(n * 16, 1)), 1,
+              [&](int64_t g0, int64_t g1) {
+                for (int64_t gi = g0; gi < g1; ++gi)
+                  f(gi * per, std::min(per, c - gi * per));
+              });
 }
 
 /// Whether the AVX-512 path takes these tensors.
@@ -458,9 +479,31 @@ extern "C" amprt_status amprt_batch_norm_ex(amprt_context *, const amprt_tensor 
     return invStd;
   };
 #if defined(__x86_64__)
+  if (int shift = bn512::packedShift(inner); m > 0 && shift >= 0 && useBn512({x, y})) {
+    forPackedGroups(c, n, shift, [&](int64_t ch0, int64_t count) {
+      double k[16] = {}, mu[16] = {}, variance[16] = {}, is[16] = {}, g[16] = {}, bb[16] = {},
+             r[4][16];
+      if (training) {
+        for (int64_t j = 0; j < count; ++j)
+          k[j] = loadF(x->data, x->dtype, (ch0 + j) * inner);
+        bn512Kernels().packedSums(x->data, x->dtype, nullptr, AMPRT_F32, nullptr, AMPRT_F32, n, c,
+                                  shift, ch0, count, k, r);
+        for (int64_t j = 0; j < count; ++j)
+          shiftedMoments(k[j], r[0][j], r[1][j], (double)m, mu[j], variance[j]);
+      }
+      for (int64_t j = 0; j < count; ++j) {
+        is[j] = statistics(ch0 + j, mu[j], variance[j]);
+        g[j] = loadF(scale->data, scale->dtype, ch0 + j);
+        bb[j] = loadF(bias->data, bias->dtype, ch0 + j);
+      }
+      bn512Kernels().packedNormalize(x->data, x->dtype, y->data, y->dtype, n, c, shift, ch0, count,
+                                     mu, is, g, bb, relu);
+    });
+    return AMPRT_OK;
+  }
   if (m > 0 && inner >= kVectorPlane && useBn512({x, y})) {
     size_t xb = amprt_dtype_size(x->dtype), yb = amprt_dtype_size(y->dtype);
-    parallelFor(c, std::max<int64_t>(1, 32768 / m), 1, [&](int64_t c0, int64_t c1) {
+    parallelFor(c, std::max<int64_t>(1, kBnGrain / m), 1, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {
         Planes xp{static_cast<const char *>(x->data) + ch * inner * xb, x->dtype, c * inner};
         double mu = 0.0, variance = 0.0;
@@ -659,10 +702,36 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
       storeF(dbias->data, dbias->dtype, ch, (float)sdy);
   };
 #if defined(__x86_64__)
+  if (int shift = bn512::packedShift(inner); m > 0 && shift >= 0 && useBn512({x, dy, dx, mask})) {
+    forPackedGroups(c, n, shift, [&](int64_t ch0, int64_t count) {
+      double k[16] = {}, r[4][16], mu[16] = {}, is[16] = {}, sdy[16] = {}, sdyx[16] = {},
+             kk[16] = {};
+      for (int64_t j = 0; j < count; ++j)
+        k[j] = recompute ? first(ch0 + j) : loadF(save_mean->data, save_mean->dtype, ch0 + j);
+      bn512Kernels().packedSums(x->data, x->dtype, dy->data, dy->dtype, mask ? mask->data : nullptr,
+                                mask ? mask->dtype : AMPRT_F32, n, c, shift, ch0, count, k, r);
+      for (int64_t j = 0; j < count; ++j) {
+        channelGrad(
+            ch0 + j,
+            [&](double, double *o) {
+              for (int q = 0; q < 4; ++q)
+                o[q] = r[q][j];
+            },
+            mu[j], is[j], sdy[j], sdyx[j]);
+        kk[j] = loadF(scale->data, scale->dtype, ch0 + j) * is[j] / m;
+      }
+      if (dx)
+        bn512Kernels().packedGradDx(x->data, x->dtype, dy->data, dy->dtype,
+                                    mask ? mask->data : nullptr, mask ? mask->dtype : AMPRT_F32,
+                                    dx->data, dx->dtype, n, c, shift, ch0, count, mu, is, kk, m,
+                                    sdy, sdyx);
+    });
+    return AMPRT_OK;
+  }
   if (m > 0 && inner >= kVectorPlane && useBn512({x, dy, dx, mask})) {
     size_t xb = amprt_dtype_size(x->dtype), db = amprt_dtype_size(dy->dtype),
            zb = mask ? amprt_dtype_size(mask->dtype) : 0;
-    parallelFor(c, std::max<int64_t>(1, 32768 / (int64_t)m), 1, [&](int64_t c0, int64_t c1) {
+    parallelFor(c, std::max<int64_t>(1, kBnGrain / (int64_t)m), 1, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {
         int64_t at = ch * inner;
         Planes xp{static_cast<const char *>(x->data) + at * xb, x->dtype, c * inner};
