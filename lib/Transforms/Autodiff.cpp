@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -53,7 +54,23 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
                                     "parameter";
 
   DenseMap<Value, Value> grads;
-  auto accumulate = [&](Value v, Value g, Location loc, StringRef node) -> LogicalResult {
+  // A value read whole by gathers of single constant indices along one axis
+  // (a stacked q / k / v split as qkv[0], qkv[1], qkv[2]) gets one
+  // gather_grad per read, each as large as the value and zero outside its
+  // slab, and then their sum: several passes over the whole value. Such
+  // contributions wait here until they cover the axis once each; then the
+  // gradient is the concatenation of their dy's in index order (every
+  // element one dy's, as the sum of zeros and that dy gives it), added to
+  // the other contributions like one of them. Those that never complete a
+  // cover are added when the value's gradient is read (pendingInto).
+  struct Pending {
+    GatherGradOp op;
+    int64_t index;
+    Location loc;
+    std::string node;
+  };
+  DenseMap<Value, SmallVector<Pending>> pending;
+  auto add = [&](Value v, Value g, Location loc, StringRef node) -> LogicalResult {
     auto it = grads.find(v);
     if (it == grads.end()) {
       grads[v] = g;
@@ -64,6 +81,79 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
       return failure();
     sum->setAttr("amp.differentiates", b.getStringAttr(node));
     it->second = sum->getResult(0);
+    return success();
+  };
+  // The slab index of a gather_grad of one constant index (a scalar, or
+  // one element with dy keeping the axis), or -1.
+  auto slabOf = [](GatherGradOp gg) -> int64_t {
+    DenseIntElementsAttr idx;
+    auto shape = gg.getShape();
+    int64_t axis = (int64_t)gg.getAxis();
+    if (axis < 0 || axis >= (int64_t)shape.size() ||
+        !matchPattern(gg.getIndices(), m_Constant(&idx)) || idx.getNumElements() != 1 ||
+        cast<ShapedType>(idx.getType()).getRank() > 1)
+      return -1;
+    int64_t i = (*idx.getValues<APInt>().begin()).getSExtValue();
+    i = i < 0 ? i + shape[axis] : i;
+    return i >= 0 && i < shape[axis] ? i : -1;
+  };
+  auto accumulate = [&](Value v, Value g, Location loc, StringRef node) -> LogicalResult {
+    auto gg = g.getDefiningOp<GatherGradOp>();
+    int64_t slab = gg && g.use_empty() ? slabOf(gg) : -1;
+    if (slab < 0)
+      return add(v, g, loc, node);
+    SmallVector<Pending> &ps = pending[v];
+    ps.push_back({gg, slab, loc, node.str()});
+    // A cover: the gathers of the same axis, shape and dy type as this one,
+    // one per slab.
+    int64_t axis = (int64_t)gg.getAxis(), n = gg.getShape()[axis];
+    SmallVector<int> at(n, -1);
+    for (auto [k, q] : llvm::enumerate(ps))
+      if ((int64_t)q.op.getAxis() == axis && q.op.getShape() == gg.getShape() &&
+          q.op.getDy().getType() == gg.getDy().getType() && at[q.index] < 0)
+        at[q.index] = (int)k;
+    if (llvm::is_contained(at, -1))
+      return success();
+    SmallVector<Value> slabs;
+    auto dyType = cast<RankedTensorType>(g.getType());
+    SmallVector<int64_t> one(dyType.getShape());
+    one[axis] = 1;
+    for (int k : at) {
+      Value dy = ps[k].op.getDy();
+      if (cast<RankedTensorType>(dy.getType()).getShape() != ArrayRef<int64_t>(one)) {
+        Operation *r = createWithInferredTypes(
+            b, loc, "amp.reshape", {dy}, {b.getNamedAttr("shape", b.getDenseI64ArrayAttr(one))}, 1);
+        if (!r)
+          return failure();
+        r->setAttr("amp.differentiates", b.getStringAttr(ps[k].node));
+        dy = r->getResult(0);
+      }
+      slabs.push_back(dy);
+    }
+    Operation *cat = createWithInferredTypes(
+        b, loc, "amp.concat", slabs, {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}, 1);
+    if (!cat)
+      return failure();
+    cat->setAttr("amp.differentiates", b.getStringAttr(node));
+    SmallVector<Pending> rest;
+    for (auto [k, q] : llvm::enumerate(ps))
+      if (!llvm::is_contained(at, (int)k))
+        rest.push_back(q);
+      else
+        q.op->erase();
+    ps = std::move(rest);
+    return add(v, cat->getResult(0), loc, node);
+  };
+  // The contributions still waiting for v, added in their order.
+  auto pendingInto = [&](Value v) -> LogicalResult {
+    auto it = pending.find(v);
+    if (it == pending.end())
+      return success();
+    SmallVector<Pending> ps = std::move(it->second);
+    pending.erase(it);
+    for (Pending &q : ps)
+      if (failed(add(v, q.op.getResult(), q.loc, q.node)))
+        return failure();
     return success();
   };
   // The seed: ones (for a non-scalar y, the gradient of the sum of y).
@@ -77,6 +167,8 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
     SmallVector<Value> rg;
     bool any = false;
     for (Value r : op->getResults()) {
+      if (failed(pendingInto(r)))
+        return failure();
       auto it = grads.find(r);
       rg.push_back(it == grads.end() ? Value() : it->second);
       any |= rg.back() != nullptr;
@@ -115,6 +207,8 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
   // An x the output does not reach gets zeros.
   SmallVector<Value> out;
   for (Value x : xs) {
+    if (failed(pendingInto(x)))
+      return failure();
     Value g = grads.lookup(x);
     if (!g) {
       auto t = cast<RankedTensorType>(x.getType());

@@ -982,6 +982,38 @@ def distinct_gathers(p, i):
 
 run_case("distinct-gathers", m, params, inputs, distinct_gathers, constants=("shp", "i0", "i1", "perm", "ax0"))
 
+# 4a13. Gathers of every index once (q, k, v = qkv[0], qkv[1], qkv[-1]): their
+#       gradients are one concatenation of the three dy's, not three
+#       zero-filled placements and their sum; with a fourth use of qkv (a
+#       sum over it) added to that.
+params = {"w": randn(D, 3 * D, scale=0.8), "k": randn(D, C, scale=0.5)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Reshape", ["h", "shp"], ["qkv"]),             # N 3 D
+           helper.make_node("Transpose", ["qkv"], ["t"], perm=[1, 0, 2]),  # 3 N D
+           helper.make_node("Gather", ["t", "i0"], ["q"], axis=0),
+           helper.make_node("Gather", ["t", "i2"], ["v"], axis=0),
+           helper.make_node("Gather", ["t", "i1"], ["kk"], axis=0),
+           helper.make_node("Mul", ["q", "kk"], ["qk"]),
+           helper.make_node("Mul", ["v", "v"], ["v2"]),
+           helper.make_node("ReduceSum", ["t", "ax0"], ["ts"], keepdims=0),
+           helper.make_node("Add", ["qk", "v2"], ["s0"]),
+           helper.make_node("Add", ["s0", "ts"], ["s"]),
+           helper.make_node("MatMul", ["s", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=13)
+for n, arr in {"shp": [N, 3, D], "i0": np.array(0), "i1": np.array(1), "i2": np.array(-1),
+               "ax0": [0]}.items():
+    m.graph.initializer.append(numpy_helper.from_array(np.array(arr, np.int64), n))
+
+
+def every_index_gathered(p, i):
+    t = (i["x"] @ p["w"]).reshape(N, 3, D).transpose(0, 1)
+    return F.cross_entropy((t[0] * t[1] + t[2] * t[2] + t.sum(0)) @ p["k"], i["y"])
+
+
+run_case("every-index-gathered", m, params, inputs, every_index_gathered,
+         constants=("shp", "i0", "i1", "i2", "ax0"))
+
 # 4b. Gather (an embedding table, indices repeated and negative), Slice
 #     (strided, and a negative step) and ReduceMax (ties shared evenly, as
 #     torch.amax does). ReduceMax is compared in fp32 only: in fp16 / bf16
