@@ -5,7 +5,7 @@ gradients right, and how fast is its training step.
 
     make bench-deps        # once: onnxruntime, TVM and torchvision (--no-deps)
     .venv/bin/python bench/torchvision_zoo.py [--models resnet18,vit] [--steps 12]
-                                               [--batch 8] [--size 64] [--rounds 3]
+                                               [--batch 8] [--size 64] [--rounds 5]
 
 For each model (dropout and stochastic depth off, so that both sides run
 the same function; 10 classes; random images of --size pixels):
@@ -22,10 +22,13 @@ the same function; 10 classes; random images of --size pixels):
    own per-step time (forward, backward, update; the batch feed excluded),
    against PyTorch's eager step (zero_grad, forward, backward, SGD step), in
    fp32 and bf16 (PyTorch under torch.autocast("cpu", bfloat16)), measured in
-   the same run on the same machine: --rounds rounds (3), each running the
-   four configurations in turn (our programs compiled once), each figure the
-   median of its rounds, so that a burst of load on a shared machine does not
-   fall on one configuration alone.
+   the same run on the same machine: --rounds rounds (5), each running the
+   four configurations in turn (our programs compiled once; odd rounds in
+   the reverse order), each step time the median of its rounds. A ratio
+   (bf16 over fp32, PyTorch over ours) is the median of the rounds' own
+   ratios: the two steps of a ratio ran seconds apart in the same round, so
+   a burst of load on a shared machine moves both, where the medians of
+   separate rounds can come from different loads.
 3. bf16 against fp32: our bf16 step's speed-up over our fp32 step, and
    PyTorch's autocast bf16 step's over its fp32 step; and, from a profiled
    bf16 run (AMPRT_PROFILE, the same steps), the share of the step spent in
@@ -141,18 +144,33 @@ def our_rerun(workdir, steps):
 
 
 def step_times(make, x, y, steps, rounds):
-    """(ours fp32, PyTorch fp32, ours bf16, PyTorch bf16) median step times: each round measures the four in
-    turn, and each figure is the median of its rounds' medians, so that a burst of load on a shared machine
-    falls on every configuration alike instead of on one of them."""
+    """Per round, (ours fp32, PyTorch fp32, ours bf16, PyTorch bf16) median step times: each round measures
+    the four in turn (in reverse order on odd rounds, so that a load that rises or falls through a round
+    does not favour one side), so that a burst of load on a shared machine falls on the configurations
+    of a round alike instead of on one of them."""
     import tempfile
-    got = [[] for _ in range(4)]
+    got = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            for i, p in enumerate(("fp32", "bf16")):
+            times = {}
+            for i in (range(4) if r % 2 == 0 else reversed(range(4))):
+                p = ("fp32", "bf16")[i // 2]
                 wd = os.path.join(tmp, p)
-                got[2 * i].append(our_step(make, x, y, steps, p, wd) if r == 0 else our_rerun(wd, steps))
-                got[2 * i + 1].append(torch_step(make, x, y, steps, p))
-    return [statistics.median(g) for g in got]
+                if i % 2:
+                    times[i] = torch_step(make, x, y, steps, p)
+                else:
+                    times[i] = our_step(make, x, y, steps, p, wd) if r == 0 else our_rerun(wd, steps)
+            got.append([times[i] for i in range(4)])
+    return got
+
+
+def summary(rounds):
+    """The median of each configuration's rounds, and the ratios (our bf16 speed-up over our fp32,
+    PyTorch's, PyTorch fp32 / ours, PyTorch bf16 / ours) as the median of the rounds' own ratios: the
+    configurations of one round ran within seconds of each other, under the same load."""
+    med = [statistics.median(r[i] for r in rounds) for i in range(4)]
+    ratios = [statistics.median(r[a] / r[b] for r in rounds) for a, b in ((0, 2), (1, 3), (1, 0), (3, 2))]
+    return med, ratios
 
 
 def kernel_share(make, x, y, steps):
@@ -217,7 +235,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="", help="comma-separated names (default: all)")
     ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="times each configuration's steps are measured, in turn with the others (median)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=64)
@@ -240,27 +258,28 @@ def main():
         t0 = time.time()
         try:
             ours_err, torch_err, wobbled_err = gradient_check(zoo[name], x, y)
-            times = step_times(zoo[name], x, y, a.steps, a.rounds)
+            times, ratios = summary(step_times(zoo[name], x, y, a.steps, a.rounds))
             share = kernel_share(zoo[name], x, y, a.steps)
         except Exception as e:  # one model's failure is a row, not the end of the run
             print(f"FAIL  {name}: {str(e).strip()[-400:]}", flush=True)
             rows.append((name, None))
             continue
-        rows.append((name, (ours_err, torch_err, wobbled_err, *times, *share)))
+        rows.append((name, (ours_err, torch_err, wobbled_err, *times, *ratios, *share)))
         print(f"{name}: update error vs float64 ours {ours_err:.1e} / PyTorch fp32 {torch_err:.1e} "
               f"(from weights moved by an ulp: up to {wobbled_err:.1e}); step ms "
               f"fp32 ours {times[0] * 1e3:.1f} PyTorch {times[1] * 1e3:.1f}, bf16 ours {times[2] * 1e3:.1f} "
-              f"PyTorch {times[3] * 1e3:.1f}; bf16 kernels {share[0]:.0f}% of the bf16 step "
+              f"PyTorch {times[3] * 1e3:.1f}; bf16 over fp32 ours {ratios[0]:.2f}x PyTorch {ratios[1]:.2f}x, "
+              f"PyTorch bf16 / ours {ratios[3]:.2f}x; bf16 kernels {share[0]:.0f}% of the bf16 step "
               f"(AMX {share[1]:.0f}%) ({time.time() - t0:.0f} s)", flush=True)
     table = []
     for name, r in rows:
         if r is None:
             table.append((name, "FAILED", "", "", "", "", "", "", "", "", "", "", ""))
             continue
-        oe, te, we, o32, t32, o16, t16, low, amx = r
+        oe, te, we, o32, t32, o16, t16, up, tup, r32, r16, low, amx = r
         table.append((name, f"{oe:.1e}", f"{te:.1e}", f"{we:.1e}", f"{o32 * 1e3:.1f}", f"{t32 * 1e3:.1f}",
-                      f"{t32 / o32:.2f}x", f"{o16 * 1e3:.1f}", f"{t16 * 1e3:.1f}", f"{t16 / o16:.2f}x",
-                      f"{o32 / o16:.2f}x", f"{t32 / t16:.2f}x", f"{low:.0f}% ({amx:.0f}%)"))
+                      f"{r32:.2f}x", f"{o16 * 1e3:.1f}", f"{t16 * 1e3:.1f}", f"{r16:.2f}x",
+                      f"{up:.2f}x", f"{tup:.2f}x", f"{low:.0f}% ({amx:.0f}%)"))
     results.record(
         a, f"torchvision models trained against PyTorch (batch {a.batch} x 3 x {a.size} x {a.size}, "
         f"10 classes, SGD, {torch.get_num_threads()} threads)",

@@ -18,11 +18,13 @@ scaler.step(opt), scaler.update(); the median over the same steps. Both use
 all of this machine's cores.
 
 Each configuration is measured --rounds times (3), the configurations in
-turn, and each figure is the median of its rounds: a burst of load on a
+turn, and each time is the median of its rounds: a burst of load on a
 shared machine then falls on every configuration alike.
 
 The ratio is PyTorch's time over ours (> 1: we are faster); "our fp32 /
-ours" is each precision's speed-up over our fp32 step.
+ours" is each precision's speed-up over our fp32 step. Each is the median
+of the rounds' own ratios (the two steps of a ratio ran seconds apart, under
+the same load).
 """
 
 import argparse
@@ -186,19 +188,22 @@ def main():
                     got[p][0].append(ours)
                     got[p][1].append(theirs)
                     gaps.setdefault(p, abs(ol[-1] - tl[-1]) / abs(tl[-1]))
-            fp32 = float(np.median(got["fp32"][0]))
+            # A ratio is the median of the rounds' own ratios (its two steps
+            # ran seconds apart, under the same load).
             for p in precisions:
                 ours, theirs = float(np.median(got[p][0])), float(np.median(got[p][1]))
-                rows.append((name, p, ours, theirs, fp32 / ours, gaps[p]))
+                ratio = float(np.median(np.array(got[p][1]) / np.array(got[p][0])))
+                speedup = float(np.median(np.array(got["fp32"][0]) / np.array(got[p][0])))
+                rows.append((name, p, ours, theirs, ratio, speedup, gaps[p]))
                 print(f"{name:18} {p}: ours {ours * 1e3:8.3f} ms  PyTorch {theirs * 1e3:8.3f} ms"
-                      f"  ratio {theirs / ours:5.2f}x  speed-up over our fp32 {fp32 / ours:5.2f}x"
+                      f"  ratio {ratio:5.2f}x  speed-up over our fp32 {speedup:5.2f}x"
                       f"  (final loss differs by {gaps[p]:.1e})", flush=True)
     results.record(
         a, f"Training step against PyTorch eager (torch {torch.__version__}, median step)",
         ["model", "precision", "AMP-MLIR ms/step", "PyTorch eager ms/step", "PyTorch / ours",
          "our fp32 / ours", "final loss gap"],
-        [(name, p, f"{ours * 1e3:.3f}", f"{theirs * 1e3:.3f}", f"{theirs / ours:.2f}x",
-          f"{speedup:.2f}x", f"{gap:.1e}") for name, p, ours, theirs, speedup, gap in rows])
+        [(name, p, f"{ours * 1e3:.3f}", f"{theirs * 1e3:.3f}", f"{ratio:.2f}x",
+          f"{speedup:.2f}x", f"{gap:.1e}") for name, p, ours, theirs, ratio, speedup, gap in rows])
 
 
 if __name__ == "__main__":
