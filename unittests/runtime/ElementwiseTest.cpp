@@ -486,6 +486,20 @@ TEST(Copy, FiveDimPermutationOfDenseRunsOnTheThreads) {
     }
 }
 
+// Swin's window partition ([8, 21, 21, 96] as [8, 3, 7, 3, 7, 96], the
+// window rows and columns swapped): four dims once the dense ones merge,
+// rows of 672 dense elements, on both threads.
+TEST(Copy, WindowPartitionRowsOnTheThreads) {
+  const std::vector<int64_t> shape = {8, 3, 7, 3, 7, 96};
+  for (amprt_dtype dt : {AMPRT_BF16, AMPRT_F32}) {
+    Buf x(dt, shape);
+    for (auto &b : x.bytes)
+      b = (unsigned char)(rng()() & 0xff);
+    EXPECT_EQ(firstWrongPermutedCopy(x, {0, 1, 3, 2, 4, 5}), -1)
+        << amprt_dtype_name(dt) << ": first wrong element";
+  }
+}
+
 // Empty tensors (a zero-size batch, an empty index list) may have null
 // data: copies, casts and unary ops on them do nothing and succeed (found by
 // test/Import/mutated-models.test under UBSan: memmove from null).

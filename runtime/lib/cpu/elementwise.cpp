@@ -1456,17 +1456,21 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
           });
           return;
         }
-        for (int64_t i0 = 0; i0 < n[0]; ++i0)
-          for (int64_t i1 = 0; i1 < n[1]; ++i1)
-            for (int64_t i2 = 0; i2 < n[2]; ++i2) {
-              const T *xr = xp + i0 * a[0] + i1 * a[1] + i2 * a[2];
-              T *yr = yp + i0 * b[0] + i1 * b[1] + i2 * b[2];
-              if (a[3] == 1 && b[3] == 1)
-                std::memcpy(yr, xr, (size_t)n[3] * sizeof(T));
-              else
-                for (int64_t i3 = 0; i3 < n[3]; ++i3)
-                  yr[i3 * b[3]] = xr[i3 * a[3]];
-            }
+        // The rows of the innermost dim on the threads (Swin's window
+        // partitions, rows of 7 x C elements; they ran on one thread).
+        parallelFor(
+            n[0] * n[1] * n[2], std::max<int64_t>(1, 16384 / n[3]), 1, [&](int64_t r0, int64_t r1) {
+              for (int64_t row = r0; row < r1; ++row) {
+                const int64_t i2 = row % n[2], i1 = row / n[2] % n[1], i0 = row / (n[1] * n[2]);
+                const T *xr = xp + i0 * a[0] + i1 * a[1] + i2 * a[2];
+                T *yr = yp + i0 * b[0] + i1 * b[1] + i2 * b[2];
+                if (a[3] == 1 && b[3] == 1)
+                  std::memcpy(yr, xr, (size_t)n[3] * sizeof(T));
+                else
+                  for (int64_t i3 = 0; i3 < n[3]; ++i3)
+                    yr[i3 * b[3]] = xr[i3 * a[3]];
+              }
+            });
         return;
       }
       if (xs[r - 1] == 1 && ys[r - 1] == 1) {
