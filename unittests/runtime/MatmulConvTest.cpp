@@ -339,15 +339,24 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
 // ReLU keeps it), strides, dilations, asymmetric pads, non-square and 1 x 1
 // kernels, a first layer's 3 channels, a stride that skips input columns.
 TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
-  std::vector<ConvCase> cases = {
-      {8, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},   {2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},
-      {3, 8, 7, 9, 12, 3, 5, 2, 1, 1, 1, 2}, {2, 8, 10, 10, 8, 3, 3, 1, 2, 2, 1},
-      {2, 16, 6, 6, 32, 1, 1, 1, 0, 1, 1},   {2, 4, 8, 11, 6, 3, 3, 3, 0, 1, 1},
-      {1, 3, 12, 12, 16, 7, 7, 2, 3, 1, 1},  {3, 24, 5, 7, 8, 1, 1, 1, 0, 1, 1},
-      {2, 8, 4, 4, 16, 1, 1, 2, 0, 1, 1}};
+  std::vector<ConvCase> cases = {{8, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
+                                 {2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1},
+                                 {3, 8, 7, 9, 12, 3, 5, 2, 1, 1, 1, 2},
+                                 {2, 8, 10, 10, 8, 3, 3, 1, 2, 2, 1},
+                                 {2, 16, 6, 6, 32, 1, 1, 1, 0, 1, 1},
+                                 {2, 4, 8, 11, 6, 3, 3, 3, 0, 1, 1},
+                                 {1, 3, 12, 12, 16, 7, 7, 2, 3, 1, 1},
+                                 {3, 24, 5, 7, 8, 1, 1, 1, 0, 1, 1},
+                                 {2, 8, 4, 4, 16, 1, 1, 2, 0, 1, 1},
+                                 // im2col-amx (OC a multiple of 16, C x KH x KW of 32): one tile
+                                 // row of weights, columns of a partial tile; a longer sum.
+                                 {2, 32, 4, 4, 16, 3, 3, 2, 1, 1, 1},
+                                 {2, 64, 5, 6, 48, 1, 1, 1, 0, 1, 1},
+                                 {8, 64, 2, 2, 32, 3, 3, 1, 1, 1, 1}};
   // (pointwise-bf16: the 1 x 1, stride 1, unpadded cases as one batched
-  // product, bf16 operands.)
-  for (const char *force : {"im2col-f32", "im2col-bf16", "pointwise-bf16", ""})
+  // product, bf16 operands; im2col-amx: bf16 operands on the AMX tiles, the
+  // weights read in place, where the shape has whole tiles.)
+  for (const char *force : {"im2col-f32", "im2col-bf16", "pointwise-bf16", "im2col-amx", ""})
     for (const ConvCase &cc : cases)
       for (amprt_dtype in : {AMPRT_F32, AMPRT_F16, AMPRT_BF16})
         for (amprt_dtype out : {in, AMPRT_F32})
@@ -371,6 +380,7 @@ TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
             amprt_conv_params p = cc.params();
             const int64_t before = amprt::im2colConvCallsForTesting();
             AMPRT_OK_OR_FAIL(amprt_conv_ex(nullptr, x.p(), w.p(), b.p(), &p, flags, y.p()));
+            const int64_t forwardIm2col = amprt::im2colConvCallsForTesting() - before;
             std::vector<double> ref = refConv(x, w, &b, cc, oh, ow);
             int nans = 0;
             if (flags & AMPRT_CONV_RELU)
@@ -398,6 +408,11 @@ TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
                 (std::string(force) == "pointwise-bf16" && in == AMPRT_BF16 &&
                  amprt::bf16KernelsForTesting() && cc.kh == 1 && cc.stride == 1))
               EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 2);
+            // Forced, im2col-amx runs the forward where it is offered.
+            if (std::string(force) == "im2col-amx" && in == AMPRT_BF16 &&
+                amprt::bf16KernelsForTesting() && amprt::amxProductAvailable() && cc.m % 16 == 0 &&
+                kk % 32 == 0 && kk > 32)
+              EXPECT_EQ(forwardIm2col, 1);
           }
   // Strides and dilations of 0 count as 1 (as everywhere in amprt_conv),
   // in every pass by im2col (a late layer's shape: the weight gradient's
@@ -1000,8 +1015,12 @@ TEST(Amx, ProductAgainstDoubleReference) {
   struct Case {
     int64_t m, n, k;
   };
-  for (Case cs : {Case{1, 1, 1}, Case{16, 16, 32}, Case{17, 33, 45}, Case{40, 70, 100},
-                  Case{96, 300, 32}, Case{33, 18, 513}, Case{3, 2, 64}})
+  // (m a multiple of 16, k of 32 and above 32, a by rows: a's tiles read in
+  // place, one row of tiles or an odd count, sums past the prefetch
+  // distance.)
+  for (Case cs :
+       {Case{1, 1, 1}, Case{16, 16, 32}, Case{17, 33, 45}, Case{40, 70, 100}, Case{96, 300, 32},
+        Case{33, 18, 513}, Case{3, 2, 64}, Case{16, 16, 64}, Case{48, 20, 96}, Case{32, 40, 320}})
     for (int la : {0, 1, 2})     // a: rows, columns, neither stride 1
       for (int lb : {0, 1, 2}) { // b likewise
         const int64_t m = cs.m, n = cs.n, k = cs.k;

@@ -220,13 +220,28 @@ AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, i
   _tile_release();
 }
 
+/// Where the tiles of a are read: packed (ap, tile (it, q) at (it * kc + q)
+/// tiles, 64 bytes a row), or in place in a row-major a (rows of tile it
+/// from row 16 it, its 32 columns from 32 q, lda elements a row): a's
+/// weight-sized copy saved where a is a convolution's weights.
+struct ATiles {
+  const uint16_t *p;
+  int64_t rowBlock, chunk, strideBytes;
+  bool inPlace;
+  const uint16_t *at(int64_t it, int64_t q) const { return p + it * rowBlock + q * chunk; }
+};
+
 /// Tiles of c two by two (pairs [p0, p1) of the mp x np pairs; more than
 /// one k-chunk: each a and b tile loaded serves two products).
-AMPRT_AMX void computePairs(const uint16_t *ap, const uint16_t *bp, int64_t mt, int64_t nt,
-                            int64_t kc, int64_t np, int64_t m, int64_t n, float *c, int64_t ldc,
-                            int64_t p0, int64_t p1, const uint16_t *zeros) {
+AMPRT_AMX void computePairs(ATiles a, const uint16_t *bp, int64_t mt, int64_t nt, int64_t kc,
+                            int64_t np, int64_t m, int64_t n, float *c, int64_t ldc, int64_t p0,
+                            int64_t p1, const uint16_t *zeros) {
   TileConfig cfg;
   _tile_loadconfig(&cfg);
+  // In place, a's rows are read 64 bytes at a time from 32 rows at once:
+  // each row's next lines are asked for ahead (the hardware prefetchers
+  // follow fewer streams than that).
+  constexpr int64_t kAhead = 8;
   for (int64_t pr = p0; pr < p1; ++pr) {
     const int64_t i0 = 2 * (pr / np), j0 = 2 * (pr % np);
     const bool i1 = i0 + 1 < mt, j1 = j0 + 1 < nt;
@@ -235,8 +250,12 @@ AMPRT_AMX void computePairs(const uint16_t *ap, const uint16_t *bp, int64_t mt, 
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t q = 0; q < kc; ++q) {
-      _tile_loadd(4, ap + (i0 * kc + q) * kTile, 64);
-      _tile_loadd(5, i1 ? ap + ((i0 + 1) * kc + q) * kTile : zeros, 64);
+      if (a.inPlace && q + kAhead < kc)
+        for (int r = 0; r < (i1 ? 32 : 16); ++r)
+          _mm_prefetch(reinterpret_cast<const char *>(a.at(i0, q + kAhead)) + r * a.strideBytes,
+                       _MM_HINT_T0);
+      _tile_loadd(4, a.at(i0, q), a.strideBytes);
+      _tile_loadd(5, i1 ? a.at(i0 + 1, q) : zeros, i1 ? a.strideBytes : 64);
       _tile_loadd(6, bp + (j0 * kc + q) * kTile, 64);
       _tile_loadd(7, j1 ? bp + ((j0 + 1) * kc + q) * kTile : zeros, 64);
       _tile_dpbf16ps(0, 4, 6);
@@ -287,17 +306,22 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
     return;
   }
   const int64_t mt = (m + 15) / 16, nt = (n + 15) / 16, kc = (k + 31) / 32;
+  // A row-major a of whole tiles is read in place (no copy) where the sum
+  // is long: computePairs reads each of its tiles once per pair of b's
+  // column tiles.
+  const bool inPlace = a1 == 1 && m % 16 == 0 && k % 32 == 0 && kc > 1;
   thread_local std::vector<uint16_t> aBuf, bBuf;
-  uint16_t *ap = grown(aBuf, (size_t)(mt * kc * kTile));
+  uint16_t *ap = inPlace ? nullptr : grown(aBuf, (size_t)(mt * kc * kTile));
   uint16_t *bp = grown(bBuf, (size_t)(nt * kc * kTile));
   const View av{a, a0, a1}, bv{b, b0, b1};
+  const int64_t aTiles = inPlace ? 0 : mt * kc;
   // (ap, bp: the calling thread's buffers, written and read by the threads below.)
-  parallelFor(mt * kc + nt * kc, 8, 1, [&](int64_t t0, int64_t t1) {
+  parallelFor(aTiles + nt * kc, 8, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      if (t < mt * kc)
+      if (t < aTiles)
         packATile(av, m, k, t / kc, t % kc, ap + t * kTile);
       else
-        packBTile(bv, n, k, (t - mt * kc) / kc, (t - mt * kc) % kc, bp + (t - mt * kc) * kTile);
+        packBTile(bv, n, k, (t - aTiles) / kc, (t - aTiles) % kc, bp + (t - aTiles) * kTile);
     }
   });
   if (kc == 1) {
@@ -305,10 +329,12 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
                 [&](int64_t t0, int64_t t1) { computeRows(ap, bp, nt, m, n, c, ldc, t0, t1); });
     return;
   }
+  const ATiles at =
+      inPlace ? ATiles{a, 16 * a0, 32, a0 * 2, true} : ATiles{ap, kc * kTile, kTile, 64, false};
   static const uint16_t zeros[kTile] = {};
   const int64_t np = (nt + 1) / 2, pairs = ((mt + 1) / 2) * np;
   parallelFor(pairs, 1, 1, [&](int64_t p0, int64_t p1) {
-    computePairs(ap, bp, mt, nt, kc, np, m, n, c, ldc, p0, p1, zeros);
+    computePairs(at, bp, mt, nt, kc, np, m, n, c, ldc, p0, p1, zeros);
   });
 }
 

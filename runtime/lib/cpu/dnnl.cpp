@@ -782,9 +782,10 @@ std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group, con
 /// convForward's `widenChoice` beyond 0 / 1: a depthwise convolution by the
 /// direct kernel, or by oneDNN's (then bf16 or f32 as the choice decides);
 /// im2col + one product on bf16 or f32 operands (im2colForward); a
-/// pointwise convolution as one batched product (im2colForward, batched).
+/// pointwise convolution as one batched product (im2colForward, batched);
+/// im2col + amxProduct with the weights read in place (im2colForward, amx).
 constexpr int kDepthwiseDirect = 2, kOneDnn = -2, kIm2colBf16 = 3, kIm2colF32 = 4,
-              kPointwiseBf16 = 5;
+              kPointwiseBf16 = 5, kIm2colAmx = 6;
 
 /// The passes of a convolution, for depthwiseOneDnnSlow.
 enum class ConvPass { Forward, Data, Weights };
@@ -1127,7 +1128,7 @@ void finishRows(amprt_tensor *y, int64_t n, int64_t oc, int64_t ohw, const float
 /// reorder into a blocked layout costs more than the product).
 void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bias,
                    const amprt_conv_params *p, int32_t flags, amprt_tensor *y, bool low,
-                   bool batched = false) {
+                   bool batched = false, bool amx = false) {
   const int64_t n = y->shape[0], oc = y->shape[1], ohw = y->shape[2] * y->shape[3];
   const int64_t P = n * ohw, K = amprt_tensor_numel(w) / oc;
   const bool relu = flags & AMPRT_CONV_RELU;
@@ -1148,8 +1149,18 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   grown(yt, (size_t)(oc * P));
   float *ytp = yt.data(); // (thread_local: the threads below see their own)
-  noteIm2col("im2col+matmul");
-  gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
+  if (amx) {
+    // The weights' tiles read where they lie (amxProduct: whole tiles of a
+    // row-major a), the columns packed: for a late layer's small output
+    // and large weight, whose read bounds the product (resnet18's 512 x 512
+    // x 3 x 3 on 2 x 2 maps).
+    noteIm2col("im2col+amx");
+    amxProduct(oc, P, K, static_cast<const uint16_t *>(w->data), K, 1,
+               static_cast<const uint16_t *>(col), P, 1, ytp, P);
+  } else {
+    noteIm2col("im2col+matmul");
+    gemmAcc(GemmKey{oc, P, K, K, 1, P, 1, adt, adt}, wo.ptr, col, ytp);
+  }
   finishRows(y, n, oc, ohw, bias, relu,
              [&](int64_t r) { return ytp + (r % oc) * P + (r / oc) * ohw; });
 }
@@ -1344,6 +1355,10 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
     im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, true, true);
     return AMPRT_OK;
   }
+  if (widenChoice == kIm2colAmx && count) { // (offered for bf16 x and w only)
+    im2colForward(x, w, bias ? bf.data() : nullptr, p, flags, y, true, false, true);
+    return AMPRT_OK;
+  }
   // bf16 with few input channels per group (an image's first layer):
   // oneDNN's bf16 kernels run slower than its f32 ones there, and bf16
   // values widen to f32 exactly (the same products, f32 accumulation
@@ -1387,6 +1402,16 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
       if (bf16k && pointwise(x, w, y, p)) {
         names.push_back("pointwise-bf16");
         kernels.push_back(kPointwiseBf16);
+      }
+      // The same columns on the AMX tiles with the weights read in place
+      // (a long sum over whole tiles: OC a multiple of 16, C x KH x KW of
+      // 32, above 32).
+      if (bf16k && im2colFits(w, y, p, 2) && w->dtype == AMPRT_BF16 &&
+          amprt_tensor_is_contiguous(w) && amxProductAvailable() && w->shape[0] % 16 == 0 &&
+          (amprt_tensor_numel(w) / w->shape[0]) % 32 == 0 &&
+          amprt_tensor_numel(w) / w->shape[0] > 32) {
+        names.push_back("im2col-amx");
+        kernels.push_back(kIm2colAmx);
       }
     }
     if (names.size() > 1) {
