@@ -1066,3 +1066,51 @@ TEST(Amx, ProductAgainstDoubleReference) {
         EXPECT_EQ(bad, 0);
       }
 }
+
+// A result of 4 MiB or more in an aligned buffer with rows of whole lines
+// (a late layer's weight gradient) is written past the caches; the same
+// product into an unaligned buffer by the tile stores must give the same
+// bits, and both the double reference's values: one k-chunk (rows of
+// tiles) and several (pairs of tiles, a read in place), edges included.
+TEST(Amx, LargeResultsWrittenPastTheCachesAgree) {
+  if (!amprt::amxProductAvailable()) {
+    std::printf("amxProduct: not available here (no AMX-BF16, or turned off): not exercised\n");
+    EXPECT_FALSE(amprt::amxProductAvailable());
+    return;
+  }
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{512, 2048, 32},
+                         std::tuple<int64_t, int64_t, int64_t>{520, 2050, 64}}) {
+    SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k));
+    Buf a = randn(AMPRT_BF16, {m, k}), b = randn(AMPRT_BF16, {k, n});
+    const auto *ap = reinterpret_cast<const uint16_t *>(a.bytes.data());
+    const auto *bp = reinterpret_cast<const uint16_t *>(b.bytes.data());
+    const int64_t ldc = (n + 15) / 16 * 16; // rows of whole lines
+    const size_t count = (size_t)(m * ldc);
+    float *streamed = static_cast<float *>(std::aligned_alloc(64, (count * 4 + 63) / 64 * 64));
+    std::vector<float> plain(count + 1); // one float in: not 64-byte aligned
+    float *unaligned =
+        reinterpret_cast<uintptr_t>(plain.data()) % 64 ? plain.data() : plain.data() + 1;
+    std::fill(streamed, streamed + count, -7.0f);
+    std::fill(unaligned, unaligned + count, -7.0f);
+    amprt::amxProduct(m, n, k, ap, k, 1, bp, n, 1, streamed, ldc);
+    amprt::amxProduct(m, n, k, ap, k, 1, bp, n, 1, unaligned, ldc);
+    EXPECT_EQ(std::memcmp(streamed, unaligned, count * 4), 0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m; i += 7)
+      for (int64_t j = 0; j < n; j += 5) {
+        double ref = 0, mag = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          double t = a.get(i * k + kk) * b.get(kk * n + j);
+          ref += t;
+          mag += std::fabs(t);
+        }
+        bad +=
+            !(std::fabs(streamed[i * ldc + j] - ref) <= (double)k * std::ldexp(mag, -24) + 1e-30);
+      }
+    for (int64_t i = 0; i < m; ++i) // the gap past n kept
+      for (int64_t j = n; j < ldc; ++j)
+        bad += streamed[i * ldc + j] != -7.0f;
+    EXPECT_EQ(bad, 0);
+    std::free(streamed);
+  }
+}
