@@ -323,7 +323,7 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
   // A row-major a of whole tiles is read in place (no copy) where the sum
   // is long: computePairs reads each of its tiles once per pair of b's
   // column tiles.
-  const bool inPlace = a1 == 1 && m % 16 == 0 && k % 32 == 0 && kc > 1;
+  const bool inPlace = a1 == 1 && amxReadsAInPlace(m, k);
   thread_local std::vector<uint16_t> aBuf, bBuf;
   uint16_t *ap = inPlace ? nullptr : grown(aBuf, (size_t)(mt * kc * kTile));
   uint16_t *bp = grown(bBuf, (size_t)(nt * kc * kTile));

@@ -1404,12 +1404,10 @@ amprt_status convForward(amprt_context *ctx, const amprt_tensor *x, const amprt_
         kernels.push_back(kPointwiseBf16);
       }
       // The same columns on the AMX tiles with the weights read in place
-      // (a long sum over whole tiles: OC a multiple of 16, C x KH x KW of
-      // 32, above 32).
+      // (rows of OC, C x KH x KW columns: amxReadsAInPlace).
       if (bf16k && im2colFits(w, y, p, 2) && w->dtype == AMPRT_BF16 &&
-          amprt_tensor_is_contiguous(w) && amxProductAvailable() && w->shape[0] % 16 == 0 &&
-          (amprt_tensor_numel(w) / w->shape[0]) % 32 == 0 &&
-          amprt_tensor_numel(w) / w->shape[0] > 32) {
+          amprt_tensor_is_contiguous(w) && amxProductAvailable() &&
+          amxReadsAInPlace(w->shape[0], amprt_tensor_numel(w) / w->shape[0])) {
         names.push_back("im2col-amx");
         kernels.push_back(kIm2colAmx);
       }

@@ -161,6 +161,10 @@ bool amxProductAvailable();
 /// subnormals read as zero. Only where amxProductAvailable().
 void amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
                 const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc);
+/// Whether amxProduct reads a row-major a (a1 = 1) of m rows and k columns
+/// in place, tile by tile, instead of packing it: whole tiles (m a
+/// multiple of 16, k of 32) and a sum of more than one tile.
+inline bool amxReadsAInPlace(int64_t m, int64_t k) { return m % 16 == 0 && k % 32 == 0 && k > 32; }
 
 inline bool isFloat(amprt_dtype t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; }
 inline bool isValid(amprt_dtype t) { return (unsigned)t < (unsigned)AMPRT_DTYPE_COUNT; }
