@@ -780,5 +780,36 @@ check(r.returncode == 0 and [(q["loss_scale"], q["found_inf"]) for q in rows] ==
       f"AMPRT_CHECK_NUMERICS, an overflow in the exp's gradient, then one in the weight's: both "
       f"named: rc {r.returncode}, rows {rows}, stderr {r.stderr.strip()!r}")
 
+# --- The inf check at the producers: a CNN in bf16 and fp32 ------------------
+# A convolution's weight gradient that the step's check reads directly is
+# checked as the runtime writes it (check_dw), and the check takes that
+# answer. A NaN pixel in the first batch: the step is skipped, every
+# parameter kept; the finite second batch's step is applied.
+cnn = examples.cnn(batch=8, seed=int(rng.integers(1 << 30)))
+cx = rng.standard_normal((16, 3, 32, 32)).astype(np.float32)
+cx[3, 1, 7, 9] = np.nan
+cdata = save_data("cnn_nan", cx, rng.integers(0, 10, 16).astype(np.int64))
+for prec in ("bf16", "fp32"):
+    cprog = compile_(cnn, f"cnn_nan_{prec}", "--precision", prec, "--optimizer", "sgd", "--lr", "0.05")
+    got = {}
+    for steps in (1, 2):
+        r = subprocess.run([cprog, "--data", cdata, "--steps", str(steps), "--outputs",
+                            f"{TMP}/cnn_nan_{prec}_{steps}.npz", "--metrics", f"{cprog}.{steps}.jsonl"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"cnn nan {prec}: rc {r.returncode}: {r.stderr[-400:]}")
+        got[steps] = (np.load(f"{TMP}/cnn_nan_{prec}_{steps}.npz"),
+                      [json.loads(l) for l in open(f"{cprog}.{steps}.jsonl")])
+    one, rows = got[1]
+    two, rows2 = got[2]
+    cinit = inits_of(cnn)
+    params = [k for k in cinit if "running" not in k]
+    check([q["found_inf"] for q in rows2] == [1, 0], f"cnn nan {prec}: found_inf {rows2}")
+    check(all(np.array_equal(one[f"new:{k}"], cinit[k]) for k in params),
+          f"cnn nan {prec}: a parameter changed on the skipped step")
+    check(all(np.isfinite(two[f"new:{k}"]).all() and not np.array_equal(two[f"new:{k}"], cinit[k])
+              for k in params), f"cnn nan {prec}: the second step was not applied")
+    print(f"cnn {prec}: a NaN pixel's step skipped ({len(params)} parameters kept), the next applied",
+          flush=True)
+
 print(f"{passed} passed, {failed} failed" + (f" (AMP_TEST_SEED={SEED})" if failed else ""))
 sys.exit(1 if failed or passed == 0 else 0)

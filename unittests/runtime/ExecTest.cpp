@@ -364,3 +364,110 @@ TEST(DescriptorTable, CountsWindowsAndMissingWordsAreRefused) {
   EXPECT_EQ(back.dampening, std::numeric_limits<double>::denorm_min());
   EXPECT_EQ(back.wd, std::numeric_limits<double>::infinity());
 }
+
+namespace {
+/// amprt_exec of one op: the descriptor from its attributes and tensors.
+template <typename Attrs>
+int32_t execOp(amprt_context *ctx, const Attrs &a, std::vector<amprt_tensor *> ts) {
+  std::vector<int64_t> words;
+  if (!attrs::encode(a, words))
+    return -1;
+  std::vector<int64_t> d = {AMPRT_EXEC_VERSION, Attrs::opcode, (int64_t)ts.size(),
+                            (int64_t)words.size()};
+  std::vector<void *> bufs;
+  for (amprt_tensor *t : ts) {
+    pushTensor(d, *t);
+    bufs.push_back(t->data);
+  }
+  d.insert(d.end(), words.begin(), words.end());
+  return amprt_exec(ctx, d.data(), bufs.data());
+}
+} // namespace
+
+// A conv_grad whose dw feeds the step's inf check directly (check_dw, set
+// by the compiler) checks dw as it writes it; the check then takes that
+// answer instead of reading dw again. On a late layer's shape (bf16, the
+// product on the AMX tiles where there are any) and an early one's (f32,
+// oneDNN's kernels): the same dw as without the flag; the check says 0 for
+// finite operands, 1 for an inf in dy and for products that overflow from
+// finite operands. The note is the producer's answer (a NaN written into
+// dw behind the program's back afterwards is not seen: nothing may write
+// there between the two ops), taken once, and dropped when an op fails.
+TEST(Exec, WeightGradientsCheckedByTheirProducer) {
+  amprt_context *ctx = nullptr;
+  AMPRT_OK_OR_FAIL(amprt_context_create("cpu", &ctx));
+  struct Case {
+    amprt_dtype t;
+    int64_t n, c, oc, h;
+  };
+  for (Case cs : {Case{AMPRT_BF16, 8, 64, 64, 2}, Case{AMPRT_F32, 2, 8, 16, 8}}) {
+    SCOPED_TRACE(std::string(amprt_dtype_name(cs.t)) + " c " + std::to_string(cs.c));
+    Buf x = randn(cs.t, {cs.n, cs.c, cs.h, cs.h}), w = randn(cs.t, {cs.oc, cs.c, 3, 3}),
+        dy = randn(cs.t, {cs.n, cs.oc, cs.h, cs.h}), dx(cs.t, {cs.n, cs.c, cs.h, cs.h}),
+        dw(AMPRT_F32, {cs.oc, cs.c, 3, 3}), db(AMPRT_F32, {cs.oc}),
+        ref(AMPRT_F32, {cs.oc, cs.c, 3, 3}), scale(AMPRT_F32, {}), flag(AMPRT_I1, {});
+    scale.set(0, 1.0);
+    attrs::conv_grad g;
+    g.spatial = 2;
+    g.group = 1;
+    for (int k = 0; k < 2; ++k) {
+      g.stride[k] = g.dilation[k] = 1;
+      g.pad_begin[k] = g.pad_end[k] = 1;
+    }
+    g.want_dw = 1;
+    attrs::conv_grad checked = g;
+    checked.check_dw = 1;
+    attrs::unscale_and_check u;
+    u.n = 1;
+    auto grad = [&](const attrs::conv_grad &a) {
+      return execOp(ctx, a, {x.p(), w.p(), dy.p(), dx.p(), dw.p(), db.p()});
+    };
+    auto check = [&]() -> int {
+      flag.set(0, 0.0);
+      if (execOp(ctx, u, {dw.p(), scale.p(), dw.p(), flag.p()}) != AMPRT_OK)
+        return -1;
+      return flag.bytes[0];
+    };
+    amprt_conv_params p{};
+    p.spatial = 2;
+    p.group = 1;
+    for (int k = 0; k < 2; ++k) {
+      p.strides[k] = p.dilations[k] = 1;
+      p.pads_begin[k] = p.pads_end[k] = 1;
+    }
+    // Finite: 0, and the same dw as the plain call.
+    ASSERT_EQ(grad(checked), AMPRT_OK) << amprt_last_error();
+    AMPRT_OK_OR_FAIL(amprt_conv_backward(ctx, x.p(), w.p(), dy.p(), &p, nullptr, ref.p(), nullptr));
+    EXPECT_EQ(dw.bytes, ref.bytes);
+    EXPECT_EQ(check(), 0);
+    // An inf in dy reaches dw's row for its channel.
+    Buf finiteDy = dy;
+    dy.set(cs.h * cs.h + 1, INFINITY); // image 0, channel 1
+    ASSERT_EQ(grad(checked), AMPRT_OK) << amprt_last_error();
+    EXPECT_EQ(check(), 1);
+    // Finite operands whose products overflow f32.
+    dy = finiteDy;
+    Buf big = x;
+    for (int64_t i = 0; i < big.numel(); ++i)
+      big.set(i, 3.0e38);
+    std::swap(big, x);
+    ASSERT_EQ(grad(checked), AMPRT_OK) << amprt_last_error();
+    EXPECT_EQ(check(), 1);
+    std::swap(big, x);
+    // The producer's answer is what the check takes, once.
+    ASSERT_EQ(grad(checked), AMPRT_OK) << amprt_last_error();
+    dw.set(5, NAN); // behind the program's back
+    EXPECT_EQ(check(), 0);
+    EXPECT_EQ(check(), 1);                              // the note was taken: read now
+    ASSERT_EQ(grad(g), AMPRT_OK) << amprt_last_error(); // no check_dw: no note
+    dw.set(5, NAN);
+    EXPECT_EQ(check(), 1);
+    // A failed op between drops the notes (a step cut short).
+    ASSERT_EQ(grad(checked), AMPRT_OK) << amprt_last_error();
+    std::vector<int64_t> bad = {AMPRT_EXEC_VERSION, 999, 0, 0};
+    EXPECT_EQ(amprt_exec(ctx, bad.data(), nullptr), AMPRT_ERR_UNSUPPORTED);
+    dw.set(5, NAN);
+    EXPECT_EQ(check(), 1);
+  }
+  amprt_context_destroy(ctx);
+}

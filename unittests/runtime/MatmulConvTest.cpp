@@ -1114,3 +1114,61 @@ TEST(Amx, LargeResultsWrittenPastTheCachesAgree) {
     std::free(streamed);
   }
 }
+
+// amxProduct's inf check of each tile as it is stored (a weight gradient
+// checked while in L1): the same bits as without it, and the same answer
+// as a read of the finished result, on one k-chunk (rows of tiles) and
+// several (pairs, a read in place), edge tiles, a result streamed past the
+// caches: finite operands (false), an inf or a NaN in one place of a or
+// b, finite operands whose products overflow f32, a non-finite value at
+// the last row and column only (an edge tile's part inside m x n).
+TEST(Amx, InfCheckAsStoredAgreesWithAReadOfTheResult) {
+  if (!amprt::amxProductAvailable()) {
+    std::printf("amxProduct: not available here (no AMX-BF16, or turned off): not exercised\n");
+    EXPECT_FALSE(amprt::amxProductAvailable());
+    return;
+  }
+  std::mt19937 rng(std::random_device{}());
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 32},
+                         std::tuple<int64_t, int64_t, int64_t>{17, 33, 20},
+                         std::tuple<int64_t, int64_t, int64_t>{48, 70, 96},
+                         std::tuple<int64_t, int64_t, int64_t>{33, 18, 100},
+                         std::tuple<int64_t, int64_t, int64_t>{512, 2048, 32}})
+    for (int what = 0; what < 6; ++what) {
+      SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k) + " case " + std::to_string(what));
+      Buf a = randn(AMPRT_BF16, {m, k}), b = randn(AMPRT_BF16, {k, n});
+      const int64_t i = (int64_t)(rng() % m), j = (int64_t)(rng() % n), kk = (int64_t)(rng() % k);
+      if (what == 1)
+        a.set(i * k + kk, INFINITY);
+      if (what == 2)
+        b.set(kk * n + j, NAN);
+      if (what == 3) // a row of a and a column of b near bf16's largest
+        for (int64_t q = 0; q < k; ++q) {
+          a.set(i * k + q, 3.0e38);
+          b.set(q * n + j, 3.0e38);
+        }
+      if (what == 4) // the last row only
+        a.set((m - 1) * k + kk, -INFINITY);
+      if (what == 5) // the last column only
+        b.set(kk * n + n - 1, NAN);
+      const int64_t ldc = (n + 15) / 16 * 16;
+      const size_t count = (size_t)(m * ldc);
+      float *c = static_cast<float *>(std::aligned_alloc(64, (count * 4 + 63) / 64 * 64));
+      std::vector<float> plain(count, -7.0f);
+      std::fill(c, c + count, -7.0f);
+      const auto *ap = reinterpret_cast<const uint16_t *>(a.bytes.data());
+      const auto *bp = reinterpret_cast<const uint16_t *>(b.bytes.data());
+      bool nonFinite = what == 0; // overwritten
+      amprt::amxProduct(m, n, k, ap, k, 1, bp, n, 1, c, ldc, &nonFinite);
+      amprt::amxProduct(m, n, k, ap, k, 1, bp, n, 1, plain.data(), ldc);
+      EXPECT_EQ(std::memcmp(c, plain.data(), count * 4), 0);
+      bool read = false;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t q = 0; q < n; ++q)
+          read |= !std::isfinite(c[r * ldc + q]);
+      EXPECT_EQ(nonFinite, read);
+      EXPECT_EQ(read, what != 0);
+      std::free(c);
+    }
+}

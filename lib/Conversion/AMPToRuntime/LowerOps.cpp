@@ -720,6 +720,13 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         a.want_dx = op->getResult(0).use_empty() ? 0 : 1;
         a.want_dw = op->getResult(1).use_empty() ? 0 : 1;
         a.want_db = op->getResult(2).use_empty() ? 0 : 1;
+        // An f32 dw that the step's inf check reads as it is: checked as
+        // it is written, while it is in the caches (the runtime's
+        // check_dw), and not read again by the check.
+        Value dw = o.getDw();
+        if (cast<RankedTensorType>(dw.getType()).getElementType().isF32() &&
+            llvm::any_of(dw.getUsers(), [](Operation *u) { return isa<UnscaleAndCheckOp>(u); }))
+          a.check_dw = 1;
         return emitAs(op, a, d);
       })
       .Case([&](ConvTransposeOp o) -> LogicalResult {

@@ -70,9 +70,60 @@ AMPRT_CLONES uint32_t unscaleRange(const float *src, float *dst, float inv, int6
 }
 } // namespace
 
-extern "C" amprt_status amprt_unscale_and_check(amprt_context *, const amprt_tensor *grads,
+bool amprt::anyNonFiniteF32(const float *p, int64_t n) {
+  std::atomic<uint32_t> any{0};
+  parallelFor(n, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
+    if (checkRange(p, b0, e0))
+      any.store(1, std::memory_order_relaxed);
+  });
+  return any.load() != 0;
+}
+
+void amprt::notePrechecked(amprt_context *ctx, const amprt_tensor *t, bool nonFinite) {
+  if (!ctx || t->dtype != AMPRT_F32)
+    return;
+  std::lock_guard<std::mutex> lock(ctx->precheckedMu);
+  for (auto &e : ctx->prechecked)
+    if (e.data == t->data) { // the same tensor again (a step cut short)
+      e = {t->data, amprt_tensor_numel(t), nonFinite};
+      return;
+    }
+  ctx->prechecked.push_back({t->data, amprt_tensor_numel(t), nonFinite});
+}
+
+bool amprt::takePrechecked(amprt_context *ctx, const amprt_tensor *t, bool *nonFinite) {
+  if (!ctx)
+    return false;
+  std::lock_guard<std::mutex> lock(ctx->precheckedMu);
+  for (size_t i = 0; i < ctx->prechecked.size(); ++i) {
+    auto e = ctx->prechecked[i];
+    if (e.data != t->data)
+      continue;
+    ctx->prechecked.erase(ctx->prechecked.begin() + (ptrdiff_t)i);
+    if (e.numel != amprt_tensor_numel(t) || t->dtype != AMPRT_F32)
+      return false;
+    *nonFinite = e.nonFinite;
+    return true;
+  }
+  return false;
+}
+
+void amprt::forgetPrechecked(amprt_context *ctx) {
+  if (!ctx)
+    return;
+  std::lock_guard<std::mutex> lock(ctx->precheckedMu);
+  ctx->prechecked.clear();
+}
+
+extern "C" amprt_status amprt_unscale_and_check(amprt_context *ctx, const amprt_tensor *grads,
                                                 amprt_tensor *outs, int32_t n, const float *scale,
                                                 float *found_inf) {
+  return unscaleAndCheck(ctx, grads, outs, n, scale, found_inf, false);
+}
+
+amprt_status amprt::unscaleAndCheck(amprt_context *ctx, const amprt_tensor *grads,
+                                    amprt_tensor *outs, int32_t n, const float *scale,
+                                    float *found_inf, bool usePrechecked) {
   if (n < 0 || (n > 0 && (!grads || !outs)) || !scale || !found_inf)
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_unscale_and_check: null argument");
   // PyTorch: scale.double().reciprocal().float().
@@ -93,6 +144,13 @@ extern "C" amprt_status amprt_unscale_and_check(amprt_context *, const amprt_ten
     float *dst = static_cast<float *>(o->data);
     std::atomic<uint32_t> any{0};
     // Pieces on the threads; the check is an OR, the same whatever the split.
+    bool pre = false;
+    if (usePrechecked && takePrechecked(ctx, g, &pre) && g->dtype == AMPRT_F32 && dst == g->data &&
+        inv == 1.0f) {
+      // Checked by its producer as it was written (see notePrechecked).
+      bad |= pre;
+      continue;
+    }
     if (g->dtype == AMPRT_F32 && dst == g->data && inv == 1.0f) {
       // In place with scale 1 (loss scaling "none": the inf check alone).
       const float *src = static_cast<const float *>(g->data);

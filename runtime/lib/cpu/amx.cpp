@@ -19,6 +19,7 @@
 #include "internal.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -186,10 +187,24 @@ AMPRT_AMX inline void storeRegister(int r, float *p, int64_t stride) {
   }
 }
 
+/// Rows [0, rows) of a 16-column block of f32 at p (row stride ld
+/// elements), columns `cols` only: whether any is an inf or NaN (the
+/// exponent's bits all ones), as the inf check reads them.
+AMPRT_AMX inline uint32_t nonFiniteBlock(const float *p, int64_t ld, int64_t rows, __mmask16 cols) {
+  const __m512i e = _mm512_set1_epi32(0x7f800000);
+  __mmask16 any = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    __m512i v = _mm512_maskz_loadu_epi32(cols, p + i * ld);
+    any |= _mm512_mask_cmpeq_epi32_mask(cols, _mm512_and_si512(v, e), e);
+  }
+  return any != 0;
+}
+
 /// The 16 x 16 tile of c at (it, jt) from tile register r: stored in place
-/// when whole, else through a buffer, its part inside m x n.
-AMPRT_AMX inline void storeTile(int r, float *c, int64_t ldc, int64_t m, int64_t n, int64_t it,
-                                int64_t jt, bool stream) {
+/// when whole, else through a buffer, its part inside m x n. With check,
+/// returns whether that part holds an inf or NaN (read while it is in L1).
+AMPRT_AMX inline uint32_t storeTile(int r, float *c, int64_t ldc, int64_t m, int64_t n, int64_t it,
+                                    int64_t jt, bool stream, bool check) {
   const int64_t i0 = it * 16, j0 = jt * 16;
   if (stream && i0 + 16 <= m && j0 + 16 <= n) {
     // Past the caches (amxProduct decides): through a buffer in L1, each
@@ -199,23 +214,26 @@ AMPRT_AMX inline void storeTile(int r, float *c, int64_t ldc, int64_t m, int64_t
     storeRegister(r, t, 64);
     for (int i = 0; i < 16; ++i)
       _mm512_stream_ps(c + (i0 + i) * ldc + j0, _mm512_load_ps(t + i * 16));
-    return;
+    return check ? nonFiniteBlock(t, 16, 16, 0xFFFF) : 0;
   }
   if (i0 + 16 <= m && j0 + 16 <= n) {
     storeRegister(r, c + i0 * ldc + j0, ldc * 4);
-    return;
+    return check ? nonFiniteBlock(c + i0 * ldc + j0, ldc, 16, 0xFFFF) : 0;
   }
   alignas(64) float tmp[256];
   storeRegister(r, tmp, 64);
-  for (int64_t i = 0; i < 16 && i0 + i < m; ++i)
-    std::memcpy(c + (i0 + i) * ldc + j0, tmp + i * 16,
-                (size_t)std::min<int64_t>(16, n - j0) * sizeof(float));
+  const int64_t rows = std::min<int64_t>(16, m - i0), cols = std::min<int64_t>(16, n - j0);
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(c + (i0 + i) * ldc + j0, tmp + i * 16, (size_t)cols * sizeof(float));
+  return check ? nonFiniteBlock(tmp, 16, rows, (__mmask16)((1u << cols) - 1)) : 0;
 }
 
 /// Tiles of c for rows of tiles [t0, t1) (one k-chunk: a's tile kept over
 /// the row, each tile of c summed once and stored).
-AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, int64_t m, int64_t n,
-                           float *c, int64_t ldc, int64_t t0, int64_t t1, bool stream) {
+AMPRT_AMX uint32_t computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, int64_t m,
+                               int64_t n, float *c, int64_t ldc, int64_t t0, int64_t t1,
+                               bool stream, bool check) {
+  uint32_t bad = 0;
   TileConfig cfg;
   _tile_loadconfig(&cfg);
   for (int64_t it = t0; it < t1; ++it) {
@@ -224,12 +242,13 @@ AMPRT_AMX void computeRows(const uint16_t *ap, const uint16_t *bp, int64_t nt, i
       _tile_zero(0);
       _tile_loadd(6, bp + jt * kTile, 64);
       _tile_dpbf16ps(0, 4, 6);
-      storeTile(0, c, ldc, m, n, it, jt, stream);
+      bad |= storeTile(0, c, ldc, m, n, it, jt, stream, check);
     }
   }
   _tile_release();
   if (stream)
     _mm_sfence(); // the streamed stores before the join that publishes them
+  return bad;
 }
 
 /// Where the tiles of a are read: packed (ap, tile (it, q) at (it * kc + q)
@@ -245,9 +264,10 @@ struct ATiles {
 
 /// Tiles of c two by two (pairs [p0, p1) of the mp x np pairs; more than
 /// one k-chunk: each a and b tile loaded serves two products).
-AMPRT_AMX void computePairs(ATiles a, const uint16_t *bp, int64_t mt, int64_t nt, int64_t kc,
-                            int64_t np, int64_t m, int64_t n, float *c, int64_t ldc, int64_t p0,
-                            int64_t p1, const uint16_t *zeros, bool stream) {
+AMPRT_AMX uint32_t computePairs(ATiles a, const uint16_t *bp, int64_t mt, int64_t nt, int64_t kc,
+                                int64_t np, int64_t m, int64_t n, float *c, int64_t ldc, int64_t p0,
+                                int64_t p1, const uint16_t *zeros, bool stream, bool check) {
+  uint32_t bad = 0;
   TileConfig cfg;
   _tile_loadconfig(&cfg);
   // In place, a's rows are read 64 bytes at a time from 32 rows at once:
@@ -275,17 +295,18 @@ AMPRT_AMX void computePairs(ATiles a, const uint16_t *bp, int64_t mt, int64_t nt
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
-    storeTile(0, c, ldc, m, n, i0, j0, stream);
+    bad |= storeTile(0, c, ldc, m, n, i0, j0, stream, check);
     if (j1)
-      storeTile(1, c, ldc, m, n, i0, j0 + 1, stream);
+      bad |= storeTile(1, c, ldc, m, n, i0, j0 + 1, stream, check);
     if (i1)
-      storeTile(2, c, ldc, m, n, i0 + 1, j0, stream);
+      bad |= storeTile(2, c, ldc, m, n, i0 + 1, j0, stream, check);
     if (i1 && j1)
-      storeTile(3, c, ldc, m, n, i0 + 1, j0 + 1, stream);
+      bad |= storeTile(3, c, ldc, m, n, i0 + 1, j0 + 1, stream, check);
   }
   _tile_release();
   if (stream)
     _mm_sfence(); // the streamed stores before the join that publishes them
+  return bad;
 }
 
 } // namespace
@@ -311,7 +332,10 @@ bool amprt::amxProductAvailable() {
 }
 
 void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
-                       const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc) {
+                       const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc,
+                       bool *nonFinite) {
+  if (nonFinite)
+    *nonFinite = false;
   if (m <= 0 || n <= 0)
     return;
   if (k <= 0) {
@@ -347,10 +371,17 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
   // -> 0.50-0.53).
   const bool stream = m * n * (int64_t)sizeof(float) >= (int64_t(4) << 20) &&
                       reinterpret_cast<uintptr_t>(c) % 64 == 0 && ldc % 16 == 0;
+  // The inf check of each tile as it is stored (nonFinite): an OR, the
+  // same whatever the split.
+  const bool check = nonFinite != nullptr;
+  std::atomic<uint32_t> bad{0};
   if (kc == 1) {
     parallelFor(mt, 1, 1, [&](int64_t t0, int64_t t1) {
-      computeRows(ap, bp, nt, m, n, c, ldc, t0, t1, stream);
+      if (computeRows(ap, bp, nt, m, n, c, ldc, t0, t1, stream, check))
+        bad.store(1, std::memory_order_relaxed);
     });
+    if (check)
+      *nonFinite = bad.load() != 0;
     return;
   }
   const ATiles at =
@@ -358,8 +389,11 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
   static const uint16_t zeros[kTile] = {};
   const int64_t np = (nt + 1) / 2, pairs = ((mt + 1) / 2) * np;
   parallelFor(pairs, 1, 1, [&](int64_t p0, int64_t p1) {
-    computePairs(at, bp, mt, nt, kc, np, m, n, c, ldc, p0, p1, zeros, stream);
+    if (computePairs(at, bp, mt, nt, kc, np, m, n, c, ldc, p0, p1, zeros, stream, check))
+      bad.store(1, std::memory_order_relaxed);
   });
+  if (check)
+    *nonFinite = bad.load() != 0;
 }
 
 #else // no AMX code for this target
@@ -367,6 +401,6 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
 bool amprt::amxProductAvailable() { return false; }
 
 void amprt::amxProduct(int64_t, int64_t, int64_t, const uint16_t *, int64_t, int64_t,
-                       const uint16_t *, int64_t, int64_t, float *, int64_t) {}
+                       const uint16_t *, int64_t, int64_t, float *, int64_t, bool *) {}
 
 #endif

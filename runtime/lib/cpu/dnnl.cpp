@@ -1604,10 +1604,12 @@ bool weightGradByIm2col(const amprt_tensor *dy, const amprt_conv_params *p) {
 /// KH x KW, a tap outside x is 0), one product dyT @ colT^T (oneDNN's
 /// matmul, f32 accumulation) in bf16 (`low`: x bf16) or f32 (x widened:
 /// exact), of dy's elements of `es` bytes (bf16 or f32), into `out` (f32,
-/// or bf16 with bf16Out: rounded once by the primitive).
-void im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const amprt_tensor *ws,
-                      const amprt_tensor *dys, const amprt_conv_params *p, void *out,
-                      bool bf16Out) {
+/// or bf16 with bf16Out: rounded once by the primitive). With nonFinite
+/// (an f32 out): true where the product checked out for inf / NaN as it
+/// stored it (amxProduct), *nonFinite the answer.
+bool im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const amprt_tensor *ws,
+                      const amprt_tensor *dys, const amprt_conv_params *p, void *out, bool bf16Out,
+                      bool *nonFinite) {
   const int64_t n = dys->shape[0], oc = dys->shape[1], ohw = dys->shape[2] * dys->shape[3];
   const int64_t P = n * ohw, K = amprt_tensor_numel(ws) / oc;
   const bool low = es == 2;
@@ -1628,14 +1630,15 @@ void im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
   if (low && !bf16Out && P <= kAmxMaxSum && amxProductAvailable()) {
     noteIm2col("im2col+amx");
     amxProduct(oc, K, P, reinterpret_cast<const uint16_t *>(dyt), P, 1,
-               static_cast<const uint16_t *>(col), 1, P, static_cast<float *>(out), K);
-    return;
+               static_cast<const uint16_t *>(col), 1, P, static_cast<float *>(out), K, nonFinite);
+    return nonFinite != nullptr;
   }
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
   GemmKey key{oc, K, P, P, 1, 1, P, adt, adt};
   key.bf16Out = bf16Out;
   noteIm2col("im2col+matmul");
   gemmAcc(key, dyt, col, out);
+  return false;
 }
 
 } // namespace
@@ -1660,6 +1663,9 @@ struct BackwardKernels {
   bool dataDepthwiseDirect = false; // depthwise.cpp's kernel for dx
   DataIm2col dataIm2col = DataOneDnn;
   WeightsKernel weights = WeightsF32;
+  // Where set (an f32 dw): dw checked for inf / NaN as it is stored, where
+  // the kernel can (*dwChecked), the answer in *dwNonFinite.
+  bool *dwChecked = nullptr, *dwNonFinite = nullptr;
 };
 
 /// amprt_conv_backward on operands it has checked (cd: their dimensions).
@@ -1868,7 +1874,11 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
         dyf = static_cast<float *>(dyp);
       const bool bf16Out = low && dw->dtype == AMPRT_BF16;
       std::vector<float> gw(dw->dtype == AMPRT_F32 || bf16Out ? 0 : amprt_tensor_numel(w));
-      im2colWeightGrad(x, dyp, low ? 2 : 4, w, dy, p, gw.empty() ? dw->data : gw.data(), bf16Out);
+      bool checked =
+          im2colWeightGrad(x, dyp, low ? 2 : 4, w, dy, p, gw.empty() ? dw->data : gw.data(),
+                           bf16Out, dw->dtype == AMPRT_F32 ? kern.dwNonFinite : nullptr);
+      if (kern.dwChecked)
+        *kern.dwChecked = checked;
       if (!gw.empty())
         convertPar(gw.data(), AMPRT_F32, dw->data, dw->dtype, gw.size());
     } else if (dw) {
@@ -1925,6 +1935,13 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
                                             const amprt_tensor *w, const amprt_tensor *dy,
                                             const amprt_conv_params *p, amprt_tensor *dx,
                                             amprt_tensor *dw, amprt_tensor *db) {
+  return convBackwardChecked(ctx, x, w, dy, p, dx, dw, db, false);
+}
+
+amprt_status amprt::convBackwardChecked(amprt_context *ctx, const amprt_tensor *x,
+                                        const amprt_tensor *w, const amprt_tensor *dy,
+                                        const amprt_conv_params *p, amprt_tensor *dx,
+                                        amprt_tensor *dw, amprt_tensor *db, bool checkDw) {
   const char *k = "amprt_conv_backward";
   AMPRT_CHECK(checkFloatContig(x, "amprt_conv_backward: x"));
   AMPRT_CHECK(checkFloatContig(w, "amprt_conv_backward: w"));
@@ -1961,8 +1978,27 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
     if (dw && depthwiseOneDnnSlow(cd, ConvPass::Weights))
       kern.weights = WeightsDepthwiseDirect;
   }
+  // The final call (after any timing): with checkDw, an f32 dw's inf
+  // check as it is written (amxProduct's tiles), else right after, while
+  // it is in the caches; the answer noted for the step's unscale_and_check.
+  auto run = [&]() -> amprt_status {
+    checkDw = checkDw && dw && dw->dtype == AMPRT_F32;
+    bool checked = false, bad = false;
+    BackwardKernels f = kern;
+    if (checkDw) {
+      f.dwChecked = &checked;
+      f.dwNonFinite = &bad;
+    }
+    AMPRT_CHECK(convBackward(x, w, dy, p, cd, dx, dw, db, f));
+    if (checkDw) {
+      if (!checked)
+        bad = anyNonFiniteF32(static_cast<const float *>(dw->data), amprt_tensor_numel(dw));
+      notePrechecked(ctx, dw, bad);
+    }
+    return AMPRT_OK;
+  };
   if (!tuningOn(ctx) || !amprt_tensor_numel(dy) || !amprt_tensor_numel(x) || !amprt_tensor_numel(w))
-    return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
+    return run();
   const char *types = allBf16 ? "bf16" : x->dtype == AMPRT_F32 ? "f32" : "mixed";
   if (dwDirectOk) {
     // The per-shape choice, each side timed alone.
@@ -1994,7 +2030,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
       AMPRT_CHECK(side(true, dx, kern.dataDepthwiseDirect));
     if (dw)
       AMPRT_CHECK(side(false, dw, kern.weights == WeightsDepthwiseDirect));
-    return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
+    return run();
   }
   // The per-shape choice: each side timed alone on the real operands. The
   // data side: oneDNN's bf16 or f32 kernels, or one product + col2im in
@@ -2075,7 +2111,7 @@ extern "C" amprt_status amprt_conv_backward(amprt_context *ctx, const amprt_tens
       kern.weights = cands[choice];
     }
   }
-  return convBackward(x, w, dy, p, cd, dx, dw, db, kern);
+  return run();
 }
 
 int64_t amprt::im2colConvCallsForTesting() { return im2colCalls.load(); }

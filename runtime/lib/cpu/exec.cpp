@@ -298,8 +298,10 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
     AMPRT_CHECK(multiTensorCount(d, n));
     const amprt_tensor &scale = t[n], &flag = t[2 * n + 1];
     float found = 0.0f;
-    AMPRT_CHECK(amprt_unscale_and_check(ctx, t.data(), t.data() + n + 1, (int32_t)n,
-                                        static_cast<const float *>(scale.data), &found));
+    amprt_status r = unscaleAndCheck(ctx, t.data(), t.data() + n + 1, (int32_t)n,
+                                     static_cast<const float *>(scale.data), &found, true);
+    forgetPrechecked(ctx); // (the notes are this step's)
+    AMPRT_CHECK(r);
     *static_cast<uint8_t *>(flag.data) = found != 0.0f;
     return AMPRT_OK;
   }
@@ -398,10 +400,11 @@ static int32_t execOne(amprt_context *ctx, const int64_t *desc, void **bufs) {
   }
   case AMPRT_OP_CONV_GRAD: {
     amprt_conv_params p{};
-    bool want[3];
-    AMPRT_CHECK(convGradParams(d, p, want));
-    return amprt_conv_backward(ctx, &t[0], &t[1], &t[2], &p, want[0] ? &t[3] : nullptr,
-                               want[1] ? &t[4] : nullptr, want[2] ? &t[5] : nullptr);
+    bool want[3], checkDw = false;
+    AMPRT_CHECK(convGradParams(d, p, want, &checkDw));
+    return convBackwardChecked(ctx, &t[0], &t[1], &t[2], &p, want[0] ? &t[3] : nullptr,
+                               want[1] ? &t[4] : nullptr, want[2] ? &t[5] : nullptr,
+                               checkDw && want[1]);
   }
   case AMPRT_OP_MAX_POOL:
   case AMPRT_OP_AVERAGE_POOL: {
@@ -670,5 +673,8 @@ int32_t execHere(amprt_context *ctx, const int64_t *desc, void **bufs) {
 } // namespace
 
 extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
-  return named(desc, execHere(ctx, desc, bufs));
+  int32_t r = execHere(ctx, desc, bufs);
+  if (r != AMPRT_OK) // a step cut short: its producers' inf checks are not the next one's
+    forgetPrechecked(ctx);
+  return named(desc, r);
 }

@@ -283,13 +283,16 @@ template <typename ConvFields> amprt_conv_params convParams(const ConvFields &a)
 }
 
 /// conv_grad: the convolution, and which of dx, dw, db are wanted.
-inline amprt_status convGradParams(const Decoded &d, amprt_conv_params &p, bool want[3]) {
+inline amprt_status convGradParams(const Decoded &d, amprt_conv_params &p, bool want[3],
+                                   bool *checkDw = nullptr) {
   attrs::conv_grad a;
   AMPRT_CHECK(read(d, a));
   p = convParams(a);
   want[0] = a.want_dx != 0;
   want[1] = a.want_dw != 0;
   want[2] = a.want_db != 0;
+  if (checkDw)
+    *checkDw = a.check_dw.value_or(0) != 0;
   return AMPRT_OK;
 }
 

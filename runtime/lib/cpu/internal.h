@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,15 @@ struct amprt_context {
   bool capturing = false;                // between amprt_graph_begin and _end
   amprt_comm *comm = nullptr;            // data parallel (not owned)
   int32_t commDtype = AMPRT_F32;         // what the gradients travel in
+  // Gradients checked for inf / NaN by the op that wrote them (see
+  // amprt::notePrechecked), until the step's unscale_and_check reads them.
+  struct Prechecked {
+    const void *data;
+    int64_t numel;
+    bool nonFinite;
+  };
+  std::mutex precheckedMu;
+  std::vector<Prechecked> prechecked;
 };
 
 namespace amprt {
@@ -158,13 +168,44 @@ bool amxProductAvailable();
 /// b[kk * b0 + j * b1] (one of a0 / a1 and one of b0 / b1 should be 1: the
 /// others are packed element by element). TDPBF16PS's arithmetic, as
 /// oneDNN's AMX kernels: exact products, f32 sums in the order of k, bf16
-/// subnormals read as zero. Only where amxProductAvailable().
+/// subnormals read as zero. Only where amxProductAvailable(). With
+/// nonFinite, also whether c holds an inf or NaN, each tile read as it is
+/// stored (the inf check of a weight gradient, in L1).
 void amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
-                const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc);
+                const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc,
+                bool *nonFinite = nullptr);
 /// Whether amxProduct reads a row-major a (a1 = 1) of m rows and k columns
 /// in place, tile by tile, instead of packing it: whole tiles (m a
 /// multiple of 16, k of 32) and a sum of more than one tile.
 inline bool amxReadsAInPlace(int64_t m, int64_t k) { return m % 16 == 0 && k % 32 == 0 && k > 32; }
+
+/// Whether n f32 at p hold an inf or NaN (the exponent's bits all ones),
+/// on the threads (amp.cpp).
+bool anyNonFiniteF32(const float *p, int64_t n);
+/// The inf check moved to a gradient's producer (amp.cpp). A conv_grad
+/// whose weight gradient the step's unscale_and_check reads directly (the
+/// compiler's check_dw) checks it as it writes it, while it is in the
+/// caches, and notes the answer here; that unscale_and_check (through
+/// amprt_exec, where it only tests: f32, in place, scale 1) takes the note
+/// instead of reading the gradient again. A note names the tensor's data
+/// and size; the program writes nothing else there between the two ops
+/// (the gradient is live until the check). Notes go when the check has
+/// run, and when an op fails (a step cut short). No note without a
+/// context.
+void notePrechecked(amprt_context *ctx, const amprt_tensor *t, bool nonFinite);
+/// The note for t (taken out), if there is one.
+bool takePrechecked(amprt_context *ctx, const amprt_tensor *t, bool *nonFinite);
+void forgetPrechecked(amprt_context *ctx);
+/// amprt_conv_backward; checkDw: an f32 dw checked for inf / NaN as it is
+/// written and noted (notePrechecked: amprt_exec's conv_grad with check_dw).
+amprt_status convBackwardChecked(amprt_context *ctx, const amprt_tensor *x, const amprt_tensor *w,
+                                 const amprt_tensor *dy, const amprt_conv_params *p,
+                                 amprt_tensor *dx, amprt_tensor *dw, amprt_tensor *db,
+                                 bool checkDw);
+/// amprt_unscale_and_check; usePrechecked: the producers' notes taken
+/// (amprt_exec's unscale_and_check).
+amprt_status unscaleAndCheck(amprt_context *ctx, const amprt_tensor *grads, amprt_tensor *outs,
+                             int32_t n, const float *scale, float *found_inf, bool usePrechecked);
 
 inline bool isFloat(amprt_dtype t) { return t == AMPRT_F32 || t == AMPRT_F16 || t == AMPRT_BF16; }
 inline bool isValid(amprt_dtype t) { return (unsigned)t < (unsigned)AMPRT_DTYPE_COUNT; }
