@@ -893,6 +893,63 @@ TEST(Binary, HalfDenseEveryTypeMixMatchesF32ThenRound) {
       }
 }
 
+// One operand a single value ([] or [1, 1]; attention's scale, a loss's
+// factor) and the other dense, an f16 / bf16 among the three types: the
+// scalar definition (widened, f32 arithmetic, rounded once), bit for bit,
+// the value first or second, the value itself ordinary or special.
+TEST(Binary, HalfWithOneValueEveryTypeMixMatchesF32ThenRound) {
+  const int64_t n = 40003;
+  const double inf = std::numeric_limits<double>::infinity();
+  auto widen = [](const Buf &t, int64_t i) {
+    float v;
+    uint16_t h;
+    if (t.dtype == AMPRT_F32) {
+      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+      return v;
+    }
+    std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+    return t.dtype == AMPRT_F16 ? amprt_f16_to_f32(h) : amprt_bf16_to_f32(h);
+  };
+  for (amprt_dtype td : kFloats)
+    for (amprt_dtype ts : kFloats)
+      for (amprt_dtype ty : kFloats) {
+        if (td == AMPRT_F32 && ts == AMPRT_F32 && ty == AMPRT_F32)
+          continue;
+        for (amprt_binary_op op :
+             {AMPRT_BINARY_ADD, AMPRT_BINARY_SUB, AMPRT_BINARY_MUL, AMPRT_BINARY_DIV})
+          for (bool first : {false, true})
+            for (double value : {0.3125 * (1 + (double)(rng()() % 7)), -inf, 0.0, -2.5}) {
+              Buf d = randn(td, {4, n}, 3.0), y(ty, {4, n});
+              Buf v = first ? Buf(ts, {}) : Buf(ts, {1, 1});
+              v.set(0, value);
+              d.set(5, std::nan(""));
+              d.set(4 * n - 1, inf);
+              d.set(77, 0.0);
+              const amprt_tensor *a = first ? v.p() : d.p(), *b = first ? d.p() : v.p();
+              AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a, b, y.p()));
+              Buf want(ty, {4, n});
+              const float s = widen(v, 0);
+              for (int64_t i = 0; i < 4 * n; ++i) {
+                float p = first ? s : widen(d, i), q = first ? widen(d, i) : s;
+                float r = op == AMPRT_BINARY_ADD   ? p + q
+                          : op == AMPRT_BINARY_SUB ? p - q
+                          : op == AMPRT_BINARY_MUL ? p * q
+                                                   : p / q;
+                if (ty == AMPRT_F32) {
+                  std::memcpy(want.bytes.data() + 4 * i, &r, 4);
+                } else {
+                  uint16_t h = ty == AMPRT_F16 ? amprt_f32_to_f16(r) : amprt_f32_to_bf16(r);
+                  std::memcpy(want.bytes.data() + 2 * i, &h, 2);
+                }
+              }
+              ASSERT_EQ(y.bytes, want.bytes)
+                  << "op " << op << (first ? " value first " : " value second ") << value << ": "
+                  << amprt_dtype_name(td) << " with " << amprt_dtype_name(ts) << " -> "
+                  << amprt_dtype_name(ty);
+            }
+      }
+}
+
 // Gather's gradient: dy's blocks added at their indices' rows of a zeroed
 // ddata. Distinct indices (attention's q = qkv[0]; a permutation) take the
 // copy path, repeated ones the f32 sums: both against the definition.

@@ -540,6 +540,37 @@ template <amprt_binary_op Op> struct ZipHalf {
   }
 };
 
+/// ZipHalf with one operand a single value (attention's scale, a loss's
+/// factor): y = a op s (SFirst false: b is the value s) or s op b (SFirst:
+/// a is s), the same arithmetic and rounding.
+template <amprt_binary_op Op, bool SFirst> struct ScalarHalf {
+  using Fn = void (*)(const void *, const void *, void *, int64_t, int64_t);
+  template <amprt_dtype A, amprt_dtype B, amprt_dtype Y>
+  __attribute__((target("avx2,f16c"))) static void run(const void *a, const void *b, void *y,
+                                                       int64_t i0, int64_t i1) {
+    using namespace amprt::avx2;
+    auto f = [](float p, float q) {
+      return Op == AMPRT_BINARY_ADD   ? p + q
+             : Op == AMPRT_BINARY_SUB ? p - q
+             : Op == AMPRT_BINARY_MUL ? p * q
+                                      : p / q;
+    };
+    const float sv = SFirst ? loadF(a, A, 0) : loadF(b, B, 0);
+    const __m256 sb = _mm256_set1_ps(sv);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+      __m256 p = SFirst ? sb : load8<A>(a, i), q = SFirst ? load8<B>(b, i) : sb;
+      __m256 r = Op == AMPRT_BINARY_ADD   ? _mm256_add_ps(p, q)
+                 : Op == AMPRT_BINARY_SUB ? _mm256_sub_ps(p, q)
+                 : Op == AMPRT_BINARY_MUL ? _mm256_mul_ps(p, q)
+                                          : _mm256_div_ps(p, q);
+      store8<Y>(y, i, r);
+    }
+    for (; i < i1; ++i)
+      storeF(y, Y, i, SFirst ? f(sv, loadF(b, B, i)) : f(loadF(a, A, i), sv));
+  }
+};
+
 /// ReLU's gradient dy * (x > 0 ? 1 : 0) over [i0, i1) of dense x, dy, dx of
 /// the types X, G, D, in AVX2 registers: the f32 path's arithmetic (an inf
 /// or NaN dy stays visible: inf * 0 is NaN), rounded once.
@@ -571,9 +602,36 @@ bool binaryHalfDense(amprt_binary_op op, const amprt_tensor *a, const amprt_tens
     return false;
 #if defined(__x86_64__)
   if (amprt::avx2::haveAvx2F16c()) {
-    if (!halfDense({a, b}, y))
-      return false;
     auto pick = [&](auto k) { return pickTypes<decltype(k)>(a->dtype, b->dtype, y->dtype); };
+    if (!halfDense({a, b}, y)) {
+      // One operand a single value, the other y's dense twin.
+      const bool sFirst = amprt_tensor_numel(a) == 1;
+      const amprt_tensor *dn = sFirst ? b : a, *sv = sFirst ? a : b;
+      if (amprt_tensor_numel(sv) != 1 || amprt_tensor_numel(y) <= 1 || !isFloat(sv->dtype) ||
+          !isFloat(dn->dtype) || !isFloat(y->dtype) || !sameDense(dn, y) ||
+          !(isHalf(sv->dtype) || isHalf(dn->dtype) || isHalf(y->dtype)))
+        return false;
+      // The value read once (it could lie where y is written).
+      alignas(8) unsigned char value[8] = {};
+      std::memcpy(value, sv->data, amprt_dtype_size(sv->dtype));
+      const void *pa = sFirst ? static_cast<const void *>(value) : a->data,
+                 *pb = sFirst ? b->data : static_cast<const void *>(value);
+      using F = void (*)(const void *, const void *, void *, int64_t, int64_t);
+      F f = nullptr;
+      if (sFirst)
+        f = op == AMPRT_BINARY_ADD   ? pick(ScalarHalf<AMPRT_BINARY_ADD, true>())
+            : op == AMPRT_BINARY_SUB ? pick(ScalarHalf<AMPRT_BINARY_SUB, true>())
+            : op == AMPRT_BINARY_MUL ? pick(ScalarHalf<AMPRT_BINARY_MUL, true>())
+                                     : pick(ScalarHalf<AMPRT_BINARY_DIV, true>());
+      else
+        f = op == AMPRT_BINARY_ADD   ? pick(ScalarHalf<AMPRT_BINARY_ADD, false>())
+            : op == AMPRT_BINARY_SUB ? pick(ScalarHalf<AMPRT_BINARY_SUB, false>())
+            : op == AMPRT_BINARY_MUL ? pick(ScalarHalf<AMPRT_BINARY_MUL, false>())
+                                     : pick(ScalarHalf<AMPRT_BINARY_DIV, false>());
+      parallelFor(amprt_tensor_numel(y), 32768, 64,
+                  [&](int64_t i0, int64_t i1) { f(pa, pb, y->data, i0, i1); });
+      return true;
+    }
     auto f = op == AMPRT_BINARY_ADD   ? pick(ZipHalf<AMPRT_BINARY_ADD>())
              : op == AMPRT_BINARY_SUB ? pick(ZipHalf<AMPRT_BINARY_SUB>())
              : op == AMPRT_BINARY_MUL ? pick(ZipHalf<AMPRT_BINARY_MUL>())
@@ -1458,19 +1516,29 @@ extern "C" amprt_status amprt_copy(amprt_context *, const amprt_tensor *x, amprt
         }
         // The rows of the innermost dim on the threads (Swin's window
         // partitions, rows of 7 x C elements; they ran on one thread).
-        parallelFor(
-            n[0] * n[1] * n[2], std::max<int64_t>(1, 16384 / n[3]), 1, [&](int64_t r0, int64_t r1) {
-              for (int64_t row = r0; row < r1; ++row) {
-                const int64_t i2 = row % n[2], i1 = row / n[2] % n[1], i0 = row / (n[1] * n[2]);
-                const T *xr = xp + i0 * a[0] + i1 * a[1] + i2 * a[2];
-                T *yr = yp + i0 * b[0] + i1 * b[1] + i2 * b[2];
-                if (a[3] == 1 && b[3] == 1)
-                  std::memcpy(yr, xr, (size_t)n[3] * sizeof(T));
-                else
-                  for (int64_t i3 = 0; i3 < n[3]; ++i3)
-                    yr[i3 * b[3]] = xr[i3 * a[3]];
-              }
-            });
+        parallelFor(n[0] * n[1] * n[2], std::max<int64_t>(1, 16384 / n[3]), 1,
+                    [&](int64_t r0, int64_t r1) {
+                      // The row's indices kept as an odometer (attention's head
+                      // splits: rows of 16 elements, where two divisions a row
+                      // cost more than the copy).
+                      int64_t i2 = r0 % n[2], i1 = r0 / n[2] % n[1], i0 = r0 / (n[1] * n[2]);
+                      for (int64_t row = r0; row < r1; ++row) {
+                        const T *xr = xp + i0 * a[0] + i1 * a[1] + i2 * a[2];
+                        T *yr = yp + i0 * b[0] + i1 * b[1] + i2 * b[2];
+                        if (a[3] == 1 && b[3] == 1)
+                          std::memcpy(yr, xr, (size_t)n[3] * sizeof(T));
+                        else
+                          for (int64_t i3 = 0; i3 < n[3]; ++i3)
+                            yr[i3 * b[3]] = xr[i3 * a[3]];
+                        if (++i2 == n[2]) {
+                          i2 = 0;
+                          if (++i1 == n[1]) {
+                            i1 = 0;
+                            ++i0;
+                          }
+                        }
+                      }
+                    });
         return;
       }
       if (xs[r - 1] == 1 && ys[r - 1] == 1) {
