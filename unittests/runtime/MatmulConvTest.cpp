@@ -280,10 +280,15 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
                             {3, 8, 3, 5, 8, 3, 3, 1, 0, 1, 1},
                             // Small maps whose images im2col takes four at a time
                             // (AVX-512), the last group of one.
-                            {5, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1}};
+                            {5, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1},
+                            // direct-amx (stride 1): rows longer than a chunk of 32
+                            // positions, a 5 x 3 kernel with pad 2, more channels than a
+                            // tile row.
+                            {2, 8, 6, 37, 16, 5, 3, 1, 2, 1, 1},
+                            {3, 40, 7, 7, 20, 3, 3, 1, 1, 1, 1}};
   // Each kernel the per-shape choice (AMPRT_TUNE) may take, forced, and
   // the timed choice itself ("").
-  for (const char *force : {"", "bf16", "f32", "im2col-bf16", "im2col-f32"})
+  for (const char *force : {"", "bf16", "f32", "im2col-bf16", "im2col-f32", "direct-amx"})
     for (const ConvCase &cc : cases)
       // (operands, dx, dw and db): autocast's weight gradients are f32 (the
       // accumulator) next to a bf16 / f16 data gradient.
@@ -324,10 +329,17 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
         Buf dx2(out, x.shape), dw2(wout, w.shape);
         AMPRT_OK_OR_FAIL(
             amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, dx2.p(), nullptr, nullptr));
+        const int64_t before = amprt::im2colConvCallsForTesting();
         AMPRT_OK_OR_FAIL(
             amprt_conv_backward(nullptr, x.p(), w.p(), dy.p(), &p, nullptr, dw2.p(), nullptr));
         EXPECT_EQ(dx2.bytes, dx.bytes);
         EXPECT_EQ(dw2.bytes, dw.bytes);
+        // direct-amx, forced where it is offered (AMX, bf16 operands, an
+        // f32 dw, stride 1, no dilation, one group), ran.
+        if (!std::strcmp(force, "direct-amx") && amprt::amxProductAvailable() && in == AMPRT_BF16 &&
+            wout == AMPRT_F32 && cc.stride == 1 && cc.dil == 1 && cc.group == 1 &&
+            amprt::bf16KernelsForTesting())
+          EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 1) << "direct-amx did not run";
       }
 }
 

@@ -331,9 +331,12 @@ bool amprt::amxProductAvailable() {
   return ok;
 }
 
-void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
-                       const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc,
-                       bool *nonFinite) {
+namespace {
+/// amxProduct with b's tiles made by packB(jt, q, tile): tile (jt, q) of
+/// b's column tiles and k-chunks, in TDPBF16PS's pairs, zero outside k x n.
+template <typename PackB>
+void productWith(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
+                 PackB packB, float *c, int64_t ldc, bool *nonFinite, bool aInPlaceOk = true) {
   if (nonFinite)
     *nonFinite = false;
   if (m <= 0 || n <= 0)
@@ -347,11 +350,11 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
   // A row-major a of whole tiles is read in place (no copy) where the sum
   // is long: computePairs reads each of its tiles once per pair of b's
   // column tiles.
-  const bool inPlace = a1 == 1 && amxReadsAInPlace(m, k);
+  const bool inPlace = aInPlaceOk && a1 == 1 && amxReadsAInPlace(m, k);
   thread_local std::vector<uint16_t> aBuf, bBuf;
   uint16_t *ap = inPlace ? nullptr : grown(aBuf, (size_t)(mt * kc * kTile));
   uint16_t *bp = grown(bBuf, (size_t)(nt * kc * kTile));
-  const View av{a, a0, a1}, bv{b, b0, b1};
+  const View av{a, a0, a1};
   const int64_t aTiles = inPlace ? 0 : mt * kc;
   // (ap, bp: the calling thread's buffers, written and read by the threads below.)
   parallelFor(aTiles + nt * kc, 8, 1, [&](int64_t t0, int64_t t1) {
@@ -359,7 +362,7 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
       if (t < aTiles)
         packATile(av, m, k, t / kc, t % kc, ap + t * kTile);
       else
-        packBTile(bv, n, k, (t - aTiles) / kc, (t - aTiles) % kc, bp + (t - aTiles) * kTile);
+        packB((t - aTiles) / kc, (t - aTiles) % kc, bp + (t - aTiles) * kTile);
     }
   });
   // A result larger than the caches hold for it (a late layer's weight
@@ -395,6 +398,113 @@ void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64
   if (check)
     *nonFinite = bad.load() != 0;
 }
+} // namespace
+
+void amprt::amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
+                       const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc,
+                       bool *nonFinite) {
+  const View bv{b, b0, b1};
+  productWith(
+      m, n, k, a, a0, a1,
+      [&](int64_t jt, int64_t q, uint16_t *t) { packBTile(bv, n, k, jt, q, t); }, c, ldc,
+      nonFinite);
+}
+
+AMPRT_AVX512_QUIET_BEGIN // (see internal.h)
+namespace {
+
+/// The im2col columns of a 2-D convolution's input x [N, C, H, W] (bf16;
+/// stride 1, dilation 1), as b of the weight gradient's product: b[p][j]
+/// = x[n, c, oh - padT + kh, ow - padL + kw] for the output position p =
+/// (n, oh, ow) and the weight's index j = (c, kh, kw), 0 outside x. Each
+/// k-chunk of 32 positions is a few runs of one (n, oh) (segs[first[q]]
+/// .. segs[first[q + 1]]), and a run of a column j is one masked load from
+/// a row of x.
+struct ConvColumns {
+  const uint16_t *x;
+  int64_t K, taps; // taps: KH x KW
+  // Per run r of a chunk (runs[first[q]] .. runs[first[q + 1]]) and tap
+  // (kh, kw): the lanes it loads (0: the run's row lies outside x) and the
+  // address, less the channel's offset, that lane 0 would read.
+  struct Load {
+    uint32_t lanes;
+    int64_t at;
+  };
+  std::vector<Load> loads;        // [run][tap]
+  std::vector<size_t> first;      // per chunk, its first run; one past the last at the end
+  std::vector<int64_t> chan, tap; // per column j = (c, kh, kw): c x H x W, kh x KW + kw
+};
+
+/// b's tile (jt, q) from x (as packBTile's b stored by columns: 16 columns
+/// j of 32 positions each, transposed into the pairs).
+AMPRT_AMX void buildColumnsTile(const ConvColumns &cc, int64_t jt, int64_t q, uint16_t *t) {
+  __m512i v[16];
+  const size_t r0 = cc.first[(size_t)q], r1 = cc.first[(size_t)q + 1];
+  for (int r = 0; r < 16; ++r) {
+    const int64_t j = jt * 16 + r;
+    __m512i acc = _mm512_setzero_si512();
+    if (j < cc.K) {
+      const uint16_t *xc = cc.x + cc.chan[(size_t)j];
+      const ConvColumns::Load *l = cc.loads.data() + r0 * cc.taps + cc.tap[(size_t)j];
+      for (size_t run = r0; run < r1; ++run, l += cc.taps) // (masked-out lanes are not read)
+        acc = _mm512_mask_loadu_epi16(acc, (__mmask32)l->lanes, xc + l->at);
+    }
+    v[r] = acc;
+  }
+  transpose16x16(v);
+  for (int p = 0; p < 16; ++p)
+    _mm512_storeu_si512(t + p * 32, v[p]);
+}
+
+} // namespace
+AMPRT_AVX512_QUIET_END
+
+void amprt::amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H, int64_t W,
+                              int64_t KH, int64_t KW, int64_t padT, int64_t padL, int64_t OH,
+                              int64_t OW, const uint16_t *dyt, int64_t oc, float *dw,
+                              bool *nonFinite) {
+  const int64_t P = N * OH * OW, K = C * KH * KW, kc = (P + 31) / 32;
+  // (The calling thread's tables, read by the threads through cc: a
+  // thread_local named in the lambda would be each thread's own.)
+  thread_local ConvColumns tables;
+  ConvColumns &cc = tables;
+  cc.x = x;
+  cc.K = K;
+  cc.taps = KH * KW;
+  cc.chan.resize((size_t)K);
+  cc.tap.resize((size_t)K);
+  for (int64_t j = 0; j < K; ++j) {
+    cc.chan[(size_t)j] = j / cc.taps * H * W;
+    cc.tap[(size_t)j] = j % cc.taps;
+  }
+  cc.loads.clear();
+  cc.first.assign((size_t)kc + 1, 0);
+  size_t runs = 0;
+  for (int64_t q = 0; q < kc; ++q) {
+    cc.first[(size_t)q] = runs;
+    for (int64_t p = q * 32; p < std::min(P, q * 32 + 32);) {
+      const int64_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
+      const int64_t len = std::min({OW - ow, q * 32 + 32 - p, P - p}), dst = p - q * 32;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          // Lane dst + u reads x[n, c, ih, iw0 + u] for u in [lo, hi).
+          const int64_t ih = oh - padT + kh, iw0 = ow - padL + kw;
+          const int64_t lo = std::max<int64_t>(0, -iw0), hi = std::min<int64_t>(len, W - iw0);
+          uint32_t lanes = 0;
+          if (ih >= 0 && ih < H && lo < hi)
+            lanes = (uint32_t)((((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1)) << dst);
+          cc.loads.push_back({lanes, (n * C * H + ih) * W + iw0 - dst});
+        }
+      ++runs;
+      p += len;
+    }
+  }
+  cc.first[(size_t)kc] = runs;
+  productWith(
+      oc, K, P, dyt, P, 1,
+      [&](int64_t jt, int64_t q, uint16_t *t) { buildColumnsTile(cc, jt, q, t); }, dw, K, nonFinite,
+      false);
+}
 
 #else // no AMX code for this target
 
@@ -402,5 +512,9 @@ bool amprt::amxProductAvailable() { return false; }
 
 void amprt::amxProduct(int64_t, int64_t, int64_t, const uint16_t *, int64_t, int64_t,
                        const uint16_t *, int64_t, int64_t, float *, int64_t, bool *) {}
+
+void amprt::amxConvWeightGrad(const uint16_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, int64_t, int64_t, const uint16_t *,
+                              int64_t, float *, bool *) {}
 
 #endif

@@ -1598,6 +1598,24 @@ bool weightGradByIm2col(const amprt_tensor *dy, const amprt_conv_params *p) {
   return p->spatial == 2 && p->group == 1 && dy->rank == 4 && dy->shape[2] * dy->shape[3] <= 4;
 }
 
+/// dy [N, OC, OH, OW] (elements of es bytes) as rows [OC, N x OH x OW]
+/// (the product's a), in the calling thread's buffer.
+char *dyRows(const void *dy, int64_t es, const amprt_tensor *dys) {
+  const int64_t n = dys->shape[0], oc = dys->shape[1], ohw = dys->shape[2] * dys->shape[3];
+  const int64_t P = n * ohw;
+  thread_local std::vector<char> dyBuf;
+  grown(dyBuf, (size_t)(oc * P * es));
+  char *dyt = dyBuf.data();
+  const char *db = static_cast<const char *>(dy);
+  parallelFor(oc, 1, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t b = 0; b < n; ++b)
+        std::memcpy(dyt + (o * P + b * ohw) * es, db + ((b * oc + o) * ohw) * es,
+                    (size_t)(ohw * es));
+  });
+  return dyt;
+}
+
 /// dw[oc, (c, kh, kw)] = sum over (n, oh, ow) of dy[n, oc, oh, ow] *
 /// x[n, c, oh*s - pad + kh*d, ow*s - pad + kw*d]: dy gathered into [OC,
 /// P] and x into its columns (columnsOf: [K, P], P = N x OH x OW, K = C x
@@ -1613,17 +1631,9 @@ bool im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
   const int64_t n = dys->shape[0], oc = dys->shape[1], ohw = dys->shape[2] * dys->shape[3];
   const int64_t P = n * ohw, K = amprt_tensor_numel(ws) / oc;
   const bool low = es == 2;
-  thread_local std::vector<char> colBuf, dyBuf;
+  thread_local std::vector<char> colBuf;
   void *col = columnsOf(x, ws, dys, p, low, colBuf);
-  grown(dyBuf, (size_t)(oc * P * es));
-  char *dyt = dyBuf.data();
-  const char *db = static_cast<const char *>(dy);
-  parallelFor(oc, 1, 1, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o)
-      for (int64_t b = 0; b < n; ++b)
-        std::memcpy(dyt + (o * P + b * ohw) * es, db + ((b * oc + o) * ohw) * es,
-                    (size_t)(ohw * es));
-  });
+  char *dyt = dyRows(dy, es, dys);
   // A short sum (P: the batch's output positions) into a large f32 dw: on
   // the AMX tiles directly (amx.cpp), the same arithmetic as oneDNN's AMX
   // kernels at two to three times their speed here.
@@ -1645,6 +1655,18 @@ bool im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
 
 namespace {
 
+/// Whether amxConvWeightGrad takes this weight gradient: bf16 x and dy, an
+/// f32 dw, 2-D, one group, stride 1, dilation 1, on a CPU with AMX.
+bool directAmxFits(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *dy,
+                   const amprt_tensor *dw, const amprt_conv_params *p) {
+  return x->dtype == AMPRT_BF16 && dy->dtype == AMPRT_BF16 && dw->dtype == AMPRT_F32 &&
+         p->spatial == 2 && p->group == 1 && x->rank == 4 && w->rank == 4 && dy->rank == 4 &&
+         p->strides[0] == 1 && p->strides[1] == 1 && std::max<int64_t>(p->dilations[0], 1) == 1 &&
+         std::max<int64_t>(p->dilations[1], 1) == 1 && amprt_tensor_is_contiguous(x) &&
+         amprt_tensor_is_contiguous(dy) && amprt_tensor_is_contiguous(dw) &&
+         amprt_tensor_numel(dy) > 0 && amxProductAvailable();
+}
+
 /// The kernels of a convolution's backward: the data side on oneDNN's bf16
 /// kernels or f32 ones (bf16 widened), the weights side also as im2col +
 /// matmul in either (see weightGradByIm2col).
@@ -1653,7 +1675,8 @@ enum WeightsKernel {
   WeightsF32,
   WeightsIm2colBf16,
   WeightsIm2colF32,
-  WeightsDepthwiseDirect
+  WeightsDepthwiseDirect,
+  WeightsDirectAmx // amxConvWeightGrad: the columns made from x tile by tile
 };
 /// The data side as one product + col2im (im2colDataGrad) instead of a
 /// oneDNN primitive.
@@ -1721,7 +1744,8 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
         dw && (kern.weights == WeightsIm2colBf16 || kern.weights == WeightsIm2colF32);
     // The depthwise sides by the direct kernels (then no primitive either).
     const bool dwDepthwise = dw && kern.weights == WeightsDepthwiseDirect;
-    amprt_tensor *dwPrim = dwIm2col || dwDepthwise ? nullptr : dw;
+    const bool dwDirectAmx = dw && kern.weights == WeightsDirectAmx;
+    amprt_tensor *dwPrim = dwIm2col || dwDepthwise || dwDirectAmx ? nullptr : dw;
     amprt_tensor *dxPrim = kern.dataDepthwiseDirect || kern.dataIm2col != DataOneDnn ? nullptr : dx;
     key.push_back(dwIm2col);
     struct Side {
@@ -1866,6 +1890,17 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
       if (desc::profilingRequested())
         noteKernelImpl("direct-dw");
       depthwiseWeightGrad(x, dy, p, dw);
+    } else if (dwDirectAmx) {
+      // (Offered for bf16 x and dy, an f32 dw, 2-D, stride 1, dilation 1.)
+      noteIm2col("direct-amx"); // (the columns made tile by tile)
+      const char *dyt = dyRows(dy->data, 2, dy);
+      amxConvWeightGrad(static_cast<const uint16_t *>(x->data), x->shape[0], x->shape[1],
+                        x->shape[2], x->shape[3], w->shape[2], w->shape[3], p->pads_begin[0],
+                        p->pads_begin[1], dy->shape[2], dy->shape[3],
+                        reinterpret_cast<const uint16_t *>(dyt), dy->shape[1],
+                        static_cast<float *>(dw->data), kern.dwNonFinite);
+      if (kern.dwChecked)
+        *kern.dwChecked = kern.dwNonFinite != nullptr;
     } else if (dwIm2col) {
       // The bf16 operands as they are, or f32 (widened: exact).
       const bool low = lowW;
@@ -2091,6 +2126,8 @@ amprt_status amprt::convBackwardChecked(amprt_context *ctx, const amprt_tensor *
       add(WeightsIm2colBf16, "im2col-bf16");
     if (im2colOk)
       add(WeightsIm2colF32, "im2col-f32");
+    if (directAmxFits(x, w, dy, dw, p))
+      add(WeightsDirectAmx, "direct-amx");
     int preferred = 0;
     for (size_t i = 0; i < cands.size(); ++i)
       if (cands[i] == kern.weights)

@@ -108,7 +108,8 @@ void forceKernelForTesting(const std::string &name);
 /// for one generation.
 uint64_t tunerGeneration();
 /// For the kernel tests: how many convolution passes ran as im2col + one
-/// product (forward, data or weight gradient) in this process.
+/// product (forward, data or weight gradient; direct-amx's weight gradient,
+/// its columns made tile by tile, included) in this process.
 int64_t im2colConvCallsForTesting();
 /// Whether oneDNN has bf16 kernels here (the bf16-only candidates exist).
 bool bf16KernelsForTesting();
@@ -174,6 +175,16 @@ bool amxProductAvailable();
 void amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, int64_t a1,
                 const uint16_t *b, int64_t b0, int64_t b1, float *c, int64_t ldc,
                 bool *nonFinite = nullptr);
+/// A 2-D convolution's weight gradient on the AMX tiles without its
+/// im2col matrix: dw [oc, C x KH x KW] (f32, rows of K) = dyt [oc, P]
+/// (bf16 rows, P = N x OH x OW in (n, oh, ow) order) @ the columns of x
+/// [N, C, H, W] (bf16; stride 1, dilation 1, padding padT / padL), each
+/// tile of the columns made from x's rows where the product reads it.
+/// amxProduct's arithmetic; nonFinite as there. Only where
+/// amxProductAvailable().
+void amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH,
+                       int64_t KW, int64_t padT, int64_t padL, int64_t OH, int64_t OW,
+                       const uint16_t *dyt, int64_t oc, float *dw, bool *nonFinite = nullptr);
 /// Whether amxProduct reads a row-major a (a1 = 1) of m rows and k columns
 /// in place, tile by tile, instead of packing it: whole tiles (m a
 /// multiple of 16, k of 32) and a sum of more than one tile.
