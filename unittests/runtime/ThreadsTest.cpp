@@ -172,6 +172,13 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
     EXPECT_NE(std::string(amprt_last_error()).find("must be float"), std::string::npos)
         << amprt_last_error();
   }
+  for (amprt_dtype t : {AMPRT_F32, AMPRT_BF16}) { // an index past dx: an error, on every path
+    Buf ix = idx, dyt(t, {9, 16, 16, 15}), dxt(t, {9, 16, 33, 31});
+    ix.set(9 * 16 * 16 * 15 - 3, 9.0 * 16 * 33 * 31);
+    EXPECT_EQ(amprt_max_pool_grad(nullptr, dyt.p(), ix.p(), dxt.p()), AMPRT_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(amprt_last_error()).find("out of range"), std::string::npos)
+        << amprt_last_error();
+  }
   // The window loops (average pool and its gradient, the general max pool:
   // 3 x 3 stride 2 with padding, ceil mode's partial windows, dilation):
   // planes on the threads, the same bytes as one thread, and the values of
