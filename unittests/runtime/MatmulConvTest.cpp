@@ -281,11 +281,15 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
                             // Small maps whose images im2col takes four at a time
                             // (AVX-512), the last group of one.
                             {5, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1},
-                            // direct-amx (stride 1): rows longer than a chunk of 32
+                            // direct-amx: rows longer than a chunk of 32
                             // positions, a 5 x 3 kernel with pad 2, more channels than a
                             // tile row.
                             {2, 8, 6, 37, 16, 5, 3, 1, 2, 1, 1},
-                            {3, 40, 7, 7, 20, 3, 3, 1, 1, 1, 1}};
+                            {3, 40, 7, 7, 20, 3, 3, 1, 1, 1, 1},
+                            // ... and stride 2: an image's 7 x 7 stem, output rows of 35
+                            // (a chunk's 32 positions from 63 input columns).
+                            {2, 3, 20, 22, 16, 7, 7, 2, 3, 1, 1},
+                            {1, 8, 6, 70, 16, 3, 3, 2, 1, 1, 1}};
   // Each kernel the per-shape choice (AMPRT_TUNE) may take, forced, and
   // the timed choice itself ("").
   for (const char *force : {"", "bf16", "f32", "im2col-bf16", "im2col-f32", "direct-amx"})
@@ -335,9 +339,9 @@ TEST(Conv, Bf16AndDepthwiseBackwardAgainstDirectLoops) {
         EXPECT_EQ(dx2.bytes, dx.bytes);
         EXPECT_EQ(dw2.bytes, dw.bytes);
         // direct-amx, forced where it is offered (AMX, bf16 operands, an
-        // f32 dw, stride 1, no dilation, one group), ran.
+        // f32 dw, stride 1 or 2, no dilation, one group), ran.
         if (!std::strcmp(force, "direct-amx") && amprt::amxProductAvailable() && in == AMPRT_BF16 &&
-            wout == AMPRT_F32 && cc.stride == 1 && cc.dil == 1 && cc.group == 1 &&
+            wout == AMPRT_F32 && cc.stride <= 2 && cc.dil == 1 && cc.group == 1 &&
             amprt::bf16KernelsForTesting())
           EXPECT_EQ(amprt::im2colConvCallsForTesting() - before, 1) << "direct-amx did not run";
       }

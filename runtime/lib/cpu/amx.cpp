@@ -423,12 +423,18 @@ namespace {
 struct ConvColumns {
   const uint16_t *x;
   int64_t K, taps; // taps: KH x KW
+  bool pairs;      // column stride 2 (else 1)
   // Per run r of a chunk (runs[first[q]] .. runs[first[q + 1]]) and tap
-  // (kh, kw): the lanes it loads (0: the run's row lies outside x) and the
-  // address, less the channel's offset, that lane 0 would read.
+  // (kh, kw): the lanes it fills (0: the run's row lies outside x) and,
+  // less the channel's offset, with column stride 1 the address that lane
+  // 0 would read; with stride 2 the address of the first element read,
+  // which 64-element window of the row is read (src), and the first lane
+  // filled (first: lane first + u takes element 2u of the window).
   struct Load {
     uint32_t lanes;
     int64_t at;
+    uint64_t src = 0;
+    int32_t first = 0;
   };
   std::vector<Load> loads;        // [run][tap]
   std::vector<size_t> first;      // per chunk, its first run; one past the last at the end
@@ -446,8 +452,26 @@ AMPRT_AMX void buildColumnsTile(const ConvColumns &cc, int64_t jt, int64_t q, ui
     if (j < cc.K) {
       const uint16_t *xc = cc.x + cc.chan[(size_t)j];
       const ConvColumns::Load *l = cc.loads.data() + r0 * cc.taps + cc.tap[(size_t)j];
-      for (size_t run = r0; run < r1; ++run, l += cc.taps) // (masked-out lanes are not read)
-        acc = _mm512_mask_loadu_epi16(acc, (__mmask32)l->lanes, xc + l->at);
+      if (!cc.pairs) {
+        for (size_t run = r0; run < r1; ++run, l += cc.taps) // (masked-out lanes are not read)
+          acc = _mm512_mask_loadu_epi16(acc, (__mmask32)l->lanes, xc + l->at);
+      } else {
+        const __m512i iota =
+            _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
+                             13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        for (size_t run = r0; run < r1; ++run, l += cc.taps) {
+          if (!l->lanes)
+            continue;
+          // The window's 64 elements (those read inside the row), the
+          // even ones moved to the run's lanes.
+          __m512i lo = _mm512_maskz_loadu_epi16((__mmask32)l->src, xc + l->at);
+          __m512i hi = _mm512_maskz_loadu_epi16((__mmask32)(l->src >> 32), xc + l->at + 32);
+          __m512i idx =
+              _mm512_slli_epi16(_mm512_sub_epi16(iota, _mm512_set1_epi16((short)l->first)), 1);
+          acc = _mm512_mask_mov_epi16(acc, (__mmask32)l->lanes,
+                                      _mm512_permutex2var_epi16(lo, idx, hi));
+        }
+      }
     }
     v[r] = acc;
   }
@@ -460,9 +484,9 @@ AMPRT_AMX void buildColumnsTile(const ConvColumns &cc, int64_t jt, int64_t q, ui
 AMPRT_AVX512_QUIET_END
 
 void amprt::amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H, int64_t W,
-                              int64_t KH, int64_t KW, int64_t padT, int64_t padL, int64_t OH,
-                              int64_t OW, const uint16_t *dyt, int64_t oc, float *dw,
-                              bool *nonFinite) {
+                              int64_t KH, int64_t KW, int64_t strideH, int64_t strideW,
+                              int64_t padT, int64_t padL, int64_t OH, int64_t OW,
+                              const uint16_t *dyt, int64_t oc, float *dw, bool *nonFinite) {
   const int64_t P = N * OH * OW, K = C * KH * KW, kc = (P + 31) / 32;
   // (The calling thread's tables, read by the threads through cc: a
   // thread_local named in the lambda would be each thread's own.)
@@ -471,6 +495,7 @@ void amprt::amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H
   cc.x = x;
   cc.K = K;
   cc.taps = KH * KW;
+  cc.pairs = strideW == 2;
   cc.chan.resize((size_t)K);
   cc.tap.resize((size_t)K);
   for (int64_t j = 0; j < K; ++j) {
@@ -487,13 +512,25 @@ void amprt::amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H
       const int64_t len = std::min({OW - ow, q * 32 + 32 - p, P - p}), dst = p - q * 32;
       for (int64_t kh = 0; kh < KH; ++kh)
         for (int64_t kw = 0; kw < KW; ++kw) {
-          // Lane dst + u reads x[n, c, ih, iw0 + u] for u in [lo, hi).
-          const int64_t ih = oh - padT + kh, iw0 = ow - padL + kw;
-          const int64_t lo = std::max<int64_t>(0, -iw0), hi = std::min<int64_t>(len, W - iw0);
-          uint32_t lanes = 0;
-          if (ih >= 0 && ih < H && lo < hi)
-            lanes = (uint32_t)((((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1)) << dst);
-          cc.loads.push_back({lanes, (n * C * H + ih) * W + iw0 - dst});
+          // Lane dst + u takes x[n, c, ih, iw0 + s u] for u in [lo, hi):
+          // the run's positions whose tap lies inside x.
+          const int64_t s = strideW, ih = oh * strideH - padT + kh, iw0 = ow * s - padL + kw;
+          const int64_t lo = std::max<int64_t>(0, (-iw0 + s - 1) / s),
+                        hi = std::min<int64_t>(len, (W - 1 - iw0) / s + 1);
+          ConvColumns::Load l{0, 0};
+          if (ih >= 0 && ih < H && W - 1 - iw0 >= 0 && lo < hi) {
+            l.lanes = (uint32_t)((((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1)) << dst);
+            const int64_t row = (n * C * H + ih) * W;
+            if (s == 1) {
+              l.at = row + iw0 - dst;
+            } else { // elements 0, 2, ..., 2 (hi - lo - 1) from the first one read
+              l.at = row + iw0 + s * lo;
+              const int64_t span = 2 * (hi - lo) - 1; // at most 63
+              l.src = span >= 64 ? ~uint64_t(0) : (uint64_t(1) << span) - 1;
+              l.first = (int32_t)(dst + lo);
+            }
+          }
+          cc.loads.push_back(l);
         }
       ++runs;
       p += len;
@@ -514,7 +551,7 @@ void amprt::amxProduct(int64_t, int64_t, int64_t, const uint16_t *, int64_t, int
                        const uint16_t *, int64_t, int64_t, float *, int64_t, bool *) {}
 
 void amprt::amxConvWeightGrad(const uint16_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
-                              int64_t, int64_t, int64_t, int64_t, int64_t, const uint16_t *,
-                              int64_t, float *, bool *) {}
+                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                              const uint16_t *, int64_t, float *, bool *) {}
 
 #endif

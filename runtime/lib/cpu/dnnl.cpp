@@ -1656,15 +1656,16 @@ bool im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
 namespace {
 
 /// Whether amxConvWeightGrad takes this weight gradient: bf16 x and dy, an
-/// f32 dw, 2-D, one group, stride 1, dilation 1, on a CPU with AMX.
+/// f32 dw, 2-D, one group, column stride 1 or 2, dilation 1, on a CPU with
+/// AMX.
 bool directAmxFits(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *dy,
                    const amprt_tensor *dw, const amprt_conv_params *p) {
   return x->dtype == AMPRT_BF16 && dy->dtype == AMPRT_BF16 && dw->dtype == AMPRT_F32 &&
          p->spatial == 2 && p->group == 1 && x->rank == 4 && w->rank == 4 && dy->rank == 4 &&
-         p->strides[0] == 1 && p->strides[1] == 1 && std::max<int64_t>(p->dilations[0], 1) == 1 &&
-         std::max<int64_t>(p->dilations[1], 1) == 1 && amprt_tensor_is_contiguous(x) &&
-         amprt_tensor_is_contiguous(dy) && amprt_tensor_is_contiguous(dw) &&
-         amprt_tensor_numel(dy) > 0 && amxProductAvailable();
+         p->strides[0] >= 1 && (p->strides[1] == 1 || p->strides[1] == 2) &&
+         std::max<int64_t>(p->dilations[0], 1) == 1 && std::max<int64_t>(p->dilations[1], 1) == 1 &&
+         amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(dy) &&
+         amprt_tensor_is_contiguous(dw) && amprt_tensor_numel(dy) > 0 && amxProductAvailable();
 }
 
 /// The kernels of a convolution's backward: the data side on oneDNN's bf16
@@ -1891,13 +1892,14 @@ amprt_status convBackward(const amprt_tensor *x, const amprt_tensor *w, const am
         noteKernelImpl("direct-dw");
       depthwiseWeightGrad(x, dy, p, dw);
     } else if (dwDirectAmx) {
-      // (Offered for bf16 x and dy, an f32 dw, 2-D, stride 1, dilation 1.)
+      // (Offered for bf16 x and dy, an f32 dw, 2-D, column stride 1 or 2,
+      // dilation 1.)
       noteIm2col("direct-amx"); // (the columns made tile by tile)
       const char *dyt = dyRows(dy->data, 2, dy);
       amxConvWeightGrad(static_cast<const uint16_t *>(x->data), x->shape[0], x->shape[1],
-                        x->shape[2], x->shape[3], w->shape[2], w->shape[3], p->pads_begin[0],
-                        p->pads_begin[1], dy->shape[2], dy->shape[3],
-                        reinterpret_cast<const uint16_t *>(dyt), dy->shape[1],
+                        x->shape[2], x->shape[3], w->shape[2], w->shape[3], p->strides[0],
+                        p->strides[1], p->pads_begin[0], p->pads_begin[1], dy->shape[2],
+                        dy->shape[3], reinterpret_cast<const uint16_t *>(dyt), dy->shape[1],
                         static_cast<float *>(dw->data), kern.dwNonFinite);
       if (kern.dwChecked)
         *kern.dwChecked = kern.dwNonFinite != nullptr;

@@ -178,13 +178,14 @@ void amxProduct(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0, 
 /// A 2-D convolution's weight gradient on the AMX tiles without its
 /// im2col matrix: dw [oc, C x KH x KW] (f32, rows of K) = dyt [oc, P]
 /// (bf16 rows, P = N x OH x OW in (n, oh, ow) order) @ the columns of x
-/// [N, C, H, W] (bf16; stride 1, dilation 1, padding padT / padL), each
-/// tile of the columns made from x's rows where the product reads it.
-/// amxProduct's arithmetic; nonFinite as there. Only where
-/// amxProductAvailable().
+/// [N, C, H, W] (bf16; any row stride, column stride 1 or 2, dilation 1,
+/// padding padT / padL), each tile of the columns made from x's rows where
+/// the product reads it. amxProduct's arithmetic; nonFinite as there. Only
+/// where amxProductAvailable().
 void amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH,
-                       int64_t KW, int64_t padT, int64_t padL, int64_t OH, int64_t OW,
-                       const uint16_t *dyt, int64_t oc, float *dw, bool *nonFinite = nullptr);
+                       int64_t KW, int64_t strideH, int64_t strideW, int64_t padT, int64_t padL,
+                       int64_t OH, int64_t OW, const uint16_t *dyt, int64_t oc, float *dw,
+                       bool *nonFinite = nullptr);
 /// Whether amxProduct reads a row-major a (a1 = 1) of m rows and k columns
 /// in place, tile by tile, instead of packing it: whole tiles (m a
 /// multiple of 16, k of 32) and a sum of more than one tile.
