@@ -829,6 +829,39 @@ TEST(Binary, BlockBroadcastAndHalfPiecesMatchF32ThenRound) {
 // f32 arithmetic of the widened operands, rounded once, bit for bit;
 // special values (NaN, inf, signed zeros, subnormals, f16 overflow) among
 // them, a size that runs on the threads and ends in a tail.
+namespace {
+/// Element i of t as f32 by the scalar conversions (the definition; the
+/// vector ones are what the binary tests check).
+float widenAt(const Buf &t, int64_t i) {
+  float v;
+  uint16_t h;
+  if (t.dtype == AMPRT_F32) {
+    std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+    return v;
+  }
+  std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+  return t.dtype == AMPRT_F16 ? amprt_f16_to_f32(h) : amprt_bf16_to_f32(h);
+}
+
+/// p op q in f32 (add, sub, mul, div).
+float f32Op(amprt_binary_op op, float p, float q) {
+  return op == AMPRT_BINARY_ADD   ? p + q
+         : op == AMPRT_BINARY_SUB ? p - q
+         : op == AMPRT_BINARY_MUL ? p * q
+                                  : p / q;
+}
+
+/// v rounded once into element i of t (f32 as it is).
+void storeRounded(Buf &t, int64_t i, float v) {
+  if (t.dtype == AMPRT_F32) {
+    std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+    return;
+  }
+  uint16_t h = t.dtype == AMPRT_F16 ? amprt_f32_to_f16(v) : amprt_f32_to_bf16(v);
+  std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+}
+} // namespace
+
 TEST(Binary, HalfDenseEveryTypeMixMatchesF32ThenRound) {
   const int64_t n = 70001;
   const double inf = std::numeric_limits<double>::infinity();
@@ -861,32 +894,9 @@ TEST(Binary, HalfDenseEveryTypeMixMatchesF32ThenRound) {
             }
           }
           AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a.p(), b.p(), y.p()));
-          // The expected values by the scalar conversions (the definition;
-          // the vector ones are what is under test).
-          auto widen = [](const Buf &t, int64_t i) {
-            float v;
-            uint16_t h;
-            if (t.dtype == AMPRT_F32) {
-              std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-              return v;
-            }
-            std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-            return t.dtype == AMPRT_F16 ? amprt_f16_to_f32(h) : amprt_bf16_to_f32(h);
-          };
           Buf want(ty, {n});
-          for (int64_t i = 0; i < n; ++i) {
-            float p = widen(a, i), q = widen(b, i);
-            float v = op == AMPRT_BINARY_ADD   ? p + q
-                      : op == AMPRT_BINARY_SUB ? p - q
-                      : op == AMPRT_BINARY_MUL ? p * q
-                                               : p / q;
-            if (ty == AMPRT_F32) {
-              std::memcpy(want.bytes.data() + 4 * i, &v, 4);
-            } else {
-              uint16_t h = ty == AMPRT_F16 ? amprt_f32_to_f16(v) : amprt_f32_to_bf16(v);
-              std::memcpy(want.bytes.data() + 2 * i, &h, 2);
-            }
-          }
+          for (int64_t i = 0; i < n; ++i)
+            storeRounded(want, i, f32Op(op, widenAt(a, i), widenAt(b, i)));
           ASSERT_EQ(y.bytes, want.bytes) << "op " << op << ": " << amprt_dtype_name(ta) << ", "
                                          << amprt_dtype_name(tb) << " -> " << amprt_dtype_name(ty);
         }
@@ -900,16 +910,6 @@ TEST(Binary, HalfDenseEveryTypeMixMatchesF32ThenRound) {
 TEST(Binary, HalfWithOneValueEveryTypeMixMatchesF32ThenRound) {
   const int64_t n = 40003;
   const double inf = std::numeric_limits<double>::infinity();
-  auto widen = [](const Buf &t, int64_t i) {
-    float v;
-    uint16_t h;
-    if (t.dtype == AMPRT_F32) {
-      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-      return v;
-    }
-    std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-    return t.dtype == AMPRT_F16 ? amprt_f16_to_f32(h) : amprt_bf16_to_f32(h);
-  };
   for (amprt_dtype td : kFloats)
     for (amprt_dtype ts : kFloats)
       for (amprt_dtype ty : kFloats) {
@@ -928,20 +928,10 @@ TEST(Binary, HalfWithOneValueEveryTypeMixMatchesF32ThenRound) {
               const amprt_tensor *a = first ? v.p() : d.p(), *b = first ? d.p() : v.p();
               AMPRT_OK_OR_FAIL(amprt_binary(nullptr, op, a, b, y.p()));
               Buf want(ty, {4, n});
-              const float s = widen(v, 0);
-              for (int64_t i = 0; i < 4 * n; ++i) {
-                float p = first ? s : widen(d, i), q = first ? widen(d, i) : s;
-                float r = op == AMPRT_BINARY_ADD   ? p + q
-                          : op == AMPRT_BINARY_SUB ? p - q
-                          : op == AMPRT_BINARY_MUL ? p * q
-                                                   : p / q;
-                if (ty == AMPRT_F32) {
-                  std::memcpy(want.bytes.data() + 4 * i, &r, 4);
-                } else {
-                  uint16_t h = ty == AMPRT_F16 ? amprt_f32_to_f16(r) : amprt_f32_to_bf16(r);
-                  std::memcpy(want.bytes.data() + 2 * i, &h, 2);
-                }
-              }
+              const float s = widenAt(v, 0);
+              for (int64_t i = 0; i < 4 * n; ++i)
+                storeRounded(want, i,
+                             first ? f32Op(op, s, widenAt(d, i)) : f32Op(op, widenAt(d, i), s));
               ASSERT_EQ(y.bytes, want.bytes)
                   << "op " << op << (first ? " value first " : " value second ") << value << ": "
                   << amprt_dtype_name(td) << " with " << amprt_dtype_name(ts) << " -> "
