@@ -153,11 +153,8 @@ amprt_status amprt::unscaleAndCheck(amprt_context *ctx, const amprt_tensor *grad
     }
     if (g->dtype == AMPRT_F32 && dst == g->data && inv == 1.0f) {
       // In place with scale 1 (loss scaling "none": the inf check alone).
-      const float *src = static_cast<const float *>(g->data);
-      parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {
-        if (checkRange(src, b0, e0))
-          any.store(1, std::memory_order_relaxed);
-      });
+      if (anyNonFiniteF32(static_cast<const float *>(g->data), len))
+        any.store(1, std::memory_order_relaxed);
     } else if (g->dtype == AMPRT_F32) {
       const float *src = static_cast<const float *>(g->data);
       parallelFor(len, 1 << 16, 16, [&](int64_t b0, int64_t e0) {

@@ -368,7 +368,8 @@ void productWith(int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t a0,
   // A result larger than the caches hold for it (a late layer's weight
   // gradient: 9.4 MB for resnet18's 512 x 512 x 3 x 3) is written past
   // them: its lines are not read first, and it is read again only by the
-  // inf check and the update, after other weight-sized passes (12 such
+  // update (and the inf check, where not checked here), after other
+  // weight-sized passes (12 such
   // [512 x 4608] results written, then checked: 1.57 -> 1.44 ms each in a
   // busy period, 1.05 -> 0.99 in a quiet one; the product alone 0.53-0.62
   // -> 0.50-0.53).
@@ -414,16 +415,16 @@ AMPRT_AVX512_QUIET_BEGIN // (see internal.h)
 namespace {
 
 /// The im2col columns of a 2-D convolution's input x [N, C, H, W] (bf16;
-/// stride 1, dilation 1), as b of the weight gradient's product: b[p][j]
-/// = x[n, c, oh - padT + kh, ow - padL + kw] for the output position p =
-/// (n, oh, ow) and the weight's index j = (c, kh, kw), 0 outside x. Each
-/// k-chunk of 32 positions is a few runs of one (n, oh) (segs[first[q]]
-/// .. segs[first[q + 1]]), and a run of a column j is one masked load from
-/// a row of x.
+/// column stride 1 or 2, dilation 1), as b of the weight gradient's
+/// product: b[p][j] = x[n, c, oh sH - padT + kh, ow sW - padL + kw] for the
+/// output position p = (n, oh, ow) and the weight's index j = (c, kh, kw),
+/// 0 outside x. Each k-chunk of 32 positions is a few runs of one (n, oh),
+/// and a run of a column j is one masked load from a row of x (stride 2:
+/// two, and a permute).
 struct ConvColumns {
   const uint16_t *x;
   int64_t K, taps; // taps: KH x KW
-  bool pairs;      // column stride 2 (else 1)
+  bool stride2;    // column stride 2 (else 1)
   // Per run r of a chunk (runs[first[q]] .. runs[first[q + 1]]) and tap
   // (kh, kw): the lanes it fills (0: the run's row lies outside x) and,
   // less the channel's offset, with column stride 1 the address that lane
@@ -452,7 +453,7 @@ AMPRT_AMX void buildColumnsTile(const ConvColumns &cc, int64_t jt, int64_t q, ui
     if (j < cc.K) {
       const uint16_t *xc = cc.x + cc.chan[(size_t)j];
       const ConvColumns::Load *l = cc.loads.data() + r0 * cc.taps + cc.tap[(size_t)j];
-      if (!cc.pairs) {
+      if (!cc.stride2) {
         for (size_t run = r0; run < r1; ++run, l += cc.taps) // (masked-out lanes are not read)
           acc = _mm512_mask_loadu_epi16(acc, (__mmask32)l->lanes, xc + l->at);
       } else {
@@ -495,7 +496,7 @@ void amprt::amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H
   cc.x = x;
   cc.K = K;
   cc.taps = KH * KW;
-  cc.pairs = strideW == 2;
+  cc.stride2 = strideW == 2;
   cc.chan.resize((size_t)K);
   cc.tap.resize((size_t)K);
   for (int64_t j = 0; j < K; ++j) {
@@ -537,6 +538,8 @@ void amprt::amxConvWeightGrad(const uint16_t *x, int64_t N, int64_t C, int64_t H
     }
   }
   cc.first[(size_t)kc] = runs;
+  // dy's rows packed, not read in place: rows P elements apart (4 KiB for
+  // resnet18's layer1) would share L1 sets.
   productWith(
       oc, K, P, dyt, P, 1,
       [&](int64_t jt, int64_t q, uint16_t *t) { buildColumnsTile(cc, jt, q, t); }, dw, K, nonFinite,

@@ -1657,15 +1657,16 @@ namespace {
 
 /// Whether amxConvWeightGrad takes this weight gradient: bf16 x and dy, an
 /// f32 dw, 2-D, one group, column stride 1 or 2, dilation 1, on a CPU with
-/// AMX.
+/// AMX; its packed columns are the im2col matrix's bytes, under the same
+/// cap (im2colFits).
 bool directAmxFits(const amprt_tensor *x, const amprt_tensor *w, const amprt_tensor *dy,
                    const amprt_tensor *dw, const amprt_conv_params *p) {
   return x->dtype == AMPRT_BF16 && dy->dtype == AMPRT_BF16 && dw->dtype == AMPRT_F32 &&
-         p->spatial == 2 && p->group == 1 && x->rank == 4 && w->rank == 4 && dy->rank == 4 &&
-         p->strides[0] >= 1 && (p->strides[1] == 1 || p->strides[1] == 2) &&
-         std::max<int64_t>(p->dilations[0], 1) == 1 && std::max<int64_t>(p->dilations[1], 1) == 1 &&
-         amprt_tensor_is_contiguous(x) && amprt_tensor_is_contiguous(dy) &&
-         amprt_tensor_is_contiguous(dw) && amprt_tensor_numel(dy) > 0 && amxProductAvailable();
+         im2colFits(w, dy, p, 2) && x->rank == 4 && p->strides[0] >= 1 &&
+         (p->strides[1] == 1 || p->strides[1] == 2) && std::max<int64_t>(p->dilations[0], 1) == 1 &&
+         std::max<int64_t>(p->dilations[1], 1) == 1 && amprt_tensor_is_contiguous(x) &&
+         amprt_tensor_is_contiguous(dy) && amprt_tensor_is_contiguous(dw) &&
+         amprt_tensor_numel(dy) > 0 && amxProductAvailable();
 }
 
 /// The kernels of a convolution's backward: the data side on oneDNN's bf16
