@@ -459,6 +459,78 @@ TEST(Conv, Im2colForwardAndDataGradientAgainstDirectLoops) {
   }
 }
 
+// The data gradient's col2im of a small output map (matmul+col2im): the
+// AVX-512 gather against the scalar scatter and against the definition
+// written here (each element of dx the sum, tap by tap in order, of the
+// columns' values that reach it, in f32), bit for bit on random columns
+// with an inf, a NaN and negative zeros. The maps: 2 x 2 to 8 x 8 outputs
+// (one to four registers of a tap's row), planes past 64 elements (stride
+// 2), dilation, asymmetric and large pads, kernels larger than the map.
+TEST(Conv, SmallMapCol2imGatherMatchesTheScatterBitForBit) {
+  const std::vector<ConvCase> cases = {
+      {8, 5, 2, 2, 1, 3, 3, 1, 1, 1, 1},    {3, 7, 4, 4, 1, 3, 3, 1, 1, 1, 1},
+      {2, 3, 5, 5, 1, 3, 3, 1, 1, 1, 1},    {2, 3, 6, 7, 1, 3, 3, 1, 1, 1, 1},
+      {2, 4, 8, 8, 1, 3, 3, 1, 1, 1, 1},    {2, 3, 16, 16, 1, 3, 3, 2, 1, 1, 1},
+      {3, 2, 7, 9, 1, 3, 5, 2, 1, 1, 1, 2}, {2, 3, 6, 6, 1, 3, 3, 1, 2, 2, 1},
+      {1, 2, 12, 12, 1, 7, 7, 2, 3, 1, 1},  {4, 3, 3, 3, 1, 5, 3, 1, 2, 1, 1, 0}};
+  for (const ConvCase &cc : cases) {
+    const int64_t oh = cc.outH(), ow = cc.outW(), taps = cc.kh * cc.kw, ohw = oh * ow;
+    const int64_t P = cc.n * ohw, hw = cc.h * cc.w;
+    SCOPED_TRACE("n " + std::to_string(cc.n) + " c " + std::to_string(cc.c) + " " +
+                 std::to_string(cc.h) + "x" + std::to_string(cc.w) + " k " + std::to_string(cc.kh) +
+                 "x" + std::to_string(cc.kw) + " stride " + std::to_string(cc.stride) + " pad " +
+                 std::to_string(cc.pad) + "/" + std::to_string(cc.endPad()) + " dilation " +
+                 std::to_string(cc.dil));
+    ASSERT_LE(ohw, 64);
+    Buf cols = randn(AMPRT_F32, {cc.c * taps, P});
+    std::vector<float> dcol((size_t)(cc.c * taps * P));
+    for (size_t i = 0; i < dcol.size(); ++i)
+      dcol[i] = (float)cols.get((int64_t)i);
+    for (size_t i = 3; i < dcol.size(); i += 11)
+      dcol[i] = -0.0f;
+    // (f(dx index, column index) for each value that reaches dx, in the
+    // order of the sums.)
+    auto forEachReach = [&](auto f) {
+      for (int64_t b = 0; b < cc.n; ++b)
+        for (int64_t ci = 0; ci < cc.c; ++ci)
+          for (int64_t a = 0; a < cc.kh; ++a)
+            for (int64_t q = 0; q < cc.kw; ++q)
+              for (int64_t i = 0; i < oh; ++i)
+                for (int64_t j = 0; j < ow; ++j) {
+                  const int64_t yi = i * cc.stride - cc.pad + a * cc.dil,
+                                xj = j * cc.stride - cc.pad + q * cc.dil;
+                  if (yi >= 0 && yi < cc.h && xj >= 0 && xj < cc.w)
+                    f((b * cc.c + ci) * hw + yi * cc.w + xj,
+                      (ci * taps + a * cc.kw + q) * P + b * ohw + i * ow + j);
+                }
+    };
+    std::vector<int64_t> reached;
+    forEachReach([&](int64_t, int64_t col) { reached.push_back(col); });
+    dcol[(size_t)reached[reached.size() / 3]] = INFINITY;
+    dcol[(size_t)reached[reached.size() / 2]] = NAN;
+    std::vector<float> ref((size_t)(cc.n * cc.c * hw), 0.0f);
+    forEachReach([&](int64_t at, int64_t col) { ref[(size_t)at] += dcol[(size_t)col]; });
+    const amprt_conv_params p = cc.params();
+    for (bool vector : {true, false}) {
+      SCOPED_TRACE(vector ? "AVX-512 gather" : "scalar scatter");
+      std::vector<float> out(ref.size(), 12345.0f);
+      const bool ran = amprt::smallMapCol2imForTesting(&p, cc.n, cc.c, cc.h, cc.w, cc.kh, cc.kw, oh,
+                                                       ow, dcol.data(), vector, out.data());
+      EXPECT_EQ(ran, vector && amprt::haveAvx512bw());
+      int64_t bad = 0, nans = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        nans += std::isnan(ref[i]);
+        const bool same =
+            std::isnan(ref[i]) ? std::isnan(out[i]) : std::memcmp(&ref[i], &out[i], 4) == 0;
+        if (!same && bad++ < 5)
+          ADD_FAILURE() << "element " << i << ": " << out[i] << ", expected " << ref[i];
+      }
+      EXPECT_EQ(bad, 0);
+      EXPECT_GT(nans, 0);
+    }
+  }
+}
+
 // Depthwise convolutions (group = channels, M outputs per channel) by the
 // direct kernels (depthwise.cpp) and by oneDNN's, forced, and as the
 // per-shape choice takes them: all three passes against the double

@@ -113,6 +113,14 @@ uint64_t tunerGeneration();
 int64_t im2colConvCallsForTesting();
 /// Whether oneDNN has bf16 kernels here (the bf16-only candidates exist).
 bool bf16KernelsForTesting();
+/// For the kernel tests: the data gradient's col2im of a small output map
+/// (oh x ow at most 64 positions) into out [n x c planes of h x w] from
+/// dcol [c x kh x kw rows, n x oh x ow], by the AVX-512 gather (vector,
+/// where the CPU has it) or by the scalar scatter. Returns whether the
+/// AVX-512 loop ran.
+bool smallMapCol2imForTesting(const amprt_conv_params *p, int64_t n, int64_t c, int64_t h,
+                              int64_t w, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                              const float *dcol, bool vector, float *out);
 
 /// How long a collective waits for the other ranks: AMPRT_COMM_TIMEOUT
 /// seconds, 300 by default (the MPI and NCCL back-ends; context.cpp).
