@@ -926,7 +926,7 @@ AMPRT_AVX512_QUIET_END
 
 #if defined(__x86_64__)
 AMPRT_AVX512_QUIET_BEGIN
-/// smallMapCol2im's planes on AVX-512 (the output map at most 64
+/// SmallMapCol2im's planes on AVX-512 (the output map at most 64
 /// positions): a plane in chunks of 16 elements, each tap's contributions
 /// to a chunk gathered from the tap's row (at most 64 f32, four registers)
 /// by permutes and added in the order of the taps, in the lanes the tap
@@ -982,8 +982,8 @@ AMPRT_AVX512_QUIET_END
 /// col2im of a small output map (at most kSmallMap positions): planes
 /// [r0, r1) of out [N x C planes of h x w] (f32) = the sum, tap by tap in
 /// order, of dcol [C x taps rows, P] (rows of N x ohw positions) through
-/// tapTable's `at`. AVX-512 gathers where the CPU has it (smallMapCol2im's
-/// tables; the same sums), else a scatter by the table.
+/// tapTable's `at`. Gathered on AVX-512 where the CPU has it and vectorOk
+/// (the tables src and keep; the same sums), else scattered by the table.
 struct SmallMapCol2im {
   int64_t c, taps, P, ohw, hw;
   std::vector<int32_t> at, src; // (src, keep: for the AVX-512 loop)
