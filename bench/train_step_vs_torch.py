@@ -20,9 +20,9 @@ all of this machine's cores.
 Each measurement runs --steps steps (60), or more where our fp32 step is
 short: enough for --min-time seconds (0.5) of our fp32 steps (the count
 set per model by a first run, the same for every configuration; PyTorch's
-runs stop once they have --steps steps and --min-time seconds). A step of half a millisecond then gives a median over some
-thousand steps instead of a 30 ms window that one burst of load on a
-shared machine can fill (the transformer block's bf16 speed-up over 60
+runs stop once they have --steps steps and --min-time seconds). A step of
+half a millisecond then gives a median over some thousand steps instead
+of a 30 ms window that one burst of load on a shared machine can fill (the transformer block's bf16 speed-up over 60
 steps: 1.27-1.55x in five runs; over 600: 1.35-1.54x in four).
 
 Each configuration is measured --rounds times (3), the configurations in

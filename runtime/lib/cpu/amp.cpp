@@ -532,16 +532,16 @@ uint16_t *bf16CopyAvx512(amprt_tensor *lowp) {
   return nullptr;
 }
 
+/// The optimizer updates' split: pieces of at least this many elements
+/// (see sgdStep).
+constexpr int64_t kUpdateGrain = 1 << 13;
+
 /// Whether the bf16 copy of a len-element update bypasses the caches: a
 /// large model's copies are read again only by the next step's forward,
 /// long after the caches have turned over, and a plain store first reads
 /// each line it writes (26 M elements with momentum, 2 threads: 12.7 ms with
 /// plain stores, 11.2 streamed, 10.0 without the copy). Small tensors keep
 /// plain stores: their copies may still be cached when read.
-/// The optimizer updates' split: pieces of at least this many elements
-/// (see sgdStep).
-constexpr int64_t kUpdateGrain = 1 << 13;
-
 inline bool streamCopy(const uint16_t *l, int64_t len) {
   return len >= (int64_t(1) << 20) && reinterpret_cast<uintptr_t>(l) % 32 == 0;
 }
