@@ -22,7 +22,7 @@
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Transforms/Passes.h"
 
-#include "convert_bits.h"
+#include "common/convert_bits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

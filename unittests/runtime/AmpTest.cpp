@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
-#include "internal.h"
+#include "cpu/optim/optimizers.h"
 #include <cstdlib>
 #include <cstring>
 #include <memory>

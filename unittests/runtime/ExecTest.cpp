@@ -197,7 +197,7 @@ TEST(CheckNumerics, NamesOriginsNotLeftoversOrPropagation) {
 // the decoder refuses what does not fit.
 //===----------------------------------------------------------------------===//
 
-#include "../../runtime/lib/cpu/exec_decode.h"
+#include "common/exec_decode.h"
 
 #include <random>
 

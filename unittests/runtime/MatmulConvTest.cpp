@@ -7,7 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
-#include "internal.h"
+#include "common/convert.h"
+#include "host/tune.h"
+#include "cpu/matmul/matmul.h"
+#include "cpu/conv/conv.h"
 
 using namespace amprt_test;
 
@@ -551,7 +554,7 @@ TEST(Conv, DepthwiseDirectAndOneDnnAgainstDirectLoops) {
                                  // Empty: no images; no output positions (then dx, dw = 0).
                                  {0, 8, 4, 4, 8, 3, 3, 1, 1, 1, 8},
                                  {2, 8, 1, 1, 8, 3, 3, 2, 0, 1, 8}};
-  for (const char *force : {"direct", "onednn", ""})
+  for (const char *force : {"direct", "f32", ""})
     for (const ConvCase &cc : cases)
       for (auto [in, out, wout] : {std::tuple{AMPRT_F32, AMPRT_F32, AMPRT_F32},
                                    std::tuple{AMPRT_BF16, AMPRT_BF16, AMPRT_F32},

@@ -6,8 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "internal.h"
-#include "scalar_ops.h"
+#include "common/scalar_ops.h"
+#include "common/check.h"
+#include "host/context.h"
+#include "host/threads.h"
+#include "cpu/elementwise/elementwise.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -16,8 +16,9 @@
 #include "device.cuh"
 #include "dynamic_symbols.h"
 
-#include "../cpu/exec_decode.h"
-#include "../cpu/scalar_ops.h"
+#include "common/exec_decode.h"
+#include "common/scalar_ops.h"
+#include "common/check.h"
 
 #include <algorithm>
 #include <cstdio>

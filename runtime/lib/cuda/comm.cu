@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
+#include "common/check.h"
+#include "host/context.h"
 
 using namespace amprt;
 using namespace amprt::desc;

@@ -9,6 +9,8 @@
 #include "backend.cuh"
 #include "dnn_host.h"
 #include "lt_host.h"
+#include "common/check.h"
+#include "host/context.h"
 
 using namespace amprt;
 using namespace amprt::desc;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
+#include "common/check.h"
 
 using namespace amprt;
 using namespace amprt::desc;

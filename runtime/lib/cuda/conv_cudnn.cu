@@ -3,6 +3,7 @@
 
 #include "backend.cuh"
 #include "dnn_host.h"
+#include "common/check.h"
 
 using namespace amprt;
 using namespace amprt::desc;

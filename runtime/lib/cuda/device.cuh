@@ -19,8 +19,9 @@
 
 #include "amprt/amprt_cuda.h"
 
-#include "../cpu/convert_bits.h"
-#include "../cpu/internal.h"
+#include "common/convert_bits.h"
+#include "common/check.h"
+#include "host/threads.h"
 
 #include <cuda_runtime.h>
 

@@ -9,6 +9,8 @@
 
 #include "backend.cuh"
 #include "elementwise.cuh"
+#include "common/check.h"
+#include "host/context.h"
 
 #include <dlfcn.h>
 

@@ -7,7 +7,8 @@
 #include "backend.cuh"
 #include "elementwise.cuh"
 
-#include "../cpu/grid_sample.h"
+#include "common/grid_sample.h"
+#include "common/check.h"
 
 using namespace amprt;
 using namespace amprt::desc;

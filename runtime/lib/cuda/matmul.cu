@@ -4,6 +4,8 @@
 #include "backend.cuh"
 #include "elementwise.cuh"
 #include "lt_host.h"
+#include "common/check.h"
+#include "common/matmul_dims.h"
 
 using namespace amprt;
 using namespace amprt::desc;

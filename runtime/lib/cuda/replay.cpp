@@ -33,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "amprt/amprt.h"
+#include "common/check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
+#include "common/check.h"
+#include "cpu/optim/scaler.h"
 
 using namespace amprt;
 using namespace amprt::desc;

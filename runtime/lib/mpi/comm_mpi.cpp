@@ -11,8 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../cpu/convert_bits.h"
-#include "../cpu/internal.h"
+#include "common/convert_bits.h"
+#include "common/check.h"
+#include "host/context.h"
+#include "cpu/reduce/reduce.h"
 
 #include <mpi.h>
 

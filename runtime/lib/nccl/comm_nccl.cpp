@@ -20,8 +20,9 @@
 // watched there.
 //
 //===----------------------------------------------------------------------===//
+#include "common/check.h"
+#include "host/context.h"
 
-#include "../cpu/internal.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
