@@ -2,6 +2,7 @@
 
 #include "amp/Execution/Program.h"
 
+#include "amp/Conversion/Passes.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 #include "amp/Transforms/Passes.h"
 
@@ -101,13 +102,13 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
     auto s = slotOf(f, a.getType(), "argument " + std::to_string(i));
     if (failed(s))
       return failure();
-    auto p = f.getArgAttrOfType<StringAttr>(i, "amp.param");
+    auto p = f.getArgAttrOfType<StringAttr>(i, attrname::kParam);
     if (!p)
-      p = f.getArgAttrOfType<StringAttr>(i, "amp.opt_state");
+      p = f.getArgAttrOfType<StringAttr>(i, attrname::kOptState);
     if (p) {
       s->isParam = true;
       s->name = p.getValue().str();
-      auto init = f.getArgAttrOfType<ElementsAttr>(i, "amp.init");
+      auto init = f.getArgAttrOfType<ElementsAttr>(i, attrname::kInit);
       if (!init)
         return LogicalResult(f.emitError()
                              << "parameter '" << s->name << "' has no initial value (amp.init)");
@@ -138,7 +139,7 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
         return LogicalResult(f.emitError()
                              << "parameter '" << s->name << "': initial value has the wrong size");
     } else {
-      auto in = f.getArgAttrOfType<StringAttr>(i, "amp.input");
+      auto in = f.getArgAttrOfType<StringAttr>(i, attrname::kInput);
       s->name = in ? in.getValue().str() : "arg" + std::to_string(i);
     }
     sig.args.push_back(std::move(*s));
@@ -147,9 +148,9 @@ FailureOr<ProgramSignature> mlir::amp::signatureOf(func::FuncOp f) {
     auto s = slotOf(f, t, "result " + std::to_string(i));
     if (failed(s))
       return failure();
-    auto out = f.getResultAttrOfType<StringAttr>(i, "amp.output");
-    auto grad = f.getResultAttrOfType<StringAttr>(i, "amp.grad");
-    auto upd = f.getResultAttrOfType<StringAttr>(i, "amp.updates");
+    auto out = f.getResultAttrOfType<StringAttr>(i, attrname::kOutput);
+    auto grad = f.getResultAttrOfType<StringAttr>(i, attrname::kGrad);
+    auto upd = f.getResultAttrOfType<StringAttr>(i, attrname::kUpdates);
     s->name = out    ? out.getValue().str()
               : grad ? "grad:" + grad.getValue().str()
               : upd  ? "new:" + upd.getValue().str()
@@ -180,7 +181,7 @@ FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef n
   auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
   if (!fn)
     return LogicalResult(module.emitError("no function '") << name << "' after lowering");
-  return fn->getAttrOfType<IntegerAttr>("amp.arena_bytes").getInt();
+  return fn->getAttrOfType<IntegerAttr>(attrname::kArenaBytes).getInt();
 }
 
 LogicalResult mlir::amp::lowerToLinalg(ModuleOp module, const PrecisionOptions &p) {

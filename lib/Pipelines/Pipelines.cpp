@@ -8,6 +8,7 @@
 
 #include "amp/Pipelines/Pipelines.h"
 
+#include "amp/Conversion/Passes.h"
 #include "amp/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"

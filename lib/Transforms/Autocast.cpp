@@ -61,52 +61,7 @@ namespace mlir::amp {
 using namespace mlir;
 using namespace mlir::amp;
 
-std::string mlir::amp::nodeNameOf(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = dyn_cast<FusedLoc>(loc))
-    for (Location l : f.getLocations())
-      if (auto n = dyn_cast<NameLoc>(l))
-        return n.getName().str();
-  if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return (f.getFilename().getValue() + ":" + llvm::Twine(f.getLine()) + ":" +
-            llvm::Twine(f.getColumn()))
-        .str();
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  loc.print(os);
-  return s;
-}
-
-std::string mlir::amp::autocast_detail::typeName(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
-
 using mlir::amp::autocast_detail::typeName;
-
-std::optional<autocast_detail::RuleChoice>
-mlir::amp::autocast_detail::lookupNodeRule(const AutocastOptions &opts,
-                                           const llvm::StringSet<> &blocked, llvm::StringRef name) {
-  if (blocked.contains(name))
-    return RuleChoice{PolicyRule{PrecisionClass::FP32, "f32", "block list"},
-                      "node '" + name.str() + "' is on the block list"};
-  if (auto it = opts.policy.nodes.find(name); it != opts.policy.nodes.end())
-    return RuleChoice{it->second, "node override in " + it->second.source};
-  return std::nullopt;
-}
-
-autocast_detail::RuleChoice mlir::amp::autocast_detail::lookupOpRule(const AutocastOptions &opts,
-                                                                     llvm::StringRef opName) {
-  if (auto it = opts.policy.ops.find(opName); it != opts.policy.ops.end())
-    return RuleChoice{it->second, it->second.source + " lists " + opName.str() + " as " +
-                                      stringifyPrecisionClass(it->second.cls).str()};
-  return RuleChoice{PolicyRule{PrecisionClass::FP32, "f32", "fallback"},
-                    opName.str() + " is not in the policy: fp32, the safe default"};
-}
 
 static FloatType floatElement(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -262,14 +217,14 @@ Value Autocaster::castTo(Value v, Type elt) {
   if (isWeak(v))
     weak.insert(c);
   if (auto arg = dyn_cast<BlockArgument>(v))
-    if (func.getArgAttr(arg.getArgNumber(), "amp.param") && elt == low)
+    if (func.getArgAttr(arg.getArgNumber(), attrname::kParam) && elt == low)
       castParams.insert(v);
   return c;
 }
 
 std::string Autocaster::describe(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
-    if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.input"))
+    if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attrname::kInput))
       return "input '" + in.getValue().str() + "'";
     return "argument #" + std::to_string(arg.getArgNumber());
   }
@@ -287,14 +242,14 @@ Autocaster::Decision Autocaster::decide(Operation *op, ArrayRef<Value> floats) {
   if (auto node = autocast_detail::lookupNodeRule(opts, blocked, name)) {
     rule = node->rule;
     why = node->why;
-  } else if (auto hint = op->getAttrOfType<StringAttr>("amp.class");
+  } else if (auto hint = op->getAttrOfType<StringAttr>(attrname::kClass);
              hint && parsePrecisionClass(hint.getValue())) {
     // The importer's mark on the ops it composes one ONNX node of whose
     // PyTorch counterpart autocast runs in fp32 (Resize, the norms).
     rule = PolicyRule{*parsePrecisionClass(hint.getValue()), "f32", "importer"};
     why = "node '" + name + "' (" + opName.str() + ") is part of an op imported as " +
           hint.getValue().str();
-  } else if (auto fwd = op->getAttrOfType<StringAttr>("amp.differentiates")) {
+  } else if (auto fwd = op->getAttrOfType<StringAttr>(attrname::kDifferentiates)) {
     auto f = byNode.find(fwd.getValue());
     // The ops of a storage-class op's decomposed backward (a frozen batch
     // norm's adds, products and sums) take their own rules: they have no
@@ -382,7 +337,7 @@ LogicalResult Autocaster::run() {
   // Weak values: parameters and constants (and casts / data movement of
   // them, which stay weak as the walk goes).
   for (BlockArgument arg : entry.getArguments()) {
-    if (func.getArgAttr(arg.getArgNumber(), "amp.param"))
+    if (func.getArgAttr(arg.getArgNumber(), attrname::kParam))
       weak.insert(arg);
     else
       dynamic.insert(arg);
@@ -394,7 +349,7 @@ LogicalResult Autocaster::run() {
     for (BlockArgument arg : entry.getArguments()) {
       auto t = dyn_cast<RankedTensorType>(arg.getType());
       if (!t || !isa<FloatType>(t.getElementType()) ||
-          func.getArgAttr(arg.getArgNumber(), "amp.param"))
+          func.getArgAttr(arg.getArgNumber(), attrname::kParam))
         continue;
       originalType[arg] = t.getElementType();
       arg.setType(RankedTensorType::get(t.getShape(), low));
@@ -562,7 +517,7 @@ LogicalResult Autocaster::run() {
   for (OpOperand &use : returnOp->getOpOperands()) {
     unsigned i = use.getOperandNumber();
     Type want = getElementTypeOrSelf(resultTypes[i]);
-    if (!opts.keepIOTypes && isa<FloatType>(want) && !func.getResultAttr(i, "amp.grad"))
+    if (!opts.keepIOTypes && isa<FloatType>(want) && !func.getResultAttr(i, attrname::kGrad))
       want = low;
     if (isa<FloatType>(want) && floatElement(use.get()))
       use.set(castTo(use.get(), want));
@@ -636,24 +591,6 @@ static unsigned countCasts(Operation *root) {
   unsigned n = 0;
   root->walk([&](CastOp) { ++n; });
   return n;
-}
-
-bool mlir::amp::autocast_detail::isCastOp(Operation *op) {
-  if (isa<CastOp>(op) || op->getName().getStringRef() == "tosa.cast")
-    return true;
-  // linalg.generic { arith.truncf / extf (one or two), linalg.yield }, one
-  // input, one init: the casts IREE and this pass write on tensors.
-  if (op->getName().getStringRef() != "linalg.generic" || op->getNumRegions() != 1 ||
-      op->getNumResults() != 1 || op->getRegion(0).empty())
-    return false;
-  Block &body = op->getRegion(0).front();
-  if (body.getNumArguments() != 2 || body.getOperations().size() < 2 ||
-      body.getOperations().size() > 3)
-    return false;
-  for (Operation &o : body.without_terminator())
-    if (!isa<arith::TruncFOp, arith::ExtFOp>(o))
-      return false;
-  return true;
 }
 
 /// Whether `op` is an upstream op autocast would classify (an interface,
@@ -742,112 +679,6 @@ llvm::json::Value AutocastReport::toJSON() const {
                                                  ? (int64_t)castsAfter - (int64_t)castsBefore
                                                  : 0},
                           {"params_cast_to_target", paramsCast}}}};
-}
-
-//===----------------------------------------------------------------------===//
-// The picture
-//===----------------------------------------------------------------------===//
-
-static const char *colourOf(Type t) {
-  Type e = getElementTypeOrSelf(t);
-  if (e.isF16())
-    return "#f4a261"; // orange
-  if (e.isBF16())
-    return "#e76f51"; // red-orange
-  if (e.isF32())
-    return "#8ecae6"; // blue
-  return "#e9ecef";   // integers, booleans
-}
-
-static std::string dotEscape(llvm::StringRef s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out.push_back('\\');
-    if (c == '\n')
-      out += "\\n";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
-
-FailureOr<std::vector<std::string>> mlir::amp::writePrecisionGraph(FunctionOpInterface func,
-                                                                   llvm::StringRef path) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "digraph \"" << dotEscape(func.getName()) << "\" {\n"
-     << "  rankdir=TB; node [style=filled, fontname=\"Helvetica\", "
-        "fontsize=10];\n"
-     << "  subgraph cluster_legend { label=\"element type\"; fontsize=10;\n"
-     << "    l16 [label=\"f16\", fillcolor=\"#f4a261\"]; "
-        "lb16 [label=\"bf16\", fillcolor=\"#e76f51\"]; "
-        "l32 [label=\"f32\", fillcolor=\"#8ecae6\"]; "
-        "lint [label=\"int / bool\", fillcolor=\"#e9ecef\"]; }\n";
-  DenseMap<Value, std::string> ids;
-  unsigned nextId = 0;
-  for (BlockArgument arg : func.getArguments()) {
-    std::string id = "a" + std::to_string(arg.getArgNumber());
-    ids[arg] = id;
-    std::string label;
-    if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.param"))
-      label = "param " + p.getValue().str();
-    else if (auto i = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.input"))
-      label = "input " + i.getValue().str();
-    else
-      label = "arg " + std::to_string(arg.getArgNumber());
-    os << "  " << id << " [shape=box, label=\"" << dotEscape(label) << "\\n"
-       << dotEscape(typeName(arg.getType())) << "\", fillcolor=\"" << colourOf(arg.getType())
-       << "\"];\n";
-  }
-  func->walk<WalkOrder::PreOrder>([&](Operation *op) {
-    if (op == func.getOperation())
-      return WalkResult::advance();
-    // The body of a linalg op is the op's own business: not drawn.
-    WalkResult next = isa<AutocastOpInterface>(op) ? WalkResult::skip() : WalkResult::advance();
-    bool isCast = autocast_detail::isCastOp(op);
-    if (op->getName().getStringRef() == "tensor.empty")
-      return next; // an init, not a computation
-    std::string id = "n" + std::to_string(nextId++);
-    for (Value r : op->getResults())
-      ids[r] = id;
-    Type shown = op->getNumResults() ? op->getResult(0).getType() : Type();
-    std::string label = op->getName().getStringRef().str();
-    if (!op->hasTrait<OpTrait::IsTerminator>() && !op->hasTrait<OpTrait::ConstantLike>() && !isCast)
-      label = nodeNameOf(op) + "\n" + label;
-    os << "  " << id << " [label=\"" << dotEscape(label);
-    if (shown)
-      os << "\\n" << dotEscape(typeName(shown));
-    os << "\", shape=" << (isCast ? "cds" : "ellipse") << ", fillcolor=\""
-       << (shown ? colourOf(shown) : "#ffffff") << "\"];\n";
-    for (Value v : op->getOperands()) {
-      auto it = ids.find(v);
-      if (it != ids.end())
-        os << "  " << it->second << " -> " << id << ";\n";
-    }
-    return next;
-  });
-  os << "}\n";
-  if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
-        out << text;
-        return llvm::Error::success();
-      }))
-    return LogicalResult(func.emitError("cannot write '")
-                         << path << "': " << llvm::toString(std::move(e)));
-  std::vector<std::string> written{path.str()};
-  if (auto dot = llvm::sys::findProgramByName("dot")) {
-    for (llvm::StringRef fmt : {"svg", "png"}) {
-      llvm::SmallString<256> out(path);
-      llvm::sys::path::replace_extension(out, fmt);
-      std::string flag = ("-T" + fmt).str(), o = ("-o" + out).str();
-      llvm::StringRef args[] = {*dot, flag, o, path};
-      if (llvm::sys::ExecuteAndWait(*dot, args) == 0)
-        written.push_back(out.str().str());
-      else
-        return LogicalResult(func.emitError("graphviz 'dot' failed to render ") << out);
-    }
-  }
-  return written;
 }
 
 //===----------------------------------------------------------------------===//

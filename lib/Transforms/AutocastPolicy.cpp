@@ -11,15 +11,25 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "amp/Dialect/AMP/IR/AMPOps.h"
 #include "amp/Transforms/Autocast.h"
 #include "amp/Transforms/AutocastOpInterface.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir;
 using namespace mlir::amp;
+
+bool mlir::amp::isAutocastPolicyRefinement(llvm::StringRef name) {
+  return llvm::StringSwitch<bool>(name)
+      .Cases({"linalg.generic.contraction", "linalg.generic.convolution",
+              "linalg.generic.reduction", "linalg.generic.elementwise"},
+             true)
+      .Default(false);
+}
 
 static const char kDefaultPolicy[] =
 #include "DefaultPolicy.inc"
@@ -60,8 +70,9 @@ namespace {
 /// batch_norm(x, scale, bias, mean, var) keeps x, batch_norm_grad(x, scale,
 /// dy) keeps x and dy in the target type.
 const unsigned kBatchNormActivations[] = {0}, kBatchNormGradActivations[] = {0, 2};
-const std::pair<const char *, llvm::ArrayRef<unsigned>> kStorageOps[] = {
-    {"amp.batch_norm", kBatchNormActivations}, {"amp.batch_norm_grad", kBatchNormGradActivations}};
+const std::pair<llvm::StringRef, llvm::ArrayRef<unsigned>> kStorageOps[] = {
+    {BatchNormOp::getOperationName(), kBatchNormActivations},
+    {BatchNormGradOp::getOperationName(), kBatchNormGradActivations}};
 } // namespace
 
 llvm::ArrayRef<unsigned> mlir::amp::storageOperands(llvm::StringRef opName) {
@@ -80,20 +91,20 @@ std::string mlir::amp::storageOpNames() {
 
 /// ONNX op types users may write by habit, with the op to write instead.
 static llvm::StringRef onnxHint(llvm::StringRef name) {
-  static const std::pair<const char *, const char *> hints[] = {
-      {"MatMul", "amp.matmul"},
-      {"Gemm", "amp.gemm"},
-      {"Conv", "amp.conv"},
-      {"Softmax", "amp.softmax"},
-      {"ConvTranspose", "amp.conv_transpose"},
-      {"LayerNormalization", "amp.layer_norm"},
-      {"BatchNormalization", "amp.batch_norm"},
-      {"Relu", "amp.relu"},
-      {"Add", "amp.add"},
-      {"Mul", "amp.mul"},
-      {"ReduceSum", "amp.reduce_sum"},
-      {"ReduceMean", "amp.reduce_mean"},
-      {"SoftmaxCrossEntropyLoss", "amp.softmax_cross_entropy_loss"}};
+  static const std::pair<const char *, llvm::StringRef> hints[] = {
+      {"MatMul", MatMulOp::getOperationName()},
+      {"Gemm", GemmOp::getOperationName()},
+      {"Conv", ConvOp::getOperationName()},
+      {"Softmax", SoftmaxOp::getOperationName()},
+      {"ConvTranspose", ConvTransposeOp::getOperationName()},
+      {"LayerNormalization", LayerNormOp::getOperationName()},
+      {"BatchNormalization", BatchNormOp::getOperationName()},
+      {"Relu", ReluOp::getOperationName()},
+      {"Add", AddOp::getOperationName()},
+      {"Mul", MulOp::getOperationName()},
+      {"ReduceSum", ReduceSumOp::getOperationName()},
+      {"ReduceMean", ReduceMeanOp::getOperationName()},
+      {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossOp::getOperationName()}};
   for (auto [onnx, amp] : hints)
     if (name == onnx)
       return amp;

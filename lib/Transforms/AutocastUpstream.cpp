@@ -40,14 +40,6 @@ using namespace mlir;
 using namespace mlir::amp;
 using mlir::amp::autocast_detail::typeName;
 
-bool mlir::amp::isAutocastPolicyRefinement(llvm::StringRef name) {
-  return llvm::StringSwitch<bool>(name)
-      .Cases({"linalg.generic.contraction", "linalg.generic.convolution",
-              "linalg.generic.reduction", "linalg.generic.elementwise"},
-             true)
-      .Default(false);
-}
-
 namespace {
 
 FloatType floatElementOf(Type t) {

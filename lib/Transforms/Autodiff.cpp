@@ -76,10 +76,11 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
       grads[v] = g;
       return success();
     }
-    Operation *sum = createWithInferredTypes(b, loc, "amp.add", {it->second, g}, {}, 1);
+    Operation *sum =
+        createWithInferredTypes(b, loc, AddOp::getOperationName(), {it->second, g}, {}, 1);
     if (!sum)
       return failure();
-    sum->setAttr("amp.differentiates", b.getStringAttr(node));
+    sum->setAttr(attrname::kDifferentiates, b.getStringAttr(node));
     it->second = sum->getResult(0);
     return success();
   };
@@ -121,20 +122,22 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
     for (int k : at) {
       Value dy = ps[k].op.getDy();
       if (cast<RankedTensorType>(dy.getType()).getShape() != ArrayRef<int64_t>(one)) {
-        Operation *r = createWithInferredTypes(
-            b, loc, "amp.reshape", {dy}, {b.getNamedAttr("shape", b.getDenseI64ArrayAttr(one))}, 1);
+        Operation *r =
+            createWithInferredTypes(b, loc, ReshapeOp::getOperationName(), {dy},
+                                    {b.getNamedAttr("shape", b.getDenseI64ArrayAttr(one))}, 1);
         if (!r)
           return failure();
-        r->setAttr("amp.differentiates", b.getStringAttr(ps[k].node));
+        r->setAttr(attrname::kDifferentiates, b.getStringAttr(ps[k].node));
         dy = r->getResult(0);
       }
       slabs.push_back(dy);
     }
-    Operation *cat = createWithInferredTypes(
-        b, loc, "amp.concat", slabs, {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}, 1);
+    Operation *cat =
+        createWithInferredTypes(b, loc, ConcatOp::getOperationName(), slabs,
+                                {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}, 1);
     if (!cat)
       return failure();
-    cat->setAttr("amp.differentiates", b.getStringAttr(node));
+    cat->setAttr(attrname::kDifferentiates, b.getStringAttr(node));
     SmallVector<Pending> rest;
     for (auto [k, q] : llvm::enumerate(ps))
       if (!llvm::is_contained(at, (int)k))
@@ -160,7 +163,7 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
   // Marked: amp-loss-scaling replaces it with the loss scale.
   auto seed = arith::ConstantOp::create(
       b, y.getLoc(), yt, DenseElementsAttr::get(yt, b.getFloatAttr(yt.getElementType(), 1.0)));
-  seed->setAttr("amp.loss_seed", b.getUnitAttr());
+  seed->setAttr(attrname::kLossSeed, b.getUnitAttr());
   grads[y] = seed;
 
   for (Operation *op : llvm::reverse(forward)) {
@@ -195,7 +198,7 @@ FailureOr<SmallVector<Value>> mlir::amp::gradientsOf(OpBuilder &b, Value y, Arra
          it != b.getInsertionPoint(); ++it) {
       it->setLoc(gradLoc);
       if (isa<AMPDialect>(it->getDialect()))
-        it->setAttr("amp.differentiates", b.getStringAttr(node));
+        it->setAttr(attrname::kDifferentiates, b.getStringAttr(node));
     }
     if (og.size() != op->getNumOperands())
       return op->emitOpError("gradient rule returned ")
@@ -250,7 +253,8 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
   // The loss.
   int lossIndex = -1;
   for (unsigned i = 0; i < f.getNumResults(); ++i)
-    if (auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output"); n && n.getValue() == lossName)
+    if (auto n = f.getResultAttrOfType<StringAttr>(i, attrname::kOutput);
+        n && n.getValue() == lossName)
       lossIndex = i;
   if (lossIndex < 0)
     return f.emitError("amp-autodiff: '") << f.getSymName() << "' has no result named '" << lossName
@@ -265,7 +269,7 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
   // Parameters to differentiate.
   llvm::StringMap<BlockArgument> params;
   for (BlockArgument a : f.getArguments())
-    if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param"))
+    if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), attrname::kParam))
       params[p.getValue()] = a;
   for (const std::string &name : frozen)
     if (!params.count(name))
@@ -303,7 +307,7 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
   }
   SmallVector<BlockArgument> wrt;
   for (BlockArgument a : f.getArguments()) {
-    auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param");
+    auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), attrname::kParam);
     if (p && !llvm::is_contained(frozen, p.getValue().str()) && !isBuffer(a))
       wrt.push_back(a);
   }
@@ -318,7 +322,7 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
     unsigned before = padded.size();
     for (Operation *user : a.getUsers())
       if (auto g = dyn_cast<GatherOp>(user); g && g.getData() == a && g.getAxis() == 0) {
-        g->setAttr("amp.padding_rows", DenseI64ArrayAttr::get(f.getContext(), rows));
+        g->setAttr(attrname::kPaddingRows, DenseI64ArrayAttr::get(f.getContext(), rows));
         padded.push_back(g);
       }
     if (padded.size() == before)
@@ -332,7 +336,7 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
   if (failed(grads))
     return failure();
   for (GatherOp g : padded)
-    g->removeAttr("amp.padding_rows");
+    g->removeAttr(attrname::kPaddingRows);
 
   // Gradients as results; a parameter the loss does not reach gets zeros.
   SmallVector<Value> results(ret.getOperands());
@@ -340,7 +344,7 @@ LogicalResult mlir::amp::differentiate(func::FuncOp f, StringRef lossName,
   SmallVector<DictionaryAttr> resAttrs = resultAttrDicts(f);
   for (BlockArgument a : wrt)
     resAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("amp.grad", f.getArgAttr(a.getArgNumber(), "amp.param"))}));
+        {b.getNamedAttr(attrname::kGrad, f.getArgAttr(a.getArgNumber(), attrname::kParam))}));
   setFunctionResults(f, results, resAttrs);
 
   // Forward values nothing uses any more (e.g. a loss's unused second result
@@ -365,7 +369,7 @@ struct AMPAutodiffPass : public amp::impl::AMPAutodiffBase<AMPAutodiffPass> {
     std::vector<std::string> pads(paddingRows.begin(), paddingRows.end());
     for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
       bool hasParams = llvm::any_of(f.getArguments(), [&](BlockArgument a) {
-        return f.getArgAttr(a.getArgNumber(), "amp.param") != nullptr;
+        return f.getArgAttr(a.getArgNumber(), attrname::kParam) != nullptr;
       });
       if (hasParams && failed(differentiate(f, loss, fz, pads)))
         return signalPassFailure();
@@ -416,15 +420,15 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
 
     llvm::StringMap<BlockArgument> params;
     for (BlockArgument a : f.getArguments())
-      if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param"))
+      if (auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), attrname::kParam))
         params[p.getValue()] = a;
 
     // State arguments, appended; zeros to start.
     auto addState = [&](Type t, StringRef name) -> Value {
       auto rt = cast<RankedTensorType>(t);
       SmallVector<NamedAttribute> attrs = {
-          b.getNamedAttr("amp.opt_state", b.getStringAttr(name)),
-          b.getNamedAttr("amp.init",
+          b.getNamedAttr(attrname::kOptState, b.getStringAttr(name)),
+          b.getNamedAttr(attrname::kInit,
                          DenseElementsAttr::get(rt, b.getZeroAttr(rt.getElementType())))};
       unsigned i = f.getNumArguments();
       if (failed(f.insertArgument(i, t, b.getDictionaryAttr(attrs), loc)))
@@ -436,16 +440,16 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
     auto flagType = RankedTensorType::get({}, b.getI1Type());
     Value foundInf = arith::ConstantOp::create(
         b, loc, flagType, DenseElementsAttr::get(flagType, b.getBoolAttr(false)));
-    foundInf.getDefiningOp()->setAttr("amp.found_inf", b.getUnitAttr());
+    foundInf.getDefiningOp()->setAttr(attrname::kFoundInf, b.getUnitAttr());
 
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resAttrs;
     auto updates = [&](StringRef name) {
-      return b.getDictionaryAttr({b.getNamedAttr("amp.updates", b.getStringAttr(name))});
+      return b.getDictionaryAttr({b.getNamedAttr(attrname::kUpdates, b.getStringAttr(name))});
     };
     SmallVector<std::pair<Value, std::string>> state; // new state values, after params
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
-      auto g = f.getResultAttrOfType<StringAttr>(i, "amp.grad");
+      auto g = f.getResultAttrOfType<StringAttr>(i, attrname::kGrad);
       if (!g) {
         results.push_back(ret.getOperand(i));
         resAttrs.push_back(f.getResultAttrDict(i) ? f.getResultAttrDict(i)
@@ -494,7 +498,7 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
     // skipped steps included (as PyTorch's forward does).
     llvm::StringSet<> trained, statNames;
     for (unsigned i = 0; i < f.getNumResults(); ++i)
-      if (auto g = f.getResultAttrOfType<StringAttr>(i, "amp.grad"))
+      if (auto g = f.getResultAttrOfType<StringAttr>(i, attrname::kGrad))
         trained.insert(g.getValue());
     WalkResult walk = f.walk([&](BatchNormOp bn) {
       if (!bn.getTrainingMode())
@@ -503,7 +507,7 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
                                       std::make_pair(bn.getVar(), bn.getRunningVar())}) {
         auto arg = dyn_cast<BlockArgument>(operand);
         auto name = arg && arg.getOwner() == &block
-                        ? f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "amp.param")
+                        ? f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attrname::kParam)
                         : StringAttr();
         if (!name)
           continue; // a computed or constant statistic: nothing to carry
@@ -542,7 +546,7 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
         continue;
       bool hasGrads = false;
       for (unsigned i = 0; i < f.getNumResults(); ++i)
-        hasGrads |= f.getResultAttr(i, "amp.grad") != nullptr;
+        hasGrads |= f.getResultAttr(i, attrname::kGrad) != nullptr;
       anyGrads |= hasGrads;
       if (hasGrads && failed(rewrite(f)))
         return signalPassFailure();
@@ -574,7 +578,7 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
     int index = -1;
     std::string names;
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
-      auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output");
+      auto n = f.getResultAttrOfType<StringAttr>(i, attrname::kOutput);
       if (!n)
         continue;
       if (n.getValue() == "loss")
@@ -587,20 +591,20 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
     if (output.empty()) { // the graph's only output
       int count = 0;
       for (unsigned i = 0; i < f.getNumResults(); ++i)
-        if (f.getResultAttr(i, "amp.output")) {
+        if (f.getResultAttr(i, attrname::kOutput)) {
           index = i;
           ++count;
         }
       if (count != 1)
         return err() << "the graph has " << count << " outputs (" << names
                      << "): name the one the loss reads (output=NAME)";
-      output = f.getResultAttrOfType<StringAttr>(index, "amp.output").getValue().str();
+      output = f.getResultAttrOfType<StringAttr>(index, attrname::kOutput).getValue().str();
     }
     if (index < 0)
       return err() << "no result named '" << output
                    << "' (the results are: " << (names.empty() ? "none" : names) << ")";
     for (BlockArgument a : f.getArguments())
-      for (StringRef key : {"amp.input", "amp.param"})
+      for (StringRef key : {attrname::kInput, attrname::kParam})
         if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key);
             n && n.getValue() == label)
           return err() << "the label name '" << label
@@ -628,25 +632,27 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
     unsigned argIndex = f.getNumArguments();
     if (failed(f.insertArgument(
             argIndex, labelType,
-            b.getDictionaryAttr({b.getNamedAttr("amp.input", b.getStringAttr(label))}), loc)))
+            b.getDictionaryAttr({b.getNamedAttr(attrname::kInput, b.getStringAttr(label))}), loc)))
       return failure();
     Value lab = f.getArgument(argIndex);
     Operation *lossOp;
     if (kind == "cross_entropy") {
-      lossOp = createWithInferredTypes(b, loc, "amp.softmax_cross_entropy_loss", {out, lab}, {}, 2);
+      lossOp = createWithInferredTypes(b, loc, SoftmaxCrossEntropyLossOp::getOperationName(),
+                                       {out, lab}, {}, 2);
     } else if (kind == "nll") {
-      lossOp = createWithInferredTypes(b, loc, "amp.nll_loss", {out, lab}, {}, 1);
+      lossOp = createWithInferredTypes(b, loc, NLLLossOp::getOperationName(), {out, lab}, {}, 1);
     } else {
       Value x = out;
       if (!ot.getElementType().isF32())
         x = CastOp::create(b, loc, RankedTensorType::get(ot.getShape(), b.getF32Type()), x);
-      Operation *d = createWithInferredTypes(b, loc, "amp.sub", {x, lab}, {}, 1);
-      Operation *sq =
-          d ? createWithInferredTypes(b, loc, "amp.mul", {d->getResult(0), d->getResult(0)}, {}, 1)
-            : nullptr;
-      lossOp = sq ? createWithInferredTypes(b, loc, "amp.reduce_mean", {sq->getResult(0)},
-                                            {b.getNamedAttr("keepdims", b.getBoolAttr(false))}, 1)
-                  : nullptr;
+      Operation *d = createWithInferredTypes(b, loc, SubOp::getOperationName(), {x, lab}, {}, 1);
+      Operation *sq = d ? createWithInferredTypes(b, loc, MulOp::getOperationName(),
+                                                  {d->getResult(0), d->getResult(0)}, {}, 1)
+                        : nullptr;
+      lossOp =
+          sq ? createWithInferredTypes(b, loc, ReduceMeanOp::getOperationName(), {sq->getResult(0)},
+                                       {b.getNamedAttr("keepdims", b.getBoolAttr(false))}, 1)
+             : nullptr;
     }
     if (!lossOp)
       return failure();
@@ -654,7 +660,7 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
     results.push_back(lossOp->getResult(0));
     SmallVector<DictionaryAttr> resAttrs = resultAttrDicts(f);
     resAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
+        b.getDictionaryAttr({b.getNamedAttr(attrname::kOutput, b.getStringAttr("loss"))}));
     setFunctionResults(f, results, resAttrs);
     return success();
   }
@@ -665,7 +671,7 @@ struct AMPAddLossPass : public amp::impl::AMPAddLossBase<AMPAddLossPass> {
       if (f.isExternal())
         continue;
       bool hasParams = llvm::any_of(f.getArguments(), [&](BlockArgument a) {
-        return f.getArgAttr(a.getArgNumber(), "amp.param") != nullptr;
+        return f.getArgAttr(a.getArgNumber(), attrname::kParam) != nullptr;
       });
       if (!hasParams)
         continue;

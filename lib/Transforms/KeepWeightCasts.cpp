@@ -97,11 +97,11 @@ struct AMPKeepWeightCastsPass : public amp::impl::AMPKeepWeightCastsBase<AMPKeep
     // The state each result updates, by name.
     llvm::StringMap<unsigned> updates;
     for (unsigned i = 0; i < f.getNumResults(); ++i)
-      if (auto u = f.getResultAttrOfType<StringAttr>(i, "amp.updates"))
+      if (auto u = f.getResultAttrOfType<StringAttr>(i, attrname::kUpdates))
         updates[u.getValue()] = i;
     llvm::StringSet<> stateNames;
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
-      if (auto s = f.getArgAttrOfType<StringAttr>(i, "amp.opt_state"))
+      if (auto s = f.getArgAttrOfType<StringAttr>(i, attrname::kOptState))
         stateNames.insert(s.getValue());
 
     SmallVector<Value> results(ret.getOperands());
@@ -110,8 +110,8 @@ struct AMPKeepWeightCastsPass : public amp::impl::AMPKeepWeightCastsBase<AMPKeep
     unsigned params = f.getNumArguments();
     for (unsigned i = 0; i < params; ++i) {
       BlockArgument p = f.getArgument(i);
-      auto name = f.getArgAttrOfType<StringAttr>(i, "amp.param");
-      auto init = f.getArgAttrOfType<ElementsAttr>(i, "amp.init");
+      auto name = f.getArgAttrOfType<StringAttr>(i, attrname::kParam);
+      auto init = f.getArgAttrOfType<ElementsAttr>(i, attrname::kInit);
       auto pt = dyn_cast<RankedTensorType>(p.getType());
       if (!name || !init || !pt || !pt.hasStaticShape() || !pt.getElementType().isF32())
         continue;
@@ -151,8 +151,8 @@ struct AMPKeepWeightCastsPass : public amp::impl::AMPKeepWeightCastsBase<AMPKeep
 
       // The state argument, read where the casts were.
       SmallVector<NamedAttribute> attrs = {
-          b.getNamedAttr("amp.opt_state", b.getStringAttr(stateName)),
-          b.getNamedAttr("amp.init", roundedInit(*raw, lt, stateName))};
+          b.getNamedAttr(attrname::kOptState, b.getStringAttr(stateName)),
+          b.getNamedAttr(attrname::kInit, roundedInit(*raw, lt, stateName))};
       unsigned at = f.getNumArguments();
       if (failed(f.insertArgument(at, lt, b.getDictionaryAttr(attrs), p.getLoc())))
         return signalPassFailure();
@@ -171,7 +171,7 @@ struct AMPKeepWeightCastsPass : public amp::impl::AMPKeepWeightCastsBase<AMPKeep
       Value nextCopy = CastOp::create(b, next.getLoc(), lt, next);
       results.push_back(nextCopy);
       resAttrs.push_back(
-          b.getDictionaryAttr({b.getNamedAttr("amp.updates", b.getStringAttr(stateName))}));
+          b.getDictionaryAttr({b.getNamedAttr(attrname::kUpdates, b.getStringAttr(stateName))}));
       stateNames.insert(stateName);
     }
     if (results.size() != ret.getNumOperands())

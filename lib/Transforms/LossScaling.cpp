@@ -91,7 +91,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
 
     arith::ConstantOp seed;
     for (Operation &op : block)
-      if (op.hasAttr("amp.loss_seed")) {
+      if (op.hasAttr(attrname::kLossSeed)) {
         if (seed)
           return op.emitError("amp-loss-scaling: two backward seeds in '") << f.getSymName() << "'";
         seed = cast<arith::ConstantOp>(op);
@@ -106,15 +106,15 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
     auto i64 = RankedTensorType::get({}, b.getI64Type());
     auto addState = [&](Type t, StringRef name, Attribute init) -> Value {
       SmallVector<NamedAttribute> attrs = {
-          b.getNamedAttr("amp.opt_state", b.getStringAttr(name)),
-          b.getNamedAttr("amp.init", DenseElementsAttr::get(cast<ShapedType>(t), init))};
+          b.getNamedAttr(attrname::kOptState, b.getStringAttr(name)),
+          b.getNamedAttr(attrname::kInit, DenseElementsAttr::get(cast<ShapedType>(t), init))};
       unsigned i = f.getNumArguments();
       if (failed(f.insertArgument(i, t, b.getDictionaryAttr(attrs), loc)))
         return Value();
       return f.getArgument(i);
     };
     for (BlockArgument a : f.getArguments())
-      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.opt_state");
+      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), attrname::kOptState);
           n && (n.getValue() == "loss_scale" || n.getValue() == "growth_tracker" ||
                 n.getValue() == "hysteresis_left"))
         return f.emitError("amp-loss-scaling: '")
@@ -145,7 +145,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       for (OpOperand *u : gradUses) {
         auto p = dyn_cast<BlockArgument>(u->getOwner()->getOperand(0));
         auto name =
-            p ? f.getArgAttrOfType<StringAttr>(p.getArgNumber(), "amp.param") : StringAttr();
+            p ? f.getArgAttrOfType<StringAttr>(p.getArgNumber(), attrname::kParam) : StringAttr();
         if (!name)
           return u->getOwner()->emitOpError("amp-loss-scaling: updates no named parameter");
         auto gt =
@@ -178,7 +178,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       seed.replaceAllUsesWith(s);
       seed.erase();
     } else if (seed) {
-      seed->removeAttr("amp.loss_seed");
+      seed->removeAttr(attrname::kLossSeed);
     }
 
     // Unscale, check, clip; the updates read the results.
@@ -241,7 +241,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
       flag.erase();
       flag = nullptr;
     } else {
-      flag->removeAttr("amp.found_inf");
+      flag->removeAttr(attrname::kFoundInf);
       if (maxNorm > 0) {
         SmallVector<Value> grads;
         for (OpOperand *u : gradUses)
@@ -288,25 +288,25 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
         nt = WhereOp::create(b, loc, i64, apply, nt, tracker);
         nh = WhereOp::create(b, loc, i64, apply, nh, hystLeft);
       }
-      add(ns, "amp.updates", "loss_scale");
-      add(nt, "amp.updates", "growth_tracker");
-      add(nh, "amp.updates", "hysteresis_left");
+      add(ns, attrname::kUpdates, "loss_scale");
+      add(nt, attrname::kUpdates, "growth_tracker");
+      add(nh, attrname::kUpdates, "hysteresis_left");
     }
     if (k > 1) {
-      add(newMicro, "amp.updates", "micro_step");
+      add(newMicro, attrname::kUpdates, "micro_step");
       for (auto [a, g] : llvm::zip(accs, summed)) {
         auto t = cast<RankedTensorType>(a.getType());
         Value zeros = arith::ConstantOp::create(b, loc, t,
                                                 DenseElementsAttr::get(t, b.getF32FloatAttr(0.0f)));
-        auto name =
-            f.getArgAttrOfType<StringAttr>(cast<BlockArgument>(a).getArgNumber(), "amp.opt_state");
-        add(WhereOp::create(b, loc, t, apply, zeros, g), "amp.updates", name.getValue());
+        auto name = f.getArgAttrOfType<StringAttr>(cast<BlockArgument>(a).getArgNumber(),
+                                                   attrname::kOptState);
+        add(WhereOp::create(b, loc, t, apply, zeros, g), attrname::kUpdates, name.getValue());
       }
     }
-    add(scale, "amp.output", "loss_scale");
-    add(reportFound, "amp.output", "found_inf");
+    add(scale, attrname::kOutput, "loss_scale");
+    add(reportFound, attrname::kOutput, "found_inf");
     if (gradNorm)
-      add(gradNorm, "amp.output", "grad_norm");
+      add(gradNorm, attrname::kOutput, "grad_norm");
     setFunctionResults(f, results, resAttrs);
     return success();
   }
@@ -320,7 +320,7 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
         continue;
       arith::ConstantOp flag;
       for (Operation &op : f.getBody().front())
-        if (op.hasAttr("amp.found_inf"))
+        if (op.hasAttr(attrname::kFoundInf))
           flag = dyn_cast<arith::ConstantOp>(op);
       if (!flag) {
         for (Operation &op : f.getBody().front())

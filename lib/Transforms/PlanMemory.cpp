@@ -277,10 +277,10 @@ struct AMPPlanMemoryPass : public amp::impl::AMPPlanMemoryBase<AMPPlanMemoryPass
           auto it = plan->offsets.find(r);
           slots.push_back(it == plan->offsets.end() ? -1 : it->second);
         }
-        op.setAttr("amp.slots", b.getDenseI64ArrayAttr(slots));
+        op.setAttr(attrname::kSlots, b.getDenseI64ArrayAttr(slots));
       }
-      f->setAttr("amp.arena_bytes", b.getI64IntegerAttr(plan->arenaBytes));
-      f->setAttr("amp.arena_bytes_if_f32", b.getI64IntegerAttr(plan->arenaBytesIfF32));
+      f->setAttr(attrname::kArenaBytes, b.getI64IntegerAttr(plan->arenaBytes));
+      f->setAttr(attrname::kArenaBytesIfF32, b.getI64IntegerAttr(plan->arenaBytesIfF32));
       json += llvm::formatv("{0}{{\"name\": \"{1}\", \"arena_bytes\": {2}, "
                             "\"arena_bytes_if_f32\": {3}, \"buffers\": {4}}",
                             first ? "" : ", ", f.getSymName(), plan->arenaBytes,

@@ -16,7 +16,7 @@ flags and checks, kernel by kernel:
     (atom.global.cas): many threads may find an error at once;
   - in the sources: the context's code makes no call on the legacy default
     stream (cudaMemcpy, cudaMemset, cudaDeviceSynchronize: not ordered with
-    the context's non-blocking stream); kernels.cu, the checker's API, runs
+    the context's non-blocking stream); check_kernels.cu, the checker's API, runs
     on the legacy stream throughout and is left out.
 usage: check_ptx.py NVCC SOURCE_DIR BINARY_DIR
 """
@@ -48,6 +48,7 @@ with tempfile.TemporaryDirectory() as tmp:
         cmd = [nvcc, "-ptx", "-arch=compute_90", "-O3", "-DNDEBUG", "-std=c++17", "-fmad=false",
                "-DAMPRT_CUDA_LIB_DIR=\"/usr/local/cuda/lib64\"",
                f"-I{src}/include", f"-I{build}/include", f"-I{src}/runtime/include",
+               f"-I{src}/runtime/lib",
                os.path.join(src, "runtime/lib/cuda", name), "-o", ptx]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
@@ -94,7 +95,7 @@ check(len(cas_kernels) >= 3,
 
 legacy = []
 for name in sources:
-    if name == "kernels.cu":
+    if name == "check_kernels.cu":
         continue
     for i, line in enumerate(open(os.path.join(src, "runtime/lib/cuda", name)), 1):
         code = line.split("//")[0]

@@ -36,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Execution/Program.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 
@@ -245,13 +246,14 @@ void restoreORTOptimizerState(func::FuncOp f, const amp::ORTOptimizerState &st,
                               const std::string &ckPath) {
   for (BlockArgument a : f.getArguments()) {
     unsigned i = a.getArgNumber();
-    auto name = f.getArgAttrOfType<StringAttr>(i, "amp.opt_state");
+    auto name = f.getArgAttrOfType<StringAttr>(i, mlir::amp::attrname::kOptState);
     if (!name)
       continue;
     auto type = cast<RankedTensorType>(a.getType());
     llvm::StringRef n = name.getValue();
     if (n == "step") {
-      f.setArgAttr(i, "amp.init", DenseElementsAttr::get(type, llvm::APInt(64, st.step)));
+      f.setArgAttr(i, mlir::amp::attrname::kInit,
+                   DenseElementsAttr::get(type, llvm::APInt(64, st.step)));
       continue;
     }
     auto [p, kind] = n.rsplit('.');
@@ -266,7 +268,7 @@ void restoreORTOptimizerState(func::FuncOp f, const amp::ORTOptimizerState &st,
       die("'" + ckPath + "' holds optimizer state but no " + moment + " for '" + p + "'");
     if ((int64_t)m->second.size() != type.getNumElements() * 4)
       die("'" + ckPath + "': " + moment + " of '" + p + "' has the wrong size");
-    f.setArgAttr(i, "amp.init",
+    f.setArgAttr(i, mlir::amp::attrname::kInit,
                  DenseElementsAttr::getFromRawBuffer(
                      type, llvm::ArrayRef<char>(m->second.data(), m->second.size())));
   }
@@ -403,7 +405,7 @@ int main(int argc, char **argv) {
     // A function that is a training step already (ONNX TrainingInfoProto's
     // algorithm, or one built with amp-opt): results tied to their state.
     for (unsigned i = 0; i < f.getNumResults(); ++i)
-      if (f.getResultAttr(i, "amp.updates"))
+      if (f.getResultAttr(i, mlir::amp::attrname::kUpdates))
         training = "the model's own training step '" + funcName + "', " + precision;
     for (cl::Option *o : std::initializer_list<cl::Option *>{
              &lr,           &momentum,      &dampening,   &nesterov,    &weightDecay,
@@ -487,7 +489,7 @@ int main(int argc, char **argv) {
     if (lossFn.empty() && !ort) {
       bool hasLoss = false;
       for (unsigned i = 0; i < f.getNumResults(); ++i)
-        if (auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output"))
+        if (auto n = f.getResultAttrOfType<StringAttr>(i, mlir::amp::attrname::kOutput))
           hasLoss |= n.getValue() == lossName;
       if (!hasLoss)
         die("'" + modelFile + "' has no output named '" + lossName +
@@ -603,20 +605,20 @@ int main(int argc, char **argv) {
   // State results the program writes in place (the runner then gives the
   // argument and the result one buffer).
   std::set<int64_t> inPlace;
-  if (auto a = fn->getAttrOfType<DenseI64ArrayAttr>("amp.inplace_results"))
+  if (auto a = fn->getAttrOfType<DenseI64ArrayAttr>(mlir::amp::attrname::kInplaceResults))
     inPlace.insert(a.asArrayRef().begin(), a.asArrayRef().end());
   for (auto [i, s] : llvm::enumerate(sig->results))
     sigText += signatureLine(inPlace.count(i) ? "result_inplace" : "result", s);
   std::string arenaText = std::to_string(*arena);
-  std::vector<amprt_metadata> meta = {{"amp.signature", sigText.c_str()},
-                                      {"amp.arena_bytes", arenaText.c_str()},
-                                      {"amp.precision", precision.c_str()},
-                                      {"amp.model", modelFile.c_str()},
-                                      {"amp.device", deviceName.c_str()}};
+  std::vector<amprt_metadata> meta = {{AMPRT_META_SIGNATURE, sigText.c_str()},
+                                      {AMPRT_META_ARENA_BYTES, arenaText.c_str()},
+                                      {AMPRT_META_PRECISION, precision.c_str()},
+                                      {AMPRT_META_MODEL, modelFile.c_str()},
+                                      {AMPRT_META_DEVICE, deviceName.c_str()}};
   if (!training.empty())
-    meta.push_back({"amp.training", training.c_str()});
+    meta.push_back({AMPRT_META_TRAINING, training.c_str()});
   if (dataParallel)
-    meta.push_back({"amp.data_parallel", "1"});
+    meta.push_back({AMPRT_META_DATA_PARALLEL, "1"});
   if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta.data(),
                             (int32_t)meta.size()) != AMPRT_OK)
     die(amprt_last_error());

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "amp/Conversion/Passes.h"
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Pipelines/Pipelines.h"
 #include "amp/Transforms/AutocastOpInterface.h"
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
   mlir::amp::registerAutocastExternalModels(registry);
   mlir::registerTransformsPasses();
   mlir::amp::registerAMPPasses();
+  mlir::amp::registerAMPConversionPasses();
   mlir::amp::registerAMPPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "AMP-MLIR optimizer driver\n", registry));

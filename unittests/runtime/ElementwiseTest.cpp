@@ -1,7 +1,7 @@
 //===- ElementwiseTest.cpp - elementwise kernels against double ----------===//
 
-#include "TestUtil.h"
 #include "cpu/elementwise/elementwise.h"
+#include "TestUtil.h"
 
 #include <algorithm>
 #include <cmath>

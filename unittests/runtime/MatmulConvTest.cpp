@@ -8,9 +8,9 @@
 
 #include "TestUtil.h"
 #include "common/convert.h"
-#include "host/tune.h"
-#include "cpu/matmul/matmul.h"
 #include "cpu/conv/conv.h"
+#include "cpu/matmul/matmul.h"
+#include "host/tune.h"
 
 using namespace amprt_test;
 

@@ -27,10 +27,6 @@ LogicalResult differentiate(func::FuncOp f, StringRef lossName, ArrayRef<std::st
 FailureOr<SmallVector<Value>> gradientsOf(OpBuilder &b, Value y, ArrayRef<Value> xs,
                                           StringRef what);
 
-/// The runtime's element type code (an amprt_dtype) for an MLIR type or the
-/// element type of a shaped type; failure when the runtime has none.
-FailureOr<int64_t> runtimeDTypeCode(Type t);
-
 /// Ops whose result is their input's bytes under a new shape, or (see
 /// isMatmulViewTranspose) read in place as a transposed view.
 bool isAliasOp(Operation *op);

@@ -158,7 +158,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
     ptrs[op->getResult(0)] = ptrOf(op->getOperand(0));
     return success();
   }
-  auto slots = op->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+  auto slots = op->getAttrOfType<DenseI64ArrayAttr>(attrname::kSlots);
   if (!slots || (int64_t)slots.size() != op->getNumResults())
     return op->emitOpError("has no memory plan: run amp-plan-memory first");
   for (auto [r, off] : llvm::zip(op->getResults(), slots.asArrayRef())) {
@@ -208,6 +208,13 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
     fusedAway.insert(c);
     return success();
   };
+  // The unary functions: their kind and parameters from the op
+  // (UnaryFunctionOpInterface), numbered like amprt_unary_op.
+  if (auto u = dyn_cast<UnaryFunctionOpInterface>(op)) {
+    UnaryFunction f = u.getUnaryFunction();
+    return unary((amprt_unary_op)f.kind, f.alpha,
+                 f.beta ? std::optional<double>(*f.beta) : std::nullopt);
+  }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AddOp) { return binary(AMPRT_BINARY_ADD); })
       .Case([&](SubOp) { return binary(AMPRT_BINARY_SUB); })
@@ -226,57 +233,6 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case([&](XorOp) { return binary(AMPRT_BINARY_XOR); })
       .Case([&](ModOp) { return binary(AMPRT_BINARY_MOD); })
       .Case([&](FModOp) { return binary(AMPRT_BINARY_FMOD); })
-      .Case([&](ReluOp) { return unary(AMPRT_UNARY_RELU, 0); })
-      .Case([&](SqrtOp) { return unary(AMPRT_UNARY_SQRT, 0); })
-      .Case([&](ExpOp) { return unary(AMPRT_UNARY_EXP, 0); })
-      .Case([&](LogOp) { return unary(AMPRT_UNARY_LOG, 0); })
-      .Case([&](ErfOp) { return unary(AMPRT_UNARY_ERF, 0); })
-      .Case([&](TanhOp) { return unary(AMPRT_UNARY_TANH, 0); })
-      .Case([&](SigmoidOp) { return unary(AMPRT_UNARY_SIGMOID, 0); })
-      .Case([&](AbsOp) { return unary(AMPRT_UNARY_ABS, 0); })
-      .Case([&](ReciprocalOp) { return unary(AMPRT_UNARY_RECIPROCAL, 0); })
-      .Case([&](SoftplusOp) { return unary(AMPRT_UNARY_SOFTPLUS, 0); })
-      .Case([&](HardSwishOp) { return unary(AMPRT_UNARY_HARD_SWISH, 0); })
-      .Case([&](SoftsignOp) { return unary(AMPRT_UNARY_SOFTSIGN, 0); })
-      .Case([&](SinOp) { return unary(AMPRT_UNARY_SIN, 0); })
-      .Case([&](CosOp) { return unary(AMPRT_UNARY_COS, 0); })
-      .Case([&](TanOp) { return unary(AMPRT_UNARY_TAN, 0); })
-      .Case([&](AsinOp) { return unary(AMPRT_UNARY_ASIN, 0); })
-      .Case([&](AcosOp) { return unary(AMPRT_UNARY_ACOS, 0); })
-      .Case([&](AtanOp) { return unary(AMPRT_UNARY_ATAN, 0); })
-      .Case([&](SinhOp) { return unary(AMPRT_UNARY_SINH, 0); })
-      .Case([&](CoshOp) { return unary(AMPRT_UNARY_COSH, 0); })
-      .Case([&](AsinhOp) { return unary(AMPRT_UNARY_ASINH, 0); })
-      .Case([&](AcoshOp) { return unary(AMPRT_UNARY_ACOSH, 0); })
-      .Case([&](AtanhOp) { return unary(AMPRT_UNARY_ATANH, 0); })
-      .Case([&](FloorOp) { return unary(AMPRT_UNARY_FLOOR, 0); })
-      .Case([&](CeilOp) { return unary(AMPRT_UNARY_CEIL, 0); })
-      .Case([&](RoundOp) { return unary(AMPRT_UNARY_ROUND, 0); })
-      .Case([&](SignOp) { return unary(AMPRT_UNARY_SIGN, 0); })
-      .Case([&](EluOp o) { return unary(AMPRT_UNARY_ELU, o.getAlpha().convertToDouble()); })
-      .Case([&](CeluOp o) { return unary(AMPRT_UNARY_CELU, o.getAlpha().convertToDouble()); })
-      .Case([&](SeluOp o) {
-        return unary(AMPRT_UNARY_SELU, o.getAlpha().convertToDouble(),
-                     o.getGamma().convertToDouble());
-      })
-      .Case([&](HardSigmoidOp o) {
-        return unary(AMPRT_UNARY_HARD_SIGMOID, o.getAlpha().convertToDouble(),
-                     o.getBeta().convertToDouble());
-      })
-      .Case([&](ThresholdedReluOp o) {
-        return unary(AMPRT_UNARY_THRESHOLDED_RELU, o.getAlpha().convertToDouble());
-      })
-      .Case([&](ClipOp o) {
-        return unary(AMPRT_UNARY_CLAMP, o.getMin().convertToDouble(), o.getMax().convertToDouble());
-      })
-      .Case([&](LeakyReluOp o) {
-        return unary(AMPRT_UNARY_LEAKY_RELU, o.getAlpha().convertToDouble());
-      })
-      .Case([&](GeluOp o) {
-        return unary(o.getApproximate() == GeluApproximation::tanh ? AMPRT_UNARY_GELU_TANH
-                                                                   : AMPRT_UNARY_GELU,
-                     0);
-      })
       .Case([&](CastOp) -> LogicalResult {
         if (failed(all(op->getOperands())) || failed(all(op->getResults())))
           return failure();

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "amp/Conversion/Passes.h"
 #include "amp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -38,7 +39,7 @@
 
 namespace mlir::amp {
 #define GEN_PASS_DEF_AMPLOWERTORUNTIME
-#include "amp/Transforms/Passes.h.inc"
+#include "amp/Conversion/Passes.h.inc"
 } // namespace mlir::amp
 
 using namespace mlir;
@@ -193,12 +194,12 @@ std::map<unsigned, unsigned> Lowerer::inPlaceResults(func::FuncOp f) {
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   llvm::StringMap<BlockArgument> state;
   for (BlockArgument a : f.getArguments())
-    for (StringRef key : {"amp.param", "amp.opt_state"})
+    for (StringRef key : {attrname::kParam, attrname::kOptState})
       if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key))
         state[n.getValue()] = a;
   std::set<unsigned> argsTaken;
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    auto name = f.getResultAttrOfType<StringAttr>(i, "amp.updates");
+    auto name = f.getResultAttrOfType<StringAttr>(i, attrname::kUpdates);
     if (!name || !state.count(name.getValue()))
       continue;
     BlockArgument a = state[name.getValue()];
@@ -237,7 +238,7 @@ std::map<unsigned, unsigned> Lowerer::inPlaceResults(func::FuncOp f) {
 LogicalResult Lowerer::lower(func::FuncOp f) {
   if (f.isExternal())
     return success();
-  if (!f->hasAttr("amp.arena_bytes"))
+  if (!f->hasAttr(attrname::kArenaBytes))
     return f.emitError("amp-lower-to-runtime: '")
            << f.getSymName() << "' has no memory plan; run amp-plan-memory first";
   Location loc = f.getLoc();
@@ -246,7 +247,7 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
   auto fnTy = LLVM::LLVMFunctionType::get(i32, {ptrTy, ptrTy, ptrTy, ptrTy});
   b.setInsertionPoint(f);
   auto fn = LLVM::LLVMFuncOp::create(b, loc, (f.getSymName() + "__lowering").str(), fnTy);
-  for (StringRef keep : {"amp.arena_bytes", "amp.arena_bytes_if_f32"})
+  for (StringRef keep : {attrname::kArenaBytes, attrname::kArenaBytesIfF32})
     fn->setAttr(keep, f->getAttr(keep));
   Block *entry = fn.addEntryBlock(b);
   ctx = entry->getArgument(0);
@@ -275,7 +276,7 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
     placed[fret.getOperand(i)] = LLVM::LoadOp::create(b, loc, ptrTy, slot);
     inPlaceList.push_back(i);
   }
-  fn->setAttr("amp.inplace_results", b.getDenseI64ArrayAttr(inPlaceList));
+  fn->setAttr(attrname::kInplaceResults, b.getDenseI64ArrayAttr(inPlaceList));
   func::ReturnOp ret;
   for (Operation &op : f.getBody().front()) {
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
@@ -331,7 +332,7 @@ void Lowerer::analyseConvs(func::FuncOp f) {
         v = d->getOperand(0);
         continue;
       }
-      auto slots = d->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+      auto slots = d->getAttrOfType<DenseI64ArrayAttr>(attrname::kSlots);
       unsigned k = cast<OpResult>(v).getResultNumber();
       if (!slots || k >= slots.size() || slots[k] < 0)
         return std::nullopt;

@@ -9,6 +9,7 @@
 #ifndef AMP_LIB_CONVERSION_AMPTORUNTIME_LOWERER_H
 #define AMP_LIB_CONVERSION_AMPTORUNTIME_LOWERER_H
 
+#include "amp/Conversion/Passes.h"
 #include "amp/Transforms/Passes.h"
 #include "amprt/amprt.h"
 #include "amprt/amprt_ops.hpp"
@@ -87,7 +88,7 @@ private:
   /// call is fused into an earlier one).
   LogicalResult slotPtr(Value v) {
     Operation *def = v.getDefiningOp();
-    auto slots = def->getAttrOfType<DenseI64ArrayAttr>("amp.slots");
+    auto slots = def->getAttrOfType<DenseI64ArrayAttr>(attrname::kSlots);
     if (!slots || slots.empty() || slots[0] < 0)
       return def->emitOpError("has no memory plan: run amp-plan-memory first");
     Value offset = LLVM::ConstantOp::create(b, def->getLoc(), i64, b.getI64IntegerAttr(slots[0]));

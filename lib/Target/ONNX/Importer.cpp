@@ -477,10 +477,10 @@ OwningOpRef<ModuleOp> Importer::run() {
       continue;
     auto type = RankedTensorType::get(t.shape, *elt);
     argTypes.push_back(type);
-    argAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr(isFloatType(t.dtype) ? "amp.param" : "amp.opt_state",
-                                            b.getStringAttr(name)),
-                             b.getNamedAttr("amp.init", elementsAttr(t, type, name))}));
+    argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(isFloatType(t.dtype) ? attrname::kParam : attrname::kOptState,
+                        b.getStringAttr(name)),
+         b.getNamedAttr(attrname::kInit, elementsAttr(t, type, name))}));
     argNames.push_back(name);
   }
   for (const auto *in : graphInputs) {
@@ -490,12 +490,13 @@ OwningOpRef<ModuleOp> Importer::run() {
     auto type = valueInfoType(*in, "graph input", &dimNames);
     if (failed(type))
       continue;
-    SmallVector<NamedAttribute> attrs{b.getNamedAttr("amp.input", b.getStringAttr(in->name()))};
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr(attrname::kInput, b.getStringAttr(in->name()))};
     if (llvm::any_of(dimNames, [](const std::string &s) { return !s.empty(); })) {
       SmallVector<Attribute> names;
       for (const auto &s : dimNames)
         names.push_back(b.getStringAttr(s));
-      attrs.push_back(b.getNamedAttr("amp.dim_names", b.getArrayAttr(names)));
+      attrs.push_back(b.getNamedAttr(attrname::kDimNames, b.getArrayAttr(names)));
     }
     argTypes.push_back(*type);
     argAttrs.push_back(b.getDictionaryAttr(attrs));
@@ -608,7 +609,7 @@ OwningOpRef<ModuleOp> Importer::run() {
       continue;
     results.push_back(*v);
     resAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr(out.name()))}));
+        b.getDictionaryAttr({b.getNamedAttr(attrname::kOutput, b.getStringAttr(out.name()))}));
   }
   if (!errors.empty())
     return nullptr;
@@ -618,7 +619,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     func.setResultAttrs(i, resAttrs[i]);
   recompose(func, opts);
   if (model.has_producer_name())
-    (*module)->setAttr("amp.producer",
+    (*module)->setAttr(attrname::kProducer,
                        b.getStringAttr(model.producer_name() + " " + model.producer_version()));
   if (failed(verify(*module))) {
     errorAt("the imported module does not verify (an importer bug; the "

@@ -287,7 +287,7 @@ void ClassMark::apply(llvm::StringRef cls) {
   for (Operation *op = last ? last->getNextNode() : (blk->empty() ? nullptr : &blk->front()); op;
        op = op->getNextNode())
     if (op->getName().getDialectNamespace() == "amp")
-      op->setAttr("amp.class", n.im.b.getStringAttr(cls));
+      op->setAttr(attrname::kClass, n.im.b.getStringAttr(cls));
 }
 
 } // namespace onnx_import

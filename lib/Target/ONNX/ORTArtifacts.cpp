@@ -173,11 +173,12 @@ OwningOpRef<ModuleOp> mlir::amp::importORTTrainingArtifacts(llvm::StringRef trai
   auto lt = dyn_cast<RankedTensorType>(f.getResultTypes()[0]);
   if (!lt || lt.getNumElements() != 1 || !isa<FloatType>(lt.getElementType()))
     return fail("the loss '" + lossName + "' is not a float scalar");
-  f.setResultAttrs(0, b.getDictionaryAttr({b.getNamedAttr("amp.output", b.getStringAttr("loss"))}));
+  f.setResultAttrs(
+      0, b.getDictionaryAttr({b.getNamedAttr(attrname::kOutput, b.getStringAttr("loss"))}));
   unsigned first = f.getNumResults() - ck->trainable.size();
   for (auto [k, t] : llvm::enumerate(ck->trainable))
-    f.setResultAttrs(first + k,
-                     b.getDictionaryAttr({b.getNamedAttr("amp.grad", b.getStringAttr(t.name))}));
+    f.setResultAttrs(
+        first + k, b.getDictionaryAttr({b.getNamedAttr(attrname::kGrad, b.getStringAttr(t.name))}));
   // The backward's seed: the loss's gradient, an initializer of value 1.
   std::string seedName = lossName + "_grad";
   for (auto c : f.getOps<arith::ConstantOp>()) {
@@ -185,7 +186,7 @@ OwningOpRef<ModuleOp> mlir::amp::importORTTrainingArtifacts(llvm::StringRef trai
     auto v = dyn_cast<DenseElementsAttr>(c.getValue());
     if (nl && nl.getName() == seedName && v && v.isSplat() && isa<FloatType>(v.getElementType()) &&
         v.getSplatValue<APFloat>().convertToDouble() == 1.0)
-      c->setAttr("amp.loss_seed", b.getUnitAttr());
+      c->setAttr(attrname::kLossSeed, b.getUnitAttr());
   }
   return module;
 }

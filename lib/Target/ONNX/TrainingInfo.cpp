@@ -55,23 +55,23 @@ LogicalResult importTrainingInfo(llvm::StringRef path, MLIRContext *ctx,
     return failure();
   auto f = m->lookupSymbol<func::FuncOp>("train_step");
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    auto n = f.getResultAttrOfType<StringAttr>(i, "amp.output");
+    auto n = f.getResultAttrOfType<StringAttr>(i, attrname::kOutput);
     if (!n || !binding.count(n.getValue().str()))
       continue;
     std::string key = binding[n.getValue().str()];
     // The bound value must have the initializer's type.
     for (BlockArgument a : f.getArguments()) {
-      auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.param");
+      auto p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), attrname::kParam);
       if (!p)
-        p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "amp.opt_state");
+        p = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), attrname::kOptState);
       if (p && p.getValue() == key && a.getType() != f.getResultTypes()[i])
         return emitError(loc) << "TrainingInfoProto: update_binding '" << key << "' <- '"
                               << n.getValue() << "': " << f.getResultTypes()[i]
                               << " does not fit the initializer's " << a.getType();
     }
-    f.setResultAttrs(i,
-                     DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "amp.updates"),
-                                                              StringAttr::get(ctx, key))}));
+    f.setResultAttrs(
+        i, DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, attrname::kUpdates),
+                                                    StringAttr::get(ctx, key))}));
   }
   f->remove();
   module.push_back(f);

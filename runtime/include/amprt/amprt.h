@@ -764,6 +764,19 @@ typedef struct amprt_named_tensor {
   amprt_tensor tensor;
 } amprt_named_tensor;
 
+/* The metadata keys of a program's weights file (written by amp-compile)
+   and of a training checkpoint (written by the program), declared once. */
+#define AMPRT_META_SIGNATURE "amp.signature"         /* the program's arguments and results */
+#define AMPRT_META_ARENA_BYTES "amp.arena_bytes"     /* its planned arena */
+#define AMPRT_META_PRECISION "amp.precision"         /* fp32 | fp16 | bf16 */
+#define AMPRT_META_MODEL "amp.model"                 /* the model file it was compiled from */
+#define AMPRT_META_DEVICE "amp.device"               /* cpu | cuda */
+#define AMPRT_META_TRAINING "amp.training"           /* the optimizer, for a training step */
+#define AMPRT_META_DATA_PARALLEL "amp.data_parallel" /* present: compiled for data parallel */
+#define AMPRT_META_STEPS_DONE "amp.steps_done"       /* a checkpoint's step */
+#define AMPRT_META_SKIPPED_TOTAL "amp.skipped_total" /* its skipped steps so far */
+#define AMPRT_META_RNG_STATE "amp.rng_state"         /* its dropout generator (hex) */
+
 typedef struct amprt_metadata {
   const char *key;
   const char *value;

@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/convert.h"
 #include "amprt/amprt.h"
+#include "common/check.h"
 #include "common/convert_avx2.h"
 #include "common/convert_bits.h"
-#include "common/check.h"
-#include "common/convert.h"
 
 #include <cstdlib>
 #include <cstring>

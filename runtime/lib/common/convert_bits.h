@@ -3,7 +3,7 @@
 // The definition of the runtime's conversions (round to nearest even, the
 // IEEE subnormals, overflow to inf, one canonical quiet NaN per sign), on
 // the bit patterns, so that the CPU runtime (convert.cpp) and the CUDA
-// kernels (../cuda/kernels.cu) share one text of it.
+// kernels (../cuda/check_kernels.cu) share one text of it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,6 @@
 //===- status.cpp - errors, element types, tensor descriptors ------------===//
 #include "common/check.h"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdarg>
@@ -211,8 +210,8 @@ amprt_status amprt::checkF32(const amprt_tensor *t, const char *what) {
   return AMPRT_OK;
 }
 
-amprt_status amprt::sameCount(const amprt_tensor *a, const amprt_tensor *b,
-                               const char *kernel, const char *what) {
+amprt_status amprt::sameCount(const amprt_tensor *a, const amprt_tensor *b, const char *kernel,
+                              const char *what) {
   if (amprt_tensor_numel(a) != amprt_tensor_numel(b))
     return fail(AMPRT_ERR_INVALID_ARGUMENT, "%s: %s has %s, the parameter %s", kernel, what,
                 shapeString(b).c_str(), shapeString(a).c_str());

@@ -9,8 +9,8 @@
 
 #include "common/grid_sample.h"
 #include "common/check.h"
-#include "host/threads.h"
 #include "cpu/elementwise/elementwise.h"
+#include "host/threads.h"
 
 #include <algorithm>
 #include <cstring>

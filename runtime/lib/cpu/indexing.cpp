@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/scalar_ops.h"
 #include "common/check.h"
+#include "common/scalar_ops.h"
+#include "cpu/elementwise/elementwise.h"
 #include "host/context.h"
 #include "host/threads.h"
-#include "cpu/elementwise/elementwise.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

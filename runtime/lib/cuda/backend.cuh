@@ -16,9 +16,9 @@
 #include "device.cuh"
 #include "dynamic_symbols.h"
 
+#include "common/check.h"
 #include "common/exec_decode.h"
 #include "common/scalar_ops.h"
-#include "common/check.h"
 
 #include <algorithm>
 #include <cstdio>

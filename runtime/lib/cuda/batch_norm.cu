@@ -1,4 +1,4 @@
-//===- batchnorm.cu - batch norm --------------------------------------------===//
+//===- batch_norm.cu - batch norm -------------------------------------------===//
 //
 // Per-channel sums in double, in parts combined in one order.
 //

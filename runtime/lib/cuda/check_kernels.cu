@@ -1,4 +1,4 @@
-//===- kernels.cu - the AMP step's CUDA kernels ---------------------------===//
+//===- check_kernels.cu - the AMP step's CUDA kernels (the checker's API) ---===//
 //
 // amprt_cuda.h. Each kernel mirrors its CPU twin in runtime/lib/cpu (the
 // same f32 operations in the same order; this file is compiled with
@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "device.cuh"
 #include "common/check.h"
+#include "device.cuh"
 
 #include <cstdio>
 #include <cstring>

@@ -7,10 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
-#include "dnn_host.h"
-#include "lt_host.h"
 #include "common/check.h"
+#include "dnn_host.h"
 #include "host/context.h"
+#include "lt_host.h"
 
 using namespace amprt;
 using namespace amprt::desc;

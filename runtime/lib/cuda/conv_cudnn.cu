@@ -2,8 +2,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
-#include "dnn_host.h"
 #include "common/check.h"
+#include "dnn_host.h"
 
 using namespace amprt;
 using namespace amprt::desc;

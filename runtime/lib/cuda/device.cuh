@@ -19,8 +19,8 @@
 
 #include "amprt/amprt_cuda.h"
 
-#include "common/convert_bits.h"
 #include "common/check.h"
+#include "common/convert_bits.h"
 #include "host/threads.h"
 
 #include <cuda_runtime.h>

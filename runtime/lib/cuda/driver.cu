@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
-#include "elementwise.cuh"
 #include "common/check.h"
+#include "elementwise.cuh"
 #include "host/context.h"
 
 #include <dlfcn.h>

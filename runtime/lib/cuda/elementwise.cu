@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
-#include "elementwise.cuh"
 #include "common/check.h"
+#include "elementwise.cuh"
 
 using namespace amprt;
 using namespace amprt::desc;

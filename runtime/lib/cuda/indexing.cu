@@ -7,8 +7,8 @@
 #include "backend.cuh"
 #include "elementwise.cuh"
 
-#include "common/grid_sample.h"
 #include "common/check.h"
+#include "common/grid_sample.h"
 
 using namespace amprt;
 using namespace amprt::desc;

@@ -2,10 +2,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.cuh"
-#include "elementwise.cuh"
-#include "lt_host.h"
 #include "common/check.h"
 #include "common/matmul_dims.h"
+#include "elementwise.cuh"
+#include "lt_host.h"
 
 using namespace amprt;
 using namespace amprt::desc;

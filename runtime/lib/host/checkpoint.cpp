@@ -11,7 +11,6 @@
 #include "common/check.h"
 #include "host/tune.h"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>

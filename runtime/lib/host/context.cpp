@@ -1,8 +1,8 @@
 //===- context.cpp - contexts, devices, arenas -----------------------------===//
 
-#include "common/scalar_ops.h"
-#include "common/check.h"
 #include "host/context.h"
+#include "common/check.h"
+#include "common/scalar_ops.h"
 #include "host/tune.h"
 
 #include <cstdlib>

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/exec_decode.h"
 #include "common/check.h"
+#include "common/exec_decode.h"
 #include "cpu/conv/conv.h"
 #include "cpu/optim/optimizers.h"
 #include "cpu/optim/scaler.h"

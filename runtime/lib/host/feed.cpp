@@ -1,7 +1,6 @@
 //===- feed.cpp - putting caller data into program buffers ---------------===//
 #include "common/check.h"
 
-
 #include <string>
 #include <vector>
 

@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 #include "common/check.h"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>

@@ -18,8 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/exec_decode.h"
 #include "host/record.h"
+#include "common/exec_decode.h"
 #include "host/context.h"
 
 #include <algorithm>

@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/exec_decode.h"
-#include "common/check.h"
 #include "host/tune.h"
+#include "common/check.h"
+#include "common/exec_decode.h"
 #include "host/context.h"
 
 #include <atomic>

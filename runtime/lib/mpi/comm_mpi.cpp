@@ -11,10 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/convert_bits.h"
 #include "common/check.h"
-#include "host/context.h"
+#include "common/convert_bits.h"
 #include "cpu/reduce/reduce.h"
+#include "host/context.h"
 
 #include <mpi.h>
 

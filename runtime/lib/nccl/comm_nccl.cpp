@@ -23,7 +23,6 @@
 #include "common/check.h"
 #include "host/context.h"
 
-
 #include <cuda_runtime.h>
 #include <nccl.h>
 

@@ -77,8 +77,8 @@ void agree(const std::string &err, uint64_t hash) {
 
 void startJob(int *argc, char ***argv) {
   if (amprt_nccl_comm_init || amprt_mpi_comm_init) {
-    if ((amprt_nccl_comm_init ? amprt_nccl_comm_init : amprt_mpi_comm_init)(argc, argv,
-                                                                            &g_comm) != AMPRT_OK)
+    if ((amprt_nccl_comm_init ? amprt_nccl_comm_init : amprt_mpi_comm_init)(argc, argv, &g_comm) !=
+        AMPRT_OK)
       die(amprt_last_error());
     g_agreeing = true;
   }

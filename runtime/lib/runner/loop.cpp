@@ -80,10 +80,11 @@ int trainLoop(Program &p, const Options &o) {
     std::printf("training: %s; %lld batch(es) of %s; steps %lld..%lld\n", trainingText,
                 (long long)data.batches, o.data.c_str(), (long long)start + 1, (long long)o.steps);
     if (p.ranks > 1)
-      std::printf("data parallel: %lld p.ranks, each feeding its share of every batch of %lld "
-                  "rows\n",
-                  (long long)p.ranks,
-                  (long long)(data.feeds.empty() ? 0 : p.ranks * p.args[data.feeds.front().arg].shape[0]));
+      std::printf(
+          "data parallel: %lld p.ranks, each feeding its share of every batch of %lld "
+          "rows\n",
+          (long long)p.ranks,
+          (long long)(data.feeds.empty() ? 0 : p.ranks * p.args[data.feeds.front().arg].shape[0]));
   }
   const Slot *lossSlot = resultOf("loss"), *scaleSlot = resultOf("loss_scale"),
              *foundSlot = resultOf("found_inf");
@@ -110,7 +111,8 @@ int trainLoop(Program &p, const Options &o) {
   auto flush = [&](int64_t lastStep) {
     if (!pending)
       return;
-    if (amprt_device_copy(p.ctx, historyHost.data(), history, (size_t)pending * 24, 1) != AMPRT_OK ||
+    if (amprt_device_copy(p.ctx, historyHost.data(), history, (size_t)pending * 24, 1) !=
+            AMPRT_OK ||
         amprt_device_synchronize(p.ctx) != AMPRT_OK)
       die("steps " + std::to_string(lastStep - pending + 1) + ".." + std::to_string(lastStep) +
           ": " + amprt_last_error());
@@ -181,7 +183,8 @@ int trainLoop(Program &p, const Options &o) {
     for (int k = 0; k < 3; ++k)
       if (const Slot *ws = watched[k])
         if (amprt_device_copy(p.ctx, static_cast<char *>(history) + pending * 24 + 8 * k,
-                              p.rp[ws - p.results.data()], amprt_dtype_size(ws->dtype), 2) != AMPRT_OK)
+                              p.rp[ws - p.results.data()], amprt_dtype_size(ws->dtype),
+                              2) != AMPRT_OK)
           die(amprt_last_error());
     ++pending;
     int64_t done = step + 1;

@@ -165,11 +165,11 @@ void loadProgram(Options &o, Program &p) {
   amprt_checkpoint *ck = nullptr;
   if (amprt_checkpoint_open(o.weights.c_str(), &ck) != AMPRT_OK)
     die(std::string(amprt_last_error()) + " (the weights file written beside the program)");
-  const char *sigMeta = amprt_checkpoint_metadata(ck, "amp.signature");
-  const char *arenaMeta = amprt_checkpoint_metadata(ck, "amp.arena_bytes");
-  const char *trainingMeta = amprt_checkpoint_metadata(ck, "amp.training");
-  const char *deviceMeta = amprt_checkpoint_metadata(ck, "amp.device");
-  p.dataParallel = amprt_checkpoint_metadata(ck, "amp.data_parallel") != nullptr;
+  const char *sigMeta = amprt_checkpoint_metadata(ck, AMPRT_META_SIGNATURE);
+  const char *arenaMeta = amprt_checkpoint_metadata(ck, AMPRT_META_ARENA_BYTES);
+  const char *trainingMeta = amprt_checkpoint_metadata(ck, AMPRT_META_TRAINING);
+  const char *deviceMeta = amprt_checkpoint_metadata(ck, AMPRT_META_DEVICE);
+  p.dataParallel = amprt_checkpoint_metadata(ck, AMPRT_META_DATA_PARALLEL) != nullptr;
   if (p.dataParallel && !g_comm)
     die("this program was compiled with --data-parallel but not linked with the MPI back-end "
         "(libamprt_mpi)");

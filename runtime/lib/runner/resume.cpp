@@ -38,9 +38,9 @@ void resumeRun(Program &p, const Options &o, const Carry &carry, RunState &rs) {
     amprt_checkpoint *rc = nullptr;
     if (amprt_checkpoint_open(ckFile.c_str(), &rc) != AMPRT_OK)
       die(std::string("--resume: ") + amprt_last_error());
-    const char *sig = amprt_checkpoint_metadata(rc, "amp.signature");
-    const char *it = amprt_checkpoint_metadata(rc, "amp.steps_done");
-    const char *sk = amprt_checkpoint_metadata(rc, "amp.skipped_total");
+    const char *sig = amprt_checkpoint_metadata(rc, AMPRT_META_SIGNATURE);
+    const char *it = amprt_checkpoint_metadata(rc, AMPRT_META_STEPS_DONE);
+    const char *sk = amprt_checkpoint_metadata(rc, AMPRT_META_SKIPPED_TOTAL);
     if (!sig || std::string(sig) != p.sigString || !it || !sk)
       die("--resume: '" + ckFile + "' was not written by this program (its signature differs)");
     for (auto [ai, ri] : carry) {
@@ -57,7 +57,7 @@ void resumeRun(Program &p, const Options &o, const Carry &carry, RunState &rs) {
     skipped = std::strtoll(sk, nullptr, 10);
     // The dropout generator goes on where it stopped (older checkpoints
     // have no state: the fresh one).
-    if (const char *rng = amprt_checkpoint_metadata(rc, "amp.rng_state")) {
+    if (const char *rng = amprt_checkpoint_metadata(rc, AMPRT_META_RNG_STATE)) {
       char *end = nullptr;
       errno = 0;
       unsigned long long v = std::strtoull(rng, &end, 16);
@@ -68,7 +68,7 @@ void resumeRun(Program &p, const Options &o, const Carry &carry, RunState &rs) {
     amprt_checkpoint_close(rc);
   }
   p.jobHash = mixHash(p.jobHash, std::to_string(o.steps) + (o.resume ? " resume" : "") + " " +
-                                 std::to_string(o.seed) + " " + o.nanCheck + " " + o.gradComm);
+                                     std::to_string(o.seed) + " " + o.nanCheck + " " + o.gradComm);
   agreeOk(p.jobHash);
   if (g_comm && g_comm->size > 1 && o.resume) {
     // Rank 0's state and counters, on every rank.
@@ -111,11 +111,11 @@ void saveCheckpoint(Program &p, const Carry &carry, const RunState &rs, int64_t 
   std::string d = std::to_string(done), k = std::to_string(rs.skipped);
   char rng[32];
   std::snprintf(rng, sizeof rng, "%016llx", (unsigned long long)amprt_context_rng_state(p.ctx));
-  amprt_metadata meta[] = {{"amp.signature", p.sigString.c_str()},
-                           {"amp.steps_done", d.c_str()},
-                           {"amp.skipped_total", k.c_str()},
-                           {"amp.training", p.trainingString.c_str()},
-                           {"amp.rng_state", rng}};
+  amprt_metadata meta[] = {{AMPRT_META_SIGNATURE, p.sigString.c_str()},
+                           {AMPRT_META_STEPS_DONE, d.c_str()},
+                           {AMPRT_META_SKIPPED_TOTAL, k.c_str()},
+                           {AMPRT_META_TRAINING, p.trainingString.c_str()},
+                           {AMPRT_META_RNG_STATE, rng}};
   if (amprt_checkpoint_save(rs.ckFile.c_str(), ts.data(), (int32_t)ts.size(), meta, 5) != AMPRT_OK)
     die(amprt_last_error());
 }

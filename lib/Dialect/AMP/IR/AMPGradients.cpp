@@ -132,51 +132,13 @@ LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVecto
   return minMaxGrad(b, *this, rg, og, false);
 }
 
-#define AMP_UNARY_GRAD(OP, KIND)                                                                   \
-  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) { \
-    return unaryGrad(b, *this, rg, og, UnaryKind::KIND);                                           \
-  }
-AMP_UNARY_GRAD(SqrtOp, sqrt)
-AMP_UNARY_GRAD(ExpOp, exp)
-AMP_UNARY_GRAD(LogOp, log)
-AMP_UNARY_GRAD(ErfOp, erf)
-AMP_UNARY_GRAD(TanhOp, tanh)
-AMP_UNARY_GRAD(SigmoidOp, sigmoid)
-AMP_UNARY_GRAD(AbsOp, abs)
-AMP_UNARY_GRAD(ReciprocalOp, reciprocal)
-AMP_UNARY_GRAD(SoftplusOp, softplus)
-AMP_UNARY_GRAD(HardSwishOp, hard_swish)
-AMP_UNARY_GRAD(SoftsignOp, softsign)
-AMP_UNARY_GRAD(SinOp, sin)
-AMP_UNARY_GRAD(CosOp, cos)
-AMP_UNARY_GRAD(TanOp, tan)
-AMP_UNARY_GRAD(AsinOp, asin)
-AMP_UNARY_GRAD(AcosOp, acos)
-AMP_UNARY_GRAD(AtanOp, atan)
-AMP_UNARY_GRAD(SinhOp, sinh)
-AMP_UNARY_GRAD(CoshOp, cosh)
-AMP_UNARY_GRAD(AsinhOp, asinh)
-AMP_UNARY_GRAD(AcoshOp, acosh)
-AMP_UNARY_GRAD(AtanhOp, atanh)
-AMP_UNARY_GRAD(FloorOp, floor)
-AMP_UNARY_GRAD(CeilOp, ceil)
-AMP_UNARY_GRAD(RoundOp, round)
-AMP_UNARY_GRAD(SignOp, sign)
-#undef AMP_UNARY_GRAD
-
-// Unary ops with parameters: alpha (and beta) passed on to amp.unary_grad.
-#define AMP_UNARY_GRAD_PARAMS(OP, KIND, ALPHA, BETA)                                               \
-  LogicalResult OP::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) { \
-    return unaryGrad(b, *this, rg, og, UnaryKind::KIND, ALPHA, BETA);                              \
-  }
-AMP_UNARY_GRAD_PARAMS(EluOp, elu, getAlpha().convertToFloat(), 0.0f)
-AMP_UNARY_GRAD_PARAMS(CeluOp, celu, getAlpha().convertToFloat(), 0.0f)
-AMP_UNARY_GRAD_PARAMS(SeluOp, selu, getAlpha().convertToFloat(), getGamma().convertToFloat())
-AMP_UNARY_GRAD_PARAMS(HardSigmoidOp, hard_sigmoid, getAlpha().convertToFloat(),
-                      getBeta().convertToFloat())
-AMP_UNARY_GRAD_PARAMS(ThresholdedReluOp, thresholded_relu, getAlpha().convertToFloat(), 0.0f)
-AMP_UNARY_GRAD_PARAMS(ClipOp, clip, getMin().convertToFloat(), getMax().convertToFloat())
-#undef AMP_UNARY_GRAD_PARAMS
+// The unary functions (UnaryFunctionOpInterface): amp.unary_grad of the
+// op's own function and parameters.
+LogicalResult mlir::amp::unaryFunctionGradients(OpBuilder &b, UnaryFunctionOpInterface op,
+                                                ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
+  UnaryFunction f = op.getUnaryFunction();
+  return unaryGrad(b, op, rg, og, f.kind, f.alpha, f.beta.value_or(0.0f));
+}
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
   if (!isa<FloatType>(getElementTypeOrSelf(getType()))) {
@@ -187,17 +149,6 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVect
   // where x > 0 (a NaN in neither), so x need not stay alive for the
   // backward, and a batch norm before the ReLU runs with it in one call.
   return unaryGrad(b, *this, rg, og, UnaryKind::relu, 0.0f, 0.0f, getResult());
-}
-
-LogicalResult LeakyReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
-                                          SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og, UnaryKind::leaky_relu, getAlpha().convertToFloat());
-}
-
-LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg, SmallVectorImpl<Value> &og) {
-  return unaryGrad(b, *this, rg, og,
-                   getApproximate() == GeluApproximation::tanh ? UnaryKind::gelu_tanh
-                                                               : UnaryKind::gelu);
 }
 
 LogicalResult IdentityOp::buildGradients(OpBuilder &, ArrayRef<Value> rg,

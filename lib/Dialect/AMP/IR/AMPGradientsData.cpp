@@ -230,7 +230,7 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return failure();
   // Rows amp-autodiff's padding-rows names (nn.Embedding's padding_idx, the
   // gather along axis 0): where(row, 0, dW), exact.
-  auto rows = (*this)->getAttrOfType<DenseI64ArrayAttr>("amp.padding_rows");
+  auto rows = (*this)->getAttrOfType<DenseI64ArrayAttr>(attrname::kPaddingRows);
   if (!rows || !og[0])
     return success();
   auto gt = cast<RankedTensorType>(og[0].getType());

@@ -16,14 +16,14 @@
 #include "cpu/conv/kernels.h"
 #include "cpu/matmul/matmul.h"
 
-#include "common/exec_decode.h"
-#include "cpu/optim/scaler.h"
-#include "host/profile.h"
-#include "host/tune.h"
 #include "common/check.h"
-#include "host/threads.h"
+#include "common/exec_decode.h"
 #include "cpu/elementwise/elementwise.h"
+#include "cpu/optim/scaler.h"
 #include "cpu/reduce/reduce.h"
+#include "host/profile.h"
+#include "host/threads.h"
+#include "host/tune.h"
 
 #include <cstring>
 #include <functional>
@@ -58,7 +58,8 @@ amprt_status noteDirectDw() {
 const char *forwardRule(const Call &c) {
   if (!(c.flags & kBlocked) && depthwiseShape(c) && depthwiseOneDnnSlow(c.cd, Pass::Forward))
     return "direct";
-  const bool widen = c.x->dtype == AMPRT_BF16 && c.x->shape[1] / std::max<int64_t>(c.p->group, 1) < 8;
+  const bool widen =
+      c.x->dtype == AMPRT_BF16 && c.x->shape[1] / std::max<int64_t>(c.p->group, 1) < 8;
   return c.bf16 && !widen ? "bf16" : "f32";
 }
 
@@ -80,7 +81,8 @@ const Candidate kForward[] = {
        im2colForward(c.x, c.w, c.biasF32, c.p, c.flags, c.y, true);
        return AMPRT_OK;
      }},
-    {"im2col-f32", [](const Call &c) { return !(c.flags & kBlocked) && im2colFits(c.w, c.y, c.p, 4); },
+    {"im2col-f32",
+     [](const Call &c) { return !(c.flags & kBlocked) && im2colFits(c.w, c.y, c.p, 4); },
      [](const Call &c) {
        im2colForward(c.x, c.w, c.biasF32, c.p, c.flags, c.y, false);
        return AMPRT_OK;
@@ -103,8 +105,8 @@ const Candidate kForward[] = {
     // (rows of OC, C x KH x KW columns: amxReadsAInPlace).
     {"im2col-amx",
      [](const Call &c) {
-       return im2colBf16Forward(c) && c.w->dtype == AMPRT_BF16 &&
-              amprt_tensor_is_contiguous(c.w) && amxProductAvailable() &&
+       return im2colBf16Forward(c) && c.w->dtype == AMPRT_BF16 && amprt_tensor_is_contiguous(c.w) &&
+              amxProductAvailable() &&
               amxReadsAInPlace(c.w->shape[0], amprt_tensor_numel(c.w) / c.w->shape[0]);
      },
      [](const Call &c) {
@@ -176,9 +178,9 @@ amprt_status im2colWeights(const Call &c, bool low) {
   const void *dyp = low ? c.dy->data : (const void *)dyF32(c);
   const bool bf16Out = low && dw->dtype == AMPRT_BF16;
   std::vector<float> gw(dw->dtype == AMPRT_F32 || bf16Out ? 0 : amprt_tensor_numel(c.w));
-  bool checked = im2colWeightGrad(c.x, dyp, low ? 2 : 4, c.w, c.dy, c.p,
-                                  gw.empty() ? dw->data : gw.data(), bf16Out,
-                                  dw->dtype == AMPRT_F32 ? c.dwNonFinite : nullptr);
+  bool checked =
+      im2colWeightGrad(c.x, dyp, low ? 2 : 4, c.w, c.dy, c.p, gw.empty() ? dw->data : gw.data(),
+                       bf16Out, dw->dtype == AMPRT_F32 ? c.dwNonFinite : nullptr);
   if (c.dwChecked)
     *c.dwChecked = checked;
   if (!gw.empty())
@@ -221,7 +223,8 @@ amprt_status runCandidate(const Candidate *cand, const Call &c) {
 }
 
 /// The shapes and parameters of a convolution for a tuning key.
-std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group, const std::string &types) {
+std::string convTuneKey(const char *pass, const ConvDims &cd, int64_t group,
+                        const std::string &types) {
   std::string s = std::string(pass) + " " + types;
   auto dims = [&](const char *name, const dnnl::memory::dims &d) {
     s += std::string(" ") + name + "[";
@@ -401,8 +404,8 @@ amprt_status amprt::convBackwardChecked(amprt_context *ctx, const amprt_tensor *
   c.dy = dy;
   const bool depthwise = depthwiseShape(c);
   // Each side timed alone on the real operands.
-  const bool tune = tuningOn(ctx) && amprt_tensor_numel(dy) && amprt_tensor_numel(x) &&
-                    amprt_tensor_numel(w);
+  const bool tune =
+      tuningOn(ctx) && amprt_tensor_numel(dy) && amprt_tensor_numel(x) && amprt_tensor_numel(w);
   const std::string types = allBf16 ? "bf16" : x->dtype == AMPRT_F32 ? "f32" : "mixed";
   const Candidate *dataRun = nullptr, *weightsRun = nullptr;
   if (dx) {
@@ -410,8 +413,8 @@ amprt_status amprt::convBackwardChecked(amprt_context *ctx, const amprt_tensor *
     side.pass = Pass::Data;
     side.dx = dx;
     const char *rule = depthwise && depthwiseOneDnnSlow(cd, Pass::Data) ? "direct"
-                       : lowp                                          ? "bf16"
-                                                                       : "f32";
+                       : lowp                                           ? "bf16"
+                                                                        : "f32";
     AMPRT_CHECK(choose(
         side, kData, tune, rule,
         [&] {

@@ -15,7 +15,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-
 #include "common/check.h"
 #include "cpu/conv/conv.h"
 #include "host/threads.h"

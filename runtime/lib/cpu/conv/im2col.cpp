@@ -13,12 +13,12 @@
 #include "cpu/conv/kernels.h"
 #include "cpu/matmul/matmul.h"
 
+#include "common/check.h"
 #include "common/convert.h"
 #include "common/exec_decode.h"
-#include "host/profile.h"
-#include "common/check.h"
-#include "host/threads.h"
 #include "cpu/elementwise/elementwise.h"
+#include "host/profile.h"
+#include "host/threads.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

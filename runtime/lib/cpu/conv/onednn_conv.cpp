@@ -10,12 +10,12 @@
 
 #include "cpu/conv/kernels.h"
 
-#include "common/exec_decode.h"
-#include "host/profile.h"
 #include "common/check.h"
-#include "host/threads.h"
+#include "common/exec_decode.h"
 #include "cpu/elementwise/elementwise.h"
 #include "host/context.h"
+#include "host/profile.h"
+#include "host/threads.h"
 
 #include <cstring>
 #include <map>
@@ -65,7 +65,6 @@ amprt_status convDims(const amprt_tensor *x, const amprt_tensor *w, const amprt_
   }
   return AMPRT_OK;
 }
-
 
 /// (oneDNN 2.6: ConvNeXt's
 /// 7 x 7 forward on 2 x 2 maps, 3.1 ms against 0.07 ms on the AVX2 EPYC;

@@ -31,7 +31,6 @@ using namespace amprt::ops;
 
 namespace {
 
-
 /// y's rows of `cols` against one row b (a trailing vector, a bias); rows
 /// on the threads for large tensors.
 template <typename F>
@@ -210,7 +209,6 @@ bool binaryFastF32(amprt_binary_op op, const amprt_tensor *a, const amprt_tensor
   return withArith(op, swapped, [&](auto f) { zipRowF32(pa, pb, py, rows, cols, f); });
 }
 
-
 #if defined(__x86_64__)
 
 /// y = a op b over [i0, i1) of dense elements of the types A, B, Y (f32 /
@@ -274,7 +272,6 @@ template <amprt_binary_op Op, bool SFirst> struct ScalarHalf {
   }
 };
 #endif
-
 
 /// amprt_binary's add / sub / mul / div on dense same-shape operands with
 /// an f16 / bf16 among them (gradients summed, residual adds in low

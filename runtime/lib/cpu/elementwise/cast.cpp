@@ -46,7 +46,6 @@ amprt_status prepare(const char *kernel, const amprt_tensor *y,
   return AMPRT_OK;
 }
 
-
 amprt_status convertPar(const void *src, amprt_dtype st, void *dst, amprt_dtype dt, size_t n) {
   // Same type: a memmove (one piece: the buffers may overlap); bad types or
   // buffers: refused here, on the caller's thread (its last error).
@@ -81,7 +80,6 @@ amprt_tensor asF32(const amprt_tensor *x, int slot) {
     amprt_cast(nullptr, x, &t);
   return t;
 }
-
 
 amprt_tensor scratchF32(const amprt_tensor *y, int slot) {
   std::vector<float> &b = scratch(slot);

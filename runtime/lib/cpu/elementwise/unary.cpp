@@ -31,7 +31,6 @@ using namespace amprt::ops;
 
 namespace {
 
-
 /// f32 loops with the op chosen outside the loop (vectorisable).
 template <typename F> void mapF32(const float *x, float *y, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i)
@@ -231,7 +230,6 @@ bool unaryFastF32(amprt_unary_op op, float alpha, float beta, const float *x, fl
     return false;
   }
 }
-
 
 /// The memory-bound unary ops (no transcendental): threads only for large
 /// tensors.

@@ -16,7 +16,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-
 #include "common/check.h"
 #include "common/convert.h"
 #include "cpu/matmul/matmul.h"

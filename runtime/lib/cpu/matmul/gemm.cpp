@@ -9,13 +9,13 @@
 #include "cpu/matmul/matmul.h"
 #include "cpu/matmul/onednn.h"
 
-#include "common/exec_decode.h"
-#include "host/profile.h"
-#include "host/tune.h"
 #include "common/check.h"
+#include "common/exec_decode.h"
 #include "common/matmul_dims.h"
-#include "host/threads.h"
 #include "cpu/elementwise/elementwise.h"
+#include "host/profile.h"
+#include "host/threads.h"
+#include "host/tune.h"
 
 #include <cstdio>
 #include <map>
@@ -26,7 +26,6 @@
 using namespace amprt;
 
 namespace {
-
 
 /// Whether a product of bf16 a and b (key: their bf16 layout, f32 out) runs
 /// on oneDNN's bf16 kernels (true) or its f32 ones on widened copies (the

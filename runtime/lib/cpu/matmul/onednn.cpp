@@ -6,13 +6,13 @@
 
 #include "cpu/matmul/onednn.h"
 
-#include "common/exec_decode.h"
-#include "host/profile.h"
 #include "common/check.h"
-#include "host/threads.h"
-#include "cpu/elementwise/elementwise.h"
+#include "common/exec_decode.h"
 #include "cpu/conv/conv.h"
+#include "cpu/elementwise/elementwise.h"
 #include "host/context.h"
+#include "host/profile.h"
+#include "host/threads.h"
 
 #include <cstring>
 #include <map>
@@ -21,7 +21,6 @@
 #include <unordered_map>
 
 namespace amprt {
-
 
 dnnl::engine &cpuEngine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -144,12 +143,10 @@ bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k, 
   return maxAbsOrInf(x) * maxAbsOrInf(w) * (double)k * 1.01 + mb * 1.01 < 3.0e38;
 }
 
-
 /// The product into `out`: f32, or bf16 with key.bf16Out (the f32
 /// accumulator plus bias and ReLU rounded once, to nearest even, as our
 /// conversion does).
-void gemmAcc(const GemmKey &key0, const void *a, const void *b, void *out,
-             const float *bias) {
+void gemmAcc(const GemmKey &key0, const void *a, const void *b, void *out, const float *bias) {
   // A product of at most 2^20 multiply-adds runs on one thread: starting
   // the others costs more than they save (a transformer block of 8 x 16 x
   // 64, Intel Xeon with AMX, 2 threads: bf16 step 0.397 -> 0.365 ms, fp32

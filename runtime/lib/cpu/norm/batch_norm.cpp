@@ -8,11 +8,11 @@
 #include "cpu/norm/batch_norm_avx512.h"
 #include "cpu/norm/batch_norm_kernels.h"
 
+#include "common/check.h"
+#include "common/convert.h"
 #include "common/convert_avx2.h"
 #include "common/convert_bits.h"
 #include "cpu/elementwise/elementwise.h"
-#include "common/check.h"
-#include "common/convert.h"
 #include "host/threads.h"
 
 #include <algorithm>
@@ -235,4 +235,3 @@ extern "C" amprt_status amprt_batch_norm_ex(amprt_context *, const amprt_tensor 
               });
   return AMPRT_OK;
 }
-

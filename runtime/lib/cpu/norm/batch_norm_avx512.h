@@ -49,15 +49,13 @@ struct Bn512 {
   void (*normalize)(Planes x, void *y, amprt_dtype yt, int64_t n, int64_t inner, double mu,
                     double invStd, double g, double bias, bool relu);
   void (*gradDx)(Planes x, Planes dy, const Planes *z, void *dx, amprt_dtype dxt, int64_t n,
-                 int64_t inner, double mu, double is, double k, double m, double sdy,
-                 double sdyx);
+                 int64_t inner, double mu, double is, double k, double m, double sdy, double sdyx);
   void (*packedSums)(const void *x, amprt_dtype xt, const void *dy, amprt_dtype dyt, const void *z,
                      amprt_dtype zt, int64_t n, int64_t c, int shift, int64_t c0, int64_t g,
                      const double *k, double (*out)[16]);
   void (*packedNormalize)(const void *x, amprt_dtype xt, void *y, amprt_dtype yt, int64_t n,
                           int64_t c, int shift, int64_t c0, int64_t g, const double *mu,
-                          const double *invStd, const double *scale, const double *bias,
-                          bool relu);
+                          const double *invStd, const double *scale, const double *bias, bool relu);
   void (*packedGradDx)(const void *x, amprt_dtype xt, const void *dy, amprt_dtype dyt,
                        const void *z, amprt_dtype zt, void *dx, amprt_dtype dxt, int64_t n,
                        int64_t c, int shift, int64_t c0, int64_t g, const double *mu,
@@ -66,7 +64,6 @@ struct Bn512 {
 };
 /// Only where useBn512.
 const Bn512 &bn512Kernels();
-
 
 /// The AVX-512 paths' work per thread: at least this many elements (a late
 /// layer's whole batch norm is 16k to 128k of them, a few tens of

@@ -8,11 +8,11 @@
 #include "cpu/norm/batch_norm_avx512.h"
 #include "cpu/norm/batch_norm_kernels.h"
 
+#include "common/check.h"
+#include "common/convert.h"
 #include "common/convert_avx2.h"
 #include "common/convert_bits.h"
 #include "cpu/elementwise/elementwise.h"
-#include "common/check.h"
-#include "common/convert.h"
 #include "host/threads.h"
 
 #include <algorithm>

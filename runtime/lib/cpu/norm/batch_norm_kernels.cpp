@@ -7,10 +7,10 @@
 
 #include "cpu/norm/batch_norm_kernels.h"
 
+#include "common/check.h"
 #include "common/convert_avx2.h"
 #include "common/convert_bits.h"
 #include "cpu/elementwise/elementwise.h"
-#include "common/check.h"
 
 #include <cstring>
 

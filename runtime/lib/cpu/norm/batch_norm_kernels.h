@@ -90,15 +90,14 @@ template <class F> void forColumnChunks(int64_t rows, int64_t cols, F f) {
 /// Column sums of d = x - k[column] and of d^2 (the short planes'
 /// statistics, shifted as shiftedSums).
 void colAddShifted(double *s, double *q, const float *x, const double *k, int64_t n);
-void colAddGrad(double *sd, double *sx, const float *x, const float *dy,
-                             const double *mu, int64_t n);
+void colAddGrad(double *sd, double *sx, const float *x, const float *dy, const double *mu,
+                int64_t n);
 /// normalizeRow with per-column statistics.
-void colNormalize(const float *x, float *y, const double *mu, const double *is,
-                               const double *g, const double *b, int64_t n);
+void colNormalize(const float *x, float *y, const double *mu, const double *is, const double *g,
+                  const double *b, int64_t n);
 /// bnGradDx with per-column statistics.
-void colGradDx(const float *x, const float *dy, float *dx, const double *mu,
-                            const double *is, const double *k, const double *sdy,
-                            const double *sdyx, double m, int64_t n);
+void colGradDx(const float *x, const float *dy, float *dx, const double *mu, const double *is,
+               const double *k, const double *sdy, const double *sdyx, double m, int64_t n);
 
 /// Columns [j0, j0 + len) of per-channel values (each repeated over its
 /// channel's inner columns), into out.

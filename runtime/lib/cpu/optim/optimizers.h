@@ -5,7 +5,6 @@
 
 #include "amprt/amprt.h"
 
-
 namespace amprt {
 
 /// amprt_sgd_step / amprt_adam_step that also write `lowp` (may be null): a

@@ -108,7 +108,6 @@ extern "C" amprt_status amprt_average_pool(amprt_context *, const amprt_tensor *
   return AMPRT_OK;
 }
 
-
 extern "C" amprt_status amprt_average_pool_grad(amprt_context *, const amprt_tensor *dy,
                                                 const amprt_pool_params *p, amprt_tensor *dx) {
   Window w;

@@ -246,4 +246,3 @@ extern "C" amprt_status amprt_global_average_pool_blocked(amprt_context *, const
   }
   return AMPRT_OK;
 }
-

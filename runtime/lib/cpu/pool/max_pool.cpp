@@ -23,7 +23,6 @@ using namespace amprt::pool;
 
 namespace {
 
-
 /// Output columns [ow0, ow1) of row oh of 2-D f32 max pool plane nc
 /// (no dilation): each window's positions inside the input, in row-major
 /// order (padding never wins; a window with none gives -inf and index -1).
@@ -320,7 +319,6 @@ extern "C" amprt_status amprt_max_pool(amprt_context *, const amprt_tensor *x,
   });
   return AMPRT_OK;
 }
-
 
 extern "C" amprt_status amprt_max_pool_grad(amprt_context *, const amprt_tensor *dy,
                                             const amprt_tensor *indices, amprt_tensor *dx) {

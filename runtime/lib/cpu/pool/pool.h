@@ -22,8 +22,8 @@ struct Window {
   int64_t n, c, in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
 };
 
-inline amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y, const amprt_pool_params *p,
-                      const char *k, Window &w) {
+inline amprt_status windowOf(const amprt_tensor *x, const amprt_tensor *y,
+                             const amprt_pool_params *p, const char *k, Window &w) {
   AMPRT_CHECK(check(x, k));
   AMPRT_CHECK(check(y, k));
   if (!p || p->spatial < 1 || p->spatial > 3 || x->rank != p->spatial + 2 || y->rank != x->rank ||

@@ -5,9 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "common/check.h"
-#include "host/threads.h"
 #include "cpu/elementwise/elementwise.h"
-
+#include "host/threads.h"
 
 #include <algorithm>
 

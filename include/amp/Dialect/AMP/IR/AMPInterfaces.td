@@ -26,4 +26,18 @@ def AMP_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def AMP_UnaryFunctionOpInterface : OpInterface<"UnaryFunctionOpInterface"> {
+  let cppNamespace = "::mlir::amp";
+  let description = [{
+    An element-wise op that computes one of the runtime's unary functions
+    (UnaryKind, with its alpha and beta): the one place that maps the op to
+    the function, read by the runtime lowering, the linalg lowering and the
+    gradient rule. Ops state it in ODS (AMP_UnaryFunctionOp).
+  }];
+  let methods = [
+    InterfaceMethod<"The function, its alpha and its beta (where it has one).",
+      "::mlir::amp::UnaryFunction", "getUnaryFunction">
+  ];
+}
+
 #endif // AMP_DIALECT_AMP_IR_AMPINTERFACES_TD

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 namespace mlir::amp {
 
 /// Result types are compatible with the inferred ones when element types are
@@ -42,7 +44,29 @@ Operation *createWithInferredTypes(OpBuilder &b, Location loc, StringRef name, V
 #define GET_ATTRDEF_CLASSES
 #include "amp/Dialect/AMP/IR/AMPAttrs.h.inc"
 
+namespace mlir::amp {
+
+/// A unary op's runtime function (UnaryFunctionOpInterface): the kind, its
+/// alpha and, for the functions with two parameters (selu, hard_sigmoid,
+/// clip), its beta.
+struct UnaryFunction {
+  UnaryKind kind;
+  float alpha = 0.0f;
+  std::optional<float> beta;
+};
+
+} // namespace mlir::amp
+
 #include "amp/Dialect/AMP/IR/AMPInterfaces.h.inc"
+
+namespace mlir::amp {
+class UnaryFunctionOpInterface;
+/// The gradient of a UnaryFunctionOpInterface op: amp.unary_grad of its
+/// function (AMPGradients.cpp).
+LogicalResult unaryFunctionGradients(OpBuilder &b, UnaryFunctionOpInterface op,
+                                     ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads);
+} // namespace mlir::amp
 
 #define GET_OP_CLASSES
 #include "amp/Dialect/AMP/IR/AMPOps.h.inc"

@@ -72,6 +72,31 @@ class AMP_UnaryOp<string mnemonic, Type tensorType, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+// An element-wise op that is one of the runtime's unary functions: its
+// UnaryKind (named like its mnemonic unless `unaryKind` says otherwise) and
+// parameters (`unaryParams`: alpha, and beta where the function has one)
+// are stated here once, and read through UnaryFunctionOpInterface by the
+// runtime lowering, the linalg lowering and the gradient (amp.unary_grad of
+// the same function). `unaryGradient` 0: the op writes its own
+// buildGradients.
+class AMP_UnaryFunctionOp<string mnemonic, Type tensorType = AMP_FloatTensor,
+                          bit unaryGradient = 1>
+    : AMP_UnaryOp<mnemonic, tensorType,
+                  [AMP_UnaryFunctionOpInterface,
+                   DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+  string unaryKind = "::mlir::amp::UnaryKind::" # mnemonic;
+  string unaryParams = "";
+  let extraClassDeclaration = "::mlir::amp::UnaryFunction getUnaryFunction() { return {" #
+      unaryKind # !if(!empty(unaryParams), "", ", " # unaryParams) # "}; }";
+  let extraClassDefinition = !if(unaryGradient, [{
+    ::llvm::LogicalResult $cppClass::buildGradients(
+        ::mlir::OpBuilder &b, ::mlir::ArrayRef<::mlir::Value> rg,
+        ::llvm::SmallVectorImpl<::mlir::Value> &og) {
+      return ::mlir::amp::unaryFunctionGradients(b, *this, rg, og);
+    }
+  }], "");
+}
+
 // Elementwise binary op with multidirectional (numpy) broadcasting.
 class AMP_BinaryOp<string mnemonic, list<Trait> traits = []>
     : AMP_InferredOp<mnemonic, traits # [Pure]> {
@@ -477,52 +502,56 @@ def AMP_AndOp : AMP_LogicalOp<"and", "lhs and rhs (ONNX And)">;
 def AMP_OrOp : AMP_LogicalOp<"or", "lhs or rhs (ONNX Or)">;
 def AMP_XorOp : AMP_LogicalOp<"xor", "lhs xor rhs (ONNX Xor; ONNX Not is xor with true)">;
 
-def AMP_SqrtOp : AMP_UnaryOp<"sqrt", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Square root"; }
-def AMP_ExpOp : AMP_UnaryOp<"exp", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "e^x"; }
-def AMP_LogOp : AMP_UnaryOp<"log", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Natural logarithm"; }
-def AMP_ErfOp : AMP_UnaryOp<"erf", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Error function"; }
-def AMP_TanhOp : AMP_UnaryOp<"tanh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Hyperbolic tangent"; }
-def AMP_SigmoidOp : AMP_UnaryOp<"sigmoid", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_SqrtOp : AMP_UnaryFunctionOp<"sqrt"> { let summary = "Square root"; }
+def AMP_ExpOp : AMP_UnaryFunctionOp<"exp"> { let summary = "e^x"; }
+def AMP_LogOp : AMP_UnaryFunctionOp<"log"> { let summary = "Natural logarithm"; }
+def AMP_ErfOp : AMP_UnaryFunctionOp<"erf"> { let summary = "Error function"; }
+def AMP_TanhOp : AMP_UnaryFunctionOp<"tanh"> { let summary = "Hyperbolic tangent"; }
+def AMP_SigmoidOp : AMP_UnaryFunctionOp<"sigmoid"> {
   let summary = "1 / (1 + e^-x)";
 }
-def AMP_AbsOp : AMP_UnaryOp<"abs", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_AbsOp : AMP_UnaryFunctionOp<"abs"> {
   let summary = "|x| (the gradient is torch.abs's: sign(x), 0 at 0)";
 }
-def AMP_ReciprocalOp : AMP_UnaryOp<"reciprocal", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_ReciprocalOp : AMP_UnaryFunctionOp<"reciprocal"> {
   let summary = "1 / x";
 }
-def AMP_SoftplusOp : AMP_UnaryOp<"softplus", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_SoftplusOp : AMP_UnaryFunctionOp<"softplus"> {
   let summary = "log(1 + e^x), without overflow for large x";
 }
-def AMP_ReluOp : AMP_UnaryOp<"relu", AMP_NumTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "max(x, 0)"; }
+def AMP_ReluOp : AMP_UnaryFunctionOp<"relu", AMP_NumTensor, 0> { let summary = "max(x, 0)"; }
 
-def AMP_LeakyReluOp : AMP_UnaryOp<"leaky_relu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_LeakyReluOp : AMP_UnaryFunctionOp<"leaky_relu"> {
   let summary = "x if x >= 0 else alpha * x";
   let description = [{
     The gradient is torch's: 1 above 0, alpha at and below 0.
   }];
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "0.01f">:$alpha);
+  let unaryParams = "getAlpha().convertToFloat()";
 }
 
-def AMP_EluOp : AMP_UnaryOp<"elu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_EluOp : AMP_UnaryFunctionOp<"elu"> {
   let summary = "x if x > 0 else alpha * (e^x - 1) (ONNX Elu, torch.nn.ELU)";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha);
+  let unaryParams = "getAlpha().convertToFloat()";
 }
-def AMP_CeluOp : AMP_UnaryOp<"celu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_CeluOp : AMP_UnaryFunctionOp<"celu"> {
   let summary = "x if x > 0 else alpha * (e^(x / alpha) - 1) (ONNX Celu)";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha);
   let hasVerifier = 1;
+  let unaryParams = "getAlpha().convertToFloat()";
 }
-def AMP_SeluOp : AMP_UnaryOp<"selu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_SeluOp : AMP_UnaryFunctionOp<"selu"> {
   let summary = "gamma * (x if x > 0 else alpha * (e^x - 1)) (ONNX Selu)";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "1.67326319217681884765625f">:$alpha,
                    DefaultValuedAttr<F32Attr, "1.05070102214813232421875f">:$gamma);
+  let unaryParams = "getAlpha().convertToFloat(), getGamma().convertToFloat()";
 }
-def AMP_HardSigmoidOp : AMP_UnaryOp<"hard_sigmoid", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_HardSigmoidOp : AMP_UnaryFunctionOp<"hard_sigmoid"> {
   let summary = "max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid)";
   let description = [{
     torch.nn.Hardsigmoid exports as alpha 1/6, beta 1/2. The gradient is
@@ -532,8 +561,9 @@ def AMP_HardSigmoidOp : AMP_UnaryOp<"hard_sigmoid", AMP_FloatTensor, [DeclareOpI
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "0.2f">:$alpha,
                    DefaultValuedAttr<F32Attr, "0.5f">:$beta);
+  let unaryParams = "getAlpha().convertToFloat(), getBeta().convertToFloat()";
 }
-def AMP_HardSwishOp : AMP_UnaryOp<"hard_swish", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_HardSwishOp : AMP_UnaryFunctionOp<"hard_swish"> {
   let summary = "x * max(0, min(1, x / 6 + 1/2)) (ONNX HardSwish, torch.nn.Hardswish)";
   let description = [{
     The gradient is torch's (2.x): x / 3 + 1/2 strictly inside (-3, 3), 0 at
@@ -541,15 +571,16 @@ def AMP_HardSwishOp : AMP_UnaryOp<"hard_swish", AMP_FloatTensor, [DeclareOpInter
     fp16: 3 * b for every b that rounds to 1.)
   }];
 }
-def AMP_SoftsignOp : AMP_UnaryOp<"softsign", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_SoftsignOp : AMP_UnaryFunctionOp<"softsign"> {
   let summary = "x / (1 + |x|)";
 }
-def AMP_ThresholdedReluOp : AMP_UnaryOp<"thresholded_relu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_ThresholdedReluOp : AMP_UnaryFunctionOp<"thresholded_relu"> {
   let summary = "x if x > alpha else 0 (ONNX ThresholdedRelu; a NaN stays NaN)";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha);
+  let unaryParams = "getAlpha().convertToFloat()";
 }
-def AMP_ClipOp : AMP_UnaryOp<"clip", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_ClipOp : AMP_UnaryFunctionOp<"clip"> {
   let summary = "min(max(x, min), max) with constant bounds (ONNX Clip, torch.clamp)";
   let description = [{
     The importer's form of an ONNX Clip whose bounds are constants (a
@@ -559,35 +590,37 @@ def AMP_ClipOp : AMP_UnaryOp<"clip", AMP_FloatTensor, [DeclareOpInterfaceMethods
     where min < x < max, none at the bounds or beyond.
   }];
   let arguments = (ins AMP_FloatTensor:$input, F32Attr:$min, F32Attr:$max);
+  let unaryParams = "getMin().convertToFloat(), getMax().convertToFloat()";
 }
-def AMP_SinOp : AMP_UnaryOp<"sin", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Sine"; }
-def AMP_CosOp : AMP_UnaryOp<"cos", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Cosine"; }
-def AMP_TanOp : AMP_UnaryOp<"tan", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Tangent"; }
-def AMP_AsinOp : AMP_UnaryOp<"asin", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Arcsine (NaN outside [-1, 1])"; }
-def AMP_AcosOp : AMP_UnaryOp<"acos", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Arccosine (NaN outside [-1, 1])"; }
-def AMP_AtanOp : AMP_UnaryOp<"atan", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Arctangent"; }
-def AMP_SinhOp : AMP_UnaryOp<"sinh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Hyperbolic sine"; }
-def AMP_CoshOp : AMP_UnaryOp<"cosh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Hyperbolic cosine"; }
-def AMP_AsinhOp : AMP_UnaryOp<"asinh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Inverse hyperbolic sine"; }
-def AMP_AcoshOp : AMP_UnaryOp<"acosh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Inverse hyperbolic cosine (NaN below 1)"; }
-def AMP_AtanhOp : AMP_UnaryOp<"atanh", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> { let summary = "Inverse hyperbolic tangent (NaN outside [-1, 1])"; }
-def AMP_FloorOp : AMP_UnaryOp<"floor", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_SinOp : AMP_UnaryFunctionOp<"sin"> { let summary = "Sine"; }
+def AMP_CosOp : AMP_UnaryFunctionOp<"cos"> { let summary = "Cosine"; }
+def AMP_TanOp : AMP_UnaryFunctionOp<"tan"> { let summary = "Tangent"; }
+def AMP_AsinOp : AMP_UnaryFunctionOp<"asin"> { let summary = "Arcsine (NaN outside [-1, 1])"; }
+def AMP_AcosOp : AMP_UnaryFunctionOp<"acos"> { let summary = "Arccosine (NaN outside [-1, 1])"; }
+def AMP_AtanOp : AMP_UnaryFunctionOp<"atan"> { let summary = "Arctangent"; }
+def AMP_SinhOp : AMP_UnaryFunctionOp<"sinh"> { let summary = "Hyperbolic sine"; }
+def AMP_CoshOp : AMP_UnaryFunctionOp<"cosh"> { let summary = "Hyperbolic cosine"; }
+def AMP_AsinhOp : AMP_UnaryFunctionOp<"asinh"> { let summary = "Inverse hyperbolic sine"; }
+def AMP_AcoshOp : AMP_UnaryFunctionOp<"acosh"> { let summary = "Inverse hyperbolic cosine (NaN below 1)"; }
+def AMP_AtanhOp : AMP_UnaryFunctionOp<"atanh"> { let summary = "Inverse hyperbolic tangent (NaN outside [-1, 1])"; }
+def AMP_FloorOp : AMP_UnaryFunctionOp<"floor"> {
   let summary = "Round toward -inf (gradient 0)";
 }
-def AMP_CeilOp : AMP_UnaryOp<"ceil", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_CeilOp : AMP_UnaryFunctionOp<"ceil"> {
   let summary = "Round toward +inf (gradient 0)";
 }
-def AMP_RoundOp : AMP_UnaryOp<"round", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_RoundOp : AMP_UnaryFunctionOp<"round"> {
   let summary = "Round to nearest, halves to even (gradient 0)";
 }
-def AMP_SignOp : AMP_UnaryOp<"sign", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_SignOp : AMP_UnaryFunctionOp<"sign"> {
   let summary = "-1, 0 or 1 (a NaN stays NaN; gradient 0)";
 }
 
-def AMP_GeluOp : AMP_UnaryOp<"gelu", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
+def AMP_GeluOp : AMP_UnaryFunctionOp<"gelu"> {
   let summary = "x * Phi(x); `approximate` is none (erf) or tanh";
   let arguments = (ins AMP_FloatTensor:$input,
                    DefaultValuedAttr<AMP_GeluApproximationAttr, "::mlir::amp::GeluApproximation::none">:$approximate);
+  let unaryKind = "getApproximate() == ::mlir::amp::GeluApproximation::tanh ? ::mlir::amp::UnaryKind::gelu_tanh : ::mlir::amp::UnaryKind::gelu";
 }
 
 def AMP_SoftmaxOp : AMP_UnaryOp<"softmax", AMP_FloatTensor, [DeclareOpInterfaceMethods<AMP_GradientOpInterface>]> {
