@@ -385,6 +385,17 @@ run_case("abs-softplus-reciprocal", m, params, inputs,
                                       i["y"]),
          constants=("half",))
 
+# 4a'2. Mish (ONNX opset 18): x tanh(softplus(x)) and torch's mish_backward.
+params = {"w": randn(D, D, scale=0.8), "k": randn(D, C, scale=0.5)}
+inputs = {"x": randn(N, D), "y": rng.integers(0, C, N).astype(np.int64)}
+m = model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Mish", ["h"], ["a"]),
+           helper.make_node("MatMul", ["a", "k"], ["z"]),
+           helper.make_node("SoftmaxCrossEntropyLoss", ["z", "y"], ["loss"])],
+          params, inputs, ["loss"], opset=18)
+run_case("mish", m, params, inputs,
+         lambda p, i: F.cross_entropy(F.mish(i["x"] @ p["w"]) @ p["k"], i["y"]))
+
 # 4a2. The activations with parameters (Elu, Celu, Selu, HardSigmoid as
 #      torch.nn.Hardsigmoid exports it, HardSwish, Softsign, Sin, Cos,
 #      ThresholdedRelu), summed: each one's gradient against torch's.

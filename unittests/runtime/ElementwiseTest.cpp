@@ -92,6 +92,8 @@ double refUnary(amprt_unary_op op, double x, double alpha, double beta = 0.0) {
     return std::acosh(x);
   case AMPRT_UNARY_ATANH:
     return std::atanh(x);
+  case AMPRT_UNARY_MISH: // x tanh(log(1 + e^x)), the log without overflow
+    return x * std::tanh(x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
   }
   return NAN;
 }
@@ -158,7 +160,7 @@ const amprt_unary_op kNewOps[] = {AMPRT_UNARY_ELU,        AMPRT_UNARY_CELU,
                                   AMPRT_UNARY_ACOS,       AMPRT_UNARY_ATAN,
                                   AMPRT_UNARY_SINH,       AMPRT_UNARY_COSH,
                                   AMPRT_UNARY_ASINH,      AMPRT_UNARY_ACOSH,
-                                  AMPRT_UNARY_ATANH};
+                                  AMPRT_UNARY_ATANH,      AMPRT_UNARY_MISH};
 
 // Inputs inside the domain of the inverse functions (mostly: a few of the
 // randn ones fall outside, where both sides must give NaN).

@@ -29,6 +29,14 @@ Value unitClamp(Emit &e, Value t) {
 
 Value sigmoid(Emit &e, Value x) { return e.div(e.cstF(1), e.add(e.cstF(1), e.exp(e.neg(x)))); }
 
+/// log(1 + e^x) without overflow, as the runtime's softplus.
+Value softplus(Emit &e, Value x) {
+  Value zero = e.cstF(0);
+  Value pos = e.add(x, math::Log1pOp::create(e.b, e.loc, e.exp(e.neg(x))));
+  Value neg = math::Log1pOp::create(e.b, e.loc, e.exp(x));
+  return e.sel(e.cmp(P::OGT, x, zero), pos, neg);
+}
+
 Value normalCdf(Emit &e, Value x) {
   // 0.5 * erfc(-x / sqrt 2): no cancellation in the negative tail.
   Value a = e.mul(e.neg(x), e.cstF(0.70710678118654752440));
@@ -72,11 +80,8 @@ Value applyUnary(Emit &e, UnaryKind k, Value x, float alpha, float beta) {
     return math::AbsFOp::create(b, l, x);
   case UnaryKind::reciprocal:
     return e.div(e.cstF(1), x);
-  case UnaryKind::softplus: {
-    Value pos = e.add(x, math::Log1pOp::create(b, l, e.exp(e.neg(x))));
-    Value neg = math::Log1pOp::create(b, l, e.exp(x));
-    return e.sel(e.cmp(P::OGT, x, zero), pos, neg);
-  }
+  case UnaryKind::softplus:
+    return softplus(e, x);
   case UnaryKind::elu:
     return e.sel(e.cmp(P::OGT, x, zero), x, e.mul(e.cstF(alpha), math::ExpM1Op::create(b, l, x)));
   case UnaryKind::celu:
@@ -127,6 +132,8 @@ Value applyUnary(Emit &e, UnaryKind k, Value x, float alpha, float beta) {
     return math::AcoshOp::create(b, l, x);
   case UnaryKind::atanh:
     return math::AtanhOp::create(b, l, x);
+  case UnaryKind::mish:
+    return e.mul(x, math::TanhOp::create(b, l, softplus(e, x)));
   }
   return {};
 }
@@ -236,6 +243,10 @@ Value unaryDerivative(Emit &e, UnaryKind k, Value x, float alpha, float beta) {
     return e.div(one, e.sqrt(e.sub(e.mul(x, x), one)));
   case UnaryKind::atanh:
     return e.div(one, e.sub(one, e.mul(x, x)));
+  case UnaryKind::mish: {
+    Value t = math::TanhOp::create(b, l, softplus(e, x));
+    return e.add(t, e.mul(e.mul(x, sigmoid(e, x)), e.sub(one, e.mul(t, t))));
+  }
   }
   return {};
 }

@@ -54,6 +54,7 @@ AMP_SAME_UNARY(cosh, COSH)
 AMP_SAME_UNARY(asinh, ASINH)
 AMP_SAME_UNARY(acosh, ACOSH)
 AMP_SAME_UNARY(atanh, ATANH)
+AMP_SAME_UNARY(mish, MISH)
 #undef AMP_SAME_UNARY
 static_assert(getMaxEnumValForUnaryKind() == AMPRT_UNARY_LAST);
 // GridSample: AMPRT's mode 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,

@@ -368,6 +368,7 @@ void registerElementwiseOps(OpRegistry &r) {
   r.on("Softplus", 1, unaryOp<SoftplusOp>());
   r.on("Relu", 1, unaryOp<ReluOp>());
   r.on("HardSwish", 14, unaryOp<HardSwishOp>());
+  r.on("Mish", 18, unaryOp<MishOp>());
   r.on("Softsign", 1, unaryOp<SoftsignOp>());
   r.on("Sin", 7, unaryOp<SinOp>());
   r.on("Cos", 7, unaryOp<CosOp>());

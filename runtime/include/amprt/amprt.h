@@ -298,10 +298,11 @@ typedef enum amprt_unary_op {
   AMPRT_UNARY_COSH,
   AMPRT_UNARY_ASINH,
   AMPRT_UNARY_ACOSH,
-  AMPRT_UNARY_ATANH
+  AMPRT_UNARY_ATANH,
+  AMPRT_UNARY_MISH /* x * tanh(softplus(x)) (ONNX Mish, torch.nn.Mish) */
 } amprt_unary_op;
 /* The last op: amprt_unary refuses larger ones. */
-#define AMPRT_UNARY_LAST AMPRT_UNARY_ATANH
+#define AMPRT_UNARY_LAST AMPRT_UNARY_MISH
 
 typedef enum amprt_binary_op {
   AMPRT_BINARY_ADD = 0,

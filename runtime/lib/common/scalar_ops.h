@@ -63,6 +63,11 @@ AMPRT_HOST_DEVICE inline float unitClamp(float t) {
   return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
 }
 
+/// log(1 + e^x) without overflow: x + log(1 + e^-x) for x > 0.
+AMPRT_HOST_DEVICE inline float softplus(float x) {
+  return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
 /// `Trig` false leaves the trigonometric and hyperbolic functions out (they
 /// return x): sin / cos / tan's range reduction for huge arguments needs
 /// local memory on a GPU, which the CUDA backend's grouped kernels must not
@@ -101,9 +106,8 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float be
     return fabsf(x);
   case AMPRT_UNARY_RECIPROCAL:
     return 1.0f / x;
-  // log(1 + e^x) without overflow: x + log(1 + e^-x) for x > 0.
   case AMPRT_UNARY_SOFTPLUS:
-    return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    return softplus(x);
   case AMPRT_UNARY_ELU:
     return x > 0.0f ? x : alpha * expm1f(x);
   case AMPRT_UNARY_CELU:
@@ -152,6 +156,8 @@ AMPRT_HOST_DEVICE inline float applyUnary(int op, float x, float alpha, float be
     return Trig ? acoshf(x) : x;
   case AMPRT_UNARY_ATANH:
     return Trig ? atanhf(x) : x;
+  case AMPRT_UNARY_MISH:
+    return x * tanhf(softplus(x));
   }
   return x;
 }
@@ -264,6 +270,11 @@ AMPRT_HOST_DEVICE inline float unaryDerivative(int op, float x, float alpha, flo
     return Trig ? 1.0f / sqrtf((x - 1.0f) * (x + 1.0f)) : x;
   case AMPRT_UNARY_ATANH:
     return Trig ? 1.0f / (1.0f - x * x) : x;
+  // torch's mish_backward: tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2).
+  case AMPRT_UNARY_MISH: {
+    float t = tanhf(softplus(x));
+    return t + x * sigmoid(x) * (1.0f - t * t);
+  }
   }
   return 1.0f;
 }

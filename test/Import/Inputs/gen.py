@@ -431,6 +431,18 @@ def activations():
                  [vi("y", TP.FLOAT, [2, 3])], opset=14)
 
 
+def mish():
+    """ONNX Mish (opset 18)."""
+    n = [H.make_node("Mish", ["x"], ["y"])]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=18)
+
+
+def mish_opset17():
+    """Mish where the model's opset has no Mish yet."""
+    n = [H.make_node("Mish", ["x"], ["y"], name="mish")]
+    return model(n, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])], opset=17)
+
+
 def split(opset=13, sizes=(2, 4), outputs=2, num_outputs=None, dim=6, axis=1, attr=False):
     ins = ["x"]
     extra = {}

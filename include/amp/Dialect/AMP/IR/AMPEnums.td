@@ -54,7 +54,7 @@ def AMP_GridSamplePaddingAttr : AMP_EnumAttr<AMP_GridSamplePadding, "grid_sample
 
 // The element-wise function whose derivative amp.unary_grad applies:
 // amprt_unary_op's numbering (clip is AMPRT_UNARY_CLAMP).
-def AMP_UnaryKind : AMP_Enum<"UnaryKind", "element-wise function: #amp.unary<identity | relu | sqrt | exp | log | erf | tanh | sigmoid | gelu | gelu_tanh | leaky_relu | abs | reciprocal | softplus | elu | celu | selu | hard_sigmoid | hard_swish | softsign | sin | cos | floor | ceil | round | sign | clip | thresholded_relu | tan | asin | acos | atan | sinh | cosh | asinh | acosh | atanh>", [
+def AMP_UnaryKind : AMP_Enum<"UnaryKind", "element-wise function: #amp.unary<identity | relu | sqrt | exp | log | erf | tanh | sigmoid | gelu | gelu_tanh | leaky_relu | abs | reciprocal | softplus | elu | celu | selu | hard_sigmoid | hard_swish | softsign | sin | cos | floor | ceil | round | sign | clip | thresholded_relu | tan | asin | acos | atan | sinh | cosh | asinh | acosh | atanh | mish>", [
   I32EnumAttrCase<"identity", 0>, I32EnumAttrCase<"relu", 1>,
   I32EnumAttrCase<"sqrt", 2>, I32EnumAttrCase<"exp", 3>, I32EnumAttrCase<"log", 4>,
   I32EnumAttrCase<"erf", 5>, I32EnumAttrCase<"tanh", 6>,
@@ -72,7 +72,8 @@ def AMP_UnaryKind : AMP_Enum<"UnaryKind", "element-wise function: #amp.unary<ide
   I32EnumAttrCase<"asin", 29>, I32EnumAttrCase<"acos", 30>,
   I32EnumAttrCase<"atan", 31>, I32EnumAttrCase<"sinh", 32>,
   I32EnumAttrCase<"cosh", 33>, I32EnumAttrCase<"asinh", 34>,
-  I32EnumAttrCase<"acosh", 35>, I32EnumAttrCase<"atanh", 36>]>;
+  I32EnumAttrCase<"acosh", 35>, I32EnumAttrCase<"atanh", 36>,
+  I32EnumAttrCase<"mish", 37>]>;
 def AMP_UnaryKindAttr : AMP_EnumAttr<AMP_UnaryKind, "unary">;
 
 // Adam's flavour: PyTorch's Adam / AdamW, or Hugging Face's AdamW (eps

@@ -616,6 +616,15 @@ def AMP_SignOp : AMP_UnaryFunctionOp<"sign"> {
   let summary = "-1, 0 or 1 (a NaN stays NaN; gradient 0)";
 }
 
+def AMP_MishOp : AMP_UnaryFunctionOp<"mish"> {
+  let summary = "x * tanh(softplus(x)) (ONNX Mish, torch.nn.Mish)";
+  let description = [{
+    Computed in f32 with softplus as log(1 + e^x) without overflow; the
+    gradient is torch's mish_backward: dy * (tanh(sp) + x sigmoid(x)
+    (1 - tanh(sp)^2)).
+  }];
+}
+
 def AMP_GeluOp : AMP_UnaryFunctionOp<"gelu"> {
   let summary = "x * Phi(x); `approximate` is none (erf) or tanh";
   let arguments = (ins AMP_FloatTensor:$input,
