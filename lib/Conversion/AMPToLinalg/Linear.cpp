@@ -17,7 +17,7 @@ namespace {
 // The f32 product sum_k A[.., m, k] B[.., k, n] over loops (batch.., m, n, k)
 /// given each operand's map; returns the f32 accumulator of `accShape`.
 Value contraction(Emit &e, Value a, Value bv, AffineMap ma, AffineMap mb,
-                         ArrayRef<int64_t> accShape) {
+                  ArrayRef<int64_t> accShape) {
   OpBuilder &b = e.b;
   int64_t loops = ma.getNumDims();
   auto accT = RankedTensorType::get(accShape, e.f32());
@@ -58,8 +58,8 @@ Value permute(Emit &e, Value v, ArrayRef<int64_t> perm) {
 /// named op (IREE's convolution code generation knows it); its body widens
 /// both inputs to f32, as the generic form does. (An NHWC form between
 /// transposes measured no faster in IREE 3.13 once fused into the step.)
-Value namedConv2d(Emit &e, Value x, Value w, ArrayRef<int64_t> accShape,
-                         ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations) {
+Value namedConv2d(Emit &e, Value x, Value w, ArrayRef<int64_t> accShape, ArrayRef<int64_t> strides,
+                  ArrayRef<int64_t> dilations) {
   auto accT = RankedTensorType::get(accShape, e.f32());
   auto at = RankedTensorType::get({2}, e.b.getI64Type());
   return linalg::Conv2DNchwFchwOp::create(
@@ -162,9 +162,6 @@ LogicalResult Linear::matmul(MatMulOp o, SmallVector<Value> &out) {
   out.push_back(e.reshape(v, resultType().getShape()));
   return success();
 }
-
-
-
 
 // Convolutions: loops (n, g, f, o_1..o_S, c, k_1..k_S) over x viewed as
 // [N, G, C/G, D..] and w as [G, M/G, C/G, k..]; an f32 accumulator, the bias

@@ -20,7 +20,7 @@ struct LossParts {
 };
 
 LossParts pickLabels(Emit &e, Value logp, Value labels, Value weights,
-                            std::optional<int64_t> ignore) {
+                     std::optional<int64_t> ignore) {
   OpBuilder &b = e.b;
   auto lt = rtt(logp);
   int64_t r = lt.getRank();

@@ -152,7 +152,6 @@ LogicalResult Optimizers::sgd(SGDUpdateOp o, SmallVector<Value> &out) {
   return success();
 }
 
-
 LogicalResult Optimizers::adam(AdamUpdateOp o, SmallVector<Value> &out) {
   double lr = o.getLr().convertToFloat(), b1 = o.getBeta1().convertToFloat(),
          b2 = o.getBeta2().convertToFloat(), eps = o.getEps().convertToFloat(),

@@ -11,52 +11,6 @@ using namespace mlir;
 using namespace mlir::amp;
 namespace rt = amprt::attrs; // the descriptors' typed attributes (amprt_ops.def)
 
-// The dialect's enums are numbered like the runtime's (AMPEnums.td), so the
-// lowering passes them through.
-static_assert((int)Reduction::none == AMPRT_REDUCTION_NONE &&
-              (int)Reduction::sum == AMPRT_REDUCTION_SUM &&
-              (int)Reduction::mean == AMPRT_REDUCTION_MEAN);
-#define AMP_SAME_UNARY(KIND, RT) static_assert((int)UnaryKind::KIND == AMPRT_UNARY_##RT);
-AMP_SAME_UNARY(identity, IDENTITY)
-AMP_SAME_UNARY(relu, RELU)
-AMP_SAME_UNARY(sqrt, SQRT)
-AMP_SAME_UNARY(exp, EXP)
-AMP_SAME_UNARY(log, LOG)
-AMP_SAME_UNARY(erf, ERF)
-AMP_SAME_UNARY(tanh, TANH)
-AMP_SAME_UNARY(sigmoid, SIGMOID)
-AMP_SAME_UNARY(gelu, GELU)
-AMP_SAME_UNARY(gelu_tanh, GELU_TANH)
-AMP_SAME_UNARY(leaky_relu, LEAKY_RELU)
-AMP_SAME_UNARY(abs, ABS)
-AMP_SAME_UNARY(reciprocal, RECIPROCAL)
-AMP_SAME_UNARY(softplus, SOFTPLUS)
-AMP_SAME_UNARY(elu, ELU)
-AMP_SAME_UNARY(celu, CELU)
-AMP_SAME_UNARY(selu, SELU)
-AMP_SAME_UNARY(hard_sigmoid, HARD_SIGMOID)
-AMP_SAME_UNARY(hard_swish, HARD_SWISH)
-AMP_SAME_UNARY(softsign, SOFTSIGN)
-AMP_SAME_UNARY(sin, SIN)
-AMP_SAME_UNARY(cos, COS)
-AMP_SAME_UNARY(floor, FLOOR)
-AMP_SAME_UNARY(ceil, CEIL)
-AMP_SAME_UNARY(round, ROUND)
-AMP_SAME_UNARY(sign, SIGN)
-AMP_SAME_UNARY(clip, CLAMP)
-AMP_SAME_UNARY(thresholded_relu, THRESHOLDED_RELU)
-AMP_SAME_UNARY(tan, TAN)
-AMP_SAME_UNARY(asin, ASIN)
-AMP_SAME_UNARY(acos, ACOS)
-AMP_SAME_UNARY(atan, ATAN)
-AMP_SAME_UNARY(sinh, SINH)
-AMP_SAME_UNARY(cosh, COSH)
-AMP_SAME_UNARY(asinh, ASINH)
-AMP_SAME_UNARY(acosh, ACOSH)
-AMP_SAME_UNARY(atanh, ATANH)
-AMP_SAME_UNARY(mish, MISH)
-#undef AMP_SAME_UNARY
-static_assert(getMaxEnumValForUnaryKind() == AMPRT_UNARY_LAST);
 // GridSample: AMPRT's mode 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
 // 1 border, 2 reflection (amprt_grid_sample).
 static_assert((int)GridSampleMode::nearest == 1 && (int)GridSampleMode::bicubic == 2 &&

@@ -71,6 +71,7 @@ const OpRegistry &opRegistry() {
     registerNormalizationOps(r);
     registerReductionOps(r);
     registerShapeOps(r);
+    registerSequenceOps(r);
     registerIndexingOps(r);
     registerResizeOps(r);
     registerConstantOps(r);

@@ -157,6 +157,7 @@ void registerConvPoolOps(OpRegistry &r);
 void registerNormalizationOps(OpRegistry &r);
 void registerReductionOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);
+void registerSequenceOps(OpRegistry &r);
 void registerIndexingOps(OpRegistry &r);
 void registerResizeOps(OpRegistry &r);
 void registerConstantOps(OpRegistry &r);
