@@ -18,66 +18,35 @@ using namespace mlir::amp;
 
 void mlir::amp::buildTrainStepPipeline(OpPassManager &pm, const TrainingOptions &o) {
   if (o.differentiate && !o.lossFn.empty()) {
-    AMPAddLossOptions al;
+    AMPAddLossOptions al = o.addLoss;
     al.kind = o.lossFn;
-    al.output = o.lossOf;
-    al.label = o.label;
     pm.addPass(createAMPAddLoss(al));
   }
-  AMPAutodiffOptions ad;
-  ad.loss = o.loss;
-  ad.frozen.assign(o.frozen.begin(), o.frozen.end());
-  ad.paddingRows.assign(o.paddingRows.begin(), o.paddingRows.end());
   if (o.differentiate)
-    pm.addPass(createAMPAutodiff(ad));
-  AMPOptimizerOptions opt;
-  opt.optimizer = o.optimizer;
-  opt.lr = o.lr;
-  opt.momentum = o.momentum;
-  opt.dampening = o.dampening;
-  opt.nesterov = o.nesterov;
-  opt.weightDecay = o.weightDecay;
-  opt.beta1 = o.beta1;
-  opt.beta2 = o.beta2;
-  opt.eps = o.eps;
-  opt.adamMode = o.adamMode;
-  pm.addPass(createAMPOptimizer(opt));
-  AMPLossScalingOptions ls;
-  ls.mode = o.lossScaling;
-  ls.initScale = o.initScale;
-  ls.growthFactor = o.growthFactor;
-  ls.backoffFactor = o.backoffFactor;
-  ls.growthInterval = o.growthInterval;
-  ls.hysteresis = o.hysteresis;
-  ls.minScale = o.minScale;
-  ls.onMinScale = o.onMinScale;
-  ls.maxNorm = o.maxNorm;
-  ls.checkInf = o.checkInf;
-  ls.accumulate = o.accumulate;
-  ls.dataParallel = o.dataParallel;
-  pm.addPass(createAMPLossScaling(ls));
+    pm.addPass(createAMPAutodiff(o.autodiff));
+  pm.addPass(createAMPOptimizer(o.optim));
+  pm.addPass(createAMPLossScaling(o.scaling));
 }
 
 /// amp-autocast for fp16 / bf16; an error for an unknown precision or a
 /// policy / block list with fp32.
 static LogicalResult addAutocast(OpPassManager &pm, const PrecisionOptions &p, std::string &error) {
-  if (p.f32Accumulators != "auto" && p.f32Accumulators != "on" && p.f32Accumulators != "off") {
-    error = "--f32-accumulators must be auto, on or off, got '" + p.f32Accumulators + "'";
+  const AMPAutocastOptions &a = p.autocast;
+  if (a.f32Accumulators != "auto" && a.f32Accumulators != "on" && a.f32Accumulators != "off") {
+    error = "--f32-accumulators must be auto, on or off, got '" + a.f32Accumulators + "'";
     return failure();
   }
   if (p.precision == "fp16" || p.precision == "bf16") {
-    AMPAutocastOptions o;
+    AMPAutocastOptions o = a;
     o.target = p.precision == "fp16" ? "f16" : "bf16";
-    o.policy = p.policy;
-    o.blockList.assign(p.blockList.begin(), p.blockList.end());
-    o.f32Accumulators = p.f32Accumulators;
     pm.addPass(createAMPAutocast(o));
   } else if (p.precision != "fp32") {
     error = "precision must be fp32, fp16 or bf16, got '" + p.precision + "'";
     return failure();
-  } else if (!p.policy.empty() || !p.blockList.empty() || p.f32Accumulators != "auto") {
-    error = std::string(!p.policy.empty()      ? "--policy"
-                        : !p.blockList.empty() ? "--block-list"
+  } else if (!a.policy.empty() || !a.blockList.empty() ||
+             a.f32Accumulators != AMPAutocastOptions().f32Accumulators) {
+    error = std::string(!a.policy.empty()      ? "--policy"
+                        : !a.blockList.empty() ? "--block-list"
                                                : "--f32-accumulators") +
             " needs --precision fp16 or bf16 (fp32 runs no autocast)";
     return failure();

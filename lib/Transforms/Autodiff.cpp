@@ -396,18 +396,19 @@ struct AMPOptimizerPass : public amp::impl::AMPOptimizerBase<AMPOptimizerPass> {
     double wd = weightDecay == -1.0 ? (optimizer == "adamw" ? 0.01 : 0.0) : (double)weightDecay;
     // Each hyper-parameter named with its rule; NaN and inf fail every rule.
     struct Rule {
-      const char *name;
+      llvm::StringRef name;
       double v;
       bool ok;
       const char *want;
-    } rules[] = {{"lr", lr, lr > 0 && std::isfinite((double)lr), "a finite number > 0"},
-                 {"momentum", momentum, momentum >= 0 && std::isfinite((double)momentum),
-                  "a finite number >= 0"},
-                 {"dampening", dampening, std::isfinite((double)dampening), "finite"},
-                 {"weight-decay", wd, wd >= 0 && std::isfinite(wd), "a finite number >= 0"},
-                 {"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
-                 {"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
-                 {"eps", eps, eps > 0 && std::isfinite((double)eps), "a finite number > 0"}};
+    } rules[] = {
+        {lr.getArgStr(), lr, lr > 0 && std::isfinite((double)lr), "a finite number > 0"},
+        {momentum.getArgStr(), momentum, momentum >= 0 && std::isfinite((double)momentum),
+         "a finite number >= 0"},
+        {dampening.getArgStr(), dampening, std::isfinite((double)dampening), "finite"},
+        {weightDecay.getArgStr(), wd, wd >= 0 && std::isfinite(wd), "a finite number >= 0"},
+        {beta1.getArgStr(), beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
+        {beta2.getArgStr(), beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
+        {eps.getArgStr(), eps, eps > 0 && std::isfinite((double)eps), "a finite number > 0"}};
     for (const Rule &r : rules)
       if (!r.ok)
         return f.emitError("amp-optimizer: ") << r.name << " must be " << r.want << ", got " << r.v;

@@ -335,8 +335,8 @@ struct AMPLossScalingPass : public amp::impl::AMPLossScalingBase<AMPLossScalingP
         return signalPassFailure();
     }
     if (!any) {
-      getOperation().emitError("amp-loss-scaling: no training step (no function with an "
-                               "amp.found_inf flag): run amp-autodiff and amp-optimizer first");
+      getOperation().emitError("amp-loss-scaling: no training step (no function with an ")
+          << attrname::kFoundInf << " flag): run amp-autodiff and amp-optimizer first";
       return signalPassFailure();
     }
   }

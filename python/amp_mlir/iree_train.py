@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from . import attrnames
+
 # IREE on the CPU: this machine's instructions, and doubles kept (the step
 # sums in f64 where our runtime does; IREE demotes f64 to f32 by default).
 CPU_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -73,9 +75,9 @@ class Signature:
                 itype = ir.FunctionType(ir.TypeAttr(init.attributes["function_type"]).value)
                 for i in range(len(itype.results)):
                     d = self._attrs(init, "res_attrs", i)
-                    if "amp.arg" not in d:
-                        raise ValueError(f"@{func}_init result {i} has no amp.arg")
-                    self.init_args.append(int(d["amp.arg"]))
+                    if attrnames.ARG not in d:
+                        raise ValueError(f"@{func}_init result {i} has no {attrnames.ARG}")
+                    self.init_args.append(int(d[attrnames.ARG]))
         self.func = func
         self.has_init = init is not None
 
@@ -98,10 +100,11 @@ class Signature:
         shape, elt = _tensor_type(t)
         d = self._attrs(fn, key, i)
         role, name = "other", None
-        for r in ("amp.param", "amp.input", "amp.opt_state", "amp.updates", "amp.output",
-                  "amp.buffer"):
-            if r in d:
-                role, name = r.split(".")[1], d[r]
+        for r, attr in (("param", attrnames.PARAM), ("input", attrnames.INPUT),
+                        ("opt_state", attrnames.OPT_STATE), ("updates", attrnames.UPDATES),
+                        ("output", attrnames.OUTPUT)):
+            if attr in d:
+                role, name = r, d[attr]
                 break
         if elt not in _DTYPES:
             raise ValueError(f"unsupported element type {elt} at {key} {i}")

@@ -118,12 +118,20 @@ _FIT_HANDLES = ("legacy TorchScript-based ONNX export", "Setting `training` to s
                 "Exporting a model while it is in training mode")
 
 
-def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision: str = "fp32",
-        optimizer: str = "sgd", lr: float = 0.01, loss_fn: str | None = None, labels=None,
-        workdir: str | None = None, exporter: str = "torchscript", opset: int | None = None,
-        policy=None, block_list=(), **options) -> list[dict]:
-    """Trains `module` (in place) for `steps` steps; see the module docstring."""
+def fit(module, inputs: dict, steps: int, *, batch: int | None = None, loss_fn: str | None = None,
+        labels=None, workdir: str | None = None, exporter: str = "torchscript",
+        opset: int | None = None, policy=None, **options) -> list[dict]:
+    """Trains `module` (in place) for `steps` steps; see the module docstring.
+    `options` are amp-compile's (precision, optimizer, lr, ...: see
+    amp_mlir.train.flags()), checked before anything runs."""
     import torch
+
+    known = _train.flags()
+    for key, value in options.items():
+        if key in ("loss_of", "label", "loss_fn"):
+            raise TypeError(f"fit sets {key} itself (loss_fn= and labels= give the loss)")
+        if value is not None:
+            _train._flag_args(key, value, known)
 
     if exporter not in _EXPORTERS:
         raise ValueError(f"exporter must be one of {', '.join(_EXPORTERS)}, got {exporter!r}")
@@ -206,11 +214,14 @@ def fit(module, inputs: dict, steps: int, *, batch: int | None = None, precision
         spec = dict(loss_fn=loss_fn, loss_of="output", label="labels") if loss_fn else {}
         # Frozen initializers are imported as constants: untouched by
         # construction, and not in the checkpoint.
-        freeze = sorted(set(plan["frozen"]) | set(options.pop("freeze", ())))
-        pads = list(plan["padding_rows"]) + list(options.pop("padding_row", ()))
-        _train.compile_training(onnx_path, prog, precision=precision, optimizer=optimizer, lr=lr,
-                                freeze=",".join(freeze) or None, padding_row=pads, policy=policy,
-                                block_list=block_list, **spec, **options)
+        extra_freeze = options.pop("freeze", None) or ()
+        freeze = sorted(set(plan["frozen"]) |
+                        set([extra_freeze] if isinstance(extra_freeze, str) else extra_freeze))
+        extra_pads = options.pop("padding_rows", None) or ()
+        pads = list(plan["padding_rows"]) + (
+            [extra_pads] if isinstance(extra_pads, str) else list(extra_pads))
+        _train.compile_training(onnx_path, prog, freeze=freeze or None, padding_rows=pads or None,
+                                policy=policy, **spec, **options)
         data = os.path.join(tmp, "data.npz")
         np.savez(data, **arrays_with_labels)
         ck = os.path.join(tmp, "checkpoints")

@@ -540,6 +540,32 @@ try:
 except RuntimeError as e:
     check("unknown loss kind 'hinge'" in str(e), f"loss-fn hinge: {e}")
 check(not os.path.exists(f"{TMP}/x"), "a failed compile_training left files behind")
+# The keywords are amp-compile's flags, typed by the tool's own list: an
+# unknown one or one of the wrong type is refused before anything runs; a
+# False reaches the tool (--check-inf=false, refused with dynamic scaling).
+for kw, want in ((dict(growth_intervl=10), "unknown amp-compile option 'growth_intervl' "
+                  "(did you mean growth_interval"),
+                 (dict(growth_interval="10"), "growth_interval must be an int, got str '10'"),
+                 (dict(lr="0.1"), "lr must be a number, got str '0.1'"),
+                 (dict(nesterov=1), "nesterov must be True or False, got int 1"),
+                 (dict(frozen=[3]), "frozen must be a string or a list of strings")):
+    try:
+        amp_train.compile_training(f"{TMP}/fwd.onnx", f"{TMP}/x", loss_fn="mse", **kw)
+        check(False, f"{kw} was accepted")
+    except TypeError as e:
+        check(want in str(e), f"{kw}: {e}")
+try:
+    amp_train.compile_training(f"{TMP}/fwd.onnx", f"{TMP}/x", loss_fn="cross_entropy",
+                               precision="fp16", check_inf=False)
+    check(False, "check_inf=False with dynamic loss scaling was accepted")
+except RuntimeError as e:
+    check("--check-inf=false applies to --loss-scaling none only" in str(e),
+          f"check_inf=False: {e}")
+check(not os.path.exists(f"{TMP}/x"), "a refused compile_training left files behind")
+flags = amp_train.flags()
+check(flags["growth_interval"]["type"] == "int" and flags["growth_interval"]["default"] == 2000
+      and flags["check_inf"]["default"] is True and flags["frozen"]["type"] == "list",
+      f"amp-compile --describe-flags: {flags.get('growth_interval')}")
 
 # --- 8. ONNX TrainingInfoProto: the model's own training step ---------------
 # Linear regression whose algorithm graph (the forward again, Gradient and

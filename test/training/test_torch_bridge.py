@@ -655,6 +655,14 @@ bad = [
      "fit needs a torch.nn.Module, got str"),
     (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y}, steps=1, exporter="jit"),
      ValueError, "exporter must be one of torchscript, dynamo, got 'jit'"),
+    # Keywords checked against amp-compile's flags before the export runs.
+    (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y}, steps=1, hysterisis=2),
+     TypeError, "unknown amp-compile option 'hysterisis' (did you mean hysteresis?)"),
+    (lambda: torch_bridge.fit(LossMLP(), {"input": x, "labels": y}, steps=1, max_norm="1"),
+     TypeError, "max_norm must be a number, got str '1'"),
+    (lambda: torch_bridge.fit(ScoreMLP(), {"input": x}, steps=1, loss_fn="cross_entropy",
+                              labels=y, loss_of="x"),
+     TypeError, "fit sets loss_of itself"),
 ]
 for call, kind, msg in bad:
     try:

@@ -19,7 +19,7 @@
 //           [--resume]
 //
 // --freeze NAMES imports initializers as constants (never trained),
-// --frozen NAME keeps a parameter out of the gradients, --padding-row
+// --frozen NAME keeps a parameter out of the gradients, --padding-rows
 // NAME:ROW gives an embedding lookup's row no gradient (padding_idx).
 //
 // onnxruntime-training artifacts train the same way:
@@ -38,6 +38,7 @@
 
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Execution/Program.h"
+#include "amp/Pipelines/PipelineFlags.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -51,6 +52,7 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -71,30 +73,11 @@ using namespace mlir;
 
 static cl::OptionCategory category("amp-compile options");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx|model.mlir>"),
-                                      cl::Required, cl::cat(category));
-static cl::opt<std::string> outputFile("o", cl::desc("The program to write"),
-                                       cl::value_desc("prog"), cl::Required, cl::cat(category));
-static cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"), cl::init("fp32"),
                                       cl::cat(category));
-static cl::opt<std::string> policyFile(
-    "policy",
-    cl::desc("A JSON policy amending the default autocast policy (fp16 / bf16): op classes "
-             "and node overrides, as amp-opt -amp-autocast=policy=FILE"),
-    cl::value_desc("file.json"), cl::cat(category));
-static cl::list<std::string> blockList("block-list",
-                                       cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
-                                       cl::value_desc("node,node,..."), cl::CommaSeparated,
-                                       cl::cat(category));
-static cl::opt<std::string> f32Accumulators(
-    "f32-accumulators",
-    cl::desc("Products keep f32 biases and write f32 results only f32 reads (fp16 / bf16): "
-             "auto (bf16), on or off, as amp-opt -amp-autocast=f32-accumulators=..."),
-    cl::init("auto"), cl::cat(category));
-static cl::opt<bool> keepWeightCasts(
-    "keep-weight-casts",
-    cl::desc("A training step (fp16 / bf16) keeps each updated parameter's low-precision copy as "
-             "state, written by the optimizer update (amp-keep-weight-casts; default on)"),
-    cl::init(true), cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("The program to write"),
+                                       cl::value_desc("prog"), cl::cat(category));
+// --precision, --policy, --block-list, --f32-accumulators, --keep-weight-casts.
+static amp::PrecisionFlags precisionFlags(category);
 static cl::list<std::string> constInputs("const-input",
                                          cl::desc("Bind a graph input to a TensorProto (.pb)"),
                                          cl::value_desc("name=file.pb"), cl::cat(category));
@@ -115,25 +98,8 @@ static cl::opt<std::string> funcName("func", cl::desc("Function to compile (defa
 // and the program is one training step (amp-autodiff, amp-optimizer,
 // amp-loss-scaling), which `./prog --data d.npz --steps N` runs in a loop.
 static cl::OptionCategory trainCat("amp-compile training options (with --optimizer)");
-static cl::opt<std::string> optimizer("optimizer",
-                                      cl::desc("Compile a training step: sgd, adam or adamw"),
-                                      cl::cat(trainCat));
-static cl::opt<double> lr("lr", cl::desc("Learning rate (0.01)"), cl::init(0.01),
-                          cl::cat(trainCat));
-static cl::opt<double> momentum("momentum", cl::desc("SGD momentum (0)"), cl::init(0.0),
-                                cl::cat(trainCat));
-static cl::opt<double> dampening("dampening", cl::desc("SGD dampening (0)"), cl::init(0.0),
-                                 cl::cat(trainCat));
-static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"), cl::cat(trainCat));
-static cl::opt<double> weightDecay("weight-decay",
-                                   cl::desc("Weight decay (0; 0.01 for adamw, as PyTorch)"),
-                                   cl::init(-1.0), cl::cat(trainCat));
-static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"), cl::init(0.9),
-                             cl::cat(trainCat));
-static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"), cl::init(0.999),
-                             cl::cat(trainCat));
-static cl::opt<double> adamEps("eps", cl::desc("Adam epsilon (1e-8)"), cl::init(1e-8),
-                               cl::cat(trainCat));
+// --optimizer, --lr, ..., --loss-scaling, ... (PipelineOptions.td, Passes.td).
+static amp::TrainingFlags trainingFlags(trainCat);
 static cl::opt<std::string> ortCheckpoint(
     "ort-checkpoint",
     cl::desc("onnxruntime-training artifacts: the model is training_model.onnx and this its "
@@ -144,69 +110,18 @@ static cl::opt<std::string> ortOptimizer(
     "ort-optimizer",
     cl::desc("The artifacts' optimizer_model.onnx: the optimizer and its hyper-parameters"),
     cl::value_desc("optimizer_model.onnx"), cl::cat(trainCat));
-static cl::opt<std::string> lossName("loss", cl::desc("The graph output to minimise (loss)"),
-                                     cl::init("loss"), cl::cat(trainCat));
-static cl::opt<std::string>
-    lossFn("loss-fn",
-           cl::desc("A graph without a loss op: append one (cross_entropy, nll or mse) against a "
-                    "new input --label"),
-           cl::cat(trainCat));
-static cl::opt<std::string> lossOf("loss-of",
-                                   cl::desc("The output the --loss-fn reads (default: the "
-                                            "graph's only output)"),
-                                   cl::cat(trainCat));
-static cl::opt<std::string> labelName("label",
-                                      cl::desc("Name of the --loss-fn label input (labels)"),
-                                      cl::init("labels"), cl::cat(trainCat));
 static cl::list<std::string> freezeInits(
     "freeze",
     cl::desc("Import these float initializers as constants, not parameters (as amp-translate "
              "--freeze: never trained, not in the checkpoint)"),
     cl::CommaSeparated, cl::value_desc("name,..."), cl::cat(trainCat));
-static cl::list<std::string>
-    paddingRows("padding-row",
-                cl::desc("A row of a parameter that gets no gradient (nn.Embedding's padding_idx)"),
-                cl::value_desc("name:row"), cl::cat(trainCat));
-static cl::list<std::string> frozen("frozen", cl::desc("A parameter not to train"),
-                                    cl::value_desc("name"), cl::cat(trainCat));
-static cl::opt<std::string> lossScaling(
-    "loss-scaling",
-    cl::desc("dynamic, static or none (default: dynamic for fp16, none for fp32 / bf16)"),
-    cl::cat(trainCat));
-static cl::opt<double> initScale("init-scale", cl::desc("First / fixed loss scale (65536)"),
-                                 cl::init(65536.0), cl::cat(trainCat));
-static cl::opt<int64_t> growthInterval("growth-interval",
-                                       cl::desc("Clean steps before the scale grows (2000)"),
-                                       cl::init(2000), cl::cat(trainCat));
-static cl::opt<double> growthFactor("growth-factor", cl::desc("Scale growth factor (2)"),
-                                    cl::init(2.0), cl::cat(trainCat));
-static cl::opt<double> backoffFactor("backoff-factor", cl::desc("Scale backoff factor (0.5)"),
-                                     cl::init(0.5), cl::cat(trainCat));
-static cl::opt<int64_t> hysteresis("hysteresis",
-                                   cl::desc("Overflows tolerated before a backoff (1)"),
-                                   cl::init(1), cl::cat(trainCat));
-static cl::opt<double> minScale("min-scale", cl::desc("Floor of the loss scale (0: none)"),
-                                cl::init(0.0), cl::cat(trainCat));
-static cl::opt<std::string> onMinScale("on-min-scale",
-                                       cl::desc("An overflow at min-scale: error or warn"),
-                                       cl::init("error"), cl::cat(trainCat));
-static cl::opt<double> maxNorm("max-norm",
-                               cl::desc("Clip unscaled gradients to this L2 norm (0: off)"),
-                               cl::init(0.0), cl::cat(trainCat));
-static cl::opt<int64_t>
-    accumulate("accumulate",
-               cl::desc("Gradient accumulation: micro-batches (program calls) per update (1)"),
-               cl::init(1), cl::cat(trainCat));
-static cl::opt<bool>
-    dataParallel("data-parallel",
-                 cl::desc("Data parallel under mpirun: each rank takes its share of every batch, "
-                          "the gradients are averaged across the ranks before the inf / NaN "
-                          "check (links the MPI back-end)"),
-                 cl::cat(trainCat));
-static cl::opt<bool> noInfCheck("no-inf-check",
-                                cl::desc("--loss-scaling none: do not check gradients for "
-                                         "inf / NaN (steps are never skipped)"),
-                                cl::cat(trainCat));
+static cl::alias paddingRowAlias("padding-row", cl::desc("Alias for --padding-rows"),
+                                 cl::aliasopt(trainingFlags.paddingRows), cl::cat(trainCat));
+static cl::opt<bool> describeFlags(
+    "describe-flags",
+    cl::desc("Print the flags as JSON (flag, type, default, help) and exit: what the Python "
+             "API checks its keywords against"),
+    cl::cat(category));
 
 static cl::opt<std::string> runtimeDir(
     "runtime-dir",
@@ -280,13 +195,31 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions({&category, &trainCat});
   cl::ParseCommandLineOptions(argc, argv, "AMP-MLIR ahead-of-time compiler\n");
+  if (describeFlags) {
+    llvm::json::Array rows;
+    precisionFlags.describe(rows);
+    trainingFlags.describe(rows);
+    // The flags of amp-compile itself (the model and -o are positional to the API).
+    for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+             std::addressof(constInputs), &deviceName, &emitKind, &funcName, &ortCheckpoint,
+             &ortOptimizer, std::addressof(freezeInits), &runtimeDir})
+      rows.push_back(amp::describeFlag(*o));
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(rows))) << "\n";
+    return 0;
+  }
+  if (modelFile.empty())
+    die("no model given (amp-compile model.onnx|model.mlir -o prog; --help lists the flags)");
+  if (outputFile.empty())
+    die("no program to write: give -o prog");
+  const amp::TrainingFlags &T = trainingFlags;
+  const std::string precision = precisionFlags.precision;
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   if (deviceName != "cpu" && deviceName != "cuda")
     die("--device must be cpu or cuda, got '" + deviceName + "'");
   if (emitKind != "program" && emitKind != "linalg")
     die("--emit must be program or linalg, got '" + emitKind + "'");
-  if (emitKind == "linalg" && keepWeightCasts.getNumOccurrences())
+  if (emitKind == "linalg" && precisionFlags.keepWeightCasts.getNumOccurrences())
     die("--keep-weight-casts applies to --emit program (the linalg step keeps its casts)");
   if (emitKind == "linalg" && deviceName.getNumOccurrences())
     die("--device applies to --emit program (the linalg step's compiler picks the device)");
@@ -331,7 +264,7 @@ int main(int argc, char **argv) {
   }
   // onnxruntime-training artifacts: a training model whose gradients are
   // already in the graph, its checkpoint and its optimizer model.
-  std::string optName = optimizer;
+  std::string optName = T.optimizer.getNumOccurrences() ? std::string(T.optimizer) : "";
   bool ort = !ortCheckpoint.empty() || llvm::sys::fs::is_directory(modelFile);
   std::string ckPath = ortCheckpoint, optPath = ortOptimizer, trainingModel = modelFile;
   amp::ORTOptimizerState ortState;
@@ -358,9 +291,10 @@ int main(int argc, char **argv) {
     }
     if (!bound.empty())
       die("--const-input does not apply to onnxruntime-training artifacts");
-    if (lossFn.getNumOccurrences() || lossName.getNumOccurrences() || frozen.getNumOccurrences() ||
-        paddingRows.getNumOccurrences() || freezeInits.getNumOccurrences())
-      die("--loss, --loss-fn, --frozen, --freeze and --padding-row do not apply to "
+    if (T.lossFn.getNumOccurrences() || T.loss.getNumOccurrences() ||
+        T.frozen.getNumOccurrences() || T.paddingRows.getNumOccurrences() ||
+        freezeInits.getNumOccurrences())
+      die("--loss, --loss-fn, --frozen, --freeze and --padding-rows do not apply to "
           "onnxruntime-training artifacts "
           "(their loss and trainable parameters are fixed by generate_artifacts)");
     if (!optPath.empty()) {
@@ -371,8 +305,9 @@ int main(int argc, char **argv) {
       if (!optName.empty() && optName != ortSpec.optimizer)
         die("--optimizer " + optName + " contradicts '" + optPath + "', which is " +
             ortSpec.optimizer);
-      for (cl::Option *o : std::initializer_list<cl::Option *>{
-               &momentum, &dampening, &nesterov, &weightDecay, &beta1, &beta2, &adamEps})
+      for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+               &T.momentum, &T.dampening, &T.nesterov, &T.weightDecay, &T.beta1, &T.beta2, &T.eps,
+               &T.adamMode})
         if (o->getNumOccurrences())
           die("--" + o->ArgStr + ": the hyper-parameters come from '" + optPath + "'");
       optName = ortSpec.optimizer;
@@ -407,71 +342,38 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < f.getNumResults(); ++i)
       if (f.getResultAttr(i, mlir::amp::attrname::kUpdates))
         training = "the model's own training step '" + funcName + "', " + precision;
-    for (cl::Option *o : std::initializer_list<cl::Option *>{
-             &lr,           &momentum,      &dampening,   &nesterov,    &weightDecay,
-             &beta1,        &beta2,         &adamEps,     &lossName,    &lossFn,
-             &lossOf,       &labelName,     &lossScaling, &initScale,   &growthInterval,
-             &growthFactor, &backoffFactor, &hysteresis,  &minScale,    &onMinScale,
-             &maxNorm,      &noInfCheck,    &accumulate,  &dataParallel})
+    for (const cl::Option *o : T.all())
       if (o->getNumOccurrences())
         die("--" + o->ArgStr + " is a training option: give --optimizer sgd|adam|adamw too");
-    if (frozen.getNumOccurrences() || paddingRows.getNumOccurrences())
-      die(std::string(frozen.getNumOccurrences() ? "--frozen" : "--padding-row") +
-          " is a training option: give --optimizer sgd|adam|adamw too");
   } else {
     if (precision != "fp32" && precision != "fp16" && precision != "bf16")
       die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
-    amp::TrainingOptions t;
-    t.loss = lossName;
-    t.lossFn = lossFn;
-    t.lossOf = lossOf;
-    t.label = labelName;
-    if (lossFn.empty() && (lossOf.getNumOccurrences() || labelName.getNumOccurrences()))
+    amp::TrainingOptions t = T.get();
+    if (t.lossFn.empty() && (T.lossOf.getNumOccurrences() || T.label.getNumOccurrences()))
       die("--loss-of and --label go with --loss-fn cross_entropy|nll|mse");
-    if (!lossFn.empty() && lossName.getNumOccurrences())
+    if (!t.lossFn.empty() && T.loss.getNumOccurrences())
       die("--loss names an existing loss output; --loss-fn adds one: give one of them");
-    t.frozen.assign(frozen.begin(), frozen.end());
-    t.paddingRows.assign(paddingRows.begin(), paddingRows.end());
-    t.optimizer = optName;
-    t.lr = lr;
+    t.optim.optimizer = optName;
     if (ort) {
       t.differentiate = false;
       // ORT's default learning rate, or the one the checkpoint saved.
-      if (!lr.getNumOccurrences())
-        t.lr = ortState.present && ortState.learningRate > 0 ? ortState.learningRate : 0.001;
+      if (!T.lr.getNumOccurrences())
+        t.optim.lr = ortState.present && ortState.learningRate > 0 ? ortState.learningRate : 0.001;
     }
-    t.momentum = momentum;
-    t.dampening = dampening;
-    t.nesterov = nesterov;
-    if (weightDecay.getNumOccurrences() && !(weightDecay >= 0))
-      die("--weight-decay must be >= 0, got " + std::to_string(weightDecay));
-    t.weightDecay = weightDecay;
-    t.beta1 = beta1;
-    t.beta2 = beta2;
-    t.eps = adamEps;
+    if (T.weightDecay.getNumOccurrences() && !(T.weightDecay >= 0))
+      die("--weight-decay must be >= 0, got " + std::to_string(T.weightDecay));
     if (ort && !optPath.empty()) {
-      t.beta1 = ortSpec.beta1;
-      t.beta2 = ortSpec.beta2;
-      t.eps = ortSpec.eps;
-      t.weightDecay = ortSpec.weightDecay;
-      t.adamMode = ortSpec.adamMode;
+      t.optim.beta1 = ortSpec.beta1;
+      t.optim.beta2 = ortSpec.beta2;
+      t.optim.eps = ortSpec.eps;
+      t.optim.weightDecay = ortSpec.weightDecay;
+      t.optim.adamMode = ortSpec.adamMode;
     }
     // PyTorch's practice: GradScaler for fp16; bf16 has fp32's range.
-    t.lossScaling = !lossScaling.empty()  ? std::string(lossScaling)
-                    : precision == "fp16" ? "dynamic"
-                                          : "none";
-    t.initScale = initScale;
-    t.growthInterval = growthInterval;
-    t.growthFactor = growthFactor;
-    t.backoffFactor = backoffFactor;
-    t.hysteresis = hysteresis;
-    t.minScale = minScale;
-    t.onMinScale = onMinScale;
-    t.maxNorm = maxNorm;
-    t.checkInf = !noInfCheck;
-    t.accumulate = accumulate;
-    t.dataParallel = dataParallel;
-    if (dataParallel) {
+    if (!T.lossScaling.getNumOccurrences())
+      t.scaling.mode = precision == "fp16" ? "dynamic" : "none";
+    amp::AMPLossScalingOptions &ls = t.scaling;
+    if (ls.dataParallel) {
 #ifndef AMP_MPI_LINK
       die("--data-parallel: this amp-compile was built without MPI (libopenmpi-dev)");
 #endif
@@ -484,15 +386,16 @@ int main(int argc, char **argv) {
         die("--data-parallel: the linalg form has no collectives (--emit linalg runs one "
             "process)");
     }
-    if (noInfCheck && t.lossScaling != "none")
-      die("--no-inf-check applies to --loss-scaling none only");
-    if (lossFn.empty() && !ort) {
+    if (!ls.checkInf && ls.mode != "none")
+      die("--check-inf=false applies to --loss-scaling none only (loss scaling checks every "
+          "step)");
+    if (t.lossFn.empty() && !ort) {
       bool hasLoss = false;
       for (unsigned i = 0; i < f.getNumResults(); ++i)
         if (auto n = f.getResultAttrOfType<StringAttr>(i, mlir::amp::attrname::kOutput))
-          hasLoss |= n.getValue() == lossName;
+          hasLoss |= n.getValue() == t.autodiff.loss;
       if (!hasLoss)
-        die("'" + modelFile + "' has no output named '" + lossName +
+        die("'" + modelFile + "' has no output named '" + t.autodiff.loss +
             "': name the loss output with --loss NAME, or add a loss to a forward graph with "
             "--loss-fn cross_entropy|nll|mse [--loss-of OUTPUT] [--label NAME]");
     }
@@ -501,22 +404,20 @@ int main(int argc, char **argv) {
     if (ortState.present)
       restoreORTOptimizerState(f, ortState, ckPath);
     training = (ort ? "onnxruntime-training artifacts, " : "") + optName +
-               (t.adamMode == "hf" ? " (Hugging Face form)" : "") + " lr=" + fmtG(t.lr) + ", " +
-               precision + ", loss scaling " + t.lossScaling;
-    if (t.lossScaling == "dynamic")
-      training += " (init " + fmtG(t.initScale) + ", growth interval " +
-                  std::to_string(t.growthInterval) + ")";
-    else if (t.lossScaling == "static")
-      training += " (" + fmtG(t.initScale) + ")";
-    if (t.accumulate > 1)
-      training += ", " + std::to_string(t.accumulate) + " micro-batches per update";
-    if (t.dataParallel)
+               (t.optim.adamMode == "hf" ? " (Hugging Face form)" : "") +
+               " lr=" + fmtG(t.optim.lr) + ", " + precision + ", loss scaling " + ls.mode;
+    if (ls.mode == "dynamic")
+      training += " (init " + fmtG(ls.initScale) + ", growth interval " +
+                  std::to_string(ls.growthInterval) + ")";
+    else if (ls.mode == "static")
+      training += " (" + fmtG(ls.initScale) + ")";
+    if (ls.accumulate > 1)
+      training += ", " + std::to_string(ls.accumulate) + " micro-batches per update";
+    if (ls.dataParallel)
       training += ", data parallel";
   }
   if (emitKind == "linalg") {
-    if (failed(amp::lowerToLinalg(
-            *module,
-            {precision, policyFile, {blockList.begin(), blockList.end()}, f32Accumulators})))
+    if (failed(amp::lowerToLinalg(*module, precisionFlags.get())))
       return 1;
     std::string tmp = outputFile + ".tmp";
     {
@@ -539,11 +440,7 @@ int main(int argc, char **argv) {
   }
   // Autocast and amp-keep-weight-casts first: the signature (and the
   // weights file) includes the state arguments the latter adds.
-  amp::PrecisionOptions po{precision,
-                           policyFile,
-                           {blockList.begin(), blockList.end()},
-                           f32Accumulators,
-                           keepWeightCasts};
+  amp::PrecisionOptions po = precisionFlags.get();
   if (failed(amp::prepareForRuntime(*module, po)))
     return 1;
   auto sig = amp::signatureOf(f);
@@ -617,7 +514,7 @@ int main(int argc, char **argv) {
                                       {AMPRT_META_DEVICE, deviceName.c_str()}};
   if (!training.empty())
     meta.push_back({AMPRT_META_TRAINING, training.c_str()});
-  if (dataParallel)
+  if (trainingFlags.dataParallel)
     meta.push_back({AMPRT_META_DATA_PARALLEL, "1"});
   if (amprt_checkpoint_save(weights.c_str(), params.data(), (int32_t)params.size(), meta.data(),
                             (int32_t)meta.size()) != AMPRT_OK)
@@ -642,7 +539,7 @@ int main(int argc, char **argv) {
   // Data parallel on CUDA: NCCL's device all-reduce over MPI's communicator
   // (reached through a weak symbol: -u pulls it in).
   std::string ncclLib = runtimeDir + "/libamprt_nccl.a";
-  if (dataParallel && deviceName == "cuda") {
+  if (trainingFlags.dataParallel && deviceName == "cuda") {
     if (!llvm::sys::fs::exists(ncclLib))
       die("runtime library '" + ncclLib + "' not found (--runtime-dir)");
     args.push_back("-Wl,-u,amprt_nccl_comm_init");
@@ -665,7 +562,7 @@ int main(int argc, char **argv) {
   std::string mpiLib = runtimeDir + "/libamprt_mpi.a";
   std::vector<std::string> mpiFlags;
 #ifdef AMP_MPI_LINK
-  if (dataParallel) {
+  if (trainingFlags.dataParallel) {
     if (!llvm::sys::fs::exists(mpiLib))
       die("runtime library '" + mpiLib + "' not found (--runtime-dir)");
     // The communicator is reached through a weak symbol: -u pulls it in.

@@ -16,6 +16,7 @@
 
 #include "amp/Dialect/AMP/IR/AMPDialect.h"
 #include "amp/Execution/Program.h"
+#include "amp/Pipelines/PipelineFlags.h"
 #include "amp/Support/Batch.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 #include "amp/Transforms/Autocast.h"
@@ -65,22 +66,9 @@ static opt<std::string> inputsOpt("inputs",
                                   cl::value_desc("file"), cl::cat(category));
 static opt<std::string> outputsOpt("outputs", cl::desc("Write the outputs to this .npz"),
                                    cl::value_desc("file"), cl::cat(category));
-static opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16"), cl::init("fp32"),
-                                  cl::cat(category));
-static cl::opt<std::string> policyFile(
-    "policy",
-    cl::desc("A JSON policy amending the default autocast policy (fp16 / bf16): op classes "
-             "and node overrides, as amp-opt -amp-autocast=policy=FILE"),
-    cl::value_desc("file.json"), cl::cat(category));
-static cl::list<std::string> blockList("block-list",
-                                       cl::desc("ONNX node names to keep in fp32 (fp16 / bf16)"),
-                                       cl::value_desc("node,node,..."), cl::CommaSeparated,
-                                       cl::cat(category));
-static cl::opt<std::string> f32Accumulators(
-    "f32-accumulators",
-    cl::desc("Products keep f32 biases and write f32 results only f32 reads (fp16 / bf16): "
-             "auto (bf16), on or off, as amp-opt -amp-autocast=f32-accumulators=..."),
-    cl::init("auto"), cl::cat(category));
+// --precision, --policy, --block-list, --f32-accumulators (and
+// --keep-weight-casts, which applies to training programs: refused).
+static amp::PrecisionFlags precisionFlags(category);
 static opt<std::string> nanCheck("nan-check",
                                  cl::desc("NaN / inf in a float input: warn, error or off"),
                                  cl::init("warn"), cl::cat(category));
@@ -187,8 +175,12 @@ int main(int argc, char **argv) {
   if (modelFile.empty())
     die("no model given (usage: amp-run MODEL.onnx|MODEL.mlir [--inputs FILE] "
         "[--outputs FILE.npz] ...; --help lists the options)");
+  const std::string precision = precisionFlags.precision;
   if (precision != "fp32" && precision != "fp16" && precision != "bf16")
     die("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
+  if (precisionFlags.keepWeightCasts.getNumOccurrences())
+    die("--keep-weight-casts applies to training programs (amp-compile); amp-run runs one "
+        "call, with no low-precision weight copies carried to a next step");
   if (nanCheck != "warn" && nanCheck != "error" && nanCheck != "off")
     die("--nan-check must be warn, error or off, got '" + nanCheck + "'");
   llvm::InitializeNativeTarget();
@@ -324,12 +316,9 @@ int main(int argc, char **argv) {
 
   // 4. Compile.
   // One call: no low-precision weight copies carried to a next step.
-  auto arenaBytes = amp::lowerForRuntime(*module, funcName,
-                                         {precision,
-                                          policyFile,
-                                          {blockList.begin(), blockList.end()},
-                                          f32Accumulators,
-                                          /*keepWeightCasts=*/false});
+  amp::PrecisionOptions po = precisionFlags.get();
+  po.keepWeightCasts = false;
+  auto arenaBytes = amp::lowerForRuntime(*module, funcName, po);
   if (failed(arenaBytes))
     return 1;
   // ExecutionEngineOptions::transformer is a function_ref: the function it

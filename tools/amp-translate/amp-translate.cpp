@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "amp/Pipelines/PipelineFlags.h"
 #include "amp/Support/Batch.h"
 #include "amp/Target/ONNX/ImportONNX.h"
 #include "amp/Transforms/Passes.h"
@@ -53,16 +54,9 @@ static cl::opt<int64_t>
                 cl::desc("Print tensors up to this many elements inline, larger ones as resources"),
                 cl::init(256), cl::cat(category));
 
-static cl::opt<std::string>
-    lossFn("loss-fn",
-           cl::desc("Training spec for a graph without a loss op: append a loss (cross_entropy, "
-                    "nll or mse) against a new input --label, as the output 'loss' (amp-add-loss)"),
-           cl::cat(category));
-static cl::opt<std::string> lossOf("loss-of",
-                                   cl::desc("The output --loss-fn reads (default: the only one)"),
-                                   cl::cat(category));
-static cl::opt<std::string> labelName("label", cl::desc("Name of the label input (labels)"),
-                                      cl::init("labels"), cl::cat(category));
+// --loss-fn, --loss-of, --label: a training spec for a graph without a loss
+// op (amp-add-loss), as amp-compile's.
+static mlir::amp::LossFlags lossFlags(category);
 
 static cl::opt<std::string> ortCheckpoint(
     "ort-checkpoint",
@@ -139,7 +133,7 @@ int main(int argc, char **argv) {
   });
 
   if (!ortCheckpoint.empty() &&
-      (funcName.getNumOccurrences() || frozen.getNumOccurrences() || !lossFn.empty())) {
+      (funcName.getNumOccurrences() || frozen.getNumOccurrences() || !lossFlags.lossFn.empty())) {
     errs() << "amp-translate: error: --ort-checkpoint imports artifacts as they are: "
               "--func-name, --freeze and --loss-fn do not apply\n";
     return 1;
@@ -152,16 +146,17 @@ int main(int argc, char **argv) {
       errs() << "amp-translate: error: " << inputFile << ": import failed\n";
     return 1;
   }
-  if (lossFn.empty() && (lossOf.getNumOccurrences() || labelName.getNumOccurrences())) {
+  mlir::amp::LossOptions loss;
+  lossFlags.get(loss);
+  if (loss.lossFn.empty() &&
+      (lossFlags.lossOf.getNumOccurrences() || lossFlags.label.getNumOccurrences())) {
     errs() << "amp-translate: error: --loss-of and --label go with --loss-fn\n";
     return 1;
   }
-  if (!lossFn.empty()) {
+  if (!loss.lossFn.empty()) {
     mlir::PassManager pm(&ctx);
-    mlir::amp::AMPAddLossOptions o;
-    o.kind = lossFn;
-    o.output = lossOf;
-    o.label = labelName;
+    mlir::amp::AMPAddLossOptions o = loss.addLoss;
+    o.kind = loss.lossFn;
     pm.addPass(mlir::amp::createAMPAddLoss(o));
     if (failed(pm.run(*module)))
       return 1;

@@ -19,6 +19,7 @@
 #ifndef AMP_PIPELINES_PIPELINES_H
 #define AMP_PIPELINES_PIPELINES_H
 
+#include "amp/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -27,41 +28,34 @@
 
 namespace mlir::amp {
 
-/// What turns a forward graph with a loss into a training step: the options
-/// of amp-autodiff, amp-optimizer and amp-loss-scaling (see Passes.td).
-struct TrainingOptions {
-  // A forward graph without a loss op: amp-add-loss with these (lossFn
-  // empty: the graph has its `loss` output).
-  std::string lossFn, lossOf, label = "labels";
-  std::string loss = "loss";
-  std::vector<std::string> frozen;
-  std::vector<std::string> paddingRows; // name:row, no gradient (padding_idx)
-  std::string optimizer = "sgd";        // sgd | adam | adamw
-  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1, beta1 = 0.9, beta2 = 0.999,
-         eps = 1e-8;
-  bool nesterov = false;
-  std::string adamMode = "torch"; // adamw: torch | hf
-  /// False when the module already holds the gradients (amp.grad results,
-  /// e.g. imported onnxruntime-training artifacts): no add-loss, no autodiff.
-  bool differentiate = true;
-  std::string lossScaling = "dynamic"; // dynamic | static | none
-  double initScale = 65536, growthFactor = 2, backoffFactor = 0.5, minScale = 0, maxNorm = 0;
-  int64_t growthInterval = 2000, hysteresis = 1, accumulate = 1;
-  std::string onMinScale = "error";
-  bool checkInf = true;
-  bool dataParallel = false; // gradients averaged across MPI ranks
+// Each option is declared once: in its pass (Passes.td) or in
+// PipelineOptions.td; PipelineOptions.h.inc gives one row per option, which
+// the structs, the pipelines' textual options and the tools' flags
+// (PipelineFlags.h) expand.
+
+/// A loss for a forward graph without one: amp-add-loss of kind lossFn
+/// (empty: the graph has its loss output).
+struct LossOptions {
+#define AMP_LOSS_OWN(FIELD, FLAG, TYPE, DEFAULT, HELP) TYPE FIELD = DEFAULT;
+#define AMP_LOSS_MEMBER(MEMBER, STRUCT) STRUCT MEMBER;
+#include "amp/Pipelines/PipelineOptions.h.inc"
 };
 
-/// How amp-autocast runs before the lowering: the precision, a policy file
-/// amending the default (policies/default.json), ONNX node names kept fp32,
-/// and amp-autocast's f32-accumulators (auto: bf16 only; on; off).
+/// What turns a forward graph with a loss into a training step: the loss,
+/// the options of amp-autodiff, amp-optimizer and amp-loss-scaling, and
+/// differentiate.
+struct TrainingOptions : LossOptions {
+#define AMP_TRAINING_OWN(FIELD, FLAG, TYPE, DEFAULT, HELP) TYPE FIELD = DEFAULT;
+#define AMP_TRAINING_MEMBER(MEMBER, STRUCT) STRUCT MEMBER;
+#include "amp/Pipelines/PipelineOptions.h.inc"
+};
+
+/// How amp-autocast runs before the lowering: the precision, and
+/// amp-autocast's policy, block list and f32 accumulators.
 struct PrecisionOptions {
-  std::string precision = "fp32"; // fp32 | fp16 | bf16
-  std::string policy;
-  std::vector<std::string> blockList;
-  std::string f32Accumulators = "auto";
-  /// amp-keep-weight-casts after amp-autocast (amp-lower-for-runtime only).
-  bool keepWeightCasts = true;
+#define AMP_PRECISION_OWN(FIELD, FLAG, TYPE, DEFAULT, HELP) TYPE FIELD = DEFAULT;
+#define AMP_PRECISION_MEMBER(MEMBER, STRUCT) STRUCT MEMBER;
+#include "amp/Pipelines/PipelineOptions.h.inc"
 };
 
 /// Adds the training-step passes to `pm` (a module pass manager).
@@ -90,123 +84,64 @@ LogicalResult buildLowerToLinalgPipeline(OpPassManager &pm, const PrecisionOptio
 /// combined pipeline has both sets and each is written once.
 using Opts = ::mlir::detail::PassOptions;
 
+// The X-macros of one option as a pass-options member, and its copy into
+// the options struct `r`.
+#define AMP_PIPELINE_OWN(FIELD, FLAG, TYPE, DEFAULT, HELP)                                         \
+  Opts::Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(HELP), llvm::cl::init(TYPE(DEFAULT))};
+#define AMP_PIPELINE_OPTION(STRUCT, MEMBER, PASSFIELD, FIELD, FLAG, TYPE, HELP)                    \
+  Opts::Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(HELP),                                      \
+                           llvm::cl::init(STRUCT().MEMBER.PASSFIELD)};
+#define AMP_PIPELINE_LIST(MEMBER, PASSFIELD, FIELD, FLAG, HELP)                                    \
+  Opts::ListOption<std::string> FIELD{*this, FLAG, llvm::cl::desc(HELP)};
+#define AMP_COPY_OWN(FIELD, ...) r.FIELD = this->FIELD;
+#define AMP_COPY_OPTION(MEMBER, PASSFIELD, FIELD, ...) r.MEMBER.PASSFIELD = this->FIELD;
+#define AMP_COPY_LIST(MEMBER, PASSFIELD, FIELD, ...)                                               \
+  r.MEMBER.PASSFIELD.assign(this->FIELD.begin(), this->FIELD.end());
+
 template <class Base> struct WithTrainStepOptions : Base {
-  Opts::Option<std::string> lossFn{
-      *this, "loss-fn",
-      llvm::cl::desc("amp-add-loss kind for a graph without a loss "
-                     "(cross_entropy, ...); empty: the graph has one")};
-  Opts::Option<std::string> lossOf{*this, "loss-of",
-                                   llvm::cl::desc("amp-add-loss: the output the loss reads")};
-  Opts::Option<std::string> label{*this, "label", llvm::cl::desc("amp-add-loss: the labels input"),
-                                  llvm::cl::init("labels")};
-  Opts::Option<std::string> loss{*this, "loss", llvm::cl::desc("The loss output"),
-                                 llvm::cl::init("loss")};
-  Opts::ListOption<std::string> frozen{*this, "frozen", llvm::cl::desc("Parameters not trained")};
-  Opts::ListOption<std::string> paddingRows{*this, "padding-rows",
-                                            llvm::cl::desc("name:row, rows with no gradient")};
-  Opts::Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd, adam or adamw"),
-                                      llvm::cl::init("sgd")};
-  Opts::Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"), llvm::cl::init(0.01)};
-  Opts::Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
-                                llvm::cl::init(0.0)};
-  Opts::Option<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
-                                 llvm::cl::init(0.0)};
-  Opts::Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov momentum"),
-                              llvm::cl::init(false)};
-  Opts::Option<double> weightDecay{*this, "weight-decay",
-                                   llvm::cl::desc("Weight decay (-1: the optimizer's default)"),
-                                   llvm::cl::init(-1.0)};
-  Opts::Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"), llvm::cl::init(0.9)};
-  Opts::Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"), llvm::cl::init(0.999)};
-  Opts::Option<double> eps{*this, "eps", llvm::cl::desc("Adam epsilon"), llvm::cl::init(1e-8)};
-  Opts::Option<std::string> adamMode{*this, "adam-mode", llvm::cl::desc("adamw: torch or hf"),
-                                     llvm::cl::init("torch")};
-  Opts::Option<bool> differentiate{
-      *this, "differentiate",
-      llvm::cl::desc("false: the module holds its gradients already (no "
-                     "add-loss, no autodiff)"),
-      llvm::cl::init(true)};
-  Opts::Option<std::string> lossScaling{
-      *this, "loss-scaling", llvm::cl::desc("dynamic, static or none"), llvm::cl::init("dynamic")};
-  Opts::Option<double> initScale{*this, "init-scale", llvm::cl::desc("Initial loss scale"),
-                                 llvm::cl::init(65536.0)};
-  Opts::Option<double> growthFactor{*this, "growth-factor", llvm::cl::init(2.0)};
-  Opts::Option<double> backoffFactor{*this, "backoff-factor", llvm::cl::init(0.5)};
-  Opts::Option<int64_t> growthInterval{*this, "growth-interval", llvm::cl::init(2000)};
-  Opts::Option<int64_t> hysteresis{*this, "hysteresis", llvm::cl::init(1)};
-  Opts::Option<double> minScale{*this, "min-scale", llvm::cl::init(0.0)};
-  Opts::Option<std::string> onMinScale{*this, "on-min-scale", llvm::cl::init("error")};
-  Opts::Option<double> maxNorm{*this, "max-norm", llvm::cl::desc("Gradient clipping (0: none)"),
-                               llvm::cl::init(0.0)};
-  Opts::Option<bool> checkInf{*this, "check-inf", llvm::cl::init(true)};
-  Opts::Option<int64_t> accumulate{*this, "accumulate", llvm::cl::desc("Micro-steps per update"),
-                                   llvm::cl::init(1)};
-  Opts::Option<bool> dataParallel{*this, "data-parallel",
-                                  llvm::cl::desc("Gradients averaged across MPI ranks"),
-                                  llvm::cl::init(false)};
+#define AMP_LOSS_OWN AMP_PIPELINE_OWN
+#define AMP_LOSS_OPTION(...) AMP_PIPELINE_OPTION(TrainingOptions, __VA_ARGS__)
+#define AMP_LOSS_LIST AMP_PIPELINE_LIST
+#define AMP_TRAINING_OWN AMP_PIPELINE_OWN
+#define AMP_TRAINING_OPTION(...) AMP_PIPELINE_OPTION(TrainingOptions, __VA_ARGS__)
+#define AMP_TRAINING_LIST AMP_PIPELINE_LIST
+#include "amp/Pipelines/PipelineOptions.h.inc"
 
   TrainingOptions training() const {
     TrainingOptions r;
-    r.lossFn = this->lossFn;
-    r.lossOf = this->lossOf;
-    r.label = this->label;
-    r.loss = this->loss;
-    r.frozen.assign(this->frozen.begin(), this->frozen.end());
-    r.paddingRows.assign(this->paddingRows.begin(), this->paddingRows.end());
-    r.optimizer = this->optimizer;
-    r.lr = this->lr;
-    r.momentum = this->momentum;
-    r.dampening = this->dampening;
-    r.nesterov = this->nesterov;
-    r.weightDecay = this->weightDecay;
-    r.beta1 = this->beta1;
-    r.beta2 = this->beta2;
-    r.eps = this->eps;
-    r.adamMode = this->adamMode;
-    r.differentiate = this->differentiate;
-    r.lossScaling = this->lossScaling;
-    r.initScale = this->initScale;
-    r.growthFactor = this->growthFactor;
-    r.backoffFactor = this->backoffFactor;
-    r.growthInterval = this->growthInterval;
-    r.hysteresis = this->hysteresis;
-    r.minScale = this->minScale;
-    r.onMinScale = this->onMinScale;
-    r.maxNorm = this->maxNorm;
-    r.checkInf = this->checkInf;
-    r.accumulate = this->accumulate;
-    r.dataParallel = this->dataParallel;
+#define AMP_LOSS_OWN AMP_COPY_OWN
+#define AMP_LOSS_OPTION AMP_COPY_OPTION
+#define AMP_LOSS_LIST AMP_COPY_LIST
+#define AMP_TRAINING_OWN AMP_COPY_OWN
+#define AMP_TRAINING_OPTION AMP_COPY_OPTION
+#define AMP_TRAINING_LIST AMP_COPY_LIST
+#include "amp/Pipelines/PipelineOptions.h.inc"
     return r;
   }
 };
 
 template <class Base> struct WithPrecisionOptions : Base {
-  Opts::Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, fp16 or bf16"),
-                                      llvm::cl::init("fp32")};
-  Opts::Option<std::string> policy{*this, "policy",
-                                   llvm::cl::desc("A policy file amending policies/default.json")};
-  Opts::ListOption<std::string> blockList{*this, "block-list",
-                                          llvm::cl::desc("Ops (ONNX node names) kept in fp32")};
-  Opts::Option<std::string> f32Accumulators{
-      *this, "f32-accumulators",
-      llvm::cl::desc("amp-autocast's f32 biases and accumulator results: auto (bf16), on, off"),
-      llvm::cl::init("auto")};
-  Opts::Option<bool> keepWeightCasts{
-      *this, "keep-weight-casts",
-      llvm::cl::desc("amp-lower-for-runtime: each updated parameter's f16 / bf16 copy is step "
-                     "state, written by the optimizer update (amp-keep-weight-casts)"),
-      llvm::cl::init(true)};
+#define AMP_PRECISION_OWN AMP_PIPELINE_OWN
+#define AMP_PRECISION_OPTION(...) AMP_PIPELINE_OPTION(PrecisionOptions, __VA_ARGS__)
+#define AMP_PRECISION_LIST AMP_PIPELINE_LIST
+#include "amp/Pipelines/PipelineOptions.h.inc"
 
   PrecisionOptions precisionOptions() const {
     PrecisionOptions r;
-    r.precision = this->precision;
-    r.policy = this->policy;
-    r.blockList.assign(this->blockList.begin(), this->blockList.end());
-    r.f32Accumulators = this->f32Accumulators;
-    r.keepWeightCasts = this->keepWeightCasts;
+#define AMP_PRECISION_OWN AMP_COPY_OWN
+#define AMP_PRECISION_OPTION AMP_COPY_OPTION
+#define AMP_PRECISION_LIST AMP_COPY_LIST
+#include "amp/Pipelines/PipelineOptions.h.inc"
     return r;
   }
 };
+
+#undef AMP_PIPELINE_OWN
+#undef AMP_PIPELINE_OPTION
+#undef AMP_PIPELINE_LIST
+#undef AMP_COPY_OWN
+#undef AMP_COPY_OPTION
+#undef AMP_COPY_LIST
 
 struct TrainStepPipelineOptions
     : WithTrainStepOptions<PassPipelineOptions<TrainStepPipelineOptions>> {};

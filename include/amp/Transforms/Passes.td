@@ -210,7 +210,8 @@ def AMPLossScaling : Pass<"amp-loss-scaling", "::mlir::ModuleOp"> {
     Option<"maxNorm", "max-norm", "double", /*default=*/"0.0",
            "Clip the unscaled gradients to this global L2 norm (0: no clipping)">,
     Option<"checkInf", "check-inf", "bool", /*default=*/"true",
-           "mode=none: still check the gradients and skip steps with inf / NaN">,
+           "Without loss scaling (none): still check the gradients and skip steps "
+           "with inf / NaN">,
     Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
            "Gradient accumulation: micro-batches per update (the loss of each is "
            "divided by it, as in PyTorch's recipe)">,
