@@ -281,6 +281,7 @@ int32_t execRandom(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execReduce(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execMatMul(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd);
+int32_t execOptimizer(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execConv(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execPool(amprt_context *ctx, Dev &d, Decoded &dd);
 int32_t execBatchNorm(amprt_context *ctx, Dev &d, Decoded &dd);

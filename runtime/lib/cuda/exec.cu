@@ -114,6 +114,7 @@ int32_t execOne(amprt_context *ctx, Dev &d, const int64_t *desc, void **bufs) {
     return execMatMul(ctx, d, dd);
   case AMPRT_OP_SGD_UPDATE:
   case AMPRT_OP_ADAM_UPDATE:
+    return execOptimizer(ctx, d, dd);
   case AMPRT_OP_STEP_COUNT:
   case AMPRT_OP_UNSCALE_AND_CHECK:
   case AMPRT_OP_CLIP_GRAD_NORM:

@@ -1,8 +1,8 @@
-//===- scaler.cu - AMP bookkeeping on the device ----------------------------===//
+//===- scaler.cu - loss scaling on the device ------------------------------===//
 //
-// The optimizer steps, unscale_and_check, clip_grad_norm, the loss-scale
-// update and the step counters: found_inf and the skip decision stay on the
-// device (no host synchronisation per step).
+// unscale_and_check, clip_grad_norm, the loss-scale update and the step
+// counters: found_inf and the skip decision stay on the device (no host
+// synchronisation per step). The optimizer steps: optimizers.cu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,80 +178,11 @@ amprt_status clipGradNorm(Dev &d, const Decoded &dd) {
   return AMPRT_OK;
 }
 
-amprt_status checkF32State(const amprt_tensor &t, int64_t n, const char *what) {
-  if (t.dtype != AMPRT_F32 || !amprt_tensor_is_contiguous(&t) || numel(t) != n)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec (cuda): %s must be a contiguous f32 tensor of the parameter's size",
-                what);
-  return AMPRT_OK;
-}
-
-amprt_status checkLowpState(const amprt_tensor &t, int64_t n) {
-  if ((t.dtype != AMPRT_F16 && t.dtype != AMPRT_BF16) || !amprt_tensor_is_contiguous(&t) ||
-      numel(t) != n)
-    return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                "amprt_exec (cuda): the low-precision copy must be a contiguous f16 / bf16 "
-                "tensor of the parameter's size");
-  return AMPRT_OK;
-}
-
 /// The scaler opcodes of amprt_exec (exec.cu dispatches them here).
 int32_t execScaler(amprt_context *ctx, Dev &d, Decoded &dd) {
   (void)ctx;
   auto &t = dd.t;
   switch ((amprt_opcode)dd.opcode) {
-  case AMPRT_OP_SGD_UPDATE: {
-    amprt_sgd_config cfg{};
-    bool buf = false;
-    size_t o = 0, lowp = 0;
-    AMPRT_CHECK(sgdAttrs(dd, cfg, buf, o, lowp));
-    if (cfg.nesterov && (cfg.momentum <= 0.0f || cfg.dampening != 0.0f))
-      return fail(AMPRT_ERR_INVALID_ARGUMENT,
-                  "amprt_exec (cuda): nesterov needs momentum > 0 and dampening 0");
-    if (cfg.momentum != 0.0f && !buf)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): momentum needs a buffer");
-    int64_t n = numel(t[0]);
-    AMPRT_CHECK(checkF32State(t[0], n, "the parameter"));
-    AMPRT_CHECK(checkF32State(t[1], n, "the gradient"));
-    AMPRT_CHECK(checkF32State(t[o + 2], n, "the new parameter"));
-    if (buf) {
-      AMPRT_CHECK(checkF32State(t[2], n, "the momentum buffer"));
-      AMPRT_CHECK(checkF32State(t[o + 3], n, "the new momentum buffer"));
-    }
-    if (lowp)
-      AMPRT_CHECK(checkLowpState(t[lowp], n));
-    return each(&d, n,
-                SgdF{cfg, static_cast<const float *>(t[0].data),
-                     static_cast<const float *>(t[1].data),
-                     buf ? static_cast<const float *>(t[2].data) : nullptr,
-                     static_cast<float *>(t[o + 2].data),
-                     buf ? static_cast<float *>(t[o + 3].data) : nullptr,
-                     static_cast<const int64_t *>(t[o].data), t[o + 1].data, 1,
-                     lowp ? t[lowp].data : nullptr, lowp && t[lowp].dtype == AMPRT_BF16},
-                "sgd_update");
-  }
-  case AMPRT_OP_ADAM_UPDATE: {
-    amprt_adam_config cfg{};
-    size_t lowp = 0;
-    AMPRT_CHECK(adamAttrs(dd, cfg, lowp));
-    if (!(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f &&
-          cfg.eps >= 0.0f) ||
-        cfg.decoupled < 0 || cfg.decoupled > 2)
-      return fail(AMPRT_ERR_INVALID_ARGUMENT, "amprt_exec (cuda): adam's hyper-parameters");
-    int64_t n = numel(t[0]);
-    for (size_t k : {0, 1, 2, 3, 6, 7, 8})
-      AMPRT_CHECK(checkF32State(t[k], n, "an adam tensor"));
-    if (lowp)
-      AMPRT_CHECK(checkLowpState(t[lowp], n));
-    return each(&d, n,
-                AdamF{cfg, static_cast<const float *>(t[0].data),
-                      static_cast<const float *>(t[1].data), static_cast<const float *>(t[2].data),
-                      static_cast<const float *>(t[3].data), static_cast<float *>(t[6].data),
-                      static_cast<float *>(t[7].data), static_cast<float *>(t[8].data),
-                      static_cast<const int64_t *>(t[4].data), t[5].data, 1,
-                      lowp ? t[lowp].data : nullptr, lowp && t[lowp].dtype == AMPRT_BF16},
-                "adam_update");
-  }
   case AMPRT_OP_STEP_COUNT: {
     attrs::step_count a;
     AMPRT_CHECK(read(dd, a));
