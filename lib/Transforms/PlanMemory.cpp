@@ -2,7 +2,10 @@
 //
 // Static buffer assignment: every tensor an amp op produces gets a byte
 // offset in one arena per function, reused once the value is dead (liveness
-// over the function's single block, best-fit placement, 64-byte aligned).
+// over the function's single block, 64-byte aligned): largest first, each
+// into the smallest gap it fits left by the values live with it (the
+// greedy-by-size placement of TFLite's arena planner, Pisarchyk & Lee 2020),
+// or best fit in order of definition where that packs tighter.
 // Reshape-like ops (reshape, flatten, squeeze, unsqueeze, identity) alias
 // their input: all buffers are contiguous row-major, so they are a new
 // shape on the same bytes; so does a dropout that passes its input through
@@ -20,12 +23,14 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
 #include <map>
+#include <set>
 
 namespace mlir::amp {
 #define GEN_PASS_DEF_AMPPLANMEMORY
@@ -93,6 +98,53 @@ FailureOr<int64_t> mlir::amp::tensorBytes(Type t, bool asF32) {
   return n;
 }
 
+std::map<unsigned, unsigned> mlir::amp::inPlaceResults(func::FuncOp f) {
+  std::map<unsigned, unsigned> out;
+  Block &block = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  llvm::StringMap<BlockArgument> state;
+  for (BlockArgument a : f.getArguments())
+    for (StringRef key : {attrname::kParam, attrname::kOptState})
+      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key))
+        state[n.getValue()] = a;
+  std::set<unsigned> argsTaken;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    auto name = f.getResultAttrOfType<StringAttr>(i, attrname::kUpdates);
+    if (!name || !state.count(name.getValue()))
+      continue;
+    BlockArgument a = state[name.getValue()];
+    Value v = ret.getOperand(i);
+    Operation *x = v.getDefiningOp();
+    if (!x || v.getType() != a.getType() || argsTaken.count(a.getArgNumber()))
+      continue;
+    // The op's input that becomes this result, element for element.
+    unsigned k = cast<OpResult>(v).getResultNumber();
+    Value in;
+    if (auto s = dyn_cast<SGDUpdateOp>(x))
+      in = k == 0 ? s.getParam() : s.getMomentumBuf();
+    else if (auto d = dyn_cast<AdamUpdateOp>(x))
+      in = k == 0 ? d.getParam() : k == 1 ? d.getExpAvg() : d.getExpAvgSq();
+    else if (auto c = dyn_cast<StepCountOp>(x))
+      in = c.getStep();
+    else if (isa<UpdateScaleOp>(x))
+      in = x->getOperand(k);
+    else if (isa<CastOp>(x) && !getElementTypeOrSelf(v.getType()).isF32())
+      in = a; // a fresh f16 / bf16 copy (amp-keep-weight-casts): a is not read by x
+    if (in != a)
+      continue;
+    // Returned once, and the argument read by nothing after the op.
+    if (llvm::count(ret.getOperands(), v) != 1)
+      continue;
+    bool laterRead =
+        llvm::any_of(a.getUsers(), [&](Operation *u) { return u != x && x->isBeforeInBlock(u); });
+    if (laterRead)
+      continue;
+    out[i] = a.getArgNumber();
+    argsTaken.insert(a.getArgNumber());
+  }
+  return out;
+}
+
 namespace {
 
 struct Interval {
@@ -100,8 +152,67 @@ struct Interval {
   int64_t def, last, size;
 };
 
+int64_t aligned(int64_t size) { return (size + 63) / 64 * 64; }
+
+/// The most bytes live at once, and the op index where they are.
+std::pair<int64_t, int64_t> liveBytes(const std::vector<Interval> &ivs) {
+  std::map<int64_t, int64_t> delta; // op index -> bytes born (+) / freed (-)
+  for (const Interval &iv : ivs) {
+    delta[iv.def] += aligned(iv.size);
+    delta[iv.last + 1] -= aligned(iv.size);
+  }
+  int64_t live = 0, most = 0, at = 0;
+  for (auto [i, d] : delta)
+    if ((live += d) > most) {
+      most = live;
+      at = i;
+    }
+  return {most, at};
+}
+
+/// Largest first: each interval into the smallest gap that holds it
+/// between the intervals already placed that overlap it in time (else
+/// above them all); returns the peak.
+int64_t placeBySize(const std::vector<Interval> &ivs, DenseMap<Value, int64_t> &offsets) {
+  std::vector<size_t> order(ivs.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return aligned(ivs[a].size) > aligned(ivs[b].size); });
+  struct Placed {
+    int64_t def, last, off, end;
+  };
+  std::vector<Placed> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy;
+  int64_t peak = 0;
+  for (size_t i : order) {
+    const Interval &iv = ivs[i];
+    int64_t size = aligned(iv.size);
+    busy.clear();
+    for (const Placed &p : placed)
+      if (p.def <= iv.last && iv.def <= p.last)
+        busy.push_back({p.off, p.end});
+    llvm::sort(busy);
+    int64_t cur = 0, best = -1, bestGap = std::numeric_limits<int64_t>::max();
+    for (auto [off, end] : busy) {
+      if (off - cur >= size && off - cur < bestGap) {
+        best = cur;
+        bestGap = off - cur;
+      }
+      cur = std::max(cur, end);
+    }
+    int64_t off = best >= 0 ? best : cur;
+    if (off > std::numeric_limits<int64_t>::max() / 2 - size)
+      return -1; // (each size <= 2^48: no overflow above)
+    offsets[iv.v] = off;
+    placed.push_back({iv.def, iv.last, off, off + size});
+    peak = std::max(peak, off + size);
+  }
+  return peak;
+}
+
 /// Best-fit placement of intervals sorted by definition; returns the peak.
-int64_t place(std::vector<Interval> &ivs, DenseMap<Value, int64_t> &offsets) {
+int64_t placeInOrder(std::vector<Interval> &ivs, DenseMap<Value, int64_t> &offsets) {
   std::map<int64_t, int64_t> freeBlocks; // offset -> size
   int64_t top = 0, peak = 0;
   std::multimap<int64_t, std::pair<int64_t, int64_t>> live; // last -> (off, size)
@@ -132,7 +243,7 @@ int64_t place(std::vector<Interval> &ivs, DenseMap<Value, int64_t> &offsets) {
       live.erase(live.begin());
       release(off, size);
     }
-    int64_t size = (iv.size + 63) / 64 * 64;
+    int64_t size = aligned(iv.size);
     auto best = freeBlocks.end();
     for (auto it = freeBlocks.begin(); it != freeBlocks.end(); ++it)
       if (it->second >= size && (best == freeBlocks.end() || it->second < best->second))
@@ -175,6 +286,11 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
   };
   DenseMap<Value, int64_t> defAt, lastAt;
   std::vector<Value> owned;
+  // Results written straight into their state argument: no slot.
+  llvm::DenseSet<Value> inPlace;
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  for (auto [res, arg] : inPlaceResults(f))
+    inPlace.insert(ret.getOperand(res));
   int64_t idx = 0, end = (int64_t)block.getOperations().size() + 1;
   for (Operation &op : block) {
     ++idx;
@@ -194,6 +310,8 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
     if (!isa<AMPDialect>(op.getDialect()))
       continue;
     for (Value r : op.getResults()) {
+      if (inPlace.contains(r))
+        continue;
       if (failed(tensorBytes(r.getType())) || failed(tensorBytes(r.getType(), true))) {
         auto rt = dyn_cast<RankedTensorType>(r.getType());
         if (!rt || !rt.hasStaticShape())
@@ -236,8 +354,13 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
     std::vector<Interval> ivs;
     for (Value v : owned)
       ivs.push_back({v, defAt[v], lastAt[v], *tensorBytes(v.getType(), asF32)});
-    DenseMap<Value, int64_t> offsets;
-    int64_t peak = place(ivs, offsets);
+    DenseMap<Value, int64_t> offsets, bySize;
+    int64_t peak = placeInOrder(ivs, offsets);
+    int64_t peakBySize = placeBySize(ivs, bySize);
+    if (peak < 0 || (peakBySize >= 0 && peakBySize < peak)) {
+      peak = peakBySize;
+      offsets = std::move(bySize);
+    }
     if (peak < 0)
       return LogicalResult(f.emitError("amp-plan-memory: '")
                            << f.getSymName() << "' needs an arena of more than 2^62 bytes");
@@ -248,6 +371,11 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
       plan.arenaBytesIfF32 = peak;
     } else {
       plan.arenaBytes = peak;
+      auto [most, at] = liveBytes(ivs);
+      plan.liveBytes = most;
+      for (const Interval &iv : ivs)
+        if (iv.def <= at && at <= iv.last)
+          plan.liveAtPeak.push_back(iv.v);
       plan.offsets = std::move(offsets);
     }
   }
@@ -256,6 +384,53 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
 }
 
 namespace {
+
+/// What is live at the peak, by kind: a backward op's result (gradients and
+/// their temporaries), a forward value the backward reads (saved for it),
+/// anything else (forward temporaries, the update's); each kind's bytes and
+/// values, and the largest values.
+std::string describeLive(const std::vector<Value> &live) {
+  auto backward = [](Operation *op) { return op && op->hasAttr(attrname::kDifferentiates); };
+  std::map<std::string, std::pair<int64_t, int64_t>> kinds; // kind -> (bytes, values)
+  std::vector<std::tuple<int64_t, std::string, std::string>> largest;
+  for (Value v : live) {
+    Operation *def = v.getDefiningOp();
+    std::string kind = "other";
+    if (backward(def)) {
+      kind = "backward";
+    } else {
+      // Through the views that alias it (reshapes, ...).
+      SmallVector<Value> work{v};
+      while (!work.empty() && kind == "other") {
+        Value w = work.pop_back_val();
+        for (Operation *u : w.getUsers()) {
+          if (backward(u))
+            kind = "saved_for_backward";
+          else if (isAliasOp(u))
+            work.push_back(u->getResult(0));
+        }
+      }
+    }
+    int64_t bytes = aligned(*tensorBytes(v.getType()));
+    kinds[kind].first += bytes;
+    kinds[kind].second += 1;
+    std::string type;
+    llvm::raw_string_ostream(type) << v.getType();
+    largest.emplace_back(bytes, def ? def->getName().getStringRef().str() : "?", type);
+  }
+  llvm::sort(largest, [](auto &a, auto &b) { return std::get<0>(a) > std::get<0>(b); });
+  std::string out = "{";
+  for (auto &[k, bv] : kinds)
+    out += llvm::formatv("\"{0}\": {{\"bytes\": {1}, \"values\": {2}}, ", k, bv.first, bv.second)
+               .str();
+  out += "\"largest\": [";
+  for (size_t i = 0; i < largest.size() && i < 12; ++i)
+    out += llvm::formatv("{0}{{\"op\": \"{1}\", \"type\": \"{2}\", \"bytes\": {3}}", i ? ", " : "",
+                         std::get<1>(largest[i]), std::get<2>(largest[i]), std::get<0>(largest[i]))
+               .str();
+  return out + "]}";
+}
+
 struct AMPPlanMemoryPass : public amp::impl::AMPPlanMemoryBase<AMPPlanMemoryPass> {
   using AMPPlanMemoryBase::AMPPlanMemoryBase;
   void runOnOperation() override {
@@ -281,11 +456,13 @@ struct AMPPlanMemoryPass : public amp::impl::AMPPlanMemoryBase<AMPPlanMemoryPass
       }
       f->setAttr(attrname::kArenaBytes, b.getI64IntegerAttr(plan->arenaBytes));
       f->setAttr(attrname::kArenaBytesIfF32, b.getI64IntegerAttr(plan->arenaBytesIfF32));
-      json += llvm::formatv("{0}{{\"name\": \"{1}\", \"arena_bytes\": {2}, "
-                            "\"arena_bytes_if_f32\": {3}, \"buffers\": {4}}",
-                            first ? "" : ", ", f.getSymName(), plan->arenaBytes,
-                            plan->arenaBytesIfF32, plan->buffers)
-                  .str();
+      json +=
+          llvm::formatv("{0}{{\"name\": \"{1}\", \"arena_bytes\": {2}, "
+                        "\"arena_bytes_if_f32\": {3}, \"buffers\": {4}, "
+                        "\"live_bytes\": {5}, \"live_at_peak\": {6}}",
+                        first ? "" : ", ", f.getSymName(), plan->arenaBytes, plan->arenaBytesIfF32,
+                        plan->buffers, plan->liveBytes, describeLive(plan->liveAtPeak))
+              .str();
       first = false;
     }
     json += "]}\n";

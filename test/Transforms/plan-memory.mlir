@@ -12,7 +12,7 @@
 // CHECK: amp.tanh %{{.+}} {amp.slots = array<i64: 1024>}
 // CHECK: amp.sigmoid %{{.+}} {amp.slots = array<i64: 0>}
 // CHECK: amp.exp %{{.+}} {amp.slots = array<i64: 1024>}
-// REPORT: {"functions": [{"name": "chain", "arena_bytes": 2048, "arena_bytes_if_f32": 2048, "buffers": 4}
+// REPORT: {"functions": [{"name": "chain", "arena_bytes": 2048, "arena_bytes_if_f32": 2048, "buffers": 4, "live_bytes": 2048
 func.func @chain(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
   %0 = amp.relu %x : tensor<4x64xf32>
   %1 = amp.tanh %0 : tensor<4x64xf32>
@@ -47,7 +47,7 @@ func.func @long_lived(%x: tensor<4x64xf32>) -> tensor<256xf32> {
 // Low precision halves the activations: the report gives both peaks.
 // CHECK-LABEL: func @low
 // CHECK-SAME: amp.arena_bytes = 1024 : i64, amp.arena_bytes_if_f32 = 2048 : i64
-// REPORT-SAME: {"name": "low", "arena_bytes": 1024, "arena_bytes_if_f32": 2048, "buffers": 2}
+// REPORT-SAME: {"name": "low", "arena_bytes": 1024, "arena_bytes_if_f32": 2048, "buffers": 2, "live_bytes": 1024
 func.func @low(%x: tensor<4x64xf16>) -> tensor<4x64xf16> {
   %0 = amp.relu %x : tensor<4x64xf16>
   %1 = amp.tanh %0 : tensor<4x64xf16>
@@ -58,13 +58,16 @@ func.func @low(%x: tensor<4x64xf16>) -> tensor<4x64xf16> {
 
 // amp.unscale_and_check works in place: an f32 gradient the check reads last
 // shares its bytes with its output; a gradient read again later, and an f16
-// one (its output is f32: other bytes), get their own slots.
+// one (its output is f32: other bytes), get their own slots. The arena is
+// the most bytes live at once: at the add, u#0, %g1, u#1, u#2 (1024 each),
+// the flag (64) and the sum (1024).
 // CHECK-LABEL: func @unscale_in_place
-// CHECK: amp.tanh %{{.+}} {amp.slots = array<i64: 0>}
-// CHECK: amp.sigmoid %{{.+}} {amp.slots = array<i64: 1024>}
-// CHECK: amp.cast %{{.+}} {amp.slots = array<i64: 2048>}
-// CHECK: amp.unscale_and_check {{.+}} {amp.slots = array<i64: 0, 2560, 3584, 4608>}
-// CHECK: amp.add %{{.+}} {amp.slots = array<i64: 4672>}
+// CHECK-SAME: amp.arena_bytes = 5184 : i64
+// CHECK: amp.tanh %{{.+}} {amp.slots = array<i64: [[G0:[0-9]+]]>}
+// CHECK: amp.sigmoid %{{.+}} {amp.slots = array<i64: [[G1:[0-9]+]]>}
+// CHECK: amp.cast %{{.+}} {amp.slots = array<i64: [[G2:[0-9]+]]>}
+// CHECK: amp.unscale_and_check {{.+}} {amp.slots = array<i64: [[G0]], {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}>}
+// REPORT-SAME: {"name": "unscale_in_place", "arena_bytes": 5184, "arena_bytes_if_f32": 5184, "buffers": 7, "live_bytes": 5184
 func.func @unscale_in_place(%x: tensor<4x64xf32>, %s: tensor<f32>)
     -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<i1>) {
   %g0 = amp.tanh %x : tensor<4x64xf32>
@@ -109,4 +112,22 @@ func.func @unit_dim_transposes(%x: tensor<2x1x7x1x7x4xf32>) -> (tensor<2x1x1x7x7
   %q = amp.relu %b : tensor<2x7x1x1x7x4xf32>
   %c = amp.transpose %x {perm = array<i64: 0, 1, 4, 3, 2, 5>} : (tensor<2x1x7x1x7x4xf32>) -> tensor<2x1x7x1x7x4xf32>
   return %r, %q, %c : tensor<2x1x1x7x7x4xf32>, tensor<2x7x1x1x7x4xf32>, tensor<2x1x7x1x7x4xf32>
+}
+
+// -----
+
+// Placed by lifetime, largest first: %c (2048 bytes) comes when %a is dead
+// but %b and %a1 live on; in order of definition it would go above all
+// three (5120 bytes, with %a's 1024 a hole), packed it goes where %a was
+// and the arena is the most bytes live at once: %b, %a1 and %c, 4096.
+// CHECK-LABEL: func @fragmentation
+// CHECK-SAME: amp.arena_bytes = 4096 : i64
+// REPORT-SAME: {"name": "fragmentation", "arena_bytes": 4096, "arena_bytes_if_f32": 4096, "buffers": 4, "live_bytes": 4096
+func.func @fragmentation(%x: tensor<4x64xf32>, %y: tensor<8x64xf32>)
+    -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x64xf32>) {
+  %a = amp.relu %x : tensor<4x64xf32>
+  %b = amp.tanh %x : tensor<4x64xf32>
+  %a1 = amp.sigmoid %a : tensor<4x64xf32>
+  %c = amp.relu %y : tensor<8x64xf32>
+  return %b, %a1, %c : tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x64xf32>
 }

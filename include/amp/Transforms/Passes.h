@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <map>
+
 namespace mlir {
 class RewritePatternSet;
 namespace amp {
@@ -58,11 +60,28 @@ FailureOr<int64_t> tensorBytes(Type t, bool asF32 = false);
 
 struct MemoryPlan {
   int64_t arenaBytes = 0, arenaBytesIfF32 = 0;
+  /// The most bytes live at once (64-byte aligned): no placement needs
+  /// less; the arena is within a few percent of it.
+  int64_t liveBytes = 0;
+  /// The values live then.
+  std::vector<Value> liveAtPeak;
   size_t buffers = 0;
   DenseMap<Value, int64_t> offsets; // owned values -> arena offset
 };
 
-/// Liveness-based placement of every value an amp op produces in `f`.
+/// The results of `f` its ops write straight into a state argument's
+/// buffer (result -> argument number): an optimizer update's new parameter
+/// or moment, the new step count and scale, a new f16 / bf16 weight copy,
+/// where the argument is read by nothing after and the result returned
+/// once. They take no arena slot (amp-plan-memory) and are no copy
+/// (amp-lower-to-runtime).
+std::map<unsigned, unsigned> inPlaceResults(func::FuncOp f);
+
+/// Liveness-based placement of every value an amp op produces in `f`: the
+/// smaller of two placements, each keeping values live at once apart:
+/// largest first, each in a gap among the values
+/// whose lifetimes it overlaps, the smallest that holds it (TFLite's greedy-by-size), and best fit
+/// in order of definition.
 FailureOr<MemoryPlan> planMemory(func::FuncOp f);
 
 /// Merges duplicate casts of one value to one type and folds exact round

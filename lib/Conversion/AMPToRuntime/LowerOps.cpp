@@ -117,14 +117,17 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
   if (!slots || (int64_t)slots.size() != op->getNumResults())
     return op->emitOpError("has no memory plan: run amp-plan-memory first");
   for (auto [r, off] : llvm::zip(op->getResults(), slots.asArrayRef())) {
+    // A result written in place into its argument's buffer (no slot).
+    if (auto p = placed.find(r); p != placed.end()) {
+      ptrs[r] = p->second;
+      continue;
+    }
     if (off < 0)
       return op->emitOpError("result without an arena slot");
     // An i64 index: arenas may exceed 2 GiB.
     Value offset = LLVM::ConstantOp::create(b, op->getLoc(), i64, b.getI64IntegerAttr(off));
     ptrs[r] = LLVM::GEPOp::create(b, op->getLoc(), ptrTy, b.getI8Type(), arena,
                                   ArrayRef<LLVM::GEPArg>{offset});
-    if (auto p = placed.find(r); p != placed.end())
-      ptrs[r] = p->second;
   }
   Desc d;
   auto all = [&](ValueRange vs) -> LogicalResult {

@@ -188,53 +188,6 @@ LogicalResult Lowerer::emit(Operation *op, int64_t opcode, Desc &d) {
   return success();
 }
 
-std::map<unsigned, unsigned> Lowerer::inPlaceResults(func::FuncOp f) {
-  std::map<unsigned, unsigned> out;
-  Block &block = f.getBody().front();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
-  llvm::StringMap<BlockArgument> state;
-  for (BlockArgument a : f.getArguments())
-    for (StringRef key : {attrname::kParam, attrname::kOptState})
-      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), key))
-        state[n.getValue()] = a;
-  std::set<unsigned> argsTaken;
-  for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    auto name = f.getResultAttrOfType<StringAttr>(i, attrname::kUpdates);
-    if (!name || !state.count(name.getValue()))
-      continue;
-    BlockArgument a = state[name.getValue()];
-    Value v = ret.getOperand(i);
-    Operation *x = v.getDefiningOp();
-    if (!x || v.getType() != a.getType() || argsTaken.count(a.getArgNumber()))
-      continue;
-    // The op's input that becomes this result, element for element.
-    unsigned k = cast<OpResult>(v).getResultNumber();
-    Value in;
-    if (auto s = dyn_cast<SGDUpdateOp>(x))
-      in = k == 0 ? s.getParam() : s.getMomentumBuf();
-    else if (auto d = dyn_cast<AdamUpdateOp>(x))
-      in = k == 0 ? d.getParam() : k == 1 ? d.getExpAvg() : d.getExpAvgSq();
-    else if (auto c = dyn_cast<StepCountOp>(x))
-      in = c.getStep();
-    else if (isa<UpdateScaleOp>(x))
-      in = x->getOperand(k);
-    else if (isa<CastOp>(x) && !getElementTypeOrSelf(v.getType()).isF32())
-      in = a; // a fresh f16 / bf16 copy (amp-keep-weight-casts): a is not read by x
-    if (in != a)
-      continue;
-    // Returned once, and the argument read by nothing after the op.
-    if (llvm::count(ret.getOperands(), v) != 1)
-      continue;
-    bool laterRead =
-        llvm::any_of(a.getUsers(), [&](Operation *u) { return u != x && x->isBeforeInBlock(u); });
-    if (laterRead)
-      continue;
-    out[i] = a.getArgNumber();
-    argsTaken.insert(a.getArgNumber());
-  }
-  return out;
-}
-
 LogicalResult Lowerer::lower(func::FuncOp f) {
   if (f.isExternal())
     return success();
@@ -267,7 +220,7 @@ LogicalResult Lowerer::lower(func::FuncOp f) {
   }
   placed.clear();
   analyseConvs(f);
-  std::map<unsigned, unsigned> inPlace = inPlaceResults(f);
+  std::map<unsigned, unsigned> inPlace = amp::inPlaceResults(f);
   auto fret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   SmallVector<int64_t> inPlaceList;
   for (auto [i, argNo] : inPlace) {

@@ -56,7 +56,7 @@ private:
   /// buffer for both (the state is then updated in place) because nothing
   /// reads the argument after that op, and the op reads each element of its
   /// input before it writes the same element of its output.
-  static std::map<unsigned, unsigned> inPlaceResults(func::FuncOp f);
+
   llvm::DenseMap<Value, Value> placed; // result value -> caller's buffer
   /// What a convolution's runtime call does besides the convolution: an f32
   /// convolution whose only reader is the next op, an inference-mode batch
@@ -87,6 +87,10 @@ private:
   /// Points ptrs[v] at v's arena slot (v: the single result of an op whose
   /// call is fused into an earlier one).
   LogicalResult slotPtr(Value v) {
+    if (auto p = placed.find(v); p != placed.end()) { // a state result written in place
+      ptrs[v] = p->second;
+      return success();
+    }
     Operation *def = v.getDefiningOp();
     auto slots = def->getAttrOfType<DenseI64ArrayAttr>(attrname::kSlots);
     if (!slots || slots.empty() || slots[0] < 0)
@@ -94,8 +98,6 @@ private:
     Value offset = LLVM::ConstantOp::create(b, def->getLoc(), i64, b.getI64IntegerAttr(slots[0]));
     ptrs[v] = LLVM::GEPOp::create(b, def->getLoc(), ptrTy, b.getI8Type(), arena,
                                   ArrayRef<LLVM::GEPArg>{offset});
-    if (auto p = placed.find(v); p != placed.end()) // a state result written in place
-      ptrs[v] = p->second;
     return success();
   }
   /// The f16 / bf16 copy of an optimizer's new parameter that its call

@@ -40,13 +40,8 @@ int trainLoop(Program &p, const Options &o) {
     if (a.dtype != b.dtype || a.shape != b.shape)
       die("'" + o.weights + "': result '" + n + "' does not match its argument's type");
     carry.push_back({it->second, r});
-    // State the step updates in place (the compiler marked it safe): one
-    // buffer serves as argument and result.
-    if (p.results[r].kind == "result_inplace") {
-      p.rp[r] = p.ap[it->second];
-      if (p.onHost)
-        std::vector<char>().swap(p.results[r].data);
-    }
+    // State the step updates in place shares its argument's buffer
+    // (loadProgram): the swap below leaves it where it is.
   }
   auto resultOf = [&](const char *name) -> const Slot * {
     auto it = resIndex.find(name);

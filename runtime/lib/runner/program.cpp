@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace amprt::runner {
 
@@ -206,8 +207,7 @@ void loadProgram(Options &o, Program &p) {
   if (!o.gradComm.empty() && !p.dataParallel)
     die("--grad-comm: this program was not compiled with --data-parallel");
 
-  const uint64_t hostMemory = amprt_host_available_bytes();
-  uint64_t held = 0;
+  std::vector<uint64_t> argBytes, resultBytes;
   for (const std::string &line : split(sigText, '\n')) {
     if (line.empty())
       continue;
@@ -227,21 +227,50 @@ void loadProgram(Options &o, Program &p) {
         if (__builtin_mul_overflow(bytes, uint64_t(v), &bytes))
           bytes = UINT64_MAX;
       }
-    // All of the signature's tensors live in this process at once: one the
-    // machine cannot hold is named here, not left to a failing allocation.
+    bool result = s.kind == "result" || s.kind == "result_inplace";
+    if (!result && s.kind != "input" && s.kind != "param")
+      die("'" + o.weights + "': unknown kind '" + s.kind + "' in signature line '" + line + "'");
+    (result ? resultBytes : argBytes).push_back(bytes);
+    (result ? p.results : p.args).push_back(std::move(s));
+  }
+  // A state result the step writes into its argument's buffer
+  // (result_inplace "new:<name>", the compiler marked it safe) has no
+  // buffer of its own, from the start: one copy of each parameter and
+  // moment lives in this process, never two.
+  std::map<std::string, size_t> argIndex;
+  for (size_t i = 0; i < p.args.size(); ++i)
+    argIndex[p.args[i].name] = i;
+  p.inplaceArg.assign(p.results.size(), -1);
+  for (size_t r = 0; r < p.results.size(); ++r) {
+    const Slot &s = p.results[r];
+    if (s.kind != "result_inplace" || s.name.rfind("new:", 0) != 0)
+      continue;
+    auto it = argIndex.find(s.name.substr(4));
+    if (it != argIndex.end() && p.args[it->second].kind == "param" &&
+        p.args[it->second].dtype == s.dtype && p.args[it->second].shape == s.shape)
+      p.inplaceArg[r] = (int64_t)it->second;
+  }
+  // All of the signature's tensors live in this process at once: one the
+  // machine cannot hold is named here, not left to a failing allocation.
+  const uint64_t hostMemory = amprt_host_available_bytes();
+  uint64_t held = 0;
+  auto reserve = [&](const Slot &s, uint64_t bytes) {
     if (bytes > hostMemory || held > hostMemory - bytes)
       die("the " + s.kind + " '" + s.name + "' needs " +
           (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) + " bytes" +
           (held ? " on top of " + std::to_string(held) + " for the tensors before it" : "") +
           ", more than this machine's available memory (" + std::to_string(hostMemory) + " bytes)");
     held += bytes;
-    s.data.assign(bytes, 0);
-    bool result = s.kind == "result" || s.kind == "result_inplace";
-    if (!result && s.kind != "input" && s.kind != "param")
-      die("'" + o.weights + "': unknown kind '" + s.kind + "' in signature line '" + line + "'");
-    (result ? p.results : p.args).push_back(std::move(s));
-  }
-  for (Slot &s : p.args) {
+  };
+  for (size_t i = 0; i < p.args.size(); ++i)
+    reserve(p.args[i], argBytes[i]);
+  for (size_t r = 0; r < p.results.size(); ++r)
+    if (p.inplaceArg[r] < 0)
+      reserve(p.results[r], resultBytes[r]);
+  // Each parameter read straight into its buffer.
+  for (size_t i = 0; i < p.args.size(); ++i) {
+    Slot &s = p.args[i];
+    s.data.resize(argBytes[i]);
     if (s.kind != "param")
       continue;
     amprt_tensor t =
@@ -272,15 +301,26 @@ void loadProgram(Options &o, Program &p) {
   if (amprt_arena_create(p.ctx, (size_t)arenaBytes, &p.arena) != AMPRT_OK)
     die(amprt_last_error());
   // ap / rp: the buffers the program reads and writes (the slots' host
-  // memory, or device memory mirrored by them).
+  // memory, or device memory mirrored by them). An in-place result's host
+  // memory is its argument's; on a device it keeps a host mirror (for
+  // outputs and checkpoints) and writes its argument's device buffer.
   p.onHost = amprt_context_on_host(p.ctx);
   for (Slot &s : p.args) {
     p.ap.push_back(p.deviceBuffer(s));
     if (s.kind == "param")
       p.upload(s, p.ap.back());
   }
-  for (Slot &s : p.results)
+  for (size_t r = 0; r < p.results.size(); ++r) {
+    Slot &s = p.results[r];
+    if (p.inplaceArg[r] >= 0) {
+      if (!p.onHost)
+        s.data.resize(resultBytes[r]);
+      p.rp.push_back(p.ap[p.inplaceArg[r]]);
+      continue;
+    }
+    s.data.resize(resultBytes[r]);
     p.rp.push_back(p.deviceBuffer(s));
+  }
 }
 
 int runOnce(Program &p, const Options &o) {

@@ -90,6 +90,9 @@ struct Program {
   amprt_arena *arena = nullptr;
   bool onHost = true;
   std::vector<void *> ap, rp, owned;
+  /// Per result: the argument whose buffer it is written into (an in-place
+  /// state result), or -1.
+  std::vector<int64_t> inplaceArg;
   int64_t ranks = 1, rank = 0;
   uint64_t jobHash = 0;
 
