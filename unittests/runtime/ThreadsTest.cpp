@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "host/scratch.h"
 
 #include <omp.h>
 
@@ -350,4 +351,32 @@ TEST(Threads, AFixedThreadCountIsKept) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(adaptUnderContention("OMP_NUM_THREADS"), testing::ExitedWithCode(0), "");
   EXPECT_EXIT(adaptUnderContention("AMPRT_ADAPT_THREADS"), testing::ExitedWithCode(0), "");
+}
+
+// Per-thread scratch (host/scratch.h): releaseScratch() empties the calling
+// thread's buffers only, a destroyed buffer is forgotten, and another
+// thread's stays as it was.
+TEST(Scratch, ReleaseEmptiesThisThreadsBuffers) {
+  thread_local amprt::ScratchVec<float> a;
+  thread_local amprt::ScratchVec<char> b;
+  a.resize(1 << 20);
+  b.resize(1 << 16);
+  size_t otherCapacity = 0;
+  std::thread other([&] {
+    thread_local amprt::ScratchVec<double> c;
+    c.resize(1000);
+    std::thread([] { amprt::releaseScratch(); }).join(); // a third thread's: nothing of ours
+    otherCapacity = c.capacity();
+  });
+  other.join();
+  EXPECT_GE(otherCapacity, 1000u);
+  {
+    amprt::ScratchVec<int> gone;
+    gone.resize(10);
+  } // unregistered: releasing must not touch it
+  amprt::releaseScratch();
+  EXPECT_EQ(a.capacity(), 0u);
+  EXPECT_EQ(b.capacity(), 0u);
+  a.resize(16); // usable again
+  EXPECT_EQ(a.size(), 16u);
 }

@@ -24,7 +24,9 @@
 #include "host/context.h"
 #include "host/profile.h"
 #include "host/record.h"
+#include "host/scratch.h"
 #include "host/threads.h"
+#include "host/tune.h"
 
 #include <algorithm>
 #include <chrono>
@@ -655,6 +657,10 @@ int32_t execHere(amprt_context *ctx, const int64_t *desc, void **bufs) {
 
 extern "C" int32_t amprt_exec(amprt_context *ctx, const int64_t *desc, void **bufs) {
   int32_t r = execHere(ctx, desc, bufs);
+  // The tuner timed kernels in this call: the scratch of those it did not
+  // take goes (the kernels that run grow theirs again on their next call).
+  if (tookTuningTurn())
+    releaseScratch();
   if (r != AMPRT_OK) // a step cut short: its producers' inf checks are not the next one's
     forgetPrechecked(ctx);
   return named(desc, r);

@@ -25,6 +25,9 @@ using namespace amprt;
 
 namespace {
 
+// Set when this thread timed candidates (tookTuningTurn() takes it).
+thread_local bool tunedThisCall = false;
+
 enum class Mode { Time, Off, Debug };
 
 struct Tuner {
@@ -139,6 +142,12 @@ void amprt::noteNoBf16Kernels() {
   });
 }
 
+bool amprt::tookTuningTurn() {
+  bool t = tunedThisCall;
+  tunedThisCall = false;
+  return t;
+}
+
 amprt_status amprt::chooseKernel(const amprt_context *ctx, const std::string &key,
                                  const std::vector<const char *> &names, int preferred,
                                  const std::function<amprt_status(int)> &run, int *choice) {
@@ -207,6 +216,7 @@ amprt_status amprt::chooseKernel(const amprt_context *ctx, const std::string &ke
     if (ms[i] >= 0 && ms[i] < 0.95 * ms[best] && (int)i != preferred)
       best = (int)i;
   *choice = best;
+  tunedThisCall = true;
   const char *path = tuneFile();
   bool say = tuneModeOf() == Mode::Debug || desc::profilingRequested();
   {

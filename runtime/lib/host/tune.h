@@ -28,6 +28,9 @@ bool tuningOn(const amprt_context *ctx);
 amprt_status chooseKernel(const amprt_context *ctx, const std::string &key,
                           const std::vector<const char *> &names, int preferred,
                           const std::function<amprt_status(int)> &run, int *choice);
+/// Whether this thread timed a key's candidates since the last call: the
+/// losers' scratch is then given back (releaseScratch, host/scratch.h).
+bool tookTuningTurn();
 /// AMPRT_TUNE_FILE read and parsed now (where tuning is on): a malformed
 /// file is an error when the context is made, whether or not this CPU has
 /// anything to choose.

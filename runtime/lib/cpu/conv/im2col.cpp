@@ -18,6 +18,7 @@
 #include "common/exec_decode.h"
 #include "cpu/elementwise/elementwise.h"
 #include "host/profile.h"
+#include "host/scratch.h"
 #include "host/threads.h"
 
 #if defined(__x86_64__)
@@ -395,7 +396,7 @@ void pointwiseProduct(const void *a, bool transposeA, const void *in, int64_t m,
     gemmAcc(key, a, in, out->data);
     return;
   }
-  thread_local std::vector<float> acc;
+  thread_local ScratchVec<float> acc;
   grown(acc, (size_t)(n * m * hw));
   gemmAcc(key, a, in, acc.data());
   finish(acc.data());
@@ -446,8 +447,8 @@ void im2colForward(const amprt_tensor *x, const amprt_tensor *w, const float *bi
         });
     return;
   }
-  thread_local std::vector<char> colBuf;
-  thread_local std::vector<float> yt;
+  thread_local ScratchVec<char> colBuf;
+  thread_local ScratchVec<float> yt;
   void *col = columnsOf(x, w, y, p, low, colBuf);
   Operand wo = operandOf(w, !low);
   const int adt = (int)(low ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
@@ -489,8 +490,8 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
     });
     return;
   }
-  thread_local std::vector<char> dyBuf;
-  thread_local std::vector<float> dcol, acc;
+  thread_local ScratchVec<char> dyBuf;
+  thread_local ScratchVec<float> dcol, acc;
   grown(dyBuf, (size_t)(oc * P * es));
   char *dyt = dyBuf.data();
   const char *db = static_cast<const char *>(dy->data);
@@ -574,7 +575,7 @@ void im2colDataGrad(const amprt_tensor *w, const amprt_tensor *dy, const amprt_c
 char *dyRows(const void *dy, int64_t es, const amprt_tensor *dys) {
   const int64_t n = dys->shape[0], oc = dys->shape[1], ohw = dys->shape[2] * dys->shape[3];
   const int64_t P = n * ohw;
-  thread_local std::vector<char> dyBuf;
+  thread_local ScratchVec<char> dyBuf;
   grown(dyBuf, (size_t)(oc * P * es));
   char *dyt = dyBuf.data();
   const char *db = static_cast<const char *>(dy);
@@ -602,7 +603,7 @@ bool im2colWeightGrad(const amprt_tensor *x, const void *dy, int64_t es, const a
   const int64_t n = dys->shape[0], oc = dys->shape[1], ohw = dys->shape[2] * dys->shape[3];
   const int64_t P = n * ohw, K = amprt_tensor_numel(ws) / oc;
   const bool low = es == 2;
-  thread_local std::vector<char> colBuf;
+  thread_local ScratchVec<char> colBuf;
   void *col = columnsOf(x, ws, dys, p, low, colBuf);
   char *dyt = dyRows(dy, es, dys);
   // A short sum (P: the batch's output positions) into a large f32 dw: on

@@ -15,6 +15,7 @@
 #include "cpu/elementwise/elementwise.h"
 #include "host/context.h"
 #include "host/profile.h"
+#include "host/scratch.h"
 #include "host/threads.h"
 
 #include <cstring>
@@ -119,7 +120,7 @@ amprt_status oneDnnForward(const Call &c, bool widen) {
   // A bf16 y: the reorder out of oneDNN's layout rounds the f32 result to
   // bf16 itself (to nearest even, once), no f32 copy of y and second pass.
   bool outBf16 = y->dtype == AMPRT_BF16 && bf16Kernels();
-  thread_local std::vector<float> scratch;
+  thread_local ScratchVec<float> scratch;
   void *acc = y->data;
   if (y->dtype != AMPRT_F32 && !outBf16) {
     acc = grown(scratch, (size_t)count);
@@ -204,7 +205,7 @@ amprt_status oneDnnForward(const Call &c, bool widen) {
         conv = &it->second; // map nodes stay put
       }
       thread_local dnnl::stream s(cpuEngine());
-      thread_local std::vector<char> bufSrc, bufWei, bufDst;
+      thread_local ScratchVec<char> bufSrc, bufWei, bufDst;
       auto scratch = [](std::vector<char> &b, const dnnl::memory::desc &d) {
         if (b.size() < d.get_size())
           b.resize(d.get_size());
@@ -354,7 +355,7 @@ dnnl::convolution_forward::primitive_desc forwardHint(const ConvDims &cd, dt in)
 } // namespace
 
 const float *dyF32(const Call &c) {
-  thread_local std::vector<float> buf;
+  thread_local ScratchVec<float> buf;
   if (!c.dyF32Cache)
     c.dyF32Cache = f32Of(c.dy, buf);
   return c.dyF32Cache;
@@ -407,8 +408,8 @@ amprt_status oneDnnBackwardData(const Call &c, bool lowAsked) {
       prim = e;
     }
     thread_local dnnl::stream s(cpuEngine());
-    thread_local std::vector<char> bufA, bufB, bufOut;
-    thread_local std::vector<float> ww;
+    thread_local ScratchVec<char> bufA, bufB, bufOut;
+    thread_local ScratchVec<float> ww;
     const bool low = prim.s.low;
     const dt et = low ? dt::bf16 : dt::f32;
     std::vector<float> g(dxDirect ? 0 : amprt_tensor_numel(dx));
@@ -476,8 +477,8 @@ amprt_status oneDnnBackwardWeights(const Call &c, bool lowAsked) {
       prim = e;
     }
     thread_local dnnl::stream s(cpuEngine());
-    thread_local std::vector<char> bufA, bufB, bufOut;
-    thread_local std::vector<float> xw;
+    thread_local ScratchVec<char> bufA, bufB, bufOut;
+    thread_local ScratchVec<float> xw;
     const bool low = prim.s.low;
     const dt et = low ? dt::bf16 : dt::f32;
     std::vector<float> gw(dwDirect ? 0 : amprt_tensor_numel(dw));

@@ -14,6 +14,7 @@
 #include "common/matmul_dims.h"
 #include "cpu/elementwise/elementwise.h"
 #include "host/profile.h"
+#include "host/scratch.h"
 #include "host/threads.h"
 #include "host/tune.h"
 
@@ -146,7 +147,7 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   bool fusedBias =
       c && alpha == 1.0f && beta == 1.0f && isFloat(c->dtype) && cs[0][0] == 0 && cs[0][1] == 1;
   const float *biasF32 = nullptr;
-  thread_local std::vector<float> biasWide;
+  thread_local ScratchVec<float> biasWide;
   if (fusedBias) {
     if (c->dtype == AMPRT_F32) {
       biasF32 = static_cast<const float *>(c->data);
@@ -217,7 +218,7 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
     return product(y->data, true);
   // f32 outputs take the product directly; others go through f32 scratch
   // and are rounded once.
-  thread_local std::vector<float> scratch;
+  thread_local ScratchVec<float> scratch;
   float *acc;
   if (y->dtype == AMPRT_F32) {
     acc = static_cast<float *>(y->data);
@@ -279,7 +280,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
   const int32_t batchRank = md.batchRank;
   const int64_t *batch = md.batch, *astr = md.astr, *bstr = md.bstr;
   const int64_t aMat = m * kk, bMat = kk * n;
-  thread_local std::vector<float> scratch;
+  thread_local ScratchVec<float> scratch;
   // One primitive for the whole product where the batch allows: b shared by
   // every batch (a's rows stacked: [batches * m, k] x [k, n]), or both
   // batched alike (a batched primitive).

@@ -27,7 +27,7 @@ dnnl::engine &cpuEngine() {
   return e;
 }
 
-thread_local std::vector<WidenBuf> widenPool;
+thread_local ScratchVec<WidenBuf> widenPool;
 
 Operand operandOf(const amprt_tensor *t, bool widenBf16) {
   Operand o;

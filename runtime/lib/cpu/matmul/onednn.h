@@ -17,6 +17,7 @@
 #define AMPRT_CPU_MATMUL_ONEDNN_H
 
 #include "common/check.h"
+#include "host/scratch.h"
 #include "host/threads.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -39,7 +40,7 @@ struct WidenBuf {
   std::unique_ptr<float[]> p;
   size_t cap = 0;
 };
-extern thread_local std::vector<WidenBuf> widenPool;
+extern thread_local ScratchVec<WidenBuf> widenPool;
 
 /// A float buffer holding `t` (contiguous) as f32 or bf16 for oneDNN:
 /// f32 / bf16 contiguous data is used in place, f16 is widened, and so is

@@ -13,6 +13,7 @@
 #include "common/convert_avx2.h"
 #include "common/convert_bits.h"
 #include "cpu/elementwise/elementwise.h"
+#include "host/scratch.h"
 #include "host/threads.h"
 
 #include <algorithm>
@@ -195,7 +196,7 @@ amprt_status batchNormGrad(const amprt_tensor *x, const amprt_tensor *scale,
               mask->dtype, bd, len);
       return bd;
     };
-    thread_local std::vector<double> tlsd, tlsx;
+    thread_local ScratchVec<double> tlsd, tlsx;
     std::vector<double> &sd = tlsd, &sx = tlsx; // (the calling thread's, as above)
     sd.assign(cols, 0.0);
     sx.assign(cols, 0.0);

@@ -11,6 +11,7 @@
 #include "common/convert_avx2.h"
 #include "common/convert_bits.h"
 #include "cpu/elementwise/elementwise.h"
+#include "host/scratch.h"
 
 #include <cstring>
 
@@ -161,7 +162,7 @@ void columnShiftedSums(const amprt_tensor *x, int64_t n, int64_t c, int64_t inne
     shift[ch] = loadF(x->data, x->dtype, ch * inner);
   // (References: the lambda runs on other threads, whose own thread_local
   // objects are not these.)
-  thread_local std::vector<double> tls, tlq;
+  thread_local ScratchVec<double> tls, tlq;
   std::vector<double> &s = tls, &q = tlq;
   s.assign(cols, 0.0);
   q.assign(cols, 0.0);
