@@ -287,12 +287,21 @@ def AMPKeepWeightCasts : Pass<"amp-keep-weight-casts", "::mlir::ModuleOp"> {
 def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assign every tensor an offset in one static arena per function";
   let description = [{
-    Liveness over the function's block, best-fit reuse, 64-byte alignment.
-    Reshape-like ops alias their input (so does a transpose that moves only
-    dims of size 1). Writes `amp.slots` on every amp op
-    (an offset per result, -1 for aliases) and `amp.arena_bytes` /
-    `amp.arena_bytes_if_f32` on the function: the peak, and what it would be
-    with every float in f32. `report=<file>` writes the same as JSON.
+    Liveness over the function's block, 64-byte alignment. Values are
+    placed largest first, each into the smallest gap left by the values
+    live with it (greedy by size, as TFLite's arena planner), or best fit in
+    order of definition where that packs tighter: the arena is at or within
+    a few percent of the most bytes live at once. Reshape-like ops alias
+    their input (so does a transpose that moves only dims of size 1).
+    State results written straight into their argument's buffer (an
+    optimizer's new parameter and moments, the step count and scale, the
+    kept f16 / bf16 weight copies: `inPlaceResults`) take no slot. Writes
+    `amp.slots` on every amp op (an offset per result, -1 for aliases and
+    in-place results) and `amp.arena_bytes` / `amp.arena_bytes_if_f32` on
+    the function: the peak, and what it would be with every float in f32.
+    `report=<file>` writes the same as JSON, with `live_bytes` (the most
+    bytes live at once) and `live_at_peak` (their bytes by kind: backward
+    results, forward values saved for the backward, others; the largest).
   }];
   let options = [
     Option<"report", "report", "std::string", /*default=*/"\"\"",
