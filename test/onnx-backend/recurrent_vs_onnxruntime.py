@@ -55,22 +55,28 @@ def case(op, gates, attrs, seq=None, h0=False, c0=False, peep=False, layout=0):
     # R small enough that the recurrence contracts: with a gain above 1 per
     # step, fp16's rounding grows geometrically along the sequence (seed
     # 2328356719: ScaledTanh 1.5 tanh(0.7 x), 2.9e-2 after 5 steps).
-    inits = {"W": (rng.standard_normal((d, gates * HD, I)) * 0.6).astype(np.float32),
-             "R": (rng.standard_normal((d, gates * HD, HD)) * 0.35).astype(np.float32),
-             "B": (rng.standard_normal((d, 2 * gates * HD)) * 0.3).astype(np.float32)}
-    if peep:
-        inits["P"] = (rng.standard_normal((d, 3 * HD)) * 0.5).astype(np.float32)
-    feeds = {"X": rng.standard_normal((T, B, I)).astype(np.float32)}
-    if seq is not None:
-        feeds["L"] = np.array(seq, np.int32)
-    if h0:
-        feeds["h0"] = rng.standard_normal((d, B, HD)).astype(np.float32)
-    if c0:
-        feeds["c0"] = rng.standard_normal((d, B, HD)).astype(np.float32)
+    # A draw whose reference Y is mostly 0 (ThresholdedRelu with most
+    # pre-activations under alpha: seed 2549609799) checks nothing: draw again.
+    for _ in range(20):
+        inits = {"W": (rng.standard_normal((d, gates * HD, I)) * 0.6).astype(np.float32),
+                 "R": (rng.standard_normal((d, gates * HD, HD)) * 0.35).astype(np.float32),
+                 "B": (rng.standard_normal((d, 2 * gates * HD)) * 0.3).astype(np.float32)}
+        if peep:
+            inits["P"] = (rng.standard_normal((d, 3 * HD)) * 0.5).astype(np.float32)
+        feeds = {"X": rng.standard_normal((T, B, I)).astype(np.float32)}
+        if seq is not None:
+            feeds["L"] = np.array(seq, np.int32)
+        if h0:
+            feeds["h0"] = rng.standard_normal((d, B, HD)).astype(np.float32)
+        if c0:
+            feeds["c0"] = rng.standard_normal((d, B, HD)).astype(np.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            ref = model(op, gates, attrs, seq, h0, c0, peep, 0, outs, feeds, inits)
+            onnx.save(ref, f"{tmp}/ref.onnx")
+            want = dict(zip(outs, ort.InferenceSession(f"{tmp}/ref.onnx").run(None, feeds)))
+        if np.count_nonzero(want["Y"]) > want["Y"].size // 8:
+            break
     with tempfile.TemporaryDirectory() as tmp:
-        ref = model(op, gates, attrs, seq, h0, c0, peep, 0, outs, feeds, inits)
-        onnx.save(ref, f"{tmp}/ref.onnx")
-        want = dict(zip(outs, ort.InferenceSession(f"{tmp}/ref.onnx").run(None, feeds)))
         ours = dict(feeds)
         if layout:  # batch first: X [B, T, I], states [B, D, H], Y [B, T, D, H]
             ours["X"] = feeds["X"].transpose(1, 0, 2).copy()
