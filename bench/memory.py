@@ -53,27 +53,9 @@ OPT = {"gpt2": ("adamw", 1e-4), "bert": ("adamw", 1e-4), "resnet50": ("sgd", 0.0
 def build(name):
     """(module returning its loss, {input name: tensor}) with fixed seeds."""
     import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
+    from hf_zoo import Classifier, LossOf  # the zoo's wrappers: forward returns the loss
     torch.manual_seed(1234)
     g = torch.Generator().manual_seed(4321)
-
-    class LossOf(nn.Module):
-        def __init__(self, m, names):
-            super().__init__()
-            self.m, self.names = m, names
-
-        def forward(self, *args):
-            return self.m(**dict(zip(self.names, args))).loss
-
-    class Classifier(nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, x, labels):
-            return F.cross_entropy(self.m(x), labels)
-
     if name == "resnet50":
         import torchvision
         net = Classifier(torchvision.models.resnet50(num_classes=1000))

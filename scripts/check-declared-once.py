@@ -87,10 +87,9 @@ def main():
         code = strip_comments(path, text)
         if path not in ATTR_DECLS:
             for m in re.finditer(r'"(amp\.[a-z_0-9]+)"', code):
-                if m.group(1) in cxx.values() or m.group(1).startswith("amp."):
-                    line = code.count("\n", 0, m.start()) + 1
-                    problems.append(f"{path}:{line}: the attribute name {m.group(0)} spelled "
-                                    f"out (use its declaration)")
+                line = code.count("\n", 0, m.start()) + 1
+                problems.append(f"{path}:{line}: the attribute name {m.group(0)} spelled "
+                                f"out (use its declaration)")
         if "PipelineOptions" in path or (path, "*") in OTHER_MEANING:
             continue
         for flag in flags - COMMON:
