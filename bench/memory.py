@@ -15,9 +15,11 @@ Ours: `torch_bridge.fit(..., steps=1, workdir=W)` exports and compiles the
 program (and checks it trains), then `W/train --data W/data.npz --steps N`
 runs alone, its peak resident set (getrusage of that process) and its
 steady one (the largest VmRSS sampled in the second half of the run)
-measured; the plan is what the weights file says the program holds: its
-signature's tensors (parameters, optimizer state, inputs, results not
-written in place) plus the arena amp-plan-memory sized. PyTorch: a fresh
+measured; the prediction is amp-compile's (`--memory-report`, through
+fit's memory_report=): the signature's tensors (parameters, low-precision
+copies, optimizer state, inputs, results not written in place), the arena
+amp-plan-memory sized, the kernels' workspace and the runtime's own pages.
+PyTorch: a fresh
 process builds the same module, runs N steps (eager fp32, or autocast
 bf16 / fp16 with the module's weights in fp32, as PyTorch AMP does), its
 peak from getrusage. Both include their libraries (PyTorch's Python and
@@ -31,7 +33,6 @@ import json
 import os
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -123,7 +124,8 @@ def child_compile(name, precision, workdir):
     kind, lr = OPT[name]
     arrays = {k: v.numpy() for k, v in inputs.items()}
     rows = torch_bridge.fit(net, arrays, steps=1, precision=precision, optimizer=kind, lr=lr,
-                            workdir=workdir, **({"momentum": 0.9} if kind == "sgd" else {}))
+                            workdir=workdir, memory_report=os.path.join(workdir, "memory.json"),
+                            **({"momentum": 0.9} if kind == "sgd" else {}))
     print(json.dumps({"loss": rows[-1]["loss"]}))
 
 
@@ -138,23 +140,10 @@ def rss_of(pid):
     return 0
 
 
-def plan_of(weights):
-    """(state bytes, arena bytes) from the weights file's metadata."""
-    with open(weights, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        meta = json.loads(f.read(n)).get("__metadata__", {})
-    sizes = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i1": 1, "u8": 1, "f64": 8,
-             "i8": 1}
-    state = 0
-    for line in meta["amp.signature"].splitlines():
-        kind, _, dtype, dims = line.split("\t")
-        if kind == "result_inplace":
-            continue
-        count = 1
-        for d in filter(None, dims.split(",")):
-            count *= int(d)
-        state += count * sizes[dtype]
-    return state, int(meta["amp.arena_bytes"])
+def plan_of(report):
+    """amp-compile --memory-report's prediction for the step: {category: bytes}."""
+    with open(report) as f:
+        return json.load(f)["functions"][0]["predicted"]
 
 
 def run_ours(workdir, steps):
@@ -198,13 +187,16 @@ def measure(name, precision, steps):
     work = tempfile.mkdtemp(prefix=f"amp-mem-{name}-")
     try:
         child(["--child", "compile", name, precision, work])
-        r["plan_state"], r["plan_arena"] = plan_of(os.path.join(work, "train.weights"))
+        r["plan"] = plan_of(os.path.join(work, "memory.json"))
         r["ours_peak"], r["ours_steady"], r["ours_s"] = run_ours(work, steps)
     except RuntimeError as e:
         r["ours_error"] = str(e)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return r
+
+
+STATE = ("parameters", "low_precision_copies", "optimizer_state", "inputs", "results")
 
 
 def rows_of(results):
@@ -215,13 +207,16 @@ def rows_of(results):
         tp = r.get("torch", {}).get("peak")
         if "ours_error" in r:
             rows.append([r["model"], r["precision"], "fails: " + r["ours_error"][:100], "", "",
-                         g(tp), "", ""])
+                         "", g(tp), "", ""])
             continue
         base = fp32.get(r["model"])
+        p = r["plan"]
         rows.append([
             r["model"], r["precision"], g(r["ours_peak"]), g(r["ours_steady"]),
-            f"{g(r['plan_state'] + r['plan_arena'])} ({g(r['plan_state'])} + "
-            f"{g(r['plan_arena'])})", g(tp),
+            f"{g(p['peak_bytes'])} ({g(p['parameters'])} + {g(p['low_precision_copies'])} + "
+            f"{g(p['optimizer_state'])} + {g(p['arena'])} + "
+            f"{g(p['workspace'] + p['runtime'] + p['inputs'] + p['results'])})",
+            f"{r['ours_peak'] / p['peak_bytes']:.2f}", g(tp),
             f"{r['ours_peak'] / tp:.2f}" if tp else "-",
             f"{r['ours_peak'] / base:.2f}" if base and r["precision"] != "fp32" else "-"])
     return rows
@@ -251,11 +246,14 @@ def main():
     load = os.getloadavg()
     results_mod.record(
         a, "Peak memory of a training step at real sizes (GiB)",
-        ["model", "precision", "ours peak", "ours steady", "plan (state + arena)",
-         "PyTorch peak", "ours / PyTorch", "ours / ours fp32"], rows_of(results),
+        ["model", "precision", "ours peak", "ours steady",
+         "predicted (parameters + low-precision copies + optimizer state + arena + other)",
+         "measured / predicted", "PyTorch peak", "ours / PyTorch", "ours / ours fp32"],
+        rows_of(results),
         notes=[f"Load average {load[0]:.1f} at the end. PyTorch: eager fp32, autocast for "
                f"bf16 / fp16 (fp32 weights, as PyTorch AMP); ours: the compiled program run "
-               f"alone; plan: the signature's tensors (in-place results once) plus the arena."])
+               f"alone; predicted: amp-compile --memory-report's peak_bytes (other: the "
+               f"kernels' workspace, the runtime's own, the batch and the results)."])
 
 
 if __name__ == "__main__":

@@ -169,13 +169,13 @@ LogicalResult mlir::amp::prepareForRuntime(ModuleOp module, const PrecisionOptio
 }
 
 FailureOr<int64_t> mlir::amp::lowerForRuntime(ModuleOp module, llvm::StringRef name,
-                                              const PrecisionOptions &p, bool prepared) {
+                                              const PrecisionOptions &p, bool prepared,
+                                              llvm::StringRef memoryReport) {
   PassManager pm(module.getContext());
   std::string error;
-  if (prepared)
-    buildRuntimeLoweringPipeline(pm);
-  else if (failed(buildLowerForRuntimePipeline(pm, p, error)))
+  if (!prepared && failed(buildRuntimePrepPipeline(pm, p, error)))
     return LogicalResult(module.emitError(error));
+  buildRuntimeLoweringPipeline(pm, memoryReport);
   if (failed(pm.run(module)))
     return failure();
   auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name);

@@ -73,8 +73,10 @@ LogicalResult mlir::amp::buildRuntimePrepPipeline(OpPassManager &pm, const Preci
   return success();
 }
 
-void mlir::amp::buildRuntimeLoweringPipeline(OpPassManager &pm) {
-  pm.addPass(createAMPPlanMemory());
+void mlir::amp::buildRuntimeLoweringPipeline(OpPassManager &pm, llvm::StringRef memoryReport) {
+  AMPPlanMemoryOptions plan;
+  plan.report = memoryReport.str();
+  pm.addPass(createAMPPlanMemory(plan));
   pm.addPass(createAMPLowerToRuntime());
 }
 

@@ -329,25 +329,41 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
       owned.push_back(r);
     }
   }
-  // amp.unscale_and_check works in place: an output takes its gradient's
-  // bytes when the check is the gradient's last reader and the two have one
-  // size (an f32 gradient; with loss scaling "none" the kernel then only
-  // reads). The output's readers extend the gradient's interval.
-  DenseMap<Value, Value> sharesWith;
+  // Results written over an operand's buffer: the operand dies at the op
+  // (the op is its last reader) and has the result's bytes. An amp.add of
+  // two tensors of its result's type (the sum of a tied weight's or a
+  // residual's gradients; reads and writes each element at one index), and
+  // amp.unscale_and_check (an output takes its gradient's bytes when the
+  // two have one size: an f32 gradient; with loss scaling "none" the kernel
+  // then only reads). The result takes its operand's host's slot (the
+  // value placed, the first of a chain) and extends its interval.
+  DenseMap<Value, Value> hostOf; // result -> the owned value whose slot it takes
+  auto host = [&](Value v) {
+    auto it = hostOf.find(v);
+    return it == hostOf.end() ? v : it->second;
+  };
+  auto shareIfDying = [&](Value operand, Value out) {
+    Value r = root(operand);
+    if (!defAt.count(r) || !defAt.count(out) || hostOf.count(out))
+      return false;
+    Value h = host(r);
+    if (lastAt[r] != defAt[out] || lastAt[h] != defAt[out] ||
+        *tensorBytes(r.getType()) != *tensorBytes(out.getType()) ||
+        *tensorBytes(r.getType(), true) != *tensorBytes(out.getType(), true))
+      return false;
+    hostOf[out] = h;
+    lastAt[h] = std::max(lastAt[h], lastAt[out]);
+    llvm::erase(owned, out);
+    return true;
+  };
   for (Operation &op : block) {
-    auto u = dyn_cast<UnscaleAndCheckOp>(&op);
-    if (!u)
-      continue;
-    for (auto [g, out] : llvm::zip(u.getGrads(), u.getUnscaled())) {
-      Value r = root(g);
-      if (!defAt.count(r) || sharesWith.count(r) || lastAt[r] != defAt[out] ||
-          *tensorBytes(r.getType()) != *tensorBytes(out.getType()) ||
-          *tensorBytes(r.getType(), true) != *tensorBytes(out.getType(), true))
-        continue;
-      sharesWith[r] = out;
-      sharesWith[out] = r;
-      lastAt[r] = std::max(lastAt[r], lastAt[out]);
-      llvm::erase(owned, out);
+    if (auto u = dyn_cast<UnscaleAndCheckOp>(&op)) {
+      for (auto [g, out] : llvm::zip(u.getGrads(), u.getUnscaled()))
+        shareIfDying(g, out);
+    } else if (auto a = dyn_cast<AddOp>(&op)) {
+      for (Value in : a->getOperands())
+        if (in.getType() == a.getType() && shareIfDying(in, a.getResult()))
+          break;
     }
   }
   for (bool asF32 : {false, true}) {
@@ -364,9 +380,8 @@ FailureOr<MemoryPlan> mlir::amp::planMemory(func::FuncOp f) {
     if (peak < 0)
       return LogicalResult(f.emitError("amp-plan-memory: '")
                            << f.getSymName() << "' needs an arena of more than 2^62 bytes");
-    for (Value v : owned)
-      if (auto it = sharesWith.find(v); it != sharesWith.end())
-        offsets[it->second] = offsets[v];
+    for (auto [out, h] : hostOf)
+      offsets[out] = offsets[h];
     if (asF32) {
       plan.arenaBytesIfF32 = peak;
     } else {
@@ -431,6 +446,86 @@ std::string describeLive(const std::vector<Value> &live) {
   return out + "]}";
 }
 
+/// The runtime's own resident bytes: its code, oneDNN's and the C++
+/// libraries' pages it touches, the threads' stacks (the MLP example's
+/// ./train, whose tensors are a few kB, peaks at this).
+constexpr int64_t kRuntimeBytes = int64_t(32) << 20;
+
+/// The same bound as the runtime's kWidenMaxBytes (cpu/matmul/onednn.h):
+/// the most f32 scratch a bf16 product is widened into.
+constexpr int64_t kWidenMaxBytes = int64_t(64) << 20;
+
+/// An estimate of the kernels' workspace: the largest scratch one op's
+/// kernel keeps (per-thread buffers that stay at the largest call): a
+/// product's f32 copies of f16 operands (and of bf16 ones, where the tuner
+/// may time them widened: kWidenMaxBytes at most) and its f32 accumulator
+/// for a low-precision result with an epilogue.
+int64_t workspaceBytes(func::FuncOp f) {
+  int64_t most = 0;
+  f.walk([&](Operation *op) {
+    if (!isa<MatMulOp, GemmOp>(op))
+      return;
+    auto elems = [](Value v) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return t.hasStaticShape() ? t.getNumElements() : 0;
+    };
+    Value a = op->getOperand(0), b = op->getOperand(1), y = op->getResult(0);
+    Type et = getElementTypeOrSelf(a.getType());
+    int64_t widened = 4 * (elems(a) + elems(b)), bytes = 0;
+    if (et.isF16())
+      bytes = widened;
+    else if (et.isBF16() && widened <= kWidenMaxBytes)
+      bytes = widened;
+    if (isa<GemmOp>(op) && !getElementTypeOrSelf(y.getType()).isF32())
+      bytes += 4 * elems(y);
+    most = std::max(most, bytes);
+  });
+  return most;
+}
+
+/// What the program holds besides the arena, by category (the signature's
+/// tensors, as the runner allocates them: an in-place result shares its
+/// argument's buffer), and the predicted peak: those, the arena, the
+/// kernels' workspace (an estimate: the largest f32 scratch one op's kernel
+/// keeps, see workspaceBytes) and the runtime's own (code, libraries,
+/// thread stacks). JSON members of the function's entry.
+std::string describePeak(func::FuncOp f, const MemoryPlan &plan) {
+  std::map<std::string, int64_t> bytes = {{"parameters", 0},
+                                          {"low_precision_copies", 0},
+                                          {"optimizer_state", 0},
+                                          {"inputs", 0},
+                                          {"results", 0}};
+  for (BlockArgument a : f.getArguments()) {
+    int64_t n = aligned(tensorBytes(a.getType()).value_or(0));
+    unsigned i = a.getArgNumber();
+    if (f.getArgAttr(i, attrname::kParam))
+      bytes["parameters"] += n;
+    else if (f.getArgAttr(i, attrname::kOptState))
+      bytes[getElementTypeOrSelf(a.getType()).isF32() ||
+                    !isa<FloatType>(getElementTypeOrSelf(a.getType()))
+                ? "optimizer_state"
+                : "low_precision_copies"] += n;
+    else
+      bytes["inputs"] += n;
+  }
+  auto inPlace = inPlaceResults(f);
+  for (auto [i, t] : llvm::enumerate(f.getResultTypes()))
+    if (!inPlace.count(i))
+      bytes["results"] += aligned(tensorBytes(t).value_or(0));
+  int64_t workspace = workspaceBytes(f);
+  int64_t total = plan.arenaBytes + workspace + kRuntimeBytes;
+  std::string out = "\"predicted\": {";
+  for (auto &[k, n] : bytes) {
+    out += llvm::formatv("\"{0}\": {1}, ", k, n).str();
+    total += n;
+  }
+  out += llvm::formatv("\"arena\": {0}, \"workspace\": {1}, \"runtime\": {2}, "
+                       "\"peak_bytes\": {3}}",
+                       plan.arenaBytes, workspace, kRuntimeBytes, total)
+             .str();
+  return out;
+}
+
 struct AMPPlanMemoryPass : public amp::impl::AMPPlanMemoryBase<AMPPlanMemoryPass> {
   using AMPPlanMemoryBase::AMPPlanMemoryBase;
   void runOnOperation() override {
@@ -456,13 +551,13 @@ struct AMPPlanMemoryPass : public amp::impl::AMPPlanMemoryBase<AMPPlanMemoryPass
       }
       f->setAttr(attrname::kArenaBytes, b.getI64IntegerAttr(plan->arenaBytes));
       f->setAttr(attrname::kArenaBytesIfF32, b.getI64IntegerAttr(plan->arenaBytesIfF32));
-      json +=
-          llvm::formatv("{0}{{\"name\": \"{1}\", \"arena_bytes\": {2}, "
-                        "\"arena_bytes_if_f32\": {3}, \"buffers\": {4}, "
-                        "\"live_bytes\": {5}, \"live_at_peak\": {6}}",
-                        first ? "" : ", ", f.getSymName(), plan->arenaBytes, plan->arenaBytesIfF32,
-                        plan->buffers, plan->liveBytes, describeLive(plan->liveAtPeak))
-              .str();
+      json += llvm::formatv("{0}{{\"name\": \"{1}\", \"arena_bytes\": {2}, "
+                            "\"arena_bytes_if_f32\": {3}, \"buffers\": {4}, "
+                            "\"live_bytes\": {5}, \"live_at_peak\": {6}, {7}}",
+                            first ? "" : ", ", f.getSymName(), plan->arenaBytes,
+                            plan->arenaBytesIfF32, plan->buffers, plan->liveBytes,
+                            describeLive(plan->liveAtPeak), describePeak(f, *plan))
+                  .str();
       first = false;
     }
     json += "]}\n";

@@ -2,7 +2,7 @@
 // training pipeline from amp-opt gives the same IR as the passes one by one
 // with the same options, and its stages can be run alone.
 //
-// RUN: amp-opt %s --pass-pipeline='builtin.module(amp-training-pipeline{loss-fn=cross_entropy optimizer=adamw lr=0.001 weight-decay=0.01 precision=bf16 init-scale=1024 growth-interval=3})' -o %t.pipeline.mlir
+// RUN: amp-opt %s --pass-pipeline='builtin.module(amp-training-pipeline{loss-fn=cross_entropy optimizer=adamw lr=0.001 weight-decay=0.01 precision=bf16 keep-weight-casts=true init-scale=1024 growth-interval=3})' -o %t.pipeline.mlir
 // RUN: amp-opt %s -amp-add-loss=kind=cross_entropy -amp-autodiff -amp-optimizer="optimizer=adamw lr=0.001 weight-decay=0.01" -amp-loss-scaling="init-scale=1024 growth-interval=3" -amp-autocast=target=bf16 -amp-fold-transposes -cse -amp-keep-weight-casts -amp-plan-memory -amp-lower-to-runtime -o %t.passes.mlir
 // RUN: diff %t.pipeline.mlir %t.passes.mlir
 // RUN: FileCheck %s --check-prefix=LOWERED < %t.pipeline.mlir

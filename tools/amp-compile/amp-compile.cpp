@@ -123,6 +123,13 @@ static cl::opt<bool> describeFlags(
              "API checks its keywords against"),
     cl::cat(category));
 
+static cl::opt<std::string> memoryReport(
+    "memory-report",
+    cl::desc("Write the memory plan here as JSON: the predicted peak, by category (parameters, "
+             "low-precision copies, optimizer state, inputs, the arena and what is live at its "
+             "peak, kernel workspace, the runtime), per function (docs/runtime.md, Memory)"),
+    cl::value_desc("file.json"), cl::init(""), cl::cat(category));
+
 static cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Folder holding libamprt.a and libamprt_runner.a (default: ../lib next to this "
@@ -202,7 +209,7 @@ int main(int argc, char **argv) {
     // The flags of amp-compile itself (the model and -o are positional to the API).
     for (const cl::Option *o : std::initializer_list<const cl::Option *>{
              std::addressof(constInputs), &deviceName, &emitKind, &funcName, &ortCheckpoint,
-             &ortOptimizer, std::addressof(freezeInits), &runtimeDir})
+             &ortOptimizer, std::addressof(freezeInits), &memoryReport, &runtimeDir})
       rows.push_back(amp::describeFlag(*o));
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(rows))) << "\n";
     return 0;
@@ -219,6 +226,9 @@ int main(int argc, char **argv) {
     die("--device must be cpu or cuda, got '" + deviceName + "'");
   if (emitKind != "program" && emitKind != "linalg")
     die("--emit must be program or linalg, got '" + emitKind + "'");
+  if (emitKind == "linalg" && !memoryReport.empty())
+    die("--memory-report applies to --emit program (the linalg step is planned by the compiler "
+        "that takes it)");
   if (emitKind == "linalg" && precisionFlags.keepWeightCasts.getNumOccurrences())
     die("--keep-weight-casts applies to --emit program (the linalg step keeps its casts)");
   if (emitKind == "linalg" && deviceName.getNumOccurrences())
@@ -446,7 +456,7 @@ int main(int argc, char **argv) {
   auto sig = amp::signatureOf(f);
   if (failed(sig))
     return 1;
-  auto arena = amp::lowerForRuntime(*module, funcName, po, /*prepared=*/true);
+  auto arena = amp::lowerForRuntime(*module, funcName, po, /*prepared=*/true, memoryReport);
   if (failed(arena))
     return 1;
   auto fn = module->lookupSymbol<LLVM::LLVMFuncOp>(funcName);

@@ -71,8 +71,11 @@ LogicalResult lowerToLinalg(ModuleOp module, const PrecisionOptions &p);
 /// "bf16", amp-fold-transposes, amp-plan-memory, amp-lower-to-runtime). Returns the arena size of
 /// `name`. A policy or block list with fp32 is refused (it would be ignored).
 /// `prepared`: prepareForRuntime ran already (only the rest runs).
+/// `memoryReport`: where amp-plan-memory writes its JSON report (none if
+/// empty).
 FailureOr<int64_t> lowerForRuntime(ModuleOp module, llvm::StringRef name,
-                                   const PrecisionOptions &precision, bool prepared = false);
+                                   const PrecisionOptions &precision, bool prepared = false,
+                                   llvm::StringRef memoryReport = "");
 
 /// The first half of lowerForRuntime (amp-autocast, amp-fold-transposes,
 /// amp-keep-weight-casts):

@@ -62,10 +62,11 @@ def AMPTrainingPipelineOptions : PipelineOptionGroup<"TRAINING", [
 def AMPPrecisionPipelineOptions : PipelineOptionGroup<"PRECISION", [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "fp32, fp16 or bf16 (fp16 / bf16: amp-autocast)">,
-    Option<"keepWeightCasts", "keep-weight-casts", "bool", /*default=*/"true",
+    Option<"keepWeightCasts", "keep-weight-casts", "bool", /*default=*/"false",
            "A training step (fp16 / bf16) keeps each updated parameter's "
            "low-precision copy as state, written by the optimizer update "
-           "(amp-keep-weight-casts)">
+           "(amp-keep-weight-casts): one pass over the weights less a step, "
+           "2 bytes a parameter more at the peak">
   ], [
     PassOptionsIn<AMPAutocast, "autocast",
                   ["policy", "blockList", "f32Accumulators"]>

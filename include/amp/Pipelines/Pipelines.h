@@ -68,10 +68,12 @@ LogicalResult buildLowerForRuntimePipeline(OpPassManager &pm, const PrecisionOpt
                                            std::string &error);
 /// Its two halves: the passes up to the function's final signature
 /// (amp-autocast, amp-fold-transposes, cse, amp-keep-weight-casts: new state
-/// arguments), and the rest (amp-plan-memory, amp-lower-to-runtime).
+/// arguments), and the rest (amp-plan-memory, amp-lower-to-runtime;
+/// `memoryReport` non-empty: amp-plan-memory's report=, the JSON memory
+/// report written there).
 LogicalResult buildRuntimePrepPipeline(OpPassManager &pm, const PrecisionOptions &p,
                                        std::string &error);
-void buildRuntimeLoweringPipeline(OpPassManager &pm);
+void buildRuntimeLoweringPipeline(OpPassManager &pm, llvm::StringRef memoryReport = "");
 
 /// Adds autocast (fp16 / bf16) and amp-lower-to-linalg to `pm`: the step
 /// as linalg on tensors for another compiler; fails as

@@ -279,7 +279,8 @@ def AMPKeepWeightCasts : Pass<"amp-keep-weight-casts", "::mlir::ModuleOp"> {
     Apex O2's f16 model weights beside f32 master weights. Frozen
     parameters, parameters without a cast or with casts to both types are
     left as they are. amp-lower-for-runtime runs it after amp-fold-transposes
-    (which casts a weight before its transpose) unless keep-weight-casts=false.
+    (which casts a weight before its transpose) when keep-weight-casts=true
+    (off by default: the copies cost 2 bytes a parameter at the peak).
   }];
   let dependentDialects = ["::mlir::amp::AMPDialect"];
 }
@@ -295,13 +296,18 @@ def AMPPlanMemory : Pass<"amp-plan-memory", "::mlir::ModuleOp"> {
     their input (so does a transpose that moves only dims of size 1).
     State results written straight into their argument's buffer (an
     optimizer's new parameter and moments, the step count and scale, the
-    kept f16 / bf16 weight copies: `inPlaceResults`) take no slot. Writes
+    kept f16 / bf16 weight copies: `inPlaceResults`) take no slot; an
+    `amp.add` (of its result's type) or `amp.unscale_and_check` output
+    whose operand dies at the op takes that operand's slot. Writes
     `amp.slots` on every amp op (an offset per result, -1 for aliases and
     in-place results) and `amp.arena_bytes` / `amp.arena_bytes_if_f32` on
     the function: the peak, and what it would be with every float in f32.
     `report=<file>` writes the same as JSON, with `live_bytes` (the most
-    bytes live at once) and `live_at_peak` (their bytes by kind: backward
-    results, forward values saved for the backward, others; the largest).
+    bytes live at once), `live_at_peak` (their bytes by kind: backward
+    results, forward values saved for the backward, others; the largest)
+    and `predicted`: the program's bytes by category (parameters,
+    low-precision copies, optimizer state, inputs, results, the arena, the
+    kernels' workspace, the runtime's own) and their sum `peak_bytes`.
   }];
   let options = [
     Option<"report", "report", "std::string", /*default=*/"\"\"",

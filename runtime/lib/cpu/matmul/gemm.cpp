@@ -31,10 +31,12 @@ namespace {
 /// Whether a product of bf16 a and b (key: their bf16 layout, f32 out) runs
 /// on oneDNN's bf16 kernels (true) or its f32 ones on widened copies (the
 /// same products, exact in f32, summed in f32 either way): timed per shape
-/// (chooseKernel); the fixed rule is the bf16 kernels. `na` / `nb`: the
-/// elements a and b hold.
+/// (chooseKernel); the fixed rule is the bf16 kernels. `into`: where the
+/// timed runs may write their f32 product (the caller's f32 result, which
+/// its own run then overwrites), or null (a buffer of their own).
 amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const amprt_tensor *a,
-                        const amprt_tensor *b, const float *bias, bool *low, bool *amx = nullptr) {
+                        const amprt_tensor *b, const float *bias, bool *low, float *into,
+                        bool *amx = nullptr) {
   // amx: where the caller can take amxProduct (a plain f32 result, no
   // epilogue), it is a third candidate for short sums; *amx says whether
   // it won.
@@ -46,6 +48,12 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
   if (!*low && a->dtype == AMPRT_BF16 && b->dtype == AMPRT_BF16 && tuningOn(ctx))
     noteNoBf16Kernels();
   if (!*low || !tuningOn(ctx))
+    return AMPRT_OK;
+  // Widening keeps f32 copies of both operands as scratch until the
+  // thread's next release: bounded, so that the workspace stays small and
+  // the plan's prediction holds; the products that large run well on the
+  // bf16 kernels (an lm_head's 50257 x 768 weight: 154 MB widened).
+  if (!amxOffered && 4 * (amprt_tensor_numel(a) + amprt_tensor_numel(b)) > kWidenMaxBytes)
     return AMPRT_OK;
   // The answers so far, per shape (formatting the key and looking it up
   // cost about 0.5 us a call: a tenth of a small product's time).
@@ -71,7 +79,7 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
   // The timed runs' output (allocated only when this shape is timed: a
   // buffer resized on every call would be cleared wherever it grows, a
   // weight gradient's megabytes a call).
-  std::vector<float> out;
+  std::vector<float> own;
   int choice = 0;
   std::vector<const char *> names = {"bf16", "f32"};
   if (amxOffered)
@@ -80,19 +88,23 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
       ctx, k, names, 0,
       [&](int i) -> amprt_status {
         try {
-          out.resize((size_t)(key.batch * key.m * key.n));
+          float *out = into;
+          if (!out) {
+            own.resize((size_t)(key.batch * key.m * key.n));
+            out = own.data();
+          }
           GemmKey kk = key;
           kk.bf16Out = false;
           if (i == 2) {
             amxProduct(key.m, key.n, key.k, static_cast<const uint16_t *>(a->data), key.lda0,
-                       key.lda1, static_cast<const uint16_t *>(b->data), key.ldb0, key.ldb1,
-                       out.data(), key.n);
+                       key.lda1, static_cast<const uint16_t *>(b->data), key.ldb0, key.ldb1, out,
+                       key.n);
           } else if (i == 0) {
-            gemmAcc(kk, a->data, b->data, out.data(), bias);
+            gemmAcc(kk, a->data, b->data, out, bias);
           } else {
             Operand oa = operandOf(a, true), ob = operandOf(b, true);
             kk.adt = kk.bdt = (int)dnnl::memory::data_type::f32;
-            gemmAcc(kk, oa.ptr, ob.ptr, out.data(), bias);
+            gemmAcc(kk, oa.ptr, ob.ptr, out, bias);
           }
         } catch (const dnnl::error &e) {
           return fail(AMPRT_ERR_UNSUPPORTED, "oneDNN: %s", e.what());
@@ -107,6 +119,28 @@ amprt_status lowProduct(const amprt_context *ctx, const GemmKey &key, const ampr
     *amx = choice == 2;
   known[{key, amxOffered}] = choice;
   return AMPRT_OK;
+}
+
+/// y's buffer for the tuner's timed f32 products, where y is f32 and
+/// shares no byte with the operands `ins` (null ones skipped); else null.
+float *timedInto(amprt_tensor *y, std::initializer_list<const amprt_tensor *> ins) {
+  if (y->dtype != AMPRT_F32)
+    return nullptr;
+  const char *y0 = static_cast<const char *>(y->data);
+  const char *y1 = y0 + 4 * amprt_tensor_numel(y);
+  for (const amprt_tensor *t : ins) {
+    if (!t)
+      continue;
+    // The extent of t's elements (strided views included).
+    int64_t last = 0;
+    for (int32_t d = 0; d < t->rank; ++d)
+      last += (t->shape[d] - 1) * t->strides[d];
+    const char *t0 = static_cast<const char *>(t->data);
+    const char *t1 = t0 + (last + 1) * (int64_t)amprt_dtype_size(t->dtype);
+    if (t0 < y1 && y0 < t1)
+      return nullptr;
+  }
+  return static_cast<float *>(y->data);
 }
 
 } // namespace
@@ -191,7 +225,8 @@ extern "C" amprt_status amprt_gemm_ex(amprt_context *ctx, const amprt_tensor *a,
   const bool plain = y->dtype == AMPRT_F32 && alpha == 1.0f && !useC && !fusedBias && !relu;
   if (m && n && kk)
     AMPRT_CHECK(lowProduct(ctx, keyOf(dnnl::memory::data_type::bf16, dnnl::memory::data_type::bf16),
-                           a, b, biasF32, &low, plain ? &amx : nullptr));
+                           a, b, biasF32, &low, timedInto(y, {a, b, useC ? c : nullptr}),
+                           plain ? &amx : nullptr));
   if (amx) {
     noteKernelImpl("amx:own");
     amxProduct(m, n, kk, static_cast<const uint16_t *>(a->data), trans_a ? 1 : a->shape[1],
@@ -301,7 +336,7 @@ extern "C" amprt_status amprt_matmul(amprt_context *ctx, const amprt_tensor *a,
     using dt = dnnl::memory::data_type;
     GemmKey key{bShared ? batches * m : m, n, kk, a0, a1, b0, b1, (int)dt::bf16, (int)dt::bf16,
                 bShared ? 1 : batches};
-    AMPRT_CHECK(lowProduct(ctx, key, a, b, nullptr, &low));
+    AMPRT_CHECK(lowProduct(ctx, key, a, b, nullptr, &low, timedInto(y, {a, b})));
   }
   bool direct = y->dtype == AMPRT_F32 || (y->dtype == AMPRT_BF16 && low);
   if (oneProduct) {
