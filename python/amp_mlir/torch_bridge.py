@@ -243,6 +243,48 @@ def fit(module, inputs: dict, steps: int, *, batch: int | None = None, loss_fn: 
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Above this many bytes of initializers, fit keeps the ONNX file's weights
+# in one external data file beside it (protobuf cannot write a message of 2
+# GiB or more).
+_INLINE_MAX = 1 << 30
+
+
+def _external_files(path: str) -> set:
+    """The external data files the ONNX file at `path` reads (names relative
+    to its folder)."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    out = set()
+    for t in onnx.load(path, load_external_data=False).graph.initializer:
+        if uses_external_data(t):
+            loc = next((e.value for e in t.external_data if e.key == "location"), None)
+            if loc:
+                out.add(loc)
+    return out
+
+
+def _save_onnx(model, path: str, external: set) -> None:
+    """Writes `model` (its initializers loaded in memory) to `path`: inline
+    when small, else with its weights in one external file `<path>.data`.
+    `external`: the files the model was read from (_external_files, before
+    the load; one per tensor from the TorchScript exporter), removed first:
+    their data is in `model`, and nothing else reads them."""
+    import onnx
+
+    folder = os.path.dirname(os.path.abspath(path))
+    data = os.path.basename(path) + ".data"
+    for loc in set(external) | {data}:
+        full = os.path.normpath(os.path.join(folder, loc))
+        if os.path.dirname(full) == folder and os.path.isfile(full):
+            os.remove(full)
+    if sum(len(t.raw_data) for t in model.graph.initializer) > _INLINE_MAX:
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data, size_threshold=1024)
+    else:
+        onnx.save(model, path)
+
+
 def _restore_initializers(path: str, state: dict) -> None:
     """The exporter's forward in training mode moved the batch-norm
     statistics before it wrote them: the ONNX file's initializers get the
@@ -250,6 +292,7 @@ def _restore_initializers(path: str, state: dict) -> None:
     import onnx
     from onnx import numpy_helper
 
+    external = _external_files(path)
     model = onnx.load(path)
     changed = False
     for init in model.graph.initializer:
@@ -261,7 +304,7 @@ def _restore_initializers(path: str, state: dict) -> None:
                                                   init.name))
             changed = True
     if changed:
-        onnx.save(model, path)
+        _save_onnx(model, path, external)
 
 
 def _batch_norms_in_training(module, path: str) -> int:
@@ -279,7 +322,8 @@ def _batch_norms_in_training(module, path: str) -> int:
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training and \
                 m.track_running_stats:
             stats.add((name + "." if name else "") + "running_mean")
-    model = onnx.load(path)
+    # Only nodes change: external data stays where it is.
+    model = onnx.load(path, load_external_data=False)
     changed = 0
     for node in model.graph.node:
         if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx") or \
