@@ -68,8 +68,10 @@ def table(header, rows):
     return lines
 
 
-def record(args, title, header, rows, notes=()):
-    """Prints the table and writes it as this command's section of --results."""
+def record(args, title, header, rows, notes=(), part=None):
+    """Prints the table and writes it as this command's section of --results
+    (`part`: a section of its own, for a run the command's default does not
+    make)."""
     name = os.path.basename(sys.argv[0])
     argv, shown = sys.argv[1:], []
     skip = False
@@ -90,8 +92,9 @@ def record(args, title, header, rows, notes=()):
     path = getattr(args, "results", DEFAULT)
     if not path or path == "none":
         return
-    begin = f"<!-- begin bench/{name} (written by the command; do not edit) -->"
-    end = f"<!-- end bench/{name} -->"
+    key = f"bench/{name}" + (f" {part}" if part else "")
+    begin = f"<!-- begin {key} (written by the command; do not edit) -->"
+    end = f"<!-- end {key} -->"
     section = "\n".join([begin] + body + [end])
     text = open(path).read() if os.path.exists(path) else "# Results\n"
     pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)

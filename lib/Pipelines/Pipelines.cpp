@@ -70,6 +70,8 @@ LogicalResult mlir::amp::buildRuntimePrepPipeline(OpPassManager &pm, const Preci
   pm.addPass(createCSEPass());
   if (p.keepWeightCasts && p.precision != "fp32")
     pm.addPass(createAMPKeepWeightCasts());
+  else if (p.recastWeights && p.precision != "fp32")
+    pm.addPass(createAMPRecastWeights());
   return success();
 }
 
@@ -134,7 +136,7 @@ void mlir::amp::registerAMPPipelines() {
   registerPipeline<LowerForRuntimePipelineOptions>(
       "amp-lower-for-runtime",
       "amp-autocast (precision fp16 / bf16), amp-fold-transposes, cse, amp-keep-weight-casts "
-      "(fp16 / bf16), amp-plan-memory, amp-lower-to-runtime",
+      "or amp-recast-weights (fp16 / bf16), amp-plan-memory, amp-lower-to-runtime",
       [](OpPassManager &pm, const LowerForRuntimePipelineOptions &o, std::string &error) {
         return buildLowerForRuntimePipeline(pm, o.precisionOptions(), error);
       });

@@ -370,10 +370,12 @@ check(r.returncode != 0 and f"AMPRT_TUNE_FILE '{TMP}/bad.tune' line 1" in r.stde
       f"tune: a malformed AMPRT_TUNE_FILE is an error naming it: rc {r.returncode}: "
       f"{r.stderr[-300:]}")
 
-# --- 5c. Low-precision weight copies kept as state (amp-keep-weight-casts) --
-# The default: each updated weight's f16 / bf16 copy is step state, written
-# by the optimizer update. Bit for bit the run without it (the cast at each
-# step's start), through skipped steps (the fp16 overflow data), momentum,
+# --- 5c. Where the low-precision weight copies live -------------------------
+# --keep-weight-casts: each updated weight's f16 / bf16 copy is step state,
+# written by the optimizer update; the default (amp-recast-weights): cast in
+# the forward and again for the backward; --recast-weights=false: one cast
+# kept from the forward to the backward. Bit for bit the same three runs,
+# through skipped steps (the fp16 overflow data), momentum,
 # Adam / AdamW and gradient accumulation; the checkpoint's copies are the
 # parameters rounded. The fixed kernel rule and thread count: two programs
 # must not time their way to different kernels.
@@ -395,14 +397,18 @@ copy_cases = [
 ]
 for tag, model, data, flags, dt in copy_cases:
     got = {}
-    for keep in ("true", "false"):
+    for keep, mode in (("true", ["--keep-weight-casts"]), ("false", []),
+                       ("once", ["--recast-weights=false"])):
         name = f"copies_{len(got)}_{tag.split()[0]}"
-        prog = compile_(model, name, *flags, f"--keep-weight-casts={keep}")
+        prog = compile_(model, name, *flags, *mode)
         rows, r = train(prog, data, 24, "--checkpoint-dir", f"{TMP}/{name}_ck", env=steady)
-        check(r.returncode == 0, f"{tag} (keep-weight-casts={keep}): rc {r.returncode}: {r.stderr}")
+        check(r.returncode == 0, f"{tag} ({mode}): rc {r.returncode}: {r.stderr}")
         state, _ = read_checkpoint(f"{TMP}/{name}_ck/checkpoint.safetensors")
         got[keep] = (strip(rows), state)
-    (rows_on, on), (rows_off, off) = got["true"], got["false"]
+    (rows_on, on), (rows_off, off), (rows_once, once) = got["true"], got["false"], got["once"]
+    check(rows_once == rows_off and set(once) == set(off) and
+          all(np.array_equal(once[k], off[k]) for k in off),
+          f"{tag}: the weights cast again for the backward change the run")
     suffix = ".bf16" if dt == torch.bfloat16 else ".f16"
     copies = sorted(k for k in on if k not in off)
     check(rows_on == rows_off and len(rows_on) == 24,
@@ -418,8 +424,9 @@ for tag, model, data, flags, dt in copy_cases:
               f"{tag}: '{k}' is not its parameter rounded to {dt}")
     skipped = sum(o["found_inf"] for o in rows_on)
     check("overflow" not in tag or skipped >= 2, f"{tag}: only {skipped} skipped steps")
-    print(f"{tag}: {len(copies)} weight copies kept as state; state and metrics equal the run "
-          f"without them, bit for bit, over 24 steps ({skipped} skipped)", flush=True)
+    print(f"{tag}: {len(copies)} weight copies kept as state; state and metrics equal the runs "
+          f"without them (cast again for the backward, or once), bit for bit, over 24 steps "
+          f"({skipped} skipped)", flush=True)
 
 # --- 6. Gradient accumulation: k micro-batches per update -------------------
 def torch_accum(init, x, y, k, steps, lr, batch=256):

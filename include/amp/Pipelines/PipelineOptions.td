@@ -66,7 +66,12 @@ def AMPPrecisionPipelineOptions : PipelineOptionGroup<"PRECISION", [
            "A training step (fp16 / bf16) keeps each updated parameter's "
            "low-precision copy as state, written by the optimizer update "
            "(amp-keep-weight-casts): one pass over the weights less a step, "
-           "2 bytes a parameter more at the peak">
+           "2 bytes a parameter more at the peak">,
+    Option<"recastWeights", "recast-weights", "bool", /*default=*/"true",
+           "A training step (fp16 / bf16) casts each weight again for the "
+           "backward instead of keeping the forward's copy until then "
+           "(amp-recast-weights): 2 bytes a parameter less at the end of the "
+           "forward, one pass over the weights more">
   ], [
     PassOptionsIn<AMPAutocast, "autocast",
                   ["policy", "blockList", "f32Accumulators"]>

@@ -258,6 +258,25 @@ def AMPOptimizer : Pass<"amp-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def AMPRecastWeights : Pass<"amp-recast-weights", "::mlir::ModuleOp"> {
+  let summary = "Cast a weight again for the backward instead of keeping the forward's copy";
+  let description = [{
+    After amp-autocast (and cse), a parameter's f16 / bf16 cast is read by
+    the forward's products and again by the backward's (a Linear's input
+    gradient reads its weight): its copy stays live from the forward to
+    the backward, 2 bytes a parameter at the end of the forward, where a
+    transformer's training step peaks. This pass gives the backward readers
+    (ops with `amp.differentiates`) a cast of their own, made right before
+    the first of them, so the forward's copy dies after the forward's last
+    reader. The values are the same bit for bit (the master weight does not
+    change within the step); the price is one more pass over those
+    weights. amp-lower-for-runtime runs it (fp16 / bf16) unless
+    recast-weights=false, and not with keep-weight-casts (whose copies are
+    state anyway).
+  }];
+  let dependentDialects = ["::mlir::amp::AMPDialect"];
+}
+
 def AMPKeepWeightCasts : Pass<"amp-keep-weight-casts", "::mlir::ModuleOp"> {
   let summary = "Carry each updated parameter's f16 / bf16 cast across steps as state";
   let description = [{
