@@ -352,18 +352,28 @@ check(rel <= 1e-5 and err <= 1e-4 and moved > 1e-3,
       f"chunk, ELU, Hardswish, SELU, Hardsigmoid, PReLU, CELU, Softsign, where, pad, fp32 SGD: worst "
       f"relative loss difference {rel:.1e} (tolerance 1e-5), parameters off by {err:.1e} of the "
       f"largest update (tolerance 1e-4)")
-rows, rel, _, err, moved, _ = both_ways(
+# After 6 steps the two fp16 runs have drifted apart by their roundings
+# (a where(c1 > c2) tie sent the other way moves an update by its full
+# size): each must be about as far from the f32 run as the other, and each
+# single step from the same parameters must agree closely.
+rows, rel, _, err, moved, (net, ref, start) = both_ways(
     Activations, {"input": x, "labels": y}, 6, 16,
     dict(loss_fn="cross_entropy", lr=0.1, precision="fp16"),
     lambda p: torch.optim.SGD(p, lr=0.1), autocast=torch.float16,
     scaler=torch.amp.GradScaler("cpu"))
+exact = copy.deepcopy(start)
+torch_train(exact, {"input": x, "labels": y}, 6, 16, lambda p: torch.optim.SGD(p, lr=0.1),
+            loss_fn=F.cross_entropy)
+ours_err, _ = param_error(net, exact, start)
+torch_err, _ = param_error(ref, exact, start)
 err1, agreed = step_by_step(Activations, {"input": x, "labels": y}, 6, 16,
                             dict(loss_fn="cross_entropy", lr=0.1, precision="fp16"), torch.float16)
-check(rel <= 2e-3 and err <= 2e-2 and err1 <= 2e-3 and agreed,
+check(rel <= 2e-3 and ours_err <= 1.5 * torch_err + 5e-3 and err1 <= 2e-3 and agreed,
       f"the same in fp16 against torch.autocast + GradScaler: worst relative loss difference "
-      f"{rel:.1e} (tolerance 2e-3), parameters after 6 steps off by {err:.1e} of the largest update "
-      f"(tolerance 2e-2); each step from torch's parameters off by {err1:.1e} of the largest update "
-      f"(tolerance 2e-3), the same scales and skips: {agreed}")
+      f"{rel:.1e} (tolerance 2e-3); after 6 steps {err:.1e} of the largest update apart, ours "
+      f"{ours_err:.1e} from the f32 run and PyTorch's {torch_err:.1e} (ours within 1.5x + 5e-3); "
+      f"each step from torch's parameters off by {err1:.1e} of the largest update (tolerance "
+      f"2e-3), the same scales and skips: {agreed}")
 
 # 3e. A small image model with nn.Upsample (bilinear), F.interpolate
 # (nearest), InstanceNorm2d (affine), PixelShuffle and ELU: the exporter's
