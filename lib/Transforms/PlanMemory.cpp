@@ -20,6 +20,8 @@
 
 #include "amp/Transforms/Passes.h"
 
+#include "common/workspace.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -451,14 +453,10 @@ std::string describeLive(const std::vector<Value> &live) {
 /// ./train, whose tensors are a few kB, peaks at this).
 constexpr int64_t kRuntimeBytes = int64_t(32) << 20;
 
-/// The same bound as the runtime's kWidenMaxBytes (cpu/matmul/onednn.h):
-/// the most f32 scratch a bf16 product is widened into.
-constexpr int64_t kWidenMaxBytes = int64_t(64) << 20;
-
 /// An estimate of the kernels' workspace: the largest scratch one op's
 /// kernel keeps (per-thread buffers that stay at the largest call): a
 /// product's f32 copies of f16 operands (and of bf16 ones, where the tuner
-/// may time them widened: kWidenMaxBytes at most) and its f32 accumulator
+/// may time them widened: the runtime's kWidenMaxBytes at most) and its f32 accumulator
 /// for a low-precision result with an epilogue.
 int64_t workspaceBytes(func::FuncOp f) {
   int64_t most = 0;
@@ -474,7 +472,7 @@ int64_t workspaceBytes(func::FuncOp f) {
     int64_t widened = 4 * (elems(a) + elems(b)), bytes = 0;
     if (et.isF16())
       bytes = widened;
-    else if (et.isBF16() && widened <= kWidenMaxBytes)
+    else if (et.isBF16() && widened <= amprt::kWidenMaxBytes)
       bytes = widened;
     if (isa<GemmOp>(op) && !getElementTypeOrSelf(y.getType()).isF32())
       bytes += 4 * elems(y);

@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/exec_decode.h"
 #include "common/matmul_dims.h"
+#include "common/workspace.h"
 #include "cpu/elementwise/elementwise.h"
 #include "host/profile.h"
 #include "host/scratch.h"

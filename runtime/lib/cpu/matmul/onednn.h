@@ -101,11 +101,6 @@ bool reluCannotMeetNaN(const amprt_tensor *x, const amprt_tensor *w, int64_t k, 
 /// made for the short sums of weight gradients.
 constexpr int64_t kAmxMaxSum = 512;
 
-/// A bf16 product is timed widened to f32 (against the bf16 kernels) only
-/// when the two f32 copies take at most this many bytes of scratch; above,
-/// it runs on the bf16 kernels.
-constexpr int64_t kWidenMaxBytes = int64_t(64) << 20;
-
 /// acc[M, N] = op(A)[M, K] @ op(B)[K, N] with strides in elements.
 struct GemmKey {
   int64_t m, n, k, lda0, lda1, ldb0, ldb1;
